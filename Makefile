@@ -1,0 +1,45 @@
+# beaconmux: the commands a newcomer runs. Each target installs missing Debian packages first.
+#   make        build the release binaries (build/release/beaconmux, build/release/beaconsim)
+#   make test   ASan + UBSan build, then every unit and integration test
+#   make demo   beaconsim (3 nodes) + beaconmux, and what to open
+#   make bench  wrk against a local upstream: direct, beaconmux, nginx, haproxy
+#   make fuzz   every libFuzzer harness for FUZZ_SECONDS (default 30) each
+
+FUZZ_SECONDS ?= 30
+CTEST_JOBS ?= 2
+
+.PHONY: all build deps test demo bench fuzz format clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release
+
+debug: deps
+	cmake --preset debug >/dev/null
+	cmake --build --preset debug
+
+test: debug
+	ctest --preset debug -j $(CTEST_JOBS)
+
+demo: build
+	scripts/demo.sh
+
+bench: build
+	@scripts/install-deps.sh bench
+	bench/run.sh
+
+fuzz: deps
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+format:
+	clang-format -i src/*.[ch] sim/*.[ch] tests/unit/*.[ch] fuzz/*.c
+
+clean:
+	rm -rf build

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hdrs: an owned list of HTTP header fields (name, value), kept in arrival order with
+ * duplicates preserved. Used for request headers in the server, response headers from
+ * upstreams, and headers a policy builds for an answer. Names compare case-insensitively.
+ * Strings are copied into chunked storage that never moves, so pointers returned by the
+ * accessors stay valid until bm_hdrs_clear or bm_hdrs_dispose.
+ */
+#ifndef BM_HDRS_H
+#define BM_HDRS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/** One header field. Strings are NUL-terminated; lengths exclude the NUL. */
+typedef struct bm_header {
+    const char *name;
+    const char *value;
+    size_t name_len;
+    size_t value_len;
+} bm_header_t;
+
+struct bm_hdrs_chunk;
+
+typedef struct bm_hdrs {
+    bm_header_t *items;
+    size_t n;
+    size_t cap;
+    struct bm_hdrs_chunk *chunks; /* string storage */
+} bm_hdrs_t;
+
+/** Initialises an empty list (no allocation). */
+void bm_hdrs_init(bm_hdrs_t *h);
+
+/** Frees all memory of the list. */
+void bm_hdrs_dispose(bm_hdrs_t *h);
+
+/** Removes every field, keeping allocated memory for reuse. */
+void bm_hdrs_clear(bm_hdrs_t *h);
+
+/** Appends a field, copying both strings. Returns 0 or BM_ENOMEM. */
+int bm_hdrs_add(bm_hdrs_t *h, const char *name, size_t name_len, const char *value,
+                size_t value_len);
+
+/** Appends a field from NUL-terminated strings. Returns 0 or BM_ENOMEM. */
+int bm_hdrs_add_z(bm_hdrs_t *h, const char *name, const char *value);
+
+/** Replaces every field named `name` by one field with `value` (appends when absent). */
+int bm_hdrs_set_z(bm_hdrs_t *h, const char *name, const char *value);
+
+/** Removes every field named `name`. Returns how many were removed. */
+size_t bm_hdrs_remove(bm_hdrs_t *h, const char *name);
+
+/** The value of the first field named `name` (case-insensitive), or NULL. */
+const char *bm_hdrs_get(const bm_hdrs_t *h, const char *name);
+
+/** Copies every field of `src` to the end of `dst`. Returns 0 or BM_ENOMEM. */
+int bm_hdrs_copy(bm_hdrs_t *dst, const bm_hdrs_t *src);
+
+/** Case-insensitive comparison of a counted name with a NUL-terminated one. */
+bool bm_header_name_is(const char *name, size_t len, const char *z);
+
+/**
+ * True for the hop-by-hop fields a proxy must not forward (RFC 9110 section 7.6.1:
+ * Connection, Keep-Alive, Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE,
+ * Trailer, Transfer-Encoding, Upgrade), plus the framing and routing fields a proxy
+ * regenerates for each hop: Host, Content-Length, Expect.
+ */
+bool bm_header_is_hop_by_hop(const char *name, size_t len);
+
+/**
+ * True when `name` is listed in a Connection header value `conn` (comma separated,
+ * case-insensitive): such fields are hop-by-hop for this message only.
+ */
+bool bm_header_listed_in_connection(const char *conn, const char *name, size_t len);
+
+#endif /* BM_HDRS_H */
