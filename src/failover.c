@@ -14,6 +14,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "buf.h"
 #include "err.h"
@@ -32,10 +33,11 @@ struct bm_failover {
 };
 
 typedef enum {
-    PH_IDLE,      /* between attempts */
-    PH_HEAD,      /* attempt running, head not seen */
-    PH_STREAM,    /* committed: streaming to the client */
-    PH_KEEP_5XX,  /* attempt answered 5xx and another candidate remains: keep the answer */
+    PH_IDLE,     /* between attempts */
+    PH_HEAD,     /* attempt running, head not seen */
+    PH_BUFFER,   /* answer below 500: held until complete or too large for failover */
+    PH_KEEP_5XX, /* answer 5xx and another candidate remains: kept in case all fail */
+    PH_STREAM,   /* committed: streaming to the client */
 } phase_t;
 
 typedef struct exchange {
@@ -51,11 +53,15 @@ typedef struct exchange {
     bool finished;         /* the client request has been ended */
     unsigned busy;         /* nesting depth of our callbacks */
     bool paused;
+    /* the running attempt's answer while it is held (PH_BUFFER) */
+    int held_status;
+    bm_hdrs_t held_hdrs;
+    int64_t held_length; /* Content-Length of the answer, or -1 */
+    bm_str_t held_body;
     /* the last 5xx answer, relayed when every candidate failed */
     int kept_status;
     bm_hdrs_t kept_hdrs;
     bm_str_t kept_body;
-    /* the attempt's head while deciding */
     bm_str_t errors; /* "node1: connection refused; node2: timed out" */
 } exchange_t;
 
@@ -65,6 +71,7 @@ void bm_failover_opts_default(bm_failover_opts_t *o)
     o->read_timeout_ms = 2000;
     o->write_timeout_ms = 12000;
     o->max_attempts = 3;
+    o->hold_bytes = 1 << 20;
 }
 
 bm_failover_t *bm_failover_new(bm_upstream_t *up, bm_pool_t *pool, const bm_failover_opts_t *o)
@@ -100,6 +107,8 @@ static void exchange_free(exchange_t *ex)
     ex->f->active--;
     bm_hdrs_dispose(&ex->kept_hdrs);
     bm_str_dispose(&ex->kept_body);
+    bm_hdrs_dispose(&ex->held_hdrs);
+    bm_str_dispose(&ex->held_body);
     bm_str_dispose(&ex->errors);
     free(ex);
 }
@@ -188,6 +197,33 @@ static int64_t response_length(const bm_hdrs_t *h)
 
 static void start_next(exchange_t *ex);
 
+/* Sends the held head and body and switches to streaming. */
+static void commit(exchange_t *ex)
+{
+    ex->phase = PH_STREAM;
+    ex->committed = true;
+    if (bm_resp_start(ex->req, ex->held_status, &ex->held_hdrs, ex->held_length) != 0) {
+        cancel_attempt(ex); /* the client is gone; on_client_abort ends the request */
+        return;
+    }
+    if (bm_str_len(&ex->held_body)) {
+        bm_buf_t *b = bm_str_finish(&ex->held_body);
+        if (b)
+            bm_resp_write(ex->req, b);
+        bm_buf_unref(b);
+    }
+}
+
+/* True for answers that must be streamed at once: event streams never complete, and
+ * bodies announced larger than the hold limit would only be held to be sent anyway. */
+static bool stream_at_once(const exchange_t *ex, const bm_hdrs_t *headers, int64_t length)
+{
+    const char *ct = bm_hdrs_get(headers, "content-type");
+    if (ct && strncasecmp(ct, "text/event-stream", 17) == 0)
+        return true;
+    return length > (int64_t)ex->f->opts.hold_bytes;
+}
+
 static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud)
 {
     exchange_t *ex = ud;
@@ -201,14 +237,14 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
         copy_response_headers(&ex->kept_hdrs, headers);
         bm_str_clear(&ex->kept_body);
     } else {
-        ex->phase = PH_STREAM;
-        ex->committed = true;
-        bm_hdrs_t out;
-        bm_hdrs_init(&out);
-        copy_response_headers(&out, headers);
-        if (bm_resp_start(ex->req, status, &out, response_length(headers)) != 0)
-            cancel_attempt(ex); /* the client is gone; on_client_abort ends the request */
-        bm_hdrs_dispose(&out);
+        ex->phase = PH_BUFFER;
+        ex->held_status = status;
+        ex->held_length = response_length(headers);
+        bm_hdrs_clear(&ex->held_hdrs);
+        copy_response_headers(&ex->held_hdrs, headers);
+        bm_str_clear(&ex->held_body);
+        if (stream_at_once(ex, headers, ex->held_length))
+            commit(ex);
     }
     leave(ex);
 }
@@ -219,15 +255,28 @@ static int on_data(bm_xfer_t *x, const char *p, size_t n, void *ud)
     (void)x;
     int rc = 0;
     ex->busy++;
-    if (ex->phase == PH_STREAM && !ex->finished) {
-        bm_resp_write_copy(ex->req, p, n);
-        if (!ex->finished && !bm_resp_writable(ex->req)) {
-            ex->paused = true;
-            rc = BM_XFER_PAUSE;
+    switch (ex->phase) {
+    case PH_BUFFER:
+        bm_str_append(&ex->held_body, p, n);
+        if (bm_str_len(&ex->held_body) > ex->f->opts.hold_bytes)
+            commit(ex);
+        break;
+    case PH_STREAM:
+        if (!ex->finished)
+            bm_resp_write_copy(ex->req, p, n);
+        break;
+    case PH_KEEP_5XX:
+        if (bm_str_len(&ex->kept_body) < MAX_KEPT_BODY) {
+            size_t room = MAX_KEPT_BODY - bm_str_len(&ex->kept_body);
+            bm_str_append(&ex->kept_body, p, n < room ? n : room);
         }
-    } else if (ex->phase == PH_KEEP_5XX && bm_str_len(&ex->kept_body) < MAX_KEPT_BODY) {
-        size_t room = MAX_KEPT_BODY - bm_str_len(&ex->kept_body);
-        bm_str_append(&ex->kept_body, p, n < room ? n : room);
+        break;
+    default:
+        break;
+    }
+    if (ex->phase == PH_STREAM && !ex->finished && !bm_resp_writable(ex->req)) {
+        ex->paused = true;
+        rc = BM_XFER_PAUSE;
     }
     leave(ex);
     return rc;
@@ -272,6 +321,12 @@ static void on_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
             finish_abort(ex); /* never splice: the client sees a broken connection */
         else
             finish_end(ex);
+    } else if (!ex->finished && !res->err && ex->phase == PH_BUFFER) {
+        /* the whole answer arrived while held: send it with its exact length */
+        bm_buf_t *body = bm_str_finish(&ex->held_body);
+        ex->finished = true;
+        bm_resp_send(ex->req, ex->held_status, NULL, body, &ex->held_hdrs);
+        bm_buf_unref(body);
     } else if (!ex->finished) {
         if (res->err) {
             if (bm_str_len(&ex->errors))
@@ -369,6 +424,7 @@ void bm_failover_handle(bm_failover_t *f, bm_req_t *req, bm_client_t only)
     ex->f = f;
     ex->req = req;
     bm_hdrs_init(&ex->kept_hdrs);
+    bm_hdrs_init(&ex->held_hdrs);
     ex->n_cand = pick_candidates(f, only, ex->cand, f->opts.max_attempts);
     ex->busy++;
     if (ex->n_cand == 0) {

@@ -2,11 +2,12 @@
 /*
  * failover: the default read path. A request goes to the best-ranked usable node (ready
  * first, then configuration order); on a connection error, a timeout or a 5xx answer it
- * goes to the next one, a bounded number of times. The first answer below 500 is streamed
- * to the client with backpressure; when every attempt failed the client gets the last
- * node's 5xx answer, or 503 naming why when no node answered at all. A failure after the
- * first byte reached the client aborts the client connection rather than splicing two
- * answers. Client-specific paths (/lighthouse/..., /prysm/..., ...) only go to nodes of
+ * goes to the next one, a bounded number of times. The first answer below 500 goes to the
+ * client: held until complete when it is small (so a node that dies mid-body can still be
+ * replaced), streamed with backpressure when it is large or an event stream. When every
+ * attempt failed the client gets the last node's 5xx answer, or 503 naming why when no
+ * node answered at all. A failure after the first byte reached the client aborts the
+ * client connection rather than splicing two answers. Client-specific paths (/lighthouse/..., /prysm/..., ...) only go to nodes of
  * that client.
  */
 #ifndef BM_FAILOVER_H
@@ -26,6 +27,8 @@ typedef struct bm_failover_opts {
     uint32_t read_timeout_ms;    /* GET/HEAD: longest silence from a node (default 2000) */
     uint32_t write_timeout_ms;   /* other methods: whole attempt (default 12000) */
     uint32_t max_attempts;       /* nodes tried per request (default 3) */
+    size_t hold_bytes;           /* answers up to this size are held until complete, so a
+                                    node failing mid-body can still be replaced (1 MiB) */
 } bm_failover_opts_t;
 
 /** Fills `o` with the defaults. */

@@ -1,0 +1,404 @@
+# SPDX-License-Identifier: MIT
+"""Shared helpers for beaconmux's integration tests (python3 standard library only).
+
+Starts the real binaries (beaconmux, beaconsim) on ephemeral loopback ports, a scripted
+upstream that is *not* built on our HTTP module (http.server), and raw-socket clients for
+the cases urllib cannot express (pipelining, slowloris, 100-continue). Waiting is always
+for a condition with a bound, never a bare sleep.
+"""
+import http.client
+import http.server
+import json
+import os
+import re
+import signal
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+BIN_DIR = os.environ.get("BM_BIN_DIR") or os.path.join(
+    os.path.dirname(__file__), "..", "..", "build", "debug")
+SOURCE_DIR = os.environ.get("BM_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+
+ROOT_A = "0x" + "4b" * 32
+ROOT_B = "0x" + "9c" * 32
+
+
+def wait_for(cond, timeout=10.0, interval=0.01, what="condition"):
+    """Polls cond() until it returns a truthy value or the bound passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+class Proc:
+    """A child process whose stderr is collected in a background thread."""
+
+    def __init__(self, args, env=None):
+        self.args = args
+        e = dict(os.environ)
+        e.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        if env:
+            e.update(env)
+        self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
+        self.out_lines = []
+        self.err_lines = []
+        self._lock = threading.Lock()
+        self._t_out = threading.Thread(target=self._pump, args=(self.p.stdout, self.out_lines), daemon=True)
+        self._t_err = threading.Thread(target=self._pump, args=(self.p.stderr, self.err_lines), daemon=True)
+        self._t_out.start()
+        self._t_err.start()
+
+    def _pump(self, stream, lines):
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self._lock:
+                lines.append(line)
+            if os.environ.get("BM_TEST_VERBOSE"):
+                sys.stderr.write("[%s] %s\n" % (os.path.basename(self.args[0]), line))
+
+    def stdout(self):
+        with self._lock:
+            return list(self.out_lines)
+
+    def stderr(self):
+        with self._lock:
+            return list(self.err_lines)
+
+    def wait_line(self, pattern, timeout=10.0, stream="stderr"):
+        rx = re.compile(pattern)
+
+        def find():
+            for line in (self.stderr() if stream == "stderr" else self.stdout()):
+                m = rx.search(line)
+                if m:
+                    return m
+            if self.p.poll() is not None:
+                raise AssertionError("%s exited (%s) before printing /%s/:\n%s" % (
+                    self.args[0], self.p.returncode, pattern, "\n".join(self.stderr()[-40:])))
+            return None
+        return wait_for(find, timeout, what="/%s/ from %s" % (pattern, os.path.basename(self.args[0])))
+
+    def signal(self, sig):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+
+    def stop(self, timeout=15.0):
+        """SIGTERM, then wait; returns the exit code. Kills after the bound."""
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self._t_out.join(2)
+        self._t_err.join(2)
+        return self.p.returncode
+
+
+class Beaconmux(Proc):
+    """beaconmux on an ephemeral port; `self.port` is parsed from its log."""
+
+    def __init__(self, upstreams=(), config_text=None, args=(), env=None, tmpdir=None):
+        cmd = [os.path.join(BIN_DIR, "beaconmux"), "--listen", "127.0.0.1:0", "--log-level", "debug"]
+        self.config_path = None
+        if config_text is not None:
+            import tempfile
+            fd, self.config_path = tempfile.mkstemp(suffix=".yaml", dir=tmpdir)
+            with os.fdopen(fd, "w") as f:
+                f.write(config_text)
+            cmd += ["--config", self.config_path]
+        for u in upstreams:
+            cmd += ["--upstream", u]
+        cmd += list(args)
+        super().__init__(cmd, env)
+        m = self.wait_line(r"listening on http://127\.0\.0\.1:(\d+)")
+        self.port = int(m.group(1))
+
+    def stop(self, timeout=15.0):
+        rc = super().stop(timeout)
+        if self.config_path:
+            try:
+                os.unlink(self.config_path)
+            except OSError:
+                pass
+        return rc
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def request(self, method, path, body=None, headers=None, timeout=10.0):
+        return http_request(self.port, method, path, body, headers, timeout)
+
+    def status(self):
+        st, _, body = self.request("GET", "/beaconmux/v1/status")
+        assert st == 200, st
+        return json.loads(body)
+
+    def node_states(self):
+        return {u["id"]: u["state"] for u in self.status()["upstreams"]}
+
+    def wait_state(self, node_id, state, timeout=10.0):
+        return wait_for(lambda: self.node_states().get(node_id) == state, timeout,
+                        what="%s to be %s" % (node_id, state))
+
+
+def http_request(port, method, path, body=None, headers=None, timeout=10.0):
+    """One request on a fresh connection; returns (status, headers dict lowercased, body bytes)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        data = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+    finally:
+        c.close()
+
+
+def raw_exchange(port, data, timeout=5.0, read_until_close=True, expect_bytes=None):
+    """Sends raw bytes and returns everything read until close, timeout, or expect_bytes."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+        out = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if expect_bytes is not None and len(out) >= expect_bytes:
+                break
+            if not read_until_close and b"\r\n\r\n" in out:
+                break
+        return out
+    finally:
+        s.close()
+
+
+def count_responses(raw):
+    return len(re.findall(rb"HTTP/1\.[01] \d{3} ", raw))
+
+
+# ---- a scripted upstream that is not built on our HTTP module ---------------------------
+
+def beacon_spec(seconds_per_slot=12, slots_per_epoch=32, extra=None):
+    spec = {
+        "CONFIG_NAME": "testnet",
+        "PRESET_BASE": "mainnet",
+        "SECONDS_PER_SLOT": str(seconds_per_slot),
+        "SLOTS_PER_EPOCH": str(slots_per_epoch),
+        "GENESIS_FORK_VERSION": "0x10000000",
+        "ALTAIR_FORK_VERSION": "0x20000000",
+        "ALTAIR_FORK_EPOCH": "0",
+        "ELECTRA_FORK_VERSION": "0x60000000",
+        "ELECTRA_FORK_EPOCH": "0",
+        "FULU_FORK_VERSION": "0x70000000",
+        "FULU_FORK_EPOCH": "0",
+        "GLOAS_FORK_VERSION": "0x80000000",
+        "GLOAS_FORK_EPOCH": "18446744073709551615",
+        "DEPOSIT_CHAIN_ID": "17000",
+        "DOMAIN_BEACON_ATTESTER": "0x01000000",
+    }
+    if extra:
+        spec.update(extra)
+    return spec
+
+
+class FakeBeacon:
+    """A beacon node double on http.server (threaded, HTTP/1.1 keep-alive).
+
+    `routes` maps (method, path) to a callable(handler) -> (status, headers, body) or to a
+    tuple; `mode` switches the whole node: "ok", "hang" (accept, never answer),
+    "error" (500), "midbody" (headers then half a body, then close). Every request is
+    recorded with its headers and body.
+    """
+
+    def __init__(self, genesis_root=ROOT_A, version="Lighthouse/v7.0.0/x86_64-linux",
+                 seconds_per_slot=12, slots_per_epoch=32, genesis_time=None):
+        self.genesis_root = genesis_root
+        self.version = version
+        self.genesis_time = genesis_time if genesis_time is not None else int(time.time()) - 3600
+        self.spec = beacon_spec(seconds_per_slot, slots_per_epoch)
+        self.mode = "ok"
+        self.requests = []
+        self.routes = {}
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+        self._server = None
+        self.port = None
+        self.start()
+
+    def json_body(self, obj):
+        return 200, {"Content-Type": "application/json"}, json.dumps(obj).encode()
+
+    def default_route(self, method, path):
+        if path == "/eth/v1/node/version":
+            return self.json_body({"data": {"version": self.version}})
+        if path == "/eth/v1/beacon/genesis":
+            return self.json_body({"data": {"genesis_time": str(self.genesis_time),
+                                            "genesis_validators_root": self.genesis_root,
+                                            "genesis_fork_version": "0x10000000"}})
+        if path == "/eth/v1/config/spec":
+            return self.json_body({"data": self.spec})
+        if path == "/eth/v1/config/fork_schedule":
+            return self.json_body({"data": [{"previous_version": "0x10000000",
+                                             "current_version": "0x10000000", "epoch": "0"}]})
+        if path == "/eth/v1/config/deposit_contract":
+            return self.json_body({"data": {"chain_id": "17000",
+                                            "address": "0x4242424242424242424242424242424242424242"}})
+        return 404, {"Content-Type": "application/json"}, b'{"code":404,"message":"not found"}'
+
+    def start(self, port=0):
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _handle(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                path = self.path.split("?", 1)[0]
+                rec = {"method": self.command, "path": self.path, "headers": dict(self.headers.items()),
+                       "raw_headers": [(k.lower(), v) for k, v in self.headers.items()],
+                       "body": body, "time": time.monotonic()}
+                with outer.lock:
+                    outer.requests.append(rec)
+                mode = outer.mode
+                route = outer.routes.get((self.command, path)) or outer.routes.get(("*", path))
+                if mode == "hang" and not path.startswith("/eth/v1/config") and path not in (
+                        "/eth/v1/node/version", "/eth/v1/beacon/genesis") or mode == "hang-all":
+                    outer.release.wait(60)
+                    self.close_connection = True
+                    return
+                if mode == "error":
+                    self._send(500, {"Content-Type": "application/json"},
+                               b'{"code":500,"message":"internal error"}')
+                    return
+                if route is not None:
+                    res = route(self, rec) if callable(route) else route
+                else:
+                    res = outer.default_route(self.command, path)
+                if res is None:
+                    return  # the route wrote the answer itself
+                status, headers, data = res
+                if mode == "midbody":
+                    self.send_response(status)
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(data) + 1000))
+                    self.end_headers()
+                    self.wfile.write(data[: max(1, len(data) // 2)])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self._send(status, headers, data)
+
+            def _send(self, status, headers, data):
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
+
+        class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self._server = Server(("127.0.0.1", port), Handler)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        """Closes the listening socket (the port then refuses connections)."""
+        if self._server:
+            self.release.set()
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def restart(self):
+        self.release = threading.Event()
+        self.start(self.port)
+
+    def paths(self):
+        with self.lock:
+            return [r["path"] for r in self.requests]
+
+    def find(self, method, path):
+        with self.lock:
+            return [r for r in self.requests if r["method"] == method and r["path"] == path]
+
+
+def closed_port():
+    """A loopback port with nothing listening (bound then closed)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class HangServer:
+    """Accepts connections and never answers (a hung node)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        self._stop = False
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        self.sock.settimeout(0.2)
+        while not self._stop:
+            try:
+                c, _ = self.sock.accept()
+                self.conns.append(c)
+            except (socket.timeout, OSError):
+                continue
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        self._stop = True
+        self._t.join(2)
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def main():
+    unittest.main(verbosity=2)
