@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of pool (nodes, inputs, figures, names) and health (the state function). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "err.h"
+#include "health.h"
+#include "pool.h"
+
+static int transitions;
+static bm_node_state_t last_old, last_new;
+
+static void on_state(bm_node_t *n, bm_node_state_t old, void *ud)
+{
+    transitions++;
+    last_old = old;
+    last_new = n->state;
+    (*(int *)ud)++;
+}
+
+static void test_add_find_and_masking(void **state)
+{
+    bm_pool_t *p = bm_pool_new();
+    bm_hdrs_t extra;
+    bm_hdrs_init(&extra);
+    bm_hdrs_add_z(&extra, "X-Api-Key", "k");
+    bm_node_t *a = bm_pool_add(p, "a", "https://user:secret@host.example:5052/api", &extra);
+    assert_non_null(a);
+    assert_null(strstr(a->url_masked, "secret"));
+    assert_non_null(strstr(a->url_masked, "host.example"));
+    assert_string_equal(bm_hdrs_get(&a->extra, "x-api-key"), "k");
+    bm_hdrs_dispose(&extra);
+    assert_null(bm_pool_add(p, "a", "http://127.0.0.1:1", NULL)); /* duplicate id */
+    assert_null(bm_pool_add(p, "b", "ftp://127.0.0.1:1", NULL));  /* not http(s) */
+    bm_node_t *b = bm_pool_add(p, "b", "http://127.0.0.1:1", NULL);
+    assert_non_null(b);
+    assert_int_equal(bm_pool_count(p), 2);
+    assert_ptr_equal(bm_pool_find(p, "b"), b);
+    assert_int_equal(b->index, 1);
+    assert_null(bm_pool_find(p, "c"));
+    bm_pool_free(p);
+}
+
+static void test_health_follows_inputs(void **state)
+{
+    bm_pool_t *p = bm_pool_new();
+    bm_node_t *n = bm_pool_add(p, "n", "http://127.0.0.1:1", NULL);
+    bm_health_t *h = bm_health_new(p, NULL);
+    int calls = 0;
+    assert_int_equal(bm_pool_on_state(p, on_state, &calls), 0);
+    transitions = 0;
+    assert_int_equal(n->state, BM_NODE_UNKNOWN);
+
+    bm_pool_set_network(p, n, BM_NET_OK, "same network");
+    assert_int_equal(n->state, BM_NODE_READY);
+    assert_int_equal(transitions, 1);
+    assert_int_equal(last_old, BM_NODE_UNKNOWN);
+
+    /* one timeout is not enough; the second makes the node unreachable */
+    bm_pool_record(p, n, BM_OUTCOME_NET_ERROR, false, 0, "timed out");
+    assert_int_equal(n->state, BM_NODE_READY);
+    bm_pool_record(p, n, BM_OUTCOME_NET_ERROR, false, 0, "timed out");
+    assert_int_equal(n->state, BM_NODE_UNREACHABLE);
+    assert_non_null(strstr(n->state_reason, "timed out"));
+    /* any HTTP answer brings it back, even a 5xx (the node is up, just failing) */
+    bm_pool_record(p, n, BM_OUTCOME_HTTP_5XX, false, 1000, NULL);
+    assert_int_equal(n->state, BM_NODE_READY);
+    /* a refused connection is certain: unreachable at once */
+    bm_pool_record(p, n, BM_OUTCOME_NET_ERROR, true, 0, "connection refused");
+    assert_int_equal(n->state, BM_NODE_UNREACHABLE);
+    /* wrong network wins over everything */
+    bm_pool_set_network(p, n, BM_NET_WRONG, "genesis differs");
+    assert_int_equal(n->state, BM_NODE_WRONG_NETWORK);
+    assert_false(bm_node_usable(n));
+    assert_int_equal(transitions, 5);
+    assert_int_equal(calls, 5);
+    /* a repeated input that changes nothing makes no transition */
+    bm_pool_set_network(p, n, BM_NET_WRONG, "genesis differs");
+    assert_int_equal(transitions, 5);
+    assert_int_equal(n->stats.requests, 4);
+    assert_int_equal(n->stats.errors, 4);
+    bm_health_free(h);
+    bm_pool_free(p);
+}
+
+static void test_rank_and_latency(void **state)
+{
+    bm_pool_t *p = bm_pool_new();
+    bm_node_t *n = bm_pool_add(p, "n", "http://127.0.0.1:1", NULL);
+    n->state = BM_NODE_READY;
+    int ready = bm_node_rank(n);
+    n->state = BM_NODE_LAGGING;
+    int lagging = bm_node_rank(n);
+    n->state = BM_NODE_UNREACHABLE;
+    int unreachable = bm_node_rank(n);
+    assert_true(ready < lagging && lagging < unreachable);
+    for (int i = 0; i < 98; i++)
+        bm_pool_record(p, n, BM_OUTCOME_OK, false, 3000, NULL); /* 3 ms */
+    bm_pool_record(p, n, BM_OUTCOME_OK, false, 400000, NULL);   /* 400 ms */
+    bm_pool_record(p, n, BM_OUTCOME_OK, false, 400000, NULL);
+    assert_true(bm_node_latency_pct(n, 50) <= 5.0);
+    assert_true(bm_node_latency_pct(n, 50) >= 3.0);
+    assert_true(bm_node_latency_pct(n, 99) >= 400.0);
+    assert_true(n->stats.latency_ewma_ms > 3.0);
+    bm_pool_free(p);
+}
+
+static void test_client_names(void **state)
+{
+    assert_int_equal(bm_client_detect("Lighthouse/v7.0.0-abc/x86_64-linux"), BM_CLIENT_LIGHTHOUSE);
+    assert_int_equal(bm_client_detect("teku/v25.1.0/linux-x86_64/-eclipseadoptium-openjdk64bitservervm-java-21"), BM_CLIENT_TEKU);
+    assert_int_equal(bm_client_detect("Prysm/v6.0.0 (linux amd64)"), BM_CLIENT_PRYSM);
+    assert_int_equal(bm_client_detect("Nimbus/v25.3.0-abc-stateofus"), BM_CLIENT_NIMBUS);
+    assert_int_equal(bm_client_detect("Lodestar/v1.30.0/abc"), BM_CLIENT_LODESTAR);
+    assert_int_equal(bm_client_detect("Grandine/1.1.0-abc/x86_64-linux"), BM_CLIENT_GRANDINE);
+    assert_int_equal(bm_client_detect("erigon/caplin"), BM_CLIENT_CAPLIN);
+    assert_int_equal(bm_client_detect("Something/1.0"), BM_CLIENT_UNKNOWN);
+    assert_int_equal(bm_client_detect(NULL), BM_CLIENT_UNKNOWN);
+    assert_int_equal(bm_client_parse("prysm", 5), BM_CLIENT_PRYSM);
+    assert_string_equal(bm_client_name(BM_CLIENT_NIMBUS), "nimbus");
+    assert_string_equal(bm_node_state_name(BM_NODE_TIME_DISCREPANCY), "time-discrepancy");
+    assert_string_equal(bm_node_state_name(BM_NODE_WRONG_NETWORK), "wrong-network");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_add_find_and_masking), cmocka_unit_test(test_health_follows_inputs),
+        cmocka_unit_test(test_rank_and_latency), cmocka_unit_test(test_client_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
