@@ -1770,9 +1770,11 @@ static int convert_upstreams(loader_t *ld, raw_top_t *raw, bm_config_t *cfg)
             return rc;
         if (!up->url)
             return fail_at(ld, em, "%s: missing key \"url\"", path);
+        /* A URL built with ${VAR} is shown as written: a malformed one (no "@host") could
+         * otherwise put the substituted password in the message. */
         if ((why = url_problem(up->url)))
             return fail_at(ld, lurl ? &lurl->start : em, "%s: url %s %s", path,
-                           quote_url(&q, up->url), why);
+                           quote_url(&q, strstr(ru->url, "${") ? ru->url : up->url), why);
 
         size_t nh = 0;
         for (size_t j = 0; j < ld->w.n_hdrs; j++)

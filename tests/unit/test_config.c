@@ -677,6 +677,9 @@ static void test_upstream_urls(void **state)
     assert_null(cfg);
     assert_non_null(strstr(err.msg, "\"http://user:***@h:0\" has a malformed port"));
     assert_null(strstr(err.msg, "s3cret"));
+    /* Without "@host", the password would look like a port: the template is shown instead. */
+    expect_error("upstreams:\n  - url: \"https://user:${PASS}\"\n",
+                 "t.yaml:2:10: upstreams[0]: url \"https://user:${PASS}\" has a malformed port");
 }
 
 static void test_headers(void **state)
