@@ -156,9 +156,9 @@ int bm_config_parse_duration(const char *s, uint32_t *ms)
     else if (strcmp(s, "s") == 0)
         mul = 1000;
     else if (strcmp(s, "m") == 0)
-        mul = 60 * 1000;
+        mul = 60000;
     else if (strcmp(s, "h") == 0)
-        mul = 3600 * 1000;
+        mul = 3600000;
     else
         return BM_EINVAL;
     if (n > DURATION_MAX_MS / mul)
@@ -246,7 +246,7 @@ int bm_config_parse_listen(const char *s, char *host, size_t host_size, uint16_t
     if (hlen == 0 || hlen >= host_size || hlen >= 64)
         return BM_EINVAL;
     const char *ps = colon + 1;
-    if (!parse_digits(&ps, &p) || *ps != '\0' || p > 65535 || colon[1] == '+')
+    if (!parse_digits(&ps, &p) || *ps != '\0' || p > 65535)
         return BM_EINVAL;
     memcpy(host, h, hlen);
     host[hlen] = '\0';
@@ -663,6 +663,8 @@ static const cfgkey_t keys[] = {TOP_KEYS(TOP_ROW) ALL_SECTION_KEYS(ROW)};
 
 static void *raw_section(raw_top_t *raw, section_t sec)
 {
+    if (!raw)
+        return NULL;
     switch (sec) {
     case SEC_top:
         return raw;
@@ -1687,7 +1689,7 @@ static int convert_keys(loader_t *ld, raw_top_t *raw, bm_config_t *cfg)
         bool ok = set_key(cfg, k, v, msg, sizeof msg);
         free(v);
         if (!ok)
-            return fail_at(ld, l ? &l->start : NULL, "%s %s", k->path, msg);
+            return fail_at(ld, l ? &l->start : NULL, "%s: %s", k->path, msg);
     }
     return 0;
 }
@@ -1711,6 +1713,8 @@ static int convert_headers(loader_t *ld, size_t idx, bm_config_upstream_t *up)
         int rc = value_of(ld, path, h->value, &h->start, &h->end, false, &v);
         if (rc != 0)
             return rc;
+        if (!v)
+            return fail_at(ld, &h->key, "%s: header %s has no value", path, q.s);
         if ((why = header_value_problem(v))) {
             free(v);
             return fail_at(ld, &h->start, "%s: the value of header %s %s", path, q.s, why);
@@ -1897,7 +1901,7 @@ int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err)
     }
     for (size_t i = 0; i < N_KEYS; i++) {
         if (!check_key(cfg, &keys[i], msg, sizeof msg)) {
-            err_set(err, "%s %s", keys[i].path, msg);
+            err_set(err, "%s: %s", keys[i].path, msg);
             return BM_EINVAL;
         }
     }

@@ -389,7 +389,7 @@ static void test_shapes(void **state)
         bm_config_free(cfg);
     }
     /* A quoted empty string is a value, not a null. */
-    expect_error("listen: \"\"\n", "t.yaml:1:9: listen invalid address \"\"");
+    expect_error("listen: \"\"\n", "t.yaml:1:9: listen: invalid address \"\"");
 }
 
 static void test_env_values(void **state)
@@ -477,15 +477,16 @@ static void test_durations(void **state)
         assert_int_equal(bm_config_parse_duration(bad[i], &ms), BM_EINVAL);
         assert_int_equal(ms, 12345);
     }
-    expect_error("server:\n  headerTimeout: 10x\n",
-                 "t.yaml:2:18: server.headerTimeout invalid duration \"10x\" (use milliseconds, or "
-                 "a whole number with ms, s, m or h; at most 24h)");
+    expect_error(
+        "server:\n  headerTimeout: 10x\n",
+        "t.yaml:2:18: server.headerTimeout: invalid duration \"10x\" (use milliseconds, or "
+        "a whole number with ms, s, m or h; at most 24h)");
     expect_error("server:\n  idleTimeout: 500ms\n",
-                 "t.yaml:2:16: server.idleTimeout must be between 1s and 24h (got 500ms)");
+                 "t.yaml:2:16: server.idleTimeout: must be between 1s and 24h (got 500ms)");
     expect_error("timeouts: {connect: 0}\n",
-                 "t.yaml:1:21: timeouts.connect must be between 1ms and 24h (got 0ms)");
+                 "t.yaml:1:21: timeouts.connect: must be between 1ms and 24h (got 0ms)");
     expect_error("discovery:\n  retryInterval: 50ms\n",
-                 "t.yaml:2:18: discovery.retryInterval must be between 100ms and 24h (got 50ms)");
+                 "t.yaml:2:18: discovery.retryInterval: must be between 100ms and 24h (got 50ms)");
 }
 
 static void test_sizes(void **state)
@@ -513,12 +514,12 @@ static void test_sizes(void **state)
         assert_true(v == 12345);
     }
     expect_error("server:\n  maxBodyBytes: 32MB\n",
-                 "t.yaml:2:17: server.maxBodyBytes invalid size \"32MB\" (use bytes, or a whole "
+                 "t.yaml:2:17: server.maxBodyBytes: invalid size \"32MB\" (use bytes, or a whole "
                  "number with KiB, MiB, GiB or TiB; at most 1TiB)");
     expect_error("server:\n  maxHeaderBytes: 512\n",
-                 "t.yaml:2:19: server.maxHeaderBytes must be between 1KiB and 1MiB (got 512)");
+                 "t.yaml:2:19: server.maxHeaderBytes: must be between 1KiB and 1MiB (got 512)");
     expect_error("events:\n  subscriberMaxPending: 5GiB\n",
-                 "t.yaml:2:25: events.subscriberMaxPending must be between 1KiB and 4GiB (got "
+                 "t.yaml:2:25: events.subscriberMaxPending: must be between 1KiB and 4GiB (got "
                  "5GiB)");
 }
 
@@ -526,34 +527,34 @@ static void test_other_values(void **state)
 {
     (void)state;
     expect_error("failover: {maxAttempts: 17}\n",
-                 "t.yaml:1:25: failover.maxAttempts must be between 1 and 16 (got 17)");
+                 "t.yaml:1:25: failover.maxAttempts: must be between 1 and 16 (got 17)");
     expect_error("failover: {maxAttempts: 0}\n",
-                 "t.yaml:1:25: failover.maxAttempts must be between 1 and 16 (got 0)");
+                 "t.yaml:1:25: failover.maxAttempts: must be between 1 and 16 (got 0)");
     expect_error("failover: {maxAttempts: -1}\n",
-                 "t.yaml:1:25: failover.maxAttempts invalid number \"-1\" (use a whole number)");
+                 "t.yaml:1:25: failover.maxAttempts: invalid number \"-1\" (use a whole number)");
     expect_error("health: {headQuorum: 65}\n",
-                 "t.yaml:1:22: health.headQuorum must be between 0 and 64 (got 65)");
+                 "t.yaml:1:22: health.headQuorum: must be between 0 and 64 (got 65)");
     expect_error("tls: {verify: yes}\n",
-                 "t.yaml:1:15: tls.verify invalid boolean \"yes\" (use true or false)");
+                 "t.yaml:1:15: tls.verify: invalid boolean \"yes\" (use true or false)");
     expect_error("log: {level: verbose}\n",
-                 "t.yaml:1:14: log.level invalid log level \"verbose\" (use debug, info, warn, "
+                 "t.yaml:1:14: log.level: invalid log level \"verbose\" (use debug, info, warn, "
                  "error or off)");
     expect_error("log: {format: xml}\n",
-                 "t.yaml:1:15: log.format invalid log format \"xml\" (use text or json)");
+                 "t.yaml:1:15: log.format: invalid log format \"xml\" (use text or json)");
     expect_error("duties: {blockSelection: best}\n",
-                 "t.yaml:1:26: duties.blockSelection invalid block selection \"best\" (use first "
+                 "t.yaml:1:26: duties.blockSelection: invalid block selection \"best\" (use first "
                  "or best-value)");
     expect_error("genesisValidatorsRoot: 0x1234\n",
-                 "t.yaml:1:24: genesisValidatorsRoot invalid root \"0x1234\" (use 0x followed by "
+                 "t.yaml:1:24: genesisValidatorsRoot: invalid root \"0x1234\" (use 0x followed by "
                  "64 hex digits)");
     expect_error("genesisValidatorsRoot: "
                  "4b363db94e286120d76eb905340fdd4e54bfe9f06bf33ff6cf5ad27f511bfe9500\n",
-                 "t.yaml:1:24: genesisValidatorsRoot invalid root");
+                 "t.yaml:1:24: genesisValidatorsRoot: invalid root");
     expect_error("tls:\n  caFile: /nonexistent/ca.pem\n",
-                 "t.yaml:2:11: tls.caFile cannot read \"/nonexistent/ca.pem\": No such file or "
+                 "t.yaml:2:11: tls.caFile: cannot read \"/nonexistent/ca.pem\": No such file or "
                  "directory");
     expect_error("tls:\n  caFile: /tmp\n",
-                 "t.yaml:2:11: tls.caFile \"/tmp\" is not a regular file");
+                 "t.yaml:2:11: tls.caFile: \"/tmp\" is not a regular file");
 
     /* Listen addresses. */
     static const struct {
@@ -583,7 +584,7 @@ static void test_other_values(void **state)
         assert_int_equal(bm_config_parse_listen(bad[i], host, sizeof host, &port), BM_EINVAL);
     }
     expect_error("listen: example.com:80\n",
-                 "t.yaml:1:9: listen invalid address \"example.com:80\" (use HOST:PORT");
+                 "t.yaml:1:9: listen: invalid address \"example.com:80\" (use HOST:PORT");
 }
 
 static void test_upstream_ids(void **state)
@@ -735,11 +736,11 @@ static void test_validate(void **state)
     bm_config_t *cfg = expect_ok("upstreams: [{url: \"http://a\"}]\n");
     cfg->failover.max_attempts = 0;
     assert_int_equal(bm_config_validate(cfg, &err), BM_EINVAL);
-    assert_string_equal(err.msg, "failover.maxAttempts must be between 1 and 16 (got 0)");
+    assert_string_equal(err.msg, "failover.maxAttempts: must be between 1 and 16 (got 0)");
     cfg->failover.max_attempts = 2;
     cfg->server.idle_timeout_ms = 10;
     assert_int_equal(bm_config_validate(cfg, &err), BM_EINVAL);
-    assert_string_equal(err.msg, "server.idleTimeout must be between 1s and 24h (got 10ms)");
+    assert_string_equal(err.msg, "server.idleTimeout: must be between 1s and 24h (got 10ms)");
     cfg->server.idle_timeout_ms = 1000;
     free(cfg->upstreams[0].url);
     cfg->upstreams[0].url = strdup("http://u:secret@h:70000");
@@ -751,7 +752,7 @@ static void test_validate(void **state)
     free(cfg->listen_host);
     cfg->listen_host = strdup("example.com");
     assert_int_equal(bm_config_validate(cfg, &err), BM_EINVAL);
-    assert_string_equal(err.msg, "listen host must be an IPv4 address, an IPv6 address or "
+    assert_string_equal(err.msg, "listen: host must be an IPv4 address, an IPv6 address or "
                                  "localhost");
     free(cfg->listen_host);
     cfg->listen_host = strdup("::");
