@@ -1,0 +1,1023 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_config: the configuration module. What a user can write (YAML, flags, ${VAR}),
+ * what they get (defaults, overrides), and what they are told when it is wrong: every
+ * error names the key and, for the file, its line and column.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "err.h"
+
+/* ---- helpers ------------------------------------------------------------------------- */
+
+static const char *test_env(void *ud, const char *name)
+{
+    static const char *const vars[][2] = {
+        {"PASS", "s3cret"},
+        {"KEY", "k-1"},
+        {"NL", "a\nb"},
+        {"CR", "a\rb"},
+        {"EMPTY", ""},
+        {"DOLLAR", "x$y"},
+        {"PORT", "6000"},
+        {"HOST", "node.example"},
+        {"HASH", "p#ss: \"q\" \\x"},
+    };
+    (void)ud;
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (strcmp(vars[i][0], name) == 0)
+            return vars[i][1];
+    return NULL;
+}
+
+static bm_config_t *parse(const char *yaml, bm_config_err_t *err)
+{
+    return bm_config_parse(yaml, strlen(yaml), "t.yaml", test_env, NULL, err);
+}
+
+/* Parses `yaml`, expects failure and an error message starting with `prefix`. */
+static void expect_error(const char *yaml, const char *prefix)
+{
+    bm_config_err_t err;
+    bm_config_t *cfg = parse(yaml, &err);
+    if (cfg || strncmp(err.msg, prefix, strlen(prefix)) != 0) {
+        print_error("yaml:\n%s\nexpected error starting with: %s\ngot: %s\n", yaml, prefix,
+                    cfg ? "(success)" : err.msg);
+        bm_config_free(cfg);
+        fail();
+    }
+}
+
+/* Parses `yaml`, expects success and a configuration that passes validation. */
+static bm_config_t *expect_ok(const char *yaml)
+{
+    bm_config_err_t err;
+    bm_config_t *cfg = parse(yaml, &err);
+    if (!cfg) {
+        print_error("yaml:\n%s\nunexpected error: %s\n", yaml, err.msg);
+        fail();
+    }
+    if (bm_config_validate(cfg, &err) != 0) {
+        print_error("yaml:\n%s\nunexpected validation error: %s\n", yaml, err.msg);
+        bm_config_free(cfg);
+        fail();
+    }
+    return cfg;
+}
+
+/* Parses and validates, expecting the validation (not the parse) to fail with `prefix`. */
+static void expect_invalid(const char *yaml, const char *prefix)
+{
+    bm_config_err_t err;
+    bm_config_t *cfg = parse(yaml, &err);
+    if (!cfg) {
+        print_error("yaml:\n%s\nunexpected parse error: %s\n", yaml, err.msg);
+        fail();
+    }
+    int rc = bm_config_validate(cfg, &err);
+    bm_config_free(cfg);
+    if (rc != BM_EINVAL || strncmp(err.msg, prefix, strlen(prefix)) != 0) {
+        print_error("yaml:\n%s\nexpected validation error: %s\ngot: %s\n", yaml, prefix,
+                    rc ? err.msg : "(valid)");
+        fail();
+    }
+}
+
+/* The configuration as YAML text (caller frees). */
+static char *dump(const bm_config_t *cfg, bool mask)
+{
+    bm_str_t s = BM_STR_INIT;
+    assert_int_equal(bm_config_dump(cfg, mask, &s), 0);
+    char *r = strdup(bm_str_data(&s));
+    bm_str_dispose(&s);
+    assert_non_null(r);
+    return r;
+}
+
+static void assert_same_config(const bm_config_t *a, const bm_config_t *b)
+{
+    char *da = dump(a, false), *db = dump(b, false);
+    if (strcmp(da, db) != 0)
+        print_error("first:\n%s\nsecond:\n%s\n", da, db);
+    assert_string_equal(da, db);
+    free(da);
+    free(db);
+}
+
+/* The repository root, from this file's path (CMake compiles with absolute paths). */
+static const char *source_dir(void)
+{
+    static char dir[4096];
+    const char *env = getenv("BM_SOURCE_DIR");
+    const char *suffix = "/tests/unit/test_config.c";
+    size_t n = strlen(__FILE__), sn = strlen(suffix);
+    if (env && env[0])
+        return env;
+    assert_true(n > sn && n - sn < sizeof dir && __FILE__[0] == '/');
+    assert_string_equal(__FILE__ + n - sn, suffix);
+    memcpy(dir, __FILE__, n - sn);
+    dir[n - sn] = '\0';
+    return dir;
+}
+
+static char *write_tmp(const char *text)
+{
+    char *path = strdup("/tmp/bm_test_config_XXXXXX");
+    assert_non_null(path);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    size_t n = strlen(text);
+    assert_int_equal(write(fd, text, n), (ssize_t)n);
+    close(fd);
+    return path;
+}
+
+static int parse_argv(bm_cli_t *cli, bm_config_err_t *err, ...)
+{
+    char *argv[32];
+    int argc = 0;
+    va_list ap;
+    argv[argc++] = "beaconmux";
+    va_start(ap, err);
+    for (char *a; (a = va_arg(ap, char *)) != NULL;)
+        argv[argc++] = a;
+    va_end(ap);
+    return bm_config_parse_args(argc, argv, cli, err);
+}
+
+/* ---- loading ------------------------------------------------------------------------- */
+
+static void test_minimal(void **state)
+{
+    (void)state;
+    bm_config_t *cfg = expect_ok("upstreams:\n  - url: http://127.0.0.1:5052\n");
+    assert_int_equal(cfg->n_upstreams, 1);
+    assert_string_equal(cfg->upstreams[0].id, "node1");
+    assert_string_equal(cfg->upstreams[0].url, "http://127.0.0.1:5052");
+    assert_int_equal(cfg->upstreams[0].n_headers, 0);
+    assert_string_equal(cfg->listen_host, BM_CONFIG_DEFAULT_LISTEN_HOST);
+    assert_int_equal(cfg->listen_port, BM_CONFIG_DEFAULT_LISTEN_PORT);
+    assert_null(cfg->genesis_validators_root);
+    assert_null(cfg->tls.ca_file);
+    assert_null(cfg->path);
+    assert_true(cfg->tls.verify);
+    assert_int_equal(cfg->log.level, BM_LOG_INFO);
+    assert_int_equal(cfg->log.format, BM_LOG_TEXT);
+    assert_int_equal(cfg->server.max_body_bytes, 32u << 20);
+    assert_int_equal(cfg->server.max_header_bytes, 16u << 10);
+    assert_int_equal(cfg->server.max_target_bytes, 64u << 10);
+    assert_int_equal(cfg->server.header_timeout_ms, 10000);
+    assert_int_equal(cfg->server.body_timeout_ms, 30000);
+    assert_int_equal(cfg->server.idle_timeout_ms, 120000);
+    assert_int_equal(cfg->server.max_connections, 10000);
+    assert_int_equal(cfg->server.shutdown_timeout_ms, 10000);
+    assert_int_equal(cfg->timeouts.connect_ms, 1000);
+    assert_int_equal(cfg->timeouts.read_ms, 2000);
+    assert_int_equal(cfg->timeouts.write_ms, 12000);
+    assert_int_equal(cfg->failover.max_attempts, 3);
+    assert_int_equal(cfg->discovery.retry_interval_ms, 5000);
+    assert_int_equal(cfg->health.max_head_lag, 1);
+    assert_int_equal(cfg->health.head_quorum, 0);
+    assert_int_equal(cfg->events.keepalive_ms, 15000);
+    assert_int_equal(cfg->events.subscriber_max_pending, 1u << 20);
+    assert_int_equal(cfg->events.dedup_window, 4096);
+    assert_int_equal(cfg->events.headers_timeout_ms, 5000);
+    assert_int_equal(cfg->duties.hold_floor_ms, 400);
+    assert_int_equal(cfg->duties.max_hold_ms, 1000);
+    assert_int_equal(cfg->duties.proposal_deadline_ms, 2000);
+    assert_int_equal(cfg->duties.block_selection, BM_BLOCK_SELECTION_FIRST);
+    assert_int_equal(cfg->duties.best_value_grace_ms, 100);
+    assert_int_equal(cfg->duties.write_timeout_ms, 12000);
+    assert_int_equal(cfg->duties.duties_majority_after_ms, 1000);
+    assert_int_equal(cfg->duties.aggregate_grace_ms, 100);
+    bm_config_free(cfg);
+}
+
+static void test_full_values(void **state)
+{
+    (void)state;
+    bm_config_t *cfg = expect_ok(
+        "listen: \"[::1]:6000\"\n"
+        "genesisValidatorsRoot: "
+        "0x4B363DB94E286120D76EB905340FDD4E54BFE9F06BF33FF6CF5AD27F511BFE95\n"
+        "log: {level: debug, format: json}\n"
+        "upstreams:\n"
+        "  - id: a.b_c-1\n"
+        "    url: https://user:${PASS}@host.example:5052/prefix/\n"
+        "    headers:\n"
+        "      X-Api-Key: ${KEY}\n"
+        "      Authorization: \"Bearer x\"\n"
+        "  - url: http://10.0.0.2:5052\n"
+        "server: {maxBodyBytes: 1GiB, maxHeaderBytes: 8192, idleTimeout: 1m, maxConnections: 5}\n"
+        "timeouts: {connect: 250ms, read: 3s, write: 1h}\n"
+        "failover: {maxAttempts: 16}\n"
+        "tls: {verify: false}\n"
+        "health: {maxHeadLag: 0, headQuorum: 2}\n"
+        "duties: {holdFloor: 0, blockSelection: best-value, aggregateGrace: 0ms}\n");
+    assert_string_equal(cfg->listen_host, "::1");
+    assert_int_equal(cfg->listen_port, 6000);
+    assert_string_equal(cfg->genesis_validators_root,
+                        "0x4b363db94e286120d76eb905340fdd4e54bfe9f06bf33ff6cf5ad27f511bfe95");
+    assert_int_equal(cfg->log.level, BM_LOG_DEBUG);
+    assert_int_equal(cfg->log.format, BM_LOG_JSON);
+    assert_int_equal(cfg->n_upstreams, 2);
+    assert_string_equal(cfg->upstreams[0].id, "a.b_c-1");
+    assert_string_equal(cfg->upstreams[0].url, "https://user:s3cret@host.example:5052/prefix/");
+    assert_int_equal(cfg->upstreams[0].n_headers, 2);
+    assert_string_equal(cfg->upstreams[0].headers[0].name, "X-Api-Key");
+    assert_string_equal(cfg->upstreams[0].headers[0].value, "k-1");
+    assert_string_equal(cfg->upstreams[0].headers[1].name, "Authorization");
+    assert_string_equal(cfg->upstreams[0].headers[1].value, "Bearer x");
+    assert_string_equal(cfg->upstreams[1].id, "node2");
+    assert_int_equal(cfg->upstreams[1].n_headers, 0);
+    assert_int_equal(cfg->server.max_body_bytes, 1u << 30);
+    assert_int_equal(cfg->server.max_header_bytes, 8192);
+    assert_int_equal(cfg->server.idle_timeout_ms, 60000);
+    assert_int_equal(cfg->server.max_connections, 5);
+    assert_int_equal(cfg->server.header_timeout_ms, 10000); /* untouched key: default */
+    assert_int_equal(cfg->timeouts.connect_ms, 250);
+    assert_int_equal(cfg->timeouts.read_ms, 3000);
+    assert_int_equal(cfg->timeouts.write_ms, 3600000);
+    assert_int_equal(cfg->failover.max_attempts, 16);
+    assert_false(cfg->tls.verify);
+    assert_int_equal(cfg->health.max_head_lag, 0);
+    assert_int_equal(cfg->health.head_quorum, 2);
+    assert_int_equal(cfg->duties.hold_floor_ms, 0);
+    assert_int_equal(cfg->duties.block_selection, BM_BLOCK_SELECTION_BEST_VALUE);
+    assert_int_equal(cfg->duties.aggregate_grace_ms, 0);
+    bm_config_free(cfg);
+}
+
+static void test_example_file(void **state)
+{
+    (void)state;
+    char path[4200];
+    bm_cli_t cli;
+    bm_config_err_t err;
+    snprintf(path, sizeof path, "%s/beaconmux.example.yaml", source_dir());
+    setenv("BEACON_API_KEY", "example-key", 1);
+    char *argv[] = {"beaconmux", "--config", path, "--check"};
+    assert_int_equal(bm_config_parse_args(4, argv, &cli, &err), 0);
+    assert_true(cli.check);
+    bm_config_t *cfg = bm_config_load(&cli, &err);
+    if (!cfg)
+        print_error("%s\n", err.msg);
+    assert_non_null(cfg);
+    assert_string_equal(cfg->path, path);
+    assert_int_equal(cfg->n_upstreams, 3);
+    assert_string_equal(cfg->upstreams[0].id, "lighthouse-1");
+    assert_string_equal(cfg->upstreams[2].id, "hosted");
+    assert_int_equal(cfg->upstreams[2].n_headers, 1);
+    assert_string_equal(cfg->upstreams[2].headers[0].value, "example-key");
+
+    /* Every value the example shows is the default it claims. */
+    bm_config_t *def = bm_config_new();
+    assert_non_null(def);
+    def->upstreams = cfg->upstreams;
+    def->n_upstreams = cfg->n_upstreams;
+    assert_same_config(cfg, def);
+    def->upstreams = NULL;
+    def->n_upstreams = 0;
+
+    /* Every key of the model appears in the example. */
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *d = dump(def, false);
+    for (char *line = strtok(d, "\n"); line; line = strtok(NULL, "\n")) {
+        char key[80];
+        if (sscanf(line, " %79[A-Za-z]:", key) != 1)
+            continue;
+        strcat(key, ":");
+        if (!strstr(text, key))
+            print_error("key %s missing from the example\n", key);
+        assert_non_null(strstr(text, key));
+    }
+    assert_non_null(strstr(text, "id:"));
+    assert_non_null(strstr(text, "url:"));
+    assert_non_null(strstr(text, "headers:"));
+    free(d);
+    bm_config_free(def);
+    bm_config_free(cfg);
+    unsetenv("BEACON_API_KEY");
+}
+
+static void test_unknown_keys(void **state)
+{
+    (void)state;
+    expect_error("listen: \"127.0.0.1:1\"\nupstrem: 3\n",
+                 "t.yaml:2:1: unknown key \"upstrem\" at the top level (expected one of: listen, "
+                 "genesisValidatorsRoot, log, upstreams, server,");
+    expect_error("server:\n  maxBodyBytes: 1MiB\n  idleTimout: 5s\n",
+                 "t.yaml:3:3: unknown key \"idleTimout\" in \"server\" (expected one of: "
+                 "maxBodyBytes,");
+    expect_error("upstreams:\n  - url: http://a:1\n  - url: http://b:2\n    upstrem: x\n",
+                 "t.yaml:4:5: unknown key \"upstrem\" in \"upstreams[1]\" (expected one of: id, "
+                 "url, headers)");
+    expect_error("upstreams: [{url: \"http://a\", bogus: 1}]\n",
+                 "t.yaml:1:31: unknown key \"bogus\" in \"upstreams[0]\"");
+    expect_error("duties:\n    holdfloor: 1s\n",
+                 "t.yaml:2:5: unknown key \"holdfloor\" in \"duties\"");
+    /* Keys are case-sensitive, as documented. */
+    expect_error("Listen: \"127.0.0.1:1\"\n",
+                 "t.yaml:1:1: unknown key \"Listen\" at the top level");
+}
+
+static void test_shapes(void **state)
+{
+    (void)state;
+    expect_error("a\n", "t.yaml:1:1: the configuration must be a mapping of keys");
+    expect_error("- a\n", "t.yaml:1:1: the configuration must be a mapping of keys");
+    expect_error("server: 5\n",
+                 "t.yaml:1:9: \"server\" must be a mapping of keys, not a single value");
+    expect_error("upstreams: {url: x}\n",
+                 "t.yaml:1:12: \"upstreams\" must be a list, not a mapping");
+    expect_error("listen: [1]\n", "t.yaml:1:9: \"listen\" must be a single value, not a list");
+    expect_error("upstreams:\n  - ~\n", "t.yaml:2:5: \"upstreams[0]\" must be a mapping");
+    expect_error("upstreams:\n  - url: http://a\n    headers: [x]\n",
+                 "t.yaml:3:14: \"upstreams[0].headers\" must be a mapping of header names");
+    expect_error("upstreams:\n  - url: http://a\n    headers:\n      X: {a: b}\n",
+                 "t.yaml:4:10: header \"X\" in \"upstreams[0].headers\" must have a single value");
+    expect_error("upstreams:\n  - url: http://a\n    headers:\n      X:\n",
+                 "t.yaml:4:9: header \"X\" in \"upstreams[0].headers\" has no value");
+    expect_error("server:\n  idleTimeout: 5s\n  idleTimeout: 6s\n",
+                 "t.yaml:3:3: duplicate key \"idleTimeout\" in server");
+    expect_error("? [a]\n: b\n", "t.yaml:1:3: keys in the top level must be plain names");
+    expect_error("listen: &a \"127.0.0.1:1\"\nlog: *a\n",
+                 "t.yaml:2:6: YAML aliases (*name) are not supported");
+    expect_error("listen: \"127.0.0.1:1\"\n---\nlisten: \"127.0.0.1:2\"\n",
+                 "t.yaml:2:1: only one YAML document is allowed");
+    expect_error("server:\n  idleTimeout: 1s\n bad\n",
+                 "t.yaml:3:2: YAML syntax error: did not find expected key (while parsing a block "
+                 "mapping)");
+    expect_error("listen: \"127.0.0.1:1\n", "t.yaml:2:1: YAML syntax error: found unexpected end");
+    expect_error("server:\n\tidleTimeout: 1s\n",
+                 "t.yaml:2:1: YAML syntax error: found character that cannot start any token "
+                 "(while scanning for the next token); YAML does not allow tabs for indentation");
+    expect_error("listen: \"\\x00\"\n", "t.yaml:1:9: values and keys must not contain NUL");
+    expect_error("listen: \"a\xff\"\n", "t.yaml:1:11: YAML error: invalid leading UTF-8 octet");
+
+    /* Null sections, lists and leaves count as absent; an empty document is all defaults. */
+    const char *nulls[] = {"",
+                           "# only a comment\n",
+                           "---\n",
+                           "~\n",
+                           "server:\nlog: ~\nupstreams:\ntls: null\nlisten:\n",
+                           "server: {}\nupstreams: []\nlisten: ~\ngenesisValidatorsRoot: \"\"\n"};
+    for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++) {
+        bm_config_err_t err;
+        bm_config_t *cfg = parse(nulls[i], &err);
+        if (!cfg)
+            print_error("%s -> %s\n", nulls[i], err.msg);
+        assert_non_null(cfg);
+        bm_config_t *def = bm_config_new();
+        assert_same_config(cfg, def);
+        bm_config_free(def);
+        bm_config_free(cfg);
+    }
+    /* A quoted empty string is a value, not a null. */
+    expect_error("listen: \"\"\n", "t.yaml:1:9: listen: invalid address \"\"");
+}
+
+static void test_env_values(void **state)
+{
+    (void)state;
+    bm_config_t *cfg = expect_ok("upstreams:\n"
+                                 "  - url: \"http://u:${PASS}@${HOST}:${PORT}/a$$b$c${EMPTY}\"\n"
+                                 "    headers:\n"
+                                 "      X-K: \"pre ${DOLLAR} ${HASH} $\"\n"
+                                 "server:\n"
+                                 "  maxConnections: ${PORT}\n");
+    assert_string_equal(cfg->upstreams[0].url, "http://u:s3cret@node.example:6000/a$b$c");
+    /* A substituted value is data, never YAML: quotes, '#' and ": " arrive unchanged. */
+    assert_string_equal(cfg->upstreams[0].headers[0].value, "pre x$y p#ss: \"q\" \\x $");
+    assert_int_equal(cfg->server.max_connections, 6000);
+    bm_config_free(cfg);
+
+    /* The error names the variable and points at its "${" (line and column). */
+    expect_error("upstreams:\n  - url: \"http://a:${PASS}@b/${NOPE}\"\n",
+                 "t.yaml:2:30: upstreams[0].url: environment variable \"NOPE\" is not set");
+    expect_error("upstreams:\n  - url: http://a/$${NOPE}/${UNSET}\n",
+                 "t.yaml:2:28: upstreams[0].url: environment variable \"UNSET\" is not set");
+    expect_error("server:\n  maxConnections: ${NL}\n",
+                 "t.yaml:2:19: server.maxConnections: environment variable \"NL\" contains a line "
+                 "break");
+    expect_error("upstreams:\n  - url: http://a\n    headers:\n      X-K: \"v ${CR}\"\n",
+                 "t.yaml:4:15: upstreams[0].headers: environment variable \"CR\" contains a line "
+                 "break");
+    expect_error("listen: \"${PORT\"\n",
+                 "t.yaml:1:10: listen: unterminated \"${\" (write \"$$\" for a literal '$')");
+    expect_error("listen: \"${1X}\"\n",
+                 "t.yaml:1:10: listen: invalid variable name \"1X\" in \"${...}\"");
+    expect_error("listen: \"${}\"\n",
+                 "t.yaml:1:10: listen: invalid variable name \"\" in \"${...}\"");
+    /* "$$" is one literal '$' (here in an id, which then fails the id pattern). */
+    expect_error("upstreams:\n  - id: n$$1x\n    url: http://a\n",
+                 "t.yaml:2:9: upstreams[0]: id \"n$1x\" may only contain");
+    /* A ${VAR} in a comment is not substituted. */
+    cfg = expect_ok("# use ${NOT_SET_ANYWHERE} here\nupstreams: [{url: \"http://a\"}] # ${X}\n");
+    bm_config_free(cfg);
+
+    /* bm_config_load reads the process environment. */
+    char *path = write_tmp("upstreams:\n  - url: \"http://x:${BM_TEST_SECRET}@h\"\n");
+    bm_cli_t cli = {.config_path = path};
+    bm_config_err_t err;
+    unsetenv("BM_TEST_SECRET");
+    assert_null(bm_config_load(&cli, &err));
+    char want[256];
+    snprintf(want, sizeof want,
+             "%s:2:20: upstreams[0].url: environment variable \"BM_TEST_SECRET\" is not set", path);
+    assert_string_equal(err.msg, want);
+    setenv("BM_TEST_SECRET", "pw", 1);
+    cfg = bm_config_load(&cli, &err);
+    assert_non_null(cfg);
+    assert_string_equal(cfg->upstreams[0].url, "http://x:pw@h");
+    bm_config_free(cfg);
+    unsetenv("BM_TEST_SECRET");
+    unlink(path);
+    free(path);
+}
+
+static void test_durations(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        uint32_t ms;
+    } good[] = {{"0", 0},          {"400", 400},           {"400ms", 400},
+                {"2s", 2000},      {"1m", 60000},          {"1h", 3600000},
+                {"24h", 86400000}, {"86400000", 86400000}, {"1440m", 86400000},
+                {"007s", 7000}};
+    static const char *const bad[] = {"",      "ms",       "1.5s", "-1",  "+1",
+                                      "2 s",   " 2s",      "2S",   "1d",  "25h",
+                                      "1441m", "86400001", "0x10", "1e3", "99999999999999999999999",
+                                      "2sec",  "2ms2"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint32_t ms = 12345;
+        assert_int_equal(bm_config_parse_duration(good[i].s, &ms), 0);
+        assert_int_equal(ms, good[i].ms);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint32_t ms = 12345;
+        if (bm_config_parse_duration(bad[i], &ms) != BM_EINVAL)
+            print_error("accepted \"%s\"\n", bad[i]);
+        assert_int_equal(bm_config_parse_duration(bad[i], &ms), BM_EINVAL);
+        assert_int_equal(ms, 12345);
+    }
+    expect_error(
+        "server:\n  headerTimeout: 10x\n",
+        "t.yaml:2:18: server.headerTimeout: invalid duration \"10x\" (use milliseconds, or "
+        "a whole number with ms, s, m or h; at most 24h)");
+    expect_error("server:\n  idleTimeout: 500ms\n",
+                 "t.yaml:2:16: server.idleTimeout: must be between 1s and 24h (got 500ms)");
+    expect_error("timeouts: {connect: 0}\n",
+                 "t.yaml:1:21: timeouts.connect: must be between 1ms and 24h (got 0ms)");
+    expect_error("discovery:\n  retryInterval: 50ms\n",
+                 "t.yaml:2:18: discovery.retryInterval: must be between 100ms and 24h (got 50ms)");
+}
+
+static void test_sizes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        uint64_t v;
+    } good[] = {
+        {"0", 0},           {"1024", 1024},       {"16KiB", 16384},        {"32MiB", 32u << 20},
+        {"1GiB", 1u << 30}, {"1TiB", 1ull << 40}, {"1048576KiB", 1u << 30}};
+    static const char *const bad[] = {
+        "",     "KiB",   "1KB", "1k",   "1kib",  "1.5MiB",        "-1",
+        "2TiB", "1 KiB", "1B",  "0x10", "1MiB ", "1099511627777", "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t v = 12345;
+        assert_int_equal(bm_config_parse_size(good[i].s, &v), 0);
+        assert_true(v == good[i].v);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t v = 12345;
+        if (bm_config_parse_size(bad[i], &v) != BM_EINVAL)
+            print_error("accepted \"%s\"\n", bad[i]);
+        assert_int_equal(bm_config_parse_size(bad[i], &v), BM_EINVAL);
+        assert_true(v == 12345);
+    }
+    expect_error("server:\n  maxBodyBytes: 32MB\n",
+                 "t.yaml:2:17: server.maxBodyBytes: invalid size \"32MB\" (use bytes, or a whole "
+                 "number with KiB, MiB, GiB or TiB; at most 1TiB)");
+    expect_error("server:\n  maxHeaderBytes: 512\n",
+                 "t.yaml:2:19: server.maxHeaderBytes: must be between 1KiB and 1MiB (got 512)");
+    expect_error("events:\n  subscriberMaxPending: 5GiB\n",
+                 "t.yaml:2:25: events.subscriberMaxPending: must be between 1KiB and 4GiB (got "
+                 "5GiB)");
+}
+
+static void test_other_values(void **state)
+{
+    (void)state;
+    expect_error("failover: {maxAttempts: 17}\n",
+                 "t.yaml:1:25: failover.maxAttempts: must be between 1 and 16 (got 17)");
+    expect_error("failover: {maxAttempts: 0}\n",
+                 "t.yaml:1:25: failover.maxAttempts: must be between 1 and 16 (got 0)");
+    expect_error("failover: {maxAttempts: -1}\n",
+                 "t.yaml:1:25: failover.maxAttempts: invalid number \"-1\" (use a whole number)");
+    expect_error("health: {headQuorum: 65}\n",
+                 "t.yaml:1:22: health.headQuorum: must be between 0 and 64 (got 65)");
+    expect_error("tls: {verify: yes}\n",
+                 "t.yaml:1:15: tls.verify: invalid boolean \"yes\" (use true or false)");
+    expect_error("log: {level: verbose}\n",
+                 "t.yaml:1:14: log.level: invalid log level \"verbose\" (use debug, info, warn, "
+                 "error or off)");
+    expect_error("log: {format: xml}\n",
+                 "t.yaml:1:15: log.format: invalid log format \"xml\" (use text or json)");
+    expect_error("duties: {blockSelection: best}\n",
+                 "t.yaml:1:26: duties.blockSelection: invalid block selection \"best\" (use first "
+                 "or best-value)");
+    expect_error("genesisValidatorsRoot: 0x1234\n",
+                 "t.yaml:1:24: genesisValidatorsRoot: invalid root \"0x1234\" (use 0x followed by "
+                 "64 hex digits)");
+    expect_error("genesisValidatorsRoot: "
+                 "4b363db94e286120d76eb905340fdd4e54bfe9f06bf33ff6cf5ad27f511bfe9500\n",
+                 "t.yaml:1:24: genesisValidatorsRoot: invalid root");
+    expect_error("tls:\n  caFile: /nonexistent/ca.pem\n",
+                 "t.yaml:2:11: tls.caFile: cannot read \"/nonexistent/ca.pem\": No such file or "
+                 "directory");
+    expect_error("tls:\n  caFile: /tmp\n",
+                 "t.yaml:2:11: tls.caFile: \"/tmp\" is not a regular file");
+
+    /* Listen addresses. */
+    static const struct {
+        const char *s, *host;
+        uint16_t port;
+    } good[] = {{"127.0.0.1:5555", "127.0.0.1", 5555},
+                {"[::1]:80", "::1", 80},
+                {"0.0.0.0:0", "0.0.0.0", 0},
+                {"localhost:65535", "localhost", 65535},
+                {"[::]:1", "::", 1}};
+    static const char *const bad[] = {
+        "127.0.0.1",     "127.0.0.1:",   ":5555",          "::1:5555",        "[::1]5555",
+        "[::1]:",        "host:5555",    "1.2.3:5",        "127.0.0.1:65536", "127.0.0.1:-1",
+        "[127.0.0.1]:1", "127.0.0.1:+1", "127.0.0.1:5555 "};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        char host[64];
+        uint16_t port = 1;
+        assert_int_equal(bm_config_parse_listen(good[i].s, host, sizeof host, &port), 0);
+        assert_string_equal(host, good[i].host);
+        assert_int_equal(port, good[i].port);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char host[64];
+        uint16_t port;
+        if (bm_config_parse_listen(bad[i], host, sizeof host, &port) == 0)
+            print_error("accepted \"%s\"\n", bad[i]);
+        assert_int_equal(bm_config_parse_listen(bad[i], host, sizeof host, &port), BM_EINVAL);
+    }
+    expect_error("listen: example.com:80\n",
+                 "t.yaml:1:9: listen: invalid address \"example.com:80\" (use HOST:PORT");
+}
+
+static void test_upstream_ids(void **state)
+{
+    (void)state;
+    bm_config_t *cfg = expect_ok("upstreams:\n"
+                                 "  - url: http://a\n"
+                                 "  - id: teku\n"
+                                 "    url: http://b\n"
+                                 "  - url: http://c\n"
+                                 "  - id: ~\n"
+                                 "    url: http://d\n");
+    assert_int_equal(cfg->n_upstreams, 4);
+    assert_string_equal(cfg->upstreams[0].id, "node1");
+    assert_string_equal(cfg->upstreams[1].id, "teku");
+    assert_string_equal(cfg->upstreams[2].id, "node3");
+    assert_string_equal(cfg->upstreams[3].id, "node4");
+    bm_config_free(cfg);
+
+    expect_error("upstreams:\n  - id: -bad\n    url: http://a\n",
+                 "t.yaml:2:9: upstreams[0]: id \"-bad\" must start with a letter or a digit");
+    expect_error("upstreams:\n  - id: \"a b\"\n    url: http://a\n",
+                 "t.yaml:2:9: upstreams[0]: id \"a b\" may only contain letters, digits");
+    expect_error("upstreams:\n  - id: \"\"\n    url: http://a\n",
+                 "t.yaml:2:9: upstreams[0]: id \"\" must be 1 to 64 characters");
+    expect_error("upstreams:\n  - id: n\xc3\xa9\n    url: http://a\n",
+                 "t.yaml:2:9: upstreams[0]: id \"n\\xc3\\xa9\" may only contain");
+    expect_error("upstreams:\n"
+                 "  - {id: a, url: \"http://a\"}\n"
+                 "  - {id: b, url: \"http://b\"}\n"
+                 "  - {id: a, url: \"http://c\"}\n",
+                 "t.yaml:4:10: upstreams[2]: id \"a\" is already used by upstreams[0]");
+    expect_error("upstreams:\n"
+                 "  - {id: node2, url: \"http://a\"}\n"
+                 "  - {url: \"http://b\"}\n",
+                 "t.yaml:3:5: upstreams[1]: id \"node2\" is already used by upstreams[0] (ids "
+                 "default to node1, node2, ...)");
+    expect_error("upstreams:\n  - id: x\n", "t.yaml:2:5: upstreams[0]: missing key \"url\"");
+    expect_error("upstreams:\n  - url: ~\n", "t.yaml:2:5: upstreams[0]: missing key \"url\"");
+
+    /* Too many upstreams. */
+    char big[8192];
+    size_t o = (size_t)snprintf(big, sizeof big, "upstreams:\n");
+    for (int i = 0; i < BM_CONFIG_MAX_UPSTREAMS + 1; i++)
+        o += (size_t)snprintf(big + o, sizeof big - o, "  - url: http://h%d\n", i);
+    expect_error(big, "t.yaml:66:5: \"upstreams\" has more than 64 entries");
+}
+
+static void test_upstream_urls(void **state)
+{
+    (void)state;
+    static const char *const good[] = {"http://a",
+                                       "https://a.b-c_d:1/x/y/",
+                                       "HTTP://127.0.0.1:5052",
+                                       "http://[::1]:5052",
+                                       "https://u:p@h/p",
+                                       "http://u@h",
+                                       "http://u:p:q@h",
+                                       "http://%41@h"};
+    static const struct {
+        const char *url, *why;
+    } bad[] = {{"ftp://a", "must start with http:// or https://"},
+               {"a:5052", "must start with http:// or https://"},
+               {"http://", "has no host"},
+               {"http://:80", "has no host"},
+               {"http://a b", "must not contain spaces or control characters"},
+               {"http://h?x=1", "must not contain a query or a fragment"},
+               {"http://h/#f", "must not contain a query or a fragment"},
+               {"http://h:99999", "has a malformed port (1-65535)"},
+               {"http://h:0", "has a malformed port (1-65535)"},
+               {"http://h:", "has a malformed port (1-65535)"},
+               {"http://h:8x", "has a malformed port (1-65535)"},
+               {"http://[::1", "has a malformed IPv6 address"},
+               {"http://[zz]:1", "has a malformed IPv6 address"},
+               {"http://[::1]x", "has a malformed host"},
+               {"http://h%2f/", "has a malformed host"}};
+    char yaml[512], want[512];
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        snprintf(yaml, sizeof yaml, "upstreams:\n  - url: \"%s\"\n", good[i]);
+        bm_config_free(expect_ok(yaml));
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(yaml, sizeof yaml, "upstreams:\n  - url: \"%s\"\n", bad[i].url);
+        snprintf(want, sizeof want, "t.yaml:2:10: upstreams[0]: url \"%s\" %s", bad[i].url,
+                 bad[i].why);
+        expect_error(yaml, want);
+    }
+    /* A password never appears in a message. */
+    bm_config_err_t err;
+    bm_config_t *cfg = parse("upstreams:\n  - url: \"http://user:${PASS}@h:0\"\n", &err);
+    assert_null(cfg);
+    assert_non_null(strstr(err.msg, "\"http://user:***@h:0\" has a malformed port"));
+    assert_null(strstr(err.msg, "s3cret"));
+    /* Without "@host", the password would look like a port: the template is shown instead. */
+    expect_error("upstreams:\n  - url: \"https://user:${PASS}\"\n",
+                 "t.yaml:2:10: upstreams[0]: url \"https://user:${PASS}\" has a malformed port");
+}
+
+static void test_headers(void **state)
+{
+    (void)state;
+    expect_error(
+        "upstreams:\n  - url: http://a\n    headers:\n      \"Bad Name\": x\n",
+        "t.yaml:4:7: upstreams[0].headers: header \"Bad Name\" is not a valid header name");
+    expect_error("upstreams:\n  - url: http://a\n    headers:\n      Host: x\n",
+                 "t.yaml:4:7: upstreams[0].headers: header \"Host\" is a hop-by-hop or framing "
+                 "header");
+    expect_error("upstreams:\n  - url: http://a\n    headers:\n      connection: x\n",
+                 "t.yaml:4:7: upstreams[0].headers: header \"connection\" is a hop-by-hop");
+    expect_error("upstreams:\n  - url: http://a\n    headers:\n      Accept-Encoding: gzip\n",
+                 "t.yaml:4:7: upstreams[0].headers: header \"Accept-Encoding\" describes each "
+                 "request");
+    expect_error("upstreams:\n  - url: http://a\n    headers:\n      X-A: x\n      x-a: y\n",
+                 "t.yaml:5:7: upstreams[0].headers: header \"x-a\" is given twice");
+    expect_error("upstreams:\n  - url: http://a\n    headers:\n      X-A: \"a\\x01b\"\n",
+                 "t.yaml:4:12: upstreams[0].headers: the value of header \"X-A\" contains a "
+                 "control character");
+    expect_error("upstreams:\n  - url: http://a\n    headers:\n      X-A: \"a\\rb\"\n",
+                 "t.yaml:4:12: upstreams[0].headers: the value of header \"X-A\" contains a line "
+                 "break");
+    /* Headers belong to their own upstream; a tab and an empty value are fine. */
+    bm_config_t *cfg = expect_ok("upstreams:\n"
+                                 "  - url: http://a\n"
+                                 "  - url: http://b\n"
+                                 "    headers: {X-A: \"1\\t2\", X-B: \"\"}\n"
+                                 "  - url: http://c\n"
+                                 "    headers: ~\n");
+    assert_int_equal(cfg->upstreams[0].n_headers, 0);
+    assert_int_equal(cfg->upstreams[1].n_headers, 2);
+    assert_string_equal(cfg->upstreams[1].headers[0].value, "1\t2");
+    assert_string_equal(cfg->upstreams[1].headers[1].value, "");
+    assert_int_equal(cfg->upstreams[2].n_headers, 0);
+    bm_config_free(cfg);
+}
+
+static void test_validate(void **state)
+{
+    (void)state;
+    expect_invalid("listen: \"127.0.0.1:1\"\n",
+                   "no upstream configured: give --upstream URL, or list \"upstreams\"");
+    expect_invalid("upstreams: [{url: \"http://a\"}]\nduties: {holdFloor: 1500ms}\n",
+                   "duties.holdFloor (1500ms) must not be greater than duties.maxHold (1s)");
+    expect_invalid(
+        "upstreams: [{url: \"http://a\"}, {url: \"http://b\"}]\nhealth: {headQuorum: 3}\n",
+        "health.headQuorum (3) is larger than the number of upstreams (2)");
+
+    /* A configuration built in code is checked key by key. */
+    bm_config_err_t err;
+    bm_config_t *cfg = expect_ok("upstreams: [{url: \"http://a\"}]\n");
+    cfg->failover.max_attempts = 0;
+    assert_int_equal(bm_config_validate(cfg, &err), BM_EINVAL);
+    assert_string_equal(err.msg, "failover.maxAttempts: must be between 1 and 16 (got 0)");
+    cfg->failover.max_attempts = 2;
+    cfg->server.idle_timeout_ms = 10;
+    assert_int_equal(bm_config_validate(cfg, &err), BM_EINVAL);
+    assert_string_equal(err.msg, "server.idleTimeout: must be between 1s and 24h (got 10ms)");
+    cfg->server.idle_timeout_ms = 1000;
+    free(cfg->upstreams[0].url);
+    cfg->upstreams[0].url = strdup("http://u:secret@h:70000");
+    assert_int_equal(bm_config_validate(cfg, &err), BM_EINVAL);
+    assert_string_equal(err.msg, "upstreams[0] (node1): url \"http://u:***@h:70000\" has a "
+                                 "malformed port (1-65535)");
+    free(cfg->upstreams[0].url);
+    cfg->upstreams[0].url = strdup("http://h");
+    free(cfg->listen_host);
+    cfg->listen_host = strdup("example.com");
+    assert_int_equal(bm_config_validate(cfg, &err), BM_EINVAL);
+    assert_string_equal(err.msg, "listen: host must be an IPv4 address, an IPv6 address or "
+                                 "localhost");
+    free(cfg->listen_host);
+    cfg->listen_host = strdup("::");
+    assert_int_equal(bm_config_validate(cfg, &err), 0);
+    bm_config_free(cfg);
+    assert_int_equal(bm_config_validate(NULL, &err), BM_EINVAL);
+}
+
+static void test_dump_round_trip(void **state)
+{
+    (void)state;
+    bm_config_t *cfg =
+        expect_ok("listen: \"[::1]:6000\"\n"
+                  "genesisValidatorsRoot: 0x4b363db94e286120d76eb905340fdd4e54bfe9f06bf33ff6cf5ad2"
+                  "7f511bfe95\n"
+                  "upstreams:\n"
+                  "  - url: \"https://user:${PASS}@host/p$$\"\n"
+                  "    headers: {X-K: \"a$$b \\\"q\\\" \\\\ \\t \\u00e9 \\u2028 #\", Y: \"\"}\n"
+                  "  - id: two\n    url: http://b\n"
+                  "server: {maxBodyBytes: 1025, idleTimeout: 90s, shutdownTimeout: 0}\n"
+                  "duties: {blockSelection: best-value, holdFloor: 1ms}\n"
+                  "tls: {verify: false}\n");
+    char *d = dump(cfg, false);
+    bm_config_err_t err;
+    bm_config_t *again = bm_config_parse(d, strlen(d), "dump", NULL, NULL, &err);
+    if (!again)
+        print_error("%s\n%s\n", d, err.msg);
+    assert_non_null(again);
+    assert_same_config(cfg, again);
+    assert_string_equal(again->upstreams[0].headers[0].value,
+                        "a$b \"q\" \\ \t \xc3\xa9 \xe2\x80\xa8 #");
+    assert_non_null(strstr(d, "maxBodyBytes: 1025\n"));
+    assert_non_null(strstr(d, "idleTimeout: 90s\n"));
+    assert_non_null(strstr(d, "listen: \"[::1]:6000\"\n"));
+
+    /* The masked dump hides passwords and header values and is still valid YAML. */
+    char *m = dump(cfg, true);
+    assert_null(strstr(m, "s3cret"));
+    assert_null(strstr(m, "a$$b"));
+    assert_non_null(strstr(m, "\"https://user:***@host/p$$\""));
+    bm_config_t *masked = bm_config_parse(m, strlen(m), "masked", NULL, NULL, &err);
+    assert_non_null(masked);
+    bm_config_free(masked);
+    free(m);
+    free(d);
+    bm_config_free(again);
+    bm_config_free(cfg);
+}
+
+/* ---- the command line ---------------------------------------------------------------- */
+
+static void test_cli_parse(void **state)
+{
+    (void)state;
+    bm_cli_t cli;
+    bm_config_err_t err;
+    assert_int_equal(parse_argv(&cli, &err, "--upstream", "http://a", "--upstream=http://b",
+                                "--listen=[::1]:7000", "--log-level", "debug", "--log-format=json",
+                                "--check", "--config", "c.yaml", NULL),
+                     0);
+    assert_int_equal(cli.n_upstreams, 2);
+    assert_string_equal(cli.upstreams[0], "http://a");
+    assert_string_equal(cli.upstreams[1], "http://b");
+    assert_string_equal(cli.listen, "[::1]:7000");
+    assert_true(cli.has_log_level);
+    assert_int_equal(cli.log_level, BM_LOG_DEBUG);
+    assert_true(cli.has_log_format);
+    assert_int_equal(cli.log_format, BM_LOG_JSON);
+    assert_true(cli.check);
+    assert_string_equal(cli.config_path, "c.yaml");
+    assert_false(cli.help);
+    assert_false(cli.version);
+
+    assert_int_equal(parse_argv(&cli, &err, NULL), 0);
+    assert_null(cli.config_path);
+    assert_int_equal(cli.n_upstreams, 0);
+    assert_false(cli.has_log_level);
+    assert_int_equal(parse_argv(&cli, &err, "--help", NULL), 0);
+    assert_true(cli.help);
+    assert_int_equal(parse_argv(&cli, &err, "-h", NULL), 0);
+    assert_true(cli.help);
+    assert_int_equal(parse_argv(&cli, &err, "--version", NULL), 0);
+    assert_true(cli.version);
+    /* "=" keeps everything after it, '=' included. */
+    assert_int_equal(parse_argv(&cli, &err, "--config=a=b", NULL), 0);
+    assert_string_equal(cli.config_path, "a=b");
+
+    static const struct {
+        const char *args[4];
+        const char *msg;
+    } bad[] = {
+        {{"--bogus"}, "unknown option \"--bogus\"\nUsage: beaconmux [--config FILE]"},
+        {{"--bogus=1"}, "unknown option \"--bogus\"\n"},
+        {{"--upstreams", "http://a"}, "unknown option \"--upstreams\"\n"},
+        {{"-x"}, "unexpected argument \"-x\"\n"},
+        {{"file.yaml"}, "unexpected argument \"file.yaml\"\n"},
+        {{"--"}, "unexpected argument \"--\"\n"},
+        {{"--config"}, "option --config needs a value\n"},
+        {{"--config="}, "option --config needs a value\n"},
+        {{"--listen", "--check"}, "option --listen needs a value\n"},
+        {{"--upstream", "-x"}, "option --upstream needs a value\n"},
+        {{"--check=yes"}, "option --check takes no value\n"},
+        {{"--config", "a", "--config", "b"}, "option --config is given more than once\n"},
+        {{"--log-level", "loud"},
+         "invalid value \"loud\" for --log-level (use debug, info, warn, "
+         "error or off)\n"},
+        {{"--log-format", "xml"}, "invalid value \"xml\" for --log-format (use text or json)\n"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *argv[6] = {"beaconmux"};
+        int argc = 1;
+        for (int j = 0; j < 4 && bad[i].args[j]; j++)
+            argv[argc++] = (char *)bad[i].args[j];
+        int rc = bm_config_parse_args(argc, argv, &cli, &err);
+        if (rc != BM_EINVAL || strncmp(err.msg, bad[i].msg, strlen(bad[i].msg)) != 0)
+            print_error("case %zu: got %d: %s\n", i, rc, err.msg);
+        assert_int_equal(rc, BM_EINVAL);
+        assert_memory_equal(err.msg, bad[i].msg, strlen(bad[i].msg));
+        assert_non_null(strstr(err.msg, "Run \"beaconmux --help\" for details."));
+    }
+
+    /* At most BM_CONFIG_MAX_UPSTREAMS. */
+    char *argv[2 * BM_CONFIG_MAX_UPSTREAMS + 3] = {"beaconmux"};
+    int argc = 1;
+    for (int i = 0; i <= BM_CONFIG_MAX_UPSTREAMS; i++) {
+        argv[argc++] = "--upstream";
+        argv[argc++] = "http://a";
+    }
+    assert_int_equal(bm_config_parse_args(argc - 2, argv, &cli, &err), 0);
+    assert_int_equal(cli.n_upstreams, BM_CONFIG_MAX_UPSTREAMS);
+    assert_int_equal(bm_config_parse_args(argc, argv, &cli, &err), BM_EINVAL);
+    assert_non_null(strstr(err.msg, "more than 64 --upstream options"));
+}
+
+static void test_cli_help(void **state)
+{
+    (void)state;
+    const char *h = bm_config_help();
+    static const char *const flags[] = {"--config FILE", "--upstream URL", "--listen HOST:PORT",
+                                        "--check",       "--log-level",    "--log-format",
+                                        "--version",     "--help",         "REPLACES"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        assert_non_null(strstr(h, flags[i]));
+    assert_int_equal(h[strlen(h) - 1], '\n');
+}
+
+static void test_cli_overlay(void **state)
+{
+    (void)state;
+    bm_cli_t cli;
+    bm_config_err_t err;
+    char *path = write_tmp("listen: \"127.0.0.1:1111\"\n"
+                           "log: {level: warn, format: json}\n"
+                           "upstreams:\n"
+                           "  - id: file-node\n"
+                           "    url: http://file:1\n"
+                           "    headers: {X-A: b}\n"
+                           "server: {maxConnections: 7}\n");
+
+    /* The file alone. */
+    assert_int_equal(parse_argv(&cli, &err, "--config", path, NULL), 0);
+    bm_config_t *cfg = bm_config_load(&cli, &err);
+    assert_non_null(cfg);
+    assert_int_equal(cfg->listen_port, 1111);
+    assert_int_equal(cfg->log.level, BM_LOG_WARN);
+    assert_string_equal(cfg->upstreams[0].id, "file-node");
+    bm_config_free(cfg);
+
+    /* Flags override the file; --upstream replaces the whole list; the rest of the file stays. */
+    assert_int_equal(parse_argv(&cli, &err, "--config", path, "--listen", "0.0.0.0:2222",
+                                "--log-level=debug", "--upstream", "http://cli:1", "--upstream",
+                                "https://cli:2", NULL),
+                     0);
+    cfg = bm_config_load(&cli, &err);
+    if (!cfg)
+        print_error("%s\n", err.msg);
+    assert_non_null(cfg);
+    assert_string_equal(cfg->listen_host, "0.0.0.0");
+    assert_int_equal(cfg->listen_port, 2222);
+    assert_int_equal(cfg->log.level, BM_LOG_DEBUG);
+    assert_int_equal(cfg->log.format, BM_LOG_JSON); /* not overridden */
+    assert_int_equal(cfg->server.max_connections, 7);
+    assert_int_equal(cfg->n_upstreams, 2);
+    assert_string_equal(cfg->upstreams[0].id, "node1");
+    assert_string_equal(cfg->upstreams[0].url, "http://cli:1");
+    assert_int_equal(cfg->upstreams[0].n_headers, 0);
+    assert_string_equal(cfg->upstreams[1].id, "node2");
+    bm_config_free(cfg);
+
+    /* Bad values given as flags are reported by flag name. */
+    assert_int_equal(parse_argv(&cli, &err, "--upstream", "http://a", "--listen", "nope", NULL), 0);
+    assert_null(bm_config_load(&cli, &err));
+    assert_string_equal(err.msg, "--listen: invalid address \"nope\" (use HOST:PORT with an IPv4 "
+                                 "address, [IPv6 address] or localhost, and a port 0-65535)");
+    assert_int_equal(
+        parse_argv(&cli, &err, "--upstream", "http://a", "--upstream", "ftp://u:pw@b", NULL), 0);
+    assert_null(bm_config_load(&cli, &err));
+    assert_string_equal(err.msg,
+                        "--upstream \"ftp://u:***@b\" (#2) must start with http:// or https://");
+
+    /* No file and no upstream. */
+    assert_int_equal(parse_argv(&cli, &err, NULL), 0);
+    assert_null(bm_config_load(&cli, &err));
+    assert_non_null(strstr(err.msg, "no upstream configured"));
+
+    /* A missing file. */
+    assert_int_equal(parse_argv(&cli, &err, "--config", "/nonexistent/b.yaml", NULL), 0);
+    assert_null(bm_config_load(&cli, &err));
+    assert_string_equal(err.msg, "/nonexistent/b.yaml: cannot open: No such file or directory");
+    unlink(path);
+    free(path);
+}
+
+static void test_defaults_identical(void **state)
+{
+    (void)state;
+    bm_cli_t cli;
+    bm_config_err_t err;
+    char *empty = write_tmp("");
+    char *same = write_tmp("upstreams:\n  - url: http://a:1\n  - url: http://b:2\n");
+
+    /* Flags only. */
+    assert_int_equal(
+        parse_argv(&cli, &err, "--upstream", "http://a:1", "--upstream", "http://b:2", NULL), 0);
+    bm_config_t *flags_only = bm_config_load(&cli, &err);
+    assert_non_null(flags_only);
+
+    /* An empty file plus the same flags. */
+    assert_int_equal(parse_argv(&cli, &err, "--config", empty, "--upstream", "http://a:1",
+                                "--upstream", "http://b:2", NULL),
+                     0);
+    bm_config_t *empty_file = bm_config_load(&cli, &err);
+    assert_non_null(empty_file);
+    free(empty_file->path);
+    empty_file->path = NULL;
+
+    /* The same upstreams written in the file. */
+    assert_int_equal(parse_argv(&cli, &err, "--config", same, NULL), 0);
+    bm_config_t *in_file = bm_config_load(&cli, &err);
+    assert_non_null(in_file);
+
+    assert_same_config(flags_only, empty_file);
+    assert_same_config(flags_only, in_file);
+
+    bm_config_free(flags_only);
+    bm_config_free(empty_file);
+    bm_config_free(in_file);
+    unlink(empty);
+    unlink(same);
+    free(empty);
+    free(same);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_minimal),       cmocka_unit_test(test_full_values),
+        cmocka_unit_test(test_example_file),  cmocka_unit_test(test_unknown_keys),
+        cmocka_unit_test(test_shapes),        cmocka_unit_test(test_env_values),
+        cmocka_unit_test(test_durations),     cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_other_values),  cmocka_unit_test(test_upstream_ids),
+        cmocka_unit_test(test_upstream_urls), cmocka_unit_test(test_headers),
+        cmocka_unit_test(test_validate),      cmocka_unit_test(test_dump_round_trip),
+        cmocka_unit_test(test_cli_parse),     cmocka_unit_test(test_cli_help),
+        cmocka_unit_test(test_cli_overlay),   cmocka_unit_test(test_defaults_identical),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
