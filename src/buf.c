@@ -86,7 +86,8 @@ int bm_str_reserve(bm_str_t *s, size_t extra)
 
 void bm_str_append(bm_str_t *s, const void *p, size_t n)
 {
-    if (bm_str_reserve(s, n) != 0)
+    /* reserve at least one byte so that an empty builder still gets its buffer */
+    if (bm_str_reserve(s, n ? n : 1) != 0)
         return;
     if (n)
         memcpy(s->b->data + s->b->len, p, n);

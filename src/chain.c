@@ -15,14 +15,11 @@
 
 #include "err.h"
 
-static const char *const fork_names[BM_FORK_COUNT] = {
-    "phase0", "altair", "bellatrix", "capella", "deneb", "electra", "fulu", "gloas",
-};
-
 /* Spec key prefixes of the fork epochs, by fork (phase0 has none). */
-static const char *const fork_keys[BM_FORK_COUNT] = {
+static const char *const fork_keys[BM_FORK_NAMED] = {
     NULL,          "ALTAIR_FORK_EPOCH", "BELLATRIX_FORK_EPOCH", "CAPELLA_FORK_EPOCH",
     "DENEB_FORK_EPOCH", "ELECTRA_FORK_EPOCH", "FULU_FORK_EPOCH", "GLOAS_FORK_EPOCH",
+    "HEZE_FORK_EPOCH",
 };
 
 static const char *const due_keys[BM_DUE_COUNT] = {
@@ -37,22 +34,6 @@ static const char *const due_keys_gloas[BM_DUE_COUNT] = {
  * 3/4 from Gloas. */
 static const uint32_t due_default[BM_DUE_COUNT] = {3333, 6667, 3333, 6667, 7500};
 static const uint32_t due_default_gloas[BM_DUE_COUNT] = {2500, 5000, 2500, 5000, 7500};
-
-const char *bm_fork_name(bm_fork_t f)
-{
-    return (unsigned)f < BM_FORK_COUNT ? fork_names[f] : "unknown";
-}
-
-int bm_fork_parse(const char *name, size_t len, bm_fork_t *out)
-{
-    for (int i = 0; i < BM_FORK_COUNT; i++) {
-        if (strlen(fork_names[i]) == len && strncasecmp(name, fork_names[i], len) == 0) {
-            *out = (bm_fork_t)i;
-            return 0;
-        }
-    }
-    return BM_EINVAL;
-}
 
 static json_object *parse_json(const char *p, size_t len)
 {
@@ -153,7 +134,7 @@ int bm_chain_parse(const char *genesis, size_t genesis_len, const char *spec, si
     }
     out->clock.slots_per_epoch = (uint32_t)v;
     out->fork_epoch[BM_FORK_PHASE0] = 0;
-    for (int f = 1; f < BM_FORK_COUNT; f++)
+    for (int f = 1; f < BM_FORK_NAMED; f++)
         if (!parse_u64(get_str(sd, fork_keys[f]), &out->fork_epoch[f]))
             out->fork_epoch[f] = BM_FAR_FUTURE_EPOCH;
     for (int d = 0; d < BM_DUE_COUNT; d++) {
@@ -175,7 +156,7 @@ out:
 bm_fork_t bm_chain_fork_at_epoch(const bm_chain_info_t *c, uint64_t epoch)
 {
     bm_fork_t f = BM_FORK_PHASE0;
-    for (int i = 1; i < BM_FORK_COUNT; i++)
+    for (int i = 1; i < BM_FORK_NAMED; i++)
         if (c->fork_epoch[i] != BM_FAR_FUTURE_EPOCH && epoch >= c->fork_epoch[i])
             f = (bm_fork_t)i;
     return f;

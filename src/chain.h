@@ -13,18 +13,7 @@
 #include <stdint.h>
 
 #include "clock.h"
-
-typedef enum bm_fork {
-    BM_FORK_PHASE0 = 0,
-    BM_FORK_ALTAIR,
-    BM_FORK_BELLATRIX,
-    BM_FORK_CAPELLA,
-    BM_FORK_DENEB,
-    BM_FORK_ELECTRA,
-    BM_FORK_FULU,
-    BM_FORK_GLOAS,
-    BM_FORK_COUNT
-} bm_fork_t;
+#include "fork.h"
 
 #define BM_FAR_FUTURE_EPOCH UINT64_MAX
 
@@ -42,7 +31,7 @@ typedef struct bm_chain_info {
     bool known;                   /* parsed from a node's genesis and spec */
     bm_slot_clock_t clock;
     uint8_t genesis_root[32];     /* genesis_validators_root */
-    uint64_t fork_epoch[BM_FORK_COUNT]; /* BM_FAR_FUTURE_EPOCH when not scheduled */
+    uint64_t fork_epoch[BM_FORK_NAMED]; /* BM_FAR_FUTURE_EPOCH when not scheduled */
     uint32_t due_bps[BM_DUE_COUNT];       /* before Gloas */
     uint32_t due_bps_gloas[BM_DUE_COUNT]; /* from Gloas */
 } bm_chain_info_t;
@@ -63,12 +52,6 @@ bm_fork_t bm_chain_fork_at_slot(const bm_chain_info_t *c, uint64_t slot);
 
 /** Wall time (Unix ms) at which duty `d` is due in `slot`, by the fork of that slot. */
 uint64_t bm_chain_due_ms(const bm_chain_info_t *c, uint64_t slot, bm_due_t d);
-
-/** "phase0", ..., "gloas". */
-const char *bm_fork_name(bm_fork_t f);
-
-/** Parses a fork name (case-insensitive). Returns 0 or BM_EINVAL. */
-int bm_fork_parse(const char *name, size_t len, bm_fork_t *out);
 
 /**
  * Compares the spec keys two nodes must agree on (the genesis is compared by the caller):

@@ -94,7 +94,7 @@ static void vlog(bm_log_level_t level, const char *fmt, va_list ap)
     time_t secs = (time_t)(now / 1000);
     struct tm tm;
     gmtime_r(&secs, &tm);
-    char ts[32];
+    char ts[64];
     snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900,
              tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
              (unsigned)(now % 1000));

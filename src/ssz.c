@@ -30,42 +30,6 @@
 #define SYNC_BITS_OFF 48
 #define SYNC_BITS_BYTES 16
 
-static const char *const fork_names[] = {
-    [BM_FORK_PHASE0] = "phase0",   [BM_FORK_ALTAIR] = "altair", [BM_FORK_BELLATRIX] = "bellatrix",
-    [BM_FORK_CAPELLA] = "capella", [BM_FORK_DENEB] = "deneb",   [BM_FORK_ELECTRA] = "electra",
-    [BM_FORK_FULU] = "fulu",       [BM_FORK_GLOAS] = "gloas",   [BM_FORK_HEZE] = "heze",
-    [BM_FORK_FUTURE] = "future",
-};
-
-int bm_ssz_fork_parse(const char *name, bm_fork_t *out)
-{
-    if (!name)
-        return BM_EINVAL;
-    size_t n = strlen(name);
-    if (n == 0 || n > 32)
-        return BM_EINVAL;
-    for (size_t i = 0; i < n; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')))
-            return BM_EINVAL;
-    }
-    for (int f = BM_FORK_PHASE0; f <= BM_FORK_HEZE; f++) {
-        if (strcasecmp(name, fork_names[f]) == 0) {
-            *out = (bm_fork_t)f;
-            return 0;
-        }
-    }
-    *out = BM_FORK_FUTURE;
-    return 0;
-}
-
-const char *bm_ssz_fork_name(bm_fork_t fork)
-{
-    if ((int)fork < BM_FORK_PHASE0 || fork > BM_FORK_FUTURE)
-        return "?";
-    return fork_names[fork];
-}
-
 /*
  * The offset table of a container whose fixed part is only `n` offsets (the API's
  * *Contents containers): checks that the region [start, end) holds the table, that the
@@ -180,7 +144,7 @@ int bm_ssz_block_info(const uint8_t *buf, size_t len, const char *fork, bool bli
     layout_t layout;
     if (!buf && len)
         return BM_EINVAL;
-    if (bm_ssz_fork_parse(fork, &f) != 0 || choose_layout(f, blinded, included, kind, &layout))
+    if (bm_fork_parse(fork, &f) != 0 || choose_layout(f, blinded, included, kind, &layout))
         return BM_EINVAL;
     size_t abs[4], msg;
     bm_ssz_block_info_t r;
@@ -279,7 +243,7 @@ int bm_ssz_attestation_info(const uint8_t *buf, size_t len, const char *fork,
                             bm_ssz_attestation_info_t *out)
 {
     bm_fork_t f;
-    if ((!buf && len) || bm_ssz_fork_parse(fork, &f) != 0)
+    if ((!buf && len) || bm_fork_parse(fork, &f) != 0)
         return BM_EINVAL;
     bool electra = f >= BM_FORK_ELECTRA;
     size_t fixed = electra ? ATT_ELECTRA_FIXED : ATT_PHASE0_FIXED;

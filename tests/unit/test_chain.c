@@ -113,11 +113,11 @@ static void test_compatible(void **state)
 static void test_fork_names(void **state)
 {
     bm_fork_t f;
-    assert_int_equal(bm_fork_parse("Electra", 7, &f), 0);
+    assert_int_equal(bm_fork_parse("Electra", &f), 0);
     assert_int_equal(f, BM_FORK_ELECTRA);
-    assert_int_equal(bm_fork_parse("gloas", 5, &f), 0);
+    assert_int_equal(bm_fork_parse("gloas", &f), 0);
     assert_int_equal(f, BM_FORK_GLOAS);
-    assert_int_equal(bm_fork_parse("glo", 3, &f), BM_EINVAL);
+    assert_int_equal(bm_fork_parse("glo-x", &f), BM_EINVAL);
     assert_string_equal(bm_fork_name(BM_FORK_FULU), "fulu");
 }
 

@@ -432,17 +432,17 @@ static void test_fork_parse(void **state)
                            "electra", "fulu",   "gloas",     "heze"};
     for (int i = 0; i < 9; i++) {
         bm_fork_t f;
-        assert_int_equal(bm_ssz_fork_parse(names[i], &f), 0);
+        assert_int_equal(bm_fork_parse(names[i], &f), 0);
         assert_int_equal(f, i);
-        assert_string_equal(bm_ssz_fork_name(f), names[i]);
+        assert_string_equal(bm_fork_name(f), names[i]);
     }
     bm_fork_t f = BM_FORK_PHASE0;
-    assert_int_equal(bm_ssz_fork_parse("Omega7", &f), 0);
+    assert_int_equal(bm_fork_parse("Omega7", &f), 0);
     assert_int_equal(f, BM_FORK_FUTURE);
     assert_true(BM_FORK_FUTURE > BM_FORK_GLOAS && BM_FORK_HEZE > BM_FORK_GLOAS);
-    assert_int_equal(bm_ssz_fork_parse("", &f), BM_EINVAL);
-    assert_int_equal(bm_ssz_fork_parse("a-b", &f), BM_EINVAL);
-    assert_string_equal(bm_ssz_fork_name((bm_fork_t)99), "?");
+    assert_int_equal(bm_fork_parse("", &f), BM_EINVAL);
+    assert_int_equal(bm_fork_parse("a-b", &f), BM_EINVAL);
+    assert_string_equal(bm_fork_name((bm_fork_t)99), "?");
 }
 
 /* ---- fixed-size objects ----------------------------------------------------------- */
