@@ -1,9 +1,281 @@
 /* SPDX-License-Identifier: MIT */
-/* main: placeholder entry point until the modules are wired (replaced by the core work). */
+/*
+ * main: parses the command line, loads the configuration, creates the loop and wires the
+ * modules together in the direction data flows:
+ *
+ *   server -> router -> policies (discovery's static endpoints, admin, failover)
+ *                                  -> pool -> upstream (libcurl multi on the loop)
+ *   discovery -> pool (network verdicts) -> health (states)
+ *
+ * It owns nothing else: no module is reached through a global. SIGTERM/SIGINT start a
+ * graceful shutdown (stop accepting, finish in-flight requests within the configured
+ * bound); a second signal exits at once.
+ */
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
 
-int main(void)
+#include "admin.h"
+#include "config.h"
+#include "discovery.h"
+#include "err.h"
+#include "failover.h"
+#include "health.h"
+#include "log.h"
+#include "pool.h"
+#include "router.h"
+#include "server.h"
+#include "upstream.h"
+
+typedef struct app {
+    uv_loop_t loop;
+    bm_config_t *cfg;
+    bm_upstream_t *up;
+    bm_pool_t *pool;
+    bm_health_t *health;
+    bm_discovery_t *disc;
+    bm_failover_t *failover;
+    bm_admin_t *admin;
+    bm_router_t *router;
+    bm_server_t *server;
+    uv_signal_t sigterm;
+    uv_signal_t sigint;
+    int signals;
+    int exit_code;
+} app_t;
+
+static int build_pool(app_t *a)
 {
-    puts("beaconmux " BM_VERSION);
+    a->pool = bm_pool_new();
+    if (!a->pool)
+        return BM_ENOMEM;
+    for (size_t i = 0; i < a->cfg->n_upstreams; i++) {
+        const bm_config_upstream_t *u = &a->cfg->upstreams[i];
+        bm_hdrs_t extra;
+        bm_hdrs_init(&extra);
+        for (size_t h = 0; h < u->n_headers; h++)
+            bm_hdrs_add_z(&extra, u->headers[h].name, u->headers[h].value);
+        bm_node_t *n = bm_pool_add(a->pool, u->id, u->url, &extra);
+        bm_hdrs_dispose(&extra);
+        if (!n) {
+            bm_log(BM_LOG_ERROR, "upstream %s: cannot be added", u->id);
+            return BM_EINVAL;
+        }
+        bm_log(BM_LOG_INFO, "upstream %s: %s", n->id, n->url_masked);
+    }
     return 0;
+}
+
+static int parse_root(const char *hex, uint8_t out[32])
+{
+    if (!hex || strlen(hex) != 66)
+        return BM_EINVAL;
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 + 2 * i, "%2x", &v) != 1)
+            return BM_EINVAL;
+        out[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+static int build_routes(app_t *a)
+{
+    static const char *const statics[] = {"/eth/v1/beacon/genesis", "/eth/v1/config/spec",
+                                          "/eth/v1/config/fork_schedule",
+                                          "/eth/v1/config/deposit_contract"};
+    static const char *const client_paths[] = {"/lighthouse/*", "/prysm/*", "/teku/*",
+                                               "/nimbus/*", "/lodestar/*"};
+    bm_router_t *r = a->router = bm_router_new();
+    if (!r)
+        return BM_ENOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < sizeof statics / sizeof statics[0] && !rc; i++)
+        rc = bm_router_add(r, "GET", statics[i], bm_discovery_route, a->disc);
+    for (size_t i = 0; i < sizeof client_paths / sizeof client_paths[0] && !rc; i++)
+        rc = bm_router_add(r, NULL, client_paths[i], bm_failover_route_client, a->failover);
+    if (!rc)
+        rc = bm_admin_register(a->admin, r);
+    bm_router_set_fallback(r, bm_failover_route, a->failover);
+    return rc;
+}
+
+static int build(app_t *a)
+{
+    const bm_config_t *c = a->cfg;
+    bm_upstream_opts_t uo;
+    bm_upstream_opts_default(&uo);
+    uo.tls_verify = c->tls.verify;
+    uo.ca_file = c->tls.ca_file;
+    a->up = bm_upstream_new(&a->loop, &uo);
+    if (!a->up)
+        return BM_EIO;
+    int rc = build_pool(a);
+    if (rc)
+        return rc;
+
+    bm_health_opts_t ho;
+    bm_health_opts_default(&ho);
+    ho.max_head_lag = c->health.max_head_lag;
+    a->health = bm_health_new(a->pool, &ho);
+
+    bm_discovery_opts_t dopt;
+    bm_discovery_opts_default(&dopt);
+    dopt.retry_interval_ms = c->discovery.retry_interval_ms;
+    dopt.connect_timeout_ms = c->timeouts.connect_ms;
+    if (c->genesis_validators_root) {
+        if (parse_root(c->genesis_validators_root, dopt.genesis_root) != 0)
+            return BM_EINVAL;
+        dopt.has_genesis_root = true;
+    }
+    a->disc = bm_discovery_new(&a->loop, a->up, a->pool, &dopt);
+
+    bm_failover_opts_t fo;
+    bm_failover_opts_default(&fo);
+    fo.connect_timeout_ms = c->timeouts.connect_ms;
+    fo.read_timeout_ms = c->timeouts.read_ms;
+    fo.write_timeout_ms = c->timeouts.write_ms;
+    fo.max_attempts = c->failover.max_attempts;
+    a->failover = bm_failover_new(a->up, a->pool, &fo);
+    a->admin = bm_admin_new(a->pool, a->disc);
+    if (!a->health || !a->disc || !a->failover || !a->admin)
+        return BM_ENOMEM;
+    if ((rc = build_routes(a)) != 0)
+        return rc;
+
+    bm_server_opts_t so;
+    bm_server_opts_default(&so);
+    so.max_body_bytes = c->server.max_body_bytes;
+    so.max_header_bytes = c->server.max_header_bytes;
+    so.max_target_bytes = c->server.max_target_bytes;
+    so.header_timeout_ms = c->server.header_timeout_ms;
+    so.body_timeout_ms = c->server.body_timeout_ms;
+    so.idle_timeout_ms = c->server.idle_timeout_ms;
+    so.max_connections = c->server.max_connections;
+    a->server = bm_server_new(&a->loop, &so, bm_router_dispatch, a->router);
+    if (!a->server)
+        return BM_ENOMEM;
+    rc = bm_server_listen(a->server, c->listen_host, c->listen_port);
+    if (rc) {
+        bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", c->listen_host, c->listen_port,
+               bm_strerror(rc));
+        return rc;
+    }
+    const char *h = c->listen_host;
+    bool v6 = strchr(h, ':') != NULL;
+    bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d", v6 ? "[" : "", h, v6 ? "]" : "",
+           bm_server_port(a->server));
+    return bm_discovery_start(a->disc);
+}
+
+static void close_signals(app_t *a)
+{
+    if (!uv_is_closing((uv_handle_t *)&a->sigterm))
+        uv_close((uv_handle_t *)&a->sigterm, NULL);
+    if (!uv_is_closing((uv_handle_t *)&a->sigint))
+        uv_close((uv_handle_t *)&a->sigint, NULL);
+}
+
+/* Everything after the server drained: stop background work, close the loop's handles. */
+static void on_server_drained(bm_server_t *srv, void *ud)
+{
+    app_t *a = ud;
+    (void)srv;
+    bm_log(BM_LOG_INFO, "shutdown: connections drained");
+    bm_discovery_stop(a->disc);
+    /* nothing runs any more: close curl's sockets and timers so that the loop ends */
+    bm_upstream_free(a->up);
+    a->up = NULL;
+    close_signals(a);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    app_t *a = s->data;
+    if (++a->signals > 1) {
+        bm_log(BM_LOG_WARN, "second signal: exiting now");
+        exit(1);
+    }
+    bm_log(BM_LOG_INFO, "%s: shutting down (in-flight requests get up to %u ms)",
+           signum == SIGTERM ? "SIGTERM" : "SIGINT", a->cfg->server.shutdown_timeout_ms);
+    bm_server_shutdown(a->server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
+}
+
+static void teardown(app_t *a)
+{
+    if (a->disc)
+        bm_discovery_stop(a->disc);
+    if (a->up)
+        bm_upstream_free(a->up);
+    a->up = NULL;
+    /* let close callbacks of timers, polls and sockets run */
+    uv_run(&a->loop, UV_RUN_DEFAULT);
+    if (a->server)
+        bm_server_free(a->server);
+    bm_discovery_free(a->disc);
+    uv_run(&a->loop, UV_RUN_DEFAULT);
+    bm_admin_free(a->admin);
+    bm_failover_free(a->failover);
+    bm_router_free(a->router);
+    bm_health_free(a->health);
+    bm_pool_free(a->pool);
+    if (uv_loop_close(&a->loop) != 0)
+        bm_log(BM_LOG_WARN, "shutdown: handles still open on the loop");
+}
+
+int main(int argc, char **argv)
+{
+    bm_cli_t cli;
+    bm_config_err_t err;
+    if (bm_config_parse_args(argc, argv, &cli, &err) != 0) {
+        fprintf(stderr, "beaconmux: %s\nTry 'beaconmux --help'.\n", err.msg);
+        return 2;
+    }
+    if (cli.help) {
+        fputs(bm_config_help(), stdout);
+        return 0;
+    }
+    if (cli.version) {
+        printf("beaconmux %s\n", BM_VERSION);
+        return 0;
+    }
+    app_t a;
+    memset(&a, 0, sizeof a);
+    a.cfg = bm_config_load(&cli, &err);
+    if (!a.cfg) {
+        fprintf(stderr, "beaconmux: %s\n", err.msg);
+        return 2;
+    }
+    if (cli.check) {
+        bm_str_t dump = BM_STR_INIT;
+        bm_config_dump(a.cfg, true, &dump);
+        printf("configuration OK%s%s\n%s", a.cfg->path ? ": " : "", a.cfg->path ? a.cfg->path : "",
+               bm_str_data(&dump));
+        bm_str_dispose(&dump);
+        bm_config_free(a.cfg);
+        return 0;
+    }
+    bm_log_setup(a.cfg->log.level, a.cfg->log.format, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    uv_loop_init(&a.loop);
+    uv_signal_init(&a.loop, &a.sigterm);
+    uv_signal_init(&a.loop, &a.sigint);
+    a.sigterm.data = a.sigint.data = &a;
+    bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu upstream%s", BM_VERSION,
+           a.cfg->n_upstreams, a.cfg->n_upstreams == 1 ? "" : "s");
+    int rc = build(&a);
+    if (rc) {
+        a.exit_code = 1;
+        close_signals(&a);
+    } else {
+        uv_signal_start(&a.sigterm, on_signal, SIGTERM);
+        uv_signal_start(&a.sigint, on_signal, SIGINT);
+        uv_run(&a.loop, UV_RUN_DEFAULT);
+        bm_log(BM_LOG_INFO, "stopped");
+    }
+    teardown(&a);
+    bm_config_free(a.cfg);
+    return a.exit_code;
 }
