@@ -55,8 +55,7 @@ class Edges(unittest.TestCase):
     def test_long_target_under_limit_is_fine(self):
         target = b"/eth/v1/node/peer_count?id=" + b"9" * 60000
         raw = raw_exchange(self.m.port, b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        self.assertEqual(self.status_of(raw), 404 if False else self.status_of(raw))
-        self.assertNotEqual(self.status_of(raw), 414)
+        self.assertEqual(self.status_of(raw), 200)
 
     def test_431_headers_too_large(self):
         raw = raw_exchange(self.m.port, b"GET /eth/v1/node/peer_count HTTP/1.1\r\nHost: x\r\nX-Big: "
