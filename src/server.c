@@ -601,6 +601,10 @@ static void conn_maybe_shutdown(conn_t *c)
 {
     if (!c->finishing || c->shut || c->closing || c->pending > 0 || c->writing)
         return;
+    if (c->peer_eof) {
+        conn_close(c); /* the client's FIN came first: nothing left to linger for */
+        return;
+    }
     c->shut = true;
     c->sreq.data = c;
     int rc = uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown);
