@@ -64,6 +64,8 @@ struct fx {
     int abort_count;
     int drain_count;
     int in_flight, max_in_flight;
+    bool in_end;            /* a handler is inside bm_resp_send of an earlier request */
+    int nested_calls;       /* handler calls made from inside such a call */
     bool flag;              /* a per-test condition the loop runs until */
     bm_req_t *held;         /* a request a handler keeps */
     int stream_step;        /* /stream: pieces written */
@@ -423,7 +425,9 @@ static void later_fire(uv_timer_t *t)
     later_t *l = t->data;
     l->f->in_flight--;
     bm_buf_t *b = bm_buf_from_str(bm_req_target(l->req));
+    l->f->in_end = true;
     bm_resp_send(l->req, 200, "text/plain", b, NULL);
+    l->f->in_end = false;
     bm_buf_unref(b);
     uv_close((uv_handle_t *)&l->t, later_closed);
 }
@@ -491,6 +495,8 @@ static void handler(bm_req_t *req, void *ud)
 {
     fx_t *f = ud;
     f->handled++;
+    if (f->in_end)
+        f->nested_calls++;
     size_t plen;
     const char *p = bm_req_path(req, &plen);
     char path[64];
@@ -635,6 +641,7 @@ static void pipelining_in_order(void **state)
     fx_finish(&f);
     assert_int_equal(f.handled, 6);
     assert_int_equal(f.max_in_flight, 1); /* one request of a connection at a time */
+    assert_int_equal(f.nested_calls, 0);  /* the next one starts from the loop */
 }
 
 static void client_pipelining_backpressure(fx_t *f)
