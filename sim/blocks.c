@@ -103,8 +103,7 @@ static void payload_json(bm_str_t *s, const bs_block_desc_t *d)
     bm_str_printf(s,
                   ",\"block_number\":\"%llu\",\"gas_limit\":\"%llu\",\"gas_used\":\"0\","
                   "\"timestamp\":\"%llu\",\"extra_data\":",
-                  (unsigned long long)d->block_number, GAS_LIMIT,
-                  (unsigned long long)d->timestamp);
+                  (unsigned long long)d->block_number, GAS_LIMIT, (unsigned long long)d->timestamp);
     bs_json_hex(s, EXTRA_DATA, strlen(EXTRA_DATA));
     bm_str_printf(s, ",\"base_fee_per_gas\":\"%llu\",\"block_hash\":", BASE_FEE);
     bs_json_hex(s, d->exec_block_hash.b, 32);
@@ -327,11 +326,11 @@ void bs_att_data_json(bm_str_t *s, const bs_att_data_t *d)
     bm_str_printf(s, "{\"slot\":\"%llu\",\"index\":\"%llu\",\"beacon_block_root\":",
                   (unsigned long long)d->slot, (unsigned long long)d->index);
     bs_json_hex(s, d->beacon_block_root.b, 32);
-    bm_str_printf(s, ",\"source\":{\"epoch\":\"%llu\",\"root\":",
-                  (unsigned long long)d->source.epoch);
+    bm_str_printf(s,
+                  ",\"source\":{\"epoch\":\"%llu\",\"root\":", (unsigned long long)d->source.epoch);
     bs_json_hex(s, d->source.root.b, 32);
-    bm_str_printf(s, "},\"target\":{\"epoch\":\"%llu\",\"root\":",
-                  (unsigned long long)d->target.epoch);
+    bm_str_printf(
+        s, "},\"target\":{\"epoch\":\"%llu\",\"root\":", (unsigned long long)d->target.epoch);
     bs_json_hex(s, d->target.root.b, 32);
     bm_str_puts(s, "}}");
 }
@@ -359,8 +358,8 @@ static size_t bitlist(const uint8_t *bits, uint32_t nbits, uint8_t *out)
     return nbytes;
 }
 
-void bs_attestation_json(bm_str_t *s, const bs_att_data_t *d, const uint8_t *bits,
-                         uint32_t nbits, const uint8_t sig[96])
+void bs_attestation_json(bm_str_t *s, const bs_att_data_t *d, const uint8_t *bits, uint32_t nbits,
+                         const uint8_t sig[96])
 {
     uint8_t bl[1024];
     if (nbits > 8 * 1000)
@@ -375,8 +374,8 @@ void bs_attestation_json(bm_str_t *s, const bs_att_data_t *d, const uint8_t *bit
     bm_str_puts(s, ",\"committee_bits\":\"0x0100000000000000\"}");
 }
 
-void bs_attestation_ssz(bm_str_t *s, const bs_att_data_t *d, const uint8_t *bits,
-                        uint32_t nbits, const uint8_t sig[96])
+void bs_attestation_ssz(bm_str_t *s, const bs_att_data_t *d, const uint8_t *bits, uint32_t nbits,
+                        const uint8_t sig[96])
 {
     uint8_t bl[1024];
     if (nbits > 8 * 1000)

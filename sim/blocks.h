@@ -49,10 +49,10 @@ void bs_att_data_json(bm_str_t *s, const bs_att_data_t *d);
 void bs_att_data_ssz(bm_str_t *s, const bs_att_data_t *d);
 
 /** Electra Attestation with `bits` (a bitlist of nbits, delimiter added), JSON / SSZ. */
-void bs_attestation_json(bm_str_t *s, const bs_att_data_t *d, const uint8_t *bits,
-                         uint32_t nbits, const uint8_t sig[96]);
-void bs_attestation_ssz(bm_str_t *s, const bs_att_data_t *d, const uint8_t *bits,
-                        uint32_t nbits, const uint8_t sig[96]);
+void bs_attestation_json(bm_str_t *s, const bs_att_data_t *d, const uint8_t *bits, uint32_t nbits,
+                         const uint8_t sig[96]);
+void bs_attestation_ssz(bm_str_t *s, const bs_att_data_t *d, const uint8_t *bits, uint32_t nbits,
+                        const uint8_t sig[96]);
 
 /** Appends n bytes as 0x-hex in quotes. */
 void bs_json_hex(bm_str_t *s, const void *p, size_t n);
