@@ -1122,9 +1122,7 @@ static void h_block(ctx_t *x)
     bm_hdrs_add_z(&h, "Eth-Consensus-Version", bs_fork_name(d.fork));
     bm_str_t s = BM_STR_INIT;
     if (x->want_ssz) {
-        bs_ssz_u32(&s, 100);
-        bm_str_append(&s, sig, 96);
-        bs_block_ssz(&s, &d);
+        bs_signed_block_ssz(&s, &d, sig);
         api_reply_ssz(x, &s, &h);
     } else {
         bm_str_printf(&s, "{\"version\":\"%s\",", bs_fork_name(d.fork));

@@ -262,10 +262,7 @@ void h_payload_att_data(ctx_t *x)
     bm_hdrs_add_z(&h, "Eth-Consensus-Version", "gloas");
     bm_str_t s = BM_STR_INIT;
     if (x->want_ssz) {
-        bm_str_append(&s, root.b, 32);
-        bs_ssz_u64(&s, slot);
-        bm_str_putc(&s, present ? 1 : 0);
-        bm_str_putc(&s, present ? 1 : 0);
+        bs_payload_att_data_ssz(&s, &root, slot, present, present);
         api_reply_ssz(x, &s, &h);
     } else {
         bm_str_puts(&s, "{\"version\":\"gloas\",\"data\":{\"beacon_block_root\":");
@@ -587,14 +584,7 @@ void h_produce_v3(ctx_t *x)
     bm_hdrs_add_z(&h, "Eth-Consensus-Block-Value", cvs);
     bm_str_t s = BM_STR_INIT;
     if (x->want_ssz) {
-        bm_str_t blk = BM_STR_INIT;
-        bs_block_ssz(&blk, &d);
-        uint32_t bl = (uint32_t)bm_str_len(&blk);
-        bs_ssz_u32(&s, 12);
-        bs_ssz_u32(&s, 12 + bl); /* kzg_proofs: empty */
-        bs_ssz_u32(&s, 12 + bl); /* blobs: empty */
-        bm_str_append(&s, bm_str_data(&blk), bl);
-        bm_str_dispose(&blk);
+        bs_block_contents_ssz(&s, &d, NULL);
         api_reply_ssz(x, &s, &h);
     } else {
         bm_str_printf(&s,
@@ -647,24 +637,10 @@ void h_produce_v4(ctx_t *x)
     }
     bm_str_t s = BM_STR_INIT;
     if (x->want_ssz) {
-        bm_str_t blk = BM_STR_INIT;
-        bs_block_ssz(&blk, &d);
-        uint32_t bl = (uint32_t)bm_str_len(&blk);
-        if (include) {
-            bm_str_t env = BM_STR_INIT;
-            bs_envelope_ssz(&env, &d, &block_root);
-            uint32_t el = (uint32_t)bm_str_len(&env);
-            bs_ssz_u32(&s, 16);
-            bs_ssz_u32(&s, 16 + bl);
-            bs_ssz_u32(&s, 16 + bl + el);
-            bs_ssz_u32(&s, 16 + bl + el);
-            bm_str_append(&s, bm_str_data(&blk), bl);
-            bm_str_append(&s, bm_str_data(&env), el);
-            bm_str_dispose(&env);
-        } else {
-            bm_str_append(&s, bm_str_data(&blk), bl);
-        }
-        bm_str_dispose(&blk);
+        if (include)
+            bs_block_contents_ssz(&s, &d, &block_root);
+        else
+            bs_block_ssz(&s, &d);
         api_reply_ssz(x, &s, &h);
     } else {
         bm_str_printf(&s,

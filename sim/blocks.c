@@ -388,3 +388,43 @@ void bs_attestation_ssz(bm_str_t *s, const bs_att_data_t *d, const uint8_t *bits
     bm_str_append(s, cb, 8);
     bm_str_append(s, bl, n);
 }
+
+void bs_signed_block_ssz(bm_str_t *s, const bs_block_desc_t *d, const uint8_t sig[96])
+{
+    bs_ssz_u32(s, 100);
+    bm_str_append(s, sig, 96);
+    bs_block_ssz(s, d);
+}
+
+void bs_block_contents_ssz(bm_str_t *s, const bs_block_desc_t *d, const bs_root_t *env_root)
+{
+    bm_str_t blk = BM_STR_INIT, env = BM_STR_INIT;
+    bs_block_ssz(&blk, d);
+    uint32_t bl = (uint32_t)bm_str_len(&blk);
+    if (env_root) {
+        bs_envelope_ssz(&env, d, env_root);
+        uint32_t el = (uint32_t)bm_str_len(&env);
+        bs_ssz_u32(s, 16);
+        bs_ssz_u32(s, 16 + bl);
+        bs_ssz_u32(s, 16 + bl + el); /* kzg_proofs: empty */
+        bs_ssz_u32(s, 16 + bl + el); /* blobs: empty */
+        bm_str_append(s, bm_str_data(&blk), bl);
+        bm_str_append(s, bm_str_data(&env), el);
+    } else {
+        bs_ssz_u32(s, 12);
+        bs_ssz_u32(s, 12 + bl); /* kzg_proofs: empty */
+        bs_ssz_u32(s, 12 + bl); /* blobs: empty */
+        bm_str_append(s, bm_str_data(&blk), bl);
+    }
+    bm_str_dispose(&blk);
+    bm_str_dispose(&env);
+}
+
+void bs_payload_att_data_ssz(bm_str_t *s, const bs_root_t *root, uint64_t slot, bool present,
+                             bool blobs)
+{
+    bm_str_append(s, root->b, 32);
+    bs_ssz_u64(s, slot);
+    bm_str_putc(s, present ? 1 : 0);
+    bm_str_putc(s, blobs ? 1 : 0);
+}

@@ -40,6 +40,20 @@ void bs_block_describe(bs_chain_t *c, bs_block_id_t id, uint32_t proposer, bs_bl
 void bs_block_json(bm_str_t *s, const bs_block_desc_t *d);
 void bs_block_ssz(bm_str_t *s, const bs_block_desc_t *d);
 
+/** SignedBeaconBlock SSZ: offset 100, signature, block. */
+void bs_signed_block_ssz(bm_str_t *s, const bs_block_desc_t *d, const uint8_t sig[96]);
+
+/**
+ * BlockContents SSZ of a produce answer: fulu {block, kzg_proofs, blobs} (3 offsets) when
+ * env_root is NULL; gloas {block, execution_payload_envelope, kzg_proofs, blobs} (4
+ * offsets) with the envelope of block env_root otherwise. No blobs.
+ */
+void bs_block_contents_ssz(bm_str_t *s, const bs_block_desc_t *d, const bs_root_t *env_root);
+
+/** PayloadAttestationData SSZ (42 bytes). */
+void bs_payload_att_data_ssz(bm_str_t *s, const bs_root_t *root, uint64_t slot, bool present,
+                             bool blobs);
+
 /** ExecutionPayloadEnvelope (gloas) for a block, JSON / SSZ. */
 void bs_envelope_json(bm_str_t *s, const bs_block_desc_t *d, const bs_root_t *block_root);
 void bs_envelope_ssz(bm_str_t *s, const bs_block_desc_t *d, const bs_root_t *block_root);
