@@ -553,6 +553,17 @@ void bs_api_dispatch(bs_simnode_t *sn, bm_req_t *req)
     x.flags = rt->flags;
     match(rt->pattern, path, plen, &x);
     bs_node_t *n = x.n;
+    /* what a submission record needs, taken now: the request is gone once answered */
+    char *rec_target = NULL, *rec_ct = NULL, *rec_cv = NULL, *rec_blob = NULL;
+    bm_buf_t *rec_body = NULL;
+    if (rt->flags & R_REC) {
+        const char *h;
+        rec_target = strdup(bm_req_target(req));
+        rec_ct = (h = bm_req_header(req, "Content-Type")) ? strdup(h) : NULL;
+        rec_cv = (h = bm_req_header(req, "Eth-Consensus-Version")) ? strdup(h) : NULL;
+        rec_blob = (h = bm_req_header(req, "Eth-Blob-Data-Included")) ? strdup(h) : NULL;
+        rec_body = bm_buf_ref(bm_req_body(req));
+    }
     if (n->behav.error_rate > 0 && bs_rng_unit(&n->rng) < n->behav.error_rate) {
         api_reply_error(&x, 500, "Internal server error (simulated by error-rate)");
     } else {
@@ -574,11 +585,13 @@ void bs_api_dispatch(bs_simnode_t *sn, bm_req_t *req)
         }
     }
     if (rt->flags & R_REC) {
-        bm_buf_t *body = bm_req_body(req);
-        const char *target = bm_req_target(req);
-        bs_node_record(n, x.now, rt->name, target, bm_req_header(req, "Content-Type"),
-                       bm_req_header(req, "Eth-Consensus-Version"),
-                       bm_req_header(req, "Eth-Blob-Data-Included"), body, x.status);
+        bs_node_record(n, x.now, rt->name, rec_target, rec_ct, rec_cv, rec_blob, rec_body,
+                       x.status);
+        free(rec_target);
+        free(rec_ct);
+        free(rec_cv);
+        free(rec_blob);
+        bm_buf_unref(rec_body);
     }
 }
 

@@ -268,7 +268,8 @@ bs_sim_t *bs_sim_new(uv_loop_t *loop, const bs_sim_cfg_t *cfg)
     s->loop = loop;
     s->cfg = *cfg;
     uint64_t now = bs_sim_now();
-    s->cfg.chain.genesis_ms = (now + cfg->genesis_delay_ms + 999) / 1000 * 1000;
+    if (!cfg->chain.genesis_ms)
+        s->cfg.chain.genesis_ms = (now + cfg->genesis_delay_ms + 999) / 1000 * 1000;
     s->cfg.chain.nodes = cfg->nodes;
     s->chain = bs_chain_new(&s->cfg.chain);
     s->nodes = calloc(cfg->nodes, sizeof *s->nodes);
