@@ -387,7 +387,8 @@ static void post_scenario(bm_req_t *req, bs_sim_t *sim)
     bs_chain_t *c = sim->chain;
     const bs_chain_cfg_t *cfg = bs_chain_config(c);
     uint64_t now_slot = bs_chain_slot_at(c, bs_sim_now());
-    const char *type = json_object_get_string(t);
+    char type[48];
+    snprintf(type, sizeof type, "%s", json_object_get_string(t));
     uint64_t slot = 0, epoch = 0;
     int rc = 0;
     char msg[256] = "";
