@@ -20,6 +20,7 @@ struct bs_pending {
     bs_pending_t *next, *prev;
     bs_simnode_t *sn;
     bm_req_t *req;
+    int route;
     uv_timer_t timer;
     bool has_timer;
 };
@@ -128,6 +129,7 @@ static void slow_timer_cb(uv_timer_t *t)
     bs_pending_t *p = t->data;
     bs_simnode_t *sn = p->sn;
     bm_req_t *req = p->req;
+    int route = p->route;
     pending_unlink(p);
     bm_req_on_abort(req, NULL, NULL);
     pending_free(p);
@@ -140,6 +142,7 @@ static void slow_timer_cb(uv_timer_t *t)
         }
         h->sn = sn;
         h->req = req;
+        h->route = route;
         h->next = sn->pending;
         if (h->next)
             h->next->prev = h;
@@ -147,7 +150,7 @@ static void slow_timer_cb(uv_timer_t *t)
         bm_req_on_abort(req, pending_abort, h);
         return;
     }
-    bs_api_dispatch(sn, req);
+    bs_api_dispatch(sn, req, route);
 }
 
 static void node_handler(bm_req_t *req, void *ud)
@@ -166,7 +169,7 @@ static void node_handler(bm_req_t *req, void *ud)
         return;
     }
     if (!n->behav.hang && n->behav.slow_ms == 0) {
-        bs_api_dispatch(sn, req);
+        bs_api_dispatch(sn, req, r);
         return;
     }
     bs_pending_t *p = calloc(1, sizeof *p);
@@ -176,6 +179,7 @@ static void node_handler(bm_req_t *req, void *ud)
     }
     p->sn = sn;
     p->req = req;
+    p->route = r;
     p->next = sn->pending;
     if (p->next)
         p->next->prev = p;
@@ -197,10 +201,11 @@ static void release_held(bs_simnode_t *sn)
         bs_pending_t *next = p->next;
         if (!p->has_timer) {
             bm_req_t *req = p->req;
+            int route = p->route;
             pending_unlink(p);
             bm_req_on_abort(req, NULL, NULL);
             pending_free(p);
-            bs_api_dispatch(sn, req);
+            bs_api_dispatch(sn, req, route);
         }
         p = next;
     }

@@ -92,8 +92,9 @@ uint64_t bs_sim_now(void);
 
 /* ---- provided by api.c ------------------------------------------------------------- */
 
-/** Handles one request to node sn (after hang/slow are applied). */
-void bs_api_dispatch(bs_simnode_t *sn, bm_req_t *req);
+/** Handles one request to node sn (after hang/slow are applied); `route` comes from
+ *  bs_api_route_find on the same request. */
+void bs_api_dispatch(bs_simnode_t *sn, bm_req_t *req, int route);
 
 /** Route index for (method, path); -1 unknown path, -2 known path but wrong method. */
 int bs_api_route_find(const char *method, const char *path, size_t len);

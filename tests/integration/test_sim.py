@@ -372,6 +372,82 @@ class BeaconsimTest(unittest.TestCase):
                          body={"type": "late-block", "slot": 1})
         self.assertEqual(st, 400)
 
+    def test_competing_blocks(self):
+        s = self.truth()["current_slot"] + 2
+        st, r = get_json(self.control + "/sim/v1/scenario", method="POST",
+                         body={"type": "competing", "slot": s, "nodes": [0]})
+        self.assertEqual(st, 200, r)
+        ts = self.truth(s)
+        self.assertTrue(ts["competing"])
+        self.assertEqual(ts["alt_nodes"], [0])
+        sleep_until(ts["start_ms"] + 150)
+        st, a = get_json(self.nodes[0] + "/eth/v1/beacon/blocks/%d/root" % s)
+        st, b = get_json(self.nodes[2] + "/eth/v1/beacon/blocks/%d/root" % s)
+        self.assertEqual(a["data"]["root"], ts["alt_root"])
+        self.assertEqual(b["data"]["root"], ts["root"])
+        # the next block builds on the majority's block: node 0 re-orgs onto it
+        nxt = self.truth(s + 1)
+        self.assertEqual(nxt["parent_root"], ts["root"])
+        sleep_until(nxt["start_ms"] + 150)
+        self.assertEqual(self.head_root(0), nxt["root"])
+        st, hd = get_json(self.nodes[0] + "/eth/v1/beacon/headers/" + nxt["root"])
+        self.assertEqual(hd["data"]["header"]["message"]["parent_root"], ts["root"])
+
+    def test_sse_drop(self):
+        self.put_node(2, {"sse_drop": 1})
+        sse = SseReader(self.nodes[2], ["head", "block"])
+        sse.wait(lambda x: b"event: " in x.body and x.closed, 3, "a dropped stream")
+        sse.close()
+        self.put_node(2, {"sse_drop": 0})
+
+    def test_y_big_values(self):
+        rv = "0xc0" + "00" * 95
+        slot = self.truth()["current_slot"] + 1
+        url = "/eth/v3/validator/blocks/%d?randao_reveal=%s" % (slot, rv)
+        st, hd, body = request(self.nodes[0] + url)
+        self.assertEqual(st, 200, body)
+        small = int(hd["eth-execution-payload-value"])
+        self.assertLess(small, 2 ** 63)
+        st, hd2, body2 = request(self.nodes[2] + url)
+        self.assertNotEqual(hd2["eth-execution-payload-value"], hd["eth-execution-payload-value"])
+        st, r = get_json(self.control + "/sim/v1/scenario", method="POST",
+                         body={"type": "big-values", "enabled": True})
+        self.assertEqual(st, 200)
+        st, hd, body = request(self.nodes[0] + url)
+        j = json.loads(body)
+        self.assertGreater(int(hd["eth-execution-payload-value"]), 2 ** 64)
+        self.assertGreater(int(hd["eth-consensus-block-value"]), 2 ** 63)
+        self.assertEqual(j["execution_payload_value"], hd["eth-execution-payload-value"])
+        self.assertEqual(j["data"]["block"]["slot"], str(slot))
+        get_json(self.control + "/sim/v1/scenario", method="POST",
+                 body={"type": "big-values", "enabled": False})
+
+    def test_z_fork_transition(self):
+        t = self.truth()
+        e = t["current_epoch"] + 1
+        st, spec = get_json(self.nodes[0] + "/eth/v1/config/spec")
+        self.assertNotIn("GLOAS_FORK_EPOCH", spec["data"])
+        st, r = get_json(self.control + "/sim/v1/scenario", method="POST",
+                         body={"type": "fork-transition", "epoch": e})
+        self.assertEqual(st, 200, r)
+        st, spec = get_json(self.nodes[0] + "/eth/v1/config/spec")
+        self.assertEqual(spec["data"]["GLOAS_FORK_EPOCH"], str(e))
+        self.assertEqual(spec["data"]["ATTESTATION_DUE_BPS_GLOAS"], "2500")
+        st, fs = get_json(self.nodes[0] + "/eth/v1/config/fork_schedule")
+        self.assertEqual(fs["data"][-1]["epoch"], str(e))
+        first = e * t["slots_per_epoch"]
+        sse = SseReader(self.nodes[0], ["head_v2", "execution_payload_available"])
+        sleep_until(self.truth(first)["start_ms"] + 50)
+        st, hd, body = request(self.nodes[0] + "/eth/v2/beacon/blocks/head")
+        self.assertEqual(hd["eth-consensus-version"], "gloas")
+        sse.wait(lambda x: b"execution_payload_available" in x.body, 2, "payload available")
+        self.assertIn(b'"payload_status":"empty"', sse.body)
+        sse.wait(lambda x: b'"payload_status":"full"' in x.body, 2, "head_v2 full")
+        sse.close()
+        st, r = get_json(self.control + "/sim/v1/scenario", method="POST",
+                         body={"type": "fork-transition", "epoch": e + 5})
+        self.assertEqual(st, 400)
+
 
 if __name__ == "__main__":
     if not os.path.exists(SIM):
