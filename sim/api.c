@@ -232,25 +232,29 @@ void api_reply_error(ctx_t *x, int status, const char *fmt, ...)
     bm_resp_error(x->req, status, "%s", msg);
 }
 
+static double accept_q(const char *params, size_t n);
+
+/* True when Accept-Encoding lists gzip (or *) with a q-value above 0. */
 static bool accepts_gzip(ctx_t *x)
 {
     const char *ae = bm_req_header(x->req, "Accept-Encoding");
-    if (!ae)
-        return false;
-    const char *p = strcasestr(ae, "gzip");
-    if (!p)
-        return false;
-    const char *q = p + 4;
-    while (*q == ' ')
-        q++;
-    if (*q == ';') {
-        const char *qv = strstr(q, "q=");
-        if (qv && (strncmp(qv + 2, "0", 1) == 0 && strncmp(qv + 2, "0.", 2) != 0))
-            return false;
-        if (qv && strncmp(qv + 2, "0.0", 3) == 0 && strspn(qv + 4, "0") == strcspn(qv + 4, ",;"))
-            return false;
+    const char *p = ae;
+    while (p && *p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        while (n && (*p == ' ' || *p == '\t')) {
+            p++;
+            n--;
+        }
+        const char *semi = memchr(p, ';', n);
+        size_t tl = semi ? (size_t)(semi - p) : n;
+        while (tl && (p[tl - 1] == ' ' || p[tl - 1] == '\t'))
+            tl--;
+        if ((tl == 4 && strncasecmp(p, "gzip", 4) == 0) || (tl == 1 && *p == '*'))
+            return (semi ? accept_q(semi + 1, n - (size_t)(semi - p) - 1) : 1.0) > 0;
+        p = e ? e + 1 : NULL;
     }
-    return true;
+    return false;
 }
 
 static bm_buf_t *gzip_buf(const bm_buf_t *in)
@@ -496,7 +500,7 @@ static int negotiate(const char *accept, bool ssz_ok, bool *ssz_preferred)
         size_t tl = semi ? (size_t)(semi - p) : n;
         while (tl && p[tl - 1] == ' ')
             tl--;
-        double q = semi ? accept_q(semi + 1, n - tl - 1) : 1.0;
+        double q = semi ? accept_q(semi + 1, n - (size_t)(semi - p) - 1) : 1.0;
         if (tl == 16 && strncasecmp(p, "application/json", 16) == 0)
             qj = q > qj ? q : qj;
         else if (tl == 24 && strncasecmp(p, "application/octet-stream", 24) == 0)

@@ -37,7 +37,7 @@ static const char USAGE[] =
     "  --gloas-epoch E        schedule the fulu -> gloas transition at epoch E\n"
     "  --skip-rate P          probability that a slot has no block, 0..0.9 (default 0)\n"
     "  --seed N               seed of every root, skip, jitter and value (default 1)\n"
-    "  --validators N         validator count (default 64)\n"
+    "  --validators N         validator count, 1..200000 (default 64)\n"
     "  --node I:SPEC          behaviour of node I (repeatable), SPEC as below\n"
     "  --log-level LEVEL      debug, info, warn, error, off (default info)\n"
     "  --log-format FORMAT    text (default) or json\n"
@@ -235,7 +235,7 @@ int main(int argc, char **argv)
             cfg.chain.seed = v;
             break;
         case OPT_VALIDATORS:
-            if (parse_num("--validators", optarg, 1, 1000000, &v))
+            if (parse_num("--validators", optarg, 1, 200000, &v))
                 return 2;
             cfg.chain.validators = (uint32_t)v;
             break;

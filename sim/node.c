@@ -570,8 +570,12 @@ bool bs_node_find_root(bs_node_t *n, const bs_root_t *root, bs_block_id_t *out)
             return true;
         }
     }
+    /* then the node's chain, newest first, within a bounded depth */
     bs_block_id_t cur = n->head;
+    uint64_t floor = n->head.slot > BS_ROOT_SEARCH_DEPTH ? n->head.slot - BS_ROOT_SEARCH_DEPTH : 0;
     for (;;) {
+        if (cur.slot < floor)
+            return false;
         bs_root_t r = bs_chain_root(n->chain, cur);
         if (bs_root_eq(&r, root)) {
             *out = cur;
@@ -660,10 +664,13 @@ uint64_t bs_node_record(bs_node_t *n, uint64_t time_ms, const char *route, const
                         const char *blob_data_included, bm_buf_t *body, int status)
 {
     if (n->nsubs == BS_MAX_SUBMISSIONS) {
-        free_sub(&n->subs[0]);
-        memmove(n->subs, n->subs + 1, (n->nsubs - 1) * sizeof *n->subs);
-        n->nsubs--;
-        n->sub_dropped++;
+        /* forget the older half at once: amortised O(1) per record under load */
+        size_t drop = BS_MAX_SUBMISSIONS / 2;
+        for (size_t i = 0; i < drop; i++)
+            free_sub(&n->subs[i]);
+        memmove(n->subs, n->subs + drop, (n->nsubs - drop) * sizeof *n->subs);
+        n->nsubs -= drop;
+        n->sub_dropped += drop;
     }
     if (n->nsubs == n->capsubs) {
         size_t cap = n->capsubs ? n->capsubs * 2 : 64;

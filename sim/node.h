@@ -94,6 +94,7 @@ typedef struct bs_submission {
 #define BS_RECENT_BLOCKS 128
 #define BS_ATT_MEMO 64
 #define BS_MAX_SUBMISSIONS 20000
+#define BS_ROOT_SEARCH_DEPTH 16384 /* slots searched back for a root lookup */
 
 struct bs_node {
     uint32_t index;
@@ -189,7 +190,8 @@ void bs_node_memo_att(bs_node_t *n, const bs_att_data_t *d);
 /** Finds memoised attestation data by its hash_tree_root. */
 bool bs_node_find_att(bs_node_t *n, const bs_root_t *root, bs_att_data_t *out);
 
-/** Finds a block the node knows by root (its chain or recent imports). */
+/** Finds a block the node knows by root (recent imports, then its chain up to
+ *  BS_ROOT_SEARCH_DEPTH slots back). */
 bool bs_node_find_root(bs_node_t *n, const bs_root_t *root, bs_block_id_t *out);
 
 /** True when the block is on the node's chain (an ancestor of its head). */
