@@ -227,7 +227,7 @@ class BeaconsimTest(unittest.TestCase):
 
         t_flip = wait_for(flipped, 1.5, "the lagging node's new head", step=0.01)
         self.assertGreaterEqual(t_flip, ts["start_ms"] + 800)
-        self.assertLess(t_flip, ts["start_ms"] + 800 + 250)
+        self.assertLess(t_flip, ts["start_ms"] + 800 + 400)
 
     def test_down_hang_error_rate(self):
         port = int(self.nodes[2].rsplit(":", 1)[1])

@@ -240,12 +240,12 @@ static int setup(void **state)
     bs_sim_cfg_t cfg;
     bs_sim_cfg_default(&cfg);
     cfg.nodes = 3;
-    cfg.chain.slot_ms = 1000;
+    cfg.chain.slot_ms = 10000; /* long slots: nothing moves while the test runs */
     cfg.chain.slots_per_epoch = 4;
     cfg.chain.gloas_epoch = 5;
-    /* genesis 21.3 slots ago: slot 21 (epoch 5, gloas since slot 20) now; fulu before */
+    /* genesis 21 slots and 500 ms ago: slot 21 (epoch 5, gloas since slot 20); fulu before */
     uint64_t now = bs_sim_now();
-    cfg.chain.genesis_ms = now - 21 * 1000 - 300;
+    cfg.chain.genesis_ms = now - 21 * 10000 - 500;
     F.slot = 21;
     bs_behav_t b;
     char err[64];
