@@ -23,6 +23,7 @@
 
 #include "buf.h"
 #include "err.h"
+#include "log.h"
 
 enum scan_state {
     SC_START,       /* before the request line; empty lines (CRLF) are skipped */
@@ -110,11 +111,22 @@ static inline bool is_ows(char c)
 
 /* ---- errors ------------------------------------------------------------------------ */
 
+/* The one place the phase changes; transitions are logged in debug builds. */
+static void set_phase(bm_http1_t *p, bm_http1_phase_t to)
+{
+#ifdef BM_DEBUG
+    static const char *const names[] = {"idle", "head", "body", "complete", "failed"};
+    if (p->phase != to && bm_log_enabled(BM_LOG_DEBUG))
+        bm_log(BM_LOG_DEBUG, "http1 %p: %s -> %s", (void *)p, names[p->phase], names[to]);
+#endif
+    p->phase = to;
+}
+
 static void fail(bm_http1_t *p, int status, const char *msg)
 {
     if (p->phase == BM_HTTP1_FAILED)
         return;
-    p->phase = BM_HTTP1_FAILED;
+    set_phase(p, BM_HTTP1_FAILED);
     p->err_status = status;
     p->err_msg = msg;
 }
@@ -591,7 +603,7 @@ static int hp_on_headers_complete(http_parser *hp)
     if (check_head(p) != 0)
         return -1;
     p->head_ok = true;
-    p->phase = BM_HTTP1_BODY;
+    set_phase(p, BM_HTTP1_BODY);
     if (p->cbs.on_head) {
         int rc = p->cbs.on_head(p->ud, &p->head);
         if (rc != 0) {
@@ -703,7 +715,7 @@ void bm_http1_next(bm_http1_t *p)
     if (p->phase != BM_HTTP1_COMPLETE)
         return;
     http_parser_pause(&p->hp, 0);
-    p->phase = BM_HTTP1_IDLE;
+    set_phase(p, BM_HTTP1_IDLE);
     p->sc = SC_START;
     p->header_bytes = 0;
     p->name_len = 0;
@@ -748,11 +760,11 @@ bm_http1_result_t bm_http1_feed(bm_http1_t *p, const char *data, size_t len, siz
     while (off < len) {
         size_t m;
         if (p->phase == BM_HTTP1_IDLE || p->phase == BM_HTTP1_HEAD) {
-            p->phase = BM_HTTP1_HEAD;
+            set_phase(p, BM_HTTP1_HEAD);
             size_t n = scan_head(p, (const unsigned char *)data + off, len - off);
             bool scan_failed = p->phase == BM_HTTP1_FAILED;
             if (scan_failed)
-                p->phase = BM_HTTP1_HEAD; /* let http-parser report an earlier error */
+                set_phase(p, BM_HTTP1_HEAD); /* let http-parser report an earlier error */
             int saved_status = p->err_status;
             const char *saved_msg = p->err_msg;
             /* A zero length would tell http-parser that the stream ended. */
@@ -777,7 +789,7 @@ bm_http1_result_t bm_http1_feed(bm_http1_t *p, const char *data, size_t len, siz
                 *consumed = off;
                 return BM_HTTP1_ERROR;
             }
-            p->phase = BM_HTTP1_COMPLETE;
+            set_phase(p, BM_HTTP1_COMPLETE);
             *consumed = off;
             if (p->cbs.on_complete)
                 p->cbs.on_complete(p->ud);

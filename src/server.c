@@ -130,10 +130,11 @@ struct conn {
 
     /* state */
     bool in_process;
-    bool closing;     /* uv_close was called */
-    bool close_after; /* close once no request is owned and the output is written */
-    bool finishing;   /* close_after is being carried out */
-    bool shut;        /* uv_shutdown was issued */
+    bool need_process; /* conn_process is due from the check handle */
+    bool closing;      /* uv_close was called */
+    bool close_after;  /* close once no request is owned and the output is written */
+    bool finishing;    /* close_after is being carried out */
+    bool shut;         /* uv_shutdown was issued */
     bool linger;
     bool broken;     /* an allocation failed mid-response: close from the loop */
     bool error_sent; /* the server answered an error itself: close after it */
@@ -552,6 +553,19 @@ static size_t q_iov(conn_t *c, uv_buf_t *iov, size_t *bytes)
     return n;
 }
 
+/*
+ * Runs conn_process from the check handle, at the end of this loop iteration: a handler is
+ * then never called from inside another call into the server (bm_resp_end of the previous
+ * request, bm_server_shutdown).
+ */
+static void conn_schedule(conn_t *c)
+{
+    if (c->closing)
+        return;
+    c->need_process = true;
+    dirty_add(c);
+}
+
 /* Marks the connection for a flush at the end of this loop iteration. */
 static void conn_mark_dirty(conn_t *c)
 {
@@ -601,6 +615,10 @@ static void conn_maybe_shutdown(conn_t *c)
 {
     if (!c->finishing || c->shut || c->closing || c->pending > 0 || c->writing)
         return;
+    if (c->peer_eof) {
+        conn_close(c); /* the client's FIN came first: nothing left to linger for */
+        return;
+    }
     c->shut = true;
     c->sreq.data = c;
     int rc = uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown);
@@ -1509,8 +1527,8 @@ static void resp_finish(bm_req_t *r, bool abort)
             c->close_after = true;
     }
     req_release(c);
-    if (!c->closing)
-        conn_process(c); /* the next pipelined request, or the close */
+    if (!c->closing && !c->in_process)
+        conn_schedule(c); /* the flush, the next pipelined request, or the close */
     conn_unref(c);
 }
 
@@ -1633,12 +1651,16 @@ static void on_check(uv_check_t *h)
         conn_t *c = srv->dirty;
         dirty_remove(c);
         conn_hold(c);
-        if (c->closing)
+        if (c->closing) {
             conn_fire_abort(c);
-        else if (c->broken)
+        } else if (c->broken) {
             conn_close(c);
-        else
+        } else if (c->need_process) {
+            c->need_process = false;
+            conn_process(c);
+        } else {
             conn_flush(c);
+        }
         conn_unref(c);
     }
     if (srv->done_pending) {
@@ -1794,7 +1816,7 @@ void bm_server_shutdown(bm_server_t *srv, uint32_t grace_ms,
             continue;
         }
         c->close_after = true;
-        conn_process(c);
+        conn_schedule(c);
     }
     uv_timer_start(&srv->grace, on_grace, grace_ms, 0);
     srv_maybe_done(srv);

@@ -64,6 +64,8 @@ struct fx {
     int abort_count;
     int drain_count;
     int in_flight, max_in_flight;
+    bool in_end;            /* a handler is inside bm_resp_send of an earlier request */
+    int nested_calls;       /* handler calls made from inside such a call */
     bool flag;              /* a per-test condition the loop runs until */
     bm_req_t *held;         /* a request a handler keeps */
     int stream_step;        /* /stream: pieces written */
@@ -423,7 +425,9 @@ static void later_fire(uv_timer_t *t)
     later_t *l = t->data;
     l->f->in_flight--;
     bm_buf_t *b = bm_buf_from_str(bm_req_target(l->req));
+    l->f->in_end = true;
     bm_resp_send(l->req, 200, "text/plain", b, NULL);
+    l->f->in_end = false;
     bm_buf_unref(b);
     uv_close((uv_handle_t *)&l->t, later_closed);
 }
@@ -491,6 +495,8 @@ static void handler(bm_req_t *req, void *ud)
 {
     fx_t *f = ud;
     f->handled++;
+    if (f->in_end)
+        f->nested_calls++;
     size_t plen;
     const char *p = bm_req_path(req, &plen);
     char path[64];
@@ -635,6 +641,7 @@ static void pipelining_in_order(void **state)
     fx_finish(&f);
     assert_int_equal(f.handled, 6);
     assert_int_equal(f.max_in_flight, 1); /* one request of a connection at a time */
+    assert_int_equal(f.nested_calls, 0);  /* the next one starts from the loop */
 }
 
 static void client_pipelining_backpressure(fx_t *f)
@@ -1046,6 +1053,106 @@ static void max_connections_enforced(void **state)
     assert_int_equal(f.handled, 2);
 }
 
+static void server_done_flag(bm_server_t *srv, void *ud)
+{
+    *(bool *)ud = true;
+}
+
+/* Listens, answers one request from a client on `family`, shuts down cleanly. */
+static void one_request_on(const char *host, int family)
+{
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    fx_t f; /* the shared handler needs a fixture for its counters only */
+    memset(&f, 0, sizeof f);
+    bm_server_t *srv = bm_server_new(&loop, NULL, handler, &f);
+    assert_int_equal(bm_server_port(srv), -1);
+    assert_int_equal(bm_server_listen(srv, host, 0), 0);
+    int port = bm_server_port(srv);
+    assert_true(port > 0);
+    /* A second listen on the same server is refused. */
+    assert_int_equal(bm_server_listen(srv, host, 0), BM_EINVAL);
+
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_storage ss = {0};
+    socklen_t sl;
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        a->sin6_addr = in6addr_loopback;
+        sl = sizeof *a;
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)port);
+        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        sl = sizeof *a;
+    }
+    int rc = connect(fd, (struct sockaddr *)&ss, sl);
+    assert_true(rc == 0 || errno == EINPROGRESS);
+    /* Drive the loop until the answer is in: the loop accepts, the socket is non-blocking. */
+    char buf[1024];
+    size_t got = 0;
+    bool sent = false;
+    uint64_t until = uv_now(&loop) + BOUND_MS;
+    while (uv_now(&loop) < until) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        if (!sent)
+            sent = send(fd, get_hello, strlen(get_hello), MSG_NOSIGNAL) > 0;
+        ssize_t r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        if (r > 0)
+            got += (size_t)r;
+        buf[got] = '\0';
+        if (strstr(buf, hello))
+            break;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        poll(&pfd, 1, 5); /* bounded wait for either side's progress */
+        uv_update_time(&loop);
+    }
+    assert_non_null(strstr(buf, "HTTP/1.1 200 OK\r\n"));
+    assert_non_null(strstr(buf, hello));
+    assert_int_equal(f.handled, 1);
+    close(fd);
+
+    bool done = false;
+    bm_server_shutdown(srv, 0, server_done_flag, &done);
+    bm_server_shutdown(srv, 0, server_done_flag, &done); /* the second call does nothing */
+    while (!done)
+        uv_run(&loop, UV_RUN_ONCE);
+    bm_server_free(srv);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+static void listen_addresses(void **state)
+{
+    one_request_on("127.0.0.1", AF_INET);
+    one_request_on("localhost", AF_INET);
+    one_request_on("::1", AF_INET6);
+    one_request_on("[::1]", AF_INET6);
+
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    bm_server_t *a = bm_server_new(&loop, NULL, handler, NULL);
+    bm_server_t *b = bm_server_new(&loop, NULL, handler, NULL);
+    assert_int_equal(bm_server_listen(a, "not-an-address", 0), BM_EINVAL);
+    assert_int_equal(bm_server_listen(a, "127.0.0.1", 70000), BM_EINVAL);
+    assert_int_equal(bm_server_listen(a, "127.0.0.1", 0), 0);
+    int rc = bm_server_listen(b, "127.0.0.1", bm_server_port(a)); /* in use */
+    assert_true(rc < 0);
+    assert_int_equal(bm_server_port(b), -1);
+    bool done = false;
+    bm_server_shutdown(a, 0, server_done_flag, &done);
+    while (!done)
+        uv_run(&loop, UV_RUN_ONCE);
+    bm_server_free(a);
+    bm_server_free(b); /* never listened: free is valid without a shutdown */
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     bm_log_setup(BM_LOG_ERROR, BM_LOG_TEXT, NULL);
@@ -1065,6 +1172,7 @@ int main(void)
         cmocka_unit_test(graceful_shutdown),
         cmocka_unit_test(abort_and_truncated_fixed_length),
         cmocka_unit_test(max_connections_enforced),
+        cmocka_unit_test(listen_addresses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
