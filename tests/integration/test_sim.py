@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -130,14 +131,17 @@ class BeaconsimTest(unittest.TestCase):
                 "--node", "1:lag=800",
                 "--node", "4:sse-style=lighthouse,gzip",
                 "--node", "5:sse-fragment,no-ssz,client=prysm"]
-        cls.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # stderr to a file: a pipe nobody reads could fill up and stall the simulator
+        cls.errfile = tempfile.TemporaryFile()
+        cls.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=cls.errfile)
         cls.nodes = {}
         cls.control = None
         deadline = time.time() + 10
         while cls.control is None:
             line = cls.proc.stdout.readline().decode()
             if not line:
-                raise AssertionError("beaconsim exited: " + cls.proc.stderr.read().decode())
+                cls.errfile.seek(0)
+                raise AssertionError("beaconsim exited: " + cls.errfile.read().decode())
             parts = line.split()
             if parts[0] == "node":
                 cls.nodes[int(parts[1])] = parts[2]
@@ -155,7 +159,10 @@ class BeaconsimTest(unittest.TestCase):
         except subprocess.TimeoutExpired:
             cls.proc.kill()
             raise
-        err = cls.proc.stderr.read().decode()
+        cls.errfile.seek(0)
+        err = cls.errfile.read().decode()
+        cls.errfile.close()
+        cls.proc.stdout.close()
         # ASan/UBSan reports would show up here
         assert "ERROR: AddressSanitizer" not in err and "runtime error" not in err, err
         assert rc == 0, "exit code %d: %s" % (rc, err)
@@ -260,6 +267,17 @@ class BeaconsimTest(unittest.TestCase):
         self.put_node(2, {"reset": True})
         st, _ = get_json(self.nodes[2] + "/eth/v1/node/version")
         self.assertEqual(st, 200)
+        # slow: every answer waits
+        self.put_node(2, {"spec": "slow=300"})
+        t0 = time.time()
+        st, _ = get_json(self.nodes[2] + "/eth/v1/node/version")
+        self.assertEqual(st, 200)
+        self.assertGreaterEqual(time.time() - t0, 0.3)
+        # clock-skew: a node whose clock runs 3 slots ahead announces future heads
+        self.put_node(2, {"slow": 0, "clock_skew": 3 * SLOT_MS})
+        st, r = get_json(self.nodes[2] + "/eth/v1/node/syncing")
+        self.assertGreaterEqual(int(r["data"]["head_slot"]), self.truth()["current_slot"] + 2)
+        self.put_node(2, {"reset": True})
         st, counts = get_json(self.control + "/sim/v1/nodes/2/requests")
         self.assertGreaterEqual(counts["data"]["getNodeVersion"], 3)
 

@@ -347,8 +347,6 @@ static void test_config_and_node(void **state)
     bm_str_dispose(&r.body);
     /* teku's spec differs a little, as real clients' do */
     get(1, "/eth/v1/config/spec", &r);
-    char *gz = NULL;
-    (void)gz;
     assert_int_equal(r.status, 200);
     assert_null(strstr(body_of(&r), "CONFIG_NAME"));
     assert_non_null(strstr(body_of(&r), "PROPOSER_SCORE_BOOST"));
