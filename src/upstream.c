@@ -337,8 +337,9 @@ static void on_poll(uv_poll_t *h, int status, int events)
     }
     int running;
     up->in_curl++;
-    curl_multi_socket_action(up->multi, sk->fd, flags, &running);
+    CURLMcode mc = curl_multi_socket_action(up->multi, sk->fd, flags, &running);
     up->in_curl--;
+    bm_assert(mc != CURLM_RECURSIVE_API_CALL);
     kick(up);
 }
 
@@ -387,8 +388,9 @@ static void on_curl_timeout(uv_timer_t *t)
     bm_upstream_t *up = t->data;
     int running;
     up->in_curl++;
-    curl_multi_socket_action(up->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    CURLMcode mc = curl_multi_socket_action(up->multi, CURL_SOCKET_TIMEOUT, 0, &running);
     up->in_curl--;
+    bm_assert(mc != CURLM_RECURSIVE_API_CALL);
     kick(up);
 }
 
@@ -679,6 +681,12 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
     }
     if (n == 0)
         return 0;
+    if (x->want_paused) {
+        /* The owner asked for no more data: libcurl keeps these bytes and stops reading
+         * until the resume (curl_easy_pause(CONT) hands them to us again). */
+        x->curl_paused = true;
+        return CURL_WRITEFUNC_PAUSE;
+    }
     if (!x->stream) {
         if (n > x->max_bytes - bm_str_len(&x->body)) {
             x->local_err = BM_ETOOBIG;
@@ -692,11 +700,6 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
             return CURL_WRITEFUNC_ERROR;
         }
         return n;
-    }
-    if (x->want_paused) {
-        /* The owner asked for no more data: libcurl keeps these bytes for the resume. */
-        x->curl_paused = true;
-        return CURL_WRITEFUNC_PAUSE;
     }
     up->in_curl++;
     int rc = x->cbs.on_data(x, p, n, x->ud);
@@ -718,8 +721,13 @@ static void on_idle(uv_timer_t *t)
 {
     bm_xfer_t *x = t->data;
     bm_upstream_t *up = x->up;
-    if (x->state != XS_RUNNING || x->kill)
+    if (x->state != XS_RUNNING)
         return;
+    if (x->kill) {
+        enqueue(up, x); /* a failure decided elsewhere, delivered from the loop */
+        kick(up);
+        return;
+    }
     if (x->want_paused) {
         /* The silence is ours, not the node's: restart the count. */
         x->last_rx = uv_now(up->loop);
@@ -764,24 +772,31 @@ static int add(bm_upstream_t *up, bm_xfer_t *x)
     return 0;
 }
 
-/* Makes libcurl's pause state match the owner's wish. Resuming may run on_data at once. */
+/* Makes libcurl's pause state follow the owner's wish. Resuming may run on_data at once. */
 static void sync_pause(bm_upstream_t *up, bm_xfer_t *x)
 {
-    bool pause = x->want_paused;
-    if (pause == x->curl_paused)
+    /*
+     * Pausing is lazy: the next piece of body returns CURL_WRITEFUNC_PAUSE from on_body,
+     * which pauses libcurl with that piece held (at most one read buffer). An explicit
+     * curl_easy_pause(CURLPAUSE_RECV) would fail with CURLE_BAD_FUNCTION_ARGUMENT for a
+     * transfer that has no connection yet (queued, resolving) or has just completed.
+     * Only resuming needs libcurl: it delivers the held piece before returning.
+     */
+    if (x->want_paused || !x->curl_paused)
         return;
-    x->curl_paused = pause;
+    x->curl_paused = false;
     up->in_curl++;
-    CURLcode rc = curl_easy_pause(x->easy, pause ? CURLPAUSE_RECV : CURLPAUSE_CONT);
+    CURLcode rc = curl_easy_pause(x->easy, CURLPAUSE_CONT);
     up->in_curl--;
     if (rc != CURLE_OK && x->state == XS_RUNNING && !x->kill) {
-        /* The held bytes could not be delivered: the stream is broken, fail it. */
+        /* The held bytes could not be delivered: the stream is broken, fail it. on_done
+         * runs from the loop, never inside the bm_upstream_resume call that got here. */
         if (!x->local_err) {
             x->local_err = map_curl(rc);
             x->local_detail = "resuming the transfer failed";
         }
         x->kill = true;
-        enqueue(up, x);
+        idle_arm(x, 0);
     }
 }
 
@@ -797,8 +812,6 @@ static void apply(bm_upstream_t *up, bm_xfer_t *x)
             x->local_err = rc;
             x->local_detail = "could not add the transfer to the multi handle";
             finish(up, x, CURLE_OK);
-        } else if (x->want_paused) {
-            sync_pause(up, x);
         }
         break;
     }

@@ -253,7 +253,7 @@ static void on_stream_tick(uv_timer_t *t)
     send_chunk(c);
     if (c->left > 0 && --c->left == 0) {
         uv_timer_stop(t);
-        sconn_printf(c, "0\r\n\r\n");
+        sconn_printf(c, "0\r\nX-Trailer: t\r\n\r\n"); /* trailers are not head fields */
     }
 }
 
@@ -1018,6 +1018,8 @@ static void run_pause_resume(fx_t *f, int mode)
     assert_false(r.data_before_head);
     assert_int_equal(r.heads, 1);
     check_pattern(&r, 256 * 4096);
+    assert_null(bm_hdrs_get(&r.hdrs, "X-Trailer"));
+    assert_string_equal(bm_hdrs_get(&r.hdrs, "Transfer-Encoding"), "chunked");
     assert_true(r.pauses > 2);
     assert_true(r.long_pause_done);
     assert_null(r.body);
@@ -1032,9 +1034,65 @@ static void test_stream_pause_resume(void **state)
     run_pause_resume(*state, 1);
 }
 
+typedef struct pause_probe {
+    rec_t *r;
+    int dones_at_resume;
+    bool resumed;
+} pause_probe_t;
+
+static void probe_resume(void *arg)
+{
+    pause_probe_t *p = arg;
+    p->dones_at_resume = p->r->dones;
+    p->resumed = true;
+    if (p->r->x)
+        bm_upstream_resume(p->r->x);
+}
+
 static void test_stream_pause_api(void **state)
 {
     run_pause_resume(*state, 2);
+}
+
+static void test_pause_edges(void **state)
+{
+    fx_t *f = *state;
+    /* Paused right after the start, before any connection exists; buffered mode. */
+    rec_t r;
+    rec_init(&r, f);
+    bm_xfer_req_t q = req_get(url(f, "/hello"));
+    assert_non_null(start(f, &r, &q));
+    bm_upstream_pause(r.x);
+    bm_upstream_pause(r.x);
+    pause_probe_t p = {&r, -1, false};
+    after(&f->loop, 100, probe_resume, &p);
+    RUN_UNTIL(&f->loop, r.dones, 3000);
+    assert_true(p.resumed);
+    assert_int_equal(p.dones_at_resume, 0); /* the body was held while paused */
+    assert_int_equal(r.err, 0);
+    assert_true(body_is(&r, "{\"data\":{\"version\":\"test/1.0\"}}", 31));
+    rec_dispose(&r);
+
+    /* A stream whose only piece pauses: the end arrives while paused and still completes. */
+    rec_init(&r, f);
+    r.pause_mode = 1;
+    q = req_get(url(f, "/stream?n=1&size=10&ms=0"));
+    q.stream = true;
+    assert_non_null(start(f, &r, &q));
+    RUN_UNTIL(&f->loop, r.dones && !r.paused, 3000);
+    assert_int_equal(r.dones, 1);
+    assert_int_equal(r.err, 0);
+    check_pattern(&r, 10);
+    rec_dispose(&r);
+
+    /* Resume without pause, pause and resume after the end: ignored. */
+    rec_init(&r, f);
+    q = req_get(url(f, "/hello"));
+    assert_non_null(start(f, &r, &q));
+    bm_upstream_resume(r.x);
+    RUN_UNTIL(&f->loop, r.dones, 3000);
+    assert_int_equal(r.err, 0);
+    rec_dispose(&r);
 }
 
 static void cancel_self(rec_t *r)
@@ -1049,13 +1107,37 @@ static void test_cancel_in_own_on_data(void **state)
     rec_t r;
     rec_init(&r, f);
     r.data_hook = cancel_self;
-    bm_xfer_req_t q = req_get(url(f, "/stream?n=0&size=100&ms=5"));
+    /* 50 chunks in one burst: libcurl has more pieces for on_data in the same read. */
+    bm_xfer_req_t q = req_get(url(f, "/stream?n=50&size=100&ms=0"));
     q.stream = true;
     assert_non_null(start(f, &r, &q));
     RUN_UNTIL(&f->loop, f->srv.eofs == 1, 3000);
     assert_int_equal(f->srv.eofs, 1);
     assert_int_equal(r.datas, 1);
     assert_int_equal(r.dones, 0);
+    assert_int_equal(bm_upstream_active(f->up), 0);
+    rec_dispose(&r);
+
+    /* From on_head: no on_data, no on_done. */
+    rec_init(&r, f);
+    r.head_hook = cancel_self;
+    q = req_get(url(f, "/stream?n=50&size=100&ms=0"));
+    q.stream = true;
+    assert_non_null(start(f, &r, &q));
+    RUN_UNTIL(&f->loop, f->srv.eofs == 2, 3000);
+    assert_int_equal(f->srv.eofs, 2);
+    assert_int_equal(r.heads, 1);
+    assert_int_equal(r.datas + r.dones, 0);
+    rec_dispose(&r);
+
+    /* From its own on_done: ignored (the transfer is finishing anyway). */
+    rec_init(&r, f);
+    r.done_hook = cancel_self;
+    q = req_get(url(f, "/hello"));
+    assert_non_null(start(f, &r, &q));
+    RUN_UNTIL(&f->loop, r.dones, 3000);
+    assert_int_equal(r.dones, 1);
+    assert_int_equal(r.err, 0);
     assert_int_equal(bm_upstream_active(f->up), 0);
     rec_dispose(&r);
 }
@@ -1559,6 +1641,7 @@ int main(void)
         T(test_idle_timeout_stream),
         T(test_stream_pause_resume),
         T(test_stream_pause_api),
+        T(test_pause_edges),
         T(test_cancel_in_own_on_data),
         T(test_cancel_other_in_on_data),
         T(test_cancel_in_flight),
