@@ -494,7 +494,7 @@ static char g_url[1024];
 /* The server's URL for `path` (a static buffer, valid until the next call). */
 static const char *url(fx_t *f, const char *path)
 {
-    snprintf(g_url, sizeof g_url, "%s%s", f->base, path);
+    snprintf(g_url, sizeof g_url, "%s%.900s", f->base, path);
     return g_url;
 }
 
