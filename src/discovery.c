@@ -213,30 +213,26 @@ static void recompute(bm_discovery_t *d)
         return;
     }
     hex_root(root, want);
-    /* Reference: keep the current one while it matches and is reachable; otherwise the
-     * matching node compatible with the most others (configuration order breaks ties). */
-    int ref = d->ref;
-    if (ref >= 0 && (!node_candidate(&d->nodes[ref]) ||
-                     memcmp(d->nodes[ref].chain.genesis_root, root, 32) != 0 ||
-                     !d->nodes[ref].node->reachable))
-        ref = -1;
-    if (ref < 0) {
-        size_t best_compat = 0;
-        for (size_t i = 0; i < d->n; i++) {
-            node_disc_t *a = &d->nodes[i];
-            if (!node_candidate(a) || memcmp(a->chain.genesis_root, root, 32) != 0)
-                continue;
-            size_t compat = a->node->reachable ? 1 : 0; /* reachable nodes first */
-            for (size_t j = 0; j < d->n; j++) {
-                node_disc_t *b = &d->nodes[j];
-                if (j != i && node_candidate(b) && memcmp(b->chain.genesis_root, root, 32) == 0 &&
-                    spec_compatible(a, b, why, sizeof why))
-                    compat += 2;
-            }
-            if (ref < 0 || compat > best_compat) {
-                ref = (int)i;
-                best_compat = compat;
-            }
+    /* Reference: the matching node whose spec agrees with the most others (a majority on
+     * the critical keys); among equals the current reference, then reachable nodes, then
+     * configuration order, so the reference does not wander between equal nodes. */
+    int ref = -1;
+    long best_score = -1;
+    for (size_t i = 0; i < d->n; i++) {
+        node_disc_t *a = &d->nodes[i];
+        if (!node_candidate(a) || memcmp(a->chain.genesis_root, root, 32) != 0)
+            continue;
+        long compat = 0;
+        for (size_t j = 0; j < d->n; j++) {
+            node_disc_t *b = &d->nodes[j];
+            if (j != i && node_candidate(b) && memcmp(b->chain.genesis_root, root, 32) == 0 &&
+                spec_compatible(a, b, why, sizeof why))
+                compat++;
+        }
+        long score = compat * 4 + ((int)i == d->ref ? 2 : 0) + (a->node->reachable ? 1 : 0);
+        if (score > best_score) {
+            ref = (int)i;
+            best_score = score;
         }
     }
     if (ref >= 0 && ref != d->ref) {
