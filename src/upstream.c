@@ -1097,9 +1097,11 @@ static int setup(bm_upstream_t *up, bm_xfer_t *x, const bm_xfer_req_t *req, bool
 
     const char *m = req->method;
     bm_buf_t *b = req->body;
+    bool head = strcmp(m, "HEAD") == 0;
     if (strcmp(m, "GET") == 0 && !b) {
         SETOPT(CURLOPT_HTTPGET, 1L);
-    } else if (strcmp(m, "HEAD") == 0 && !b) {
+    } else if (head) {
+        /* NOBODY is what tells libcurl not to wait for a body; a HEAD body is dropped. */
         SETOPT(CURLOPT_NOBODY, 1L);
     } else {
         if (strcmp(m, "POST") == 0 || b) {
@@ -1133,7 +1135,9 @@ static int setup(bm_upstream_t *up, bm_xfer_t *x, const bm_xfer_req_t *req, bool
     if (rc)
         return rc;
     SETOPT(CURLOPT_HTTPHEADER, x->slist);
-    if (!x->stream)
+    /* Refuse a too large buffered body from its Content-Length already (not for HEAD,
+     * whose Content-Length describes a body that does not come). */
+    if (!x->stream && !head)
         SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)x->max_bytes);
     return 0;
 }
