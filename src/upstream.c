@@ -12,13 +12,14 @@
  * (CURLM_RECURSIVE_API_CALL), yet the callers of this module do everything from inside
  * ours: a race cancels the losers from the winner's on_data, a proxy stream pauses from
  * on_data, a policy starts the next request from on_head or on_done. So every libcurl call
- * is bracketed by a depth counter (`in_curl`), and start, cancel, pause and resume only
- * record their intent on the transfer and put it on a queue when libcurl is on the stack.
- * The queue is applied by settle(), which runs when the outermost libcurl call has
- * returned: it applies queued operations, then drains curl_multi_info_read and runs
- * on_done for each finished transfer, until neither has anything left. settle() is the
- * only place that frees transfers, and user code running inside it (on_done) only queues
- * work for it, so no pointer held on the stack is ever freed under it.
+ * is bracketed by a depth counter (`in_curl`), and cancel and resume only record their
+ * intent on the transfer and queue it (a start too, when libcurl is on the stack; pausing
+ * needs no libcurl call at all, see sync_pause). The queue is applied by settle(), which
+ * runs once the outermost libcurl call has returned, or at once when none is on the
+ * stack: it applies queued operations, then drains curl_multi_info_read and runs on_done
+ * for each finished transfer, until neither has anything left. settle() is the only place
+ * that frees transfers, and user code running inside it (on_done) only queues work for
+ * it, so no pointer held on the stack is ever freed under it.
  *
  * Transfers and easy handles are recycled through small free lists: a proxy starts one
  * transfer per client request, and curl_easy_reset on a pooled handle is much cheaper
@@ -706,10 +707,8 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
     up->in_curl--;
     if (!alive(x))
         return CURL_WRITEFUNC_ERROR;
-    if (rc == BM_XFER_PAUSE) {
-        x->want_paused = true;
-        enqueue(up, x);
-    }
+    if (rc == BM_XFER_PAUSE)
+        x->want_paused = true; /* takes effect with the next piece (see sync_pause) */
     return n;
 }
 
@@ -1097,9 +1096,11 @@ static int setup(bm_upstream_t *up, bm_xfer_t *x, const bm_xfer_req_t *req, bool
 
     const char *m = req->method;
     bm_buf_t *b = req->body;
+    bool head = strcmp(m, "HEAD") == 0;
     if (strcmp(m, "GET") == 0 && !b) {
         SETOPT(CURLOPT_HTTPGET, 1L);
-    } else if (strcmp(m, "HEAD") == 0 && !b) {
+    } else if (head) {
+        /* NOBODY is what tells libcurl not to wait for a body; a HEAD body is dropped. */
         SETOPT(CURLOPT_NOBODY, 1L);
     } else {
         if (strcmp(m, "POST") == 0 || b) {
@@ -1133,7 +1134,9 @@ static int setup(bm_upstream_t *up, bm_xfer_t *x, const bm_xfer_req_t *req, bool
     if (rc)
         return rc;
     SETOPT(CURLOPT_HTTPHEADER, x->slist);
-    if (!x->stream)
+    /* Refuse a too large buffered body from its Content-Length already (not for HEAD,
+     * whose Content-Length describes a body that does not come). */
+    if (!x->stream && !head)
         SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)x->max_bytes);
     return 0;
 }
@@ -1219,11 +1222,9 @@ void bm_upstream_cancel(bm_xfer_t *x)
 
 void bm_upstream_pause(bm_xfer_t *x)
 {
-    if (!x || (x->state != XS_NEW && x->state != XS_RUNNING) || x->want_paused)
-        return;
-    x->want_paused = true;
-    enqueue(x->up, x);
-    kick(x->up);
+    /* Nothing to tell libcurl yet: the next piece of body pauses it (see sync_pause). */
+    if (x && (x->state == XS_NEW || x->state == XS_RUNNING))
+        x->want_paused = true;
 }
 
 void bm_upstream_resume(bm_xfer_t *x)
@@ -1232,6 +1233,9 @@ void bm_upstream_resume(bm_xfer_t *x)
         return;
     x->want_paused = false;
     x->last_rx = uv_now(x->up->loop); /* time spent paused never counts as idle */
-    enqueue(x->up, x);
-    kick(x->up);
+    if (x->curl_paused) {
+        /* libcurl holds a piece for us: hand it over once libcurl is off the stack. */
+        enqueue(x->up, x);
+        kick(x->up);
+    }
 }
