@@ -27,7 +27,7 @@ wait_port() {
     if python3 -c "import socket,sys;socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null; then return 0; fi
     sleep 0.05
   done
-  echo "bench: nothing listening on port $1" >&2; return 1
+  echo "bench: nothing listening on port $1" >&2; cat "$WORK"/*.log "$WORK"/*/stderr "$WORK"/*/error.log 2>/dev/null >&2; return 1
 }
 
 UP_PORT=$(free_port); MUX_PORT=$(free_port); NGX_PORT=$(free_port); HAP_PORT=$(free_port)
@@ -55,7 +55,7 @@ http {
   }
 }
 CONF
-taskset -c 0 nginx -c "$WORK/up/nginx.conf" -p "$WORK/up" & PIDS+=($!)
+taskset -c 0 nginx -c "$WORK/up/nginx.conf" -p "$WORK/up" 2>"$WORK/up/stderr" & PIDS+=($!)
 wait_port "$UP_PORT"
 
 results=()
@@ -103,7 +103,7 @@ if command -v haproxy >/dev/null; then
   cat > "$WORK/hap/haproxy.cfg" <<CONF
 global
   nbthread 1
-  maxconn 10000
+  maxconn 4096
 defaults
   mode http
   timeout connect 1s
@@ -116,7 +116,7 @@ frontend fe
 backend be
   server up 127.0.0.1:$UP_PORT
 CONF
-  taskset -c 0 haproxy -f "$WORK/hap/haproxy.cfg" -db >/dev/null 2>&1 & PIDS+=($!)
+  taskset -c 0 haproxy -f "$WORK/hap/haproxy.cfg" -db >"$WORK/hap/stderr" 2>&1 & PIDS+=($!)
   wait_port "$HAP_PORT"
   run_wrk haproxy "$HAP_PORT"
 fi
