@@ -31,7 +31,7 @@ while True:
     t = get("%s/sim/v1/truth?slot=%d" % (control, slot))
     due = t.get("attestation_due_ms") or t.get("due", {}).get("attestation_ms")
     if not due:
-        due = t["slot_start_ms"] + (t["slot_end_ms"] - t["slot_start_ms"]) // 3
+        due = t["start_ms"] + (t["end_ms"] - t["start_ms"]) // 3
     time.sleep(max(0.0, due / 1000.0 - time.time()))
     a = get("%s/eth/v1/validator/attestation_data?slot=%d&committee_index=0" % (mux, slot))
     b = get("%s/eth/v1/validator/attestation_data?slot=%d&committee_index=0" % (lagging, slot))

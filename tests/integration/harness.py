@@ -423,3 +423,57 @@ class HangServer:
 
 def main():
     unittest.main(verbosity=2)
+
+
+class Beaconsim(Proc):
+    """beaconsim with N nodes on free ports; parses the node and control URLs it prints."""
+
+    def __init__(self, nodes=3, slot_ms=1000, slots_per_epoch=8, args=(), node_specs=None):
+        cmd = [os.path.join(BIN_DIR, "beaconsim"), "--nodes", str(nodes), "--base-port", "0",
+               "--slot-ms", str(slot_ms), "--slots-per-epoch", str(slots_per_epoch),
+               "--log-level", "warn"]
+        for i, spec in (node_specs or {}).items():
+            cmd += ["--node", "%d:%s" % (i, spec)]
+        cmd += list(args)
+        super().__init__(cmd)
+        self.slot_ms = slot_ms
+        m = self.wait_line(r"^control (http://\S+)", stream="stdout")
+        self.control = m.group(1)
+        self.nodes = []
+        for line in self.stdout():
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "node":
+                self.nodes.append(parts[2])
+        assert len(self.nodes) == nodes, self.stdout()
+
+    def _json(self, method, path, body=None):
+        port = int(self.control.rsplit(":", 1)[1])
+        data = json.dumps(body).encode() if body is not None else None
+        st, _, raw = http_request(port, method, path, data,
+                                  {"Content-Type": "application/json"} if data else None)
+        assert 200 <= st < 300, (method, path, st, raw)
+        return json.loads(raw) if raw else None
+
+    def truth(self, slot=None):
+        return self._json("GET", "/sim/v1/truth" + ("" if slot is None else "?slot=%d" % slot))
+
+    def put_node(self, i, behaviour):
+        return self._json("PUT", "/sim/v1/nodes/%d" % i, behaviour)
+
+    def node(self, i):
+        return self._json("GET", "/sim/v1/nodes/%d" % i)
+
+    def submissions(self, i, since=None):
+        return self._json("GET", "/sim/v1/nodes/%d/submissions%s" % (i, "" if since is None else "?since=%d" % since))
+
+    def requests(self, i):
+        return self._json("GET", "/sim/v1/nodes/%d/requests" % i)
+
+    def scenario(self, body):
+        return self._json("POST", "/sim/v1/scenario", body)
+
+    def wait_slot(self, slot, timeout=None):
+        """Waits (bounded) until the current slot is at least `slot`."""
+        wait_for(lambda: self.truth()["current_slot"] >= slot,
+                 timeout or (self.slot_ms / 1000.0) * (slot - self.truth()["current_slot"] + 2),
+                 what="slot %d" % slot)
