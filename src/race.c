@@ -135,7 +135,7 @@ struct bm_race_engine {
     bool dying;
     uv_timer_t drain_timer;
     bool draining;
-    uint64_t drain_until;
+    uint64_t drain_until; /* monotonic ms */
     void (*drain_done)(bm_race_engine_t *e, void *ud);
     void *drain_ud;
     bm_buf_t *oom_body; /* the 503 body when even formatting one fails */
@@ -168,13 +168,18 @@ static ans_t *ans_ref(ans_t *an)
     return an;
 }
 
+static void ans_dispose(ans_t *an)
+{
+    bm_hdrs_dispose(&an->hdrs);
+    bm_buf_unref(an->a.body);
+    an->a.body = NULL;
+}
+
 static void ans_unref(ans_t *an)
 {
     if (!an || --an->refs > 0)
         return;
-    bm_hdrs_dispose(&an->hdrs);
-    bm_buf_unref(an->a.body);
-    an->a.body = NULL;
+    ans_dispose(an);
     if (!an->embedded)
         free(an);
 }
@@ -265,6 +270,16 @@ static double score_of(const bm_race_t *r, const ans_t *an)
     return isnan(v) ? -INFINITY : v;
 }
 
+/*
+ * The race's clock: wall time read once at the start, advanced by the monotonic clock.
+ * Deadlines are wall times (slot arithmetic), but a wall clock step during a race (NTP)
+ * must neither stretch it nor end it early.
+ */
+static uint64_t race_now(const bm_race_t *r)
+{
+    return r->start_ms + (bm_clock_mono_us() - r->start_us) / 1000;
+}
+
 static uint32_t key_hash(const char *k)
 {
     uint32_t h = 2166136261u;
@@ -332,7 +347,7 @@ static void on_race_closed(uv_handle_t *h)
     for (size_t i = 0; i < r->n; i++)
         ans_set(&r->slots[i].last, NULL);
     if (r->synth.refs)
-        ans_unref(&r->synth); /* the race's own reference, when it was built */
+        ans_dispose(&r->synth); /* built: only the race's own reference is left */
     bm_hdrs_dispose(&r->req_hdrs);
     bm_buf_unref(r->req_body);
     free(r->method);
@@ -607,7 +622,7 @@ static ans_t *synthesize(bm_race_t *r)
         an->a.body = bm_buf_ref(r->e->oom_body);
     bm_str_dispose(&m);
     an->a.status = 503;
-    an->a.arrived_ms = bm_clock_now_ms();
+    an->a.arrived_ms = race_now(r);
     an->a.elapsed_us = bm_clock_mono_us() - r->start_us;
     bm_hdrs_add_z(&an->hdrs, "Content-Type", "application/json");
     bm_log_limited(&r->e->lim, BM_LOG_WARN, "race %s %s: %.*s", r->method, r->target,
@@ -783,7 +798,7 @@ static void advance(bm_race_t *r, bool from_loop)
 {
     if (r->closing)
         return;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = race_now(r);
     if (r->state == RS_RUNNING) {
         pump(r, now);
         evaluate(r, now);
@@ -810,7 +825,7 @@ static void on_tick(uv_timer_t *t)
     bm_race_engine_t *e = r->e;
     if (r->closing)
         return;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = race_now(r);
     if (now >= r->hard_ms && (r->state == RS_RUNNING || r->in_flight)) {
         cut_race(r, BM_ETIMEDOUT);
         if (r->closing)
@@ -858,7 +873,7 @@ static void on_xfer_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
                        detail);
     if (r->closing || e->dying)
         return;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = race_now(r);
     ans_t *an = ans_new();
     if (!an) {
         s->end_err = BM_ENOMEM;
@@ -895,7 +910,7 @@ static void on_drain(uv_timer_t *t)
     bm_race_engine_t *e = t->data;
     if (e->dying || !e->draining)
         return;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_mono_ms();
     if (e->writes && now >= e->drain_until) {
         for (;;) {
             bm_race_t *r = e->races;
@@ -986,7 +1001,7 @@ void bm_race_engine_drain(bm_race_engine_t *e, uint32_t bound_ms,
 {
     if (!e || e->dying)
         return;
-    uint64_t until = bm_clock_now_ms() + bound_ms;
+    uint64_t until = bm_clock_mono_ms() + bound_ms;
     if (!e->draining || until < e->drain_until)
         e->drain_until = until;
     e->draining = true;
@@ -1048,7 +1063,7 @@ bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_n
         r->pol.connect_timeout_ms = DEFAULT_CONNECT_MS;
     r->complete = complete;
     r->complete_ud = complete_ud;
-    r->start_ms = bm_clock_now_ms();
+    r->start_ms = bm_clock_now_ms(); /* the only wall clock read of a race: see race_now */
     r->start_us = bm_clock_mono_us();
     if (r->pol.hard_timeout_ms)
         r->hard_ms = r->pol.hard_timeout_ms;
@@ -1117,7 +1132,7 @@ static void cancel_race(bm_race_t *r)
     cancel_all(r, BM_ECANCELED, false);
     drop_judgement(r);
     ans_set(&r->final, NULL);
-    arm(r, bm_clock_now_ms());
+    arm(r, race_now(r));
 }
 
 void bm_race_leave(bm_race_waiter_t *w)
@@ -1174,7 +1189,7 @@ int bm_race_decide(bm_race_t *r, const bm_race_answer_t *a)
     if (!an || an->a.err)
         return BM_EINVAL;
     decide(r, an);
-    arm(r, bm_clock_now_ms());
+    arm(r, race_now(r));
     return 0;
 }
 
@@ -1192,6 +1207,6 @@ int bm_race_at(bm_race_t *r, uint64_t at_ms, void (*fn)(bm_race_t *r, void *ud),
     t->ud = ud;
     t->next = r->ats;
     r->ats = t;
-    arm(r, bm_clock_now_ms());
+    arm(r, race_now(r));
     return 0;
 }

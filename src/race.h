@@ -34,6 +34,10 @@
  * policy predicates (accept, usable, score, complete) run while the engine updates the
  * race: they must only look at the answer and never call into the engine.
  *
+ * Times in a policy are wall times (Unix ms, as slot arithmetic gives them). A race reads
+ * the wall clock once, at its start, and measures from there with the monotonic clock, so
+ * a wall clock step during a race neither stretches nor shortens it.
+ *
  * Every finished transfer is recorded in the pool (bm_pool_record) and counted in the
  * node's stats.in_flight while it runs; transfers cancelled because their race no longer
  * needs them are not recorded (they have no outcome), transfers cut by the hard timeout
