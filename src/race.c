@@ -501,10 +501,13 @@ static void pump(bm_race_t *r, uint64_t now)
         for (size_t i = 0; i < r->n && !next; i++)
             if (!r->slots[i].tried)
                 next = &r->slots[i];
-        for (size_t i = 0; i < r->n && !next; i++) {
-            slot_t *s = &r->slots[i];
-            if (s->repoll_at && s->repoll_at <= now && (!next || s->repoll_at < next->repoll_at))
-                next = s;
+        if (!next) { /* every node was asked: the earliest due re-ask */
+            for (size_t i = 0; i < r->n; i++) {
+                slot_t *s = &r->slots[i];
+                if (s->repoll_at && s->repoll_at <= now &&
+                    (!next || s->repoll_at < next->repoll_at))
+                    next = s;
+            }
         }
         if (!next)
             break;

@@ -930,6 +930,30 @@ static void test_sequential_deadline(void **state)
     rec_dispose(&w);
 }
 
+/* Sequential with until-accepted: once every node was asked, the due re-asks run one at
+ * a time, earliest first, until an accepted answer. */
+static void test_sequential_repoll(void **state)
+{
+    fx_t *f = *state;
+    step_t s[] = {OK(0, "{\"root\":\"stale\"}"), OK(0, "{\"root\":\"stale\"}"),
+                  OK(0, "{\"root\":\"fresh\"}")};
+    tnode_t *a = add_node(f, s, 3);
+    tnode_t *b = add1(f, OK(0, "{\"root\":\"stale\"}"));
+    bm_race_policy_t p = {
+        .sequential = true, .accept = accept_fresh, .repoll = BM_REPOLL_UNTIL_ACCEPTED};
+    p.deadline_ms = bm_clock_now_ms() + 2000;
+    rec_t w;
+    rec_init(&w, f);
+    wait_on(&w, start(f, "GET", "/x", &p, NULL, NULL));
+    RUN_UNTIL(&f->loop, w.calls == 1, BOUND_MS);
+    assert_ptr_equal(w.node, a->node);
+    assert_string_equal(w.body, "{\"root\":\"fresh\"}");
+    assert_int_equal(a->requests, 3);
+    assert_int_equal(b->requests, 2);
+    assert_string_equal(f->log, "a>a<b>b<a>a<b>b<a>a<"); /* never two at once */
+    rec_dispose(&w);
+}
+
 /* Sequential: a refused node and a 2xx that is not accepted move on to the next; the
  * unaccepted 2xx stays the fallback when nobody has better. */
 static void test_sequential_not_accepted(void **state)
@@ -1420,6 +1444,7 @@ int main(void)
         T(test_all_network_errors),
         T(test_sequential),
         T(test_sequential_deadline),
+        T(test_sequential_repoll),
         T(test_sequential_not_accepted),
         T(test_leave_read),
         T(test_write_detached),
