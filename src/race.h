@@ -187,8 +187,9 @@ void bm_race_engine_drain(bm_race_engine_t *e, uint32_t bound_ms,
  * makes the race joinable by bm_race_find until it answered. `complete` (may be NULL)
  * runs when every transfer finished. Returns the race, or NULL on bad arguments or
  * allocation failure. The race answers its waiters asynchronously, never inside this
- * call; with no candidate it answers a 503. The race is valid until its complete callback
- * returned (without one: until its answer was delivered, or it was cancelled).
+ * call; with no candidate it answers a 503. Keep the race pointer only until its complete
+ * callback returned; without one, only until the answer was delivered or the last waiter
+ * of a read left (the race is freed when its last transfer ended).
  */
 bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_node_t *const *nodes,
                          size_t n, const bm_race_policy_t *policy, const char *key,
@@ -235,7 +236,8 @@ int bm_race_decide(bm_race_t *r, const bm_race_answer_t *a);
  * Sets a timer on the race: `fn` runs at wall time `at_ms` unless the race decided
  * before (for policy rules such as "after 1 s the majority answer"). A pending timer keeps
  * a race whose transfers all finished from ending before it ran, so that the policy gets
- * its say. Returns 0, BM_ECLOSED (the race has decided) or BM_ENOMEM.
+ * its say. Returns 0, BM_EINVAL (no `fn`), BM_ECLOSED (the race has decided) or
+ * BM_ENOMEM.
  */
 int bm_race_at(bm_race_t *r, uint64_t at_ms, void (*fn)(bm_race_t *r, void *ud), void *ud);
 
