@@ -27,6 +27,21 @@
  *
  * Cancellation of losing transfers goes through bm_upstream_cancel, which defers the
  * libcurl work until curl's socket action has returned.
+ *
+ * Callbacks and re-entrancy: waiters' answer callbacks, completion callbacks and bm_race_at
+ * callbacks run only from the loop (a transfer's on_done or the race's own timer), never
+ * inside a bm_race_* call; they may call anything, bm_race_engine_free included. The
+ * policy predicates (accept, usable, score, complete) run while the engine updates the
+ * race: they must only look at the answer and never call into the engine.
+ *
+ * Times in a policy are wall times (Unix ms, as slot arithmetic gives them). A race reads
+ * the wall clock once, at its start, and measures from there with the monotonic clock, so
+ * a wall clock step during a race neither stretches nor shortens it.
+ *
+ * Every finished transfer is recorded in the pool (bm_pool_record) and counted in the
+ * node's stats.in_flight while it runs; transfers cancelled because their race no longer
+ * needs them are not recorded (they have no outcome), transfers cut by the hard timeout
+ * are recorded as timeouts.
  */
 #ifndef BM_RACE_H
 #define BM_RACE_H
@@ -45,28 +60,59 @@ typedef struct bm_race_engine bm_race_engine_t;
 typedef struct bm_race bm_race_t;
 typedef struct bm_race_waiter bm_race_waiter_t;
 
-/** One node's answer (or failure) as the engine saw it. Borrowed in callbacks. */
+/** One node's answer (or failure) as the engine saw it. Borrowed in callbacks: copy the
+ *  fields or take a reference on the body to keep them. */
 typedef struct bm_race_answer {
     bm_node_t *node;          /* who answered; NULL for the synthesized 503 */
-    int err;                  /* 0, or the BM_E* network error (then status is 0) */
+    int err;                  /* 0, or the BM_E* network error (then status is 0); in the
+                                 complete callback BM_ECANCELED for a node never asked or
+                                 cancelled before it answered, BM_ETIMEDOUT for one cut by
+                                 the hard timeout */
     int status;               /* HTTP status */
-    const bm_hdrs_t *headers; /* response headers (hop-by-hop removed) */
+    const bm_hdrs_t *headers; /* response headers (hop-by-hop removed); never NULL */
     bm_buf_t *body;           /* complete body (take a ref to keep it); never NULL when err == 0 */
     uint64_t elapsed_us;      /* from this transfer's start */
-    uint64_t arrived_ms;      /* wall time (Unix ms) it arrived */
+    uint64_t arrived_ms;      /* wall time (Unix ms) it arrived (0: never arrived) */
     unsigned attempt;         /* 0 for the first transfer to this node, 1+ for repolls */
 } bm_race_answer_t;
 
+/*
+ * Re-asking a node whose 2xx was not accepted, at most once per repoll_interval (counted
+ * from the previous request to that node). Errors (non-2xx, network) are never re-asked.
+ */
 typedef enum bm_race_repoll {
     BM_REPOLL_NONE = 0,
-    BM_REPOLL_UNTIL_ACCEPTED, /* re-ask a node whose 2xx was not accepted, until the deadline */
-    BM_REPOLL_UNTIL_ANY_2XX,  /* past the deadline, wait only while no usable answer exists */
+    /* re-ask until the deadline (the hard timeout without one); a request in flight at the
+     * deadline may still win */
+    BM_REPOLL_UNTIL_ACCEPTED,
+    /* the same until the deadline; past it the race is still running only when no usable
+     * answer exists at all, and nodes whose 2xx was not usable go on being re-asked until
+     * one is (or the hard timeout) */
+    BM_REPOLL_UNTIL_ANY_2XX,
 } bm_race_repoll_t;
 
-/** The policy of one race. Function pointers may be NULL (see each). */
+/**
+ * The policy of one race; copied by bm_race_start. Function pointers may be NULL (see
+ * each). How an answer is judged:
+ *   - a 2xx that passes accept is accepted (and counts as usable); the first accepted
+ *     answer opens the grace; without a score function it wins at once;
+ *   - a 2xx that fails accept but passes usable is a fallback for the deadline; the best
+ *     score wins, the first to arrive among equals;
+ *   - the race ends at once when nothing more can arrive (no transfer in flight, no repoll
+ *     or untried node left, no bm_race_at timer pending): the best accepted, else the best
+ *     usable, else the most specific other answer: a 4xx beats a 3xx beats a 5xx beats a
+ *     2xx that was not usable (first to arrive among equals); with no HTTP answer at all,
+ *     a synthesized 503 naming each node's failure;
+ *   - the same choice is made at the hard timeout, whatever is still in flight.
+ * Once decided, a race starts no new transfer: a read cancels what is still running, a
+ * write lets it finish (a sequential write stops at its answer).
+ */
 typedef struct bm_race_policy {
-    bool sequential;  /* ask one node at a time in candidate order, next on failure */
-    bool write;       /* detached: survives its waiters, never cancels losers */
+    /* ask one node at a time in candidate order; the next one is asked when the current
+     * one failed, answered non-2xx or answered a 2xx that was not accepted; the first
+     * accepted answer wins (no grace: nobody else is running) */
+    bool sequential;
+    bool write; /* detached: survives its waiters, never cancels losers */
     /* a 2xx answer that may end the race at once; NULL: every 2xx is accepted */
     bool (*accept)(const bm_race_answer_t *a, void *ud);
     /* a 2xx answer usable as a fallback at the deadline; NULL: every 2xx is usable */
@@ -76,16 +122,20 @@ typedef struct bm_race_policy {
     double (*score)(const bm_race_answer_t *a, void *ud);
     /* optional: an answer with this score ends the grace early (e.g. all bits set) */
     bool (*complete)(const bm_race_answer_t *a, void *ud);
-    void *ud;                     /* passed to the callbacks above */
-    uint32_t grace_ms;            /* after the first accepted answer, wait this long for a
-                                     better-scoring one (0: answer at once) */
-    uint64_t deadline_ms;         /* wall time (Unix ms) of the fallback decision; 0: none */
-    uint64_t hard_timeout_ms;     /* wall time after which the race ends whatever it has;
-                                     0: deadline + 10 s (or 30 s without a deadline) */
+    void *ud;                 /* passed to the callbacks above */
+    uint32_t grace_ms;        /* after the first accepted answer, wait this long for a
+                                 better-scoring one (0: answer at once); never past
+                                 the deadline */
+    uint64_t deadline_ms;     /* wall time (Unix ms) of the fallback decision; 0: none.
+                                 Past it with no usable answer in hand, the first
+                                 usable 2xx to arrive wins */
+    uint64_t hard_timeout_ms; /* wall time after which the race ends whatever it has;
+                                 0: deadline + 10 s (or 30 s without a deadline) */
     bm_race_repoll_t repoll;
     uint32_t repoll_interval_ms;  /* default 50 */
     uint32_t connect_timeout_ms;  /* per transfer (default 1000) */
-    uint32_t transfer_timeout_ms; /* per transfer (default: until the hard timeout) */
+    uint32_t transfer_timeout_ms; /* per transfer (default: until the hard timeout); a node
+                                     that times out counts as failed (sequential: next) */
     size_t max_response_bytes;    /* per transfer (default 64 MiB) */
 } bm_race_policy_t;
 
@@ -97,35 +147,49 @@ typedef struct bm_race_request {
     bm_buf_t *body;           /* a reference is taken; may be NULL */
 } bm_race_request_t;
 
-/** Called once per waiter with the race's single answer. Borrowed: copy or ref. */
+/** Called once per waiter with the race's single answer. Borrowed: copy or ref. The
+ *  waiter is freed after the callback returns. */
 typedef void (*bm_race_answer_fn)(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud);
 
 /** Called once when a race has finished every transfer (or was cancelled or timed out):
- *  every node's last answer, in candidate order (failures included). */
+ *  every node's last answer, in candidate order (failures included; see `err` for the
+ *  nodes without one). Borrowed. It runs after the waiters got their answer, and the race
+ *  is freed right after it returns. */
 typedef void (*bm_race_complete_fn)(bm_race_t *r, const bm_race_answer_t *answers, size_t n,
                                     void *ud);
 
-/** The engine: shared by every race on one loop. */
-bm_race_engine_t *bm_race_engine_new(uv_loop_t *loop, bm_upstream_t *up);
+/** The engine: shared by every race on one loop. `up` and `pool` (may be NULL: nothing is
+ *  recorded) are borrowed and must outlive the engine. NULL on allocation failure. */
+bm_race_engine_t *bm_race_engine_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool);
 
-/** Cancels every race (no callbacks) and frees the engine. Run the loop afterwards. */
+/** Cancels every race (no callbacks run any more, not even a pending drain's) and frees
+ *  the engine. May be called from inside any of its callbacks. Every race and waiter
+ *  pointer is invalid afterwards (end the clients' requests first). Free it before the
+ *  upstream client. Handles close asynchronously: run the loop afterwards. */
 void bm_race_engine_free(bm_race_engine_t *e);
 
 /** Races running now. */
 size_t bm_race_engine_active(const bm_race_engine_t *e);
 
 /**
- * Waits until no write race is running, or `bound_ms` passed (then cancels them), and
- * calls `done`. For graceful shutdown: writes are drained within a bound.
+ * Waits until no write race is running, or `bound_ms` passed (then cancels them: waiters
+ * still waiting get the best answer in hand, complete callbacks run with the unanswered
+ * nodes as BM_ECANCELED), and calls `done` from the loop, never inside this call. For
+ * graceful shutdown: writes are drained within a bound. Races started meanwhile are
+ * waited for too. A second call while draining replaces `done` and keeps the earlier bound.
  */
 void bm_race_engine_drain(bm_race_engine_t *e, uint32_t bound_ms,
                           void (*done)(bm_race_engine_t *e, void *ud), void *ud);
 
 /**
- * Starts a race over `nodes[0..n)` (in this order for sequential races). `key` (may be
- * NULL) makes the race joinable by bm_race_find until it answered. `complete` (may be
- * NULL) runs when every transfer finished. Returns the race, or NULL on allocation
- * failure. The race answers its waiters asynchronously, never inside this call.
+ * Starts a race over `nodes[0..n)` (in this order for sequential races; borrowed, the
+ * pool owns them). The request, the policy and `key` are copied. `key` (may be NULL)
+ * makes the race joinable by bm_race_find until it answered. `complete` (may be NULL)
+ * runs when every transfer finished. Returns the race, or NULL on bad arguments or
+ * allocation failure. The race answers its waiters asynchronously, never inside this
+ * call; with no candidate it answers a 503. Keep the race pointer only until its complete
+ * callback returned; without one, only until the answer was delivered or the last waiter
+ * of a read left (the race is freed when its last transfer ended).
  */
 bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_node_t *const *nodes,
                          size_t n, const bm_race_policy_t *policy, const char *key,
@@ -136,38 +200,49 @@ bm_race_t *bm_race_find(bm_race_engine_t *e, const char *key);
 
 /**
  * Adds a waiter to a race that has not answered yet. `fn` runs exactly once with the
- * answer, unless the waiter leaves first. Returns the waiter or NULL.
+ * answer, unless the waiter leaves first; never inside this call, even when the answer is
+ * known already. Returns the waiter, or NULL when the race answered or was cancelled
+ * already, or on allocation failure.
  */
 bm_race_waiter_t *bm_race_wait(bm_race_t *r, bm_race_answer_fn fn, void *ud);
 
 /**
- * Removes a waiter before its answer (its client went away). When a read race loses its
- * last waiter, it is cancelled (its complete callback runs with what it has). Must not be
- * called after the waiter's answer callback ran.
+ * Removes a waiter before its answer (its client went away) and frees it. When a read
+ * race loses its last waiter, it is cancelled: its transfers are cancelled at once and its
+ * complete callback runs from the loop with what it has. A write race goes on. Must not
+ * be called after the waiter's answer callback returned (inside it, it does nothing).
  */
 void bm_race_leave(bm_race_waiter_t *w);
 
 /** Number of waiters still waiting. */
 size_t bm_race_waiters(const bm_race_t *r);
 
-/** The answers received so far (every node's latest), for policies that decide by
+/** The answers received so far (every node's latest, failures included, in candidate
+ *  order; nodes that did not answer yet are left out), for policies that decide by
  *  majority; valid until the next event of the race. */
 const bm_race_answer_t *bm_race_answers(const bm_race_t *r, size_t *n);
 
 /**
  * Ends the race now with `a` as its answer (a policy that decided by itself, e.g. by
- * majority). `a` must be one of bm_race_answers(). For reads the remaining transfers are
- * cancelled; writes go on.
+ * majority). `a` must be one of bm_race_answers() (any answer of that node, in fact: its
+ * latest is used) and an HTTP answer (err == 0). For reads the remaining transfers are
+ * cancelled at once; writes go on. The waiters get the answer from the loop, never inside
+ * this call. Returns 0, BM_EINVAL (not an answer of this race) or BM_ECLOSED (the race
+ * has decided already).
  */
-void bm_race_decide(bm_race_t *r, const bm_race_answer_t *a);
+int bm_race_decide(bm_race_t *r, const bm_race_answer_t *a);
 
 /**
- * Sets a timer on the race: `fn` runs at wall time `at_ms` unless the race answered
- * before (for policy rules such as "after 1 s the majority answer").
+ * Sets a timer on the race: `fn` runs at wall time `at_ms` unless the race decided
+ * before (for policy rules such as "after 1 s the majority answer"). A pending timer keeps
+ * a race whose transfers all finished from ending before it ran, so that the policy gets
+ * its say. Returns 0, BM_EINVAL (no `fn`), BM_ECLOSED (the race has decided) or
+ * BM_ENOMEM.
  */
-void bm_race_at(bm_race_t *r, uint64_t at_ms, void (*fn)(bm_race_t *r, void *ud), void *ud);
+int bm_race_at(bm_race_t *r, uint64_t at_ms, void (*fn)(bm_race_t *r, void *ud), void *ud);
 
-/** Formats the engine's own error answer ({"code":N,"message":...}) into a buffer. */
+/** Formats the engine's own error answer ({"code":N,"message":...}, the message JSON
+ *  escaped) into a new buffer (caller owns the reference). NULL on allocation failure. */
 bm_buf_t *bm_race_error_body(int code, const char *message);
 
 #endif /* BM_RACE_H */
