@@ -228,18 +228,22 @@ static int cmp_seen(const void *a, const void *b)
 
 /*
  * Drops old knowledge. Protected: the cluster head and its ancestors (at most cap/4 of
- * them) and every node's head. Unprotected entries go when older than keep_epochs below
- * the clock; with `force` (the table is full), the oldest first-seen ones also go until
- * the table is three quarters full. Protected entries are at most cap/4 + n + 1 < 3/4 cap
- * (cap >= 4n + 64), so a forced prune always frees room.
+ * them, keep_epochs back from the head) and every node's head. Unprotected entries go when older
+ * than keep_epochs below the clock; with `force` (the table is full), the oldest first-seen ones
+ * also go until the table is three quarters full. Protected entries are at most cap/4 + n + 1 < 3/4
+ * cap (cap >= 4n + 64), so a forced prune always frees room.
  */
 static void prune(bm_head_t *t, bool force)
 {
     for (uint32_t i = 0; i < t->nblk; i++)
         t->blk[i].mark = false;
     if (t->has_head) {
+        uint64_t keep = t->clock_known ? keep_slots(t) : 0;
+        uint64_t low = t->head_slot > keep ? t->head_slot - keep : 0;
         int32_t cur = blk_find(t, t->head);
         for (uint32_t steps = 0; cur >= 0 && steps < t->cap / 4; steps++) {
+            if (steps > 0 && t->blk[cur].slot_known && t->blk[cur].slot < low)
+                break;
             t->blk[cur].mark = true;
             if (t->blk[cur].pstate != P_KNOWN)
                 break;
@@ -350,10 +354,13 @@ static int32_t blk_get(bm_head_t *t, const uint8_t root[32], uint64_t slot, bool
  * Is `a` (at a_slot) a strict ancestor of `d`? Follows d's known parent links; YES, NO
  * (the chain passed below a_slot without meeting it), or UNK (a link is missing).
  * `crossed` (may be NULL) is set when an abandoned entry lies strictly between them.
+ * On UNK, `pending` (may be NULL) says whether the missing header is being fetched now.
  */
-static int is_anc(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const uint8_t d[32],
-                  bool *crossed)
+static int is_anc_ex(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const uint8_t d[32],
+                     bool *crossed, bool *pending)
 {
+    if (pending)
+        *pending = false;
     if (eq(a, d))
         return NO;
     int32_t cur = blk_find(t, d);
@@ -363,13 +370,19 @@ static int is_anc(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, cons
         const blk_t *b = &t->blk[cur];
         if (b->slot_known && b->slot <= a_slot)
             return NO;
-        if (b->pstate != P_KNOWN)
+        if (b->pstate != P_KNOWN) {
+            if (pending)
+                *pending = b->pstate == P_ASKING;
             return UNK;
+        }
         if (eq(b->parent, a))
             return YES;
         int32_t p = blk_find(t, b->parent);
-        if (p < 0 || !t->blk[p].slot_known)
+        if (p < 0 || !t->blk[p].slot_known) {
+            if (pending && p >= 0)
+                *pending = t->blk[p].pstate == P_ASKING;
             return UNK;
+        }
         if (t->blk[p].slot <= a_slot)
             return NO;
         if (crossed && t->blk[p].abandoned)
@@ -379,6 +392,12 @@ static int is_anc(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, cons
     return UNK;
 }
 
+static int is_anc(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const uint8_t d[32],
+                  bool *crossed)
+{
+    return is_anc_ex(t, a, a_slot, d, crossed, NULL);
+}
+
 /* The slot to judge a root by: the table's (first claim or header) else the given one. */
 static uint64_t root_slot(const bm_head_t *t, const uint8_t root[32], uint64_t fallback)
 {
@@ -386,28 +405,40 @@ static uint64_t root_slot(const bm_head_t *t, const uint8_t root[32], uint64_t f
     return i >= 0 && t->blk[i].slot_known ? t->blk[i].slot : fallback;
 }
 
-/* `r` compared with the cluster head. */
-static bm_head_relation_t relation(const bm_head_t *t, const uint8_t r[32], uint64_t r_slot,
-                                   bool *crossed)
+/*
+ * `r` compared with the cluster head. On BM_HEAD_REL_UNKNOWN, `pending` (may be NULL)
+ * says whether the header that would decide it is being fetched now: the rules then
+ * wait for it rather than act on ignorance.
+ */
+static bm_head_relation_t relation_ex(const bm_head_t *t, const uint8_t r[32], uint64_t r_slot,
+                                      bool *crossed, bool *pending)
 {
+    if (pending)
+        *pending = false;
     if (!t->has_head)
         return BM_HEAD_REL_NONE;
     if (eq(r, t->head))
         return BM_HEAD_REL_EQUAL;
     int res;
     if (r_slot < t->head_slot) {
-        res = is_anc(t, r, r_slot, t->head, NULL);
+        res = is_anc_ex(t, r, r_slot, t->head, NULL, pending);
         return res == YES  ? BM_HEAD_REL_ANCESTOR
                : res == NO ? BM_HEAD_REL_OFF
                            : BM_HEAD_REL_UNKNOWN;
     }
     if (r_slot > t->head_slot) {
-        res = is_anc(t, t->head, t->head_slot, r, crossed);
+        res = is_anc_ex(t, t->head, t->head_slot, r, crossed, pending);
         return res == YES  ? BM_HEAD_REL_DESCENDANT
                : res == NO ? BM_HEAD_REL_OFF
                            : BM_HEAD_REL_UNKNOWN;
     }
     return BM_HEAD_REL_OFF; /* two blocks at one slot */
+}
+
+static bm_head_relation_t relation(const bm_head_t *t, const uint8_t r[32], uint64_t r_slot,
+                                   bool *crossed)
+{
+    return relation_ex(t, r, r_slot, crossed, NULL);
 }
 
 static bool common_ancestor(const bm_head_t *t, const uint8_t x[32], const uint8_t y[32],
@@ -597,8 +628,10 @@ static void request_parents(bm_head_t *t)
     uint64_t floor = t->has_head && t->head_slot > chase ? t->head_slot - chase : 0;
     for (size_t v = 0; v < t->n; v++) {
         node_t *nv = &t->nodes[v];
-        if (!nv->has_head || nv->stale || !askable(t, nv) || nv->rel == BM_HEAD_REL_EQUAL ||
-            nv->rel == BM_HEAD_REL_ANCESTOR)
+        if (!nv->has_head || nv->stale || !askable(t, nv))
+            continue;
+        bm_head_relation_t rel = relation(t, nv->root, root_slot(t, nv->root, nv->slot), NULL);
+        if (rel == BM_HEAD_REL_EQUAL || rel == BM_HEAD_REL_ANCESTOR)
             continue;
         uint8_t cur[32];
         memcpy(cur, nv->root, 32);
@@ -839,8 +872,11 @@ static void update_relations(bm_head_t *t)
     for (size_t vi = 0; vi < t->n; vi++) {
         node_t *v = &t->nodes[vi];
         bm_head_relation_t rel = BM_HEAD_REL_NONE;
+        bool pending = false;
         if (t->has_head && v->has_head)
-            rel = relation(t, v->root, root_slot(t, v->root, v->slot), NULL);
+            rel = relation_ex(t, v->root, root_slot(t, v->root, v->slot), NULL, &pending);
+        if (rel == BM_HEAD_REL_UNKNOWN && pending && v->off)
+            rel = BM_HEAD_REL_OFF; /* its header is on the way: keep judging as before */
         bool changed = rel != v->rel;
         v->rel = rel;
         switch (rel) {
@@ -850,11 +886,13 @@ static void update_relations(bm_head_t *t)
                 v->off_since_ms = t->now;
                 changed = true;
             }
-            memcpy(v->off_root, v->root, 32);
+            if (!pending)
+                memcpy(v->off_root, v->root, 32);
             break;
         case BM_HEAD_REL_UNKNOWN:
-            /* Unknown ancestry proves nothing: a new head stops an off-chain timer, but
-             * a forked node stays forked until it is proven back on the chain. */
+            /* Unknown ancestry proves nothing: a new head stops an off-chain timer (once
+             * its header cannot be had), but a forked node stays forked until it is
+             * proven back on the chain. */
             if (v->off && !eq(v->off_root, v->root)) {
                 v->off = false;
                 v->off_since_ms = 0;
@@ -1065,28 +1103,16 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
     push(t, &n);
 }
 
-/* One move if a rule allows it. */
-static bool try_move(bm_head_t *t)
+/*
+ * Steps 1 and 2 of a decision: moves that need a quorum.
+ * 1. Back to an ancestor: only voters that said chain_reorg to it and hold it count.
+ * 2. Anything off the cluster chain (or of unknown ancestry at a later slot): `quorum`
+ *    supporters and more than the head has (or as many, at a later slot).
+ */
+static bool try_quorum(bm_head_t *t, cand_t *c, size_t nc)
 {
-    cand_t c[BM_HEAD_MAX_NODES];
-    size_t nc = 0;
-    for (size_t v = 0; v < t->n; v++)
-        if (voter(&t->nodes[v]))
-            nc = add_cand(t, c, nc, &t->nodes[v]);
-    if (nc == 0)
-        return false;
-
-    if (!t->has_head) {
-        int b = pick(t, c, nc, t->quorum);
-        if (b < 0)
-            return false;
-        set_head(t, c[b].root, c[b].slot, true);
-        return true;
-    }
-
     uint32_t sup_head = support(t, t->head, t->head_slot);
 
-    /* 1. Back to an ancestor: only voters that said chain_reorg to it and hold it. */
     int back = -1;
     uint32_t back_n = 0;
     for (size_t i = 0; i < nc; i++) {
@@ -1108,12 +1134,14 @@ static bool try_move(bm_head_t *t)
         return true;
     }
 
-    /* 2. Quorum: anything not on the cluster chain behind or ahead of the head. */
     cand_t q[BM_HEAD_MAX_NODES];
     size_t nq = 0;
     for (size_t i = 0; i < nc; i++) {
-        bm_head_relation_t rel = relation(t, c[i].root, c[i].slot, NULL);
-        if (rel == BM_HEAD_REL_OFF || (rel == BM_HEAD_REL_UNKNOWN && c[i].slot > t->head_slot))
+        bool pending;
+        bm_head_relation_t rel = relation_ex(t, c[i].root, c[i].slot, NULL, &pending);
+        /* Unknown ancestry at a later slot may jump, once nothing more can be learned. */
+        if (rel == BM_HEAD_REL_OFF ||
+            (rel == BM_HEAD_REL_UNKNOWN && !pending && c[i].slot > t->head_slot))
             q[nq++] = c[i];
     }
     int b = nq ? pick(t, q, nq, t->quorum) : -1;
@@ -1122,6 +1150,41 @@ static bool try_move(bm_head_t *t)
         set_head(t, q[b].root, q[b].slot, true);
         return true;
     }
+    return false;
+}
+
+/* One move if a rule allows it. */
+static bool try_move(bm_head_t *t)
+{
+    cand_t c[BM_HEAD_MAX_NODES];
+    size_t nc = 0;
+    for (size_t v = 0; v < t->n; v++)
+        if (voter(&t->nodes[v]))
+            nc = add_cand(t, c, nc, &t->nodes[v]);
+    if (nc == 0)
+        return false;
+
+    if (!t->has_head) {
+        int b = pick(t, c, nc, t->quorum);
+        if (b < 0)
+            return false;
+        set_head(t, c[b].root, c[b].slot, true);
+        return true;
+    }
+
+    /* Quorum rules count supporters; a voter whose new head's header is on the way
+     * supports nothing provable yet, so counting now could flip the head for the few
+     * milliseconds the answer takes. They wait; extension does not. */
+    bool settled = true;
+    for (size_t v = 0; v < t->n && settled; v++) {
+        const node_t *nv = &t->nodes[v];
+        bool pending;
+        if (voter(nv) && relation_ex(t, nv->root, root_slot(t, nv->root, nv->slot), NULL,
+                                     &pending) == BM_HEAD_REL_UNKNOWN)
+            settled = !pending;
+    }
+    if (settled && try_quorum(t, c, nc))
+        return true;
 
     /* 3. Extension: descends from the head through known links, nothing abandoned. */
     cand_t e[BM_HEAD_MAX_NODES];
@@ -1135,7 +1198,7 @@ static bool try_move(bm_head_t *t)
             continue;
         e[ne++] = c[i];
     }
-    b = ne ? pick(t, e, ne, 1) : -1;
+    int b = ne ? pick(t, e, ne, 1) : -1;
     if (b >= 0) {
         set_head(t, e[b].root, e[b].slot, false);
         return true;
@@ -1148,12 +1211,13 @@ static void evaluate(bm_head_t *t)
     if (!t->clock_known)
         return;
     for (int i = 0; i < MAX_MOVES_PER_EVAL; i++) {
+        request_parents(t); /* first: what is being fetched is waited for, not guessed */
         update_relations(t);
         if (!try_move(t))
             break;
     }
-    update_relations(t);
     request_parents(t);
+    update_relations(t);
 }
 
 /* ---- input framing ------------------------------------------------------------------ */
