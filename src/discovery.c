@@ -36,8 +36,10 @@ typedef struct node_disc {
     bm_buf_t *body[EP_COUNT];  /* the last complete snapshot */
     bool have;                 /* a snapshot exists */
     bm_chain_info_t chain;     /* parsed from the snapshot */
-    uv_timer_t retry;
+    uv_timer_t retry;          /* next full round after a failure, or next probe */
     bool retry_open;
+    bool next_is_probe;        /* the timer runs a version probe, not a full round */
+    bm_xfer_t *probe;          /* running version probe */
 } node_disc_t;
 
 struct bm_discovery {
@@ -63,6 +65,7 @@ void bm_discovery_opts_default(bm_discovery_opts_t *o)
 {
     memset(o, 0, sizeof *o);
     o->retry_interval_ms = 5000;
+    o->probe_interval_ms = 0;
     o->connect_timeout_ms = 1000;
     o->timeout_ms = 5000;
 }
@@ -306,15 +309,40 @@ static void set_chain(bm_discovery_t *d, const bm_chain_info_t *c)
 
 /* ---- rounds ----------------------------------------------------------------------- */
 
+static void start_probe(node_disc_t *nd);
+
 static void on_retry(uv_timer_t *t)
 {
-    start_round(t->data);
+    node_disc_t *nd = t->data;
+    if (nd->next_is_probe)
+        start_probe(nd);
+    else
+        start_round(nd);
 }
 
+/* A full round after retry_interval; replaces a pending probe. */
 static void arm_retry(node_disc_t *nd)
 {
-    if (!nd->d->stopped && !uv_is_active((uv_handle_t *)&nd->retry))
-        uv_timer_start(&nd->retry, on_retry, nd->d->opts.retry_interval_ms, 0);
+    if (nd->d->stopped)
+        return;
+    if (uv_is_active((uv_handle_t *)&nd->retry) && !nd->next_is_probe)
+        return;
+    nd->next_is_probe = false;
+    uv_timer_start(&nd->retry, on_retry, nd->d->opts.retry_interval_ms, 0);
+}
+
+/* A version probe after a slot (or the probe interval before the chain is known): it keeps
+ * reachability current between requests and notices an upgraded node at once. */
+static void arm_probe(node_disc_t *nd)
+{
+    bm_discovery_t *d = nd->d;
+    if (d->stopped || uv_is_active((uv_handle_t *)&nd->retry))
+        return;
+    uint32_t interval = d->chain.known ? d->chain.clock.slot_ms : d->opts.retry_interval_ms;
+    if (d->opts.probe_interval_ms && d->opts.probe_interval_ms < interval)
+        interval = d->opts.probe_interval_ms;
+    nd->next_is_probe = true;
+    uv_timer_start(&nd->retry, on_retry, interval, 0);
 }
 
 static char *version_of(const bm_buf_t *b)
@@ -365,6 +393,7 @@ static void round_done(node_disc_t *nd)
         }
         nd->chain = chain;
         nd->have = true;
+        arm_probe(nd);
     } else {
         arm_retry(nd);
     }
@@ -397,12 +426,62 @@ static void on_xfer_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
 
 static const bm_xfer_cbs_t disc_cbs = {NULL, NULL, on_xfer_done};
 
+static void on_probe_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
+{
+    node_disc_t *nd = ud;
+    (void)x;
+    nd->probe = NULL;
+    bm_outcome_t outcome = res->err ? BM_OUTCOME_NET_ERROR
+                           : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
+                                                : BM_OUTCOME_OK;
+    bm_pool_record(nd->d->pool, nd->node, outcome, res->err == BM_ECONNREFUSED, res->elapsed_us,
+                   res->err ? (*res->detail ? res->detail : bm_strerror(res->err)) : NULL);
+    char *version = !res->err && res->status == 200 && res->body ? version_of(res->body) : NULL;
+    bool changed = version && nd->node->version && strcmp(version, nd->node->version) != 0;
+    free(version);
+    if (changed || (outcome == BM_OUTCOME_OK && !nd->have))
+        start_round(nd); /* upgraded (or never discovered): fetch everything again */
+    else if (outcome == BM_OUTCOME_OK)
+        arm_probe(nd);
+    else
+        arm_retry(nd);
+}
+
+static const bm_xfer_cbs_t probe_cbs = {NULL, NULL, on_probe_done};
+
+static void start_probe(node_disc_t *nd)
+{
+    bm_discovery_t *d = nd->d;
+    if (d->stopped || nd->pending > 0 || nd->probe)
+        return;
+    bm_str_t url = BM_STR_INIT;
+    if (bm_url_join(&url, nd->node->url, ep_paths[EP_VERSION]) == 0) {
+        bm_xfer_req_t req = {
+            .method = "GET",
+            .url = bm_str_data(&url),
+            .headers = &d->req_headers,
+            .extra = &nd->node->extra,
+            .connect_timeout_ms = d->opts.connect_timeout_ms,
+            .timeout_ms = d->opts.timeout_ms,
+            .max_response_bytes = 64 << 10,
+        };
+        nd->probe = bm_upstream_start(d->up, &req, &probe_cbs, nd);
+    }
+    bm_str_dispose(&url);
+    if (!nd->probe)
+        arm_retry(nd);
+}
+
 static void start_round(node_disc_t *nd)
 {
     bm_discovery_t *d = nd->d;
     if (d->stopped || nd->pending > 0)
         return;
     uv_timer_stop(&nd->retry);
+    if (nd->probe) {
+        bm_upstream_cancel(nd->probe);
+        nd->probe = NULL;
+    }
     memset(nd->status, 0, sizeof nd->status);
     for (int e = 0; e < EP_COUNT; e++) {
         bm_str_t url = BM_STR_INIT;
@@ -495,6 +574,10 @@ void bm_discovery_stop(bm_discovery_t *d)
                 nd->x[e] = NULL;
             }
         nd->pending = 0;
+        if (nd->probe) {
+            bm_upstream_cancel(nd->probe);
+            nd->probe = NULL;
+        }
         if (nd->retry_open) {
             nd->retry_open = false;
             uv_close((uv_handle_t *)&nd->retry, on_retry_closed);

@@ -6,7 +6,10 @@
  * Every node is asked for /eth/v1/node/version, /eth/v1/beacon/genesis,
  * /eth/v1/config/spec, /eth/v1/config/fork_schedule and /eth/v1/config/deposit_contract:
  * at start, every epoch, when it comes back after being unreachable, and (until it
- * answers) every retry interval. The client brand comes from the version. The cluster's
+ * answers) every retry interval. Between rounds, a discovered node's version is probed
+ * once a slot: that keeps its reachability current when no request goes to it, and an
+ * upgraded node (new version) is re-discovered at once. The client brand comes from the
+ * version. The cluster's
  * genesis_validators_root is the configured one, else the majority's; a node that
  * disagrees, or whose critical spec keys (slot constants, fork versions and epochs)
  * disagree with the reference node's, is marked wrong-network.
@@ -32,6 +35,7 @@ typedef struct bm_discovery bm_discovery_t;
 
 typedef struct bm_discovery_opts {
     uint32_t retry_interval_ms;  /* a node that failed is asked again after (default 5000) */
+    uint32_t probe_interval_ms;  /* version probe of a discovered node; 0: once a slot */
     uint32_t connect_timeout_ms; /* default 1000 */
     uint32_t timeout_ms;         /* each discovery request (default 5000) */
     bool has_genesis_root;       /* genesis_root below is set (genesisValidatorsRoot) */

@@ -35,20 +35,25 @@ typedef struct bm_server bm_server_t;
 typedef struct bm_req bm_req_t;
 
 typedef struct bm_server_opts {
-    size_t max_target_bytes;      /* request target longer than this: 414 (default 64 KiB) */
-    size_t max_header_bytes;      /* all header fields together longer: 431 (default 16 KiB) */
-    size_t max_body_bytes;        /* body longer: 413 (default 32 MiB) */
-    uint32_t header_timeout_ms;   /* the whole request head must arrive within (default 10 s) */
-    uint32_t body_timeout_ms;     /* max gap between body bytes (default 30 s) */
-    uint32_t idle_timeout_ms;     /* keep-alive idle between requests (default 120 s) */
-    uint32_t max_connections;     /* accepted at once; more are closed at accept (default 10000) */
-    size_t write_high_water;      /* bm_resp_writable() turns false above this (default 1 MiB) */
+    size_t max_target_bytes;    /* request target longer than this: 414 (default 64 KiB) */
+    size_t max_header_bytes;    /* all header fields together longer: 431 (default 16 KiB) */
+    size_t max_body_bytes;      /* body longer: 413 (default 32 MiB) */
+    uint32_t header_timeout_ms; /* the whole request head must arrive within (default 10 s);
+                                   also the wait for the first byte of a new connection */
+    uint32_t body_timeout_ms;   /* max gap between body bytes (default 30 s) */
+    uint32_t idle_timeout_ms;   /* keep-alive idle between requests (default 120 s) */
+    uint32_t max_connections;   /* accepted at once; more are closed at accept (default 10000) */
+    size_t write_high_water;    /* bm_resp_writable() turns false above this (default 1 MiB) */
 } bm_server_opts_t;
 
-/** Fills `o` with the defaults above. */
+/** Fills `o` with the defaults above. (bm_server_new also takes a zero field as its default.) */
 void bm_server_opts_default(bm_server_opts_t *o);
 
-/** Called for every complete request. The handler must end the request exactly once. */
+/**
+ * Called for every complete request. The handler must end the request exactly once. It
+ * runs from the loop, never from inside a call into the server (bm_resp_end of the
+ * previous request, bm_server_shutdown), so it may end its request at once or later.
+ */
 typedef void (*bm_server_handler_fn)(bm_req_t *req, void *ud);
 
 /** Creates a server on `loop` (nothing listens yet). NULL on allocation failure. */
@@ -70,9 +75,10 @@ size_t bm_server_connection_count(const bm_server_t *srv);
 /**
  * Graceful shutdown: stops accepting, closes idle keep-alive connections, lets requests
  * in flight finish (their connections close after the response), and after `grace_ms`
- * closes whatever is left (streams such as SSE included). `done` runs once, when the last
- * connection has closed; the server can then be freed. Safe to call twice (the second
- * call does nothing).
+ * closes whatever is left (streams such as SSE included). `done` runs once, from the
+ * loop (never from inside this call), when the last connection has closed and every
+ * handler has ended its request; the server can then be freed, from `done` itself too.
+ * Safe to call twice (the second call does nothing), and from inside a handler.
  */
 void bm_server_shutdown(bm_server_t *srv, uint32_t grace_ms,
                         void (*done)(bm_server_t *srv, void *ud), void *ud);
@@ -104,7 +110,10 @@ const bm_hdrs_t *bm_req_headers(const bm_req_t *req);
 /** The first header named `name` (case-insensitive), or NULL. */
 const char *bm_req_header(const bm_req_t *req, const char *name);
 
-/** The complete request body, or NULL when empty. Borrowed: take a ref to keep it. */
+/**
+ * The complete request body, or NULL when empty. Borrowed: take a ref to keep it. The
+ * bytes are followed by a NUL that len does not count (text parsers can use it as is).
+ */
 bm_buf_t *bm_req_body(const bm_req_t *req);
 
 /** The peer address as text ("127.0.0.1"). */
@@ -117,8 +126,11 @@ uint64_t bm_req_start_us(const bm_req_t *req);
 bool bm_req_client_gone(const bm_req_t *req);
 
 /**
- * Registers a callback that runs once if the client goes away before the response ended.
- * The handler must still end the request; writes become no-ops.
+ * Registers a callback that runs once if the client goes away before the response ended
+ * (read EOF or error while the handler owns the request, a failed write, the grace period
+ * of a shutdown). It never runs from inside this request's own bm_resp_* calls;
+ * registered after the client left, it runs from the loop shortly after. The handler must still end
+ * the request; writes then return BM_ECLOSED.
  */
 void bm_req_on_abort(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *ud);
 
@@ -132,12 +144,21 @@ void *bm_req_get_data(const bm_req_t *req);
  * Sends the status line and headers. `content_length` >= 0 gives a fixed-length body;
  * -1 streams the body chunked (HTTP/1.1) or until close (HTTP/1.0). The server adds
  * Content-Length or Transfer-Encoding and Connection itself; `hdrs` must not contain
- * them (hop-by-hop fields in `hdrs` are skipped). `hdrs` may be NULL. For HEAD requests
- * the body is suppressed. Returns 0, or BM_ECLOSED when the client is gone.
+ * them (hop-by-hop fields in `hdrs` are skipped; `Connection: close` among them still
+ * makes the connection close after this response). Fields with CR, LF or NUL bytes are
+ * dropped. A Date field is added unless `hdrs` has one. `hdrs` may be NULL and is copied
+ * before the call returns. For HEAD requests, and for 204 and 304, the body is
+ * suppressed. `status` must be 200..599. Returns 0, BM_EINVAL (bad status, or started
+ * already), or BM_ECLOSED when the client is gone. Bytes leave at the end of the current
+ * loop iteration, together with whatever body was queued by then.
  */
 int bm_resp_start(bm_req_t *req, int status, const bm_hdrs_t *hdrs, int64_t content_length);
 
-/** Queues body bytes; takes its own reference on `b`. Returns 0 or BM_ECLOSED. */
+/**
+ * Queues body bytes; takes its own reference on `b` until they are written (small bodies
+ * are copied instead). Returns 0, BM_ECLOSED, or BM_ETOOBIG when the bytes pass the
+ * announced Content-Length (the excess is dropped).
+ */
 int bm_resp_write(bm_req_t *req, bm_buf_t *b);
 
 /** Queues a copy of p[0..n). Returns 0 or BM_ECLOSED. */
@@ -146,14 +167,17 @@ int bm_resp_write_copy(bm_req_t *req, const void *p, size_t n);
 /**
  * Ends the response (for chunked, writes the last chunk) and releases the request. For a
  * fixed length that was not reached, the connection is closed instead (the client sees a
- * truncated body, never a spliced one).
+ * truncated body, never a spliced one). Ending a request that was never started answers
+ * 500 (a handler bug, logged).
  */
 void bm_resp_end(bm_req_t *req);
 
 /**
  * Ends the request by closing the connection at once, without finishing the body: what a
- * proxy does when its upstream failed after the first byte reached the client. If no
- * byte of the response was sent yet, a 502 error answer is sent instead.
+ * proxy does when its upstream failed after the first byte reached the client (bytes
+ * already queued are still written, then the connection closes). If no byte of the
+ * response was sent yet, a 502 error answer is sent instead and the connection stays
+ * usable.
  */
 void bm_resp_abort(bm_req_t *req);
 
@@ -161,7 +185,10 @@ void bm_resp_abort(bm_req_t *req);
 void bm_resp_send(bm_req_t *req, int status, const char *content_type, bm_buf_t *body,
                   const bm_hdrs_t *extra);
 
-/** Answers {"code":status,"message":"..."} (application/json) and ends the request. */
+/**
+ * Answers {"code":status,"message":"..."} (application/json) and ends the request. When
+ * the response has started already it can only be cut: bm_resp_abort.
+ */
 void bm_resp_error(bm_req_t *req, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -218,17 +218,22 @@ def beacon_spec(seconds_per_slot=12, slots_per_epoch=32, extra=None):
     return spec
 
 
+DISCOVERY_PATHS = ("/eth/v1/node/version", "/eth/v1/beacon/genesis", "/eth/v1/config/spec",
+                   "/eth/v1/config/fork_schedule", "/eth/v1/config/deposit_contract",
+                   "/eth/v1/node/syncing")
+
+
 class FakeBeacon:
     """A beacon node double on http.server (threaded, HTTP/1.1 keep-alive).
 
     `routes` maps (method, path) to a callable(handler) -> (status, headers, body) or to a
-    tuple; `mode` switches the whole node: "ok", "hang" (accept, never answer),
-    "error" (500), "midbody" (headers then half a body, then close). Every request is
-    recorded with its headers and body.
+    tuple; `mode` switches the node: "ok", "hang" (accept, never answer), "error" (500),
+    "midbody" (headers then half a body, then close). Modes spare the discovery paths
+    (so the node stays "ready") unless suffixed "-all". Every request is recorded.
     """
 
     def __init__(self, genesis_root=ROOT_A, version="Lighthouse/v7.0.0/x86_64-linux",
-                 seconds_per_slot=12, slots_per_epoch=32, genesis_time=None):
+                 seconds_per_slot=2, slots_per_epoch=32, genesis_time=None):
         self.genesis_root = genesis_root
         self.version = version
         self.genesis_time = genesis_time if genesis_time is not None else int(time.time()) - 3600
@@ -239,6 +244,7 @@ class FakeBeacon:
         self.lock = threading.Lock()
         self.release = threading.Event()
         self._server = None
+        self.conns = []
         self.port = None
         self.start()
 
@@ -282,8 +288,11 @@ class FakeBeacon:
                     outer.requests.append(rec)
                 mode = outer.mode
                 route = outer.routes.get((self.command, path)) or outer.routes.get(("*", path))
-                if mode == "hang" and not path.startswith("/eth/v1/config") and path not in (
-                        "/eth/v1/node/version", "/eth/v1/beacon/genesis") or mode == "hang-all":
+                # modes hit everything but discovery, unless they end in "-all"
+                if path in DISCOVERY_PATHS and not mode.endswith("-all"):
+                    mode = "ok"
+                mode = mode[:-4] if mode.endswith("-all") else mode
+                if mode == "hang":
                     outer.release.wait(60)
                     self.close_connection = True
                     return
@@ -326,6 +335,11 @@ class FakeBeacon:
             daemon_threads = True
             allow_reuse_address = True
 
+            def process_request(self, request, client_address):
+                with outer.lock:
+                    outer.conns.append(request)
+                super().process_request(request, client_address)
+
         self._server = Server(("127.0.0.1", port), Handler)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -336,12 +350,19 @@ class FakeBeacon:
         return "http://127.0.0.1:%d" % self.port
 
     def stop(self):
-        """Closes the listening socket (the port then refuses connections)."""
+        """Closes the listening socket and every open connection: the node is down."""
         if self._server:
             self.release.set()
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+            with self.lock:
+                conns, self.conns = self.conns, []
+            for c in conns:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     def restart(self):
         self.release = threading.Event()

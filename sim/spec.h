@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * spec: a node's behaviour, as the SPEC words of `--node I:SPEC` ("lag=800,jitter=50,
+ * client=lighthouse,gzip") and as the JSON of the control API. A parsed behaviour carries
+ * a mask of the fields it sets, so a run-time change merges into the current behaviour
+ * instead of replacing it.
+ */
+#ifndef BS_SPEC_H
+#define BS_SPEC_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+typedef enum {
+    BS_CLIENT_LIGHTHOUSE = 0,
+    BS_CLIENT_PRYSM,
+    BS_CLIENT_TEKU,
+    BS_CLIENT_NIMBUS,
+    BS_CLIENT_LODESTAR,
+    BS_CLIENT_GRANDINE,
+    BS_CLIENT_CAPLIN,
+    BS_CLIENT_COUNT
+} bs_client_t;
+
+typedef enum { BS_SSE_STANDARD = 0, BS_SSE_LIGHTHOUSE = 1 } bs_sse_style_t;
+
+/** Field bits of bs_behav_t.set. */
+enum {
+    BS_B_LAG = 1u << 0,
+    BS_B_JITTER = 1u << 1,
+    BS_B_DOWN = 1u << 2,
+    BS_B_HANG = 1u << 3,
+    BS_B_ERROR_RATE = 1u << 4,
+    BS_B_SLOW = 1u << 5,
+    BS_B_STALE = 1u << 6,
+    BS_B_FORK = 1u << 7,
+    BS_B_CLOCK_SKEW = 1u << 8,
+    BS_B_SYNCING = 1u << 9,
+    BS_B_OPTIMISTIC = 1u << 10,
+    BS_B_SSE_DROP = 1u << 11,
+    BS_B_CLIENT = 1u << 12,
+    BS_B_SSE_STYLE = 1u << 13,
+    BS_B_SSE_FRAGMENT = 1u << 14,
+    BS_B_GZIP = 1u << 15,
+    BS_B_NO_SSZ = 1u << 16,
+    BS_B_PAYLOAD_DELAY = 1u << 17,
+    BS_B_BIG_VALUES = 1u << 18,
+    BS_B_ALL = (1u << 19) - 1,
+};
+
+typedef struct bs_behav {
+    uint32_t set;             /* BS_B_* bits of the fields this value sets */
+    uint32_t lag_ms;          /* import delay after the block is published */
+    uint32_t jitter_ms;       /* plus a seeded 0..jitter per slot */
+    bool down;                /* port closed */
+    bool hang;                /* accepts, reads, never answers */
+    double error_rate;        /* probability of a 500 per request */
+    uint32_t slow_ms;         /* delay before every answer */
+    bool stale;               /* stops importing */
+    bool fork;                /* follows its own branch */
+    int64_t clock_skew_ms;    /* its clock runs ahead (positive) or behind */
+    bool syncing;             /* is_syncing, 503 on duties, head frozen */
+    bool optimistic;          /* execution_optimistic everywhere */
+    double sse_drop;          /* probability of closing an event stream per event */
+    bs_client_t client;       /* what node/version reports */
+    bs_sse_style_t sse_style; /* "event: x" or "event:x" */
+    bool sse_fragment;        /* events split across chunks, CRLF line ends */
+    bool gzip;                /* gzip JSON answers when the client accepts it */
+    bool no_ssz;              /* 415 to SSZ requests and bodies */
+    int64_t payload_delay_ms; /* Gloas: payload available this long after import; -1 auto */
+    bool big_values;          /* block values above 2^63 / 2^64 Wei */
+} bs_behav_t;
+
+/** The default behaviour: everything off, client lighthouse, payload delay auto. */
+void bs_behav_default(bs_behav_t *b);
+
+/**
+ * Parses comma-separated SPEC words into `out` (zeroed first; out->set says which words
+ * were given). Booleans take an optional "=true|false|1|0". On error returns BM_EINVAL
+ * and writes a message naming the word into err.
+ */
+int bs_behav_parse(const char *spec, bs_behav_t *out, char *err, size_t errlen);
+
+/**
+ * Reads a control-API JSON object ({"lag":800,"down":true,"client":"teku","spec":"..."};
+ * keys with '_' or '-'; "reset":true starts from the default behaviour) into `out`.
+ * `*reset` tells whether the caller should reset first. Unknown keys are an error.
+ */
+int bs_behav_from_json(json_object *obj, bs_behav_t *out, bool *reset, char *err, size_t errlen);
+
+/** Copies the fields set in `src` into `dst` (and marks them set in dst). */
+void bs_behav_merge(bs_behav_t *dst, const bs_behav_t *src);
+
+/** Appends the behaviour as a JSON object (every field). */
+void bs_behav_json(bm_str_t *s, const bs_behav_t *b);
+
+/** Client names ("lighthouse"), display names, version strings and codes. */
+const char *bs_client_name(bs_client_t c);
+const char *bs_client_version(bs_client_t c);
+const char *bs_client_display(bs_client_t c);
+const char *bs_client_code(bs_client_t c);
+const char *bs_client_semver(bs_client_t c);
+int bs_client_parse(const char *s, bs_client_t *out);
+
+/** The help text for the SPEC words (for --help). */
+extern const char bs_behav_help[];
+
+#endif /* BS_SPEC_H */

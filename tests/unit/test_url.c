@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_url: base URL validation, joining a base with a client path (the result must
+ * always name the configured node), and masking of credentials.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "buf.h"
+#include "err.h"
+#include "url.h"
+
+static void test_valid(void **state)
+{
+    (void)state;
+    static const char *const good[] = {
+        "http://localhost",
+        "http://localhost/",
+        "https://node.example.com",
+        "HTTPS://Node.Example.COM:5052/",
+        "http://127.0.0.1:5052",
+        "http://[::1]:5052/",
+        "http://[2001:db8::1]",
+        "https://user:pass@host.example/api/key/",
+        "https://TOKEN@host.example",
+        "https://u%40x:p%3Aw!$&'()*+,;=@h/",
+        "http://h:65535/a/b%20c/",
+        "http://h:1",
+        "http://my_host-1.internal/prefix",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        if (!bm_url_valid(good[i]))
+            fail_msg("should be valid: %s", good[i]);
+    }
+    static const char *const bad[] = {
+        NULL,
+        "",
+        "localhost:5052",
+        "ftp://host/",
+        "file:///etc/passwd",
+        "http:/host",
+        "http://",
+        "http:///path",
+        "http://:80/",
+        "http://@host/",
+        "http://host:/",
+        "http://host:0/",
+        "http://host:65536/",
+        "http://host:123456/",
+        "http://host:80a/",
+        "http://ho st/",
+        "http://host/a b",
+        "http://host/a\tb",
+        "http://host/a\r\nX: y",
+        "http://host\x01/",
+        "http://h\xc3\xa9st/",
+        "http://host/?q=1",
+        "http://host/p?x",
+        "http://host/#frag",
+        "http://host/a\\b",
+        "http://host/a/../b",
+        "http://host/a/%2e%2E/b",
+        "http://host/./",
+        "http://host/%zz",
+        "http://host/%4",
+        "http://[::1/",
+        "http://[zz::1]/",
+        "http://[]/",
+        "http://a@b@host/",
+        "http://us er@host/",
+        "http://host!/",
+        " http://host/",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (bm_url_valid(bad[i]))
+            fail_msg("should be invalid: %s", bad[i] ? bad[i] : "(null)");
+    }
+}
+
+/* Joins and returns the result in a static buffer, or NULL on error. */
+static const char *join(const char *base, const char *path)
+{
+    static char out[512];
+    bm_str_t s = BM_STR_INIT;
+    int rc = bm_url_join(&s, base, path);
+    if (rc != 0) {
+        assert_int_equal(bm_str_len(&s), 0);
+        bm_str_dispose(&s);
+        return NULL;
+    }
+    snprintf(out, sizeof out, "%s", bm_str_data(&s));
+    bm_str_dispose(&s);
+    return out;
+}
+
+/* The authority (user info, host, port) of an absolute URL, as a client would parse it. */
+static const char *authority(const char *url)
+{
+    static char out[256];
+    const char *a = strstr(url, "://");
+    assert_non_null(a);
+    a += 3;
+    size_t n = strcspn(a, "/?#");
+    snprintf(out, sizeof out, "%.*s", (int)n, a);
+    return out;
+}
+
+static void test_join(void **state)
+{
+    (void)state;
+    assert_string_equal(join("http://h:5052", "/eth/v1/node/health"),
+                        "http://h:5052/eth/v1/node/health");
+    assert_string_equal(join("http://h:5052/", "/eth/v1/node/health"),
+                        "http://h:5052/eth/v1/node/health");
+    assert_string_equal(join("https://h/api/key/", "/eth/v1/x?a=1&b=2"),
+                        "https://h/api/key/eth/v1/x?a=1&b=2");
+    assert_string_equal(join("https://h/prefix", "/eth/v1/x"), "https://h/prefix/eth/v1/x");
+    assert_string_equal(join("https://h/prefix///", "/x"), "https://h/prefix/x");
+    assert_string_equal(join("http://u:p@h", "/"), "http://u:p@h/");
+    /* The query passes as the client wrote it, including '/', '?' and dots. */
+    assert_string_equal(join("http://h", "/e?topics=head&topics=block&x=../y?z"),
+                        "http://h/e?topics=head&topics=block&x=../y?z");
+    assert_string_equal(join("http://h", "/a/.well-known/..x/...?"),
+                        "http://h/a/.well-known/..x/...?");
+
+    /* Invalid bases and paths. */
+    assert_null(join("http://h/?q=1", "/x"));
+    assert_null(join("http://h/#f", "/x"));
+    assert_null(join("ftp://h/", "/x"));
+    assert_null(join("http://h", "x"));
+    assert_null(join("http://h", ""));
+    assert_null(join("http://h", "http://evil.com/"));
+    assert_null(join("http://h", "/a b"));
+    assert_null(join("http://h", "/a\r\nHost: evil"));
+    assert_null(join("http://h", "/a#frag"));
+    assert_null(join("http://h", "/a\\b"));
+    assert_null(join("http://h", "/x\x80"));
+    assert_null(join("http://h", "/%zz"));
+    assert_null(join("https://h/api/key/", "/../../admin"));
+    assert_null(join("https://h/api/key/", "/.."));
+    assert_null(join("https://h/api/key/", "/a/%2e%2e/b"));
+    assert_null(join("https://h/api/key/", "/./x"));
+    bm_str_t s = BM_STR_INIT;
+    assert_int_equal(bm_url_join(&s, NULL, "/x"), BM_EINVAL);
+    assert_int_equal(bm_url_join(&s, "http://h", NULL), BM_EINVAL);
+    bm_str_dispose(&s);
+}
+
+/* A path that looks like a URL or an authority stays a path on the configured host. */
+static void test_join_never_changes_authority(void **state)
+{
+    (void)state;
+    static const char *const bases[] = {
+        "http://node:5052", "http://node:5052/", "https://u:p@node/api/key/",
+        "http://node/p",    "http://[::1]:80",
+    };
+    static const char *const paths[] = {
+        "//evil.com/x", "/@evil",       "/@evil.com:80/x", "///evil.com",
+        "/:80@evil/",   "/?@evil.com/", "//user:pw@evil/", "/x?http://evil.com/",
+        "/%2f%2fevil",  "/;@evil.com/", "//[::1]:22/",
+    };
+    for (size_t b = 0; b < sizeof bases / sizeof bases[0]; b++) {
+        char want[128];
+        snprintf(want, sizeof want, "%s", authority(bases[b]));
+        for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+            const char *r = join(bases[b], paths[p]);
+            if (!r)
+                fail_msg("join(%s, %s) failed", bases[b], paths[p]);
+            if (strcmp(authority(r), want) != 0)
+                fail_msg("join(%s, %s) = %s changed the authority", bases[b], paths[p], r);
+            /* The client's path follows the base verbatim. */
+            size_t rl = strlen(r), pl = strlen(paths[p]);
+            assert_true(rl >= pl);
+            assert_string_equal(r + rl - pl, paths[p]);
+        }
+    }
+    assert_string_equal(join("http://node", "//evil.com/x"), "http://node//evil.com/x");
+    assert_string_equal(join("http://node/", "/@evil"), "http://node/@evil");
+}
+
+static void test_join_appends(void **state)
+{
+    (void)state;
+    bm_str_t s = BM_STR_INIT;
+    bm_str_puts(&s, "GET ");
+    assert_int_equal(bm_url_join(&s, "http://h/", "/a"), 0);
+    assert_string_equal(bm_str_data(&s), "GET http://h/a");
+    assert_int_equal(bm_url_join(&s, "http://h/", "bad"), BM_EINVAL);
+    assert_string_equal(bm_str_data(&s), "GET http://h/a");
+    bm_str_dispose(&s);
+}
+
+static const char *mask(const char *url)
+{
+    static char out[512];
+    bm_str_t s = BM_STR_INIT;
+    bm_url_mask(&s, url);
+    snprintf(out, sizeof out, "%s", bm_str_data(&s));
+    bm_str_dispose(&s);
+    return out;
+}
+
+static void test_mask(void **state)
+{
+    (void)state;
+    assert_string_equal(mask("https://user:s3cret@host:5052/eth/v1"),
+                        "https://user:***@host:5052/eth/v1");
+    assert_string_equal(mask("https://TOKEN123@host/"), "https://***@host/");
+    assert_string_equal(mask("http://user:@host"), "http://user:***@host");
+    assert_string_equal(mask("http://a:b:c@host/x"), "http://a:***@host/x");
+    assert_string_equal(mask("http://host/path@x?y=u:p@z#f@g"), "http://host/path@x?y=u:p@z#f@g");
+    assert_string_equal(mask("http://host:5052/"), "http://host:5052/");
+    assert_string_equal(mask("not a url"), "not a url");
+    assert_string_equal(mask(""), "");
+    /* A password with '@' written raw: the last '@' ends the user info. */
+    assert_string_equal(mask("http://u:p@ss@host/"), "http://u:***@host/");
+    const char *m = mask("https://u:hunter2@h/?k=v");
+    assert_null(strstr(m, "hunter2"));
+    /* NULL appends nothing. */
+    bm_str_t s = BM_STR_INIT;
+    bm_url_mask(&s, NULL);
+    assert_int_equal(bm_str_len(&s), 0);
+    bm_str_dispose(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_join),
+        cmocka_unit_test(test_join_never_changes_authority),
+        cmocka_unit_test(test_join_appends),
+        cmocka_unit_test(test_mask),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
