@@ -114,6 +114,7 @@ struct bm_head {
     uint8_t head[32];
     uint64_t head_slot;
     uint64_t head_since_ms;
+    uint64_t origin_slot; /* the first cluster head's slot */
 
     blk_t *blk;
     uint32_t nblk, cap;
@@ -1096,6 +1097,8 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
                bm_head_move_name(c->move), short_root(root, a), slot, c->node,
                by_quorum ? ", quorum" : "");
     }
+    if (!t->has_head)
+        t->origin_slot = slot;
     memcpy(t->head, root, 32);
     t->head_slot = slot;
     t->head_since_ms = t->now;
@@ -1683,6 +1686,7 @@ bool bm_head_cluster(const bm_head_t *t, bm_head_info_t *out)
     memcpy(out->root, t->head, 32);
     out->slot = t->head_slot;
     out->since_ms = t->head_since_ms;
+    out->origin_slot = t->origin_slot;
     out->first_node = -1;
     int32_t bi = blk_find(t, t->head);
     if (bi >= 0) {

@@ -174,7 +174,8 @@ typedef struct bm_head_info {
     bool payload_full;
     int first_node; /* first voter that announced it; -1 unknown */
     uint64_t first_seen_ms;
-    uint64_t since_ms; /* when it became the cluster head */
+    uint64_t since_ms;    /* when it became the cluster head */
+    uint64_t origin_slot; /* slot of the first cluster head since the clock was set */
 } bm_head_info_t;
 
 /** One node's view, for health, the status page and the cluster stream. */

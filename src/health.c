@@ -205,15 +205,21 @@ static void eval_one(bm_health_t *h, bm_node_t *n)
                           s->head_slot, s->sync_distance);
     } else if (have && v.optimistic) {
         bm_pool_set_state(p, n, BM_NODE_OPTIMISTIC, "its head at slot %" PRIu64 " is optimistic",
-                          v.has_head ? v.slot : v.pending_slot);
+                          v.pending ? v.pending_slot : v.slot);
     } else if (s->known && s->el_offline) {
         bm_pool_set_state(p, n, BM_NODE_OPTIMISTIC,
                           "node says el_offline: it cannot verify execution payloads");
     } else if (s->known && s->is_optimistic) {
         bm_pool_set_state(p, n, BM_NODE_OPTIMISTIC, "node says is_optimistic");
-    } else if (has_ch && !(have && v.has_head)) {
+    } else if (has_ch && !(have && v.has_head) && ch.slot > ch.origin_slot + h->opts.max_head_lag) {
+        /* Nodes send no head until the next block: one that has shown none gets the same
+         * grace as a node behind, counted from the first cluster head. */
         bm_pool_set_state(p, n, BM_NODE_LAGGING,
                           "no head seen from it; the cluster head is at slot %" PRIu64, ch.slot);
+    } else if (has_ch && !(have && v.has_head)) {
+        bm_pool_set_state(p, n, BM_NODE_READY,
+                          "no head seen from it yet; the cluster head is at slot %" PRIu64,
+                          ch.slot);
     } else if (has_ch && n->head_lag > (int64_t)h->opts.max_head_lag) {
         bm_pool_set_state(p, n, BM_NODE_LAGGING,
                           "%" PRId64 " slots behind the cluster head (slot %" PRIu64
