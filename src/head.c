@@ -61,7 +61,9 @@ typedef struct pend {
 } pend_t;
 
 typedef struct node {
-    bool connected, stale, has_head, optimistic, may_vote;
+    bool connected, stale, has_head, may_vote;
+    bool optimistic;      /* its latest announcement (believed or pending) was optimistic */
+    bool head_optimistic; /* its believed head was announced optimistic */
     bool td_head, td_sync, forked, off, has_pending, has_reorg, has_sync;
     uint64_t slot;
     uint8_t root[32];
@@ -80,6 +82,8 @@ typedef struct node {
     uint32_t n_delays, delay_pos;
     uint64_t firsts;
     uint32_t inflight;
+    uint64_t budget_slot; /* the slot fetch_count counts in */
+    uint32_t fetch_count; /* header requests asked of it in budget_slot */
 } node_t;
 
 enum { N_HEAD, N_PAYLOAD, N_NODE, N_FETCH, N_TICK };
@@ -158,9 +162,19 @@ static const char *short_root(const uint8_t r[32], char out[16])
     return out;
 }
 
+/* Saturating: a node's absurd slot must not wrap around into the past. */
 static uint64_t slot_start(const bm_head_t *t, uint64_t slot)
 {
+    if (slot > (UINT64_MAX - t->clock.genesis_ms) / t->clock.slot_ms)
+        return UINT64_MAX;
     return bm_slot_start_ms(&t->clock, slot);
+}
+
+/* More than a slot ahead of `at_ms`? (saturating) */
+static bool ahead(const bm_head_t *t, uint64_t slot, uint64_t at_ms)
+{
+    uint64_t start = slot_start(t, slot);
+    return start > at_ms && start - at_ms > t->clock.slot_ms;
 }
 
 static uint64_t keep_slots(const bm_head_t *t)
@@ -466,6 +480,13 @@ static bool common_ancestor(const bm_head_t *t, const uint8_t x[32], const uint8
 
 static void push(bm_head_t *t, const note_t *n)
 {
+    if (t->qn == t->qcap && t->qhead > 0) {
+        /* Delivered notes at the front make room: a long re-entrant chain of inputs
+         * (answers given from inside the fetch callback) must not grow the queue. */
+        memmove(t->q, t->q + t->qhead, (t->qn - t->qhead) * sizeof *t->q);
+        t->qn -= t->qhead;
+        t->qhead = 0;
+    }
     if (t->qn == t->qcap) {
         size_t ncap = t->qcap ? t->qcap * 2 : 16;
         note_t *q = realloc(t->q, ncap * sizeof *q);
@@ -551,7 +572,8 @@ static void drain(bm_head_t *t)
 /* May this node's announcements count (first announcer, raw data, payload evidence)? */
 static bool trusted(const node_t *v)
 {
-    return v->may_vote && !v->optimistic && !v->td_head && !v->td_sync && !v->forked;
+    return v->may_vote && !v->optimistic && !v->head_optimistic && !v->td_head && !v->td_sync &&
+           !v->forked;
 }
 
 /* Does this node's head count now? */
@@ -560,11 +582,17 @@ static bool voter(const node_t *v)
     return trusted(v) && v->has_head && !v->stale && v->connected;
 }
 
-/* May we ask this node for headers? Forked nodes too: their ancestry proves rejoining. */
+/*
+ * May we ask this node for headers? Forked nodes too: their ancestry proves rejoining.
+ * Bounded in flight and per slot, so that no node (spamming roots, or answering with
+ * ever new parents) can make the tracker ask without end.
+ */
 static bool askable(const bm_head_t *t, const node_t *v)
 {
+    uint64_t slot = t->clock_known ? bm_slot_at(&t->clock, t->now) : 0;
+    uint32_t used = v->budget_slot == slot ? v->fetch_count : 0;
     return v->connected && v->may_vote && !v->optimistic && !v->td_head && !v->td_sync &&
-           v->inflight < t->o.max_fetch_per_node;
+           v->inflight < t->o.max_fetch_per_node && used < t->o.max_fetch_per_slot;
 }
 
 /* ---- parents ------------------------------------------------------------------------ */
@@ -605,7 +633,14 @@ static void want(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, size_t 
     b->asking = (int16_t)pick;
     b->asked_mask |= 1ull << pick;
     b->asked_at_ms = t->now;
-    t->nodes[pick].inflight++;
+    node_t *np = &t->nodes[pick];
+    uint64_t now_slot = bm_slot_at(&t->clock, t->now);
+    if (np->budget_slot != now_slot) {
+        np->budget_slot = now_slot;
+        np->fetch_count = 0;
+    }
+    np->fetch_count++;
+    np->inflight++;
     t->stats.fetches++;
     note_t n = {.kind = N_FETCH};
     memcpy(n.u.fetch.root, root, 32);
@@ -736,6 +771,19 @@ static void record_delay(bm_head_t *t, node_t *v, pend_t *p)
         v->n_delays++;
 }
 
+/* A trusted node announced block bi: first voter, its raw data, payload evidence. */
+static void credit(bm_head_t *t, int32_t bi, size_t vi, bm_head_topic_t topic,
+                   bm_payload_status_t payload, bm_buf_t *raw)
+{
+    blk_t *b = &t->blk[bi];
+    if (b->first_voter < 0)
+        b->first_voter = (int16_t)vi;
+    if (raw && !b->raw[topic])
+        b->raw[topic] = bm_buf_ref(raw);
+    if (payload == BM_PAYLOAD_FULL)
+        payload_evidence(t, bi, vi, raw);
+}
+
 /* Makes `p` the node's believed head. Takes over p->raw. */
 static void apply(bm_head_t *t, size_t vi, pend_t *p)
 {
@@ -751,6 +799,7 @@ static void apply(bm_head_t *t, size_t vi, pend_t *p)
     v->topic = p->topic;
     v->received_ms = p->received_ms;
     v->optimistic = p->optimistic;
+    v->head_optimistic = p->optimistic;
     if (v->has_reorg && !eq(v->reorg_to, p->root))
         v->has_reorg = false; /* a later move: the reorg record no longer describes its head */
     bm_buf_t *raw = p->raw;
@@ -759,17 +808,10 @@ static void apply(bm_head_t *t, size_t vi, pend_t *p)
         v->has_pending = false;
     int32_t bi = blk_get(t, v->root, v->slot, true, v->received_ms);
     if (bi >= 0) {
-        blk_t *b = &t->blk[bi];
-        if (b->first_node < 0)
-            b->first_node = (int16_t)vi;
-        if (trusted(v)) {
-            if (b->first_voter < 0)
-                b->first_voter = (int16_t)vi;
-            if (raw && !b->raw[v->topic])
-                b->raw[v->topic] = bm_buf_ref(raw);
-            if (v->payload == BM_PAYLOAD_FULL)
-                payload_evidence(t, bi, vi, raw);
-        }
+        if (t->blk[bi].first_node < 0)
+            t->blk[bi].first_node = (int16_t)vi;
+        if (trusted(v))
+            credit(t, bi, vi, v->topic, v->payload, raw);
     }
     bm_buf_unref(raw);
     note_node(t, vi);
@@ -787,7 +829,7 @@ static void announce(bm_head_t *t, size_t vi, pend_t p)
         return;
     }
     uint64_t start = slot_start(t, p.slot);
-    if (start > p.received_ms + t->clock.slot_ms) {
+    if (ahead(t, p.slot, p.received_ms)) {
         /* More than a slot ahead of our clock when it arrived: the node's clock (or the
          * node) is wrong. Ignored, and the node is time-discrepant until a sane head. */
         v->td_head = true;
@@ -808,18 +850,20 @@ static void announce(bm_head_t *t, size_t vi, pend_t p)
         note_node(t, vi);
     }
     if (v->has_head && eq(v->root, p.root)) {
-        /* The same block again: a payload status update (head_v2) or a repeat. */
+        /* The same block again: a payload status update (head_v2), a repeat, or the
+         * block's payload verified since (no longer optimistic). */
         clear_pending(v);
-        v->has_head = true;
         v->stale = false;
+        v->connected = true;
         if (p.payload != BM_PAYLOAD_UNKNOWN && p.payload != v->payload) {
             v->payload = p.payload;
             note_node(t, vi);
         }
-        if (p.payload == BM_PAYLOAD_FULL && trusted(v)) {
+        v->head_optimistic = p.optimistic;
+        if (trusted(v)) {
             int32_t bi = blk_get(t, p.root, p.slot, true, p.received_ms);
             if (bi >= 0)
-                payload_evidence(t, bi, vi, p.raw);
+                credit(t, bi, vi, v->topic, v->payload, p.raw);
         }
         bm_buf_unref(p.raw);
         return;
@@ -1274,6 +1318,7 @@ void bm_head_opts_default(bm_head_opts_t *o)
     o->keep_epochs = 4;
     o->chase_epochs = 2;
     o->max_fetch_per_node = 4;
+    o->max_fetch_per_slot = 64;
     o->fetch_timeout_slots = 2;
 }
 
@@ -1294,6 +1339,8 @@ bm_head_t *bm_head_new(size_t n_nodes, const bm_head_opts_t *opts)
         t->o.keep_epochs = 1;
     if (t->o.max_fetch_per_node < 1)
         t->o.max_fetch_per_node = 1;
+    if (t->o.max_fetch_per_slot < 1)
+        t->o.max_fetch_per_slot = 1;
     if (t->o.fetch_timeout_slots < 1)
         t->o.fetch_timeout_slots = 1;
     t->quorum = t->o.quorum;
@@ -1412,7 +1459,7 @@ int bm_head_set_clock(bm_head_t *t, const bm_slot_clock_t *c, uint64_t now_ms)
         node_t *v = &t->nodes[vi];
         if (!v->has_sync)
             continue;
-        bool td = slot_start(t, v->sync_slot) > v->sync_at_ms + t->clock.slot_ms;
+        bool td = ahead(t, v->sync_slot, v->sync_at_ms);
         if (td != v->td_sync) {
             v->td_sync = td;
             v->td_slot = v->sync_slot;
@@ -1489,7 +1536,7 @@ int bm_head_on_block(bm_head_t *t, size_t node, uint64_t slot, const uint8_t roo
     if (!t || !root || node >= t->n)
         return BM_EINVAL;
     enter(t, now_ms);
-    if (t->clock_known && slot_start(t, slot) <= now_ms + t->clock.slot_ms)
+    if (t->clock_known && !ahead(t, slot, now_ms))
         blk_get(t, root, slot, true, now_ms);
     leave(t);
     return 0;
@@ -1573,8 +1620,7 @@ int bm_head_on_payload_available(bm_head_t *t, size_t node, uint64_t slot, const
     if (!t || !root || node >= t->n)
         return BM_EINVAL;
     enter(t, now_ms);
-    if (t->clock_known && trusted(&t->nodes[node]) &&
-        slot_start(t, slot) <= now_ms + t->clock.slot_ms) {
+    if (t->clock_known && trusted(&t->nodes[node]) && !ahead(t, slot, now_ms)) {
         int32_t bi = blk_get(t, root, slot, true, now_ms);
         if (bi >= 0)
             payload_evidence(t, bi, node, NULL);
@@ -1593,11 +1639,10 @@ int bm_head_on_sync_head(bm_head_t *t, size_t node, uint64_t head_slot, uint64_t
     v->sync_slot = head_slot;
     v->sync_at_ms = now_ms;
     if (t->clock_known) {
-        uint64_t start = slot_start(t, head_slot);
-        bool td = start > now_ms + t->clock.slot_ms;
+        bool td = ahead(t, head_slot, now_ms);
         if (td) {
             v->td_slot = head_slot;
-            v->td_early_ms = start - now_ms;
+            v->td_early_ms = slot_start(t, head_slot) - now_ms;
         }
         if (td != v->td_sync) {
             v->td_sync = td;

@@ -88,6 +88,7 @@ typedef struct bm_head_opts {
     uint32_t keep_epochs;         /* blocks older than this below the clock are dropped (4) */
     uint32_t chase_epochs;        /* cluster chain ancestry fetched this far back (2) */
     uint32_t max_fetch_per_node;  /* header requests in flight per node (default 4) */
+    uint32_t max_fetch_per_slot;  /* header requests per node per slot (default 64) */
     uint32_t fetch_timeout_slots; /* an unanswered request counts as failed after (2) */
 } bm_head_opts_t;
 

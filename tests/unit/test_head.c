@@ -85,6 +85,13 @@ typedef struct fx {
     char payload_raw[256];
     size_t nnode, ntick;
     int order_errors;
+    /* ANSWER_LATER requests, for tests that answer them out of order */
+    struct {
+        root_t root;
+        size_t node;
+        uint64_t slot;
+    } deferred[256];
+    size_t ndeferred;
 } fx_t;
 
 static fx_t *F;
@@ -159,6 +166,12 @@ static void on_fetch(const uint8_t root[32], uint64_t slot, size_t node, void *u
         f->fetch[f->nfetch].slot = slot;
     }
     f->nfetch++;
+    if (f->mode == ANSWER_LATER && f->ndeferred < 256) {
+        memcpy(f->deferred[f->ndeferred].root.b, root, 32);
+        f->deferred[f->ndeferred].node = node;
+        f->deferred[f->ndeferred].slot = slot;
+        f->ndeferred++;
+    }
     if (f->mode == ANSWER_NOW)
         answer(f, root, slot, node); /* re-entrant on purpose */
     else if (f->mode == ANSWER_FAIL)
@@ -694,6 +707,10 @@ static void test_future_slots_time_discrepancy(void **state)
     head(1, 105, T(104, 0));
     assert_false(view(1).time_discrepancy);
     assert_true(view(1).pending);
+    /* an absurd slot (slot start beyond 2^64 ms) is just as far in the future */
+    assert_int_equal(head_full(2, 104, UINT64_MAX, false, BM_PAYLOAD_UNKNOWN, T(104, 1)), 0);
+    assert_true(view(2).td_head);
+    assert_int_equal(bm_head_stats(F->t)->ignored_future, 2);
     /* a sane head clears it */
     head(2, 103, T(103, 200));
     assert_false(view(2).time_discrepancy);
@@ -1005,6 +1022,115 @@ static void test_listener_may_call_back(void **state)
     assert_int_equal(F->ntick, 1);
 }
 
+/* ---- arbitrary input sequences ---------------------------------------------------- */
+
+static void test_random_inputs_keep_invariants(void **state)
+{
+    srand(12345);
+    /* a truth tree with forks: two blocks per slot, parents a few blocks back */
+    enum { N_IDS = 600 };
+    for (unsigned i = 1; i < N_IDS; i++) {
+        unsigned lo = i > 6 ? i - 6 : 0;
+        unsigned p = lo + (unsigned)rand() % (i - lo);
+        uint64_t slot = 100 + i / 2;
+        while (p > 0 && F->slot[p] >= slot)
+            p--;
+        blk(i, p, slot);
+    }
+    blk(0, 0, 99);
+    F->exists[0] = false; /* the root of everything: its parent stays unknown */
+    make(4, 2, 1, 128);
+    bool trusted_announced[N_IDS] = {false};
+    uint64_t now = T(100, 0);
+    for (int step = 0; step < 30000; step++) {
+        now += (uint64_t)(rand() % 400);
+        F->now = now;
+        uint64_t cur = (now - GENESIS) / SLOT;
+        size_t v = (size_t)rand() % 4;
+        int op = rand() % 100;
+        F->mode = rand() % 3 == 0 ? ANSWER_LATER : rand() % 5 == 0 ? ANSWER_FAIL : ANSWER_NOW;
+        if (op < 45) {
+            /* a head near the current slot (some from the future, some optimistic) */
+            int64_t ds = (int64_t)(rand() % 8) - 5;
+            int64_t want = (int64_t)cur + ds;
+            unsigned id = want <= 100 ? 1 : (unsigned)((want - 100) * 2 + rand() % 2);
+            if (id == 0 || id >= N_IDS)
+                continue;
+            bool opt = rand() % 10 == 0;
+            bm_payload_status_t ps = (bm_payload_status_t)(rand() % 3);
+            assert_int_equal(head_full(v, id, F->slot[id], opt, ps, now), 0);
+            bm_head_node_view_t nv = view(v);
+            if (!opt && !nv.td_head) /* believed (now or when its time comes) */
+                trusted_announced[id] = true;
+        } else if (op < 55 && F->ndeferred > 0) {
+            /* answer a deferred request: right, failed, or contradicting */
+            size_t k = (size_t)rand() % F->ndeferred;
+            root_t r = F->deferred[k].root;
+            size_t node = F->deferred[k].node;
+            F->deferred[k] = F->deferred[--F->ndeferred];
+            int how = rand() % 6;
+            if (how < 4)
+                answer(F, r.b, F->deferred[k].slot, node);
+            else if (how == 4)
+                bm_head_on_parent_failed(F->t, node, r.b, now);
+            else
+                bm_head_on_parent(F->t, node, r.b, 1 + (uint64_t)rand() % 400, R(rand() % N_IDS).b,
+                                  now);
+        } else if (op < 62) {
+            unsigned id = 1 + (unsigned)rand() % (N_IDS - 1);
+            bm_head_reorg_event_t re = {0};
+            re.slot = F->slot[id];
+            re.depth = 1;
+            memcpy(re.old_head, R(1 + (unsigned)rand() % (N_IDS - 1)).b, 32);
+            memcpy(re.new_head, R(id).b, 32);
+            re.optimistic = rand() % 8 == 0;
+            re.raw = "{}";
+            re.raw_len = 2;
+            bm_head_on_reorg(F->t, v, &re, now);
+        } else if (op < 67) {
+            unsigned id = 1 + (unsigned)rand() % (N_IDS - 1);
+            bm_head_on_block(F->t, v, F->slot[id], R(id).b, now);
+        } else if (op < 71) {
+            unsigned id = 1 + (unsigned)rand() % (N_IDS - 1);
+            bm_head_on_payload_available(F->t, v, F->slot[id], R(id).b, now);
+        } else if (op < 74) {
+            bm_head_on_disconnect(F->t, v, now);
+        } else if (op < 77) {
+            bm_head_on_connect(F->t, v, now);
+        } else if (op < 81) {
+            bm_head_on_sync_head(F->t, v, cur + (uint64_t)(rand() % 4), now);
+        } else if (op < 85) {
+            bm_head_set_quorum(F->t, 1 + (uint32_t)(rand() % 3));
+        } else if (op < 88) {
+            bm_head_set_node_vote(F->t, v, rand() % 4 != 0);
+        } else {
+            tick(now);
+        }
+        /* invariants */
+        assert_true(bm_head_block_count(F->t) <= 128);
+        bm_head_info_t h;
+        if (bm_head_cluster(F->t, &h)) {
+            unsigned id;
+            assert_true(is_truth(h.root, &id));
+            assert_true(trusted_announced[id]); /* never a head only optimistic nodes held */
+            assert_true(h.slot <= bm_slot_at(&(bm_slot_clock_t){GENESIS, SLOT, SPE}, now) + 1);
+        }
+        for (size_t k = 0; k < 4; k++) {
+            bm_head_node_view_t nv = view(k);
+            if (nv.voter)
+                assert_true(!nv.optimistic && !nv.forked && !nv.time_discrepancy && nv.may_vote &&
+                            nv.has_head && !nv.stale);
+            assert_true(nv.fetch_in_flight <= 4);
+        }
+    }
+    assert_int_equal(F->order_errors, 0);
+    assert_true(F->nchange > 20);
+    /* header requests stay well below one per input (about 3500 here), however the
+     * answers come; without per-slot budgets a small table made them endless */
+    assert_true(bm_head_stats(F->t)->fetches < 10000);
+    assert_true(bm_head_stats(F->t)->pruned > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1033,6 +1159,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_arrival_delays_and_firsts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_bounded_under_flood, setup, teardown),
         cmocka_unit_test_setup_teardown(test_listener_may_call_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_inputs_keep_invariants, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
