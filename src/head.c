@@ -34,7 +34,9 @@ typedef struct blk {
     uint8_t root[32];
     uint8_t parent[32];
     uint64_t slot;
+    uint64_t parent_slot; /* the parent's slot once seen (it may be pruned), else SLOT_UNKNOWN */
     uint64_t first_seen_ms;
+    uint64_t used_ms; /* last announced or walked: a full table drops the least recent */
     uint64_t asked_at_ms;
     uint64_t asked_mask; /* nodes already asked for this root's header */
     int16_t first_node;  /* first node to announce it as head (any), -1 */
@@ -274,8 +276,12 @@ static void prune(bm_head_t *t, bool force)
     }
     uint64_t floor = 0, stub_floor_ms = 0;
     if (t->clock_known) {
-        uint64_t wall = bm_slot_at(&t->clock, t->now);
-        floor = wall > keep_slots(t) ? wall - keep_slots(t) : 0;
+        /* Counted back from the older of the clock and the cluster head: while the head
+         * lags (no quorum), what the rules walk from it must stay. */
+        uint64_t ref = bm_slot_at(&t->clock, t->now);
+        if (t->has_head && t->head_slot < ref)
+            ref = t->head_slot;
+        floor = ref > keep_slots(t) ? ref - keep_slots(t) : 0;
         uint64_t age = keep_slots(t) * t->clock.slot_ms;
         stub_floor_ms = t->now > age ? t->now - age : 0;
     }
@@ -296,7 +302,7 @@ static void prune(bm_head_t *t, bool force)
             drop[i] = true;
             kept--;
         } else if (order) {
-            order[norder].seen = b->first_seen_ms;
+            order[norder].seen = b->used_ms;
             order[norder].i = i;
             norder++;
         }
@@ -344,6 +350,8 @@ static int32_t blk_get(bm_head_t *t, const uint8_t root[32], uint64_t slot, bool
         }
         if (seen_ms < b->first_seen_ms)
             b->first_seen_ms = seen_ms;
+        if (t->now > b->used_ms)
+            b->used_ms = t->now;
         return i;
     }
     if (!create)
@@ -357,7 +365,9 @@ static int32_t blk_get(bm_head_t *t, const uint8_t root[32], uint64_t slot, bool
     memcpy(b->root, root, 32);
     b->slot = slot == SLOT_UNKNOWN ? 0 : slot;
     b->slot_known = slot != SLOT_UNKNOWN;
+    b->parent_slot = SLOT_UNKNOWN;
     b->first_seen_ms = seen_ms;
+    b->used_ms = t->now;
     b->first_node = b->first_voter = b->asking = -1;
     idx_insert(t, t->nblk);
     return (int32_t)t->nblk++;
@@ -394,6 +404,8 @@ static int is_anc_ex(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, c
             return YES;
         int32_t p = blk_find(t, b->parent);
         if (p < 0 || !t->blk[p].slot_known) {
+            if (b->parent_slot != SLOT_UNKNOWN && b->parent_slot <= a_slot)
+                return NO; /* its parent, not `a`, is at or below a's slot */
             if (pending && p >= 0)
                 *pending = t->blk[p].pstate == P_ASKING;
             return UNK;
@@ -650,6 +662,19 @@ static void want(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, size_t 
 }
 
 /*
+ * Caches block i's parent's slot in i when the parent's entry is at hand. Returns true
+ * when the parent's entry exists (the walk may go on to it).
+ */
+static bool note_parent_slot(bm_head_t *t, int32_t i)
+{
+    int32_t p = blk_find(t, t->blk[i].parent);
+    if (p < 0 || !t->blk[p].slot_known)
+        return false;
+    t->blk[i].parent_slot = t->blk[p].slot;
+    return true;
+}
+
+/*
  * Asks for what the rules miss: for each askable node whose head is not on the cluster
  * chain at or behind the head, the first missing link of its chain (extension, forked
  * and reorg-depth judgements need it) down to where it meets the cluster chain; for the
@@ -661,7 +686,9 @@ static void request_parents(bm_head_t *t)
     if (!t->fetch || !t->clock_known)
         return;
     uint64_t chase = (uint64_t)t->o.chase_epochs * t->clock.slots_per_epoch;
-    uint64_t floor = t->has_head && t->head_slot > chase ? t->head_slot - chase : 0;
+    uint64_t target = t->has_head && t->head_slot > chase ? t->head_slot - chase : 0;
+    uint64_t nfloor =
+        t->has_head && t->head_slot > keep_slots(t) ? t->head_slot - keep_slots(t) : 0;
     for (size_t v = 0; v < t->n; v++) {
         node_t *nv = &t->nodes[v];
         if (!nv->has_head || nv->stale || !askable(t, nv))
@@ -679,23 +706,26 @@ static void request_parents(bm_head_t *t)
                 want(t, cur, SLOT_UNKNOWN, v);
                 break;
             }
-            const blk_t *b = &t->blk[i];
+            blk_t *b = &t->blk[i];
+            b->used_ms = t->now;
             if (t->has_head && b->slot_known &&
-                (b->slot < floor ||
+                (b->slot < nfloor ||
                  (b->slot <= t->head_slot && is_anc(t, cur, b->slot, t->head, NULL) == YES)))
-                break; /* met the cluster chain, or far enough */
+                break; /* met the cluster chain, or as far back as knowledge is kept */
             if (b->pstate != P_KNOWN) {
                 want(t, cur, SLOT_UNKNOWN, v);
                 break;
             }
-            memcpy(cur, b->parent, 32);
             if (!t->has_head)
                 break; /* before the first head only the heads' own parents matter */
+            if (!note_parent_slot(t, i) && t->blk[i].parent_slot != SLOT_UNKNOWN &&
+                t->blk[i].parent_slot < nfloor)
+                break; /* the parent is older than what is kept: never ask for it again */
+            memcpy(cur, t->blk[i].parent, 32);
         }
     }
     if (!t->has_head)
         return;
-    uint64_t target = floor;
     size_t holder = t->n;
     for (size_t v = 0; v < t->n && holder == t->n; v++)
         if (t->nodes[v].has_head && !t->nodes[v].stale &&
@@ -713,14 +743,18 @@ static void request_parents(bm_head_t *t)
             want(t, cur, SLOT_UNKNOWN, holder);
             return;
         }
-        const blk_t *b = &t->blk[i];
+        blk_t *b = &t->blk[i];
+        b->used_ms = t->now;
         if (b->slot_known && b->slot <= target)
             return;
         if (b->pstate != P_KNOWN) {
             want(t, cur, SLOT_UNKNOWN, holder);
             return;
         }
-        memcpy(cur, b->parent, 32);
+        if (!note_parent_slot(t, i) && t->blk[i].parent_slot != SLOT_UNKNOWN &&
+            t->blk[i].parent_slot <= target)
+            return;
+        memcpy(cur, t->blk[i].parent, 32);
     }
 }
 
@@ -912,14 +946,34 @@ static void process_pending(bm_head_t *t)
 
 /* ---- the decision ------------------------------------------------------------------- */
 
+/*
+ * Re-judges every node against the cluster head. A node off the cluster chain for more
+ * than a slot is forked, but only while `quorum` voters are on that chain (at, behind or
+ * ahead of the head): "forked" means off the chain the cluster agrees on. When no quorum
+ * is on it any more (the nodes scattered, or all moved elsewhere), nobody is forked, so
+ * that they can vote again and a quorum can form; otherwise a cluster whose nodes all
+ * left its head would exclude them all and never move again.
+ */
 static void update_relations(bm_head_t *t)
 {
+    bool pend[BM_HEAD_MAX_NODES];
+    bm_head_relation_t rels[BM_HEAD_MAX_NODES];
+    uint32_t on_chain = 0;
     for (size_t vi = 0; vi < t->n; vi++) {
         node_t *v = &t->nodes[vi];
-        bm_head_relation_t rel = BM_HEAD_REL_NONE;
-        bool pending = false;
+        rels[vi] = BM_HEAD_REL_NONE;
+        pend[vi] = false;
         if (t->has_head && v->has_head)
-            rel = relation_ex(t, v->root, root_slot(t, v->root, v->slot), NULL, &pending);
+            rels[vi] = relation_ex(t, v->root, root_slot(t, v->root, v->slot), NULL, &pend[vi]);
+        on_chain +=
+            voter(v) && (rels[vi] == BM_HEAD_REL_EQUAL || rels[vi] == BM_HEAD_REL_ANCESTOR ||
+                         rels[vi] == BM_HEAD_REL_DESCENDANT);
+    }
+    bool agreed = on_chain >= t->quorum;
+    for (size_t vi = 0; vi < t->n; vi++) {
+        node_t *v = &t->nodes[vi];
+        bm_head_relation_t rel = rels[vi];
+        bool pending = pend[vi];
         if (rel == BM_HEAD_REL_UNKNOWN && pending && v->off)
             rel = BM_HEAD_REL_OFF; /* its header is on the way: keep judging as before */
         bool changed = rel != v->rel;
@@ -953,7 +1007,11 @@ static void update_relations(bm_head_t *t)
             }
             break;
         }
-        if (v->off && !v->forked && t->clock_known && t->now > v->off_since_ms + t->clock.slot_ms) {
+        if (v->forked && !agreed) {
+            v->forked = false; /* the off timer stays: it is forked again once a quorum is back */
+            changed = true;
+        } else if (v->off && !v->forked && agreed && t->clock_known &&
+                   t->now > v->off_since_ms + t->clock.slot_ms) {
             v->forked = true;
             changed = true;
         }
@@ -1810,6 +1868,11 @@ int bm_head_root_at_slot(const bm_head_t *t, uint64_t slot, uint8_t out[32])
         if (cur < 0 || t->blk[cur].pstate != P_KNOWN)
             return BM_ENOTFOUND;
         int32_t p = blk_find(t, t->blk[cur].parent);
+        if ((p < 0 || !t->blk[p].slot_known) && t->blk[cur].parent_slot != SLOT_UNKNOWN &&
+            t->blk[cur].parent_slot <= slot) {
+            memcpy(out, t->blk[cur].parent, 32); /* its entry is gone, its slot is known */
+            return 0;
+        }
         if (p < 0 || !t->blk[p].slot_known)
             return BM_ENOTFOUND;
         if (t->blk[p].slot <= slot) {

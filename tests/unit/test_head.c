@@ -92,6 +92,7 @@ typedef struct fx {
         uint64_t slot;
     } deferred[256];
     size_t ndeferred;
+    uint32_t fetched[MAXB]; /* requests per truth block */
 } fx_t;
 
 static fx_t *F;
@@ -166,6 +167,9 @@ static void on_fetch(const uint8_t root[32], uint64_t slot, size_t node, void *u
         f->fetch[f->nfetch].slot = slot;
     }
     f->nfetch++;
+    unsigned fid;
+    if (is_truth(root, &fid))
+        f->fetched[fid]++;
     if (f->mode == ANSWER_LATER && f->ndeferred < 256) {
         memcpy(f->deferred[f->ndeferred].root.b, root, 32);
         f->deferred[f->ndeferred].node = node;
@@ -602,6 +606,37 @@ static void test_quorum_chain_reorg_moves_back(void **state)
     assert_int_equal(last_change()->c.move, BM_HEAD_MOVE_EXTEND);
 }
 
+static void test_scattered_nodes_are_not_all_forked(void **state)
+{
+    linear(90, 100);
+    blk(1101, 99, 101); /* three branches from 99 */
+    blk(2101, 99, 101);
+    blk(3101, 99, 101);
+    blk(1104, 1101, 104); /* two nodes later agree on one of them */
+    make(3, 2, 1, 0);
+    for (size_t v = 0; v < 3; v++)
+        head(v, 100, T(100, 300));
+    assert_true(cluster_is(100));
+    head(0, 1101, T(101, 100));
+    head(1, 2101, T(101, 200));
+    head(2, 3101, T(101, 300));
+    tick(T(103, 0)); /* off the cluster chain for two slots, all of them */
+    for (size_t v = 0; v < 3; v++) {
+        assert_int_equal(view(v).relation, BM_HEAD_REL_OFF);
+        assert_false(view(v).forked); /* no quorum holds the cluster chain: nobody is */
+        assert_true(view(v).voter);
+    }
+    assert_true(cluster_is(100));
+    head(0, 1104, T(104, 100));
+    head(1, 1104, T(104, 200)); /* a quorum forms again: the head follows it */
+    assert_true(cluster_is(1104));
+    assert_true(last_change()->c.by_quorum);
+    /* the one left elsewhere is forked now that a quorum holds the chain */
+    tick(T(105, 400));
+    assert_true(view(2).forked);
+    assert_false(view(0).forked);
+}
+
 /* ---- excluded nodes ------------------------------------------------------------------- */
 
 static void test_forked_node_never_followed(void **state)
@@ -985,9 +1020,18 @@ static void test_memory_bounded_under_flood(void **state)
     uint8_t out[32];
     assert_int_equal(bm_head_root_at_slot(F->t, 155, out), 0);
     assert_memory_equal(out, R(155).b, 32);
-    /* and everything old goes with time */
+    /* while the head stands still, knowledge near it stays (bounded by the cap) */
     tick(T(300, 0));
-    assert_true(bm_head_block_count(F->t) <= 4 * SPE + 1 + 3); /* head chain + node heads */
+    assert_true(bm_head_block_count(F->t) <= 256);
+    /* once the cluster moves on, the flood's leftovers age out */
+    for (unsigned s = 161; s <= 200; s++) {
+        head(0, s, T(300 + s, 200));
+        head(1, s, T(300 + s, 300));
+        tick(T(300 + s, 400));
+    }
+    assert_true(cluster_is(200));
+    /* what is left: the cluster chain keep_epochs back (33 blocks) and node heads */
+    assert_true(bm_head_block_count(F->t) <= 4 * SPE + 1 + 2);
 }
 
 /* ---- re-entrancy ---------------------------------------------------------------------- */
@@ -1026,7 +1070,9 @@ static void test_listener_may_call_back(void **state)
 
 static void test_random_inputs_keep_invariants(void **state)
 {
-    srand(12345);
+    /* fixed seed; BM_TEST_SEED=n replays another sequence */
+    const char *seed = getenv("BM_TEST_SEED");
+    srand(seed ? (unsigned)strtoul(seed, NULL, 10) : 12345u);
     /* a truth tree with forks: two blocks per slot, parents a few blocks back */
     enum { N_IDS = 600 };
     for (unsigned i = 1; i < N_IDS; i++) {
@@ -1124,9 +1170,40 @@ static void test_random_inputs_keep_invariants(void **state)
         }
     }
     assert_int_equal(F->order_errors, 0);
+    if (getenv("BM_TEST_VERBOSE")) {
+        bm_head_info_t hh;
+        bool has = bm_head_cluster(F->t, &hh);
+        unsigned hid = 0;
+        is_truth(hh.root, &hid);
+        fprintf(stderr, "changes %zu head %d id %u slot %llu quorum %u\n", F->nchange, has, hid,
+                (unsigned long long)hh.slot, bm_head_quorum(F->t));
+        for (size_t k = 0; k < 4; k++) {
+            bm_head_node_view_t nv = view(k);
+            unsigned vid = 0;
+            is_truth(nv.root, &vid);
+            fprintf(stderr,
+                    " node %zu head %u slot %llu rel %s voter %d opt %d td %d forked %d mv %d "
+                    "stale %d\n",
+                    k, vid, (unsigned long long)nv.slot, bm_head_relation_name(nv.relation),
+                    nv.voter, nv.optimistic, nv.time_discrepancy, nv.forked, nv.may_vote, nv.stale);
+        }
+    }
     assert_true(F->nchange > 20);
     /* header requests stay well below one per input (about 3500 here), however the
      * answers come; without per-slot budgets a small table made them endless */
+    if (getenv("BM_TEST_VERBOSE"))
+        fprintf(stderr, "fetches %llu pruned %llu timeouts %llu failures %llu\n",
+                (unsigned long long)bm_head_stats(F->t)->fetches,
+                (unsigned long long)bm_head_stats(F->t)->pruned,
+                (unsigned long long)bm_head_stats(F->t)->fetch_timeouts,
+                (unsigned long long)bm_head_stats(F->t)->fetch_failures);
+    if (getenv("BM_TEST_VERBOSE")) {
+        uint32_t hist[8] = {0};
+        for (unsigned i = 0; i < N_IDS; i++)
+            hist[F->fetched[i] > 7 ? 7 : F->fetched[i]]++;
+        fprintf(stderr, "ids fetched 0x:%u 1x:%u 2x:%u 3x:%u 4x:%u 5x:%u 6x:%u 7+x:%u\n", hist[0],
+                hist[1], hist[2], hist[3], hist[4], hist[5], hist[6], hist[7]);
+    }
     assert_true(bm_head_stats(F->t)->fetches < 10000);
     assert_true(bm_head_stats(F->t)->pruned > 0);
 }
@@ -1147,6 +1224,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_quorum_chain_reorg_moves_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forked_node_never_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_ancestry_is_not_forked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scattered_nodes_are_not_all_forked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_optimistic_heads_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_future_slots_time_discrepancy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_believed_from_slot_start_minus_500ms, setup, teardown),
