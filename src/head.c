@@ -1830,7 +1830,7 @@ int bm_head_node_view(const bm_head_t *t, size_t node, bm_head_node_view_t *out)
     }
     out->payload = v->payload;
     out->topic = v->topic;
-    out->optimistic = v->optimistic;
+    out->optimistic = v->optimistic || v->head_optimistic;
     out->received_ms = v->received_ms;
     out->pending = v->has_pending;
     if (v->has_pending) {

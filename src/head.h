@@ -8,25 +8,27 @@
  * listeners. The module that runs the per-node event streams feeds it; health, the
  * cluster event stream and the status page read it.
  *
- * The rules (DESIGN.md "Head tracker", docs/head-tracker.md):
- * - Only voters move the cluster head: a node votes with a believed, non-optimistic,
- *   fresh head while it is neither forked nor time-discrepant, and while health lets it
- *   (bm_head_set_node_vote). Support for a root = voters whose head is that root or a
- *   known descendant of it.
+ * The rules (DESIGN.md "Head tracker"; docs/head-tracker.md says why):
+ * - Only voters move the cluster head: a node votes with a believed, non-optimistic head
+ *   from a live stream while it is neither forked nor time-discrepant, and while health
+ *   lets it (bm_head_set_node_vote). Support for a root = voters whose head is that root
+ *   or a known descendant of it.
  * - Extension: a voter's head that descends from the cluster head through known parent
  *   links (normally its direct child) moves it at once, from one node alone. Parents are
- *   learned from block headers the tracker asks for (bm_head_set_fetch), one request per
- *   root, de-duplicated while in flight.
- * - Anything else (first head, competing block, older parent, jump with unknown ancestry)
- *   needs `quorum` supporters and must beat the current head: more supporters, or as many
- *   at a later slot. Among several candidates: most supporters, then first seen. A known
- *   (or possible) ancestor of the cluster head is never a candidate: lagging nodes cannot
- *   pull the head back. Only `quorum` voters that reported a chain_reorg to an ancestor,
- *   and now hold it, move the head back to it.
+ *   learned from block headers the tracker asks for (bm_head_set_fetch): one request per
+ *   root, de-duplicated while in flight, bounded per node in flight and per slot.
+ * - Anything else (first head, competing block, older parent, unknown ancestry) needs
+ *   `quorum` supporters and must beat the current head: more supporters, or as many at a
+ *   later slot. Among several candidates: most supporters, then first seen. A known (or
+ *   possible) ancestor of the cluster head is never a candidate: lagging nodes cannot pull
+ *   the head back; only `quorum` voters that reported a chain_reorg to an ancestor, and
+ *   hold it, move the head back to it. Quorum decisions wait while a voter's deciding
+ *   header is in flight.
  * - A head for slot s is believed from slot_start(s) - 500 ms; earlier ones are pending.
  *   A head more than a slot ahead of the clock (or a syncing head_slot that is) makes the
- *   node time-discrepant. A head off the cluster chain (known parent links prove it) for
- *   more than one slot makes the node forked; unknown ancestry proves nothing.
+ *   node time-discrepant. A head off the cluster chain (proven by known parent links) for
+ *   more than one slot makes the node forked, while a quorum of voters is on that chain;
+ *   unknown ancestry proves nothing.
  * - Block knowledge is bounded (max_blocks entries, keep_epochs of age).
  *
  * Re-entrancy: listeners and the fetch function are called after an input has been fully
