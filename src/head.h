@@ -46,10 +46,10 @@
 #include "buf.h"
 #include "clock.h"
 
-#define BM_HEAD_MAX_NODES 64          /* node indices 0..63 */
-#define BM_HEAD_DELAYS 8              /* recent arrival delays kept per node */
-#define BM_HEAD_DISPARITY_MS 500      /* MAXIMUM_GOSSIP_CLOCK_DISPARITY */
-#define BM_HEAD_RAW_MAX (16u * 1024u) /* larger raw event data is not kept */
+#define BM_HEAD_MAX_NODES 64     /* node indices 0..63 */
+#define BM_HEAD_DELAYS 8         /* recent arrival delays kept per node */
+#define BM_HEAD_DISPARITY_MS 500 /* MAXIMUM_GOSSIP_CLOCK_DISPARITY */
+#define BM_HEAD_RAW_MAX 16384u   /* larger raw event data is not kept */
 #define BM_HEAD_MAX_LISTENERS 8
 
 /** Gloas payload status of a head (head_v2 `payload_status`). */

@@ -143,7 +143,7 @@ static void on_tick(uint64_t now, void *ud)
 
 static void answer(fx_t *f, const uint8_t root[32], uint64_t slot, size_t node)
 {
-    unsigned id;
+    unsigned id = 0;
     if (is_truth(root, &id) && f->exists[id]) {
         root_t p = R(f->parent[id]);
         bm_head_on_parent(f->t, node, root, f->slot[id], p.b, f->now);
@@ -167,7 +167,7 @@ static void on_fetch(const uint8_t root[32], uint64_t slot, size_t node, void *u
         f->fetch[f->nfetch].slot = slot;
     }
     f->nfetch++;
-    unsigned fid;
+    unsigned fid = 0;
     if (is_truth(root, &fid))
         f->fetched[fid]++;
     if (f->mode == ANSWER_LATER && f->ndeferred < 256) {
@@ -672,7 +672,7 @@ static void test_forked_node_never_followed(void **state)
     head(0, 103, T(103, 300));
     assert_true(cluster_is(103));
     for (size_t i = 0; i < F->nchange && i < 64; i++) {
-        unsigned id;
+        unsigned id = 0;
         assert_true(is_truth(F->ch[i].c.root, &id));
         assert_true(id < 1000); /* never one of its blocks */
     }
@@ -1156,7 +1156,7 @@ static void test_random_inputs_keep_invariants(void **state)
         assert_true(bm_head_block_count(F->t) <= 128);
         bm_head_info_t h;
         if (bm_head_cluster(F->t, &h)) {
-            unsigned id;
+            unsigned id = 0;
             assert_true(is_truth(h.root, &id));
             assert_true(trusted_announced[id]); /* never a head only optimistic nodes held */
             assert_true(h.slot <= bm_slot_at(&(bm_slot_clock_t){GENESIS, SLOT, SPE}, now) + 1);
