@@ -60,6 +60,17 @@ typedef enum bm_outcome {
     BM_OUTCOME_NET_ERROR, /* no HTTP answer: refused, reset, timed out */
 } bm_outcome_t;
 
+/* A node's last /eth/v1/node/syncing answer (issue 4; owner: health). */
+typedef struct bm_node_syncing {
+    bool known; /* an answer was recorded */
+    bool is_syncing;
+    bool is_optimistic;
+    bool el_offline;
+    uint64_t head_slot;
+    uint64_t sync_distance;
+    uint64_t at_ms; /* when it was recorded */
+} bm_node_syncing_t;
+
 typedef struct bm_node_stats {
     uint64_t requests;   /* transfers finished (any outcome) */
     uint64_t errors;     /* network errors, timeouts and 5xx */
@@ -75,20 +86,25 @@ typedef struct bm_node_stats {
  * the named module maintains.
  */
 typedef struct bm_node {
-    int index;            /* position in configuration order, 0-based */
-    char *id;             /* configured id */
-    char *url;            /* base URL, with credentials: never log this */
-    char *url_masked;     /* base URL with the password replaced, for logs and status */
-    bm_hdrs_t extra;      /* per-node request headers (API keys) */
+    int index;        /* position in configuration order, 0-based */
+    char *id;         /* configured id */
+    char *url;        /* base URL, with credentials: never log this */
+    char *url_masked; /* base URL with the password replaced, for logs and status */
+    bm_hdrs_t extra;  /* per-node request headers (API keys) */
     bm_node_state_t state;
     char state_reason[160]; /* why the node is in its state, for logs and status */
     char input_reason[160]; /* owner: pool; the last network error or discovery verdict */
     uint64_t state_since_ms;
-    bool reachable;       /* owner: pool (bm_pool_record); false after repeated network errors */
+    bool reachable; /* owner: pool (bm_pool_record); false after repeated network errors */
     bm_network_verdict_t network; /* owner: discovery (bm_pool_set_network) */
-    bm_client_t client;   /* owner: discovery */
-    char *version;        /* owner: discovery; NULL until known */
+    bm_client_t client;           /* owner: discovery */
+    char *version;                /* owner: discovery; NULL until known */
     bm_node_stats_t stats;
+
+    /* ---- issue 4, owner: health (bm_health_set_syncing, bm_health_eval) -------------- */
+    bm_node_syncing_t syncing; /* last syncing answer; can only make the state worse */
+    bool head_lag_known;       /* a cluster head and a head of this node both exist */
+    int64_t head_lag;          /* cluster head slot - node head slot (negative: ahead) */
 } bm_node_t;
 
 typedef struct bm_pool bm_pool_t;
@@ -150,8 +166,8 @@ void bm_pool_record(bm_pool_t *p, bm_node_t *n, bm_outcome_t outcome, bool refus
                     uint64_t latency_us, const char *detail);
 
 /** Sets discovery's verdict on a node's network; input listeners run when it changes. */
-void bm_pool_set_network(bm_pool_t *p, bm_node_t *n, bm_network_verdict_t verdict,
-                         const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void bm_pool_set_network(bm_pool_t *p, bm_node_t *n, bm_network_verdict_t verdict, const char *fmt,
+                         ...) __attribute__((format(printf, 4, 5)));
 
 /** Why the node's inputs are what they are (last network error or verdict), for states. */
 const char *bm_node_input_reason(const bm_node_t *n);
