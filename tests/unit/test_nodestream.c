@@ -415,7 +415,7 @@ static void test_fragmented_crlf(void **state)
     RUN_UNTIL(&f->loop, f->nev >= 3, BOUND_MS);
     assert_int_equal(f->nev, 3);
     assert_string_equal(f->target[0], "/eth/v1/events?topics=head&topics=block");
-    assert_string_equal(f->accept, "text/event-stream");
+    assert_string_equal(f->accept, "text/event-stream, */*;q=0.1");
     assert_string_equal(f->evs[0].topic, "head");
     assert_string_equal(f->evs[0].data, "{\"slot\":\"1\"}");
     assert_string_equal(f->evs[1].topic, "block");
