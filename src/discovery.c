@@ -18,6 +18,8 @@
 #include "log.h"
 #include "url.h"
 
+#define MAX_CHAIN_LISTENERS 8
+
 enum { EP_VERSION, EP_GENESIS, EP_SPEC, EP_FORK_SCHEDULE, EP_DEPOSIT, EP_COUNT };
 
 static const char *const ep_paths[EP_COUNT] = {
@@ -55,8 +57,11 @@ struct bm_discovery {
     bool stopped;
     bool free_pending;
     int open_handles;
-    bm_discovery_chain_fn chain_fn;
-    void *chain_ud;
+    struct {
+        bm_discovery_chain_fn fn;
+        void *ud;
+    } chain_listeners[MAX_CHAIN_LISTENERS];
+    size_t n_chain_listeners;
     bm_hdrs_t req_headers;
 };
 
@@ -111,10 +116,23 @@ bm_discovery_t *bm_discovery_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *
     return d;
 }
 
-void bm_discovery_on_chain(bm_discovery_t *d, bm_discovery_chain_fn fn, void *ud)
+int bm_discovery_on_chain(bm_discovery_t *d, bm_discovery_chain_fn fn, void *ud)
 {
-    d->chain_fn = fn;
-    d->chain_ud = ud;
+    if (d->n_chain_listeners == MAX_CHAIN_LISTENERS)
+        return BM_ENOMEM;
+    d->chain_listeners[d->n_chain_listeners].fn = fn;
+    d->chain_listeners[d->n_chain_listeners].ud = ud;
+    d->n_chain_listeners++;
+    return 0;
+}
+
+void bm_discovery_off_chain(bm_discovery_t *d, void *ud)
+{
+    size_t out = 0;
+    for (size_t i = 0; i < d->n_chain_listeners; i++)
+        if (d->chain_listeners[i].ud != ud)
+            d->chain_listeners[out++] = d->chain_listeners[i];
+    d->n_chain_listeners = out;
 }
 
 const bm_chain_info_t *bm_discovery_chain(const bm_discovery_t *d)
@@ -299,8 +317,8 @@ static void set_chain(bm_discovery_t *d, const bm_chain_info_t *c)
     else
         bm_log(BM_LOG_INFO, "chain configuration changed (fork schedule or constants)");
     arm_epoch_timer(d);
-    if (d->chain_fn)
-        d->chain_fn(&d->chain, d->chain_ud);
+    for (size_t i = 0; i < d->n_chain_listeners; i++)
+        d->chain_listeners[i].fn(&d->chain, d->chain_listeners[i].ud);
 }
 
 /* ---- rounds ----------------------------------------------------------------------- */

@@ -744,7 +744,7 @@ void bm_monitor_stop(bm_monitor_t *m)
     m->stopped = true;
     if (m->started) {
         bm_head_set_fetch(m->head, NULL, NULL);
-        bm_discovery_on_chain(m->disc, NULL, NULL);
+        bm_discovery_off_chain(m->disc, m);
     }
     for (size_t i = 0; i < m->n; i++) {
         bm_nodestream_free(m->nodes[i].stream);
