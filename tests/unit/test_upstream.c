@@ -1573,6 +1573,135 @@ static void test_methods(void **state)
     rec_dispose(&r);
 }
 
+/* Runs one request to completion and returns its error code (the record is disposed). */
+static int run_one(fx_t *f, const bm_xfer_req_t *q, size_t *body_len)
+{
+    rec_t r;
+    rec_init(&r, f);
+    assert_non_null(start(f, &r, q));
+    RUN_UNTIL(&f->loop, r.dones, 5000);
+    assert_int_equal(r.dones, 1);
+    int err = r.err;
+    if (body_len)
+        *body_len = r.body ? r.body->len : (size_t)-1;
+    rec_dispose(&r);
+    return err;
+}
+
+/*
+ * Transfers and their easy handles are recycled (last in, first out), and a handle whose
+ * transfer ended cleanly keeps its options for the next request, which sets only what
+ * varies. Requests run one after the other here, so each reuses the previous one's
+ * handle: none may inherit a method, a body, a header, credentials, a timeout or a size
+ * limit from the request before it.
+ */
+static void test_no_option_leaks_between_requests(void **state)
+{
+    fx_t *f = *state;
+    char u[128];
+    bm_buf_t *body = bm_buf_from_str("payload");
+    bm_hdrs_t extra;
+    bm_hdrs_init(&extra);
+    bm_hdrs_add_z(&extra, "X-Api-Key", "k1");
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", "application/json");
+
+    /* POST with a body, credentials, extra fields and a timeout ... */
+    snprintf(u, sizeof u, "http://user:s3cret@127.0.0.1:%d/echo", f->srv.port);
+    bm_xfer_req_t q = req_get(u);
+    q.method = "POST";
+    q.body = body;
+    q.headers = &h;
+    q.extra = &extra;
+    q.timeout_ms = 300;
+    assert_int_equal(run_one(f, &q, NULL), 0);
+    sreq_t *s = &f->srv.reqs[0];
+    assert_string_equal(s->method, "POST");
+    assert_string_equal(bm_str_data(&s->body), "payload");
+    assert_non_null(bm_hdrs_get(&s->h, "Authorization"));
+
+    /* ... then a plain GET: nothing of it carries over. */
+    q = req_get(url(f, "/echo"));
+    size_t n = 0;
+    assert_int_equal(run_one(f, &q, &n), 0);
+    s = &f->srv.reqs[1];
+    assert_string_equal(s->method, "GET");
+    assert_int_equal(bm_str_len(&s->body), 0);
+    assert_int_equal(n, 0);
+    assert_null(bm_hdrs_get(&s->h, "Content-Length"));
+    assert_null(bm_hdrs_get(&s->h, "Content-Type"));
+    assert_null(bm_hdrs_get(&s->h, "Authorization"));
+    assert_null(bm_hdrs_get(&s->h, "X-Api-Key"));
+    assert_null(bm_hdrs_get(&s->h, "Expect"));
+    assert_string_equal(bm_hdrs_get(&s->h, "Accept-Encoding"), "identity");
+    assert_int_equal(s->conn_id, f->srv.reqs[0].conn_id);
+
+    /* The timeout of the POST (300 ms) does not limit a slow GET that has none. */
+    q = req_get(url(f, "/stream?n=4&size=10&ms=120"));
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 40);
+
+    /* A custom method with a body, then GET: the method and the body are gone. */
+    q = req_get(url(f, "/echo"));
+    q.method = "PUT";
+    q.body = body;
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 7);
+    assert_string_equal(f->srv.reqs[3].method, "PUT");
+    q = req_get(url(f, "/echo"));
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_string_equal(f->srv.reqs[4].method, "GET");
+    assert_int_equal(bm_str_len(&f->srv.reqs[4].body), 0);
+
+    /* HEAD, then GET: the GET gets its body. */
+    q = req_get(url(f, "/head"));
+    q.method = "HEAD";
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 0);
+    q = req_get(url(f, "/hello"));
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 31);
+    assert_string_equal(f->srv.reqs[6].method, "GET");
+
+    /* HEAD, then POST: a POST, with its body. */
+    q = req_get(url(f, "/head"));
+    q.method = "HEAD";
+    assert_int_equal(run_one(f, &q, NULL), 0);
+    q = req_get(url(f, "/echo"));
+    q.method = "POST";
+    q.body = body;
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 7);
+    assert_string_equal(f->srv.reqs[8].method, "POST");
+
+    /* A small size limit, then requests without one (buffered, streamed). */
+    q = req_get(url(f, "/hello"));
+    q.max_response_bytes = 64;
+    assert_int_equal(run_one(f, &q, &n), 0);
+    q = req_get(url(f, "/big?n=5000&chunked=0"));
+    q.stream = true;
+    assert_int_equal(run_one(f, &q, NULL), 0);
+    q = req_get(url(f, "/hello"));
+    q.max_response_bytes = 64;
+    assert_int_equal(run_one(f, &q, &n), 0);
+    q = req_get(url(f, "/big?n=5000&chunked=0"));
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 5000);
+
+    /* A failed transfer (its handle is reset), then a normal one. */
+    q = req_get(url(f, "/big?n=5000&chunked=1"));
+    q.max_response_bytes = 100;
+    assert_int_equal(run_one(f, &q, NULL), BM_ETOOBIG);
+    q = req_get(url(f, "/big?n=5000&chunked=1"));
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 5000);
+
+    bm_buf_unref(body);
+    bm_hdrs_dispose(&h);
+    bm_hdrs_dispose(&extra);
+}
+
 static void test_https_goes_through_tls(void **state)
 {
     fx_t *f = *state;
@@ -1671,6 +1800,7 @@ int main(void)
         T(test_free_inside_callbacks),
         T(test_interim_head_skipped),
         T(test_methods),
+        T(test_no_option_leaks_between_requests),
         T(test_https_goes_through_tls),
         T(test_bad_requests),
     };
