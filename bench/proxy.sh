@@ -11,6 +11,8 @@
 # target N times, interleaved (direct, beaconmux, nginx, haproxy, direct, ...), and prints
 # the median of each column. BENCH_TARGETS picks targets (default: all four; direct is
 # always measured, it is the baseline). BENCH_SECONDS is the length of one measurement.
+# BENCH_COMPARE=/path/to/another/beaconmux adds that binary as the target "mux-other" (an
+# A/B of two builds within one run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/upstream.sh
@@ -52,6 +54,15 @@ if want beaconmux; then
   wait_port "$MUX_PORT"
   wait_http "$MUX_PORT" /healthz 100
   names+=(beaconmux); ports+=("$MUX_PORT")
+fi
+
+if [ -n "${BENCH_COMPARE:-}" ]; then
+  OTHER_PORT=$(free_port)
+  taskset -c 0 "$BENCH_COMPARE" --listen "127.0.0.1:$OTHER_PORT" --upstream "http://127.0.0.1:$UP_PORT" \
+    --log-level warn 2>"$WORK/mux-other.log" & PIDS+=($!)
+  wait_port "$OTHER_PORT"
+  wait_http "$OTHER_PORT" /healthz 100
+  names+=(mux-other); ports+=("$OTHER_PORT")
 fi
 
 if want nginx; then

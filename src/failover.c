@@ -12,6 +12,7 @@
  */
 #include "failover.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,6 +24,9 @@
 
 #define MAX_CANDIDATES 32
 #define MAX_KEPT_BODY (64 * 1024) /* a failed (5xx) answer kept to relay if all fail */
+#define SPARE_MAX 64              /* finished exchanges kept for reuse */
+
+typedef struct exchange exchange_t;
 
 struct bm_failover {
     bm_upstream_t *up;
@@ -30,6 +34,11 @@ struct bm_failover {
     bm_failover_opts_t opts;
     size_t active;
     bm_log_limit_t limit;
+    bm_str_t url; /* scratch for the URL of an attempt (copied by bm_upstream_start) */
+    /* Finished exchanges, reused with their header and string storage: a request then
+     * costs no allocation here once the loop has warmed up. */
+    exchange_t *spare[SPARE_MAX];
+    size_t n_spare;
 };
 
 typedef enum {
@@ -40,30 +49,32 @@ typedef enum {
     PH_STREAM,   /* committed: streaming to the client */
 } phase_t;
 
-typedef struct exchange {
+struct exchange {
     bm_failover_t *f;
     bm_req_t *req;
     bm_node_t *cand[MAX_CANDIDATES];
     size_t n_cand;
-    size_t next;           /* next candidate to try */
-    bm_node_t *node;       /* node of the running attempt */
-    bm_xfer_t *xfer;       /* running attempt, or NULL */
+    size_t next;     /* next candidate to try */
+    bm_node_t *node; /* node of the running attempt */
+    bm_xfer_t *xfer; /* running attempt, or NULL */
     phase_t phase;
     bool committed;
-    bool finished;         /* the client request has been ended */
-    unsigned busy;         /* nesting depth of our callbacks */
+    bool finished; /* the client request has been ended */
+    unsigned busy; /* nesting depth of our callbacks */
     bool paused;
     /* the running attempt's answer while it is held (PH_BUFFER) */
     int held_status;
-    bm_hdrs_t held_hdrs;
     int64_t held_length; /* Content-Length of the answer, or -1 */
-    bm_str_t held_body;
     /* the last 5xx answer, relayed when every candidate failed */
     int kept_status;
+
+    /* Storage kept when the exchange is reused (exchange_new clears everything above). */
+    bm_hdrs_t held_hdrs;
+    bm_str_t held_body;
     bm_hdrs_t kept_hdrs;
     bm_str_t kept_body;
     bm_str_t errors; /* "node1: connection refused; node2: timed out" */
-} exchange_t;
+};
 
 void bm_failover_opts_default(bm_failover_opts_t *o)
 {
@@ -92,8 +103,23 @@ bm_failover_t *bm_failover_new(bm_upstream_t *up, bm_pool_t *pool, const bm_fail
     return f;
 }
 
+static void exchange_destroy(exchange_t *ex)
+{
+    bm_hdrs_dispose(&ex->kept_hdrs);
+    bm_str_dispose(&ex->kept_body);
+    bm_hdrs_dispose(&ex->held_hdrs);
+    bm_str_dispose(&ex->held_body);
+    bm_str_dispose(&ex->errors);
+    free(ex);
+}
+
 void bm_failover_free(bm_failover_t *f)
 {
+    if (!f)
+        return;
+    while (f->n_spare)
+        exchange_destroy(f->spare[--f->n_spare]);
+    bm_str_dispose(&f->url);
     free(f);
 }
 
@@ -102,15 +128,39 @@ size_t bm_failover_active(const bm_failover_t *f)
     return f->active;
 }
 
+/* A cleared exchange: a spare one, or a new one. NULL when out of memory. */
+static exchange_t *exchange_new(bm_failover_t *f)
+{
+    exchange_t *ex;
+    if (f->n_spare) {
+        ex = f->spare[--f->n_spare];
+        memset(ex, 0, offsetof(exchange_t, held_hdrs));
+    } else {
+        ex = calloc(1, sizeof *ex);
+        if (!ex)
+            return NULL;
+        bm_hdrs_init(&ex->held_hdrs);
+        bm_hdrs_init(&ex->kept_hdrs);
+    }
+    ex->f = f;
+    return ex;
+}
+
 static void exchange_free(exchange_t *ex)
 {
-    ex->f->active--;
-    bm_hdrs_dispose(&ex->kept_hdrs);
+    bm_failover_t *f = ex->f;
+    f->active--;
+    if (f->n_spare == SPARE_MAX) {
+        exchange_destroy(ex);
+        return;
+    }
+    bm_hdrs_clear(&ex->held_hdrs);
+    bm_hdrs_clear(&ex->kept_hdrs);
+    bm_str_clear(&ex->held_body);
+    /* a large kept answer is not worth keeping for the next request */
     bm_str_dispose(&ex->kept_body);
-    bm_hdrs_dispose(&ex->held_hdrs);
-    bm_str_dispose(&ex->held_body);
-    bm_str_dispose(&ex->errors);
-    free(ex);
+    bm_str_clear(&ex->errors);
+    f->spare[f->n_spare++] = ex;
 }
 
 /* Leaves one of our callbacks; frees the exchange if it is finished and nobody is inside. */
@@ -245,6 +295,8 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
         bm_str_clear(&ex->held_body);
         if (stream_at_once(ex, headers, ex->held_length))
             commit(ex);
+        else if (ex->held_length > 0)
+            bm_str_reserve(&ex->held_body, (size_t)ex->held_length); /* one allocation */
     }
     leave(ex);
 }
@@ -298,7 +350,7 @@ static void on_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     ex->xfer = NULL;
     bm_node_t *node = ex->node;
     node->stats.in_flight--;
-    bm_outcome_t outcome = res->err        ? BM_OUTCOME_NET_ERROR
+    bm_outcome_t outcome = res->err             ? BM_OUTCOME_NET_ERROR
                            : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
                                                 : BM_OUTCOME_OK;
     bm_pool_record(ex->f->pool, node, outcome, res->err == BM_ECONNREFUSED, res->elapsed_us,
@@ -351,16 +403,15 @@ static void start_next(exchange_t *ex)
     bm_failover_t *f = ex->f;
     while (ex->next < ex->n_cand && !ex->finished) {
         bm_node_t *node = ex->cand[ex->next++];
-        bm_str_t url = BM_STR_INIT;
-        if (bm_url_join(&url, node->url, bm_req_target(ex->req)) != 0) {
-            bm_str_dispose(&url);
+        bm_str_t *url = &f->url;
+        bm_str_clear(url);
+        if (bm_url_join(url, node->url, bm_req_target(ex->req)) != 0)
             continue;
-        }
         const char *method = bm_req_method(ex->req);
         bool is_read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
         bm_xfer_req_t xr = {
             .method = method,
-            .url = bm_str_data(&url),
+            .url = bm_str_data(url),
             .headers = bm_req_headers(ex->req),
             .extra = &node->extra,
             .body = bm_req_body(ex->req),
@@ -372,7 +423,6 @@ static void start_next(exchange_t *ex)
         ex->node = node;
         ex->phase = PH_HEAD;
         ex->xfer = bm_upstream_start(f->up, &xr, &xfer_cbs, ex);
-        bm_str_dispose(&url);
         if (ex->xfer) {
             node->stats.in_flight++;
             return;
@@ -415,16 +465,13 @@ static size_t pick_candidates(bm_failover_t *f, bm_client_t only, bm_node_t **ou
 
 void bm_failover_handle(bm_failover_t *f, bm_req_t *req, bm_client_t only)
 {
-    exchange_t *ex = calloc(1, sizeof *ex);
+    exchange_t *ex = exchange_new(f);
     if (!ex) {
         bm_resp_error(req, 500, "out of memory");
         return;
     }
     f->active++;
-    ex->f = f;
     ex->req = req;
-    bm_hdrs_init(&ex->kept_hdrs);
-    bm_hdrs_init(&ex->held_hdrs);
     ex->n_cand = pick_candidates(f, only, ex->cand, f->opts.max_attempts);
     ex->busy++;
     if (ex->n_cand == 0) {

@@ -315,6 +315,11 @@ static bool is_token(const char *s, size_t n)
         return false;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
+        /* letters, digits and '-' make up nearly every field name: decide those at once */
+        if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
+            continue;
+        if ((c >= '0' && c <= '9') || c == '-')
+            continue;
         if (c <= 0x20 || c >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", c))
             return false;
     }
