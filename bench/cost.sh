@@ -6,6 +6,8 @@
 # same nginx upstream as bench/proxy.sh. Prints instructions per request, in total and per
 # shared object, then the system calls per request of the plain binary under strace -c.
 # COST_KEEP=DIR keeps the callgrind output there (for callgrind_annotate).
+# COST_TARGET=nginx or haproxy measures that proxy instead (same upstream, same requests),
+# for a per-request comparison that no other job on the machine can disturb.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/upstream.sh
@@ -28,12 +30,47 @@ bench_upstream_conf "$UP_PORT" "$WORK/up"
 nginx -c "$WORK/up/nginx.conf" -p "$WORK/up" 2>"$WORK/up/stderr" & PIDS+=($!)
 wait_http "$UP_PORT" "$BENCH_PATH"
 
+TARGET=${COST_TARGET:-beaconmux}
+# proxy_cmd PORT: the command line of the proxy under test, listening on PORT.
+proxy_cmd() {
+  case "$TARGET" in
+    beaconmux)
+      echo "$BIN --listen 127.0.0.1:$1 --upstream http://127.0.0.1:$UP_PORT --log-level warn" ;;
+    nginx)
+      mkdir -p "$WORK/ngx$1"
+      cat > "$WORK/ngx$1/nginx.conf" <<CONF
+worker_processes 1; daemon off; master_process off; pid $WORK/ngx$1/nginx.pid;
+error_log $WORK/ngx$1/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off; keepalive_requests 1000000; keepalive_timeout 300s;
+  client_body_temp_path $WORK/ngx$1; proxy_temp_path $WORK/ngx$1; fastcgi_temp_path $WORK/ngx$1;
+  uwsgi_temp_path $WORK/ngx$1; scgi_temp_path $WORK/ngx$1;
+  upstream beacon { server 127.0.0.1:$UP_PORT; keepalive 128; }
+  server {
+    listen 127.0.0.1:$1;
+    location / { proxy_pass http://beacon; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+CONF
+      echo "nginx -c $WORK/ngx$1/nginx.conf -p $WORK/ngx$1" ;;
+    haproxy)
+      printf 'global\n  nbthread 1\n  maxconn 4096\ndefaults\n  mode http\n  timeout connect 1s\n  timeout client 30s\n  timeout server 30s\n  http-reuse always\nfrontend fe\n  bind 127.0.0.1:%s\n  default_backend be\nbackend be\n  server up 127.0.0.1:%s\n' \
+        "$1" "$UP_PORT" > "$WORK/hap$1.cfg"
+      echo "haproxy -f $WORK/hap$1.cfg -db" ;;
+    *) echo "bench: unknown COST_TARGET $TARGET" >&2; exit 2 ;;
+  esac
+}
+READY=/healthz
+[ "$TARGET" = beaconmux ] || READY=$BENCH_PATH
+
 # --- instructions per request (callgrind) ---
 MUX_PORT=$(free_port)
-valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$WORK/cg.out" \
-  "$BIN" --listen "127.0.0.1:$MUX_PORT" --upstream "http://127.0.0.1:$UP_PORT" --log-level warn \
-  2>"$WORK/cg.log" & VG=$!; PIDS+=($VG)
-wait_http "$MUX_PORT" /healthz 600
+CMD=$(proxy_cmd "$MUX_PORT")
+# shellcheck disable=SC2086
+valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$WORK/cg.out" $CMD \
+  >"$WORK/cg.stdout" 2>"$WORK/cg.log" & VG=$!; PIDS+=($VG)
+wait_http "$MUX_PORT" "$READY" 600
 python3 bench/load.py "$MUX_PORT" "$BENCH_PATH" 200 "$C"   # warm-up: connections, pools
 callgrind_control -i on "$VG" >/dev/null 2>&1
 python3 bench/load.py "$MUX_PORT" "$BENCH_PATH" "$N" "$C"
@@ -50,18 +87,19 @@ for line in sys.stdin:
     if m:
         obj = m.group(2).split("/")[-1].split(".so")[0]
         per[obj] = per.get(obj, 0) + int(m.group(1).replace(",", ""))
-print("instructions per proxied request: %.0f  (%d requests)" % (total / n, n))
+print("%s: instructions per proxied request: %.0f  (%d requests)" % (sys.argv[2], total / n, n))
 for obj, ir in sorted(per.items(), key=lambda kv: -kv[1]):
     if ir / n >= 100: print("  %-22s %8.0f" % (obj, ir / n))
-' "$N"
+' "$N" "$TARGET"
 
 # --- system calls per request (strace -c on the plain binary) ---
 MUX_PORT=$(free_port)
-"$BIN" --listen "127.0.0.1:$MUX_PORT" --upstream "http://127.0.0.1:$UP_PORT" --log-level warn \
-  2>"$WORK/mux.log" & MUX=$!; PIDS+=($MUX)
-wait_http "$MUX_PORT" /healthz 600
+CMD=$(proxy_cmd "$MUX_PORT")
+# shellcheck disable=SC2086
+$CMD >"$WORK/mux.stdout" 2>"$WORK/mux.log" & MUX=$!; PIDS+=($MUX)
+wait_http "$MUX_PORT" "$READY" 600
 python3 bench/load.py "$MUX_PORT" "$BENCH_PATH" 200 "$C"
-strace -c -q -o "$WORK/strace.txt" -p "$MUX" & ST=$!
+strace -c -q -f -o "$WORK/strace.txt" -p "$MUX" & ST=$!
 sleep 0.5 # strace attaches asynchronously; the counts below are per request either way
 python3 bench/load.py "$MUX_PORT" "$BENCH_PATH" "$N" "$C"
 kill -INT "$ST"; wait "$ST" 2>/dev/null || true

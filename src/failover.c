@@ -216,26 +216,69 @@ static void on_client_drain(bm_req_t *req, void *ud)
     }
 }
 
-/* Headers of a node's answer that go to the client: everything but hop-by-hop fields. */
-static void copy_response_headers(bm_hdrs_t *dst, const bm_hdrs_t *src)
+/* What on_head needs to know of a node's answer, found in one pass over its fields. */
+typedef struct head_info {
+    const char *connection;     /* the first Connection field's value, or NULL */
+    const char *content_length; /* the first Content-Length field's value, or NULL */
+    const char *content_type;   /* the first Content-Type field's value, or NULL */
+    bool chunked;               /* a Transfer-Encoding field is present */
+} head_info_t;
+
+static void scan_head(const bm_hdrs_t *h, head_info_t *hi)
 {
-    const char *conn = bm_hdrs_get(src, "connection");
+    memset(hi, 0, sizeof *hi);
+    for (size_t i = 0; i < h->n; i++) {
+        const bm_header_t *f = &h->items[i];
+        /* the length decides which single name to compare with */
+        switch (f->name_len) {
+        case 10:
+            if (!hi->connection && strncasecmp(f->name, "connection", 10) == 0)
+                hi->connection = f->value;
+            break;
+        case 12:
+            if (!hi->content_type && strncasecmp(f->name, "content-type", 12) == 0)
+                hi->content_type = f->value;
+            break;
+        case 14:
+            if (!hi->content_length && strncasecmp(f->name, "content-length", 14) == 0)
+                hi->content_length = f->value;
+            break;
+        case 17:
+            if (strncasecmp(f->name, "transfer-encoding", 17) == 0)
+                hi->chunked = true;
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/*
+ * Header fields of a node's answer that go to the client. The server drops the hop-by-hop
+ * fields of a response head itself (bm_resp_start), so only what it cannot know is dropped
+ * here: the Connection field (the node's "close" is not the client's) and the fields it
+ * lists, which are hop-by-hop for this message only.
+ */
+static void copy_response_headers(bm_hdrs_t *dst, const bm_hdrs_t *src, const head_info_t *hi)
+{
     for (size_t i = 0; i < src->n; i++) {
         const bm_header_t *h = &src->items[i];
-        if (bm_header_is_hop_by_hop(h->name, h->name_len))
-            continue;
-        if (conn && bm_header_listed_in_connection(conn, h->name, h->name_len))
-            continue;
+        if (hi->connection) {
+            if (h->name_len == 10 && strncasecmp(h->name, "connection", 10) == 0)
+                continue;
+            if (bm_header_listed_in_connection(hi->connection, h->name, h->name_len))
+                continue;
+        }
         bm_hdrs_add(dst, h->name, h->name_len, h->value, h->value_len);
     }
 }
 
 /* Content-Length of an answer, or -1 when it is chunked, absent or unusable. */
-static int64_t response_length(const bm_hdrs_t *h)
+static int64_t response_length(const head_info_t *hi)
 {
-    if (bm_hdrs_get(h, "transfer-encoding"))
+    if (hi->chunked)
         return -1;
-    const char *cl = bm_hdrs_get(h, "content-length");
+    const char *cl = hi->content_length;
     if (!cl || !*cl)
         return -1;
     char *end;
@@ -266,9 +309,9 @@ static void commit(exchange_t *ex)
 
 /* True for answers that must be streamed at once: event streams never complete, and
  * bodies announced larger than the hold limit would only be held to be sent anyway. */
-static bool stream_at_once(const exchange_t *ex, const bm_hdrs_t *headers, int64_t length)
+static bool stream_at_once(const exchange_t *ex, const head_info_t *hi, int64_t length)
 {
-    const char *ct = bm_hdrs_get(headers, "content-type");
+    const char *ct = hi->content_type;
     if (ct && strncasecmp(ct, "text/event-stream", 17) == 0)
         return true;
     return length > (int64_t)ex->f->opts.hold_bytes;
@@ -280,20 +323,22 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
     (void)x;
     ex->busy++;
     bool more = ex->next < ex->n_cand;
+    head_info_t hi;
+    scan_head(headers, &hi);
     if (status >= 500 && more) {
         ex->phase = PH_KEEP_5XX;
         ex->kept_status = status;
         bm_hdrs_clear(&ex->kept_hdrs);
-        copy_response_headers(&ex->kept_hdrs, headers);
+        copy_response_headers(&ex->kept_hdrs, headers, &hi);
         bm_str_clear(&ex->kept_body);
     } else {
         ex->phase = PH_BUFFER;
         ex->held_status = status;
-        ex->held_length = response_length(headers);
+        ex->held_length = response_length(&hi);
         bm_hdrs_clear(&ex->held_hdrs);
-        copy_response_headers(&ex->held_hdrs, headers);
+        copy_response_headers(&ex->held_hdrs, headers, &hi);
         bm_str_clear(&ex->held_body);
-        if (stream_at_once(ex, headers, ex->held_length))
+        if (stream_at_once(ex, &hi, ex->held_length))
             commit(ex);
         else if (ex->held_length > 0)
             bm_str_reserve(&ex->held_body, (size_t)ex->held_length); /* one allocation */
