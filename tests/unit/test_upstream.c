@@ -15,6 +15,7 @@
  *   /big?n=N&chunked=C       N pattern bytes, with Content-Length or chunked
  *   /early          a 103 interim head, then the final 200
  *   /head           200 with Content-Length: 10 and no body (for HEAD)
+ *   /bye            200, then the server closes the (keep-alive) connection
  *   anything else   200, the target as body
  * A request that does not start with a capital letter (a TLS ClientHello) gets a raw 400.
  */
@@ -333,6 +334,10 @@ static void handle(srv_t *s, sconn_t *c, sreq_t *r)
     } else if (strcmp(t, "/early") == 0) {
         sconn_printf(c, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
                         "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Final: yes\r\n\r\nok");
+    } else if (strcmp(t, "/bye") == 0) {
+        /* answers, then closes the connection without having said so */
+        respond(c, "", "bye", 3);
+        sconn_end(c);
     } else if (strcmp(t, "/head") == 0) {
         sconn_printf(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nX-Head: 1\r\n\r\n");
     } else {
@@ -1702,6 +1707,39 @@ static void test_no_option_leaks_between_requests(void **state)
     bm_hdrs_dispose(&extra);
 }
 
+/*
+ * Between requests the socket of an idle connection stays watched (parked) rather than
+ * being closed and watched anew. When the node closes that idle connection the watcher
+ * must stop (the loop goes quiet instead of spinning on a readable socket), and the next
+ * request must get a new connection.
+ */
+static void test_idle_connection_closed_by_node(void **state)
+{
+    fx_t *f = *state;
+    bm_xfer_req_t q = req_get(url(f, "/bye"));
+    size_t n = 0;
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 3);
+    RUN_UNTIL(&f->loop, f->srv.conns == NULL, 3000);
+    assert_null(f->srv.conns);
+    /* The loop must go idle: a spinning watcher would run it thousands of times. */
+    guard_t *g = guard_start(&f->loop, 100);
+    int turns = 0;
+    while (!g->expired) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+        turns++;
+    }
+    guard_stop(g);
+    assert_true(turns < 20);
+    for (int i = 0; i < 2; i++) {
+        q = req_get(url(f, "/hello"));
+        assert_int_equal(run_one(f, &q, &n), 0);
+        assert_int_equal(n, 31);
+    }
+    assert_int_equal(f->srv.accepts, 2);
+    assert_int_equal(f->srv.reqs[2].conn_id, f->srv.reqs[1].conn_id);
+}
+
 static void test_https_goes_through_tls(void **state)
 {
     fx_t *f = *state;
@@ -1801,6 +1839,7 @@ int main(void)
         T(test_interim_head_skipped),
         T(test_methods),
         T(test_no_option_leaks_between_requests),
+        T(test_idle_connection_closed_by_node),
         T(test_https_goes_through_tls),
         T(test_bad_requests),
     };
