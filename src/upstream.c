@@ -29,7 +29,8 @@
  * body, timeouts, size limit, header list), so nothing of one request can leak into the
  * next. A handle whose transfer did not end cleanly is curl_easy_reset and configured
  * anew. The header list is a curl_slist laid out by us in one block that the transfer
- * keeps (libcurl only reads it), not one allocation per line.
+ * keeps (libcurl only reads it), not one allocation per line, and the URL goes to libcurl
+ * pre-parsed when that sends the same bytes (see url_handle).
  */
 #include "upstream.h"
 
@@ -50,6 +51,7 @@
 #define DEFAULT_MAX_RESPONSE ((size_t)64 << 20)
 #define XFER_POOL_MAX 64
 #define METHOD_MAX 32
+#define CU_CACHE 8 /* parsed URL prefixes kept: one per node is enough */
 
 typedef enum {
     XS_FREE = 0,  /* in the free list */
@@ -86,6 +88,7 @@ struct bm_xfer {
 
     /* Request. */
     bm_buf_t *req_body; /* referenced until the transfer is released */
+    CURLU *curlu;       /* the pre-parsed URL handed to libcurl, or NULL */
     char method[METHOD_MAX + 1];
     char *secret; /* password (or token user name) of the URL, masked in messages */
     bool stream;
@@ -150,6 +153,14 @@ struct bm_upstream {
     size_t n_xfer;
 
     bm_log_limit_t fail_log;
+
+    /* Parsed "scheme://authority" prefixes of recent URLs (see url_handle). */
+    struct {
+        char *prefix;
+        size_t len;
+        CURLU *u;
+    } cu[CU_CACHE];
+    unsigned cu_next;
 };
 
 /* ---- global initialisation ------------------------------------------------------------ */
@@ -587,6 +598,12 @@ static void release(bm_upstream_t *up, bm_xfer_t *x)
     }
     bm_buf_unref(x->req_body);
     x->req_body = NULL;
+    if (x->curlu) {
+        /* libcurl keeps the pointer (set.uh): clear it before the handle is freed */
+        curl_easy_setopt(x->easy, CURLOPT_CURLU, NULL);
+        curl_url_cleanup(x->curlu);
+        x->curlu = NULL;
+    }
     bm_str_dispose(&x->body);
     free(x->secret);
     x->secret = NULL;
@@ -1081,6 +1098,12 @@ static void teardown(bm_upstream_t *up)
     }
     while (up->n_xfer)
         xfer_destroy(up->xfer_pool[--up->n_xfer]);
+    for (unsigned i = 0; i < CU_CACHE; i++) {
+        free(up->cu[i].prefix);
+        curl_url_cleanup(up->cu[i].u);
+        up->cu[i].prefix = NULL;
+        up->cu[i].u = NULL;
+    }
     up->in_curl++;
     curl_multi_cleanup(up->multi);
     up->in_curl--;
@@ -1246,6 +1269,89 @@ static int build_headers(bm_xfer_t *x, const bm_xfer_req_t *req, bool has_body, 
 }
 
 /*
+ * A pre-parsed URL for libcurl (CURLOPT_CURLU), or NULL to let libcurl parse the string.
+ *
+ * libcurl 7.88 parses every request's URL string (curl_url_set) and prints it back out
+ * (curl_url_get of the whole URL, character by character through its printf): about 15k
+ * instructions per request, a sixth of the whole proxy path (bench/cost.sh). With
+ * CURLOPT_CURLU it copies a parsed URL instead. The "scheme://authority" prefix, which
+ * names a node and so repeats, is parsed once and kept (a few per client); each request
+ * copies it and sets its path and query. CURLOPT_URL is still set to the same string:
+ * libcurl uses that string (not the parsed URL) when it retries a request on a fresh
+ * connection, and for CURLINFO_EFFECTIVE_URL.
+ *
+ * Only plain paths take this way: setting a path part lower-cases percent-escapes and
+ * skips the removal of dot segments and fragments that parsing the whole URL does, so
+ * a path or query with '%', '#', a backslash or a "." or ".." segment is left to libcurl's
+ * parser, and so is an empty query. The bytes sent are then the same either way.
+ */
+static bool plain_target(const char *p)
+{
+    bool seg_start = true;
+    for (; *p; p++) {
+        char c = *p;
+        if (c == '%' || c == '#' || c == '\\')
+            return false;
+        if (c == '?')
+            return p[1] != '\0' && strpbrk(p + 1, "%#\\") == NULL;
+        if (seg_start && c == '.') {
+            size_t dots = p[1] == '.' ? 2 : 1;
+            char after = p[dots];
+            if (after == '/' || after == '?' || after == '\0')
+                return false;
+        }
+        seg_start = c == '/';
+    }
+    return true;
+}
+
+static CURLU *url_handle(bm_upstream_t *up, const char *url)
+{
+    const char *sep = strstr(url, "://");
+    if (!sep)
+        return NULL;
+    size_t plen = (size_t)(sep + 3 - url) + strcspn(sep + 3, "/?#");
+    const char *target = url + plen;
+    if (*target != '/' || !plain_target(target))
+        return NULL;
+    CURLU *base = NULL;
+    for (unsigned i = 0; i < CU_CACHE && !base; i++)
+        if (up->cu[i].u && up->cu[i].len == plen && memcmp(up->cu[i].prefix, url, plen) == 0)
+            base = up->cu[i].u;
+    if (!base) {
+        char *prefix = strndup(url, plen);
+        CURLU *u = curl_url();
+        if (!prefix || !u ||
+            curl_url_set(u, CURLUPART_URL, prefix, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) !=
+                CURLUE_OK) {
+            free(prefix);
+            curl_url_cleanup(u);
+            return NULL; /* libcurl's own parse reports the problem */
+        }
+        unsigned k = up->cu_next++ % CU_CACHE;
+        free(up->cu[k].prefix);
+        curl_url_cleanup(up->cu[k].u);
+        up->cu[k].prefix = prefix;
+        up->cu[k].len = plen;
+        up->cu[k].u = u;
+        base = u;
+    }
+    CURLU *h = curl_url_dup(base);
+    if (!h)
+        return NULL;
+    const char *q = strchr(target, '?');
+    char *path = q ? strndup(target, (size_t)(q - target)) : NULL;
+    if ((q && !path) || curl_url_set(h, CURLUPART_PATH, path ? path : target, 0) != CURLUE_OK ||
+        (q && curl_url_set(h, CURLUPART_QUERY, q + 1, 0) != CURLUE_OK)) {
+        free(path);
+        curl_url_cleanup(h);
+        return NULL;
+    }
+    free(path);
+    return h;
+}
+
+/*
  * Configures the handle for one request. Every option a request may change is set here,
  * each time, so that a recycled handle carries nothing over from its previous request:
  * HTTPGET first (it also clears NOBODY, which POSTFIELDS would not), CUSTOMREQUEST set or
@@ -1255,6 +1361,8 @@ static int setup(bm_xfer_t *x, const bm_xfer_req_t *req, bool https, bool has_us
 {
     CURL *e = x->easy;
     SETOPT(CURLOPT_URL, req->url);
+    x->curlu = url_handle(x->up, req->url);
+    SETOPT(CURLOPT_CURLU, x->curlu); /* NULL: libcurl parses the string */
     SETOPT(CURLOPT_CONNECTTIMEOUT_MS,
            (long)(req->connect_timeout_ms ? req->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS));
     SETOPT(CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);

@@ -1740,6 +1740,58 @@ static void test_idle_connection_closed_by_node(void **state)
     assert_int_equal(f->srv.reqs[2].conn_id, f->srv.reqs[1].conn_id);
 }
 
+/*
+ * The request target reaches the node byte for byte, whichever way the URL reaches
+ * libcurl (a plain path goes as a pre-parsed URL, anything else as a string libcurl
+ * parses): percent-escapes keep their case, "//" stays a path, a query stays as written.
+ */
+static void test_targets_sent_verbatim(void **state)
+{
+    fx_t *f = *state;
+    static const char *const targets[] = {
+        "/eth/v1/beacon/states/head/finality_checkpoints",
+        "/eth/v1/validator/duties/attester/1?x=1&y=a,b",
+        "/eth/v1/events?topics=head&topics=block",
+        "//evil.com/x",
+        "/@evil.com:80/x",
+        "/a%2Fb?q=%2C%2c",
+        "/A%3a?%3A",
+        "/x?",
+        "/x?a?b=/c",
+        "/.well-known/x",
+        "/a/..b/c.",
+        "/",
+    };
+    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+        bm_xfer_req_t q = req_get(url(f, targets[i]));
+        assert_int_equal(run_one(f, &q, NULL), 0);
+        assert_int_equal(f->srv.nreqs, (int)i + 1);
+        if (strcmp(f->srv.reqs[i].target, targets[i]) != 0)
+            fail_msg("sent %s as %s", targets[i], f->srv.reqs[i].target);
+    }
+    /* Dot segments are removed as libcurl always did (bm_url_join refuses them anyway). */
+    bm_xfer_req_t qd = req_get(url(f, "/a/./b/../c?d=/./"));
+    assert_int_equal(run_one(f, &qd, NULL), 0);
+    assert_string_equal(f->srv.reqs[f->srv.nreqs - 1].target, "/a/c?d=/./");
+    /* A base URL with a path prefix and credentials, twice (the parsed prefix is reused). */
+    char u[256];
+    for (int i = 0; i < 2; i++) {
+        snprintf(u, sizeof u, "http://user:pw@127.0.0.1:%d/prefix/eth/v1/node/version?i=%d",
+                 f->srv.port, i);
+        bm_xfer_req_t q = req_get(u);
+        assert_int_equal(run_one(f, &q, NULL), 0);
+        sreq_t *r = &f->srv.reqs[f->srv.nreqs - 1];
+        snprintf(u, sizeof u, "/prefix/eth/v1/node/version?i=%d", i);
+        assert_string_equal(r->target, u);
+        assert_string_equal(bm_hdrs_get(&r->h, "Authorization"), "Basic dXNlcjpwdw==");
+    }
+    /* Without credentials: another prefix, and no Authorization. */
+    bm_xfer_req_t q = req_get(url(f, "/after"));
+    assert_int_equal(run_one(f, &q, NULL), 0);
+    assert_string_equal(f->srv.reqs[f->srv.nreqs - 1].target, "/after");
+    assert_null(bm_hdrs_get(&f->srv.reqs[f->srv.nreqs - 1].h, "Authorization"));
+}
+
 static void test_https_goes_through_tls(void **state)
 {
     fx_t *f = *state;
@@ -1840,6 +1892,7 @@ int main(void)
         T(test_methods),
         T(test_no_option_leaks_between_requests),
         T(test_idle_connection_closed_by_node),
+        T(test_targets_sent_verbatim),
         T(test_https_goes_through_tls),
         T(test_bad_requests),
     };
