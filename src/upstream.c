@@ -536,8 +536,11 @@ static int configure(bm_upstream_t *up, bm_xfer_t *x)
     SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
     SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
-    /* Never route through a proxy from the environment (http_proxy, ...). */
+    /* Never route through a proxy from the environment (http_proxy, ...). NOPROXY "*"
+     * also spares libcurl reading no_proxy and NO_PROXY from the environment for every
+     * request. */
     SETOPT(CURLOPT_PROXY, "");
+    SETOPT(CURLOPT_NOPROXY, "*");
     SETOPT(CURLOPT_TCP_NODELAY, 1L);
     SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
     SETOPT(CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
