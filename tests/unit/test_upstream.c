@@ -1792,6 +1792,28 @@ static void test_targets_sent_verbatim(void **state)
     assert_null(bm_hdrs_get(&f->srv.reqs[f->srv.nreqs - 1].h, "Authorization"));
 }
 
+/* Proxy settings in the environment are never used: requests go straight to the node. */
+static void test_env_proxy_ignored(void **state)
+{
+    fx_t *f = *state;
+    char proxy[64];
+    snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", closed_port(&f->loop));
+    static const char *const vars[] = {"http_proxy", "HTTP_PROXY", "https_proxy", "ALL_PROXY",
+                                       "all_proxy"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        setenv(vars[i], proxy, 1);
+    setenv("no_proxy", "", 1);
+    bm_xfer_req_t q = req_get(url(f, "/hello"));
+    size_t n = 0;
+    int err = run_one(f, &q, &n);
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+    unsetenv("no_proxy");
+    assert_int_equal(err, 0);
+    assert_int_equal(n, 31);
+    assert_string_equal(f->srv.reqs[0].target, "/hello");
+}
+
 static void test_https_goes_through_tls(void **state)
 {
     fx_t *f = *state;
@@ -1893,6 +1915,7 @@ int main(void)
         T(test_no_option_leaks_between_requests),
         T(test_idle_connection_closed_by_node),
         T(test_targets_sent_verbatim),
+        T(test_env_proxy_ignored),
         T(test_https_goes_through_tls),
         T(test_bad_requests),
     };
