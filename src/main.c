@@ -18,13 +18,16 @@
 #include <uv.h>
 
 #include "admin.h"
+#include "aggregate.h"
 #include "config.h"
 #include "discovery.h"
+#include "duties.h"
 #include "err.h"
 #include "failover.h"
 #include "health.h"
 #include "log.h"
 #include "pool.h"
+#include "race.h"
 #include "router.h"
 #include "server.h"
 #include "upstream.h"
@@ -37,6 +40,10 @@ typedef struct app {
     bm_health_t *health;
     bm_discovery_t *disc;
     bm_failover_t *failover;
+    bm_race_engine_t *race; /* the shared race engine of the duty policies */
+    /* duties: aggregation reads, duties and liveness */
+    bm_aggregate_t *aggregate;
+    bm_duties_t *duties;
     bm_admin_t *admin;
     bm_router_t *router;
     bm_server_t *server;
@@ -86,8 +93,8 @@ static int build_routes(app_t *a)
     static const char *const statics[] = {"/eth/v1/beacon/genesis", "/eth/v1/config/spec",
                                           "/eth/v1/config/fork_schedule",
                                           "/eth/v1/config/deposit_contract"};
-    static const char *const client_paths[] = {"/lighthouse/*", "/prysm/*", "/teku/*",
-                                               "/nimbus/*", "/lodestar/*"};
+    static const char *const client_paths[] = {"/lighthouse/*", "/prysm/*", "/teku/*", "/nimbus/*",
+                                               "/lodestar/*"};
     bm_router_t *r = a->router = bm_router_new();
     if (!r)
         return BM_ENOMEM;
@@ -98,6 +105,11 @@ static int build_routes(app_t *a)
         rc = bm_router_add(r, NULL, client_paths[i], bm_failover_route_client, a->failover);
     if (!rc)
         rc = bm_admin_register(a->admin, r);
+    /* duties: aggregation reads, duties and liveness */
+    if (!rc)
+        rc = bm_aggregate_register(a->aggregate, r);
+    if (!rc)
+        rc = bm_duties_register(a->duties, r);
     bm_router_set_fallback(r, bm_failover_route, a->failover);
     return rc;
 }
@@ -141,6 +153,25 @@ static int build(app_t *a)
     a->failover = bm_failover_new(a->up, a->pool, &fo);
     a->admin = bm_admin_new(a->pool, a->disc);
     if (!a->health || !a->disc || !a->failover || !a->admin)
+        return BM_ENOMEM;
+    a->race = bm_race_engine_new(&a->loop, a->up, a->pool);
+    if (!a->race)
+        return BM_ENOMEM;
+
+    /* duties: aggregation reads (most bits), duties (dependent root) and liveness (OR) */
+    bm_aggregate_opts_t ago;
+    bm_aggregate_opts_default(&ago);
+    ago.hold_floor_ms = c->duties.hold_floor_ms;
+    ago.max_hold_ms = c->duties.max_hold_ms;
+    ago.grace_ms = c->duties.aggregate_grace_ms;
+    ago.connect_timeout_ms = c->timeouts.connect_ms;
+    a->aggregate = bm_aggregate_new(a->race, a->pool, bm_discovery_chain(a->disc), &ago);
+    bm_duties_opts_t duo;
+    bm_duties_opts_default(&duo);
+    duo.majority_after_ms = c->duties.duties_majority_after_ms;
+    duo.connect_timeout_ms = c->timeouts.connect_ms;
+    a->duties = bm_duties_new(a->race, a->pool, bm_discovery_chain(a->disc), &duo);
+    if (!a->aggregate || !a->duties)
         return BM_ENOMEM;
     if ((rc = build_routes(a)) != 0)
         return rc;
@@ -186,6 +217,8 @@ static void on_server_drained(bm_server_t *srv, void *ud)
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
     bm_discovery_stop(a->disc);
     /* nothing runs any more: close curl's sockets and timers so that the loop ends */
+    bm_race_engine_free(a->race);
+    a->race = NULL;
     bm_upstream_free(a->up);
     a->up = NULL;
     close_signals(a);
@@ -207,6 +240,8 @@ static void teardown(app_t *a)
 {
     if (a->disc)
         bm_discovery_stop(a->disc);
+    bm_race_engine_free(a->race);
+    a->race = NULL;
     if (a->up)
         bm_upstream_free(a->up);
     a->up = NULL;
@@ -217,6 +252,9 @@ static void teardown(app_t *a)
     bm_discovery_free(a->disc);
     uv_run(&a->loop, UV_RUN_DEFAULT);
     bm_admin_free(a->admin);
+    /* duties: after the engine (releases what it never completed), before the pool */
+    bm_aggregate_free(a->aggregate);
+    bm_duties_free(a->duties);
     bm_failover_free(a->failover);
     bm_router_free(a->router);
     bm_health_free(a->health);
@@ -263,8 +301,8 @@ int main(int argc, char **argv)
     uv_signal_init(&a.loop, &a.sigterm);
     uv_signal_init(&a.loop, &a.sigint);
     a.sigterm.data = a.sigint.data = &a;
-    bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu upstream%s", BM_VERSION,
-           a.cfg->n_upstreams, a.cfg->n_upstreams == 1 ? "" : "s");
+    bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu upstream%s", BM_VERSION, a.cfg->n_upstreams,
+           a.cfg->n_upstreams == 1 ? "" : "s");
     int rc = build(&a);
     if (rc) {
         a.exit_code = 1;
