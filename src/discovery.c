@@ -21,25 +21,24 @@
 enum { EP_VERSION, EP_GENESIS, EP_SPEC, EP_FORK_SCHEDULE, EP_DEPOSIT, EP_COUNT };
 
 static const char *const ep_paths[EP_COUNT] = {
-    "/eth/v1/node/version",         "/eth/v1/beacon/genesis",
-    "/eth/v1/config/spec",          "/eth/v1/config/fork_schedule",
-    "/eth/v1/config/deposit_contract",
+    "/eth/v1/node/version",         "/eth/v1/beacon/genesis",          "/eth/v1/config/spec",
+    "/eth/v1/config/fork_schedule", "/eth/v1/config/deposit_contract",
 };
 
 typedef struct node_disc {
     bm_discovery_t *d;
     bm_node_t *node;
     bm_xfer_t *x[EP_COUNT];
-    int pending;               /* transfers of the running round */
-    int status[EP_COUNT];      /* this round's answers */
+    int pending;          /* transfers of the running round */
+    int status[EP_COUNT]; /* this round's answers */
     bm_buf_t *got[EP_COUNT];
-    bm_buf_t *body[EP_COUNT];  /* the last complete snapshot */
-    bool have;                 /* a snapshot exists */
-    bm_chain_info_t chain;     /* parsed from the snapshot */
-    uv_timer_t retry;          /* next full round after a failure, or next probe */
+    bm_buf_t *body[EP_COUNT]; /* the last complete snapshot */
+    bool have;                /* a snapshot exists */
+    bm_chain_info_t chain;    /* parsed from the snapshot */
+    uv_timer_t retry;         /* next full round after a failure, or next probe */
     bool retry_open;
-    bool next_is_probe;        /* the timer runs a version probe, not a full round */
-    bm_xfer_t *probe;          /* running version probe */
+    bool next_is_probe; /* the timer runs a version probe, not a full round */
+    bm_xfer_t *probe;   /* running version probe */
 } node_disc_t;
 
 struct bm_discovery {
@@ -49,7 +48,7 @@ struct bm_discovery {
     bm_discovery_opts_t opts;
     node_disc_t *nodes;
     size_t n;
-    int ref;                   /* index of the reference node, -1 before the first */
+    int ref; /* index of the reference node, -1 before the first */
     bm_chain_info_t chain;
     uv_timer_t epoch_timer;
     bool epoch_timer_open;
@@ -164,8 +163,8 @@ static bool decide_root(bm_discovery_t *d, uint8_t root[32])
             if (node_candidate(&d->nodes[j]) &&
                 memcmp(d->nodes[i].chain.genesis_root, d->nodes[j].chain.genesis_root, 32) == 0)
                 count++;
-        bool same_as_best =
-            found && memcmp(d->nodes[i].chain.genesis_root, d->nodes[best].chain.genesis_root, 32) == 0;
+        bool same_as_best = found && memcmp(d->nodes[i].chain.genesis_root,
+                                            d->nodes[best].chain.genesis_root, 32) == 0;
         if (!found || count > best_count) {
             best = i;
             best_count = count;
@@ -248,7 +247,8 @@ static void recompute(bm_discovery_t *d)
             bm_pool_set_network(d->pool, nd->node, BM_NET_WRONG,
                                 "genesis_validators_root %s differs from the cluster's %s%s", got,
                                 want, d->opts.has_genesis_root ? " (configured)" : "");
-        } else if (ref >= 0 && (int)i != ref && !spec_compatible(nd, &d->nodes[ref], why, sizeof why)) {
+        } else if (ref >= 0 && (int)i != ref &&
+                   !spec_compatible(nd, &d->nodes[ref], why, sizeof why)) {
             bm_pool_set_network(d->pool, nd->node, BM_NET_WRONG, "%s (reference: %s)", why,
                                 d->nodes[ref].node->id);
         } else {
@@ -361,9 +361,9 @@ static void round_done(node_disc_t *nd)
               nd->status[EP_SPEC] == 200;
     bm_chain_info_t chain;
     char err[128] = "";
-    if (ok && bm_chain_parse(nd->got[EP_GENESIS]->data, nd->got[EP_GENESIS]->len,
-                             nd->got[EP_SPEC]->data, nd->got[EP_SPEC]->len, &chain, err,
-                             sizeof err) != 0) {
+    if (ok &&
+        bm_chain_parse(nd->got[EP_GENESIS]->data, nd->got[EP_GENESIS]->len, nd->got[EP_SPEC]->data,
+                       nd->got[EP_SPEC]->len, &chain, err, sizeof err) != 0) {
         bm_log(BM_LOG_WARN, "upstream %s: unusable discovery answer: %s", node->id, err);
         ok = false;
     }
@@ -411,7 +411,7 @@ static void on_xfer_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     nd->status[e] = res->err ? 0 : res->status;
     if (!res->err && res->status == 200 && res->body)
         nd->got[e] = bm_buf_ref(res->body);
-    bm_outcome_t outcome = res->err ? BM_OUTCOME_NET_ERROR
+    bm_outcome_t outcome = res->err             ? BM_OUTCOME_NET_ERROR
                            : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
                                                 : BM_OUTCOME_OK;
     bm_pool_record(nd->d->pool, nd->node, outcome, res->err == BM_ECONNREFUSED, res->elapsed_us,
@@ -427,7 +427,7 @@ static void on_probe_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     node_disc_t *nd = ud;
     (void)x;
     nd->probe = NULL;
-    bm_outcome_t outcome = res->err ? BM_OUTCOME_NET_ERROR
+    bm_outcome_t outcome = res->err             ? BM_OUTCOME_NET_ERROR
                            : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
                                                 : BM_OUTCOME_OK;
     bm_pool_record(nd->d->pool, nd->node, outcome, res->err == BM_ECONNREFUSED, res->elapsed_us,

@@ -268,7 +268,7 @@ int main(int argc, char **argv)
     bm_cli_t cli;
     bm_config_err_t err;
     if (bm_config_parse_args(argc, argv, &cli, &err) != 0) {
-        fprintf(stderr, "beaconmux: %s\nTry 'beaconmux --help'.\n", err.msg);
+        fprintf(stderr, "beaconmux: %s\n", err.msg); /* the message carries the usage */
         return 2;
     }
     if (cli.help) {
