@@ -6,6 +6,7 @@
  *   server -> router -> policies (discovery's static endpoints, admin, failover)
  *                                  -> pool -> upstream (libcurl multi on the loop)
  *   discovery -> pool (network verdicts) -> health (states)
+ *   monitor (per-node event streams) -> head tracker -> health (cluster-relative states)
  *
  * It owns nothing else: no module is reached through a global. SIGTERM/SIGINT start a
  * graceful shutdown (stop accepting, finish in-flight requests within the configured
@@ -24,8 +25,10 @@
 #include "duties.h"
 #include "err.h"
 #include "failover.h"
+#include "head.h"
 #include "health.h"
 #include "log.h"
+#include "monitor.h"
 #include "pool.h"
 #include "race.h"
 #include "router.h"
@@ -38,6 +41,8 @@ typedef struct app {
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_health_t *health;
+    bm_head_t *head;       /* monitor: the cluster head tracker */
+    bm_monitor_t *monitor; /* monitor: per-node event streams feeding it */
     bm_discovery_t *disc;
     bm_failover_t *failover;
     bm_race_engine_t *race; /* the shared race engine of the duty policies */
@@ -131,6 +136,7 @@ static int build(app_t *a)
     bm_health_opts_t ho;
     bm_health_opts_default(&ho);
     ho.max_head_lag = c->health.max_head_lag;
+    ho.head_quorum = c->health.head_quorum; /* monitor: 0 = automatic */
     a->health = bm_health_new(a->pool, &ho);
 
     bm_discovery_opts_t dopt;
@@ -154,6 +160,22 @@ static int build(app_t *a)
     a->admin = bm_admin_new(a->pool, a->disc);
     if (!a->health || !a->disc || !a->failover || !a->admin)
         return BM_ENOMEM;
+
+    /* monitor: the head tracker, health judged against it, the per-node streams */
+    a->head = bm_head_new(bm_pool_count(a->pool), NULL);
+    if (!a->head || (rc = bm_health_set_head(a->health, a->head)) != 0)
+        return a->head ? rc : BM_ENOMEM;
+    bm_monitor_opts_t mo;
+    bm_monitor_opts_default(&mo);
+    mo.connect_timeout_ms = c->timeouts.connect_ms;
+    mo.headers_timeout_ms = c->events.headers_timeout_ms;
+    mo.request_timeout_ms = c->timeouts.read_ms;
+    a->monitor = bm_monitor_new(&a->loop, a->up, a->pool, a->disc, a->head, a->health, &mo);
+    if (!a->monitor)
+        return BM_ENOMEM;
+    bm_admin_set_monitor(a->admin, a->monitor);
+    bm_admin_set_failover(a->admin, a->failover);
+
     a->race = bm_race_engine_new(&a->loop, a->up, a->pool);
     if (!a->race)
         return BM_ENOMEM;
@@ -173,6 +195,7 @@ static int build(app_t *a)
     a->duties = bm_duties_new(a->race, a->pool, bm_discovery_chain(a->disc), &duo);
     if (!a->aggregate || !a->duties)
         return BM_ENOMEM;
+    bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
     if ((rc = build_routes(a)) != 0)
         return rc;
 
@@ -198,7 +221,9 @@ static int build(app_t *a)
     bool v6 = strchr(h, ':') != NULL;
     bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d", v6 ? "[" : "", h, v6 ? "]" : "",
            bm_server_port(a->server));
-    return bm_discovery_start(a->disc);
+    if ((rc = bm_discovery_start(a->disc)) != 0)
+        return rc;
+    return bm_monitor_start(a->monitor); /* monitor */
 }
 
 static void close_signals(app_t *a)
@@ -215,6 +240,7 @@ static void on_server_drained(bm_server_t *srv, void *ud)
     app_t *a = ud;
     (void)srv;
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
+    bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
     bm_discovery_stop(a->disc);
     /* nothing runs any more: close curl's sockets and timers so that the loop ends */
     bm_race_engine_free(a->race);
@@ -238,6 +264,7 @@ static void on_signal(uv_signal_t *s, int signum)
 
 static void teardown(app_t *a)
 {
+    bm_monitor_stop(a->monitor); /* monitor */
     if (a->disc)
         bm_discovery_stop(a->disc);
     bm_race_engine_free(a->race);
@@ -252,12 +279,16 @@ static void teardown(app_t *a)
     bm_discovery_free(a->disc);
     uv_run(&a->loop, UV_RUN_DEFAULT);
     bm_admin_free(a->admin);
-    /* duties: after the engine (releases what it never completed), before the pool */
-    bm_aggregate_free(a->aggregate);
-    bm_duties_free(a->duties);
     bm_failover_free(a->failover);
     bm_router_free(a->router);
+    bm_monitor_free(a->monitor); /* monitor: its handles closed in the runs above */
     bm_health_free(a->health);
+    if (a->head)
+        bm_head_free(a->head); /* monitor: after health, which listens to it */
+    /* duties: after the engine (they release what it never completed), right before the
+     * pool (whose state listener they hold) */
+    bm_aggregate_free(a->aggregate);
+    bm_duties_free(a->duties);
     bm_pool_free(a->pool);
     if (uv_loop_close(&a->loop) != 0)
         bm_log(BM_LOG_WARN, "shutdown: handles still open on the loop");
