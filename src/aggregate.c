@@ -413,8 +413,11 @@ void bm_aggregate_free(bm_aggregate_t *m)
 {
     if (!m)
         return;
-    while (m->races)
-        race_unlink(m->races);
+    /* what the engine never completed (it was freed first) */
+    for (agg_race_t *ar = m->races, *next; ar; ar = next) {
+        next = ar->next;
+        free(ar);
+    }
     free(m);
 }
 

@@ -65,8 +65,11 @@ typedef struct seen {
     bool ok; /* a readable duties answer */
     bool optimistic;
     bool mismatch_counted;
-    uint8_t root[32]; /* dependent_root (not for sync duties) */
-    uint64_t hash;    /* sync duties: canonical hash of `data` */
+    uint8_t root[32];  /* dependent_root (not for sync duties) */
+    uint64_t hash;     /* sync duties: canonical hash of `data` */
+    uint64_t since_ms; /* arrival of this node's first answer saying the same (re-asks
+                          repeat it: ties go to who said it first, not to who was re-asked
+                          last) */
 } seen_t;
 
 struct duty {
@@ -255,6 +258,11 @@ static seen_t *seen_of(duty_t *q, const bm_node_t *node)
     return NULL;
 }
 
+static bool same_group(const duty_t *q, const seen_t *a, const seen_t *b)
+{
+    return q->kind == BM_DUTY_SYNC ? a->hash == b->hash : memcmp(a->root, b->root, 32) == 0;
+}
+
 /* The judgement of answer `a` (a 2xx), parsed once per node and attempt. */
 static seen_t *judge(duty_t *q, const bm_race_answer_t *a)
 {
@@ -262,17 +270,15 @@ static seen_t *judge(duty_t *q, const bm_race_answer_t *a)
     if (!s)
         return NULL;
     if (!s->judged || s->attempt != a->attempt) {
+        seen_t before = *s;
         s->judged = true;
         s->attempt = a->attempt;
         s->mismatch_counted = false;
         parse_answer(q->kind, a->body, s);
+        if (!before.judged || !before.ok || !s->ok || !same_group(q, &before, s))
+            s->since_ms = a->arrived_ms;
     }
     return s;
-}
-
-static bool same_group(const duty_t *q, const seen_t *a, const seen_t *b)
-{
-    return q->kind == BM_DUTY_SYNC ? a->hash == b->hash : memcmp(a->root, b->root, 32) == 0;
 }
 
 static bool p_accept(const bm_race_answer_t *a, void *ud)
@@ -327,11 +333,13 @@ static int error_rank(int status)
     return 1;
 }
 
-/* The majority among the readable 2xx answers in hand (non-optimistic ones first). */
+/* The majority among the readable 2xx answers in hand (non-optimistic ones first); ties
+ * go to the group that said it first, and the group's first sayer's answer is sent. */
 static void decide_majority(duty_t *q, bm_race_t *r, const bm_race_answer_t *as, size_t n)
 {
     for (int pass = 0; pass < 2; pass++) {
         const bm_race_answer_t *best = NULL;
+        uint64_t best_since = 0;
         size_t best_count = 0;
         for (size_t i = 0; i < n; i++) {
             if (as[i].err || !is_2xx(as[i].status))
@@ -341,6 +349,7 @@ static void decide_majority(duty_t *q, bm_race_t *r, const bm_race_answer_t *as,
                 continue;
             size_t count = 0;
             const bm_race_answer_t *first = NULL;
+            uint64_t since = UINT64_MAX;
             for (size_t j = 0; j < n; j++) {
                 if (as[j].err || !is_2xx(as[j].status))
                     continue;
@@ -348,13 +357,15 @@ static void decide_majority(duty_t *q, bm_race_t *r, const bm_race_answer_t *as,
                 if (!sj || !sj->ok || (pass == 0 && sj->optimistic) || !same_group(q, si, sj))
                     continue;
                 count++;
-                if (!first || as[j].arrived_ms < first->arrived_ms)
+                if (!first || sj->since_ms < since) {
                     first = &as[j];
+                    since = sj->since_ms;
+                }
             }
-            if (count > best_count ||
-                (count == best_count && first->arrived_ms < best->arrived_ms)) {
+            if (first && (count > best_count || (count == best_count && since < best_since))) {
                 best_count = count;
                 best = first;
+                best_since = since;
             }
         }
         if (best) {
@@ -736,6 +747,7 @@ static void on_live_complete(bm_race_t *r, const bm_race_answer_t *as, size_t n,
     size_t nb = 0;
     for (size_t i = 0; i < n && i < MAX_CANDIDATES; i++) {
         bodies[i] = NULL;
+        valid[i] = false;
         if (as[i].err)
             continue;
         if (is_2xx(as[i].status)) {
@@ -937,10 +949,16 @@ void bm_duties_free(bm_duties_t *d)
 {
     if (!d)
         return;
-    while (d->duties)
-        duty_unlink(d->duties);
-    while (d->lives)
-        live_unlink(d->lives);
+    /* what the engine never completed (it was freed first) */
+    for (duty_t *q = d->duties, *next; q; q = next) {
+        next = q->next;
+        free(q);
+    }
+    for (live_t *q = d->lives, *next; q; q = next) {
+        next = q->next;
+        free(q->indices);
+        free(q);
+    }
     free(d->ready_since);
     free(d);
 }
