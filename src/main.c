@@ -19,8 +19,10 @@
 #include <uv.h>
 
 #include "admin.h"
+#include "aggregate.h"
 #include "config.h"
 #include "discovery.h"
+#include "duties.h"
 #include "err.h"
 #include "failover.h"
 #include "head.h"
@@ -28,6 +30,7 @@
 #include "log.h"
 #include "monitor.h"
 #include "pool.h"
+#include "race.h"
 #include "router.h"
 #include "server.h"
 #include "upstream.h"
@@ -42,6 +45,10 @@ typedef struct app {
     bm_monitor_t *monitor; /* monitor: per-node event streams feeding it */
     bm_discovery_t *disc;
     bm_failover_t *failover;
+    bm_race_engine_t *race; /* the shared race engine of the duty policies */
+    /* duties: aggregation reads, duties and liveness */
+    bm_aggregate_t *aggregate;
+    bm_duties_t *duties;
     bm_admin_t *admin;
     bm_router_t *router;
     bm_server_t *server;
@@ -103,6 +110,11 @@ static int build_routes(app_t *a)
         rc = bm_router_add(r, NULL, client_paths[i], bm_failover_route_client, a->failover);
     if (!rc)
         rc = bm_admin_register(a->admin, r);
+    /* duties: aggregation reads, duties and liveness */
+    if (!rc)
+        rc = bm_aggregate_register(a->aggregate, r);
+    if (!rc)
+        rc = bm_duties_register(a->duties, r);
     bm_router_set_fallback(r, bm_failover_route, a->failover);
     return rc;
 }
@@ -163,6 +175,27 @@ static int build(app_t *a)
         return BM_ENOMEM;
     bm_admin_set_monitor(a->admin, a->monitor);
     bm_admin_set_failover(a->admin, a->failover);
+
+    a->race = bm_race_engine_new(&a->loop, a->up, a->pool);
+    if (!a->race)
+        return BM_ENOMEM;
+
+    /* duties: aggregation reads (most bits), duties (dependent root) and liveness (OR) */
+    bm_aggregate_opts_t ago;
+    bm_aggregate_opts_default(&ago);
+    ago.hold_floor_ms = c->duties.hold_floor_ms;
+    ago.max_hold_ms = c->duties.max_hold_ms;
+    ago.grace_ms = c->duties.aggregate_grace_ms;
+    ago.connect_timeout_ms = c->timeouts.connect_ms;
+    a->aggregate = bm_aggregate_new(a->race, a->pool, bm_discovery_chain(a->disc), &ago);
+    bm_duties_opts_t duo;
+    bm_duties_opts_default(&duo);
+    duo.majority_after_ms = c->duties.duties_majority_after_ms;
+    duo.connect_timeout_ms = c->timeouts.connect_ms;
+    a->duties = bm_duties_new(a->race, a->pool, bm_discovery_chain(a->disc), &duo);
+    if (!a->aggregate || !a->duties)
+        return BM_ENOMEM;
+    bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
     if ((rc = build_routes(a)) != 0)
         return rc;
 
@@ -210,6 +243,8 @@ static void on_server_drained(bm_server_t *srv, void *ud)
     bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
     bm_discovery_stop(a->disc);
     /* nothing runs any more: close curl's sockets and timers so that the loop ends */
+    bm_race_engine_free(a->race);
+    a->race = NULL;
     bm_upstream_free(a->up);
     a->up = NULL;
     close_signals(a);
@@ -232,6 +267,8 @@ static void teardown(app_t *a)
     bm_monitor_stop(a->monitor); /* monitor */
     if (a->disc)
         bm_discovery_stop(a->disc);
+    bm_race_engine_free(a->race);
+    a->race = NULL;
     if (a->up)
         bm_upstream_free(a->up);
     a->up = NULL;
@@ -248,6 +285,10 @@ static void teardown(app_t *a)
     bm_health_free(a->health);
     if (a->head)
         bm_head_free(a->head); /* monitor: after health, which listens to it */
+    /* duties: after the engine (they release what it never completed), right before the
+     * pool (whose state listener they hold) */
+    bm_aggregate_free(a->aggregate);
+    bm_duties_free(a->duties);
     bm_pool_free(a->pool);
     if (uv_loop_close(&a->loop) != 0)
         bm_log(BM_LOG_WARN, "shutdown: handles still open on the loop");
