@@ -61,9 +61,13 @@ static const char *const TOPIC_NAMES[BM_TOPIC_COUNT] = {
     (BM_TOPIC_BIT(BM_TOPIC_HEAD) | BM_TOPIC_BIT(BM_TOPIC_HEAD_V2) |                                \
      BM_TOPIC_BIT(BM_TOPIC_CHAIN_REORG))
 
-/* Carried by every node's main stream (the monitor's), besides the tracker topics. */
+/*
+ * Carried by every node's main stream (the monitor's), besides the tracker topics. The
+ * monitor adds execution_payload_available only near Gloas, but no node emits it before.
+ */
 #define MAIN_TOPICS                                                                                \
-    (TRACKER_TOPICS | BM_TOPIC_BIT(BM_TOPIC_BLOCK) | BM_TOPIC_BIT(BM_TOPIC_FINALIZED_CHECKPOINT))
+    (TRACKER_TOPICS | BM_TOPIC_BIT(BM_TOPIC_BLOCK) | BM_TOPIC_BIT(BM_TOPIC_FINALIZED_CHECKPOINT) | \
+     BM_TOPIC_BIT(BM_TOPIC_EXECUTION_PAYLOAD_AVAILABLE))
 
 /*
  * Topics that state what a node's chain looks like (imported blocks, finality, payloads,
@@ -379,7 +383,6 @@ struct bm_events {
     bool freed;
 
     bm_head_t *head;
-    bm_monitor_t *mon;
     bm_upstream_t *up;
     bm_pool_t *pool;
     bool chain_known;
@@ -1004,15 +1007,6 @@ void bm_events_node_event(size_t node, const char *topic, const char *data, size
 
 /* ---- extra streams --------------------------------------------------------------------------- */
 
-static bm_topic_mask_t main_mask(const bm_events_t *ev, size_t node)
-{
-    bm_topic_mask_t m = MAIN_TOPICS;
-    bm_monitor_node_info_t info;
-    if (!ev->mon || bm_monitor_node_info(ev->mon, node, &info) != 0 || info.payload_topic)
-        m |= BM_TOPIC_BIT(BM_TOPIC_EXECUTION_PAYLOAD_AVAILABLE);
-    return m;
-}
-
 static void xs_free(bm_events_t *ev, xstream_t *xs)
 {
     if (xs->s) {
@@ -1205,7 +1199,7 @@ static void reconcile_node(bm_events_t *ev, xnode_t *x, bm_topic_mask_t wanted)
                                             .on_up = xs_on_up,
                                             .on_down = xs_on_down,
                                             .on_rejected = xs_on_rejected};
-    bm_topic_mask_t need = wanted & ~main_mask(ev, x->idx), ok = 0;
+    bm_topic_mask_t need = wanted & ~MAIN_TOPICS, ok = 0;
     for (int t = 0; t < BM_TOPIC_COUNT; t++) {
         bm_topic_mask_t bit = BM_TOPIC_BIT(t);
         if ((need & bit) && x->ps[t] == PS_UNKNOWN)
@@ -1279,7 +1273,7 @@ static void schedule_reconcile(bm_events_t *ev, uint64_t ms)
     uv_timer_start(&ev->reconcile, on_reconcile, ms, 0);
 }
 
-static void on_node_conn(size_t node, bool up, void *ud)
+void bm_events_node_conn(size_t node, bool up, void *ud)
 {
     bm_events_t *ev = ud;
     if (ev->freed || !ev->x || node >= ev->nx)
@@ -1369,16 +1363,6 @@ int bm_events_attach_head(bm_events_t *ev, bm_head_t *head)
     int rc = bm_head_listen(head, &l, ev);
     if (rc == 0)
         ev->head = head;
-    return rc;
-}
-
-int bm_events_attach_monitor(bm_events_t *ev, bm_monitor_t *m)
-{
-    int rc = bm_monitor_on_event(m, bm_events_node_event, ev);
-    if (rc == 0)
-        rc = bm_monitor_on_connection(m, on_node_conn, ev);
-    if (rc == 0)
-        ev->mon = m;
     return rc;
 }
 

@@ -33,7 +33,6 @@
 
 #include "chain.h"
 #include "head.h"
-#include "monitor.h"
 #include "pool.h"
 #include "router.h"
 #include "server.h"
@@ -155,12 +154,6 @@ bm_events_t *bm_events_new(uv_loop_t *loop, const bm_events_opts_t *opts);
 int bm_events_attach_head(bm_events_t *ev, bm_head_t *head);
 
 /**
- * Takes every node's main stream events (bm_monitor_on_event) and connection changes
- * (bm_monitor_on_connection) from `m` (not owned). Returns 0 or BM_ENOMEM.
- */
-int bm_events_attach_monitor(bm_events_t *ev, bm_monitor_t *m);
-
-/**
  * The nodes and the upstream client for the extra streams (both not owned, must outlive
  * the module). Without them only the main streams' topics are served.
  */
@@ -194,9 +187,10 @@ void bm_events_shutdown(bm_events_t *ev);
 const bm_events_stats_t *bm_events_stats(const bm_events_t *ev);
 
 /**
- * Detaches from the tracker and the monitor, ends subscribers, stops streams and timers,
+ * Detaches from the tracker, ends subscribers, stops streams and timers,
  * and frees the module once its handles have closed: run the loop afterwards. NULL is
- * ignored. Not from inside one of its own callbacks.
+ * ignored. Not from inside one of its own callbacks. The monitor has no way to forget a
+ * listener: stop it (bm_monitor_stop) before freeing this module.
  */
 void bm_events_free(bm_events_t *ev);
 
