@@ -40,7 +40,7 @@ struct bm_nodestream {
     char *base_url;
     char *url_masked;
     char *path;
-    bm_hdrs_t hdrs;  /* Accept: text/event-stream */
+    bm_hdrs_t hdrs;  /* Accept, Cache-Control */
     bm_hdrs_t extra; /* per-node fields */
     char **topics;
     size_t n_topics;
@@ -487,7 +487,10 @@ bm_nodestream_t *bm_nodestream_new(uv_loop_t *loop, bm_upstream_t *up, const cha
                           .ud = s};
     s->sse = bm_sse_new(&sc);
     if (!s->base_url || !s->url_masked || !s->path || !s->sse ||
-        bm_hdrs_add_z(&s->hdrs, "Accept", "text/event-stream") != 0 ||
+        /* the stream's type first; the wildcard at a low weight for servers whose generic
+         * negotiation knows only JSON and SSZ and would answer a lone event-stream with 406
+         * (beaconsim does) */
+        bm_hdrs_add_z(&s->hdrs, "Accept", "text/event-stream, */*;q=0.1") != 0 ||
         bm_hdrs_add_z(&s->hdrs, "Cache-Control", "no-cache") != 0 ||
         (extra && bm_hdrs_copy(&s->extra, extra) != 0) ||
         install_topics(s, topics, n_topics) != 0) {
