@@ -385,8 +385,9 @@ struct bm_events {
     bm_head_t *head;
     bm_upstream_t *up;
     bm_pool_t *pool;
+    const bm_discovery_t *disc; /* the chain, read when needed */
     bool chain_known;
-    bm_chain_info_t chain;
+    bm_chain_info_t chain; /* set directly (tests), when no discovery is attached */
 
     dedup_t dd;
 
@@ -695,14 +696,24 @@ static void synth_head_v2(const headf_t *f, const char *version, bool full, bm_s
                   f->epoch_transition ? "true" : "false", f->dep_cur_epoch, f->dep_next_epoch);
 }
 
+/* The chain: discovery's when known, else the one set directly, else NULL. */
+static const bm_chain_info_t *chain_of(const bm_events_t *ev)
+{
+    if (ev->disc) {
+        const bm_chain_info_t *c = bm_discovery_chain(ev->disc);
+        if (c && c->known)
+            return c;
+    }
+    return ev->chain_known ? &ev->chain : NULL;
+}
+
 /* The fork name for a synthesised head_v2 at f's slot: its own, the chain's, or NULL. */
 static const char *version_for(const bm_events_t *ev, const headf_t *f)
 {
     if (f->version[0])
         return f->version;
-    if (ev->chain_known)
-        return bm_fork_name(bm_chain_fork_at_slot(&ev->chain, f->slot));
-    return NULL;
+    const bm_chain_info_t *c = chain_of(ev);
+    return c ? bm_fork_name(bm_chain_fork_at_slot(c, f->slot)) : NULL;
 }
 
 static bool pre_gloas(const bm_events_t *ev, const headf_t *f)
@@ -710,7 +721,8 @@ static bool pre_gloas(const bm_events_t *ev, const headf_t *f)
     bm_fork_t fk;
     if (f->version[0] && bm_fork_parse(f->version, &fk) == 0)
         return fk < BM_FORK_GLOAS;
-    return ev->chain_known && bm_chain_fork_at_slot(&ev->chain, f->slot) < BM_FORK_GLOAS;
+    const bm_chain_info_t *c = chain_of(ev);
+    return c && bm_chain_fork_at_slot(c, f->slot) < BM_FORK_GLOAS;
 }
 
 static void remember_state(bm_events_t *ev, const headf_t *f)
@@ -781,8 +793,9 @@ static void emit_reorg(bm_events_t *ev, const bm_head_change_t *c, const headf_t
         depth = c->old_slot >= c->slot ? c->old_slot - c->slot + 1 : 1; /* a lower bound */
     uint64_t epoch = 0;
     bool epoch_ok = false;
-    if (ev->chain_known && bm_slot_clock_valid(&ev->chain.clock)) {
-        epoch = bm_epoch_of_slot(&ev->chain.clock, c->slot);
+    const bm_chain_info_t *ch = chain_of(ev);
+    if (ch && bm_slot_clock_valid(&ch->clock)) {
+        epoch = bm_epoch_of_slot(&ch->clock, c->slot);
         epoch_ok = true;
     } else if (raw_new && bm_json_get_u64(o, "/epoch", &epoch) == 0) {
         epoch_ok = true;
@@ -1386,6 +1399,11 @@ void bm_events_attach_nodes(bm_events_t *ev, bm_upstream_t *up, bm_pool_t *pool)
     }
 }
 
+void bm_events_attach_discovery(bm_events_t *ev, const bm_discovery_t *disc)
+{
+    ev->disc = disc;
+}
+
 void bm_events_set_chain(bm_events_t *ev, const bm_chain_info_t *chain)
 {
     ev->chain_known = chain && chain->known;
@@ -1395,7 +1413,7 @@ void bm_events_set_chain(bm_events_t *ev, const bm_chain_info_t *chain)
 
 void bm_events_shutdown(bm_events_t *ev)
 {
-    if (ev->shutting_down)
+    if (!ev || ev->shutting_down)
         return;
     ev->shutting_down = true;
     uv_timer_stop(&ev->keepalive);

@@ -32,6 +32,7 @@
 #include <uv.h>
 
 #include "chain.h"
+#include "discovery.h"
 #include "head.h"
 #include "pool.h"
 #include "router.h"
@@ -159,7 +160,13 @@ int bm_events_attach_head(bm_events_t *ev, bm_head_t *head);
  */
 void bm_events_attach_nodes(bm_events_t *ev, bm_upstream_t *up, bm_pool_t *pool);
 
-/** The chain (fork names for synthesised head_v2, epochs); copied. NULL forgets it. */
+/**
+ * Where the chain comes from (fork names for synthesised head_v2, epochs): discovery's
+ * chain information, read when needed (not owned; must outlive the module).
+ */
+void bm_events_attach_discovery(bm_events_t *ev, const bm_discovery_t *disc);
+
+/** The chain when no discovery is attached (tests); copied. NULL forgets it. */
 void bm_events_set_chain(bm_events_t *ev, const bm_chain_info_t *chain);
 
 /** Registers GET /eth/v1/events on `r`. Returns 0 or a bm_router_add error. */
@@ -177,9 +184,17 @@ void bm_events_route(bm_req_t *req, const bm_route_params_t *params, void *ud);
 void bm_events_node_event(size_t node, const char *topic, const char *data, size_t len, void *ud);
 
 /**
+ * `node`'s main stream went up or down (the bm_monitor_conn_fn signature; ud: the
+ * bm_events_t). Up again, the node may have been restarted or upgraded: topics it refused
+ * are probed again and its extra streams reconnect without waiting for their backoff.
+ * Until the first call a node counts as up.
+ */
+void bm_events_node_conn(size_t node, bool up, void *ud);
+
+/**
  * Ends every subscriber's stream (cleanly: the last chunk) and refuses new ones with 503;
- * stops the extra streams. For a graceful shutdown: call before bm_server_shutdown, so
- * the server need not wait its grace period for streams that never end.
+ * stops the extra streams (NULL is ignored). For a graceful shutdown: call before
+ * bm_server_shutdown, so the server need not wait its grace period for streams that never end.
  */
 void bm_events_shutdown(bm_events_t *ev);
 

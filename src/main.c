@@ -22,6 +22,7 @@
 #include "config.h"
 #include "discovery.h"
 #include "err.h"
+#include "events.h"
 #include "failover.h"
 #include "head.h"
 #include "health.h"
@@ -40,6 +41,7 @@ typedef struct app {
     bm_health_t *health;
     bm_head_t *head;       /* monitor: the cluster head tracker */
     bm_monitor_t *monitor; /* monitor: per-node event streams feeding it */
+    bm_events_t *events;   /* events: the cluster event stream */
     bm_discovery_t *disc;
     bm_failover_t *failover;
     bm_admin_t *admin;
@@ -103,6 +105,8 @@ static int build_routes(app_t *a)
         rc = bm_router_add(r, NULL, client_paths[i], bm_failover_route_client, a->failover);
     if (!rc)
         rc = bm_admin_register(a->admin, r);
+    if (!rc)
+        rc = bm_events_register(a->events, r); /* events */
     bm_router_set_fallback(r, bm_failover_route, a->failover);
     return rc;
 }
@@ -163,6 +167,23 @@ static int build(app_t *a)
         return BM_ENOMEM;
     bm_admin_set_monitor(a->admin, a->monitor);
     bm_admin_set_failover(a->admin, a->failover);
+
+    /* events: the cluster stream, fed by the tracker and every node's streams */
+    bm_events_opts_t eo;
+    bm_events_opts_default(&eo);
+    eo.keepalive_ms = c->events.keepalive_ms;
+    eo.subscriber_max_pending = c->events.subscriber_max_pending;
+    eo.dedup_window = c->events.dedup_window;
+    eo.headers_timeout_ms = c->events.headers_timeout_ms;
+    eo.connect_timeout_ms = c->timeouts.connect_ms;
+    a->events = bm_events_new(&a->loop, &eo);
+    if (!a->events || bm_events_attach_head(a->events, a->head) != 0 ||
+        bm_monitor_on_event(a->monitor, bm_events_node_event, a->events) != 0 ||
+        bm_monitor_on_connection(a->monitor, bm_events_node_conn, a->events) != 0)
+        return BM_ENOMEM;
+    bm_events_attach_nodes(a->events, a->up, a->pool);
+    bm_events_attach_discovery(a->events, a->disc);
+
     if ((rc = build_routes(a)) != 0)
         return rc;
 
@@ -224,12 +245,15 @@ static void on_signal(uv_signal_t *s, int signum)
     }
     bm_log(BM_LOG_INFO, "%s: shutting down (in-flight requests get up to %u ms)",
            signum == SIGTERM ? "SIGTERM" : "SIGINT", a->cfg->server.shutdown_timeout_ms);
+    bm_events_shutdown(a->events); /* events: streams end now, not after the grace period */
     bm_server_shutdown(a->server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
 }
 
 static void teardown(app_t *a)
 {
     bm_monitor_stop(a->monitor); /* monitor */
+    bm_events_free(a->events);   /* events: after the monitor, before curl and the tracker */
+    a->events = NULL;
     if (a->disc)
         bm_discovery_stop(a->disc);
     if (a->up)
