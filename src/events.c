@@ -893,7 +893,7 @@ static void on_head_change(const bm_head_change_t *c, void *ud)
     bm_events_t *ev = ud;
     if (ev->pend.valid) {
         ev->st.heads_unsent++;
-        bm_log(BM_LOG_WARN,
+        bm_log(BM_LOG_INFO,
                "events: cluster head slot %" PRIu64 " not sent: no node gave its data in time",
                ev->pend.c.slot);
         pend_clear(ev);
@@ -983,7 +983,9 @@ void bm_events_node_event(size_t node, const char *topic, const char *data, size
             pend_try(ev, t == BM_TOPIC_HEAD_V2, data, len);
         return;
     }
-    if (t == BM_TOPIC_CHAIN_REORG || !ev->cnt[t])
+    /* Every other event goes through the window, wanted or not: a copy a slow node sends
+     * after a subscriber arrived is still a copy of what the cluster already had. */
+    if (t == BM_TOPIC_CHAIN_REORG)
         return;
     struct json_object *o = NULL;
     if (bm_json_parse(data, len, 0, &o, NULL) != 0 || !o) {

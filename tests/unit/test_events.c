@@ -593,8 +593,12 @@ static void test_node_events_filtered(void **state)
     /* invalid JSON and unknown topics are dropped */
     bm_events_node_event(0, "block", "{\"slot\":", 8, f.ev);
     bm_events_node_event(0, "nonsense", head, strlen(head), f.ev);
-    /* a topic nobody wants is not even parsed */
-    bm_events_node_event(0, "voluntary_exit", "{", 1, f.ev);
+    /* an exit nobody wants yet still enters the window */
+    const char *ex1 =
+        "{\"message\":{\"epoch\":\"1\",\"validator_index\":\"1\"},\"signature\":\"0x01\"}";
+    const char *ex2 =
+        "{\"message\":{\"epoch\":\"1\",\"validator_index\":\"2\"},\"signature\":\"0x01\"}";
+    bm_events_node_event(0, "voluntary_exit", ex1, strlen(ex1), f.ev);
     const char *att = "{\"aggregation_bits\":\"0x01\",\"signature\":\"0x02\"}";
     bm_events_node_event(0, "attestation", att, strlen(att), f.ev);
     wait_events(&f, c, "attestation", 1);
@@ -606,6 +610,15 @@ static void test_node_events_filtered(void **state)
     assert_int_equal(count_events(c, "block"), 0);
     assert_int_equal(count_events(c, "head"), 0);
     assert_int_equal(count_events(c, "chain_reorg"), 0);
+    /* a subscriber arriving later does not get a slow node's copy of that exit */
+    cli_t *x = subscribe(&f, "voluntary_exit");
+    bm_events_node_event(2, "voluntary_exit", ex1, strlen(ex1), f.ev);
+    bm_events_node_event(2, "voluntary_exit", ex2, strlen(ex2), f.ev);
+    wait_events(&f, x, "voluntary_exit", 1);
+    run_ready(&f);
+    assert_int_equal(count_events(x, "voluntary_exit"), 1);
+    assert_non_null(strstr(bm_str_data(&x->body), "\"validator_index\":\"2\""));
+    assert_int_equal(bm_events_stats(f.ev)->duplicates, 1);
     fx_done(&f);
 }
 
