@@ -490,7 +490,7 @@ static void sub_write(bm_events_t *ev, sub_t *s, bm_buf_t *b, bool keepalive)
         ev->st.events_out++;
         ev->st.bytes_out += b->len;
     }
-    size_t pending = bm_resp_pending_bytes(s->req);
+    size_t pending = bm_resp_unsent_bytes(s->req);
     if (pending > ev->o.subscriber_max_pending)
         sub_drop(ev, s, pending);
 }
