@@ -309,6 +309,7 @@ typedef struct sub {
     bm_req_t *req;
     bm_topic_mask_t mask;
     uint64_t id;
+    size_t unchecked; /* bytes written since the kernel's queue was last looked at */
 } sub_t;
 
 /* What a head event says, from either topic's form. */
@@ -333,6 +334,7 @@ typedef struct pend_head {
     bm_head_change_t c; /* buffers: only raw_reorg is held */
 } pend_head_t;
 
+#define HOLD_MAX 64   /* events held for coalescing at most */
 #define STATE_RING 32 /* recent cluster heads' state roots, for chain_reorg's old_head_state */
 
 /* Probe states of one topic on one node. */
@@ -376,6 +378,13 @@ struct bm_events {
     uint32_t cnt[BM_TOPIC_COUNT];         /* subscribers per topic */
     uint64_t unwanted_ms[BM_TOPIC_COUNT]; /* when cnt fell to 0 (linger) */
     bm_buf_t *keepalive_buf;
+    size_t check_step; /* see sub_write */
+    struct {
+        bm_topic_t t;
+        bm_buf_t *b;
+    } held[HOLD_MAX]; /* see emit */
+    uint32_t nheld;
+    uv_timer_t hold;
     uv_timer_t keepalive;
     uv_timer_t reconcile;
     int open_handles;
@@ -420,6 +429,8 @@ void bm_events_opts_default(bm_events_opts_t *o)
     o->extra_idle_ms = 60000;
     o->reprobe_ms = 60000;
     o->linger_ms = 1000;
+    o->coalesce_ms = 3;
+    o->coalesce_min_subscribers = 64;
 }
 
 const bm_events_stats_t *bm_events_stats(const bm_events_t *ev)
@@ -479,7 +490,13 @@ static void sub_drop(bm_events_t *ev, sub_t *s, size_t pending)
     bm_resp_abort(req);
 }
 
-/* Writes b to s; drops s when it has too much unsent. */
+/*
+ * Writes b to s; drops s when it has too much unsent. What our own queue holds is known
+ * for free; the kernel's send queue (megabytes on loopback and LANs, where buffers grow
+ * by themselves) costs a system call, so it is looked at once a check step of bytes has
+ * been written to this subscriber since the last look, and at every keepalive: a stalled
+ * subscriber is cut within max_pending + one step.
+ */
 static void sub_write(bm_events_t *ev, sub_t *s, bm_buf_t *b, bool keepalive)
 {
     if (bm_resp_write(s->req, b) != 0)
@@ -490,7 +507,12 @@ static void sub_write(bm_events_t *ev, sub_t *s, bm_buf_t *b, bool keepalive)
         ev->st.events_out++;
         ev->st.bytes_out += b->len;
     }
-    size_t pending = bm_resp_unsent_bytes(s->req);
+    s->unchecked += b->len;
+    size_t pending = bm_resp_pending_bytes(s->req);
+    if (pending <= ev->o.subscriber_max_pending && !keepalive && s->unchecked < ev->check_step)
+        return;
+    s->unchecked = 0;
+    pending = bm_resp_unsent_bytes(s->req);
     if (pending > ev->o.subscriber_max_pending)
         sub_drop(ev, s, pending);
 }
@@ -507,7 +529,29 @@ static void fan_out(bm_events_t *ev, bm_topic_t t, bm_buf_t *b)
     }
 }
 
-/* Serialises data under topic t and fans it out (nothing when nobody wants t). */
+/* Fans out the held events, in their order. */
+static void release_held(bm_events_t *ev)
+{
+    uv_timer_stop(&ev->hold);
+    for (uint32_t i = 0; i < ev->nheld; i++) {
+        fan_out(ev, ev->held[i].t, ev->held[i].b);
+        bm_buf_unref(ev->held[i].b);
+    }
+    ev->nheld = 0;
+}
+
+static void on_hold(uv_timer_t *t)
+{
+    release_held(t->data);
+}
+
+/*
+ * Serialises data under topic t and fans it out (nothing when nobody wants t). With many
+ * subscribers, every round of writes costs one system call per subscriber and the last
+ * one waits for all the others; a node's block, gossip and payload events arrive a
+ * header request before the head they announce, so they are held up to coalesce_ms and
+ * leave together with that head. Head, head_v2 and chain_reorg are never held.
+ */
 static void emit(bm_events_t *ev, bm_topic_t t, const char *data, size_t len)
 {
     if (!ev->cnt[t])
@@ -519,6 +563,17 @@ static void emit(bm_events_t *ev, bm_topic_t t, const char *data, size_t len)
                        TOPIC_NAMES[t]);
         return;
     }
+    if (ev->st.subscribers >= ev->o.coalesce_min_subscribers &&
+        !(TRACKER_TOPICS & BM_TOPIC_BIT(t)) && ev->nheld < HOLD_MAX) {
+        /* many subscribers: hold it briefly, so that it leaves with the head that usually
+         * follows (one write per subscriber instead of two) */
+        ev->held[ev->nheld].t = t;
+        ev->held[ev->nheld++].b = b;
+        if (!uv_is_active((uv_handle_t *)&ev->hold))
+            uv_timer_start(&ev->hold, on_hold, ev->o.coalesce_ms, 0);
+        return;
+    }
+    release_held(ev);
     fan_out(ev, t, b);
     bm_buf_unref(b);
 }
@@ -526,6 +581,7 @@ static void emit(bm_events_t *ev, bm_topic_t t, const char *data, size_t len)
 static void on_keepalive(uv_timer_t *t)
 {
     bm_events_t *ev = t->data;
+    release_held(ev);
     for (sub_t *s = ev->subs, *nx; s; s = nx) {
         nx = s->next;
         sub_write(ev, s, ev->keepalive_buf, true);
@@ -1349,7 +1405,12 @@ bm_events_t *bm_events_new(uv_loop_t *loop, const bm_events_opts_t *opts)
         ev->o.extra_idle_ms = d.extra_idle_ms;
     if (!ev->o.reprobe_ms)
         ev->o.reprobe_ms = d.reprobe_ms;
+    if (!ev->o.coalesce_min_subscribers)
+        ev->o.coalesce_min_subscribers = UINT32_MAX; /* 0: never hold */
     ev->loop = loop;
+    ev->check_step = ev->o.subscriber_max_pending / 8;
+    if (ev->check_step > 64 * 1024)
+        ev->check_step = 64 * 1024;
     ev->lim_drop.window_ms = 10000;
     ev->lim_drop.burst = 10;
     ev->keepalive_buf = bm_buf_from_str(":\n\n");
@@ -1366,8 +1427,10 @@ bm_events_t *bm_events_new(uv_loop_t *loop, const bm_events_opts_t *opts)
     }
     uv_timer_init(loop, &ev->keepalive);
     uv_timer_init(loop, &ev->reconcile);
+    uv_timer_init(loop, &ev->hold);
+    ev->hold.data = ev;
     ev->keepalive.data = ev->reconcile.data = ev;
-    ev->open_handles = 2;
+    ev->open_handles = 3;
     uv_timer_start(&ev->keepalive, on_keepalive, ev->o.keepalive_ms, ev->o.keepalive_ms);
     return ev;
 }
@@ -1418,6 +1481,7 @@ void bm_events_shutdown(bm_events_t *ev)
     if (!ev || ev->shutting_down)
         return;
     ev->shutting_down = true;
+    release_held(ev); /* subscribers still get what was held */
     uv_timer_stop(&ev->keepalive);
     uv_timer_stop(&ev->reconcile);
     stop_streams(ev);
@@ -1452,4 +1516,5 @@ void bm_events_free(bm_events_t *ev)
     ev->x = NULL;
     uv_close((uv_handle_t *)&ev->keepalive, on_handle_closed);
     uv_close((uv_handle_t *)&ev->reconcile, on_handle_closed);
+    uv_close((uv_handle_t *)&ev->hold, on_handle_closed);
 }

@@ -98,18 +98,23 @@ int bm_events_parse_topics(const char *query, size_t len, bm_topic_mask_t *mask,
 bm_buf_t *bm_events_serialise(const char *topic, const char *data, size_t len);
 
 typedef struct bm_events_opts {
-    uint32_t keepalive_ms;           /* ':' comment interval (default 15000; 0: default) */
-    uint64_t subscriber_max_pending; /* unsent bytes before a subscriber is dropped (1 MiB) */
-    uint32_t dedup_window;           /* events remembered for first-copy-wins (4096) */
-    uint32_t headers_timeout_ms;     /* extra streams and probes: response head within (5000) */
-    uint32_t connect_timeout_ms;     /* extra streams and probes (1000) */
-    uint32_t extra_idle_ms;          /* extra streams: longest silence before a reconnect;
-                                        rare topics are quiet, so longer than the main
-                                        stream's (default 60000) */
-    uint32_t reprobe_ms;             /* a combined extra stream refused again within this
-                                        does not re-probe its topics (default 60000) */
-    uint32_t linger_ms;              /* an extra topic nobody wants any more is kept this
-                                        long before its streams shrink (default 1000) */
+    uint32_t keepalive_ms;             /* ':' comment interval (default 15000; 0: default) */
+    uint64_t subscriber_max_pending;   /* unsent bytes before a subscriber is dropped (1 MiB) */
+    uint32_t dedup_window;             /* events remembered for first-copy-wins (4096) */
+    uint32_t headers_timeout_ms;       /* extra streams and probes: response head within (5000) */
+    uint32_t connect_timeout_ms;       /* extra streams and probes (1000) */
+    uint32_t extra_idle_ms;            /* extra streams: longest silence before a reconnect;
+                                          rare topics are quiet, so longer than the main
+                                          stream's (default 60000) */
+    uint32_t reprobe_ms;               /* a combined extra stream refused again within this
+                                          does not re-probe its topics (default 60000) */
+    uint32_t linger_ms;                /* an extra topic nobody wants any more is kept this
+                                          long before its streams shrink (default 1000) */
+    uint32_t coalesce_ms;              /* with many subscribers, other topics' events wait up
+                                          to this for the head that follows them, so both
+                                          leave in one write per subscriber (default 3) */
+    uint32_t coalesce_min_subscribers; /* ... from this many subscribers on (default 64;
+                                          0: never) */
 } bm_events_opts_t;
 
 /** Counters for the status page and the tests (monotonic unless marked "now"). */

@@ -1189,6 +1189,42 @@ static void test_untrusted_node_chain_events(void **state)
     fx_done(&f);
 }
 
+/* With many subscribers, other topics wait (briefly) for the head, to leave with it. */
+static void test_coalesce_with_the_head(void **state)
+{
+    (void)state;
+    bm_events_opts_t o;
+    bm_events_opts_default(&o);
+    o.coalesce_min_subscribers = 2;
+    o.coalesce_ms = 300;
+    fx_t f;
+    fx_init(&f, &o);
+    tracker_init(&f, BM_FORK_FULU, true);
+    cli_t *a = subscribe(&f, "head,block");
+    /* one subscriber: nothing is held */
+    bm_events_node_event(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    wait_events(&f, a, "block", 1);
+    cli_t *b = subscribe(&f, "head,block");
+    const char *blk = "{\"slot\":\"95\",\"block\":\"0x01\",\"execution_optimistic\":false}";
+    bm_events_node_event(0, "block", blk, strlen(blk), f.ev);
+    run_ready(&f);
+    assert_int_equal(count_events(b, "block"), 0); /* held */
+    announce(&f, 0, 0, true, false, true, "fulu");
+    wait_events(&f, b, "head", 1);
+    /* released with the head, before it, in one go */
+    assert_int_equal(count_events(b, "block"), 1);
+    assert_true(strstr(bm_str_data(&b->body), "event: block") <
+                strstr(bm_str_data(&b->body), "event: head"));
+    assert_int_equal(count_events(a, "block"), 2);
+    /* no head follows: released when the hold ends */
+    const char *blk2 = "{\"slot\":\"96\",\"block\":\"0x02\",\"execution_optimistic\":false}";
+    bm_events_node_event(0, "block", blk2, strlen(blk2), f.ev);
+    run_ready(&f);
+    assert_int_equal(count_events(b, "block"), 1);
+    wait_events(&f, b, "block", 2);
+    fx_done(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1209,6 +1245,7 @@ int main(void)
         cmocka_unit_test(test_payload_full_second_head_v2),
         cmocka_unit_test(test_head_without_data_waits),
         cmocka_unit_test(test_untrusted_node_chain_events),
+        cmocka_unit_test(test_coalesce_with_the_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
