@@ -149,13 +149,15 @@ static void node_json(const bm_admin_t *a, bm_head_t *t, size_t i, const bm_node
                       ",\"stream\":{\"connected\":%s,\"topic\":\"%s\",\"payload_topic\":%s,"
                       "\"connects\":%llu,\"failures\":%llu,\"events\":%llu,"
                       "\"bad_events\":%llu,\"up_since_ms\":%llu,\"last_event_ms\":%llu,"
-                      "\"last_error\":\"%s\",\"last_status\":%d}",
+                      "\"last_error\":\"%s\",\"last_status\":%d,\"syncing_polls\":%llu,"
+                      "\"header_requests\":%llu}",
                       mi.connected ? "true" : "false", mi.head_v2 ? "head_v2" : "head",
                       mi.payload_topic ? "true" : "false", (unsigned long long)mi.connects,
                       (unsigned long long)mi.failures, (unsigned long long)mi.events,
                       (unsigned long long)mi.bad_events, (unsigned long long)mi.up_since_ms,
                       (unsigned long long)mi.last_event_ms,
-                      mi.last_err ? bm_strerror(mi.last_err) : "", mi.last_status);
+                      mi.last_err ? bm_strerror(mi.last_err) : "", mi.last_status,
+                      (unsigned long long)mi.syncing_polls, (unsigned long long)mi.header_fetches);
 }
 
 void bm_admin_status_json(bm_admin_t *a, bm_str_t *o)

@@ -524,23 +524,32 @@ static void on_rejected(bm_nodestream_t *s, int status, const char *body, size_t
 
 static void on_timer(uv_timer_t *t);
 
-/* Arms the timer for the next slot start or the tracker's wake-up, if earlier. */
+/*
+ * Arms the timer for the next slot start or the tracker's wake-up, if earlier; at once
+ * when the current slot's round has not run yet. A timer already due is never pushed
+ * back: an event that arrives just after a slot start (with the timer due but not yet
+ * run in this loop turn) must not skip that slot's round.
+ */
 static void arm_timer(bm_monitor_t *m)
 {
     if (m->stopped || !m->started || !m->clock_known)
         return;
     uint64_t now = bm_clock_now_ms();
-    uint64_t slot = bm_slot_at(&m->clock, now);
-    uint64_t at =
-        now < m->clock.genesis_ms ? m->clock.genesis_ms : bm_slot_start_ms(&m->clock, slot + 1);
+    uint64_t at;
+    if (now < m->clock.genesis_ms) {
+        at = m->clock.genesis_ms;
+    } else {
+        uint64_t slot = bm_slot_at(&m->clock, now);
+        at = slot != m->last_slot ? now : bm_slot_start_ms(&m->clock, slot + 1);
+    }
     uint64_t w = bm_head_next_wakeup_ms(m->head);
     if (w && w < at)
         at = w;
-    if (m->timer_at && m->timer_at <= at && m->timer_at > now)
-        return; /* already armed for earlier */
+    if (m->timer_at && m->timer_at <= at && uv_is_active((uv_handle_t *)&m->timer))
+        return; /* armed for earlier (or due now) already */
     m->timer_at = at;
     /* +1: land after the instant, never just before it (ms rounding) */
-    uint64_t delay = at > now ? at - now + 1 : 1;
+    uint64_t delay = at > now ? at - now + 1 : 0;
     uv_timer_start(&m->timer, on_timer, delay, 0);
 }
 
