@@ -24,6 +24,7 @@
 #include "discovery.h"
 #include "duties.h"
 #include "err.h"
+#include "events.h"
 #include "failover.h"
 #include "head.h"
 #include "health.h"
@@ -43,6 +44,7 @@ typedef struct app {
     bm_health_t *health;
     bm_head_t *head;       /* monitor: the cluster head tracker */
     bm_monitor_t *monitor; /* monitor: per-node event streams feeding it */
+    bm_events_t *events;   /* events: the cluster event stream */
     bm_discovery_t *disc;
     bm_failover_t *failover;
     bm_race_engine_t *race; /* the shared race engine of the duty policies */
@@ -115,6 +117,8 @@ static int build_routes(app_t *a)
         rc = bm_aggregate_register(a->aggregate, r);
     if (!rc)
         rc = bm_duties_register(a->duties, r);
+    if (!rc)
+        rc = bm_events_register(a->events, r); /* events */
     bm_router_set_fallback(r, bm_failover_route, a->failover);
     return rc;
 }
@@ -196,6 +200,22 @@ static int build(app_t *a)
     if (!a->aggregate || !a->duties)
         return BM_ENOMEM;
     bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
+    /* events: the cluster stream, fed by the tracker and every node's streams */
+    bm_events_opts_t eo;
+    bm_events_opts_default(&eo);
+    eo.keepalive_ms = c->events.keepalive_ms;
+    eo.subscriber_max_pending = c->events.subscriber_max_pending;
+    eo.dedup_window = c->events.dedup_window;
+    eo.headers_timeout_ms = c->events.headers_timeout_ms;
+    eo.connect_timeout_ms = c->timeouts.connect_ms;
+    a->events = bm_events_new(&a->loop, &eo);
+    if (!a->events || bm_events_attach_head(a->events, a->head) != 0 ||
+        bm_monitor_on_event(a->monitor, bm_events_node_event, a->events) != 0 ||
+        bm_monitor_on_connection(a->monitor, bm_events_node_conn, a->events) != 0)
+        return BM_ENOMEM;
+    bm_events_attach_nodes(a->events, a->up, a->pool);
+    bm_events_attach_discovery(a->events, a->disc);
+
     if ((rc = build_routes(a)) != 0)
         return rc;
 
@@ -259,12 +279,15 @@ static void on_signal(uv_signal_t *s, int signum)
     }
     bm_log(BM_LOG_INFO, "%s: shutting down (in-flight requests get up to %u ms)",
            signum == SIGTERM ? "SIGTERM" : "SIGINT", a->cfg->server.shutdown_timeout_ms);
+    bm_events_shutdown(a->events); /* events: streams end now, not after the grace period */
     bm_server_shutdown(a->server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
 }
 
 static void teardown(app_t *a)
 {
     bm_monitor_stop(a->monitor); /* monitor */
+    bm_events_free(a->events);   /* events: after the monitor, before curl and the tracker */
+    a->events = NULL;
     if (a->disc)
         bm_discovery_stop(a->disc);
     bm_race_engine_free(a->race);
