@@ -45,13 +45,13 @@ typedef struct exchange {
     bm_req_t *req;
     bm_node_t *cand[MAX_CANDIDATES];
     size_t n_cand;
-    size_t next;           /* next candidate to try */
-    bm_node_t *node;       /* node of the running attempt */
-    bm_xfer_t *xfer;       /* running attempt, or NULL */
+    size_t next;     /* next candidate to try */
+    bm_node_t *node; /* node of the running attempt */
+    bm_xfer_t *xfer; /* running attempt, or NULL */
     phase_t phase;
     bool committed;
-    bool finished;         /* the client request has been ended */
-    unsigned busy;         /* nesting depth of our callbacks */
+    bool finished; /* the client request has been ended */
+    unsigned busy; /* nesting depth of our callbacks */
     bool paused;
     /* the running attempt's answer while it is held (PH_BUFFER) */
     int held_status;
@@ -298,7 +298,7 @@ static void on_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     ex->xfer = NULL;
     bm_node_t *node = ex->node;
     node->stats.in_flight--;
-    bm_outcome_t outcome = res->err        ? BM_OUTCOME_NET_ERROR
+    bm_outcome_t outcome = res->err             ? BM_OUTCOME_NET_ERROR
                            : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
                                                 : BM_OUTCOME_OK;
     bm_pool_record(ex->f->pool, node, outcome, res->err == BM_ECONNREFUSED, res->elapsed_us,
@@ -394,12 +394,13 @@ static void start_next(exchange_t *ex)
 
 /* Builds the candidate list: usable nodes of the wanted client, best rank first, then
  * configuration order (a stable insertion sort: the lists are short). */
-static size_t pick_candidates(bm_failover_t *f, bm_client_t only, bm_node_t **out, size_t max)
+static size_t pick_candidates(bm_failover_t *f, bm_client_t only, bool ready_only, bm_node_t **out,
+                              size_t max)
 {
     size_t n = 0;
     for (size_t i = 0; i < bm_pool_count(f->pool) && n < MAX_CANDIDATES; i++) {
         bm_node_t *node = bm_pool_node(f->pool, i);
-        if (!bm_node_usable(node))
+        if (!bm_node_usable(node) || (ready_only && node->state != BM_NODE_READY))
             continue;
         if (only != BM_CLIENT_UNKNOWN && node->client != only)
             continue;
@@ -413,7 +414,7 @@ static size_t pick_candidates(bm_failover_t *f, bm_client_t only, bm_node_t **ou
     return n < max ? n : max;
 }
 
-void bm_failover_handle(bm_failover_t *f, bm_req_t *req, bm_client_t only)
+static void handle(bm_failover_t *f, bm_req_t *req, bm_client_t only, bool ready_only)
 {
     exchange_t *ex = calloc(1, sizeof *ex);
     if (!ex) {
@@ -425,11 +426,13 @@ void bm_failover_handle(bm_failover_t *f, bm_req_t *req, bm_client_t only)
     ex->req = req;
     bm_hdrs_init(&ex->kept_hdrs);
     bm_hdrs_init(&ex->held_hdrs);
-    ex->n_cand = pick_candidates(f, only, ex->cand, f->opts.max_attempts);
+    ex->n_cand = pick_candidates(f, only, ready_only, ex->cand, f->opts.max_attempts);
     ex->busy++;
     if (ex->n_cand == 0) {
         ex->finished = true;
-        if (only != BM_CLIENT_UNKNOWN)
+        if (ready_only)
+            bm_resp_error(req, 503, "no ready upstream");
+        else if (only != BM_CLIENT_UNKNOWN)
             bm_resp_error(req, 503, "no usable %s upstream", bm_client_name(only));
         else
             bm_resp_error(req, 503, "no usable upstream");
@@ -439,6 +442,18 @@ void bm_failover_handle(bm_failover_t *f, bm_req_t *req, bm_client_t only)
         start_next(ex);
     }
     leave(ex);
+}
+
+void bm_failover_handle(bm_failover_t *f, bm_req_t *req, bm_client_t only)
+{
+    handle(f, req, only, false);
+}
+
+/* Only ready nodes, best first (for answers that must come from a node in sync, such as
+ * peer_count); 503 when none is ready. */
+void bm_failover_handle_ready(bm_failover_t *f, bm_req_t *req)
+{
+    handle(f, req, BM_CLIENT_UNKNOWN, true);
 }
 
 void bm_failover_route(bm_req_t *req, const bm_route_params_t *params, void *ud)

@@ -6,6 +6,7 @@
  *   server -> router -> policies (discovery's static endpoints, admin, failover)
  *                                  -> pool -> upstream (libcurl multi on the loop)
  *   discovery -> pool (network verdicts) -> health (states)
+ *   monitor (per-node event streams) -> head tracker -> health (cluster-relative states)
  *
  * It owns nothing else: no module is reached through a global. SIGTERM/SIGINT start a
  * graceful shutdown (stop accepting, finish in-flight requests within the configured
@@ -22,8 +23,10 @@
 #include "discovery.h"
 #include "err.h"
 #include "failover.h"
+#include "head.h"
 #include "health.h"
 #include "log.h"
+#include "monitor.h"
 #include "pool.h"
 #include "router.h"
 #include "server.h"
@@ -35,6 +38,8 @@ typedef struct app {
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_health_t *health;
+    bm_head_t *head;       /* monitor: the cluster head tracker */
+    bm_monitor_t *monitor; /* monitor: per-node event streams feeding it */
     bm_discovery_t *disc;
     bm_failover_t *failover;
     bm_admin_t *admin;
@@ -86,8 +91,8 @@ static int build_routes(app_t *a)
     static const char *const statics[] = {"/eth/v1/beacon/genesis", "/eth/v1/config/spec",
                                           "/eth/v1/config/fork_schedule",
                                           "/eth/v1/config/deposit_contract"};
-    static const char *const client_paths[] = {"/lighthouse/*", "/prysm/*", "/teku/*",
-                                               "/nimbus/*", "/lodestar/*"};
+    static const char *const client_paths[] = {"/lighthouse/*", "/prysm/*", "/teku/*", "/nimbus/*",
+                                               "/lodestar/*"};
     bm_router_t *r = a->router = bm_router_new();
     if (!r)
         return BM_ENOMEM;
@@ -119,6 +124,7 @@ static int build(app_t *a)
     bm_health_opts_t ho;
     bm_health_opts_default(&ho);
     ho.max_head_lag = c->health.max_head_lag;
+    ho.head_quorum = c->health.head_quorum; /* monitor: 0 = automatic */
     a->health = bm_health_new(a->pool, &ho);
 
     bm_discovery_opts_t dopt;
@@ -142,6 +148,21 @@ static int build(app_t *a)
     a->admin = bm_admin_new(a->pool, a->disc);
     if (!a->health || !a->disc || !a->failover || !a->admin)
         return BM_ENOMEM;
+
+    /* monitor: the head tracker, health judged against it, the per-node streams */
+    a->head = bm_head_new(bm_pool_count(a->pool), NULL);
+    if (!a->head || (rc = bm_health_set_head(a->health, a->head)) != 0)
+        return a->head ? rc : BM_ENOMEM;
+    bm_monitor_opts_t mo;
+    bm_monitor_opts_default(&mo);
+    mo.connect_timeout_ms = c->timeouts.connect_ms;
+    mo.headers_timeout_ms = c->events.headers_timeout_ms;
+    mo.request_timeout_ms = c->timeouts.read_ms;
+    a->monitor = bm_monitor_new(&a->loop, a->up, a->pool, a->disc, a->head, a->health, &mo);
+    if (!a->monitor)
+        return BM_ENOMEM;
+    bm_admin_set_monitor(a->admin, a->monitor);
+    bm_admin_set_failover(a->admin, a->failover);
     if ((rc = build_routes(a)) != 0)
         return rc;
 
@@ -167,7 +188,9 @@ static int build(app_t *a)
     bool v6 = strchr(h, ':') != NULL;
     bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d", v6 ? "[" : "", h, v6 ? "]" : "",
            bm_server_port(a->server));
-    return bm_discovery_start(a->disc);
+    if ((rc = bm_discovery_start(a->disc)) != 0)
+        return rc;
+    return bm_monitor_start(a->monitor); /* monitor */
 }
 
 static void close_signals(app_t *a)
@@ -184,6 +207,7 @@ static void on_server_drained(bm_server_t *srv, void *ud)
     app_t *a = ud;
     (void)srv;
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
+    bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
     bm_discovery_stop(a->disc);
     /* nothing runs any more: close curl's sockets and timers so that the loop ends */
     bm_upstream_free(a->up);
@@ -205,6 +229,7 @@ static void on_signal(uv_signal_t *s, int signum)
 
 static void teardown(app_t *a)
 {
+    bm_monitor_stop(a->monitor); /* monitor */
     if (a->disc)
         bm_discovery_stop(a->disc);
     if (a->up)
@@ -219,7 +244,10 @@ static void teardown(app_t *a)
     bm_admin_free(a->admin);
     bm_failover_free(a->failover);
     bm_router_free(a->router);
+    bm_monitor_free(a->monitor); /* monitor: its handles closed in the runs above */
     bm_health_free(a->health);
+    if (a->head)
+        bm_head_free(a->head); /* monitor: after health, which listens to it */
     bm_pool_free(a->pool);
     if (uv_loop_close(&a->loop) != 0)
         bm_log(BM_LOG_WARN, "shutdown: handles still open on the loop");
@@ -263,8 +291,8 @@ int main(int argc, char **argv)
     uv_signal_init(&a.loop, &a.sigterm);
     uv_signal_init(&a.loop, &a.sigint);
     a.sigterm.data = a.sigint.data = &a;
-    bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu upstream%s", BM_VERSION,
-           a.cfg->n_upstreams, a.cfg->n_upstreams == 1 ? "" : "s");
+    bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu upstream%s", BM_VERSION, a.cfg->n_upstreams,
+           a.cfg->n_upstreams == 1 ? "" : "s");
     int rc = build(&a);
     if (rc) {
         a.exit_code = 1;
