@@ -464,7 +464,7 @@ static void test_late_head_reorged(void **state)
     fx_client_t *c = fx_get(t.f, V3, NULL);
     fx_wait(t.f, c);
     assert_int_equal(served_parent(c), 9);
-    assert_true(c->end_ms - c->start_ms < 500);
+    assert_true(c->end_ms - c->start_ms < 1000); /* not held until the deadline (~1.8 s) */
     assert_int_equal(bm_produce_stats(t.p).accepted, 1);
     pfx_free(&t);
 
@@ -496,10 +496,12 @@ static void test_deadline_first_2xx(void **state)
     fx_add_node(t.f, &sb, 1, BM_NODE_READY);
     fx_client_t *c = fx_get(t.f, V3, NULL);
     fx_wait(t.f, c);
-    /* nothing acceptable: held until the deadline (stale nodes re-asked), then the first */
-    uint64_t took = c->end_ms - c->start_ms;
-    assert_true(took >= 400);
-    assert_true(took < 500 + SLACK_MS);
+    /* nothing acceptable: held until the deadline (stale nodes re-asked), then the first;
+     * once the last re-ask before the deadline is answered nothing more can come, so the
+     * answer may leave up to one re-ask interval early */
+    uint64_t deadline = t.c.info.clock.genesis_ms + 11 * SLOT_MS + 700;
+    assert_true(c->end_ms + 100 + 20 >= deadline);
+    assert_true(c->end_ms < deadline + SLACK_MS);
     assert_int_equal(c->status, 200);
     assert_int_equal(served_parent(c), 8);
     assert_true(a->requests >= 3);
