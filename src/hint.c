@@ -158,6 +158,15 @@ bool bm_hint_arrived_late(const bm_hint_t *h, const bm_expected_t *e)
     return e->first_seen_ms > bm_chain_due_ms(c, e->slot, BM_DUE_ATTESTATION);
 }
 
+bool bm_hint_node_behind(const bm_hint_t *h, size_t node)
+{
+    bm_head_node_view_t v;
+    if (!h->head || node >= bm_head_node_count(h->head) ||
+        bm_head_node_view(h->head, node, &v) != 0 || !v.has_head)
+        return false;
+    return v.relation == BM_HEAD_REL_ANCESTOR;
+}
+
 bool bm_hint_fork(const bm_hint_t *h, uint64_t slot, bm_fork_t *out)
 {
     const bm_chain_info_t *c = bm_hint_chain(h);

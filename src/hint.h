@@ -125,6 +125,13 @@ uint64_t bm_hint_deadline(const bm_hint_t *h, bm_hint_duty_t duty, uint64_t slot
 bool bm_hint_arrived_late(const bm_hint_t *h, const bm_expected_t *e);
 
 /**
+ * True when the tracker knows `node`'s (pool index) head and it is behind the cluster
+ * head on the cluster chain (an ancestor of it). A node building on the late head's parent
+ * is then simply stale, not re-orging the late block on purpose.
+ */
+bool bm_hint_node_behind(const bm_hint_t *h, size_t node);
+
+/**
  * The fork of `slot`. Returns false (and BM_FORK_PHASE0 in *out) when the chain is
  * unknown.
  */

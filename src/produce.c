@@ -354,8 +354,11 @@ static bool block_accept(const bm_race_answer_t *an, void *ud)
         return false;
     bm_expected_t e;
     bm_hint_expected(c->p->hint, c->slot ? c->slot - 1 : 0, &e);
-    bool late =
-        e.known && e.slot_known && e.slot + 1 == c->slot && bm_hint_arrived_late(c->p->hint, &e);
+    /* the late head's parent: only from a node that holds the late head (a deliberate
+     * re-org), never from one known to be behind it (a stale node builds there too) */
+    bool late = e.known && e.slot_known && e.slot + 1 == c->slot &&
+                bm_hint_arrived_late(c->p->hint, &e) &&
+                !(an->node && bm_hint_node_behind(c->p->hint, (size_t)an->node->index));
     return bm_produce_parent_ok(&e, late, b.parent_root);
 }
 

@@ -176,8 +176,14 @@ static void test_expected_head(void **state)
     assert_int_equal(e.root[2], 6);
     assert_false(e.payload_full);
 
+    /* node 0 holds block 5, an ancestor of the head (6): behind; node 1 holds the head */
+    assert_true(bm_hint_node_behind(h, 0));
+    assert_false(bm_hint_node_behind(h, 1));
+    assert_false(bm_hint_node_behind(h, 7)); /* no such node */
+
     bm_hint_set_head(h, NULL);
     assert_false(bm_hint_expected(h, 6, &e));
+    assert_false(bm_hint_node_behind(h, 0));
     bm_hint_free(h);
     fx_chain_dispose(&c);
 }

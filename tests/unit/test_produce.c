@@ -468,6 +468,21 @@ static void test_late_head_reorged(void **state)
     assert_int_equal(bm_produce_stats(t.p).accepted, 1);
     pfx_free(&t);
 
+    /* late again, but the fast node is known to be behind the late head (its own head is
+     * block 9): its block on 9 is stale, not a re-org; the node holding 10 and building on 9
+     * on purpose wins */
+    pfx_init(&t, 200, 5000, NULL);
+    fx_head(&t.c, 1, 9, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
+    fx_step_t deliberate = step_v3(150, 9, 43, "1", "1");
+    fx_step_t stale = step_v3(5, 9, 44, "1", "1");
+    fx_add_node(t.f, &deliberate, 1, BM_NODE_READY); /* index 0: holds block 10 */
+    fx_add_node(t.f, &stale, 1, BM_NODE_READY);      /* index 1: behind */
+    c = fx_get(t.f, V3, NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(served_parent(c), 9);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), 0);
+    pfx_free(&t);
+
     /* the same block while the head was on time (3 s): not accepted, the head's wins */
     pfx_init(&t, 200, 3000, NULL);
     fx_step_t sc = step_v3(5, 9, 43, "1", "1");
