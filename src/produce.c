@@ -217,8 +217,9 @@ int bm_produce_parse(const bm_hdrs_t *headers, const bm_buf_t *body, bool v4,
     bm_produce_block_t b;
     memset(&b, 0, sizeof b);
     int rc = 0;
-    bool blinded_hdr, included_hdr;
-    b.blinded = !v4 && header_true(headers, "eth-execution-payload-blinded", &blinded_hdr);
+    bool blinded_hdr = false, included_hdr = false;
+    bool blinded = header_true(headers, "eth-execution-payload-blinded", &blinded_hdr);
+    b.blinded = !v4 && blinded;
     bool included = header_true(headers, "eth-execution-payload-included", &included_hdr);
     bool has_c = header_value(headers, "eth-consensus-block-value", &b.consensus, &rc);
     bool has_e = !v4 && header_value(headers, "eth-execution-payload-value", &b.execution, &rc);
