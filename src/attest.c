@@ -245,6 +245,15 @@ static bool is_2xx(int status)
     return status >= 200 && status < 300;
 }
 
+/* An answer on the cluster head while a node's newer head is being resolved: not yet (the
+ * race re-asks in a moment, by when the cluster head has moved or proved it should not). */
+static bool stale_while_moving(const bm_hint_t *h, const bm_expected_t *e, uint64_t slot,
+                               const uint8_t root[32])
+{
+    return e->known && e->is_cluster_head && memcmp(e->root, root, 32) == 0 &&
+           bm_hint_head_moving(h, slot);
+}
+
 static bool data_accept(const bm_race_answer_t *an, void *ud)
 {
     rctx_t *c = ud;
@@ -253,6 +262,8 @@ static bool data_accept(const bm_race_answer_t *an, void *ud)
         return false;
     bm_expected_t e;
     bm_hint_expected(c->a->hint, c->slot, &e);
+    if (stale_while_moving(c->a->hint, &e, c->slot, d.beacon_block_root))
+        return false;
     return bm_attest_data_ok(&e, c->gloas, c->slot, &d);
 }
 
@@ -284,6 +295,8 @@ static bool root_accept(const bm_race_answer_t *an, void *ud)
     bm_expected_t e;
     if (!bm_hint_expected(c->a->hint, UINT64_MAX, &e))
         return true;
+    if (stale_while_moving(c->a->hint, &e, UINT64_MAX, root))
+        return false;
     return memcmp(e.root, root, 32) == 0;
 }
 

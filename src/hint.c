@@ -158,6 +158,23 @@ bool bm_hint_arrived_late(const bm_hint_t *h, const bm_expected_t *e)
     return e->first_seen_ms > bm_chain_due_ms(c, e->slot, BM_DUE_ATTESTATION);
 }
 
+bool bm_hint_head_moving(const bm_hint_t *h, uint64_t slot)
+{
+    bm_head_info_t hi;
+    if (!h->head || !bm_head_cluster(h->head, &hi))
+        return false;
+    size_t n = bm_head_node_count(h->head);
+    for (size_t i = 0; i < n; i++) {
+        bm_head_node_view_t v;
+        if (bm_head_node_view(h->head, i, &v) != 0)
+            continue;
+        if (v.voter && !v.forked && !v.time_discrepancy && v.has_head && v.slot > hi.slot &&
+            v.slot <= slot && v.relation == BM_HEAD_REL_UNKNOWN && v.fetch_in_flight > 0)
+            return true;
+    }
+    return false;
+}
+
 bool bm_hint_node_behind(const bm_hint_t *h, size_t node)
 {
     bm_head_node_view_t v;

@@ -125,6 +125,14 @@ uint64_t bm_hint_deadline(const bm_hint_t *h, bm_hint_duty_t duty, uint64_t slot
 bool bm_hint_arrived_late(const bm_hint_t *h, const bm_expected_t *e);
 
 /**
+ * True when the cluster head is about to move: a voting node announced a head above the
+ * cluster head's slot (and at or below `slot`) whose ancestry the tracker is fetching
+ * right now (one header request, a few milliseconds). An answer on the current cluster
+ * head is then not yet fresh enough to be accepted: the race re-asks a moment later.
+ */
+bool bm_hint_head_moving(const bm_hint_t *h, uint64_t slot);
+
+/**
  * True when the tracker knows `node`'s (pool index) head and it is behind the cluster
  * head on the cluster chain (an ancestor of it). A node building on the late head's parent
  * is then simply stale, not re-orging the late block on purpose.

@@ -360,6 +360,11 @@ static bool block_accept(const bm_race_answer_t *an, void *ud)
     bool late = e.known && e.slot_known && e.slot + 1 == c->slot &&
                 bm_hint_arrived_late(c->p->hint, &e) &&
                 !(an->node && bm_hint_node_behind(c->p->hint, (size_t)an->node->index));
+    /* a block on the cluster head while a node's newer head (of the slot before) is being
+     * resolved: not yet, the race re-asks */
+    if (e.known && e.is_cluster_head && memcmp(e.root, b.parent_root, 32) == 0 &&
+        bm_hint_head_moving(c->p->hint, c->slot ? c->slot - 1 : 0))
+        return false;
     return bm_produce_parent_ok(&e, late, b.parent_root);
 }
 

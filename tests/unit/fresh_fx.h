@@ -141,12 +141,23 @@ typedef struct fx_chain {
     bool known[FX_MAX_BLOCKS]; /* block id -> known */
     unsigned parent[FX_MAX_BLOCKS];
     uint64_t slot[FX_MAX_BLOCKS];
+    bool defer; /* hold header requests until fx_chain_release */
+    struct {
+        uint8_t root[32];
+        size_t node;
+    } held[16];
+    int n_held;
 } fx_chain_t;
 
 static inline void fx_chain_fetch(const uint8_t root[32], uint64_t slot, size_t node, void *ud)
 {
     fx_chain_t *c = ud;
     (void)slot;
+    if (c->defer && c->n_held < 16) {
+        memcpy(c->held[c->n_held].root, root, 32);
+        c->held[c->n_held++].node = node;
+        return;
+    }
     unsigned id = (unsigned)root[1] << 8 | root[2];
     if (root[0] != 0xB0 || id >= FX_MAX_BLOCKS || !c->known[id]) {
         bm_head_on_parent_failed(c->t, node, root, c->now);
@@ -155,6 +166,17 @@ static inline void fx_chain_fetch(const uint8_t root[32], uint64_t slot, size_t 
     uint8_t p[32];
     fx_root(c->parent[id], p);
     bm_head_on_parent(c->t, node, root, c->slot[id], p, c->now);
+}
+
+/* Answers the header requests held while `defer` was set (and stops holding). */
+static inline void fx_chain_release(fx_chain_t *c, uint64_t now)
+{
+    c->defer = false;
+    c->now = now;
+    int n = c->n_held;
+    c->n_held = 0;
+    for (int i = 0; i < n; i++)
+        fx_chain_fetch(c->held[i].root, UINT64_MAX, c->held[i].node, c);
 }
 
 /* A tracker for `n` nodes over `info`, clock set at `now`. */

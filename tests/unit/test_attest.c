@@ -427,6 +427,39 @@ static void test_stale_node_catches_up(void **state)
     tfx_free(&t);
 }
 
+static void release_headers(uv_timer_t *timer)
+{
+    tfx_t *t = timer->data;
+    fx_chain_release(&t->c, bm_clock_now_ms());
+}
+
+static void test_head_moving_holds_the_old_head(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
+    tfx_chain(&t, 9, BM_PAYLOAD_UNKNOWN);
+    /* node 1 just announced block 10; its header is on the way (released at 100 ms) */
+    t.c.defer = true;
+    fx_head(&t.c, 1, 10, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
+    assert_int_equal(fx_cluster_id(&t.c), 9);
+    uv_timer_t timer;
+    uv_timer_init(&t.f->loop, &timer);
+    timer.data = &t;
+    uv_timer_start(&timer, release_headers, 100, 0);
+    /* a answers block 9 (still the cluster head) at once; b answers block 10 */
+    fx_step_t sa = STEP(200, 5, att_json(10, 0, 9));
+    fx_step_t sb = STEP(200, 20, att_json(10, 0, 10));
+    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(body_root(c), 10);
+    assert_int_equal(fx_cluster_id(&t.c), 10);
+    uv_close((uv_handle_t *)&timer, NULL);
+    tfx_free(&t);
+}
+
 static void test_deadline_fallback(void **state)
 {
     (void)state;
@@ -704,6 +737,7 @@ int main(void)
         cmocka_unit_test(test_coalescing_key),
         cmocka_unit_test(test_stale_node_loses),
         cmocka_unit_test(test_stale_node_catches_up),
+        cmocka_unit_test(test_head_moving_holds_the_old_head),
         cmocka_unit_test(test_deadline_fallback),
         cmocka_unit_test(test_no_cluster_head_first_2xx),
         cmocka_unit_test(test_coalescing),

@@ -181,9 +181,35 @@ static void test_expected_head(void **state)
     assert_false(bm_hint_node_behind(h, 1));
     assert_false(bm_hint_node_behind(h, 7)); /* no such node */
 
+    /* a node announces block 7 and its header is on its way: the head is moving (for
+     * duty reads about slot 7 or later); once the header is in, it moved */
+    assert_false(bm_hint_head_moving(h, 7));
+    fx_block(&c, 7, 7, 6);
+    c.defer = true;
+    fx_head(&c, 1, 7, start_of(7) + 200, BM_PAYLOAD_UNKNOWN);
+    assert_int_equal(fx_cluster_id(&c), 6);
+    assert_true(bm_hint_head_moving(h, 7));
+    assert_true(bm_hint_head_moving(h, UINT64_MAX));
+    assert_false(bm_hint_head_moving(h, 6)); /* not for an older slot's reads */
+    fx_chain_release(&c, start_of(7) + 205);
+    assert_int_equal(fx_cluster_id(&c), 7);
+    assert_false(bm_hint_head_moving(h, 7));
+    /* a header that never comes (request failed): not moving any more */
+    fx_block(&c, 8, 8, 7);
+    c.defer = true;
+    fx_head(&c, 1, 8, start_of(8) + 200, BM_PAYLOAD_UNKNOWN);
+    assert_true(bm_hint_head_moving(h, 8));
+    c.defer = false;
+    c.n_held = 0;
+    uint8_t r8[32];
+    fx_root(8, r8);
+    assert_int_equal(bm_head_on_parent_failed(c.t, 1, r8, start_of(8) + 300), 0);
+    assert_false(bm_hint_head_moving(h, 8));
+
     bm_hint_set_head(h, NULL);
     assert_false(bm_hint_expected(h, 6, &e));
     assert_false(bm_hint_node_behind(h, 0));
+    assert_false(bm_hint_head_moving(h, 8));
     bm_hint_free(h);
     fx_chain_dispose(&c);
 }

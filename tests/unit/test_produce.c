@@ -495,6 +495,39 @@ static void test_late_head_reorged(void **state)
     pfx_free(&t);
 }
 
+static void release_headers(uv_timer_t *timer)
+{
+    pfx_t *t = timer->data;
+    fx_chain_release(&t->c, bm_clock_now_ms());
+}
+
+static void test_head_moving_holds_the_old_parent(void **state)
+{
+    (void)state;
+    pfx_t t;
+    pfx_init(&t, 200, 1000, NULL);
+    /* node 1 announced block 11 (header on its way, released at 100 ms); a block for
+     * slot 12 on block 10 (still the cluster head) must wait for it */
+    fx_block(&t.c, 11, 11, 10);
+    t.c.defer = true;
+    fx_head(&t.c, 1, 11, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
+    uv_timer_t timer;
+    uv_timer_init(&t.f->loop, &timer);
+    timer.data = &t;
+    uv_timer_start(&timer, release_headers, 100, 0);
+    fx_step_t sa = {
+        .status = 200, .delay_ms = 5, .body = block_json(12, 10, 40, false, false, "1", "1")};
+    fx_step_t sb = {
+        .status = 200, .delay_ms = 20, .body = block_json(12, 11, 41, false, false, "1", "1")};
+    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, "/eth/v3/validator/blocks/12?randao_reveal=0x00", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(served_parent(c), 11);
+    uv_close((uv_handle_t *)&timer, NULL);
+    pfx_free(&t);
+}
+
 static void test_deadline_first_2xx(void **state)
 {
     (void)state;
@@ -644,10 +677,15 @@ static void test_ssz_v3_and_v4(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_json),         cmocka_unit_test(test_parse_ssz_per_fork),
-        cmocka_unit_test(test_parent_rule),        cmocka_unit_test(test_value_order),
-        cmocka_unit_test(test_fresh_beats_stale),  cmocka_unit_test(test_late_head_reorged),
-        cmocka_unit_test(test_deadline_first_2xx), cmocka_unit_test(test_best_value),
+        cmocka_unit_test(test_parse_json),
+        cmocka_unit_test(test_parse_ssz_per_fork),
+        cmocka_unit_test(test_parent_rule),
+        cmocka_unit_test(test_value_order),
+        cmocka_unit_test(test_fresh_beats_stale),
+        cmocka_unit_test(test_late_head_reorged),
+        cmocka_unit_test(test_head_moving_holds_the_old_parent),
+        cmocka_unit_test(test_deadline_first_2xx),
+        cmocka_unit_test(test_best_value),
         cmocka_unit_test(test_ssz_v3_and_v4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
