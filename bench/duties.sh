@@ -13,7 +13,7 @@
 #     and straight to one node, with the upstream requests the races cost.
 # Environment: BM_BIN (build/release/beaconmux), BM_SIM (build/release/beaconsim),
 # BENCH_SLOTS (200), BENCH_SLOT_MS (1000), BENCH_SECONDS (wrk, 10), BENCH_CONNECTIONS (64),
-# BENCH_SEED (7).
+# BENCH_SEED (7), BENCH_VERBOSE (set: list the slots beaconmux missed while a node had the block).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -167,7 +167,7 @@ try:
 
         def __init__(self, port, slots):
             super().__init__(daemon=True)
-            self.port, self.slots, self.votes, self.lat = port, slots, {}, {}
+            self.port, self.slots, self.votes, self.lat, self.asked = port, slots, {}, {}, {}
             self.heads = Heads(port)
             self.start()
 
@@ -176,6 +176,7 @@ try:
                 due = truth(s)["attestation_due_ms"]
                 while now_ms() < due and not self.heads.has(s):
                     time.sleep(0.001)
+                self.asked[s] = now_ms() - truth(s)["start_ms"]
                 st, body, took = get(self.port, "/eth/v1/validator/attestation_data?slot=%d" % s)
                 self.votes[s] = json.loads(body)["data"]["beacon_block_root"] if st == 200 else None
                 self.lat[s] = took
@@ -217,6 +218,13 @@ try:
 
     mux_ok = correct(vcs[0])
     any_ok = sum(1 for s in slots if any(vc.votes.get(s) == truth(s)["block_root_at_slot"] for vc in vcs[1:]))
+    if os.environ.get("BENCH_VERBOSE"):
+        for s in slots:
+            canon = truth(s)["block_root_at_slot"]
+            ok = [vc.votes.get(s) == canon for vc in vcs]
+            if not ok[0] and any(ok[1:]):
+                print("  missed slot %d: beaconmux asked at +%d ms; nodes %s asked at %s" % (
+                    s, vcs[0].asked.get(s, -1), ok[1:], [vc.asked.get(s) for vc in vcs[1:]]))
     print("correct head votes (asked at the head event or the due time, whichever first):")
     print("  through beaconmux      %4d/%d  %5.1f%%   latency p50 %.1f ms p99 %.1f ms" % (
         mux_ok, SLOTS, 100.0 * mux_ok / SLOTS,

@@ -502,16 +502,18 @@ static void route_data(bm_req_t *req, const bm_route_params_t *params, void *ud)
     }
     size_t qlen;
     const char *query = bm_req_query(req, &qlen);
-    char ci[32];
+    char ci[256]; /* longer than any index: then no key fits and the race is its own */
     bool has_ci = bm_hint_query_param(query, qlen, "committee_index", ci, sizeof ci) >= 0;
+    bool ci_too_long = !has_ci && query && memmem(query, qlen, "committee_index", 15) != NULL;
     bm_fork_t fork;
     bool fork_known = bm_hint_fork(a->hint, slot, &fork);
     bool pre_electra = !fork_known || fork < BM_FORK_ELECTRA;
     char key[KEY_MAX];
     const char *kp = key;
-    if (bm_attest_data_key(key, sizeof key, slot, has_ci ? ci : NULL, bm_req_header(req, "accept"),
-                           pre_electra) < 0)
-        kp = NULL; /* an absurd Accept: a race of its own */
+    if (ci_too_long || bm_attest_data_key(key, sizeof key, slot, has_ci ? ci : NULL,
+                                          bm_req_header(req, "accept"), pre_electra) < 0)
+        kp = NULL; /* an absurd parameter or Accept: a race of its own */
+
     uint64_t now = bm_clock_now_ms();
     rctx_t t = {.ep = EP_DATA, .slot = slot, .gloas = fork_known && fork >= BM_FORK_GLOAS};
     bm_race_policy_t pol;
