@@ -27,8 +27,8 @@
 #include "produce.h"
 #include "ssz.h"
 
-static const char *const forks[] = {"phase0", "altair", "bellatrix", "capella",
-                                    "deneb",  "electra", "fulu",     "gloas"};
+static const char *const forks[] = {"phase0", "altair",  "bellatrix", "capella",
+                                    "deneb",  "electra", "fulu",      "gloas"};
 
 #define CHECK(x)                                                                                   \
     do {                                                                                           \
@@ -132,8 +132,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(k1.has_state_root && memcmp(info.state_root, k1.state_root, 32) == 0);
         }
         CHECK(r1[1] != 0 || len == BM_SSZ_ATTESTATION_DATA_LEN);
-        CHECK(r1[2] != 0 || (len == BM_SSZ_PAYLOAD_ATTESTATION_DATA_LEN && body[40] <= 1 &&
-                             body[41] <= 1));
+        CHECK(r1[2] != 0 ||
+              (len == BM_SSZ_PAYLOAD_ATTESTATION_DATA_LEN && body[40] <= 1 && body[41] <= 1));
     }
     bm_buf_unref(b);
     bm_buf_unref(b2);
