@@ -7,6 +7,7 @@
  *                                  -> pool -> upstream (libcurl multi on the loop)
  *   discovery -> pool (network verdicts) -> health (states)
  *   monitor (per-node event streams) -> head tracker -> health (cluster-relative states)
+ *   router -> duty policies (attest, produce: fresh head) -> race engine -> upstream
  *
  * It owns nothing else: no module is reached through a global. SIGTERM/SIGINT start a
  * graceful shutdown (stop accepting, finish in-flight requests within the configured
@@ -20,6 +21,7 @@
 
 #include "admin.h"
 #include "aggregate.h"
+#include "attest.h"
 #include "config.h"
 #include "discovery.h"
 #include "duties.h"
@@ -28,9 +30,11 @@
 #include "failover.h"
 #include "head.h"
 #include "health.h"
+#include "hint.h"
 #include "log.h"
 #include "monitor.h"
 #include "pool.h"
+#include "produce.h"
 #include "race.h"
 #include "router.h"
 #include "server.h"
@@ -47,11 +51,15 @@ typedef struct app {
     bm_events_t *events;   /* events: the cluster event stream */
     bm_discovery_t *disc;
     bm_failover_t *failover;
-    bm_race_engine_t *race; /* the shared race engine of the duty policies */
     /* duties: aggregation reads, duties and liveness */
     bm_aggregate_t *aggregate;
     bm_duties_t *duties;
     bm_admin_t *admin;
+    bm_race_engine_t *race; /* the shared race engine (duty policies, broadcast) */
+    /* fresh: the expected head and hold of duty reads, and the fresh-head policies */
+    bm_hint_t *hint;
+    bm_attest_t *attest;
+    bm_produce_t *produce;
     bm_router_t *router;
     bm_server_t *server;
     uv_signal_t sigterm;
@@ -119,8 +127,57 @@ static int build_routes(app_t *a)
         rc = bm_duties_register(a->duties, r);
     if (!rc)
         rc = bm_events_register(a->events, r); /* events */
+    /* fresh: attestation data, head root, payload attestation data, block production */
+    if (!rc)
+        rc = bm_attest_register(a->attest, r);
+    if (!rc)
+        rc = bm_produce_register(a->produce, r);
     bm_router_set_fallback(r, bm_failover_route, a->failover);
     return rc;
+}
+
+/* fresh: the hint (expected head from the monitor's tracker, due times from discovery's
+ * chain, per-duty holds), attestation data / head root / payload attestation data, and
+ * block production, all racing on the shared engine. */
+static int build_fresh(app_t *a)
+{
+    const bm_config_t *c = a->cfg;
+    static const struct {
+        bm_hint_duty_t hint;
+        bm_config_duty_t cfg;
+    } duties[] = {
+        {BM_HINT_ATTESTATION_DATA, BM_CONFIG_DUTY_ATTESTATION_DATA},
+        {BM_HINT_HEAD_ROOT, BM_CONFIG_DUTY_HEAD_ROOT},
+        {BM_HINT_PAYLOAD_ATTESTATION, BM_CONFIG_DUTY_PAYLOAD_ATTESTATION_DATA},
+        {BM_HINT_AGGREGATE, BM_CONFIG_DUTY_AGGREGATE_ATTESTATION},
+        {BM_HINT_SYNC_CONTRIBUTION, BM_CONFIG_DUTY_SYNC_COMMITTEE_CONTRIBUTION},
+    };
+    bm_hint_opts_t ho;
+    bm_hint_opts_default(&ho);
+    for (size_t i = 0; i < sizeof duties / sizeof duties[0]; i++)
+        bm_config_duty_hold(c, duties[i].cfg, &ho.hold[duties[i].hint].hold_floor_ms,
+                            &ho.hold[duties[i].hint].max_hold_ms);
+    a->hint = bm_hint_new(&ho);
+    if (!a->hint)
+        return BM_ENOMEM;
+    bm_hint_set_chain(a->hint, bm_discovery_chain(a->disc));
+    bm_hint_set_head(a->hint, bm_monitor_head(a->monitor));
+
+    bm_attest_opts_t ao;
+    bm_attest_opts_default(&ao);
+    ao.connect_timeout_ms = c->timeouts.connect_ms;
+    a->attest = bm_attest_new(a->race, a->pool, a->hint, &ao);
+
+    bm_produce_opts_t po;
+    bm_produce_opts_default(&po);
+    po.proposal_deadline_ms = c->duties.proposal_deadline_ms;
+    po.selection = c->duties.block_selection == BM_BLOCK_SELECTION_BEST_VALUE
+                       ? BM_PRODUCE_BEST_VALUE
+                       : BM_PRODUCE_FIRST;
+    po.best_value_grace_ms = c->duties.best_value_grace_ms;
+    po.connect_timeout_ms = c->timeouts.connect_ms;
+    a->produce = bm_produce_new(a->race, a->pool, a->hint, &po);
+    return a->attest && a->produce ? 0 : BM_ENOMEM;
 }
 
 static int build(app_t *a)
@@ -179,10 +236,11 @@ static int build(app_t *a)
         return BM_ENOMEM;
     bm_admin_set_monitor(a->admin, a->monitor);
     bm_admin_set_failover(a->admin, a->failover);
-
     a->race = bm_race_engine_new(&a->loop, a->up, a->pool);
     if (!a->race)
         return BM_ENOMEM;
+    if ((rc = build_fresh(a)) != 0)
+        return rc;
 
     /* duties: aggregation reads (most bits), duties (dependent root) and liveness (OR) */
     bm_aggregate_opts_t ago;
@@ -254,20 +312,29 @@ static void close_signals(app_t *a)
         uv_close((uv_handle_t *)&a->sigint, NULL);
 }
 
-/* Everything after the server drained: stop background work, close the loop's handles. */
+/* Everything after the writes drained: stop background work, close the loop's handles. */
+static void on_writes_drained(bm_race_engine_t *e, void *ud)
+{
+    app_t *a = ud;
+    (void)e;
+    bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
+    bm_discovery_stop(a->disc);
+    bm_race_engine_free(a->race); /* before curl: it cancels what still runs */
+    a->race = NULL;
+    /* nothing runs any more: close curl's sockets and timers so that the loop ends */
+    bm_upstream_free(a->up);
+    a->up = NULL;
+    close_signals(a);
+}
+
+/* The clients are answered; races detached from them (writes) get the rest of the
+ * shutdown bound to reach every node. */
 static void on_server_drained(bm_server_t *srv, void *ud)
 {
     app_t *a = ud;
     (void)srv;
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
-    bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
-    bm_discovery_stop(a->disc);
-    /* nothing runs any more: close curl's sockets and timers so that the loop ends */
-    bm_race_engine_free(a->race);
-    a->race = NULL;
-    bm_upstream_free(a->up);
-    a->up = NULL;
-    close_signals(a);
+    bm_race_engine_drain(a->race, a->cfg->server.shutdown_timeout_ms, on_writes_drained, a);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -290,7 +357,8 @@ static void teardown(app_t *a)
     a->events = NULL;
     if (a->disc)
         bm_discovery_stop(a->disc);
-    bm_race_engine_free(a->race);
+    if (a->race)
+        bm_race_engine_free(a->race);
     a->race = NULL;
     if (a->up)
         bm_upstream_free(a->up);
@@ -302,6 +370,9 @@ static void teardown(app_t *a)
     bm_discovery_free(a->disc);
     uv_run(&a->loop, UV_RUN_DEFAULT);
     bm_admin_free(a->admin);
+    bm_attest_free(a->attest); /* fresh: after the engine, whose races they judge */
+    bm_produce_free(a->produce);
+    bm_hint_free(a->hint);
     bm_failover_free(a->failover);
     bm_router_free(a->router);
     bm_monitor_free(a->monitor); /* monitor: its handles closed in the runs above */
