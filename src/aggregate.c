@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "err.h"
+#include "hint.h"
 #include "json.h"
 #include "log.h"
 #include "server.h"
@@ -64,8 +65,10 @@ typedef struct agg_req {
 void bm_aggregate_opts_default(bm_aggregate_opts_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->hold_floor_ms = 400;
-    o->max_hold_ms = 1000;
+    for (int k = 0; k < BM_AGGREGATE_KINDS; k++) {
+        o->hold_floor_ms[k] = 400;
+        o->max_hold_ms[k] = 1000;
+    }
     o->grace_ms = 100;
     o->tail_ms = 500;
     o->connect_timeout_ms = 1000;
@@ -197,13 +200,12 @@ static bool query_u64(const char *q, size_t qlen, const char *name, uint64_t *ou
 static uint64_t hold_deadline(const bm_aggregate_t *m, bm_aggregate_kind_t kind, bool has_slot,
                               uint64_t slot, uint64_t now)
 {
-    uint64_t lo = now + m->o.hold_floor_ms, hi = now + m->o.max_hold_ms;
-    if (!has_slot || !m->chain || !m->chain->known)
-        return lo;
-    uint64_t due = bm_chain_due_ms(
-        m->chain, slot, kind == BM_AGGREGATE_ATTESTATION ? BM_DUE_AGGREGATE : BM_DUE_CONTRIBUTION);
-    uint64_t d = due > lo ? due : lo;
-    return d < hi ? d : hi;
+    uint64_t due = 0; /* unknown: counts as past, so the deadline is now + holdFloor */
+    if (has_slot && m->chain && m->chain->known)
+        due = bm_chain_due_ms(m->chain, slot,
+                              kind == BM_AGGREGATE_ATTESTATION ? BM_DUE_AGGREGATE
+                                                               : BM_DUE_CONTRIBUTION);
+    return bm_hint_deadline_at(now, due, m->o.hold_floor_ms[kind], m->o.max_hold_ms[kind]);
 }
 
 /* Every usable node, best rank first; nodes known unreachable only when nothing else is. */
@@ -402,8 +404,9 @@ bm_aggregate_t *bm_aggregate_new(bm_race_engine_t *race, bm_pool_t *pool,
         m->o = *o;
     else
         bm_aggregate_opts_default(&m->o);
-    if (!m->o.max_hold_ms || m->o.max_hold_ms < m->o.hold_floor_ms)
-        m->o.max_hold_ms = m->o.hold_floor_ms;
+    for (int k = 0; k < BM_AGGREGATE_KINDS; k++)
+        if (!m->o.max_hold_ms[k] || m->o.max_hold_ms[k] < m->o.hold_floor_ms[k])
+            m->o.max_hold_ms[k] = m->o.hold_floor_ms[k];
     m->lim.window_ms = 10000;
     m->lim.burst = 5;
     return m;

@@ -49,8 +49,10 @@ typedef enum bm_aggregate_kind {
 } bm_aggregate_kind_t;
 
 typedef struct bm_aggregate_opts {
-    uint32_t hold_floor_ms;      /* duties.holdFloor (default 400) */
-    uint32_t max_hold_ms;        /* duties.maxHold (default 1000) */
+    /* per kind: duties.aggregateAttestation.* and duties.syncCommitteeContribution.*
+     * (defaults 400 and 1000, inheriting duties.holdFloor and duties.maxHold) */
+    uint32_t hold_floor_ms[BM_AGGREGATE_KINDS];
+    uint32_t max_hold_ms[BM_AGGREGATE_KINDS];
     uint32_t grace_ms;           /* duties.aggregateGrace (default 100) */
     uint32_t tail_ms;            /* past the deadline without a usable answer, wait at most
                                     this long for one (default 500) */

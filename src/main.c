@@ -245,8 +245,12 @@ static int build(app_t *a)
     /* duties: aggregation reads (most bits), duties (dependent root) and liveness (OR) */
     bm_aggregate_opts_t ago;
     bm_aggregate_opts_default(&ago);
-    ago.hold_floor_ms = c->duties.hold_floor_ms;
-    ago.max_hold_ms = c->duties.max_hold_ms;
+    bm_config_duty_hold(c, BM_CONFIG_DUTY_AGGREGATE_ATTESTATION,
+                        &ago.hold_floor_ms[BM_AGGREGATE_ATTESTATION],
+                        &ago.max_hold_ms[BM_AGGREGATE_ATTESTATION]);
+    bm_config_duty_hold(c, BM_CONFIG_DUTY_SYNC_COMMITTEE_CONTRIBUTION,
+                        &ago.hold_floor_ms[BM_AGGREGATE_CONTRIBUTION],
+                        &ago.max_hold_ms[BM_AGGREGATE_CONTRIBUTION]);
     ago.grace_ms = c->duties.aggregate_grace_ms;
     ago.connect_timeout_ms = c->timeouts.connect_ms;
     a->aggregate = bm_aggregate_new(a->race, a->pool, bm_discovery_chain(a->disc), &ago);

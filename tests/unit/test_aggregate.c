@@ -41,8 +41,10 @@ static bm_aggregate_t *make(fx_t *f, uint32_t floor_ms, uint32_t max_ms, uint32_
 {
     bm_aggregate_opts_t o;
     bm_aggregate_opts_default(&o);
-    o.hold_floor_ms = floor_ms;
-    o.max_hold_ms = max_ms;
+    for (int k = 0; k < BM_AGGREGATE_KINDS; k++) {
+        o.hold_floor_ms[k] = floor_ms;
+        o.max_hold_ms[k] = max_ms;
+    }
     o.grace_ms = grace_ms;
     bm_aggregate_t *a = bm_aggregate_new(f->eng, f->pool, &f->chain, &o);
     assert_non_null(a);
