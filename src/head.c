@@ -67,6 +67,7 @@ typedef struct node {
     bool optimistic;      /* its latest announcement (believed or pending) was optimistic */
     bool head_optimistic; /* its believed head was announced optimistic */
     bool td_head, td_sync, forked, off, has_pending, has_reorg, has_sync;
+    bool on_chain; /* last proven relation: the head, an ancestor or a descendant of it */
     uint64_t slot;
     uint8_t root[32];
     bm_payload_status_t payload;
@@ -117,6 +118,7 @@ struct bm_head {
     uint64_t seed;
 
     bool has_head;
+    bool agreed; /* a quorum of voters is on the cluster chain (forked may be judged) */
     uint8_t head[32];
     uint64_t head_slot;
     uint64_t head_since_ms;
@@ -619,8 +621,14 @@ static bool holds(const bm_head_t *t, const node_t *v, const uint8_t root[32], u
     return is_anc(t, root, slot == SLOT_UNKNOWN ? 0 : slot, v->root, NULL) == YES;
 }
 
-/* Asks for `root`'s header from `pref` if it may, else from another node holding it. */
-static void want(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, size_t pref)
+/*
+ * Asks for `root`'s header from `pref` if it may, else from another node holding it.
+ * Each node is asked once; with `retry` (links of the cluster chain, which block roots
+ * at slots and so duties' dependent roots rest on), a root every holder failed to give
+ * is asked again from the next slot on (within the per-node budgets): a passing outage
+ * must not leave the cluster chain unknown for good.
+ */
+static void want(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, size_t pref, bool retry)
 {
     if (!t->fetch)
         return;
@@ -630,14 +638,22 @@ static void want(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, size_t 
     if (i < 0 || t->blk[i].pstate != P_UNKNOWN)
         return;
     uint64_t bslot = t->blk[i].slot_known ? t->blk[i].slot : SLOT_UNKNOWN;
-    uint64_t asked = t->blk[i].asked_mask;
     size_t pick = t->n;
-    if (!(asked & (1ull << pref)) && askable(t, &t->nodes[pref]))
-        pick = pref;
-    for (size_t v = 0; pick == t->n && v < t->n; v++)
-        if (!(asked & (1ull << v)) && askable(t, &t->nodes[v]) &&
-            holds(t, &t->nodes[v], root, bslot))
-            pick = v;
+    for (int round = 0; round < 2 && pick == t->n; round++) {
+        uint64_t asked = t->blk[i].asked_mask;
+        if (round == 1) {
+            if (!retry || asked == 0 ||
+                bm_slot_at(&t->clock, t->blk[i].asked_at_ms) >= bm_slot_at(&t->clock, t->now))
+                break;
+            t->blk[i].asked_mask = asked = 0; /* every holder failed a slot ago or more */
+        }
+        if (!(asked & (1ull << pref)) && askable(t, &t->nodes[pref]))
+            pick = pref;
+        for (size_t v = 0; pick == t->n && v < t->n; v++)
+            if (!(asked & (1ull << v)) && askable(t, &t->nodes[v]) &&
+                holds(t, &t->nodes[v], root, bslot))
+                pick = v;
+    }
     if (pick == t->n)
         return;
     blk_t *b = &t->blk[i];
@@ -703,7 +719,7 @@ static void request_parents(bm_head_t *t)
                 break;
             int32_t i = blk_find(t, cur);
             if (i < 0) {
-                want(t, cur, SLOT_UNKNOWN, v);
+                want(t, cur, SLOT_UNKNOWN, v, false);
                 break;
             }
             blk_t *b = &t->blk[i];
@@ -713,7 +729,7 @@ static void request_parents(bm_head_t *t)
                  (b->slot <= t->head_slot && is_anc(t, cur, b->slot, t->head, NULL) == YES)))
                 break; /* met the cluster chain, or as far back as knowledge is kept */
             if (b->pstate != P_KNOWN) {
-                want(t, cur, SLOT_UNKNOWN, v);
+                want(t, cur, SLOT_UNKNOWN, v, false);
                 break;
             }
             if (!t->has_head)
@@ -740,7 +756,7 @@ static void request_parents(bm_head_t *t)
     for (uint32_t steps = 0; steps <= t->cap; steps++) {
         int32_t i = blk_find(t, cur);
         if (i < 0) {
-            want(t, cur, SLOT_UNKNOWN, holder);
+            want(t, cur, SLOT_UNKNOWN, holder, true);
             return;
         }
         blk_t *b = &t->blk[i];
@@ -748,7 +764,7 @@ static void request_parents(bm_head_t *t)
         if (b->slot_known && b->slot <= target)
             return;
         if (b->pstate != P_KNOWN) {
-            want(t, cur, SLOT_UNKNOWN, holder);
+            want(t, cur, SLOT_UNKNOWN, holder, true);
             return;
         }
         if (!note_parent_slot(t, i) && t->blk[i].parent_slot != SLOT_UNKNOWN &&
@@ -953,6 +969,12 @@ static void process_pending(bm_head_t *t)
  * is on it any more (the nodes scattered, or all moved elsewhere), nobody is forked, so
  * that they can vote again and a quorum can form; otherwise a cluster whose nodes all
  * left its head would exclude them all and never move again.
+ *
+ * "On the chain" is the last proven judgement: a voter whose new head's ancestry is not
+ * known (its header on the way, or not to be had) has proven nothing, so it keeps counting
+ * as it did. Otherwise every honest node announcing a block whose header is a few hundred
+ * milliseconds away would, for that while, leave no quorum on the chain and un-fork every
+ * forked node (which is then ready, a voter, a duties candidate) at every slot.
  */
 static void update_relations(bm_head_t *t)
 {
@@ -965,11 +987,13 @@ static void update_relations(bm_head_t *t)
         pend[vi] = false;
         if (t->has_head && v->has_head)
             rels[vi] = relation_ex(t, v->root, root_slot(t, v->root, v->slot), NULL, &pend[vi]);
-        on_chain +=
-            voter(v) && (rels[vi] == BM_HEAD_REL_EQUAL || rels[vi] == BM_HEAD_REL_ANCESTOR ||
-                         rels[vi] == BM_HEAD_REL_DESCENDANT);
+        if (rels[vi] != BM_HEAD_REL_UNKNOWN)
+            v->on_chain = rels[vi] == BM_HEAD_REL_EQUAL || rels[vi] == BM_HEAD_REL_ANCESTOR ||
+                          rels[vi] == BM_HEAD_REL_DESCENDANT;
+        on_chain += voter(v) && v->on_chain;
     }
     bool agreed = on_chain >= t->quorum;
+    t->agreed = agreed;
     for (size_t vi = 0; vi < t->n; vi++) {
         node_t *v = &t->nodes[vi];
         bm_head_relation_t rel = rels[vi];
@@ -1769,7 +1793,10 @@ uint64_t bm_head_next_wakeup_ms(const bm_head_t *t)
             if (at < w)
                 w = at;
         }
-        if (v->off && !v->forked && v->off_since_ms + t->clock.slot_ms + 1 < w)
+        /* only while a quorum is on the chain can the off timer fork the node: otherwise
+         * its time passes with nothing to do, and a wake-up in the past would be asked
+         * for again and again (a monitor re-arming a 0 ms timer from its callback) */
+        if (t->agreed && v->off && !v->forked && v->off_since_ms + t->clock.slot_ms + 1 < w)
             w = v->off_since_ms + t->clock.slot_ms + 1;
     }
     uint64_t limit = (uint64_t)t->o.fetch_timeout_slots * t->clock.slot_ms;

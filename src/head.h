@@ -300,7 +300,11 @@ int bm_head_on_disconnect(bm_head_t *t, size_t node, uint64_t now_ms);
  */
 void bm_head_tick(bm_head_t *t, uint64_t now_ms);
 
-/** The earliest time a time-based rule changes something (0: none pending). */
+/**
+ * The earliest time a time-based rule changes something (0: none pending). Only times at
+ * which bm_head_tick has something to do: once ticked at or after it, a wake-up is gone
+ * or later (a caller re-arming a timer from it never spins).
+ */
 uint64_t bm_head_next_wakeup_ms(const bm_head_t *t);
 
 /* ---- reads ------------------------------------------------------------------------- */

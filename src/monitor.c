@@ -543,6 +543,12 @@ static void arm_timer(bm_monitor_t *m)
         at = slot != m->last_slot ? now : bm_slot_start_ms(&m->clock, slot + 1);
     }
     uint64_t w = bm_head_next_wakeup_ms(m->head);
+    /* A wake-up already due is served 1 ms from now, never at 0 ms: libuv 1.44 runs a timer
+     * re-armed at 0 ms from its own callback again in the same pass, against a loop time
+     * that does not advance, without polling, so a wake-up that stayed due (a tracker rule
+     * with nothing to do at it) would freeze the whole process. */
+    if (w && w <= now)
+        w = now + 1;
     if (w && w < at)
         at = w;
     if (m->timer_at && m->timer_at <= at && uv_is_active((uv_handle_t *)&m->timer))

@@ -664,6 +664,10 @@ static void test_scattered_nodes_are_not_all_forked(void **state)
         assert_false(view(v).forked); /* no quorum holds the cluster chain: nobody is */
         assert_true(view(v).voter);
     }
+    /* their off-chain timers ran out, but no tick can fork them: no wake-up is due for
+     * that (a past wake-up made the monitor spin on a 0 ms timer and starve the loop) */
+    uint64_t w = bm_head_next_wakeup_ms(F->t);
+    assert_true(w == 0 || w > F->now);
     assert_true(cluster_is(100));
     head(0, 1104, T(104, 100));
     head(1, 1104, T(104, 200)); /* a quorum forms again: the head follows it */
@@ -719,6 +723,111 @@ static void test_forked_node_never_followed(void **state)
     assert_false(view(2).forked);
     assert_int_equal(view(2).relation, BM_HEAD_REL_EQUAL);
     assert_true(view(2).voter);
+}
+
+/*
+ * The sequence of tests/integration/test_duties.py (forked node, honest nodes slow to
+ * answer headers): the forked node's first branch block extends the head (the known
+ * limit), the quorum re-orgs it out, and the node is forked. Then every slot the honest
+ * nodes announce a block whose header is a few hundred milliseconds away. While it is
+ * on the way they are still on the cluster chain as far as anyone knows: the forked node
+ * must stay forked (it used to be "ready" again, a duties candidate, until the answers
+ * came), and the tracker must not ask to be woken in the past (a wake-up that no tick
+ * consumes made the monitor re-arm a 0 ms timer from its callback, which libuv 1.44 runs
+ * again and again without polling: the whole process froze until a slot later, the
+ * header answers timed out, the head jumped to a root of unknown ancestry and the
+ * dependent root was unknown). When the answers do fail, nothing is proven either: the
+ * head follows the honest quorum, the forked node stays forked, and once the links are
+ * known the cluster chain is the honest one.
+ */
+static void test_forked_node_stays_forked_while_honest_headers_are_slow(void **state)
+{
+    linear(90, 110);
+    blk(1101, 100, 101); /* the forked node's branch: its first block on the cluster head */
+    blk(1102, 1101, 102);
+    blk(1103, 1102, 103);
+    blk(1104, 1103, 104);
+    blk(1105, 1104, 105);
+    make(3, 2, 1, 0);
+    for (size_t v = 0; v < 3; v++)
+        head(v, 100, T(100, 300));
+    assert_true(cluster_is(100));
+    head(2, 1101, T(101, 50)); /* indistinguishable from the fastest honest node */
+    assert_true(cluster_is(1101));
+    head(0, 101, T(101, 300));
+    head(1, 101, T(101, 400)); /* the quorum re-orgs it out */
+    assert_true(cluster_is(101));
+    head(2, 1102, T(102, 50));
+    head(0, 102, T(102, 300));
+    head(1, 102, T(102, 350));
+    assert_true(cluster_is(102));
+    tick(T(102, 500));
+    assert_true(view(2).forked);
+
+    /* the honest nodes' next headers take a while; the forked node answers at once */
+    for (uint64_t s = 103; s <= 105; s++) {
+        F->mode = ANSWER_NOW;
+        head(2, (unsigned)(1000 + s), T(s, 20));
+        F->mode = ANSWER_LATER;
+        head(0, (unsigned)s, T(s, 40));
+        head(1, (unsigned)s, T(s, 60));
+        assert_true(cluster_is((unsigned)(s - 1))); /* waiting for the header */
+        tick(T(s, 100));
+        assert_true(view(2).forked); /* still off the chain the quorum is on */
+        assert_false(view(2).voter);
+        uint64_t w = bm_head_next_wakeup_ms(F->t);
+        assert_true(w == 0 || w > F->now); /* never a wake-up that nothing consumes */
+        /* the answers come */
+        F->now = T(s, 340);
+        while (F->ndeferred > 0) {
+            F->ndeferred--;
+            answer(F, F->deferred[F->ndeferred].root.b, F->deferred[F->ndeferred].slot,
+                   F->deferred[F->ndeferred].node);
+        }
+        assert_true(cluster_is((unsigned)s));
+        assert_true(view(2).forked);
+    }
+
+    /* answers that never come prove nothing either: the head follows the quorum (a jump),
+     * the forked node stays forked and never votes */
+    blk(106, 105, 106);
+    blk(1106, 1105, 106);
+    F->mode = ANSWER_NOW;
+    head(2, 1106, T(106, 20));
+    F->mode = ANSWER_FAIL;
+    head(0, 106, T(106, 40));
+    head(1, 106, T(106, 60));
+    assert_true(cluster_is(106));
+    assert_int_equal(last_change()->c.move, BM_HEAD_MOVE_JUMP);
+    assert_true(view(2).forked);
+    tick(T(106, 500));
+    assert_true(view(2).forked);
+    uint64_t w = bm_head_next_wakeup_ms(F->t);
+    assert_true(w == 0 || w > F->now);
+    /* every holder failed to give 106's header: the link is asked again a slot later,
+     * and the cluster chain (block roots at slots: duties' dependent roots) is the
+     * honest one, never through one of its blocks */
+    uint8_t out[32];
+    assert_int_equal(bm_head_root_at_slot(F->t, 105, out), BM_ENOTFOUND);
+    size_t fetches = F->nfetch;
+    F->mode = ANSWER_NOW;
+    tick(T(106, 900));
+    assert_int_equal(F->nfetch, fetches); /* not within the slot it failed in */
+    tick(T(107, 0));
+    assert_true(F->nfetch > fetches);
+    for (uint64_t s = 98; s <= 105; s++) {
+        assert_int_equal(bm_head_root_at_slot(F->t, s, out), 0);
+        assert_memory_equal(out, R((unsigned)s).b, 32);
+    }
+    assert_true(F->nchange > 2 && F->nchange < 64);
+    unsigned first_id = 0;
+    assert_true(is_truth(F->ch[1].c.root, &first_id));
+    assert_int_equal(first_id, 1101); /* the known limit: its first block, re-orged out */
+    for (size_t i = 2; i < F->nchange; i++) {
+        unsigned id = 0;
+        assert_true(is_truth(F->ch[i].c.root, &id));
+        assert_true(id < 1000); /* after the re-org, never one of its blocks */
+    }
 }
 
 static void test_unknown_ancestry_is_not_forked(void **state)
@@ -1189,6 +1298,10 @@ static void test_random_inputs_keep_invariants(void **state)
             bm_head_set_node_vote(F->t, v, rand() % 4 != 0);
         } else {
             tick(now);
+            /* a tick consumes every wake-up due: none stays in the past (a caller
+             * re-arming its timer from the tick would spin) */
+            uint64_t w = bm_head_next_wakeup_ms(F->t);
+            assert_true(w == 0 || w > now);
         }
         /* invariants */
         assert_true(bm_head_block_count(F->t) <= 128);
@@ -1263,6 +1376,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_quorum_chain_reorg_moves_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forked_node_never_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forked_node_stays_forked_while_honest_headers_are_slow,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_ancestry_is_not_forked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scattered_nodes_are_not_all_forked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_optimistic_heads_ignored, setup, teardown),
