@@ -7,6 +7,7 @@
  */
 #include "admin.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,24 @@ struct bm_admin {
     bm_monitor_t *monitor;   /* may be NULL */
     bm_failover_t *failover; /* may be NULL */
     uint64_t started_ms;
+    struct {
+        char name[32];
+        bm_admin_section_fn fn;
+        void *ud;
+    } sections[BM_ADMIN_MAX_SECTIONS];
+    size_t n_sections;
 };
+
+int bm_admin_add_section(bm_admin_t *a, const char *name, bm_admin_section_fn fn, void *ud)
+{
+    if (a->n_sections == BM_ADMIN_MAX_SECTIONS || strlen(name) >= sizeof a->sections[0].name)
+        return BM_ENOMEM;
+    snprintf(a->sections[a->n_sections].name, sizeof a->sections[0].name, "%s", name);
+    a->sections[a->n_sections].fn = fn;
+    a->sections[a->n_sections].ud = ud;
+    a->n_sections++;
+    return 0;
+}
 
 bm_admin_t *bm_admin_new(bm_pool_t *pool, bm_discovery_t *disc)
 {
@@ -204,7 +222,12 @@ void bm_admin_status_json(bm_admin_t *a, bm_str_t *o)
             node_json(a, t, i, n, o);
         bm_str_putc(o, '}');
     }
-    bm_str_puts(o, "]}");
+    bm_str_putc(o, ']');
+    for (size_t i = 0; i < a->n_sections; i++) {
+        bm_str_printf(o, ",\"%s\":", a->sections[i].name);
+        a->sections[i].fn(o, a->sections[i].ud);
+    }
+    bm_str_putc(o, '}');
 }
 
 static void route_status(bm_req_t *req, const bm_route_params_t *params, void *ud)

@@ -51,6 +51,18 @@ int bm_admin_health_code(const bm_admin_t *a);
  */
 int bm_admin_register(bm_admin_t *a, bm_router_t *r);
 
+/** Writes one JSON value (an object) describing a module's figures. */
+typedef void (*bm_admin_section_fn)(bm_str_t *out, void *ud);
+
+#define BM_ADMIN_MAX_SECTIONS 16
+
+/**
+ * Adds a section to the status document: `"name": <what fn writes>`, after the upstreams.
+ * Modules above admin (events, policies) report their counters this way, so admin needs
+ * to know none of them. Returns 0 or BM_ENOMEM.
+ */
+int bm_admin_add_section(bm_admin_t *a, const char *name, bm_admin_section_fn fn, void *ud);
+
 /** Appends the status document (JSON) to `out`. */
 void bm_admin_status_json(bm_admin_t *a, bm_str_t *out);
 

@@ -36,6 +36,7 @@
 #include "pool.h"
 #include "produce.h"
 #include "race.h"
+#include "report.h"
 #include "router.h"
 #include "server.h"
 #include "upstream.h"
@@ -279,6 +280,9 @@ static int build(app_t *a)
     bm_events_attach_discovery(a->events, a->disc);
 
     if ((rc = build_routes(a)) != 0)
+        return rc;
+    bm_report_sources_t rs = {a->events, a->attest, a->produce, a->aggregate, a->duties};
+    if ((rc = bm_report_register(a->admin, &rs)) != 0)
         return rc;
 
     bm_server_opts_t so;

@@ -80,6 +80,17 @@ class Cluster(unittest.TestCase):
         self.assertEqual(len(body), 128)  # AttestationData
         self.assertEqual(int.from_bytes(body[0:8], "little"), slot)
 
+    def test_status_reports_the_policies(self):
+        before = self.mux.status()
+        for key in ("events", "attestation_data", "block_production", "aggregates", "duties"):
+            self.assertIn(key, before)
+        slot = self.sim.truth()["current_slot"]
+        st, _, _ = self.mux.request("GET", "/eth/v1/validator/attestation_data?slot=%d&committee_index=0" % slot)
+        self.assertEqual(st, 200)
+        after = self.mux.status()
+        self.assertEqual(after["attestation_data"]["requests"], before["attestation_data"]["requests"] + 1)
+        self.assertIn("cluster_head", after)
+
 
 if __name__ == "__main__":
     main()
