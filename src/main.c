@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include "admin.h"
+#include "broadcast.h"
 #include "config.h"
 #include "discovery.h"
 #include "err.h"
@@ -25,6 +26,8 @@
 #include "health.h"
 #include "log.h"
 #include "pool.h"
+#include "race.h"
+#include "replay.h"
 #include "router.h"
 #include "server.h"
 #include "upstream.h"
@@ -38,6 +41,10 @@ typedef struct app {
     bm_discovery_t *disc;
     bm_failover_t *failover;
     bm_admin_t *admin;
+    bm_race_engine_t *race; /* the shared race engine (duty policies, broadcast) */
+    /* broadcast (owner: bcast): every write to every node; replay of node-local state */
+    bm_replay_t *replay;
+    bm_broadcast_t *bcast;
     bm_router_t *router;
     bm_server_t *server;
     uv_signal_t sigterm;
@@ -86,8 +93,8 @@ static int build_routes(app_t *a)
     static const char *const statics[] = {"/eth/v1/beacon/genesis", "/eth/v1/config/spec",
                                           "/eth/v1/config/fork_schedule",
                                           "/eth/v1/config/deposit_contract"};
-    static const char *const client_paths[] = {"/lighthouse/*", "/prysm/*", "/teku/*",
-                                               "/nimbus/*", "/lodestar/*"};
+    static const char *const client_paths[] = {"/lighthouse/*", "/prysm/*", "/teku/*", "/nimbus/*",
+                                               "/lodestar/*"};
     bm_router_t *r = a->router = bm_router_new();
     if (!r)
         return BM_ENOMEM;
@@ -98,7 +105,37 @@ static int build_routes(app_t *a)
         rc = bm_router_add(r, NULL, client_paths[i], bm_failover_route_client, a->failover);
     if (!rc)
         rc = bm_admin_register(a->admin, r);
+    /* broadcast (owner: bcast): pool and publish POSTs, subscriptions, preparations,
+     * registrations, preferences, DVT selections, the stateful envelope read */
+    if (!rc)
+        rc = bm_broadcast_register(a->bcast, r);
     bm_router_set_fallback(r, bm_failover_route, a->failover);
+    return rc;
+}
+
+/* broadcast (owner: bcast): replay state fed by broadcast's successful writes, replayed
+ * to a node that comes back, is first discovered or becomes ready after syncing (pool
+ * states) and to a node whose event stream reconnects (the monitor's connection listener
+ * is bm_replay_node_connection with the replay as `ud`). */
+static int build_broadcast(app_t *a)
+{
+    const bm_config_t *c = a->cfg;
+    bm_replay_opts_t ro;
+    bm_replay_opts_default(&ro);
+    ro.timeout_ms = c->duties.write_timeout_ms;
+    ro.connect_timeout_ms = c->timeouts.connect_ms;
+    a->replay = bm_replay_new(&a->loop, a->up, a->pool, bm_discovery_chain(a->disc), &ro);
+    bm_broadcast_opts_t bo;
+    bm_broadcast_opts_default(&bo);
+    bo.write_timeout_ms = c->duties.write_timeout_ms;
+    bo.connect_timeout_ms = c->timeouts.connect_ms;
+    bo.read_timeout_ms = c->timeouts.read_ms;
+    a->bcast = bm_broadcast_new(&a->loop, a->race, a->pool, a->replay, &bo);
+    if (!a->replay || !a->bcast)
+        return BM_ENOMEM;
+    int rc = bm_pool_on_state(a->pool, bm_replay_node_state, a->replay);
+    if (!rc)
+        rc = bm_pool_on_state(a->pool, bm_broadcast_node_state, a->bcast);
     return rc;
 }
 
@@ -142,6 +179,11 @@ static int build(app_t *a)
     a->admin = bm_admin_new(a->pool, a->disc);
     if (!a->health || !a->disc || !a->failover || !a->admin)
         return BM_ENOMEM;
+    a->race = bm_race_engine_new(&a->loop, a->up, a->pool);
+    if (!a->race)
+        return BM_ENOMEM;
+    if ((rc = build_broadcast(a)) != 0)
+        return rc;
     if ((rc = build_routes(a)) != 0)
         return rc;
 
@@ -178,17 +220,33 @@ static void close_signals(app_t *a)
         uv_close((uv_handle_t *)&a->sigint, NULL);
 }
 
-/* Everything after the server drained: stop background work, close the loop's handles. */
+/* Everything after the writes drained: stop background work, close the loop's handles. */
+static void on_writes_drained(bm_race_engine_t *e, void *ud)
+{
+    app_t *a = ud;
+    (void)e;
+    bm_discovery_stop(a->disc);
+    bm_replay_stop(a->replay);
+    bm_race_engine_free(a->race);
+    a->race = NULL;
+    /* nothing runs any more: close curl's sockets and timers so that the loop ends */
+    bm_upstream_free(a->up);
+    a->up = NULL;
+    close_signals(a);
+}
+
+/* The clients are answered; writes detached from them (broadcast) may still be running:
+ * they get the rest of the shutdown bound to reach every node. */
 static void on_server_drained(bm_server_t *srv, void *ud)
 {
     app_t *a = ud;
     (void)srv;
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
-    bm_discovery_stop(a->disc);
-    /* nothing runs any more: close curl's sockets and timers so that the loop ends */
-    bm_upstream_free(a->up);
-    a->up = NULL;
-    close_signals(a);
+    bm_broadcast_stop(a->bcast);
+    if (bm_race_engine_active(a->race))
+        bm_log(BM_LOG_INFO, "shutdown: %zu write(s) still reaching nodes (up to %u ms)",
+               bm_race_engine_active(a->race), a->cfg->server.shutdown_timeout_ms);
+    bm_race_engine_drain(a->race, a->cfg->server.shutdown_timeout_ms, on_writes_drained, a);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -207,6 +265,11 @@ static void teardown(app_t *a)
 {
     if (a->disc)
         bm_discovery_stop(a->disc);
+    bm_replay_stop(a->replay);
+    bm_broadcast_stop(a->bcast);
+    if (a->race)
+        bm_race_engine_free(a->race);
+    a->race = NULL;
     if (a->up)
         bm_upstream_free(a->up);
     a->up = NULL;
@@ -217,6 +280,8 @@ static void teardown(app_t *a)
     bm_discovery_free(a->disc);
     uv_run(&a->loop, UV_RUN_DEFAULT);
     bm_admin_free(a->admin);
+    bm_broadcast_free(a->bcast);
+    bm_replay_free(a->replay);
     bm_failover_free(a->failover);
     bm_router_free(a->router);
     bm_health_free(a->health);
@@ -263,8 +328,8 @@ int main(int argc, char **argv)
     uv_signal_init(&a.loop, &a.sigterm);
     uv_signal_init(&a.loop, &a.sigint);
     a.sigterm.data = a.sigint.data = &a;
-    bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu upstream%s", BM_VERSION,
-           a.cfg->n_upstreams, a.cfg->n_upstreams == 1 ? "" : "s");
+    bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu upstream%s", BM_VERSION, a.cfg->n_upstreams,
+           a.cfg->n_upstreams == 1 ? "" : "s");
     int rc = build(&a);
     if (rc) {
         a.exit_code = 1;
