@@ -168,6 +168,7 @@ struct wctx {
     uint64_t headstart_at; /* monotonic ms at which phase 1 starts anyway; 0: none */
     bool skipped_refusers; /* gossip object: SSZ not sent to nodes known to refuse it */
     int client_status;     /* what the client was answered (0: nothing yet) */
+    bool fed;              /* the write was given to replay */
     kept_t err;            /* the most specific non-2xx answer so far */
     kept_t r415;           /* a node's 415 */
     wctx_t *prev, *next;
@@ -584,6 +585,26 @@ static void on_answer1(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
 
 static void start_phase2(wctx_t *c);
 
+/* Gives a state write that a node took to replay (once). */
+static void feed_replay(wctx_t *c)
+{
+    bm_broadcast_t *b = c->b;
+    if (c->fed || c->rt->replay == NO_REPLAY || !b->replay)
+        return;
+    c->fed = true;
+    bm_replay_feed(b->replay, (bm_replay_kind_t)c->rt->replay, &c->hdrs, c->body,
+                   bm_clock_now_ms());
+}
+
+/* The race's decision, for replay: fed at the first 2xx rather than when the last node
+ * answered (a hung node would hold it for a whole writeTimeout), client or no client. */
+static void on_feed_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
+{
+    (void)w;
+    if (!a->err && a->node && is_2xx(a->status))
+        feed_replay(ud);
+}
+
 static void on_write_complete(wctx_t *c, int p, const bm_race_answer_t *v, size_t n)
 {
     bm_broadcast_t *b = c->b;
@@ -627,9 +648,8 @@ static void on_write_complete(wctx_t *c, int p, const bm_race_answer_t *v, size_
     if (!any_2xx && n)
         bm_log_limited(&b->lim, BM_LOG_WARN, "broadcast %s %s%s: no node took it", c->rt->method,
                        c->target, c->two_phase && p == 0 ? " (producer)" : "");
-    if (any_2xx && c->rt->replay != NO_REPLAY && b->replay)
-        bm_replay_feed(b->replay, (bm_replay_kind_t)c->rt->replay, &c->hdrs, c->body,
-                       bm_clock_now_ms());
+    if (any_2xx)
+        feed_replay(c);
     c->race[p] = NULL;
     if (p == 0 && c->two_phase && !c->phase2_started)
         start_phase2(c);
@@ -665,6 +685,9 @@ static int start_write(wctx_t *c, int p, bm_node_t *const *nodes, size_t n, uint
         return BM_ENOMEM;
     c->race[p] = r;
     c->refs++;
+    /* the completion's reference outlives this waiter: waiters are answered first */
+    if (c->rt->replay != NO_REPLAY && b->replay)
+        bm_race_wait(r, on_feed_answer, c);
     if (c->req) {
         c->w[p] = bm_race_wait(r, p == 0 ? on_answer0 : on_answer1, c);
         if (!c->w[p])

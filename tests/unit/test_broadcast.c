@@ -945,6 +945,18 @@ static void test_successful_state_writes_feed_replay(void **state)
     assert_int_equal(c.status, 400);
     RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     assert_int_equal(bm_replay_count(f->replay, BM_REPLAY_PREPARATION), 2);
+    /* fed at the first 2xx, not when a hung node finally gives up */
+    script(&f->nodes[0], 1, OK(0));
+    script(&f->nodes[1], 1, OK(0));
+    script(&f->nodes[2], 1, HANG);
+    post_json(f, &c, "/eth/v1/validator/prepare_beacon_proposer",
+              "[{\"validator_index\":\"9\",\"fee_recipient\":\"0x9999999999999999999999999999999999"
+              "999999\"}]");
+    wait_client(f, &c);
+    assert_int_equal(c.status, 200);
+    assert_int_equal(bm_broadcast_active(f->b), 1); /* the hung node's transfer still runs */
+    assert_int_equal(bm_replay_count(f->replay, BM_REPLAY_PREPARATION), 3);
+    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     /* a pool write is never fed */
     for (int i = 0; i < 3; i++)
         script(&f->nodes[i], 1, OK(0));
