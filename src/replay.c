@@ -427,23 +427,392 @@ static bool expired(const bm_replay_t *rp, int kind, const void *e, const now_t 
     return false;
 }
 
-/* ---- feeding ------------------------------------------------------------------------------ */
+/* ---- feeding: reading items ----------------------------------------------------------------- */
 
-static bool get_u64(json_object *o, const char *ptr, uint64_t *out)
+/*
+ * A JSON body is read in one of two ways, with the same result. The fast scanner walks the
+ * text once without allocating and notes where the few fields a kind needs lie; it takes
+ * the shapes validator clients send (strings without escapes, booleans, plain small
+ * integers, ASCII) and gives up on anything else (an escape, a fraction, a non-ASCII byte,
+ * deep nesting, a syntax error), and the body is then read by json-c (bm_json_parse, which
+ * also checks it against RFC 8259). The scanner exists because a validator client with
+ * 10 000 validators sends about 1 MiB of preparations every epoch: json-c takes tens of
+ * milliseconds of loop time for it, the scanner a few. fuzz/fuzz_replay.c checks that both
+ * ways agree on every input the scanner takes.
+ */
+
+/* The fields any kind reads: at the top of an item, and inside its "message". */
+enum {
+    F_VALIDATOR_INDEX,
+    F_FEE_RECIPIENT,
+    F_SIGNATURE,
+    F_COMMITTEE_INDEX,
+    F_COMMITTEES_AT_SLOT,
+    F_SLOT,
+    F_IS_AGGREGATOR,
+    F_SYNC_INDICES,
+    F_UNTIL_EPOCH,
+    F_TOP_COUNT
+};
+enum {
+    M_FEE_RECIPIENT,
+    M_GAS_LIMIT,
+    M_TIMESTAMP,
+    M_PUBKEY,
+    M_DEPENDENT_ROOT,
+    M_PROPOSAL_SLOT,
+    M_VALIDATOR_INDEX,
+    M_TARGET_GAS_LIMIT,
+    F_MSG_COUNT
+};
+
+static const char *const TOP_NAMES[F_TOP_COUNT] = {
+    "validator_index", "fee_recipient",          "signature",
+    "committee_index", "committees_at_slot",     "slot",
+    "is_aggregator",   "sync_committee_indices", "until_epoch"};
+static const char *const MSG_NAMES[F_MSG_COUNT] = {
+    "fee_recipient",  "gas_limit",     "timestamp",       "pubkey",
+    "dependent_root", "proposal_slot", "validator_index", "target_gas_limit"};
+
+/* Where a value lies in the text: the characters of a string (no quotes), the digits of a
+ * number, a literal, or the whole text of an array or object. */
+typedef struct span {
+    const char *p;
+    size_t n;
+    char t; /* 0 absent, 's' string, 'n' number, 't' true, 'f' false, 'z' null, 'a', 'o' */
+} span_t;
+
+typedef struct fitem {
+    span_t top[F_TOP_COUNT];
+    span_t msg[F_MSG_COUNT];
+} fitem_t;
+
+/* One array item, read either way. */
+typedef struct item {
+    json_object *jo;   /* json-c */
+    const fitem_t *fi; /* the scanner */
+} item_t;
+
+/* field ids: top-level ones, or message ones with MSG_BIT */
+#define MSG_BIT 0x100
+
+static const span_t *fspan(const item_t *it, int f)
 {
-    return bm_json_get_u64(o, ptr, out) == 0;
+    const span_t *s = f & MSG_BIT ? &it->fi->msg[f & 0xff] : &it->fi->top[f];
+    return s->t ? s : NULL;
 }
 
-static bool get_hex(json_object *o, const char *ptr, uint8_t *out, size_t n)
+static const char *field_ptr(int f, char buf[64])
 {
-    const char *s = bm_json_get_str(o, ptr);
-    uint8_t tmp[96];
+    snprintf(buf, 64, "%s/%s", f & MSG_BIT ? "/message" : "",
+             f & MSG_BIT ? MSG_NAMES[f & 0xff] : TOP_NAMES[f]);
+    return buf;
+}
+
+static bool span_u64(const span_t *s, uint64_t *out)
+{
+    if (!s || (s->t != 's' && s->t != 'n'))
+        return false;
+    return bm_json_parse_u64(s->p, s->n, out) == 0;
+}
+
+static bool it_u64(const item_t *it, int f, uint64_t *out)
+{
+    if (it->fi)
+        return span_u64(fspan(it, f), out);
+    char buf[64];
+    return bm_json_get_u64(it->jo, field_ptr(f, buf), out) == 0;
+}
+
+static bool it_hex(const item_t *it, int f, uint8_t *out, size_t n)
+{
+    const char *str;
     size_t len;
-    if (!s || n > sizeof tmp || bm_hex_decode(s, strlen(s), tmp, n, &len) != 0 || len != n)
+    if (it->fi) {
+        const span_t *s = fspan(it, f);
+        if (!s || s->t != 's')
+            return false;
+        str = s->p;
+        len = s->n;
+    } else {
+        char buf[64];
+        str = bm_json_get_str(it->jo, field_ptr(f, buf));
+        if (!str)
+            return false;
+        len = strlen(str);
+    }
+    uint8_t tmp[96];
+    size_t got;
+    if (n > sizeof tmp || bm_hex_decode(str, len, tmp, n, &got) != 0 || got != n)
         return false;
     memcpy(out, tmp, n);
     return true;
 }
+
+static bool it_bool(const item_t *it, int f, bool *out)
+{
+    if (it->fi) {
+        const span_t *s = fspan(it, f);
+        if (!s || (s->t != 't' && s->t != 'f'))
+            return false;
+        *out = s->t == 't';
+        return true;
+    }
+    char buf[64];
+    return bm_json_get_bool(it->jo, field_ptr(f, buf), out) == 0;
+}
+
+/* ---- the fast scanner ------------------------------------------------------------------------ */
+
+typedef struct scan {
+    const char *p, *end;
+} scan_t;
+
+#define SCAN_MAX_DEPTH 8
+
+static void ws(scan_t *s)
+{
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+        s->p++;
+}
+
+/* A string without escapes, control characters or non-ASCII bytes. */
+static bool scan_string(scan_t *s, span_t *out)
+{
+    if (s->p >= s->end || *s->p != '"')
+        return false;
+    const char *q = ++s->p;
+    while (q < s->end && *q != '"') {
+        unsigned char c = (unsigned char)*q;
+        if (c == '\\' || c < 0x20 || c >= 0x80)
+            return false;
+        q++;
+    }
+    if (q >= s->end)
+        return false;
+    out->p = s->p;
+    out->n = (size_t)(q - s->p);
+    out->t = 's';
+    s->p = q + 1;
+    return true;
+}
+
+static bool scan_literal(scan_t *s, const char *lit, char t, span_t *out)
+{
+    size_t n = strlen(lit);
+    if ((size_t)(s->end - s->p) < n || memcmp(s->p, lit, n) != 0)
+        return false;
+    out->p = s->p;
+    out->n = n;
+    out->t = t;
+    s->p += n;
+    return true;
+}
+
+/* A plain non-negative integer below 10^19 ("0" or no leading zero); anything else (a
+ * sign, a fraction, an exponent, more digits) is left to json-c. */
+static bool scan_number(scan_t *s, span_t *out)
+{
+    const char *q = s->p;
+    while (q < s->end && *q >= '0' && *q <= '9')
+        q++;
+    size_t n = (size_t)(q - s->p);
+    if (n == 0 || n > 19 || (n > 1 && *s->p == '0'))
+        return false;
+    if (q < s->end && (*q == '.' || *q == 'e' || *q == 'E'))
+        return false;
+    out->p = s->p;
+    out->n = n;
+    out->t = 'n';
+    s->p = q;
+    return true;
+}
+
+static bool scan_value(scan_t *s, int depth, span_t *out);
+
+/* Members of an object (the '{' is next), each value passed to `member`, or skipped. */
+static bool scan_object(scan_t *s, int depth, fitem_t *fi, bool in_msg)
+{
+    s->p++; /* '{' */
+    ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        return true;
+    }
+    for (;;) {
+        span_t key, val;
+        ws(s);
+        if (!scan_string(s, &key))
+            return false;
+        ws(s);
+        if (s->p >= s->end || *s->p != ':')
+            return false;
+        s->p++;
+        ws(s);
+        span_t *slot = NULL;
+        bool message = false;
+        if (fi && !in_msg) {
+            for (int k = 0; k < F_TOP_COUNT && !slot; k++)
+                if (strlen(TOP_NAMES[k]) == key.n && memcmp(TOP_NAMES[k], key.p, key.n) == 0)
+                    slot = &fi->top[k];
+            message = key.n == 7 && memcmp(key.p, "message", 7) == 0;
+        } else if (fi) {
+            for (int k = 0; k < F_MSG_COUNT && !slot; k++)
+                if (strlen(MSG_NAMES[k]) == key.n && memcmp(MSG_NAMES[k], key.p, key.n) == 0)
+                    slot = &fi->msg[k];
+        }
+        if (message) {
+            /* a later "message" replaces an earlier one entirely, as in json-c */
+            memset(fi->msg, 0, sizeof fi->msg);
+            if (s->p < s->end && *s->p == '{') {
+                if (depth + 1 > SCAN_MAX_DEPTH || !scan_object(s, depth + 1, fi, true))
+                    return false;
+            } else if (!scan_value(s, depth + 1, &val)) {
+                return false;
+            }
+        } else {
+            if (!scan_value(s, depth + 1, &val))
+                return false;
+            if (slot)
+                *slot = val; /* the last of duplicate keys wins, as in json-c */
+        }
+        ws(s);
+        if (s->p >= s->end)
+            return false;
+        if (*s->p == '}') {
+            s->p++;
+            return true;
+        }
+        if (*s->p != ',')
+            return false;
+        s->p++;
+    }
+}
+
+static bool scan_array(scan_t *s, int depth)
+{
+    s->p++; /* '[' */
+    ws(s);
+    if (s->p < s->end && *s->p == ']') {
+        s->p++;
+        return true;
+    }
+    for (;;) {
+        span_t v;
+        ws(s);
+        if (!scan_value(s, depth + 1, &v))
+            return false;
+        ws(s);
+        if (s->p >= s->end)
+            return false;
+        if (*s->p == ']') {
+            s->p++;
+            return true;
+        }
+        if (*s->p != ',')
+            return false;
+        s->p++;
+    }
+}
+
+/* Any value; arrays and objects are checked and their whole text is the span. */
+static bool scan_value(scan_t *s, int depth, span_t *out)
+{
+    if (s->p >= s->end || depth > SCAN_MAX_DEPTH)
+        return false;
+    const char *start = s->p;
+    switch (*s->p) {
+    case '"':
+        return scan_string(s, out);
+    case 't':
+        return scan_literal(s, "true", 't', out);
+    case 'f':
+        return scan_literal(s, "false", 'f', out);
+    case 'n':
+        return scan_literal(s, "null", 'z', out);
+    case '[':
+        if (!scan_array(s, depth))
+            return false;
+        out->t = 'a';
+        break;
+    case '{':
+        if (!scan_object(s, depth, NULL, false))
+            return false;
+        out->t = 'o';
+        break;
+    default:
+        return scan_number(s, out);
+    }
+    out->p = start;
+    out->n = (size_t)(s->p - start);
+    return true;
+}
+
+/* The array of sync committee indices: every element a u64 (string or plain integer).
+ * NULL with *ok false when an element is not; caller frees. */
+static uint64_t *it_u64_array(const item_t *it, int f, size_t *n, bool *ok)
+{
+    *n = 0;
+    *ok = false;
+    if (it->fi) {
+        const span_t *sp = fspan(it, f);
+        if (!sp || sp->t != 'a')
+            return NULL;
+        /* count, then read: the span was checked already */
+        size_t cap = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            uint64_t *out = pass ? (cap ? malloc(cap * sizeof *out) : NULL) : NULL;
+            if (pass && cap && !out)
+                return NULL;
+            scan_t s = {sp->p + 1, sp->p + sp->n};
+            size_t k = 0;
+            ws(&s);
+            while (s.p < s.end && *s.p != ']') {
+                span_t v;
+                if (!scan_value(&s, 1, &v) || (pass && !span_u64(&v, &out[k])) ||
+                    (!pass && v.t != 's' && v.t != 'n') || ++k > MAX_SYNC_INDICES) {
+                    free(out);
+                    return NULL;
+                }
+                ws(&s);
+                if (s.p < s.end && *s.p == ',')
+                    s.p++;
+                ws(&s);
+            }
+            if (!pass) {
+                cap = k;
+                continue;
+            }
+            *n = k;
+            *ok = true;
+            return out;
+        }
+        return NULL;
+    }
+    char buf[64];
+    json_object *a = bm_json_get(it->jo, field_ptr(f, buf));
+    if (!a || !json_object_is_type(a, json_type_array))
+        return NULL;
+    size_t k = json_object_array_length(a);
+    if (k > MAX_SYNC_INDICES)
+        return NULL;
+    uint64_t *out = k ? malloc(k * sizeof *out) : NULL;
+    if (k && !out)
+        return NULL;
+    for (size_t j = 0; j < k; j++) {
+        char ptr[24];
+        snprintf(ptr, sizeof ptr, "/%zu", j);
+        if (bm_json_get_u64(a, ptr, &out[j]) != 0) {
+            free(out);
+            return NULL;
+        }
+    }
+    *n = k;
+    *ok = true;
+    return out;
+}
+
+/* ---- feeding: storing items ------------------------------------------------------------------ */
 
 static bool is_ssz(const bm_hdrs_t *h)
 {
@@ -520,35 +889,136 @@ static bool put_pref(bm_replay_t *rp, const pref_e *in, const char *fork, const 
     return true;
 }
 
-static int feed_preparations(bm_replay_t *rp, json_object *arr, uint64_t now_ms)
+static int put_item(bm_replay_t *rp, bm_replay_kind_t kind, const item_t *it, const char *fork,
+                    const now_t *now)
 {
-    int n = 0;
-    for (size_t i = 0; i < json_object_array_length(arr); i++) {
-        json_object *it = json_object_array_get_idx(arr, i);
+    switch (kind) {
+    case BM_REPLAY_PREPARATION: {
         uint64_t vi;
         uint8_t fee[20];
-        if (!get_u64(it, "/validator_index", &vi) || !get_hex(it, "/fee_recipient", fee, 20))
-            continue;
-        n += put_prep(rp, vi, fee, now_ms);
+        if (!it_u64(it, F_VALIDATOR_INDEX, &vi) || !it_hex(it, F_FEE_RECIPIENT, fee, 20))
+            return 0;
+        return put_prep(rp, vi, fee, now->ms);
     }
-    return n;
-}
-
-static int feed_registrations_json(bm_replay_t *rp, json_object *arr, uint64_t now_ms)
-{
-    int n = 0;
-    for (size_t i = 0; i < json_object_array_length(arr); i++) {
-        json_object *it = json_object_array_get_idx(arr, i);
+    case BM_REPLAY_REGISTRATION: {
         reg_e r;
         memset(&r, 0, sizeof r);
-        if (!get_hex(it, "/message/fee_recipient", r.fee, 20) ||
-            !get_u64(it, "/message/gas_limit", &r.gas) ||
-            !get_u64(it, "/message/timestamp", &r.ts) ||
-            !get_hex(it, "/message/pubkey", r.pubkey, 48) || !get_hex(it, "/signature", r.sig, 96))
-            continue;
-        n += put_reg(rp, &r, now_ms);
+        if (!it_hex(it, MSG_BIT | M_FEE_RECIPIENT, r.fee, 20) ||
+            !it_u64(it, MSG_BIT | M_GAS_LIMIT, &r.gas) ||
+            !it_u64(it, MSG_BIT | M_TIMESTAMP, &r.ts) ||
+            !it_hex(it, MSG_BIT | M_PUBKEY, r.pubkey, 48) || !it_hex(it, F_SIGNATURE, r.sig, 96))
+            return 0;
+        return put_reg(rp, &r, now->ms);
     }
-    return n;
+    case BM_REPLAY_PREFERENCES: {
+        pref_e p;
+        memset(&p, 0, sizeof p);
+        if (!it_hex(it, MSG_BIT | M_DEPENDENT_ROOT, p.dep, 32) ||
+            !it_u64(it, MSG_BIT | M_PROPOSAL_SLOT, &p.slot) ||
+            !it_u64(it, MSG_BIT | M_VALIDATOR_INDEX, &p.vi) ||
+            !it_hex(it, MSG_BIT | M_FEE_RECIPIENT, p.fee, 20) ||
+            !it_u64(it, MSG_BIT | M_TARGET_GAS_LIMIT, &p.gas) ||
+            !it_hex(it, F_SIGNATURE, p.sig, 96))
+            return 0;
+        return put_pref(rp, &p, fork, now);
+    }
+    case BM_REPLAY_COMMITTEE_SUBS: {
+        uint64_t key[3], cas;
+        bool agg;
+        if (!it_u64(it, F_VALIDATOR_INDEX, &key[0]) || !it_u64(it, F_SLOT, &key[1]) ||
+            !it_u64(it, F_COMMITTEE_INDEX, &key[2]) || !it_u64(it, F_COMMITTEES_AT_SLOT, &cas) ||
+            !it_bool(it, F_IS_AGGREGATOR, &agg))
+            return 0;
+        if (now->known && key[1] < now->slot)
+            return 0; /* the duty is over */
+        bool created;
+        csub_e *e = table_upsert(&rp->tab[BM_REPLAY_COMMITTEE_SUBS], key, &created);
+        if (!e) {
+            note_dropped(rp, BM_REPLAY_COMMITTEE_SUBS);
+            return 0;
+        }
+        e->cas = cas;
+        e->agg = agg;
+        e->h.seen_ms = now->ms;
+        return 1;
+    }
+    case BM_REPLAY_SYNC_SUBS: {
+        uint64_t vi, until;
+        if (!it_u64(it, F_VALIDATOR_INDEX, &vi) || !it_u64(it, F_UNTIL_EPOCH, &until))
+            return 0;
+        size_t k;
+        bool ok;
+        uint64_t *idx = it_u64_array(it, F_SYNC_INDICES, &k, &ok);
+        if (!ok || (now->known && until <= now->epoch)) {
+            free(idx);
+            return 0;
+        }
+        bool created;
+        ssub_e *e = table_upsert(&rp->tab[BM_REPLAY_SYNC_SUBS], &vi, &created);
+        if (!e) {
+            free(idx);
+            note_dropped(rp, BM_REPLAY_SYNC_SUBS);
+            return 0;
+        }
+        free(e->idx);
+        e->idx = idx;
+        e->n_idx = (uint32_t)k;
+        e->until_epoch = until;
+        e->h.seen_ms = now->ms;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* The scanner's pass: -1 when it gives up (json-c reads the body then), else the count.
+ * Items are stored as they are read, so it first checks the whole text, then stores. */
+static int feed_fast(bm_replay_t *rp, bm_replay_kind_t kind, const char *p, size_t len,
+                     const char *fork, const now_t *now)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        scan_t s = {p, p + len};
+        int n = 0;
+        ws(&s);
+        if (s.p >= s.end || *s.p != '[')
+            return -1;
+        s.p++;
+        ws(&s);
+        bool first = true;
+        while (s.p < s.end && *s.p != ']') {
+            if (!first) {
+                if (*s.p != ',')
+                    return -1;
+                s.p++;
+                ws(&s);
+            }
+            first = false;
+            fitem_t fi;
+            memset(&fi, 0, sizeof fi);
+            span_t v;
+            if (s.p < s.end && *s.p == '{') {
+                if (!scan_object(&s, 1, &fi, false))
+                    return -1;
+                if (pass) {
+                    item_t it = {NULL, &fi};
+                    n += put_item(rp, kind, &it, fork, now);
+                }
+            } else if (!scan_value(&s, 1, &v)) {
+                return -1;
+            }
+            ws(&s);
+        }
+        if (s.p >= s.end)
+            return -1;
+        s.p++;
+        ws(&s);
+        if (s.p != s.end)
+            return -1;
+        if (pass)
+            return n;
+    }
+    return -1;
 }
 
 /* List[SignedValidatorRegistrationV1]: message {fee_recipient 20, gas_limit 8, timestamp 8,
@@ -566,26 +1036,6 @@ static int feed_registrations_ssz(bm_replay_t *rp, const uint8_t *p, size_t len,
         memcpy(r.pubkey, p + at + 36, 48);
         memcpy(r.sig, p + at + 84, 96);
         n += put_reg(rp, &r, now_ms);
-    }
-    return n;
-}
-
-static int feed_preferences_json(bm_replay_t *rp, json_object *arr, const char *fork,
-                                 const now_t *now)
-{
-    int n = 0;
-    for (size_t i = 0; i < json_object_array_length(arr); i++) {
-        json_object *it = json_object_array_get_idx(arr, i);
-        pref_e p;
-        memset(&p, 0, sizeof p);
-        if (!get_hex(it, "/message/dependent_root", p.dep, 32) ||
-            !get_u64(it, "/message/proposal_slot", &p.slot) ||
-            !get_u64(it, "/message/validator_index", &p.vi) ||
-            !get_hex(it, "/message/fee_recipient", p.fee, 20) ||
-            !get_u64(it, "/message/target_gas_limit", &p.gas) ||
-            !get_hex(it, "/signature", p.sig, 96))
-            continue;
-        n += put_pref(rp, &p, fork, now);
     }
     return n;
 }
@@ -611,79 +1061,6 @@ static int feed_preferences_ssz(bm_replay_t *rp, const uint8_t *p, size_t len, c
     return n;
 }
 
-static int feed_committee_subs(bm_replay_t *rp, json_object *arr, const now_t *now)
-{
-    int n = 0;
-    for (size_t i = 0; i < json_object_array_length(arr); i++) {
-        json_object *it = json_object_array_get_idx(arr, i);
-        uint64_t key[3], cas;
-        bool agg;
-        if (!get_u64(it, "/validator_index", &key[0]) || !get_u64(it, "/slot", &key[1]) ||
-            !get_u64(it, "/committee_index", &key[2]) ||
-            !get_u64(it, "/committees_at_slot", &cas) ||
-            bm_json_get_bool(it, "/is_aggregator", &agg) != 0)
-            continue;
-        if (now->known && key[1] < now->slot)
-            continue; /* the duty is over */
-        bool created;
-        csub_e *e = table_upsert(&rp->tab[BM_REPLAY_COMMITTEE_SUBS], key, &created);
-        if (!e) {
-            note_dropped(rp, BM_REPLAY_COMMITTEE_SUBS);
-            continue;
-        }
-        e->cas = cas;
-        e->agg = agg;
-        e->h.seen_ms = now->ms;
-        n++;
-    }
-    return n;
-}
-
-static int feed_sync_subs(bm_replay_t *rp, json_object *arr, const now_t *now)
-{
-    int n = 0;
-    for (size_t i = 0; i < json_object_array_length(arr); i++) {
-        json_object *it = json_object_array_get_idx(arr, i);
-        uint64_t vi, until;
-        json_object *ind = bm_json_get(it, "/sync_committee_indices");
-        if (!get_u64(it, "/validator_index", &vi) || !get_u64(it, "/until_epoch", &until) || !ind ||
-            !json_object_is_type(ind, json_type_array))
-            continue;
-        size_t k = json_object_array_length(ind);
-        if (k > MAX_SYNC_INDICES)
-            continue;
-        if (now->known && until <= now->epoch)
-            continue;
-        uint64_t *idx = k ? malloc(k * sizeof *idx) : NULL;
-        if (k && !idx)
-            continue;
-        bool ok = true;
-        for (size_t j = 0; j < k && ok; j++) {
-            char ptr[24];
-            snprintf(ptr, sizeof ptr, "/%zu", j);
-            ok = get_u64(ind, ptr, &idx[j]);
-        }
-        if (!ok) {
-            free(idx);
-            continue;
-        }
-        bool created;
-        ssub_e *e = table_upsert(&rp->tab[BM_REPLAY_SYNC_SUBS], &vi, &created);
-        if (!e) {
-            free(idx);
-            note_dropped(rp, BM_REPLAY_SYNC_SUBS);
-            continue;
-        }
-        free(e->idx);
-        e->idx = idx;
-        e->n_idx = (uint32_t)k;
-        e->until_epoch = until;
-        e->h.seen_ms = now->ms;
-        n++;
-    }
-    return n;
-}
-
 int bm_replay_feed(bm_replay_t *rp, bm_replay_kind_t kind, const bm_hdrs_t *headers,
                    const bm_buf_t *body, uint64_t now_ms)
 {
@@ -701,29 +1078,20 @@ int bm_replay_feed(bm_replay_t *rp, bm_replay_kind_t kind, const bm_hdrs_t *head
             return feed_preferences_ssz(rp, p, body->len, fork, &now);
         return BM_EINVAL; /* the other kinds have no SSZ form */
     }
+    if (!rp->opts.json_c_only) {
+        int n = feed_fast(rp, kind, body->data, body->len, fork, &now);
+        if (n >= 0)
+            return n;
+    }
     json_object *arr = NULL;
     if (bm_json_parse_buf(body, 0, &arr, NULL) != 0)
         return BM_EINVAL;
     int n = BM_EINVAL;
     if (arr && json_object_is_type(arr, json_type_array)) {
-        switch (kind) {
-        case BM_REPLAY_PREPARATION:
-            n = feed_preparations(rp, arr, now_ms);
-            break;
-        case BM_REPLAY_REGISTRATION:
-            n = feed_registrations_json(rp, arr, now_ms);
-            break;
-        case BM_REPLAY_PREFERENCES:
-            n = feed_preferences_json(rp, arr, fork, &now);
-            break;
-        case BM_REPLAY_COMMITTEE_SUBS:
-            n = feed_committee_subs(rp, arr, &now);
-            break;
-        case BM_REPLAY_SYNC_SUBS:
-            n = feed_sync_subs(rp, arr, &now);
-            break;
-        default:
-            break;
+        n = 0;
+        for (size_t i = 0; i < json_object_array_length(arr); i++) {
+            item_t it = {json_object_array_get_idx(arr, i), NULL};
+            n += put_item(rp, kind, &it, fork, &now);
         }
     }
     json_object_put(arr);

@@ -74,6 +74,8 @@ typedef struct bm_replay_opts {
     uint32_t debounce_ms;                     /* triggers closer than this coalesce (default 200) */
     uint32_t timeout_ms;                      /* per replay POST (default 12000: writeTimeout) */
     uint32_t connect_timeout_ms;              /* default 1000 */
+    bool json_c_only; /* tests: read every JSON body with json-c, never with the fast scanner
+                         (both must agree) */
 } bm_replay_opts_t;
 
 /** Fills `o` with the defaults above. */

@@ -362,6 +362,16 @@ static void test_preparation_latest_per_validator(void **state)
     assert_non_null(strstr(d, "{\"validator_index\":\"4\",\"fee_recipient\":"
                               "\"0xabcdefabcdefabcdefabcdefabcdefabcdefabcd\"}"));
     free(d);
+    /* what the fast scanner leaves alone (an escaped key, a plain integer, whitespace)
+     * json-c reads */
+    assert_int_equal(feed(f, BM_REPLAY_PREPARATION,
+                          " [ {\"validator_\\u0069ndex\" : 5 ,\n\"fee_recipient\":"
+                          "\"0x5555555555555555555555555555555555555555\"} ] ",
+                          3000),
+                     1);
+    d = dump(f, BM_REPLAY_PREPARATION, 3000);
+    assert_non_null(strstr(d, "{\"validator_index\":\"5\",\"fee_recipient\":\"0x5555"));
+    free(d);
     fx_free(f);
 }
 
