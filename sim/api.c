@@ -83,7 +83,7 @@ static const route_t ROUTES[] = {
      h_balances, 0},
     {"GET", "/eth/v1/beacon/execution_payload_envelopes/{block_id}",
      "getSignedExecutionPayloadEnvelope", h_envelope_get, R_SSZ_RESP},
-    {"GET", "/eth/v1/events", "eventstream", h_events, 0},
+    {"GET", "/eth/v1/events", "eventstream", h_events, R_SSE},
     {"GET", "/eth/v2/validator/aggregate_attestation", "getAggregatedAttestationV2", h_aggregate,
      R_SSZ_RESP | R_SYNC503 | R_OPT503},
     {"GET", "/eth/v1/validator/sync_committee_contribution", "produceSyncCommitteeContribution",
@@ -574,7 +574,11 @@ void bs_api_dispatch(bs_simnode_t *sn, bm_req_t *req, int r)
         api_reply_error(&x, 500, "Internal server error (simulated by error-rate)");
     } else {
         bool ssz_pref;
-        int fmt = negotiate(bm_req_header(req, "Accept"), rt->flags & R_SSZ_RESP, &ssz_pref);
+        /* a real node streams events to `Accept: text/event-stream` (what EventSource
+         * clients send), so the stream is exempt from JSON/SSZ negotiation */
+        int fmt = (rt->flags & R_SSE)
+                      ? (ssz_pref = false, 0)
+                      : negotiate(bm_req_header(req, "Accept"), rt->flags & R_SSZ_RESP, &ssz_pref);
         if (n->behav.no_ssz && (ssz_pref || api_body_is_ssz(&x))) {
             api_reply_error(&x, 415, "SSZ is not supported by this node");
         } else if (api_body_is_ssz(&x) && !(rt->flags & R_SSZ_REQ)) {

@@ -20,6 +20,7 @@ enum {
     R_REC = 4,      /* recorded as a submission */
     R_SYNC503 = 8,  /* 503 while syncing */
     R_OPT503 = 16,  /* 503 while optimistic */
+    R_SSE = 32,     /* an event stream: answers text/event-stream whatever Accept says */
 };
 
 typedef struct ctx {

@@ -46,7 +46,10 @@ typedef struct bm_str {
     bool oom;    /* set when an allocation failed; later appends are ignored */
 } bm_str_t;
 
-#define BM_STR_INIT {NULL, false}
+#define BM_STR_INIT                                                                                \
+    {                                                                                              \
+        NULL, false                                                                                \
+    }
 
 /** Ensures room for `extra` more bytes. Returns 0 or BM_ENOMEM. */
 int bm_str_reserve(bm_str_t *s, size_t extra);

@@ -17,17 +17,26 @@
 
 /* Spec key prefixes of the fork epochs, by fork (phase0 has none). */
 static const char *const fork_keys[BM_FORK_NAMED] = {
-    NULL,          "ALTAIR_FORK_EPOCH", "BELLATRIX_FORK_EPOCH", "CAPELLA_FORK_EPOCH",
-    "DENEB_FORK_EPOCH", "ELECTRA_FORK_EPOCH", "FULU_FORK_EPOCH", "GLOAS_FORK_EPOCH",
+    NULL,
+    "ALTAIR_FORK_EPOCH",
+    "BELLATRIX_FORK_EPOCH",
+    "CAPELLA_FORK_EPOCH",
+    "DENEB_FORK_EPOCH",
+    "ELECTRA_FORK_EPOCH",
+    "FULU_FORK_EPOCH",
+    "GLOAS_FORK_EPOCH",
     "HEZE_FORK_EPOCH",
 };
 
 static const char *const due_keys[BM_DUE_COUNT] = {
-    "ATTESTATION_DUE_BPS", "AGGREGATE_DUE_BPS", "SYNC_MESSAGE_DUE_BPS", "CONTRIBUTION_DUE_BPS",
+    "ATTESTATION_DUE_BPS",
+    "AGGREGATE_DUE_BPS",
+    "SYNC_MESSAGE_DUE_BPS",
+    "CONTRIBUTION_DUE_BPS",
     NULL,
 };
 static const char *const due_keys_gloas[BM_DUE_COUNT] = {
-    "ATTESTATION_DUE_BPS_GLOAS", "AGGREGATE_DUE_BPS_GLOAS", "SYNC_MESSAGE_DUE_BPS_GLOAS",
+    "ATTESTATION_DUE_BPS_GLOAS",  "AGGREGATE_DUE_BPS_GLOAS",     "SYNC_MESSAGE_DUE_BPS_GLOAS",
     "CONTRIBUTION_DUE_BPS_GLOAS", "PAYLOAD_ATTESTATION_DUE_BPS",
 };
 /* Defaults: 1/3 and 2/3 of the slot before Gloas (the spec's 3333 and 6667), 1/4, 1/2 and
@@ -54,7 +63,8 @@ static json_object *parse_json(const char *p, size_t len)
 static const char *get_str(json_object *obj, const char *key)
 {
     json_object *v;
-    if (!obj || !json_object_object_get_ex(obj, key, &v) || !json_object_is_type(v, json_type_string))
+    if (!obj || !json_object_object_get_ex(obj, key, &v) ||
+        !json_object_is_type(v, json_type_string))
         return NULL;
     return json_object_get_string(v);
 }
@@ -177,8 +187,9 @@ uint64_t bm_chain_due_ms(const bm_chain_info_t *c, uint64_t slot, bm_due_t d)
 static bool is_critical_key(const char *k)
 {
     static const char *const exact[] = {
-        "SECONDS_PER_SLOT", "SLOT_DURATION_MS", "SLOTS_PER_EPOCH", "GENESIS_FORK_VERSION",
-        "DEPOSIT_CHAIN_ID", "DEPOSIT_NETWORK_ID", "DEPOSIT_CONTRACT_ADDRESS",
+        "SECONDS_PER_SLOT",         "SLOT_DURATION_MS", "SLOTS_PER_EPOCH",
+        "GENESIS_FORK_VERSION",     "DEPOSIT_CHAIN_ID", "DEPOSIT_NETWORK_ID",
+        "DEPOSIT_CONTRACT_ADDRESS",
     };
     for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
         if (strcmp(k, exact[i]) == 0)
@@ -194,8 +205,8 @@ static bool is_far_future(const char *v)
     return parse_u64(v, &e) && e == BM_FAR_FUTURE_EPOCH;
 }
 
-bool bm_chain_spec_compatible(const char *spec_a, size_t len_a, const char *spec_b,
-                              size_t len_b, char *why, size_t why_cap)
+bool bm_chain_spec_compatible(const char *spec_a, size_t len_a, const char *spec_b, size_t len_b,
+                              char *why, size_t why_cap)
 {
     json_object *a = parse_json(spec_a, len_a), *b = parse_json(spec_b, len_b);
     json_object *ad = NULL, *bd = NULL;

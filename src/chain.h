@@ -28,10 +28,10 @@ typedef enum bm_due {
 } bm_due_t;
 
 typedef struct bm_chain_info {
-    bool known;                   /* parsed from a node's genesis and spec */
+    bool known; /* parsed from a node's genesis and spec */
     bm_slot_clock_t clock;
-    uint8_t genesis_root[32];     /* genesis_validators_root */
-    uint64_t fork_epoch[BM_FORK_NAMED]; /* BM_FAR_FUTURE_EPOCH when not scheduled */
+    uint8_t genesis_root[32];             /* genesis_validators_root */
+    uint64_t fork_epoch[BM_FORK_NAMED];   /* BM_FAR_FUTURE_EPOCH when not scheduled */
     uint32_t due_bps[BM_DUE_COUNT];       /* before Gloas */
     uint32_t due_bps_gloas[BM_DUE_COUNT]; /* from Gloas */
 } bm_chain_info_t;
@@ -61,7 +61,7 @@ uint64_t bm_chain_due_ms(const bm_chain_info_t *c, uint64_t slot, bm_due_t d);
  * rolling upgrade); keys absent on one side are skipped. Returns true when compatible;
  * otherwise writes the first differing key into `why`.
  */
-bool bm_chain_spec_compatible(const char *spec_a, size_t len_a, const char *spec_b,
-                              size_t len_b, char *why, size_t why_cap);
+bool bm_chain_spec_compatible(const char *spec_a, size_t len_a, const char *spec_b, size_t len_b,
+                              char *why, size_t why_cap);
 
 #endif /* BM_CHAIN_H */

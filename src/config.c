@@ -42,6 +42,7 @@
 
 #include "err.h"
 #include "hdrs.h"
+#include "url.h"
 
 #define DURATION_MAX_MS 86400000u   /* 24 hours: durations are uint32_t milliseconds */
 #define SIZE_MAX_BYTES (1ull << 40) /* 1 TiB */
@@ -389,35 +390,10 @@ static const char *header_value_problem(const char *value)
     return NULL;
 }
 
-/* Appends `url` with any password replaced by "***" (a local copy of the masking rule, so
- * that messages never depend on another module). */
-static void mask_url(bm_str_t *out, const char *url)
-{
-    const char *p = strstr(url, "://");
-    if (!p) {
-        bm_str_puts(out, url);
-        return;
-    }
-    p += 3;
-    size_t alen = strcspn(p, "/?#");
-    const char *at = NULL;
-    for (const char *c = p; c < p + alen; c++)
-        if (*c == '@')
-            at = c;
-    const char *colon = at ? memchr(p, ':', (size_t)(at - p)) : NULL;
-    if (!colon) {
-        bm_str_puts(out, url);
-        return;
-    }
-    bm_str_append(out, url, (size_t)(colon + 1 - url));
-    bm_str_puts(out, "***");
-    bm_str_puts(out, at);
-}
-
 static const char *quote_url(qbuf_t *q, const char *url)
 {
     bm_str_t s = BM_STR_INIT;
-    mask_url(&s, url);
+    bm_url_mask(&s, url);
     quote(q, s.oom ? "(url)" : bm_str_data(&s));
     bm_str_dispose(&s);
     return q->s;
@@ -2060,7 +2036,7 @@ static void dump_upstreams(bm_str_t *out, const bm_config_t *cfg, bool mask)
         bm_str_puts(out, "\n    url: ");
         if (mask) {
             bm_str_t m = BM_STR_INIT;
-            mask_url(&m, up->url ? up->url : "");
+            bm_url_mask(&m, up->url ? up->url : "");
             dump_quoted(out, bm_str_data(&m), true);
             bm_str_dispose(&m);
         } else {

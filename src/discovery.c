@@ -18,28 +18,29 @@
 #include "log.h"
 #include "url.h"
 
+#define MAX_CHAIN_LISTENERS 8
+
 enum { EP_VERSION, EP_GENESIS, EP_SPEC, EP_FORK_SCHEDULE, EP_DEPOSIT, EP_COUNT };
 
 static const char *const ep_paths[EP_COUNT] = {
-    "/eth/v1/node/version",         "/eth/v1/beacon/genesis",
-    "/eth/v1/config/spec",          "/eth/v1/config/fork_schedule",
-    "/eth/v1/config/deposit_contract",
+    "/eth/v1/node/version",         "/eth/v1/beacon/genesis",          "/eth/v1/config/spec",
+    "/eth/v1/config/fork_schedule", "/eth/v1/config/deposit_contract",
 };
 
 typedef struct node_disc {
     bm_discovery_t *d;
     bm_node_t *node;
     bm_xfer_t *x[EP_COUNT];
-    int pending;               /* transfers of the running round */
-    int status[EP_COUNT];      /* this round's answers */
+    int pending;          /* transfers of the running round */
+    int status[EP_COUNT]; /* this round's answers */
     bm_buf_t *got[EP_COUNT];
-    bm_buf_t *body[EP_COUNT];  /* the last complete snapshot */
-    bool have;                 /* a snapshot exists */
-    bm_chain_info_t chain;     /* parsed from the snapshot */
-    uv_timer_t retry;          /* next full round after a failure, or next probe */
+    bm_buf_t *body[EP_COUNT]; /* the last complete snapshot */
+    bool have;                /* a snapshot exists */
+    bm_chain_info_t chain;    /* parsed from the snapshot */
+    uv_timer_t retry;         /* next full round after a failure, or next probe */
     bool retry_open;
-    bool next_is_probe;        /* the timer runs a version probe, not a full round */
-    bm_xfer_t *probe;          /* running version probe */
+    bool next_is_probe; /* the timer runs a version probe, not a full round */
+    bm_xfer_t *probe;   /* running version probe */
 } node_disc_t;
 
 struct bm_discovery {
@@ -49,15 +50,18 @@ struct bm_discovery {
     bm_discovery_opts_t opts;
     node_disc_t *nodes;
     size_t n;
-    int ref;                   /* index of the reference node, -1 before the first */
+    int ref; /* index of the reference node, -1 before the first */
     bm_chain_info_t chain;
     uv_timer_t epoch_timer;
     bool epoch_timer_open;
     bool stopped;
     bool free_pending;
     int open_handles;
-    bm_discovery_chain_fn chain_fn;
-    void *chain_ud;
+    struct {
+        bm_discovery_chain_fn fn;
+        void *ud;
+    } chain_listeners[MAX_CHAIN_LISTENERS];
+    size_t n_chain_listeners;
     bm_hdrs_t req_headers;
 };
 
@@ -112,10 +116,23 @@ bm_discovery_t *bm_discovery_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *
     return d;
 }
 
-void bm_discovery_on_chain(bm_discovery_t *d, bm_discovery_chain_fn fn, void *ud)
+int bm_discovery_on_chain(bm_discovery_t *d, bm_discovery_chain_fn fn, void *ud)
 {
-    d->chain_fn = fn;
-    d->chain_ud = ud;
+    if (d->n_chain_listeners == MAX_CHAIN_LISTENERS)
+        return BM_ENOMEM;
+    d->chain_listeners[d->n_chain_listeners].fn = fn;
+    d->chain_listeners[d->n_chain_listeners].ud = ud;
+    d->n_chain_listeners++;
+    return 0;
+}
+
+void bm_discovery_off_chain(bm_discovery_t *d, void *ud)
+{
+    size_t out = 0;
+    for (size_t i = 0; i < d->n_chain_listeners; i++)
+        if (d->chain_listeners[i].ud != ud)
+            d->chain_listeners[out++] = d->chain_listeners[i];
+    d->n_chain_listeners = out;
 }
 
 const bm_chain_info_t *bm_discovery_chain(const bm_discovery_t *d)
@@ -164,8 +181,8 @@ static bool decide_root(bm_discovery_t *d, uint8_t root[32])
             if (node_candidate(&d->nodes[j]) &&
                 memcmp(d->nodes[i].chain.genesis_root, d->nodes[j].chain.genesis_root, 32) == 0)
                 count++;
-        bool same_as_best =
-            found && memcmp(d->nodes[i].chain.genesis_root, d->nodes[best].chain.genesis_root, 32) == 0;
+        bool same_as_best = found && memcmp(d->nodes[i].chain.genesis_root,
+                                            d->nodes[best].chain.genesis_root, 32) == 0;
         if (!found || count > best_count) {
             best = i;
             best_count = count;
@@ -248,7 +265,8 @@ static void recompute(bm_discovery_t *d)
             bm_pool_set_network(d->pool, nd->node, BM_NET_WRONG,
                                 "genesis_validators_root %s differs from the cluster's %s%s", got,
                                 want, d->opts.has_genesis_root ? " (configured)" : "");
-        } else if (ref >= 0 && (int)i != ref && !spec_compatible(nd, &d->nodes[ref], why, sizeof why)) {
+        } else if (ref >= 0 && (int)i != ref &&
+                   !spec_compatible(nd, &d->nodes[ref], why, sizeof why)) {
             bm_pool_set_network(d->pool, nd->node, BM_NET_WRONG, "%s (reference: %s)", why,
                                 d->nodes[ref].node->id);
         } else {
@@ -299,8 +317,8 @@ static void set_chain(bm_discovery_t *d, const bm_chain_info_t *c)
     else
         bm_log(BM_LOG_INFO, "chain configuration changed (fork schedule or constants)");
     arm_epoch_timer(d);
-    if (d->chain_fn)
-        d->chain_fn(&d->chain, d->chain_ud);
+    for (size_t i = 0; i < d->n_chain_listeners; i++)
+        d->chain_listeners[i].fn(&d->chain, d->chain_listeners[i].ud);
 }
 
 /* ---- rounds ----------------------------------------------------------------------- */
@@ -361,9 +379,9 @@ static void round_done(node_disc_t *nd)
               nd->status[EP_SPEC] == 200;
     bm_chain_info_t chain;
     char err[128] = "";
-    if (ok && bm_chain_parse(nd->got[EP_GENESIS]->data, nd->got[EP_GENESIS]->len,
-                             nd->got[EP_SPEC]->data, nd->got[EP_SPEC]->len, &chain, err,
-                             sizeof err) != 0) {
+    if (ok &&
+        bm_chain_parse(nd->got[EP_GENESIS]->data, nd->got[EP_GENESIS]->len, nd->got[EP_SPEC]->data,
+                       nd->got[EP_SPEC]->len, &chain, err, sizeof err) != 0) {
         bm_log(BM_LOG_WARN, "upstream %s: unusable discovery answer: %s", node->id, err);
         ok = false;
     }
@@ -411,7 +429,7 @@ static void on_xfer_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     nd->status[e] = res->err ? 0 : res->status;
     if (!res->err && res->status == 200 && res->body)
         nd->got[e] = bm_buf_ref(res->body);
-    bm_outcome_t outcome = res->err ? BM_OUTCOME_NET_ERROR
+    bm_outcome_t outcome = res->err             ? BM_OUTCOME_NET_ERROR
                            : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
                                                 : BM_OUTCOME_OK;
     bm_pool_record(nd->d->pool, nd->node, outcome, res->err == BM_ECONNREFUSED, res->elapsed_us,
@@ -427,7 +445,7 @@ static void on_probe_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     node_disc_t *nd = ud;
     (void)x;
     nd->probe = NULL;
-    bm_outcome_t outcome = res->err ? BM_OUTCOME_NET_ERROR
+    bm_outcome_t outcome = res->err             ? BM_OUTCOME_NET_ERROR
                            : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
                                                 : BM_OUTCOME_OK;
     bm_pool_record(nd->d->pool, nd->node, outcome, res->err == BM_ECONNREFUSED, res->elapsed_us,

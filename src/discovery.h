@@ -58,8 +58,11 @@ int bm_discovery_start(bm_discovery_t *d);
 /** Asks one node again now (after a reconnect). Does nothing while a round runs for it. */
 void bm_discovery_refresh(bm_discovery_t *d, bm_node_t *n);
 
-/** Registers the listener for chain information changes (one). */
-void bm_discovery_on_chain(bm_discovery_t *d, bm_discovery_chain_fn fn, void *ud);
+/** Registers a listener for chain information changes (at most 8). Returns 0 or BM_ENOMEM. */
+int bm_discovery_on_chain(bm_discovery_t *d, bm_discovery_chain_fn fn, void *ud);
+
+/** Removes every listener registered with `ud`. */
+void bm_discovery_off_chain(bm_discovery_t *d, void *ud);
 
 /** The cluster's chain information (known == false until the first node was discovered). */
 const bm_chain_info_t *bm_discovery_chain(const bm_discovery_t *d);

@@ -12,6 +12,7 @@
  */
 #include "failover.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,6 +24,9 @@
 
 #define MAX_CANDIDATES 32
 #define MAX_KEPT_BODY (64 * 1024) /* a failed (5xx) answer kept to relay if all fail */
+#define SPARE_MAX 64              /* finished exchanges kept for reuse */
+
+typedef struct exchange exchange_t;
 
 struct bm_failover {
     bm_upstream_t *up;
@@ -30,6 +34,11 @@ struct bm_failover {
     bm_failover_opts_t opts;
     size_t active;
     bm_log_limit_t limit;
+    bm_str_t url; /* scratch for the URL of an attempt (copied by bm_upstream_start) */
+    /* Finished exchanges, reused with their header and string storage: a request then
+     * costs no allocation here once the loop has warmed up. */
+    exchange_t *spare[SPARE_MAX];
+    size_t n_spare;
 };
 
 typedef enum {
@@ -40,30 +49,32 @@ typedef enum {
     PH_STREAM,   /* committed: streaming to the client */
 } phase_t;
 
-typedef struct exchange {
+struct exchange {
     bm_failover_t *f;
     bm_req_t *req;
     bm_node_t *cand[MAX_CANDIDATES];
     size_t n_cand;
-    size_t next;           /* next candidate to try */
-    bm_node_t *node;       /* node of the running attempt */
-    bm_xfer_t *xfer;       /* running attempt, or NULL */
+    size_t next;     /* next candidate to try */
+    bm_node_t *node; /* node of the running attempt */
+    bm_xfer_t *xfer; /* running attempt, or NULL */
     phase_t phase;
     bool committed;
-    bool finished;         /* the client request has been ended */
-    unsigned busy;         /* nesting depth of our callbacks */
+    bool finished; /* the client request has been ended */
+    unsigned busy; /* nesting depth of our callbacks */
     bool paused;
     /* the running attempt's answer while it is held (PH_BUFFER) */
     int held_status;
-    bm_hdrs_t held_hdrs;
     int64_t held_length; /* Content-Length of the answer, or -1 */
-    bm_str_t held_body;
     /* the last 5xx answer, relayed when every candidate failed */
     int kept_status;
+
+    /* Storage kept when the exchange is reused (exchange_new clears everything above). */
+    bm_hdrs_t held_hdrs;
+    bm_str_t held_body;
     bm_hdrs_t kept_hdrs;
     bm_str_t kept_body;
     bm_str_t errors; /* "node1: connection refused; node2: timed out" */
-} exchange_t;
+};
 
 void bm_failover_opts_default(bm_failover_opts_t *o)
 {
@@ -92,8 +103,23 @@ bm_failover_t *bm_failover_new(bm_upstream_t *up, bm_pool_t *pool, const bm_fail
     return f;
 }
 
+static void exchange_destroy(exchange_t *ex)
+{
+    bm_hdrs_dispose(&ex->kept_hdrs);
+    bm_str_dispose(&ex->kept_body);
+    bm_hdrs_dispose(&ex->held_hdrs);
+    bm_str_dispose(&ex->held_body);
+    bm_str_dispose(&ex->errors);
+    free(ex);
+}
+
 void bm_failover_free(bm_failover_t *f)
 {
+    if (!f)
+        return;
+    while (f->n_spare)
+        exchange_destroy(f->spare[--f->n_spare]);
+    bm_str_dispose(&f->url);
     free(f);
 }
 
@@ -102,15 +128,39 @@ size_t bm_failover_active(const bm_failover_t *f)
     return f->active;
 }
 
+/* A cleared exchange: a spare one, or a new one. NULL when out of memory. */
+static exchange_t *exchange_new(bm_failover_t *f)
+{
+    exchange_t *ex;
+    if (f->n_spare) {
+        ex = f->spare[--f->n_spare];
+        memset(ex, 0, offsetof(exchange_t, held_hdrs));
+    } else {
+        ex = calloc(1, sizeof *ex);
+        if (!ex)
+            return NULL;
+        bm_hdrs_init(&ex->held_hdrs);
+        bm_hdrs_init(&ex->kept_hdrs);
+    }
+    ex->f = f;
+    return ex;
+}
+
 static void exchange_free(exchange_t *ex)
 {
-    ex->f->active--;
-    bm_hdrs_dispose(&ex->kept_hdrs);
+    bm_failover_t *f = ex->f;
+    f->active--;
+    if (f->n_spare == SPARE_MAX) {
+        exchange_destroy(ex);
+        return;
+    }
+    bm_hdrs_clear(&ex->held_hdrs);
+    bm_hdrs_clear(&ex->kept_hdrs);
+    bm_str_clear(&ex->held_body);
+    /* a large kept answer is not worth keeping for the next request */
     bm_str_dispose(&ex->kept_body);
-    bm_hdrs_dispose(&ex->held_hdrs);
-    bm_str_dispose(&ex->held_body);
-    bm_str_dispose(&ex->errors);
-    free(ex);
+    bm_str_clear(&ex->errors);
+    f->spare[f->n_spare++] = ex;
 }
 
 /* Leaves one of our callbacks; frees the exchange if it is finished and nobody is inside. */
@@ -166,26 +216,69 @@ static void on_client_drain(bm_req_t *req, void *ud)
     }
 }
 
-/* Headers of a node's answer that go to the client: everything but hop-by-hop fields. */
-static void copy_response_headers(bm_hdrs_t *dst, const bm_hdrs_t *src)
+/* What on_head needs to know of a node's answer, found in one pass over its fields. */
+typedef struct head_info {
+    const char *connection;     /* the first Connection field's value, or NULL */
+    const char *content_length; /* the first Content-Length field's value, or NULL */
+    const char *content_type;   /* the first Content-Type field's value, or NULL */
+    bool chunked;               /* a Transfer-Encoding field is present */
+} head_info_t;
+
+static void scan_head(const bm_hdrs_t *h, head_info_t *hi)
 {
-    const char *conn = bm_hdrs_get(src, "connection");
+    memset(hi, 0, sizeof *hi);
+    for (size_t i = 0; i < h->n; i++) {
+        const bm_header_t *f = &h->items[i];
+        /* the length decides which single name to compare with */
+        switch (f->name_len) {
+        case 10:
+            if (!hi->connection && strncasecmp(f->name, "connection", 10) == 0)
+                hi->connection = f->value;
+            break;
+        case 12:
+            if (!hi->content_type && strncasecmp(f->name, "content-type", 12) == 0)
+                hi->content_type = f->value;
+            break;
+        case 14:
+            if (!hi->content_length && strncasecmp(f->name, "content-length", 14) == 0)
+                hi->content_length = f->value;
+            break;
+        case 17:
+            if (strncasecmp(f->name, "transfer-encoding", 17) == 0)
+                hi->chunked = true;
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/*
+ * Header fields of a node's answer that go to the client. The server drops the hop-by-hop
+ * fields of a response head itself (bm_resp_start), so only what it cannot know is dropped
+ * here: the Connection field (the node's "close" is not the client's) and the fields it
+ * lists, which are hop-by-hop for this message only.
+ */
+static void copy_response_headers(bm_hdrs_t *dst, const bm_hdrs_t *src, const head_info_t *hi)
+{
     for (size_t i = 0; i < src->n; i++) {
         const bm_header_t *h = &src->items[i];
-        if (bm_header_is_hop_by_hop(h->name, h->name_len))
-            continue;
-        if (conn && bm_header_listed_in_connection(conn, h->name, h->name_len))
-            continue;
+        if (hi->connection) {
+            if (h->name_len == 10 && strncasecmp(h->name, "connection", 10) == 0)
+                continue;
+            if (bm_header_listed_in_connection(hi->connection, h->name, h->name_len))
+                continue;
+        }
         bm_hdrs_add(dst, h->name, h->name_len, h->value, h->value_len);
     }
 }
 
 /* Content-Length of an answer, or -1 when it is chunked, absent or unusable. */
-static int64_t response_length(const bm_hdrs_t *h)
+static int64_t response_length(const head_info_t *hi)
 {
-    if (bm_hdrs_get(h, "transfer-encoding"))
+    if (hi->chunked)
         return -1;
-    const char *cl = bm_hdrs_get(h, "content-length");
+    const char *cl = hi->content_length;
     if (!cl || !*cl)
         return -1;
     char *end;
@@ -216,9 +309,9 @@ static void commit(exchange_t *ex)
 
 /* True for answers that must be streamed at once: event streams never complete, and
  * bodies announced larger than the hold limit would only be held to be sent anyway. */
-static bool stream_at_once(const exchange_t *ex, const bm_hdrs_t *headers, int64_t length)
+static bool stream_at_once(const exchange_t *ex, const head_info_t *hi, int64_t length)
 {
-    const char *ct = bm_hdrs_get(headers, "content-type");
+    const char *ct = hi->content_type;
     if (ct && strncasecmp(ct, "text/event-stream", 17) == 0)
         return true;
     return length > (int64_t)ex->f->opts.hold_bytes;
@@ -230,21 +323,25 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
     (void)x;
     ex->busy++;
     bool more = ex->next < ex->n_cand;
+    head_info_t hi;
+    scan_head(headers, &hi);
     if (status >= 500 && more) {
         ex->phase = PH_KEEP_5XX;
         ex->kept_status = status;
         bm_hdrs_clear(&ex->kept_hdrs);
-        copy_response_headers(&ex->kept_hdrs, headers);
+        copy_response_headers(&ex->kept_hdrs, headers, &hi);
         bm_str_clear(&ex->kept_body);
     } else {
         ex->phase = PH_BUFFER;
         ex->held_status = status;
-        ex->held_length = response_length(headers);
+        ex->held_length = response_length(&hi);
         bm_hdrs_clear(&ex->held_hdrs);
-        copy_response_headers(&ex->held_hdrs, headers);
+        copy_response_headers(&ex->held_hdrs, headers, &hi);
         bm_str_clear(&ex->held_body);
-        if (stream_at_once(ex, headers, ex->held_length))
+        if (stream_at_once(ex, &hi, ex->held_length))
             commit(ex);
+        else if (ex->held_length > 0)
+            bm_str_reserve(&ex->held_body, (size_t)ex->held_length); /* one allocation */
     }
     leave(ex);
 }
@@ -298,7 +395,7 @@ static void on_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     ex->xfer = NULL;
     bm_node_t *node = ex->node;
     node->stats.in_flight--;
-    bm_outcome_t outcome = res->err        ? BM_OUTCOME_NET_ERROR
+    bm_outcome_t outcome = res->err             ? BM_OUTCOME_NET_ERROR
                            : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
                                                 : BM_OUTCOME_OK;
     bm_pool_record(ex->f->pool, node, outcome, res->err == BM_ECONNREFUSED, res->elapsed_us,
@@ -351,16 +448,15 @@ static void start_next(exchange_t *ex)
     bm_failover_t *f = ex->f;
     while (ex->next < ex->n_cand && !ex->finished) {
         bm_node_t *node = ex->cand[ex->next++];
-        bm_str_t url = BM_STR_INIT;
-        if (bm_url_join(&url, node->url, bm_req_target(ex->req)) != 0) {
-            bm_str_dispose(&url);
+        bm_str_t *url = &f->url;
+        bm_str_clear(url);
+        if (bm_url_join(url, node->url, bm_req_target(ex->req)) != 0)
             continue;
-        }
         const char *method = bm_req_method(ex->req);
         bool is_read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
         bm_xfer_req_t xr = {
             .method = method,
-            .url = bm_str_data(&url),
+            .url = bm_str_data(url),
             .headers = bm_req_headers(ex->req),
             .extra = &node->extra,
             .body = bm_req_body(ex->req),
@@ -372,7 +468,6 @@ static void start_next(exchange_t *ex)
         ex->node = node;
         ex->phase = PH_HEAD;
         ex->xfer = bm_upstream_start(f->up, &xr, &xfer_cbs, ex);
-        bm_str_dispose(&url);
         if (ex->xfer) {
             node->stats.in_flight++;
             return;
@@ -394,12 +489,13 @@ static void start_next(exchange_t *ex)
 
 /* Builds the candidate list: usable nodes of the wanted client, best rank first, then
  * configuration order (a stable insertion sort: the lists are short). */
-static size_t pick_candidates(bm_failover_t *f, bm_client_t only, bm_node_t **out, size_t max)
+static size_t pick_candidates(bm_failover_t *f, bm_client_t only, bool ready_only, bm_node_t **out,
+                              size_t max)
 {
     size_t n = 0;
     for (size_t i = 0; i < bm_pool_count(f->pool) && n < MAX_CANDIDATES; i++) {
         bm_node_t *node = bm_pool_node(f->pool, i);
-        if (!bm_node_usable(node))
+        if (!bm_node_usable(node) || (ready_only && node->state != BM_NODE_READY))
             continue;
         if (only != BM_CLIENT_UNKNOWN && node->client != only)
             continue;
@@ -413,23 +509,22 @@ static size_t pick_candidates(bm_failover_t *f, bm_client_t only, bm_node_t **ou
     return n < max ? n : max;
 }
 
-void bm_failover_handle(bm_failover_t *f, bm_req_t *req, bm_client_t only)
+static void handle(bm_failover_t *f, bm_req_t *req, bm_client_t only, bool ready_only)
 {
-    exchange_t *ex = calloc(1, sizeof *ex);
+    exchange_t *ex = exchange_new(f);
     if (!ex) {
         bm_resp_error(req, 500, "out of memory");
         return;
     }
     f->active++;
-    ex->f = f;
     ex->req = req;
-    bm_hdrs_init(&ex->kept_hdrs);
-    bm_hdrs_init(&ex->held_hdrs);
-    ex->n_cand = pick_candidates(f, only, ex->cand, f->opts.max_attempts);
+    ex->n_cand = pick_candidates(f, only, ready_only, ex->cand, f->opts.max_attempts);
     ex->busy++;
     if (ex->n_cand == 0) {
         ex->finished = true;
-        if (only != BM_CLIENT_UNKNOWN)
+        if (ready_only)
+            bm_resp_error(req, 503, "no ready upstream");
+        else if (only != BM_CLIENT_UNKNOWN)
             bm_resp_error(req, 503, "no usable %s upstream", bm_client_name(only));
         else
             bm_resp_error(req, 503, "no usable upstream");
@@ -439,6 +534,18 @@ void bm_failover_handle(bm_failover_t *f, bm_req_t *req, bm_client_t only)
         start_next(ex);
     }
     leave(ex);
+}
+
+void bm_failover_handle(bm_failover_t *f, bm_req_t *req, bm_client_t only)
+{
+    handle(f, req, only, false);
+}
+
+/* Only ready nodes, best first (for answers that must come from a node in sync, such as
+ * peer_count); 503 when none is ready. */
+void bm_failover_handle_ready(bm_failover_t *f, bm_req_t *req)
+{
+    handle(f, req, BM_CLIENT_UNKNOWN, true);
 }
 
 void bm_failover_route(bm_req_t *req, const bm_route_params_t *params, void *ud)

@@ -7,8 +7,8 @@
  * replaced), streamed with backpressure when it is large or an event stream. When every
  * attempt failed the client gets the last node's 5xx answer, or 503 naming why when no
  * node answered at all. A failure after the first byte reached the client aborts the
- * client connection rather than splicing two answers. Client-specific paths (/lighthouse/..., /prysm/..., ...) only go to nodes of
- * that client.
+ * client connection rather than splicing two answers. Client-specific paths (/lighthouse/...,
+ * /prysm/..., ...) only go to nodes of that client.
  */
 #ifndef BM_FAILOVER_H
 #define BM_FAILOVER_H
@@ -45,6 +45,12 @@ size_t bm_failover_active(const bm_failover_t *f);
 
 /** Proxies `req` to the nodes of `only` (BM_CLIENT_UNKNOWN: any node). Ends the request. */
 void bm_failover_handle(bm_failover_t *f, bm_req_t *req, bm_client_t only);
+
+/**
+ * Proxies `req` to ready nodes only (best rank, then configuration order), with the
+ * same retries; 503 {"code":503,...} when no node is ready. Ends the request.
+ */
+void bm_failover_handle_ready(bm_failover_t *f, bm_req_t *req);
 
 /** Route adapter: any node. `ud` is the bm_failover_t. */
 void bm_failover_route(bm_req_t *req, const bm_route_params_t *params, void *ud);

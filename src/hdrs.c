@@ -147,9 +147,18 @@ bool bm_header_name_is(const char *name, size_t len, const char *z)
 bool bm_header_is_hop_by_hop(const char *name, size_t len)
 {
     static const char *const hop[] = {
-        "connection", "keep-alive",        "proxy-connection", "proxy-authenticate",
-        "te",         "proxy-authorization", "trailer",        "transfer-encoding",
-        "upgrade",    "host",              "content-length",   "expect",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authenticate",
+        "te",
+        "proxy-authorization",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "expect",
     };
     for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
         if (bm_header_name_is(name, len, hop[i]))

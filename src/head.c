@@ -1226,8 +1226,13 @@ static bool try_quorum(bm_head_t *t, cand_t *c, size_t nc)
         uint32_t k = 0;
         for (size_t v = 0; v < t->n; v++) {
             const node_t *nv = &t->nodes[v];
+            /* the reorg must leave the cluster chain (its old head is the cluster head or
+             * one of its ancestors): a record of an older reorg, already followed, would
+             * otherwise pull the head back from every later extension */
             k += voter(nv) && nv->has_reorg && eq(nv->reorg_to, c[i].root) &&
-                 eq(nv->root, c[i].root);
+                 eq(nv->root, c[i].root) &&
+                 (eq(nv->reorg_from, t->head) ||
+                  is_anc(t, nv->reorg_from, root_slot(t, nv->reorg_from, 0), t->head, NULL) == YES);
         }
         if (k > back_n || (k == back_n && back >= 0 && k > 0 && c[i].slot > c[back].slot)) {
             back = (int)i;

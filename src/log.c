@@ -95,9 +95,8 @@ static void vlog(bm_log_level_t level, const char *fmt, va_list ap)
     struct tm tm;
     gmtime_r(&secs, &tm);
     char ts[64];
-    snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-             (unsigned)(now % 1000));
+    snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (unsigned)(now % 1000));
 
     char line[4096 + 64];
     size_t pos = 0;

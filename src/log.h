@@ -59,8 +59,7 @@ void bm_log_limited(bm_log_limit_t *lim, bm_log_level_t level, const char *fmt, 
     __attribute__((format(printf, 3, 4)));
 
 /** Aborts with a log line naming the expression, file and line. Stays on in release builds. */
-#define bm_assert(expr)                                                                            \
-    ((expr) ? (void)0 : bm_assert_fail(#expr, __FILE__, __LINE__))
+#define bm_assert(expr) ((expr) ? (void)0 : bm_assert_fail(#expr, __FILE__, __LINE__))
 
 void bm_assert_fail(const char *expr, const char *file, int line) __attribute__((noreturn));
 

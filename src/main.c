@@ -6,6 +6,7 @@
  *   server -> router -> policies (discovery's static endpoints, admin, failover)
  *                                  -> pool -> upstream (libcurl multi on the loop)
  *   discovery -> pool (network verdicts) -> health (states)
+ *   monitor (per-node event streams) -> head tracker -> health (cluster-relative states)
  *
  * It owns nothing else: no module is reached through a global. SIGTERM/SIGINT start a
  * graceful shutdown (stop accepting, finish in-flight requests within the configured
@@ -23,8 +24,10 @@
 #include "discovery.h"
 #include "err.h"
 #include "failover.h"
+#include "head.h"
 #include "health.h"
 #include "log.h"
+#include "monitor.h"
 #include "pool.h"
 #include "race.h"
 #include "replay.h"
@@ -38,6 +41,8 @@ typedef struct app {
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_health_t *health;
+    bm_head_t *head;       /* monitor: the cluster head tracker */
+    bm_monitor_t *monitor; /* monitor: per-node event streams feeding it */
     bm_discovery_t *disc;
     bm_failover_t *failover;
     bm_admin_t *admin;
@@ -115,8 +120,7 @@ static int build_routes(app_t *a)
 
 /* broadcast (owner: bcast): replay state fed by broadcast's successful writes, replayed
  * to a node that comes back, is first discovered or becomes ready after syncing (pool
- * states) and to a node whose event stream reconnects (the monitor's connection listener
- * is bm_replay_node_connection with the replay as `ud`). */
+ * states) and to a node whose event stream reconnects (the monitor's connection listener). */
 static int build_broadcast(app_t *a)
 {
     const bm_config_t *c = a->cfg;
@@ -136,6 +140,8 @@ static int build_broadcast(app_t *a)
     int rc = bm_pool_on_state(a->pool, bm_replay_node_state, a->replay);
     if (!rc)
         rc = bm_pool_on_state(a->pool, bm_broadcast_node_state, a->bcast);
+    if (!rc)
+        rc = bm_monitor_on_connection(a->monitor, bm_replay_node_connection, a->replay);
     return rc;
 }
 
@@ -156,6 +162,7 @@ static int build(app_t *a)
     bm_health_opts_t ho;
     bm_health_opts_default(&ho);
     ho.max_head_lag = c->health.max_head_lag;
+    ho.head_quorum = c->health.head_quorum; /* monitor: 0 = automatic */
     a->health = bm_health_new(a->pool, &ho);
 
     bm_discovery_opts_t dopt;
@@ -179,6 +186,21 @@ static int build(app_t *a)
     a->admin = bm_admin_new(a->pool, a->disc);
     if (!a->health || !a->disc || !a->failover || !a->admin)
         return BM_ENOMEM;
+
+    /* monitor: the head tracker, health judged against it, the per-node streams */
+    a->head = bm_head_new(bm_pool_count(a->pool), NULL);
+    if (!a->head || (rc = bm_health_set_head(a->health, a->head)) != 0)
+        return a->head ? rc : BM_ENOMEM;
+    bm_monitor_opts_t mo;
+    bm_monitor_opts_default(&mo);
+    mo.connect_timeout_ms = c->timeouts.connect_ms;
+    mo.headers_timeout_ms = c->events.headers_timeout_ms;
+    mo.request_timeout_ms = c->timeouts.read_ms;
+    a->monitor = bm_monitor_new(&a->loop, a->up, a->pool, a->disc, a->head, a->health, &mo);
+    if (!a->monitor)
+        return BM_ENOMEM;
+    bm_admin_set_monitor(a->admin, a->monitor);
+    bm_admin_set_failover(a->admin, a->failover);
     a->race = bm_race_engine_new(&a->loop, a->up, a->pool);
     if (!a->race)
         return BM_ENOMEM;
@@ -209,7 +231,9 @@ static int build(app_t *a)
     bool v6 = strchr(h, ':') != NULL;
     bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d", v6 ? "[" : "", h, v6 ? "]" : "",
            bm_server_port(a->server));
-    return bm_discovery_start(a->disc);
+    if ((rc = bm_discovery_start(a->disc)) != 0)
+        return rc;
+    return bm_monitor_start(a->monitor); /* monitor */
 }
 
 static void close_signals(app_t *a)
@@ -225,6 +249,7 @@ static void on_writes_drained(bm_race_engine_t *e, void *ud)
 {
     app_t *a = ud;
     (void)e;
+    bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
     bm_discovery_stop(a->disc);
     bm_replay_stop(a->replay);
     bm_race_engine_free(a->race);
@@ -263,6 +288,7 @@ static void on_signal(uv_signal_t *s, int signum)
 
 static void teardown(app_t *a)
 {
+    bm_monitor_stop(a->monitor); /* monitor */
     if (a->disc)
         bm_discovery_stop(a->disc);
     bm_replay_stop(a->replay);
@@ -284,7 +310,10 @@ static void teardown(app_t *a)
     bm_replay_free(a->replay);
     bm_failover_free(a->failover);
     bm_router_free(a->router);
+    bm_monitor_free(a->monitor); /* monitor: its handles closed in the runs above */
     bm_health_free(a->health);
+    if (a->head)
+        bm_head_free(a->head); /* monitor: after health, which listens to it */
     bm_pool_free(a->pool);
     if (uv_loop_close(&a->loop) != 0)
         bm_log(BM_LOG_WARN, "shutdown: handles still open on the loop");
@@ -295,7 +324,7 @@ int main(int argc, char **argv)
     bm_cli_t cli;
     bm_config_err_t err;
     if (bm_config_parse_args(argc, argv, &cli, &err) != 0) {
-        fprintf(stderr, "beaconmux: %s\nTry 'beaconmux --help'.\n", err.msg);
+        fprintf(stderr, "beaconmux: %s\n", err.msg); /* the message carries the usage */
         return 2;
     }
     if (cli.help) {

@@ -37,8 +37,8 @@ struct bm_pool {
 };
 
 /* Upper bounds of the latency buckets, in ms; the last one is open. */
-static const double bucket_ms[BM_LATENCY_BUCKETS] = {1,   2,   5,    10,   20,   50,   100,  200,
-                                                      500, 1000, 2000, 5000, 10000, 20000, 60000, INFINITY};
+static const double bucket_ms[BM_LATENCY_BUCKETS] = {
+    1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 60000, INFINITY};
 
 bm_pool_t *bm_pool_new(void)
 {
@@ -168,8 +168,8 @@ const char *bm_node_input_reason(const bm_node_t *n)
     return n->input_reason;
 }
 
-void bm_pool_set_network(bm_pool_t *p, bm_node_t *n, bm_network_verdict_t verdict,
-                         const char *fmt, ...)
+void bm_pool_set_network(bm_pool_t *p, bm_node_t *n, bm_network_verdict_t verdict, const char *fmt,
+                         ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -278,8 +278,8 @@ double bm_node_latency_pct(const bm_node_t *n, double pct)
 const char *bm_node_state_name(bm_node_state_t s)
 {
     static const char *const names[BM_NODE_STATE_COUNT] = {
-        "unknown", "ready",     "lagging",          "syncing",     "optimistic",
-        "forked",  "time-discrepancy", "unreachable", "wrong-network",
+        "unknown",          "ready",       "lagging",       "syncing", "optimistic", "forked",
+        "time-discrepancy", "unreachable", "wrong-network",
     };
     return (unsigned)s < BM_NODE_STATE_COUNT ? names[s] : "invalid";
 }

@@ -114,8 +114,7 @@ static int parse_pattern(route_t *rt, const char *pattern)
     return 0;
 }
 
-int bm_router_add(bm_router_t *r, const char *method, const char *pattern, bm_route_fn fn,
-                  void *ud)
+int bm_router_add(bm_router_t *r, const char *method, const char *pattern, bm_route_fn fn, void *ud)
 {
     route_t rt = {0};
     int rc = parse_pattern(&rt, pattern);

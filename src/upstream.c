@@ -21,9 +21,16 @@
  * that frees transfers, and user code running inside it (on_done) only queues work for
  * it, so no pointer held on the stack is ever freed under it.
  *
- * Transfers and easy handles are recycled through small free lists: a proxy starts one
- * transfer per client request, and curl_easy_reset on a pooled handle is much cheaper
- * than a fresh curl_easy_init, while connections stay in the multi handle's cache.
+ * Transfers are recycled through a small free list, each with its own easy handle, while
+ * connections stay in the multi handle's cache. A proxy starts one transfer per client
+ * request, so the per-request work is kept small (measured with bench/cost.sh): a handle
+ * is configured once with the options that never change (callbacks, protocols, proxy,
+ * TLS), and each request sets only what varies, every time and explicitly (URL, method,
+ * body, timeouts, size limit, header list), so nothing of one request can leak into the
+ * next. A handle whose transfer did not end cleanly is curl_easy_reset and configured
+ * anew. The header list is a curl_slist laid out by us in one block that the transfer
+ * keeps (libcurl only reads it), not one allocation per line, and the URL goes to libcurl
+ * pre-parsed when that sends the same bytes (see url_handle).
  */
 #include "upstream.h"
 
@@ -32,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "err.h"
@@ -41,9 +49,9 @@
 #define DEFAULT_MAX_CONNECTS 256
 #define DEFAULT_CONNECT_TIMEOUT_MS 1000
 #define DEFAULT_MAX_RESPONSE ((size_t)64 << 20)
-#define EASY_POOL_MAX 64
 #define XFER_POOL_MAX 64
 #define METHOD_MAX 32
+#define CU_CACHE 8 /* parsed URL prefixes kept: one per node is enough */
 
 typedef enum {
     XS_FREE = 0,  /* in the free list */
@@ -53,24 +61,34 @@ typedef enum {
     XS_CANCELLED, /* cancelled by its owner; waits in the queue to be released */
 } xfer_state_t;
 
-/* Watches one of libcurl's sockets. Freed in its close callback. */
+/*
+ * Watches one of libcurl's sockets. Freed in its close callback. When libcurl stops
+ * watching a socket (CURL_POLL_REMOVE: its connection went back to the cache between two
+ * requests), the watcher is parked rather than closed, still watching for readability: the
+ * next request on that connection finds it again by descriptor and costs no system call,
+ * where closing and re-creating a uv_poll_t costs three or four (epoll_ctl, ioctl). A
+ * parked watcher that fires (the node closed the idle connection) just stops. It is closed
+ * when libcurl closes the socket (CURLOPT_CLOSESOCKETFUNCTION), before the descriptor can
+ * be reused.
+ */
 typedef struct sock {
     uv_poll_t poll;
     bm_upstream_t *up;
     curl_socket_t fd;
+    int events;  /* UV_READABLE/UV_WRITABLE the handle watches; 0: stopped */
+    bool parked; /* libcurl does not watch the socket now */
     struct sock *prev, *next;
 } sock_t;
 
 struct bm_xfer {
     bm_upstream_t *up;
-    CURL *easy;
     xfer_state_t state;
     bm_xfer_cbs_t cbs;
     void *ud;
 
     /* Request. */
-    struct curl_slist *slist;
     bm_buf_t *req_body; /* referenced until the transfer is released */
+    CURLU *curlu;       /* the pre-parsed URL handed to libcurl, or NULL */
     char method[METHOD_MAX + 1];
     char *secret; /* password (or token user name) of the URL, masked in messages */
     bool stream;
@@ -106,6 +124,10 @@ struct bm_xfer {
     bm_hdrs_t hdrs; /* response header fields */
     bool idle_init;
     uv_timer_t idle;
+    CURL *easy;   /* configured (see configure()); NULL after a failed creation */
+    bool clean;   /* the last transfer ended cleanly: no reset needed */
+    char *hl_mem; /* the header list block (see build_headers) */
+    size_t hl_cap;
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -123,14 +145,22 @@ struct bm_upstream {
     bm_xfer_t *q_head, *q_tail;
     bm_xfer_t *xfers;
     sock_t *socks;
+    sock_t **by_fd; /* watchers by descriptor, for parked ones to be found again */
+    size_t by_fd_cap;
     size_t active;
 
-    CURL *easy_pool[EASY_POOL_MAX];
-    size_t n_easy;
     bm_xfer_t *xfer_pool[XFER_POOL_MAX];
     size_t n_xfer;
 
     bm_log_limit_t fail_log;
+
+    /* Parsed "scheme://authority" prefixes of recent URLs (see url_handle). */
+    struct {
+        char *prefix;
+        size_t len;
+        CURLU *u;
+    } cu[CU_CACHE];
+    unsigned cu_next;
 };
 
 /* ---- global initialisation ------------------------------------------------------------ */
@@ -152,6 +182,8 @@ static void global_init(void)
 
 static void kick(bm_upstream_t *up);
 static void settle(bm_upstream_t *up);
+static size_t on_header(char *p, size_t size, size_t nmemb, void *ud);
+static size_t on_body(char *p, size_t size, size_t nmemb, void *ud);
 
 static void enqueue(bm_upstream_t *up, bm_xfer_t *x)
 {
@@ -187,7 +219,9 @@ static bool is_tchar(unsigned char c)
 {
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
         return true;
-    return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+    if (c == '-')
+        return true; /* the usual one in field names */
+    return c != 0 && strchr("!#$%&'*+.^_`|~", c) != NULL;
 }
 
 static bool valid_token(const char *p, size_t n)
@@ -320,13 +354,27 @@ static void sock_close(bm_upstream_t *up, sock_t *sk)
         up->socks = sk->next;
     if (sk->next)
         sk->next->prev = sk->prev;
+    if ((size_t)sk->fd < up->by_fd_cap && up->by_fd[sk->fd] == sk)
+        up->by_fd[sk->fd] = NULL;
     uv_close((uv_handle_t *)&sk->poll, on_sock_closed);
+}
+
+static sock_t *sock_find(bm_upstream_t *up, curl_socket_t fd)
+{
+    return fd >= 0 && (size_t)fd < up->by_fd_cap ? up->by_fd[fd] : NULL;
 }
 
 static void on_poll(uv_poll_t *h, int status, int events)
 {
     sock_t *sk = h->data;
     bm_upstream_t *up = sk->up;
+    if (sk->parked) {
+        /* An idle connection spoke (usually the node closing it): libcurl finds out when
+         * it next tries the connection; until then there is nothing to watch. */
+        uv_poll_stop(&sk->poll);
+        sk->events = 0;
+        return;
+    }
     int flags = 0;
     if (status < 0) {
         flags = CURL_CSELECT_ERR;
@@ -344,20 +392,45 @@ static void on_poll(uv_poll_t *h, int status, int events)
     kick(up);
 }
 
+/* (Re)starts the watcher when what it should watch changed; uv_poll_start always costs
+ * system calls, even for the events already watched. */
+static int sock_watch(sock_t *sk, int ev)
+{
+    if (ev == sk->events)
+        return 0;
+    int rc = ev ? uv_poll_start(&sk->poll, ev, on_poll) : uv_poll_stop(&sk->poll);
+    sk->events = rc == 0 ? ev : 0;
+    return rc;
+}
+
 /* CURLMOPT_SOCKETFUNCTION: start, change or stop watching one socket. */
 static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
     (void)easy;
     bm_upstream_t *up = userp;
-    sock_t *sk = socketp;
+    sock_t *sk = socketp ? socketp : sock_find(up, s);
     if (what == CURL_POLL_REMOVE) {
-        if (sk) {
+        if (sk && !sk->parked) {
             curl_multi_assign(up->multi, s, NULL);
-            sock_close(up, sk);
+            sk->parked = true;
+            /* a parked socket only waits to be read (writable would fire at once) */
+            if (sock_watch(sk, UV_READABLE) != 0)
+                sock_close(up, sk);
         }
         return 0;
     }
     if (!sk) {
+        if ((size_t)s >= up->by_fd_cap) {
+            size_t cap = up->by_fd_cap ? up->by_fd_cap : 64;
+            while (cap <= (size_t)s)
+                cap *= 2;
+            sock_t **m = realloc(up->by_fd, cap * sizeof *m);
+            if (!m)
+                return -1;
+            memset(m + up->by_fd_cap, 0, (cap - up->by_fd_cap) * sizeof *m);
+            up->by_fd = m;
+            up->by_fd_cap = cap;
+        }
         sk = calloc(1, sizeof *sk);
         if (!sk)
             return -1;
@@ -372,16 +445,27 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *s
         if (up->socks)
             up->socks->prev = sk;
         up->socks = sk;
-        curl_multi_assign(up->multi, s, sk);
+        up->by_fd[s] = sk;
     }
+    if (!socketp)
+        curl_multi_assign(up->multi, s, sk);
+    sk->parked = false;
     int ev = 0;
     if (what & CURL_POLL_IN)
         ev |= UV_READABLE;
     if (what & CURL_POLL_OUT)
         ev |= UV_WRITABLE;
-    if (uv_poll_start(&sk->poll, ev, on_poll) != 0)
-        return -1;
-    return 0;
+    return sock_watch(sk, ev) == 0 ? 0 : -1;
+}
+
+/* CURLOPT_CLOSESOCKETFUNCTION: the watcher goes before the descriptor can be reused. */
+static int on_close_socket(void *clientp, curl_socket_t fd)
+{
+    bm_upstream_t *up = clientp;
+    sock_t *sk = sock_find(up, fd);
+    if (sk)
+        sock_close(up, sk);
+    return close(fd);
 }
 
 static void on_curl_timeout(uv_timer_t *t)
@@ -416,6 +500,11 @@ static void on_xfer_closed(uv_handle_t *h)
 
 static void xfer_destroy(bm_xfer_t *x)
 {
+    if (x->easy)
+        curl_easy_cleanup(x->easy);
+    x->easy = NULL;
+    free(x->hl_mem);
+    x->hl_mem = NULL;
     bm_hdrs_dispose(&x->hdrs);
     if (x->idle_init)
         uv_close((uv_handle_t *)&x->idle, on_xfer_closed);
@@ -423,12 +512,54 @@ static void xfer_destroy(bm_xfer_t *x)
         free(x);
 }
 
+#define SETOPT(opt, val)                                                                           \
+    do {                                                                                           \
+        if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                             \
+            return BM_EINVAL;                                                                      \
+    } while (0)
+
+/*
+ * The options that are the same for every request of this client, set once per easy
+ * handle (and again after a curl_easy_reset). The transfer is bound to its handle for
+ * the handle's whole life, so the callbacks' data pointers never change either.
+ */
+static int configure(bm_upstream_t *up, bm_xfer_t *x)
+{
+    CURL *e = x->easy;
+    SETOPT(CURLOPT_PRIVATE, (void *)x);
+    SETOPT(CURLOPT_ERRORBUFFER, x->errbuf);
+    SETOPT(CURLOPT_HEADERFUNCTION, on_header);
+    SETOPT(CURLOPT_HEADERDATA, (void *)x);
+    SETOPT(CURLOPT_WRITEFUNCTION, on_body);
+    SETOPT(CURLOPT_WRITEDATA, (void *)x);
+    SETOPT(CURLOPT_NOSIGNAL, 1L);
+    SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+    SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
+    /* Never route through a proxy from the environment (http_proxy, ...). NOPROXY "*"
+     * also spares libcurl reading no_proxy and NO_PROXY from the environment for every
+     * request. */
+    SETOPT(CURLOPT_PROXY, "");
+    SETOPT(CURLOPT_NOPROXY, "*");
+    SETOPT(CURLOPT_TCP_NODELAY, 1L);
+    SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
+    SETOPT(CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+    SETOPT(CURLOPT_CLOSESOCKETDATA, (void *)up);
+    SETOPT(CURLOPT_SSL_VERIFYPEER, up->opts.tls_verify ? 1L : 0L);
+    SETOPT(CURLOPT_SSL_VERIFYHOST, up->opts.tls_verify ? 2L : 0L);
+    if (up->ca_file)
+        SETOPT(CURLOPT_CAINFO, up->ca_file);
+    return 0;
+}
+
+/* A transfer with a configured easy handle: recycled, or new. */
 static bm_xfer_t *xfer_get(bm_upstream_t *up)
 {
     bm_xfer_t *x;
     if (up->n_xfer) {
         x = up->xfer_pool[--up->n_xfer];
-        /* Keep what is worth keeping (header storage, the idle timer), reset the rest. */
+        /* Keep what is worth keeping (header storage, the idle timer, the easy handle and
+         * the header list block), reset the rest. */
         memset(x, 0, offsetof(bm_xfer_t, hdrs));
     } else {
         x = calloc(1, sizeof *x);
@@ -438,14 +569,24 @@ static bm_xfer_t *xfer_get(bm_upstream_t *up)
     }
     x->errbuf[0] = '\0';
     x->up = up;
+    if (x->easy && !x->clean) {
+        /* What the last transfer left behind (a pause, an error) is not worth reasoning
+         * about: start from libcurl's defaults. */
+        curl_easy_reset(x->easy);
+        if (configure(up, x) != 0) {
+            curl_easy_cleanup(x->easy);
+            x->easy = NULL;
+        }
+    }
+    if (!x->easy) {
+        x->easy = curl_easy_init();
+        if (x->easy && configure(up, x) != 0) {
+            curl_easy_cleanup(x->easy);
+            x->easy = NULL;
+        }
+    }
+    x->clean = false;
     return x;
-}
-
-static CURL *easy_get(bm_upstream_t *up)
-{
-    if (up->n_easy)
-        return up->easy_pool[--up->n_easy];
-    return curl_easy_init();
 }
 
 /* Drops everything a transfer holds and recycles it. Only settle() and teardown call this. */
@@ -458,19 +599,14 @@ static void release(bm_upstream_t *up, bm_xfer_t *x)
         up->in_curl--;
         x->in_multi = false;
     }
-    if (x->easy) {
-        if (!up->dying && up->n_easy < EASY_POOL_MAX) {
-            curl_easy_reset(x->easy);
-            up->easy_pool[up->n_easy++] = x->easy;
-        } else {
-            curl_easy_cleanup(x->easy);
-        }
-        x->easy = NULL;
-    }
-    curl_slist_free_all(x->slist);
-    x->slist = NULL;
     bm_buf_unref(x->req_body);
     x->req_body = NULL;
+    if (x->curlu) {
+        /* libcurl keeps the pointer (set.uh): clear it before the handle is freed */
+        curl_easy_setopt(x->easy, CURLOPT_CURLU, NULL);
+        curl_url_cleanup(x->curlu);
+        x->curlu = NULL;
+    }
     bm_str_dispose(&x->body);
     free(x->secret);
     x->secret = NULL;
@@ -496,6 +632,8 @@ static void release(bm_upstream_t *up, bm_xfer_t *x)
 static void finish(bm_upstream_t *up, bm_xfer_t *x, CURLcode code)
 {
     int err = x->local_err ? x->local_err : map_curl(code);
+    /* Only a handle whose transfer ran to a normal end is reused without a reset. */
+    x->clean = err == 0 && code == CURLE_OK && !x->curl_paused && !x->kill;
     x->state = XS_DONE;
     up->active--;
     if (x->idle_init)
@@ -946,6 +1084,7 @@ bm_upstream_t *bm_upstream_new(uv_loop_t *loop, const bm_upstream_opts_t *opts)
 static void on_up_closed(uv_handle_t *h)
 {
     bm_upstream_t *up = h->data;
+    free(up->by_fd);
     free(up->ca_file);
     free(up);
 }
@@ -962,8 +1101,12 @@ static void teardown(bm_upstream_t *up)
     }
     while (up->n_xfer)
         xfer_destroy(up->xfer_pool[--up->n_xfer]);
-    while (up->n_easy)
-        curl_easy_cleanup(up->easy_pool[--up->n_easy]);
+    for (unsigned i = 0; i < CU_CACHE; i++) {
+        free(up->cu[i].prefix);
+        curl_url_cleanup(up->cu[i].u);
+        up->cu[i].prefix = NULL;
+        up->cu[i].u = NULL;
+    }
     up->in_curl++;
     curl_multi_cleanup(up->multi);
     up->in_curl--;
@@ -991,32 +1134,65 @@ size_t bm_upstream_active(const bm_upstream_t *up)
 
 /* ---- starting a transfer ------------------------------------------------------------------ */
 
-/* Appends "Name: value" (or "Name;" for an empty value, libcurl's way to send one). */
-static int slist_add(struct curl_slist **l, const char *name, size_t nlen, const char *value,
-                     size_t vlen)
+/*
+ * The request's header list. libcurl takes a curl_slist for CURLOPT_HTTPHEADER and only
+ * reads it while the transfer runs, so the nodes and their text are laid out here in one
+ * block that the transfer keeps from request to request: no allocation per line. The
+ * block is sized for the worst case first (every field kept), so nothing moves while the
+ * list is being filled.
+ */
+typedef struct hlist {
+    struct curl_slist *nodes; /* at the start of the block */
+    size_t n, max;
+    char *text; /* after the nodes */
+    size_t used;
+} hlist_t;
+
+/* Worst-case text bytes of the fields of `h` ("Name: value" + NUL each). */
+static size_t fields_bytes(const bm_hdrs_t *h)
 {
-    char small[512];
-    size_t need = nlen + vlen + 3;
-    char *line = need <= sizeof small ? small : malloc(need);
-    if (!line)
-        return BM_ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; h && i < h->n; i++)
+        n += h->items[i].name_len + h->items[i].value_len + 3;
+    return n;
+}
+
+/* Appends "Name: value" (or "Name;" for an empty value, libcurl's way to send one). The
+ * room was reserved by build_headers. */
+static void hl_add(hlist_t *l, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    char *line = l->text + l->used;
     memcpy(line, name, nlen);
     if (vlen == 0) {
         line[nlen] = ';';
         line[nlen + 1] = '\0';
+        l->used += nlen + 2;
     } else {
         line[nlen] = ':';
         line[nlen + 1] = ' ';
         memcpy(line + nlen + 2, value, vlen);
         line[nlen + 2 + vlen] = '\0';
+        l->used += nlen + vlen + 3;
     }
-    struct curl_slist *n = curl_slist_append(*l, line);
-    if (line != small)
-        free(line);
-    if (!n)
-        return BM_ENOMEM;
-    *l = n;
-    return 0;
+    struct curl_slist *node = &l->nodes[l->n];
+    node->data = line;
+    node->next = NULL;
+    if (l->n)
+        l->nodes[l->n - 1].next = node;
+    l->n++;
+}
+
+/* Appends a line as is (a literal such as "Expect:"). */
+static void hl_add_raw(hlist_t *l, const char *line, size_t len)
+{
+    memcpy(l->text + l->used, line, len + 1);
+    struct curl_slist *node = &l->nodes[l->n];
+    node->data = l->text + l->used;
+    node->next = NULL;
+    if (l->n)
+        l->nodes[l->n - 1].next = node;
+    l->n++;
+    l->used += len + 1;
 }
 
 /* True when `name` is listed in any Connection field of `h`. */
@@ -1030,7 +1206,7 @@ static bool connection_listed(const bm_hdrs_t *h, const char *name, size_t len)
 }
 
 /* Adds the fields of `h` that may go upstream. Sets *has_ct when a Content-Type passes. */
-static int add_fields(struct curl_slist **l, const bm_hdrs_t *h, bool drop_auth, bool *has_ct)
+static int add_fields(hlist_t *l, const bm_hdrs_t *h, bool drop_auth, bool *has_ct)
 {
     bool has_conn = bm_hdrs_get(h, "connection") != NULL;
     for (size_t i = 0; i < h->n; i++) {
@@ -1044,100 +1220,188 @@ static int add_fields(struct curl_slist **l, const bm_hdrs_t *h, bool drop_auth,
             continue;
         if (bm_header_name_is(f->name, f->name_len, "content-type"))
             *has_ct = true;
-        int rc = slist_add(l, f->name, f->name_len, f->value, f->value_len);
-        if (rc)
-            return rc;
+        hl_add(l, f->name, f->name_len, f->value, f->value_len);
     }
     return 0;
 }
 
-#define SETOPT(opt, val)                                                                           \
-    do {                                                                                           \
-        if (curl_easy_setopt(e, opt, val) != CURLE_OK)                                             \
-            return BM_EINVAL;                                                                      \
-    } while (0)
+#define LIT(s) s, sizeof(s) - 1
 
-/* Configures the easy handle for one request. */
-static int setup(bm_upstream_t *up, bm_xfer_t *x, const bm_xfer_req_t *req, bool https,
-                 bool has_userinfo)
+/*
+ * Builds the header list of a request into the transfer's block: the caller's fields,
+ * the node's extra fields, Accept-Encoding: identity, and for a request with a body an
+ * empty Expect: and (unless the caller sent one) an empty Content-Type:, which keep
+ * libcurl from adding its own (without a body libcurl adds neither). *out is NULL when
+ * the list is empty.
+ */
+static int build_headers(bm_xfer_t *x, const bm_xfer_req_t *req, bool has_body, bool drop_auth,
+                         struct curl_slist **out)
+{
+    static const char fixed[] = "Accept-Encoding: identity\0Expect:\0Content-Type:";
+    size_t max = (req->headers ? req->headers->n : 0) + (req->extra ? req->extra->n : 0) + 3;
+    size_t need = max * sizeof(struct curl_slist) + fields_bytes(req->headers) +
+                  fields_bytes(req->extra) + sizeof fixed;
+    if (need > x->hl_cap) {
+        char *mem = malloc(need);
+        if (!mem)
+            return BM_ENOMEM;
+        free(x->hl_mem);
+        x->hl_mem = mem;
+        x->hl_cap = need;
+    }
+    hlist_t l = {.nodes = (struct curl_slist *)(void *)x->hl_mem, .max = max};
+    l.text = x->hl_mem + max * sizeof(struct curl_slist);
+    bool has_ct = false;
+    int rc = 0;
+    if (req->headers)
+        rc = add_fields(&l, req->headers, drop_auth, &has_ct);
+    if (!rc && req->extra)
+        rc = add_fields(&l, req->extra, false, &has_ct);
+    if (rc)
+        return rc;
+    hl_add_raw(&l, LIT("Accept-Encoding: identity"));
+    if (has_body) {
+        /* "Name:" with nothing after it removes a field libcurl would add itself. */
+        hl_add_raw(&l, LIT("Expect:"));
+        if (!has_ct)
+            hl_add_raw(&l, LIT("Content-Type:"));
+    }
+    bm_assert(l.n <= l.max && (size_t)(l.text + l.used - x->hl_mem) <= x->hl_cap);
+    *out = l.n ? l.nodes : NULL;
+    return 0;
+}
+
+/*
+ * A pre-parsed URL for libcurl (CURLOPT_CURLU), or NULL to let libcurl parse the string.
+ *
+ * libcurl 7.88 parses every request's URL string (curl_url_set) and prints it back out
+ * (curl_url_get of the whole URL, character by character through its printf): about 15k
+ * instructions per request, a sixth of the whole proxy path (bench/cost.sh). With
+ * CURLOPT_CURLU it copies a parsed URL instead. The "scheme://authority" prefix, which
+ * names a node and so repeats, is parsed once and kept (a few per client); each request
+ * copies it and sets its path and query. CURLOPT_URL is still set to the same string:
+ * libcurl uses that string (not the parsed URL) when it retries a request on a fresh
+ * connection, and for CURLINFO_EFFECTIVE_URL.
+ *
+ * Only plain paths take this way: setting a path part lower-cases percent-escapes and
+ * skips the removal of dot segments and fragments that parsing the whole URL does, so
+ * a path or query with '%', '#', a backslash or a "." or ".." segment is left to libcurl's
+ * parser, and so is an empty query. The bytes sent are then the same either way.
+ */
+static bool plain_target(const char *p)
+{
+    bool seg_start = true;
+    for (; *p; p++) {
+        char c = *p;
+        if (c == '%' || c == '#' || c == '\\')
+            return false;
+        if (c == '?')
+            return p[1] != '\0' && strpbrk(p + 1, "%#\\") == NULL;
+        if (seg_start && c == '.') {
+            size_t dots = p[1] == '.' ? 2 : 1;
+            char after = p[dots];
+            if (after == '/' || after == '?' || after == '\0')
+                return false;
+        }
+        seg_start = c == '/';
+    }
+    return true;
+}
+
+static CURLU *url_handle(bm_upstream_t *up, const char *url)
+{
+    const char *sep = strstr(url, "://");
+    if (!sep)
+        return NULL;
+    size_t plen = (size_t)(sep + 3 - url) + strcspn(sep + 3, "/?#");
+    const char *target = url + plen;
+    if (*target != '/' || !plain_target(target))
+        return NULL;
+    CURLU *base = NULL;
+    for (unsigned i = 0; i < CU_CACHE && !base; i++)
+        if (up->cu[i].u && up->cu[i].len == plen && memcmp(up->cu[i].prefix, url, plen) == 0)
+            base = up->cu[i].u;
+    if (!base) {
+        char *prefix = strndup(url, plen);
+        CURLU *u = curl_url();
+        if (!prefix || !u ||
+            curl_url_set(u, CURLUPART_URL, prefix, CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) !=
+                CURLUE_OK) {
+            free(prefix);
+            curl_url_cleanup(u);
+            return NULL; /* libcurl's own parse reports the problem */
+        }
+        unsigned k = up->cu_next++ % CU_CACHE;
+        free(up->cu[k].prefix);
+        curl_url_cleanup(up->cu[k].u);
+        up->cu[k].prefix = prefix;
+        up->cu[k].len = plen;
+        up->cu[k].u = u;
+        base = u;
+    }
+    CURLU *h = curl_url_dup(base);
+    if (!h)
+        return NULL;
+    const char *q = strchr(target, '?');
+    char *path = q ? strndup(target, (size_t)(q - target)) : NULL;
+    if ((q && !path) || curl_url_set(h, CURLUPART_PATH, path ? path : target, 0) != CURLUE_OK ||
+        (q && curl_url_set(h, CURLUPART_QUERY, q + 1, 0) != CURLUE_OK)) {
+        free(path);
+        curl_url_cleanup(h);
+        return NULL;
+    }
+    free(path);
+    return h;
+}
+
+/*
+ * Configures the handle for one request. Every option a request may change is set here,
+ * each time, so that a recycled handle carries nothing over from its previous request:
+ * HTTPGET first (it also clears NOBODY, which POSTFIELDS would not), CUSTOMREQUEST set or
+ * cleared, a timeout of 0 and a size limit of 0 when there is none.
+ */
+static int setup(bm_xfer_t *x, const bm_xfer_req_t *req, bool https, bool has_userinfo)
 {
     CURL *e = x->easy;
     SETOPT(CURLOPT_URL, req->url);
-    SETOPT(CURLOPT_PRIVATE, (void *)x);
-    SETOPT(CURLOPT_ERRORBUFFER, x->errbuf);
-    SETOPT(CURLOPT_HEADERFUNCTION, on_header);
-    SETOPT(CURLOPT_HEADERDATA, (void *)x);
-    SETOPT(CURLOPT_WRITEFUNCTION, on_body);
-    SETOPT(CURLOPT_WRITEDATA, (void *)x);
-    SETOPT(CURLOPT_NOSIGNAL, 1L);
-    SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
-    SETOPT(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
-    /* Never route through a proxy from the environment (http_proxy, ...). */
-    SETOPT(CURLOPT_PROXY, "");
+    x->curlu = url_handle(x->up, req->url);
+    SETOPT(CURLOPT_CURLU, x->curlu); /* NULL: libcurl parses the string */
     SETOPT(CURLOPT_CONNECTTIMEOUT_MS,
            (long)(req->connect_timeout_ms ? req->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS));
-    if (req->timeout_ms)
-        SETOPT(CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
-    SETOPT(CURLOPT_TCP_NODELAY, 1L);
-    SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
-    if (https) {
-        SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-        /* Wait for the first connection to a host to learn whether it multiplexes (h2)
-         * rather than opening one connection per concurrent transfer. */
-        SETOPT(CURLOPT_PIPEWAIT, 1L);
-        SETOPT(CURLOPT_SSL_VERIFYPEER, up->opts.tls_verify ? 1L : 0L);
-        SETOPT(CURLOPT_SSL_VERIFYHOST, up->opts.tls_verify ? 2L : 0L);
-        if (up->ca_file)
-            SETOPT(CURLOPT_CAINFO, up->ca_file);
-    } else {
-        SETOPT(CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    }
+    SETOPT(CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
+    /* Wait for the first TLS connection to a host to learn whether it multiplexes (h2)
+     * rather than opening one connection per concurrent transfer. */
+    SETOPT(CURLOPT_HTTP_VERSION,
+           https ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_1_1);
+    SETOPT(CURLOPT_PIPEWAIT, https ? 1L : 0L);
 
     const char *m = req->method;
     bm_buf_t *b = req->body;
     bool head = strcmp(m, "HEAD") == 0;
-    if (strcmp(m, "GET") == 0 && !b) {
-        SETOPT(CURLOPT_HTTPGET, 1L);
-    } else if (head) {
+    bool post = strcmp(m, "POST") == 0;
+    bool has_body = false;
+    SETOPT(CURLOPT_HTTPGET, 1L);
+    if (head) {
         /* NOBODY is what tells libcurl not to wait for a body; a HEAD body is dropped. */
         SETOPT(CURLOPT_NOBODY, 1L);
-    } else {
-        if (strcmp(m, "POST") == 0 || b) {
-            /* POSTFIELDS sends the buffer as is (no copy): the reference keeps it alive. */
-            x->req_body = bm_buf_ref(b);
-            SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(b ? b->len : 0));
-            SETOPT(CURLOPT_POSTFIELDS, b ? b->data : "");
-        }
-        if (strcmp(m, "POST") != 0)
-            SETOPT(CURLOPT_CUSTOMREQUEST, m);
+    } else if (post || b) {
+        /* POSTFIELDS sends the buffer as is (no copy): the reference keeps it alive. */
+        x->req_body = bm_buf_ref(b);
+        has_body = true;
+        SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(b ? b->len : 0));
+        SETOPT(CURLOPT_POSTFIELDS, b ? b->data : "");
     }
+    bool custom = !head && !post && strcmp(m, "GET") != 0;
+    SETOPT(CURLOPT_CUSTOMREQUEST, custom ? m : NULL);
 
-    bool has_ct = false;
-    int rc = 0;
-    if (req->headers)
-        rc = add_fields(&x->slist, req->headers, has_userinfo, &has_ct);
-    if (!rc && req->extra)
-        rc = add_fields(&x->slist, req->extra, false, &has_ct);
-    if (!rc)
-        rc = slist_add(&x->slist, "Accept-Encoding", 15, "identity", 8);
-    if (!rc) {
-        /* "Name:" with nothing after it removes a field libcurl would add itself. */
-        struct curl_slist *n = curl_slist_append(x->slist, "Expect:");
-        if (n && !has_ct)
-            n = curl_slist_append(n, "Content-Type:");
-        if (n)
-            x->slist = n;
-        else
-            rc = BM_ENOMEM;
-    }
+    struct curl_slist *list = NULL;
+    int rc = build_headers(x, req, has_body, has_userinfo, &list);
     if (rc)
         return rc;
-    SETOPT(CURLOPT_HTTPHEADER, x->slist);
+    SETOPT(CURLOPT_HTTPHEADER, list);
     /* Refuse a too large buffered body from its Content-Length already (not for HEAD,
      * whose Content-Length describes a body that does not come). */
-    if (!x->stream && !head)
-        SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)x->max_bytes);
+    SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)(!x->stream && !head ? x->max_bytes : 0));
     return 0;
 }
 
@@ -1165,7 +1429,6 @@ bm_xfer_t *bm_upstream_start(bm_upstream_t *up, const bm_xfer_req_t *req, const 
     bm_xfer_t *x = xfer_get(up);
     if (!x)
         return NULL;
-    x->easy = easy_get(up);
     x->cbs = *cbs;
     x->ud = ud;
     x->stream = req->stream;
@@ -1193,7 +1456,7 @@ bm_xfer_t *bm_upstream_start(bm_upstream_t *up, const bm_xfer_req_t *req, const 
         }
     }
     if (!rc)
-        rc = setup(up, x, req, https, ui_len > 0);
+        rc = setup(x, req, https, ui_len > 0);
     if (!rc && up->in_curl == 0)
         rc = add(up, x);
     else if (!rc)

@@ -228,12 +228,17 @@ void bm_url_mask(bm_str_t *out, const char *url)
     /* Nothing to append (bm_str_append of zero bytes to an empty builder is avoided). */
     if (!url || !*url)
         return;
-    const char *sep = strstr(url, "://");
-    if (!sep) {
+    /* The authority starts after "scheme:" and however many slashes follow: libcurl also
+     * accepts "https:/user:pw@host" and "https:///user:pw@host". */
+    size_t scheme =
+        strspn(url, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
+    if (scheme == 0 || url[scheme] != ':') {
         bm_str_puts(out, url);
         return;
     }
-    const char *auth = sep + 3;
+    const char *auth = url + scheme + 1;
+    while (*auth == '/')
+        auth++;
     size_t alen = strcspn(auth, "/?#");
     const char *at = memrchr(auth, '@', alen);
     if (!at) {

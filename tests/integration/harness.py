@@ -103,6 +103,11 @@ class Proc:
                 self.p.wait()
         self._t_out.join(2)
         self._t_err.join(2)
+        for stream in (self.p.stdout, self.p.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
         return self.p.returncode
 
 
@@ -233,7 +238,7 @@ class FakeBeacon:
     """
 
     def __init__(self, genesis_root=ROOT_A, version="Lighthouse/v7.0.0/x86_64-linux",
-                 seconds_per_slot=2, slots_per_epoch=32, genesis_time=None):
+                 seconds_per_slot=2, slots_per_epoch=32, genesis_time=None, tls=None):
         self.genesis_root = genesis_root
         self.version = version
         self.genesis_time = genesis_time if genesis_time is not None else int(time.time()) - 3600
@@ -246,6 +251,7 @@ class FakeBeacon:
         self._server = None
         self.conns = []
         self.port = None
+        self.tls = tls  # (certfile, keyfile) to serve HTTPS
         self.start()
 
     def json_body(self, obj):
@@ -341,13 +347,19 @@ class FakeBeacon:
                 super().process_request(request, client_address)
 
         self._server = Server(("127.0.0.1", port), Handler)
+        if self.tls:
+            import ssl
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*self.tls)
+            ctx.set_alpn_protocols(["http/1.1"])
+            self._server.socket = ctx.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
     @property
     def url(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % ("https" if self.tls else "http", self.port)
 
     def stop(self):
         """Closes the listening socket and every open connection: the node is down."""

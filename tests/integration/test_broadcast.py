@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Broadcast writes and replay state: beaconmux in front of three beaconsim nodes.
 
-Node n2 lags 800 ms into every slot (1 s slots): every write must reach it as well as the
-others. Each node's submission log (/sim/v1/nodes/{i}/submissions) is the ground truth of
+Node n2 imports every block 2.5 s late (1 s slots), so beaconmux holds it `lagging`: every
+write must reach it as well as the others (it still gossips). Each node's submission log (/sim/v1/nodes/{i}/submissions) is the ground truth of
 what reached it; waits are bounded polls of that log, never sleeps.
 """
 import http.client
@@ -43,12 +43,17 @@ class Broadcast(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.sim = Beaconsim(nodes=3, slot_ms=1000, slots_per_epoch=8,
-                            node_specs={2: "lag=800"})
+                            node_specs={2: "lag=2500"})
         ups = "upstreams:\n" + "".join("  - id: n%d\n    url: %s\n" % (i, u)
                                        for i, u in enumerate(cls.sim.nodes))
         cls.mux = Beaconmux(config_text=CONFIG + ups)
-        for i in range(3):
-            cls.mux.wait_state("n%d" % i, "ready")
+        cls.wait_cluster()
+
+    @classmethod
+    def wait_cluster(cls):
+        for i in range(2):
+            cls.mux.wait_state("n%d" % i, "ready", timeout=10)
+        cls.mux.wait_state("n2", "lagging", timeout=10)
 
     @classmethod
     def tearDownClass(cls):
@@ -59,8 +64,7 @@ class Broadcast(unittest.TestCase):
     def setUp(self):
         for i in range(3):
             self.sim.put_node(i, {"down": False, "hang": False, "no_ssz": False, "error_rate": 0})
-        for i in range(3):
-            self.mux.wait_state("n%d" % i, "ready", timeout=10)
+        self.wait_cluster()
 
     # ---- helpers ---------------------------------------------------------------------
 
@@ -148,6 +152,7 @@ class Broadcast(unittest.TestCase):
         ]
 
     def test_every_write_reaches_every_node_including_the_lagging_one(self):
+        self.assertEqual(self.mux.node_states()["n2"], "lagging")
         marks = self.marks()
         sent = []
         for path, route, version, body in self.writes():

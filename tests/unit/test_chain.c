@@ -64,11 +64,16 @@ static void test_gloas_due_and_slot_duration_ms(void **state)
     uint64_t pre = 8, post = 16;
     assert_int_equal(bm_chain_fork_at_slot(&c, pre), BM_FORK_PHASE0);
     assert_int_equal(bm_chain_fork_at_slot(&c, post), BM_FORK_GLOAS);
-    assert_int_equal(bm_chain_due_ms(&c, pre, BM_DUE_ATTESTATION) - bm_slot_start_ms(&c.clock, pre), 1800);
-    assert_int_equal(bm_chain_due_ms(&c, post, BM_DUE_ATTESTATION) - bm_slot_start_ms(&c.clock, post), 1200);
+    assert_int_equal(bm_chain_due_ms(&c, pre, BM_DUE_ATTESTATION) - bm_slot_start_ms(&c.clock, pre),
+                     1800);
+    assert_int_equal(
+        bm_chain_due_ms(&c, post, BM_DUE_ATTESTATION) - bm_slot_start_ms(&c.clock, post), 1200);
     /* Gloas defaults where the spec has no key: 1/2 and 3/4 */
-    assert_int_equal(bm_chain_due_ms(&c, post, BM_DUE_AGGREGATE) - bm_slot_start_ms(&c.clock, post), 3000);
-    assert_int_equal(bm_chain_due_ms(&c, post, BM_DUE_PAYLOAD_ATTESTATION) - bm_slot_start_ms(&c.clock, post), 4500);
+    assert_int_equal(bm_chain_due_ms(&c, post, BM_DUE_AGGREGATE) - bm_slot_start_ms(&c.clock, post),
+                     3000);
+    assert_int_equal(bm_chain_due_ms(&c, post, BM_DUE_PAYLOAD_ATTESTATION) -
+                         bm_slot_start_ms(&c.clock, post),
+                     4500);
 }
 
 static void test_parse_errors(void **state)
@@ -77,12 +82,19 @@ static void test_parse_errors(void **state)
     char err[128];
     assert_int_equal(parse("{\"data\":{\"SLOTS_PER_EPOCH\":\"32\"}}", &c, err), BM_EINVAL);
     assert_non_null(strstr(err, "SECONDS_PER_SLOT"));
-    assert_int_equal(parse("{\"data\":{\"SECONDS_PER_SLOT\":\"12\",\"SLOTS_PER_EPOCH\":\"x\"}}", &c, err), BM_EINVAL);
-    assert_int_equal(parse("{\"data\":{\"SECONDS_PER_SLOT\":\"12\",\"SLOTS_PER_EPOCH\":\"0\"}}", &c, err), BM_EINVAL);
+    assert_int_equal(
+        parse("{\"data\":{\"SECONDS_PER_SLOT\":\"12\",\"SLOTS_PER_EPOCH\":\"x\"}}", &c, err),
+        BM_EINVAL);
+    assert_int_equal(
+        parse("{\"data\":{\"SECONDS_PER_SLOT\":\"12\",\"SLOTS_PER_EPOCH\":\"0\"}}", &c, err),
+        BM_EINVAL);
     assert_int_equal(parse("not json", &c, err), BM_EINVAL);
-    const char *bad_genesis = "{\"data\":{\"genesis_time\":\"1\",\"genesis_validators_root\":\"0x12\"}}";
+    const char *bad_genesis =
+        "{\"data\":{\"genesis_time\":\"1\",\"genesis_validators_root\":\"0x12\"}}";
     const char *spec = "{\"data\":{\"SECONDS_PER_SLOT\":\"12\",\"SLOTS_PER_EPOCH\":\"32\"}}";
-    assert_int_equal(bm_chain_parse(bad_genesis, strlen(bad_genesis), spec, strlen(spec), &c, err, 128), BM_EINVAL);
+    assert_int_equal(
+        bm_chain_parse(bad_genesis, strlen(bad_genesis), spec, strlen(spec), &c, err, 128),
+        BM_EINVAL);
     assert_non_null(strstr(err, "genesis_validators_root"));
     assert_false(c.known);
 }
@@ -90,10 +102,12 @@ static void test_parse_errors(void **state)
 static void test_compatible(void **state)
 {
     char why[160];
-    const char *a = "{\"data\":{\"SECONDS_PER_SLOT\":\"12\",\"SLOTS_PER_EPOCH\":\"32\","
-                    "\"ELECTRA_FORK_VERSION\":\"0x05000000\",\"GLOAS_FORK_EPOCH\":\"18446744073709551615\","
-                    "\"DOMAIN_BEACON_ATTESTER\":\"0x01000000\",\"MAX_BLOBS\":\"6\"}}";
-    /* other client: more keys, a different non-critical value, a scheduled Gloas (rolling upgrade) */
+    const char *a =
+        "{\"data\":{\"SECONDS_PER_SLOT\":\"12\",\"SLOTS_PER_EPOCH\":\"32\","
+        "\"ELECTRA_FORK_VERSION\":\"0x05000000\",\"GLOAS_FORK_EPOCH\":\"18446744073709551615\","
+        "\"DOMAIN_BEACON_ATTESTER\":\"0x01000000\",\"MAX_BLOBS\":\"6\"}}";
+    /* other client: more keys, a different non-critical value, a scheduled Gloas (rolling upgrade)
+     */
     const char *b = "{\"data\":{\"SECONDS_PER_SLOT\":\"12\",\"SLOTS_PER_EPOCH\":\"32\","
                     "\"ELECTRA_FORK_VERSION\":\"0x05000000\",\"GLOAS_FORK_EPOCH\":\"500\","
                     "\"MAX_BLOBS\":\"9\",\"EXTRA\":\"1\"}}";
@@ -124,8 +138,10 @@ static void test_fork_names(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_mainnet_like), cmocka_unit_test(test_gloas_due_and_slot_duration_ms),
-        cmocka_unit_test(test_parse_errors), cmocka_unit_test(test_compatible),
+        cmocka_unit_test(test_parse_mainnet_like),
+        cmocka_unit_test(test_gloas_due_and_slot_duration_ms),
+        cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_compatible),
         cmocka_unit_test(test_fork_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -557,6 +557,44 @@ static void test_late_block_reorged_by_next_proposer(void **state)
     assert_int_equal(last_change()->c.move, BM_HEAD_MOVE_EXTEND);
 }
 
+/* The nodes' chain_reorg of a late block stays on record until their next head: when the
+ * fastest node then extends the head, that old record must not pull the head back (it
+ * would also mark the extension abandoned and freeze the cluster head for good). */
+static void test_followed_reorg_record_does_not_pull_back(void **state)
+{
+    linear(95, 100);
+    blk(1101, 100, 101); /* the late block of slot 101 */
+    blk(102, 100, 102);  /* slot 102's proposer builds on 100, re-orging it */
+    blk(103, 102, 103);
+    blk(104, 103, 104);
+    make(3, 2, 0, 0);
+    for (size_t v = 0; v < 3; v++)
+        head(v, 100, T(100, 300));
+    for (size_t v = 0; v < 3; v++)
+        head(v, 1101, T(101, 5000 + (int64_t)v * 100));
+    assert_true(cluster_is(1101));
+    bm_head_reorg_event_t re = {0};
+    re.slot = 102;
+    re.depth = 1;
+    memcpy(re.old_head, R(1101).b, 32);
+    memcpy(re.new_head, R(102).b, 32);
+    for (size_t v = 0; v < 3; v++) {
+        F->now = T(102, 300 + (int64_t)v * 100);
+        assert_int_equal(bm_head_on_reorg(F->t, v, &re, F->now), 0);
+        head(v, 102, T(102, 300 + (int64_t)v * 100));
+    }
+    assert_true(cluster_is(102));
+    head(0, 103, T(103, 100)); /* the others still hold 102 with their reorg record */
+    assert_true(cluster_is(103));
+    tick(T(103, 200));
+    assert_true(cluster_is(103));
+    head(1, 103, T(103, 300));
+    head(2, 103, T(103, 400));
+    head(0, 104, T(104, 100));
+    assert_true(cluster_is(104));
+    assert_int_equal(last_change()->c.move, BM_HEAD_MOVE_EXTEND);
+}
+
 static void test_quorum_chain_reorg_moves_back(void **state)
 {
     linear(95, 105);
@@ -1221,6 +1259,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_lagging_nodes_never_pull_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_late_block_reorged_by_next_proposer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_followed_reorg_record_does_not_pull_back, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_quorum_chain_reorg_moves_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forked_node_never_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_ancestry_is_not_forked, setup, teardown),

@@ -113,7 +113,9 @@ static void test_rank_and_latency(void **state)
 static void test_client_names(void **state)
 {
     assert_int_equal(bm_client_detect("Lighthouse/v7.0.0-abc/x86_64-linux"), BM_CLIENT_LIGHTHOUSE);
-    assert_int_equal(bm_client_detect("teku/v25.1.0/linux-x86_64/-eclipseadoptium-openjdk64bitservervm-java-21"), BM_CLIENT_TEKU);
+    assert_int_equal(
+        bm_client_detect("teku/v25.1.0/linux-x86_64/-eclipseadoptium-openjdk64bitservervm-java-21"),
+        BM_CLIENT_TEKU);
     assert_int_equal(bm_client_detect("Prysm/v6.0.0 (linux amd64)"), BM_CLIENT_PRYSM);
     assert_int_equal(bm_client_detect("Nimbus/v25.3.0-abc-stateofus"), BM_CLIENT_NIMBUS);
     assert_int_equal(bm_client_detect("Lodestar/v1.30.0/abc"), BM_CLIENT_LODESTAR);
@@ -130,8 +132,10 @@ static void test_client_names(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_add_find_and_masking), cmocka_unit_test(test_health_follows_inputs),
-        cmocka_unit_test(test_rank_and_latency), cmocka_unit_test(test_client_names),
+        cmocka_unit_test(test_add_find_and_masking),
+        cmocka_unit_test(test_health_follows_inputs),
+        cmocka_unit_test(test_rank_and_latency),
+        cmocka_unit_test(test_client_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

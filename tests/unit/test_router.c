@@ -19,9 +19,12 @@ static void fn_fb(bm_req_t *r, const bm_route_params_t *p, void *u) {}
 static bm_router_t *make(void)
 {
     bm_router_t *r = bm_router_new();
-    assert_int_equal(bm_router_add(r, "GET", "/eth/v1/validator/attestation_data", fn_a, &tag_a), 0);
-    assert_int_equal(bm_router_add(r, "POST", "/eth/v1/validator/duties/attester/{epoch}", fn_b, &tag_b), 0);
-    assert_int_equal(bm_router_add(r, "GET", "/eth/v1/beacon/blocks/{block_id}/root", fn_a, &tag_c), 0);
+    assert_int_equal(bm_router_add(r, "GET", "/eth/v1/validator/attestation_data", fn_a, &tag_a),
+                     0);
+    assert_int_equal(
+        bm_router_add(r, "POST", "/eth/v1/validator/duties/attester/{epoch}", fn_b, &tag_b), 0);
+    assert_int_equal(bm_router_add(r, "GET", "/eth/v1/beacon/blocks/{block_id}/root", fn_a, &tag_c),
+                     0);
     assert_int_equal(bm_router_add(r, "GET", "/eth/v1/beacon/blocks/head/root", fn_b, &tag_d), 0);
     assert_int_equal(bm_router_add(r, NULL, "/lighthouse/*", fn_a, &tag_a), 0);
     bm_router_set_fallback(r, fn_fb, &tag_fb);
@@ -124,8 +127,8 @@ static void test_not_origin_form(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_literal_and_method), cmocka_unit_test(test_params),
-        cmocka_unit_test(test_literal_beats_param), cmocka_unit_test(test_rest_and_any_method),
+        cmocka_unit_test(test_literal_and_method),       cmocka_unit_test(test_params),
+        cmocka_unit_test(test_literal_beats_param),      cmocka_unit_test(test_rest_and_any_method),
         cmocka_unit_test(test_bad_patterns_and_replace), cmocka_unit_test(test_not_origin_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,7 @@
  *   /big?n=N&chunked=C       N pattern bytes, with Content-Length or chunked
  *   /early          a 103 interim head, then the final 200
  *   /head           200 with Content-Length: 10 and no body (for HEAD)
+ *   /bye            200, then the server closes the (keep-alive) connection
  *   anything else   200, the target as body
  * A request that does not start with a capital letter (a TLS ClientHello) gets a raw 400.
  */
@@ -333,6 +334,10 @@ static void handle(srv_t *s, sconn_t *c, sreq_t *r)
     } else if (strcmp(t, "/early") == 0) {
         sconn_printf(c, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
                         "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Final: yes\r\n\r\nok");
+    } else if (strcmp(t, "/bye") == 0) {
+        /* answers, then closes the connection without having said so */
+        respond(c, "", "bye", 3);
+        sconn_end(c);
     } else if (strcmp(t, "/head") == 0) {
         sconn_printf(c, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nX-Head: 1\r\n\r\n");
     } else {
@@ -1573,6 +1578,242 @@ static void test_methods(void **state)
     rec_dispose(&r);
 }
 
+/* Runs one request to completion and returns its error code (the record is disposed). */
+static int run_one(fx_t *f, const bm_xfer_req_t *q, size_t *body_len)
+{
+    rec_t r;
+    rec_init(&r, f);
+    assert_non_null(start(f, &r, q));
+    RUN_UNTIL(&f->loop, r.dones, 5000);
+    assert_int_equal(r.dones, 1);
+    int err = r.err;
+    if (body_len)
+        *body_len = r.body ? r.body->len : (size_t)-1;
+    rec_dispose(&r);
+    return err;
+}
+
+/*
+ * Transfers and their easy handles are recycled (last in, first out), and a handle whose
+ * transfer ended cleanly keeps its options for the next request, which sets only what
+ * varies. Requests run one after the other here, so each reuses the previous one's
+ * handle: none may inherit a method, a body, a header, credentials, a timeout or a size
+ * limit from the request before it.
+ */
+static void test_no_option_leaks_between_requests(void **state)
+{
+    fx_t *f = *state;
+    char u[128];
+    bm_buf_t *body = bm_buf_from_str("payload");
+    bm_hdrs_t extra;
+    bm_hdrs_init(&extra);
+    bm_hdrs_add_z(&extra, "X-Api-Key", "k1");
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", "application/json");
+
+    /* POST with a body, credentials, extra fields and a timeout ... */
+    snprintf(u, sizeof u, "http://user:s3cret@127.0.0.1:%d/echo", f->srv.port);
+    bm_xfer_req_t q = req_get(u);
+    q.method = "POST";
+    q.body = body;
+    q.headers = &h;
+    q.extra = &extra;
+    q.timeout_ms = 300;
+    assert_int_equal(run_one(f, &q, NULL), 0);
+    sreq_t *s = &f->srv.reqs[0];
+    assert_string_equal(s->method, "POST");
+    assert_string_equal(bm_str_data(&s->body), "payload");
+    assert_non_null(bm_hdrs_get(&s->h, "Authorization"));
+
+    /* ... then a plain GET: nothing of it carries over. */
+    q = req_get(url(f, "/echo"));
+    size_t n = 0;
+    assert_int_equal(run_one(f, &q, &n), 0);
+    s = &f->srv.reqs[1];
+    assert_string_equal(s->method, "GET");
+    assert_int_equal(bm_str_len(&s->body), 0);
+    assert_int_equal(n, 0);
+    assert_null(bm_hdrs_get(&s->h, "Content-Length"));
+    assert_null(bm_hdrs_get(&s->h, "Content-Type"));
+    assert_null(bm_hdrs_get(&s->h, "Authorization"));
+    assert_null(bm_hdrs_get(&s->h, "X-Api-Key"));
+    assert_null(bm_hdrs_get(&s->h, "Expect"));
+    assert_string_equal(bm_hdrs_get(&s->h, "Accept-Encoding"), "identity");
+    assert_int_equal(s->conn_id, f->srv.reqs[0].conn_id);
+
+    /* The timeout of the POST (300 ms) does not limit a slow GET that has none. */
+    q = req_get(url(f, "/stream?n=4&size=10&ms=120"));
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 40);
+
+    /* A custom method with a body, then GET: the method and the body are gone. */
+    q = req_get(url(f, "/echo"));
+    q.method = "PUT";
+    q.body = body;
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 7);
+    assert_string_equal(f->srv.reqs[3].method, "PUT");
+    q = req_get(url(f, "/echo"));
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_string_equal(f->srv.reqs[4].method, "GET");
+    assert_int_equal(bm_str_len(&f->srv.reqs[4].body), 0);
+
+    /* HEAD, then GET: the GET gets its body. */
+    q = req_get(url(f, "/head"));
+    q.method = "HEAD";
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 0);
+    q = req_get(url(f, "/hello"));
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 31);
+    assert_string_equal(f->srv.reqs[6].method, "GET");
+
+    /* HEAD, then POST: a POST, with its body. */
+    q = req_get(url(f, "/head"));
+    q.method = "HEAD";
+    assert_int_equal(run_one(f, &q, NULL), 0);
+    q = req_get(url(f, "/echo"));
+    q.method = "POST";
+    q.body = body;
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 7);
+    assert_string_equal(f->srv.reqs[8].method, "POST");
+
+    /* A small size limit, then requests without one (buffered, streamed). */
+    q = req_get(url(f, "/hello"));
+    q.max_response_bytes = 64;
+    assert_int_equal(run_one(f, &q, &n), 0);
+    q = req_get(url(f, "/big?n=5000&chunked=0"));
+    q.stream = true;
+    assert_int_equal(run_one(f, &q, NULL), 0);
+    q = req_get(url(f, "/hello"));
+    q.max_response_bytes = 64;
+    assert_int_equal(run_one(f, &q, &n), 0);
+    q = req_get(url(f, "/big?n=5000&chunked=0"));
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 5000);
+
+    /* A failed transfer (its handle is reset), then a normal one. */
+    q = req_get(url(f, "/big?n=5000&chunked=1"));
+    q.max_response_bytes = 100;
+    assert_int_equal(run_one(f, &q, NULL), BM_ETOOBIG);
+    q = req_get(url(f, "/big?n=5000&chunked=1"));
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 5000);
+
+    bm_buf_unref(body);
+    bm_hdrs_dispose(&h);
+    bm_hdrs_dispose(&extra);
+}
+
+/*
+ * Between requests the socket of an idle connection stays watched (parked) rather than
+ * being closed and watched anew. When the node closes that idle connection the watcher
+ * must stop (the loop goes quiet instead of spinning on a readable socket), and the next
+ * request must get a new connection.
+ */
+static void test_idle_connection_closed_by_node(void **state)
+{
+    fx_t *f = *state;
+    bm_xfer_req_t q = req_get(url(f, "/bye"));
+    size_t n = 0;
+    assert_int_equal(run_one(f, &q, &n), 0);
+    assert_int_equal(n, 3);
+    RUN_UNTIL(&f->loop, f->srv.conns == NULL, 3000);
+    assert_null(f->srv.conns);
+    /* The loop must go idle: a spinning watcher would run it thousands of times. */
+    guard_t *g = guard_start(&f->loop, 100);
+    int turns = 0;
+    while (!g->expired) {
+        uv_run(&f->loop, UV_RUN_ONCE);
+        turns++;
+    }
+    guard_stop(g);
+    assert_true(turns < 20);
+    for (int i = 0; i < 2; i++) {
+        q = req_get(url(f, "/hello"));
+        assert_int_equal(run_one(f, &q, &n), 0);
+        assert_int_equal(n, 31);
+    }
+    assert_int_equal(f->srv.accepts, 2);
+    assert_int_equal(f->srv.reqs[2].conn_id, f->srv.reqs[1].conn_id);
+}
+
+/*
+ * The request target reaches the node byte for byte, whichever way the URL reaches
+ * libcurl (a plain path goes as a pre-parsed URL, anything else as a string libcurl
+ * parses): percent-escapes keep their case, "//" stays a path, a query stays as written.
+ */
+static void test_targets_sent_verbatim(void **state)
+{
+    fx_t *f = *state;
+    static const char *const targets[] = {
+        "/eth/v1/beacon/states/head/finality_checkpoints",
+        "/eth/v1/validator/duties/attester/1?x=1&y=a,b",
+        "/eth/v1/events?topics=head&topics=block",
+        "//evil.com/x",
+        "/@evil.com:80/x",
+        "/a%2Fb?q=%2C%2c",
+        "/A%3a?%3A",
+        "/x?",
+        "/x?a?b=/c",
+        "/.well-known/x",
+        "/a/..b/c.",
+        "/",
+    };
+    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+        bm_xfer_req_t q = req_get(url(f, targets[i]));
+        assert_int_equal(run_one(f, &q, NULL), 0);
+        assert_int_equal(f->srv.nreqs, (int)i + 1);
+        if (strcmp(f->srv.reqs[i].target, targets[i]) != 0)
+            fail_msg("sent %s as %s", targets[i], f->srv.reqs[i].target);
+    }
+    /* Dot segments are removed as libcurl always did (bm_url_join refuses them anyway). */
+    bm_xfer_req_t qd = req_get(url(f, "/a/./b/../c?d=/./"));
+    assert_int_equal(run_one(f, &qd, NULL), 0);
+    assert_string_equal(f->srv.reqs[f->srv.nreqs - 1].target, "/a/c?d=/./");
+    /* A base URL with a path prefix and credentials, twice (the parsed prefix is reused). */
+    char u[256];
+    for (int i = 0; i < 2; i++) {
+        snprintf(u, sizeof u, "http://user:pw@127.0.0.1:%d/prefix/eth/v1/node/version?i=%d",
+                 f->srv.port, i);
+        bm_xfer_req_t q = req_get(u);
+        assert_int_equal(run_one(f, &q, NULL), 0);
+        sreq_t *r = &f->srv.reqs[f->srv.nreqs - 1];
+        snprintf(u, sizeof u, "/prefix/eth/v1/node/version?i=%d", i);
+        assert_string_equal(r->target, u);
+        assert_string_equal(bm_hdrs_get(&r->h, "Authorization"), "Basic dXNlcjpwdw==");
+    }
+    /* Without credentials: another prefix, and no Authorization. */
+    bm_xfer_req_t q = req_get(url(f, "/after"));
+    assert_int_equal(run_one(f, &q, NULL), 0);
+    assert_string_equal(f->srv.reqs[f->srv.nreqs - 1].target, "/after");
+    assert_null(bm_hdrs_get(&f->srv.reqs[f->srv.nreqs - 1].h, "Authorization"));
+}
+
+/* Proxy settings in the environment are never used: requests go straight to the node. */
+static void test_env_proxy_ignored(void **state)
+{
+    fx_t *f = *state;
+    char proxy[64];
+    snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", closed_port(&f->loop));
+    static const char *const vars[] = {"http_proxy", "HTTP_PROXY", "https_proxy", "ALL_PROXY",
+                                       "all_proxy"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        setenv(vars[i], proxy, 1);
+    setenv("no_proxy", "", 1);
+    bm_xfer_req_t q = req_get(url(f, "/hello"));
+    size_t n = 0;
+    int err = run_one(f, &q, &n);
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        unsetenv(vars[i]);
+    unsetenv("no_proxy");
+    assert_int_equal(err, 0);
+    assert_int_equal(n, 31);
+    assert_string_equal(f->srv.reqs[0].target, "/hello");
+}
+
 static void test_https_goes_through_tls(void **state)
 {
     fx_t *f = *state;
@@ -1671,6 +1912,10 @@ int main(void)
         T(test_free_inside_callbacks),
         T(test_interim_head_skipped),
         T(test_methods),
+        T(test_no_option_leaks_between_requests),
+        T(test_idle_connection_closed_by_node),
+        T(test_targets_sent_verbatim),
+        T(test_env_proxy_ignored),
         T(test_https_goes_through_tls),
         T(test_bad_requests),
     };

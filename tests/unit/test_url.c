@@ -216,6 +216,9 @@ static void test_mask(void **state)
     assert_string_equal(mask("http://a:b:c@host/x"), "http://a:***@host/x");
     assert_string_equal(mask("http://host/path@x?y=u:p@z#f@g"), "http://host/path@x?y=u:p@z#f@g");
     assert_string_equal(mask("http://host:5052/"), "http://host:5052/");
+    /* libcurl accepts one or three slashes too: the password is hidden all the same */
+    assert_string_equal(mask("https:/user:s3cret@host/"), "https:/user:***@host/");
+    assert_string_equal(mask("https:///user:s3cret@host/"), "https:///user:***@host/");
     assert_string_equal(mask("not a url"), "not a url");
     assert_string_equal(mask(""), "");
     /* A password with '@' written raw: the last '@' ends the user info. */

@@ -1,0 +1,45 @@
+# SPDX-License-Identifier: MIT
+# Sourced by the proxy benchmarks: the upstream they all share, an nginx that answers the
+# benchmark path with a fixed ~300-byte JSON body, plus what beaconmux's start-up discovery
+# asks (genesis, spec, fork schedule, deposit contract, version).
+# bench_upstream_conf PORT DIR: writes DIR/nginx.conf for an upstream on 127.0.0.1:PORT.
+
+BENCH_PATH=/eth/v1/beacon/states/head/finality_checkpoints
+BENCH_BODY='{"execution_optimistic":false,"finalized":false,"data":{"previous_justified":{"epoch":"10","root":"0x4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b"},"current_justified":{"epoch":"11","root":"0x9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c"},"finalized":{"epoch":"10","root":"0x4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b"}}}'
+
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+
+bench_upstream_conf() {
+  local port=$1 dir=$2 genesis
+  genesis=$(( $(date +%s) - 3600 ))
+  cat > "$dir/nginx.conf" <<CONF
+worker_processes 1; daemon off; pid $dir/nginx.pid; error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off; keepalive_requests 1000000; keepalive_timeout 300s;
+  client_body_temp_path $dir; proxy_temp_path $dir; fastcgi_temp_path $dir;
+  uwsgi_temp_path $dir; scgi_temp_path $dir;
+  server {
+    listen 127.0.0.1:$port;
+    default_type application/json;
+    location = $BENCH_PATH { return 200 '$BENCH_BODY'; }
+    location = /eth/v1/node/version { return 200 '{"data":{"version":"Lighthouse/v7.0.0/x86_64-linux"}}'; }
+    location = /eth/v1/beacon/genesis { return 200 '{"data":{"genesis_time":"$genesis","genesis_validators_root":"0x4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b","genesis_fork_version":"0x10000000"}}'; }
+    location = /eth/v1/config/spec { return 200 '{"data":{"SECONDS_PER_SLOT":"12","SLOTS_PER_EPOCH":"32","GENESIS_FORK_VERSION":"0x10000000"}}'; }
+    location = /eth/v1/config/fork_schedule { return 200 '{"data":[{"previous_version":"0x10000000","current_version":"0x10000000","epoch":"0"}]}'; }
+    location = /eth/v1/config/deposit_contract { return 200 '{"data":{"chain_id":"1","address":"0x00000000219ab540356cbb839cbe05303d7705fa"}}'; }
+  }
+}
+CONF
+}
+
+# wait_http PORT PATH [TRIES]: until PATH answers 200 (0.1 s apart), or fail.
+wait_http() {
+  local port=$1 path=$2 tries=${3:-200}
+  for _ in $(seq 1 "$tries"); do
+    if curl -fs -o /dev/null "http://127.0.0.1:$port$path"; then return 0; fi
+    sleep 0.1
+  done
+  echo "bench: http://127.0.0.1:$port$path never answered 200" >&2
+  return 1
+}

@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: MIT
+"""HTTPS upstreams: certificate verification with a configured CA file, credentials in the
+URL sent as Basic auth and never logged, and a node with an untrusted certificate refused."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Beaconmux, FakeBeacon, main, wait_for  # noqa: E402
+
+
+@unittest.skipUnless(shutil.which("openssl"), "openssl CLI needed to make a test certificate")
+class Tls(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="bm-tls-")
+        cls.cert = os.path.join(cls.dir, "cert.pem")
+        cls.key = os.path.join(cls.dir, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-keyout", cls.key, "-out", cls.cert], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_https_upstream_with_ca_file_and_credentials(self):
+        up = FakeBeacon(tls=(self.cert, self.key))
+        up.routes[("GET", "/eth/v1/node/identity")] = (
+            200, {"Content-Type": "application/json"}, b'{"data":{"peer_id":"x"}}')
+        secret = "tls-s3cret"
+        cfg = ("tls:\n  caFile: %s\nupstreams:\n  - id: secure\n    url: https://op:%s@127.0.0.1:%d\n"
+               "    headers:\n      X-Api-Key: k123\n" % (self.cert, secret, up.port))
+        m = Beaconmux(config_text=cfg)
+        try:
+            m.wait_state("secure", "ready")
+            st, _, body = m.request("GET", "/eth/v1/node/identity")
+            self.assertEqual(st, 200)
+            self.assertEqual(json.loads(body)["data"]["peer_id"], "x")
+            rec = up.find("GET", "/eth/v1/node/identity")[-1]
+            self.assertTrue(rec["headers"].get("Authorization", "").startswith("Basic "))
+            self.assertEqual(rec["headers"].get("X-Api-Key"), "k123")
+            self.assertNotIn(secret, json.dumps(m.status()))
+        finally:
+            m.stop()
+            up.stop()
+        self.assertNotIn(secret, "\n".join(m.stderr()))
+
+    def test_untrusted_certificate_is_refused(self):
+        up = FakeBeacon(tls=(self.cert, self.key))
+        m = Beaconmux(upstreams=[up.url])
+        try:
+            m.wait_state("node1", "unreachable")
+            reason = m.status()["upstreams"][0]["reason"]
+            self.assertTrue("SSL" in reason or "certificate" in reason.lower() or "TLS" in reason, reason)
+            self.assertEqual(len(up.find("GET", "/eth/v1/node/version")), 0)
+        finally:
+            m.stop()
+            up.stop()
+
+
+if __name__ == "__main__":
+    main()

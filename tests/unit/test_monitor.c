@@ -1,0 +1,678 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_monitor: the monitor with the real pool, health, tracker and discovery, against
+ * fake beacon nodes on loopback (the project's HTTP server on the test's loop). A fake
+ * node serves what discovery reads (a 500 ms slot chain), /eth/v1/node/syncing, block
+ * headers from a small shared chain, and /eth/v1/events: it records the topics asked,
+ * refuses the topics it is told to refuse with 400 {"code":400,"message":"Invalid topic: X"},
+ * and otherwise holds the stream open so that the test can push events or cut it.
+ *
+ * What is proven: events reach the tracker before the listeners; header requests are
+ * answered and shared; the node's head at connect counts; head_v2 falls back to head on
+ * 400; execution_payload_available is asked once Gloas is near and dropped when refused;
+ * syncing is polled once per slot and reaches health; a reconnect re-reads the node
+ * (discovery) and tells the listeners; stop leaves nothing on the loop.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "buf.h"
+#include "clock.h"
+#include "discovery.h"
+#include "err.h"
+#include "head.h"
+#include "health.h"
+#include "json.h"
+#include "log.h"
+#include "monitor.h"
+#include "pool.h"
+#include "server.h"
+#include "upstream.h"
+
+#define BOUND_MS 5000
+#define SLOT_MS 500
+#define SPE 32
+#define MAX_NODES 2
+#define MAX_STREAMS 16
+#define MAX_LOG 64
+#define CHAIN 8
+
+/* ---- loop helpers --------------------------------------------------------------------- */
+
+typedef struct guard {
+    uv_timer_t t;
+    bool expired;
+} guard_t;
+
+static void on_guard(uv_timer_t *t)
+{
+    ((guard_t *)t->data)->expired = true;
+}
+
+static void free_data(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static guard_t *guard_start(uv_loop_t *loop, uint64_t ms)
+{
+    guard_t *g = calloc(1, sizeof *g);
+    assert_non_null(g);
+    uv_timer_init(loop, &g->t);
+    g->t.data = g;
+    uv_timer_start(&g->t, on_guard, ms, 0);
+    return g;
+}
+
+#define RUN_UNTIL(loop, cond, ms)                                                                  \
+    do {                                                                                           \
+        guard_t *g_ = guard_start((loop), (ms));                                                   \
+        while (!(cond) && !g_->expired)                                                            \
+            uv_run((loop), UV_RUN_ONCE);                                                           \
+        uv_close((uv_handle_t *)&g_->t, free_data);                                                \
+    } while (0)
+
+#define RUN_FOR(loop, ms) RUN_UNTIL(loop, false, ms)
+
+/* ---- the chain the fake nodes share ------------------------------------------------------ */
+
+typedef struct fx fx_t;
+
+static uint64_t g_genesis_s;
+static uint64_t g_base_slot; /* slot of block 0 */
+
+static void root_of(int i, uint8_t out[32])
+{
+    memset(out, 0, 32);
+    out[0] = 0xb0;
+    out[31] = (uint8_t)(i + 1);
+}
+
+static void hex_of(int i, char out[BM_ROOT_HEX_LEN + 1])
+{
+    uint8_t r[32];
+    root_of(i, r);
+    bm_root_to_hex(r, out);
+}
+
+/* ---- fake nodes -------------------------------------------------------------------------- */
+
+typedef struct fnode {
+    fx_t *f;
+    int idx;
+    bm_server_t *srv;
+    bool srv_done;
+    char url[64];
+    const char *refuse[4]; /* topics answered with 400 */
+    int head_block;        /* its head, index into the chain */
+    bool syncing;
+    char version[64];
+    int syncing_reqs, header_reqs, head_reqs, version_reqs, genesis_reqs;
+    int hdr_by_block[CHAIN];
+    uint64_t genesis_at;           /* bm_clock_now_ms of the last genesis request */
+    char topics[MAX_STREAMS][256]; /* query of each event-stream request */
+    int n_streams;
+    bm_req_t *stream; /* the open event stream, or NULL */
+} fnode_t;
+
+struct fx {
+    uv_loop_t loop;
+    bm_upstream_t *up;
+    bm_pool_t *pool;
+    bm_health_t *health;
+    bm_head_t *head;
+    bm_discovery_t *disc;
+    bm_monitor_t *mon;
+    fnode_t nodes[MAX_NODES];
+    int n;
+    uint64_t gloas_epoch; /* UINT64_MAX: not scheduled */
+    /* listener records */
+    char evlog[MAX_LOG][96];
+    int nev;
+    bool tracker_saw_it[MAX_LOG];
+    int ups[MAX_NODES], downs[MAX_NODES];
+    uint64_t up_at[MAX_NODES]; /* bm_clock_now_ms of the last up */
+};
+
+static void send_json(bm_req_t *req, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void send_json(bm_req_t *req, int status, const char *fmt, ...)
+{
+    bm_str_t s = BM_STR_INIT;
+    va_list ap;
+    va_start(ap, fmt);
+    bm_str_vprintf(&s, fmt, ap);
+    va_end(ap);
+    bm_buf_t *b = bm_str_finish(&s);
+    bm_resp_send(req, status, "application/json", b, NULL);
+    bm_buf_unref(b);
+}
+
+static void send_header(bm_req_t *req, int i)
+{
+    char r[BM_ROOT_HEX_LEN + 1], p[BM_ROOT_HEX_LEN + 1];
+    hex_of(i, r);
+    hex_of(i - 1, p);
+    send_json(req, 200,
+              "{\"execution_optimistic\":false,\"finalized\":false,\"data\":{\"root\":\"%s\","
+              "\"canonical\":true,\"header\":{\"message\":{\"slot\":\"%llu\",\"proposer_index\":"
+              "\"1\",\"parent_root\":\"%s\",\"state_root\":\"%s\",\"body_root\":\"%s\"},"
+              "\"signature\":\"0x00\"}}}",
+              r, (unsigned long long)(g_base_slot + (uint64_t)i), p, r, r);
+}
+
+static void on_stream_abort(bm_req_t *req, void *ud)
+{
+    fnode_t *fn = ud;
+    if (fn->stream == req) {
+        fn->stream = NULL;
+        bm_resp_end(req);
+    }
+}
+
+static void on_request(bm_req_t *req, void *ud)
+{
+    fnode_t *fn = ud;
+    fx_t *f = fn->f;
+    size_t plen;
+    const char *p = bm_req_path(req, &plen);
+    char path[256];
+    snprintf(path, sizeof path, "%.*s", (int)plen, p);
+    if (strcmp(path, "/eth/v1/node/version") == 0) {
+        fn->version_reqs++;
+        send_json(req, 200, "{\"data\":{\"version\":\"%s\"}}", fn->version);
+    } else if (strcmp(path, "/eth/v1/beacon/genesis") == 0) {
+        fn->genesis_reqs++;
+        fn->genesis_at = bm_clock_now_ms();
+        send_json(req, 200,
+                  "{\"data\":{\"genesis_time\":\"%llu\",\"genesis_validators_root\":\"0x%064d\","
+                  "\"genesis_fork_version\":\"0x10000000\"}}",
+                  (unsigned long long)g_genesis_s, 7);
+    } else if (strcmp(path, "/eth/v1/config/spec") == 0) {
+        char gloas[32];
+        if (f->gloas_epoch == UINT64_MAX)
+            snprintf(gloas, sizeof gloas, "18446744073709551615");
+        else
+            snprintf(gloas, sizeof gloas, "%llu", (unsigned long long)f->gloas_epoch);
+        send_json(req, 200,
+                  "{\"data\":{\"SLOT_DURATION_MS\":\"%d\",\"SECONDS_PER_SLOT\":\"1\","
+                  "\"SLOTS_PER_EPOCH\":\"%d\",\"FULU_FORK_EPOCH\":\"0\","
+                  "\"GLOAS_FORK_EPOCH\":\"%s\"}}",
+                  SLOT_MS, SPE, gloas);
+    } else if (strcmp(path, "/eth/v1/config/fork_schedule") == 0) {
+        send_json(req, 200, "{\"data\":[]}");
+    } else if (strcmp(path, "/eth/v1/config/deposit_contract") == 0) {
+        send_json(req, 200, "{\"data\":{\"chain_id\":\"1\",\"address\":\"0x%040d\"}}", 0);
+    } else if (strcmp(path, "/eth/v1/node/syncing") == 0) {
+        fn->syncing_reqs++;
+        send_json(req, 200,
+                  "{\"data\":{\"head_slot\":\"%llu\",\"sync_distance\":\"0\",\"is_syncing\":%s,"
+                  "\"is_optimistic\":false,\"el_offline\":false}}",
+                  (unsigned long long)(g_base_slot + (uint64_t)fn->head_block),
+                  fn->syncing ? "true" : "false");
+    } else if (strcmp(path, "/eth/v1/beacon/headers/head") == 0) {
+        fn->head_reqs++;
+        send_header(req, fn->head_block);
+    } else if (strncmp(path, "/eth/v1/beacon/headers/0x", 25) == 0) {
+        fn->header_reqs++;
+        uint8_t want[32], r[32];
+        int found = -1;
+        if (bm_hex_to_root(path + 23, want) == 0)
+            for (int i = 0; i < CHAIN && found < 0; i++) {
+                root_of(i, r);
+                if (memcmp(r, want, 32) == 0)
+                    found = i;
+            }
+        if (found >= 0)
+            fn->hdr_by_block[found]++;
+        if (found > 0)
+            send_header(req, found);
+        else
+            send_json(req, 404, "{\"code\":404,\"message\":\"not found\"}");
+    } else if (strcmp(path, "/eth/v1/events") == 0) {
+        size_t ql;
+        const char *q = bm_req_query(req, &ql);
+        if (fn->n_streams < MAX_STREAMS)
+            snprintf(fn->topics[fn->n_streams], sizeof fn->topics[0], "%.*s", (int)ql, q ? q : "");
+        fn->n_streams++;
+        for (int i = 0; i < 4 && fn->refuse[i]; i++) {
+            char needle[80];
+            snprintf(needle, sizeof needle, "topics=%s", fn->refuse[i]);
+            const char *hit = q ? strstr(q, needle) : NULL;
+            if (hit && (hit[strlen(needle)] == '&' || hit[strlen(needle)] == '\0')) {
+                send_json(req, 400, "{\"code\":400,\"message\":\"Invalid topic: %s\"}",
+                          fn->refuse[i]);
+                return;
+            }
+        }
+        bm_hdrs_t h;
+        bm_hdrs_init(&h);
+        bm_hdrs_add_z(&h, "Content-Type", "text/event-stream");
+        bm_resp_start(req, 200, &h, -1);
+        bm_hdrs_dispose(&h);
+        if (fn->stream) {
+            bm_req_t *old = fn->stream;
+            fn->stream = NULL;
+            bm_resp_end(old);
+        }
+        fn->stream = req;
+        bm_req_on_abort(req, on_stream_abort, fn);
+    } else {
+        send_json(req, 404, "{\"code\":404,\"message\":\"no route\"}");
+    }
+}
+
+/* Pushes one event on node i's open stream. */
+static void push(fx_t *f, int i, const char *topic, const char *data)
+{
+    fnode_t *fn = &f->nodes[i];
+    assert_non_null(fn->stream);
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf, "event: %s\ndata: %s\n\n", topic, data);
+    assert_int_equal(bm_resp_write_copy(fn->stream, buf, (size_t)n), 0);
+}
+
+/* A head event of chain block b from node i. */
+static void push_head(fx_t *f, int i, const char *topic, int b)
+{
+    char r[BM_ROOT_HEX_LEN + 1], data[512];
+    hex_of(b, r);
+    unsigned long long slot = (unsigned long long)(g_base_slot + (uint64_t)b);
+    if (strcmp(topic, "head_v2") == 0)
+        snprintf(data, sizeof data,
+                 "{\"version\":\"fulu\",\"data\":{\"slot\":\"%llu\",\"block\":\"%s\",\"state\":"
+                 "\"%s\",\"payload_status\":\"empty\",\"execution_optimistic\":false}}",
+                 slot, r, r);
+    else
+        snprintf(data, sizeof data,
+                 "{\"slot\":\"%llu\",\"block\":\"%s\",\"state\":\"%s\","
+                 "\"execution_optimistic\":false}",
+                 slot, r, r);
+    f->nodes[i].head_block = b;
+    push(f, i, topic, data);
+}
+
+/* Ends node i's open stream (the node closes it). */
+static void cut(fx_t *f, int i)
+{
+    fnode_t *fn = &f->nodes[i];
+    assert_non_null(fn->stream);
+    bm_req_t *r = fn->stream;
+    fn->stream = NULL;
+    bm_resp_end(r);
+}
+
+/* ---- listeners ------------------------------------------------------------------------------ */
+
+static void on_mon_event(size_t node, const char *topic, const char *data, size_t len, void *ud)
+{
+    fx_t *f = ud;
+    assert_int_equal(strlen(data), len);
+    assert_null(memchr(data, '\n', len));
+    if (f->nev >= MAX_LOG)
+        return;
+    snprintf(f->evlog[f->nev], sizeof f->evlog[0], "%zu:%s", node, topic);
+    /* the tracker saw a head before the listener runs */
+    if (strncmp(topic, "head", 4) == 0) {
+        json_object *doc = NULL;
+        assert_int_equal(bm_json_parse(data, len, 0, &doc, NULL), 0);
+        json_object *d = bm_json_get(doc, "/data") ? bm_json_get(doc, "/data") : doc;
+        uint8_t root[32];
+        assert_int_equal(bm_json_get_root(d, "/block", root), 0);
+        bm_head_node_view_t v;
+        assert_int_equal(bm_head_node_view(f->head, node, &v), 0);
+        f->tracker_saw_it[f->nev] = memcmp(v.root, root, 32) == 0;
+        json_object_put(doc);
+    } else {
+        f->tracker_saw_it[f->nev] = true;
+    }
+    f->nev++;
+}
+
+static void on_mon_conn(size_t node, bool up, void *ud)
+{
+    fx_t *f = ud;
+    assert_true(node < MAX_NODES);
+    if (up) {
+        f->ups[node]++;
+        f->up_at[node] = bm_clock_now_ms();
+    } else
+        f->downs[node]++;
+}
+
+/* ---- fixture ----------------------------------------------------------------------------- */
+
+static fx_t *fx_new(int n, uint64_t gloas_epoch)
+{
+    fx_t *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    bm_log_setup(BM_LOG_ERROR, BM_LOG_TEXT, NULL);
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    /* genesis a whole second in the past so that the chain's blocks are all in the past */
+    uint64_t now = bm_clock_now_ms();
+    g_genesis_s = now / 1000 - 30;
+    uint64_t cur = (now - g_genesis_s * 1000) / SLOT_MS;
+    g_base_slot = cur - CHAIN - 2;
+    f->gloas_epoch = gloas_epoch == 1 ? (cur / SPE) + 1 : gloas_epoch;
+    f->up = bm_upstream_new(&f->loop, NULL);
+    f->pool = bm_pool_new();
+    assert_non_null(f->up);
+    assert_non_null(f->pool);
+    f->n = n;
+    for (int i = 0; i < n; i++) {
+        fnode_t *fn = &f->nodes[i];
+        fn->f = f;
+        fn->idx = i;
+        fn->head_block = 2;
+        snprintf(fn->version, sizeof fn->version, "Lighthouse/v7.0.0/x86_64-linux");
+        fn->srv = bm_server_new(&f->loop, NULL, on_request, fn);
+        assert_non_null(fn->srv);
+        assert_int_equal(bm_server_listen(fn->srv, "127.0.0.1", 0), 0);
+        snprintf(fn->url, sizeof fn->url, "http://127.0.0.1:%d", bm_server_port(fn->srv));
+        char id[16];
+        snprintf(id, sizeof id, "n%d", i);
+        assert_non_null(bm_pool_add(f->pool, id, fn->url, NULL));
+    }
+    f->health = bm_health_new(f->pool, NULL);
+    f->head = bm_head_new((size_t)n, NULL);
+    assert_non_null(f->health);
+    assert_non_null(f->head);
+    assert_int_equal(bm_health_set_head(f->health, f->head), 0);
+    bm_discovery_opts_t dopt;
+    bm_discovery_opts_default(&dopt);
+    dopt.retry_interval_ms = 200;
+    f->disc = bm_discovery_new(&f->loop, f->up, f->pool, &dopt);
+    assert_non_null(f->disc);
+    bm_monitor_opts_t mo;
+    bm_monitor_opts_default(&mo);
+    mo.headers_timeout_ms = 1000;
+    f->mon = bm_monitor_new(&f->loop, f->up, f->pool, f->disc, f->head, f->health, &mo);
+    assert_non_null(f->mon);
+    assert_ptr_equal(bm_monitor_head(f->mon), f->head);
+    assert_int_equal(bm_monitor_on_event(f->mon, on_mon_event, f), 0);
+    assert_int_equal(bm_monitor_on_connection(f->mon, on_mon_conn, f), 0);
+    return f;
+}
+
+static void start(fx_t *f)
+{
+    assert_int_equal(bm_discovery_start(f->disc), 0);
+    assert_int_equal(bm_monitor_start(f->mon), 0);
+}
+
+static bool all_connected(fx_t *f)
+{
+    for (int i = 0; i < f->n; i++) {
+        bm_monitor_node_info_t mi;
+        if (bm_monitor_node_info(f->mon, (size_t)i, &mi) != 0 || !mi.connected ||
+            !f->nodes[i].stream)
+            return false;
+    }
+    return true;
+}
+
+static bool cluster_is(fx_t *f, int b)
+{
+    bm_head_info_t h;
+    uint8_t r[32];
+    root_of(b, r);
+    return bm_head_cluster(f->head, &h) && memcmp(h.root, r, 32) == 0;
+}
+
+static void on_srv_done(bm_server_t *srv, void *ud)
+{
+    (void)srv;
+    ((fnode_t *)ud)->srv_done = true;
+}
+
+static bool servers_done(fx_t *f)
+{
+    for (int i = 0; i < f->n; i++)
+        if (!f->nodes[i].srv_done)
+            return false;
+    return true;
+}
+
+static void fx_free(fx_t *f)
+{
+    bm_monitor_stop(f->mon);
+    bm_discovery_stop(f->disc);
+    bm_upstream_free(f->up);
+    for (int i = 0; i < f->n; i++)
+        bm_server_shutdown(f->nodes[i].srv, 20, on_srv_done, &f->nodes[i]);
+    RUN_UNTIL(&f->loop, servers_done(f), BOUND_MS);
+    assert_true(servers_done(f));
+    for (int i = 0; i < f->n; i++)
+        bm_server_free(f->nodes[i].srv);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    bm_monitor_free(f->mon);
+    bm_discovery_free(f->disc);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    bm_health_free(f->health);
+    bm_head_free(f->head);
+    bm_pool_free(f->pool);
+    free(f);
+}
+
+static bm_head_node_view_t node_view(fx_t *f, size_t i)
+{
+    bm_head_node_view_t v;
+    assert_int_equal(bm_head_node_view(f->head, i, &v), 0);
+    return v;
+}
+
+static uint64_t bad_events(fx_t *f, size_t i)
+{
+    bm_monitor_node_info_t mi;
+    return bm_monitor_node_info(f->mon, i, &mi) == 0 ? mi.bad_events : 0;
+}
+
+/* ---- tests ---------------------------------------------------------------------------------- */
+
+/* Heads at connect count; events reach the tracker before the listeners; one header
+ * request per new root, whichever node announced it. */
+static void test_feeds_tracker_then_listeners(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(2, UINT64_MAX);
+    start(f);
+    RUN_UNTIL(&f->loop, all_connected(f) && cluster_is(f, 2), BOUND_MS);
+    assert_true(cluster_is(f, 2)); /* from GET /eth/v1/beacon/headers/head at connect */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(f->nodes[i].head_reqs, 1);
+        assert_int_equal(f->ups[i], 1);
+        assert_string_equal(f->nodes[i].topics[0],
+                            "topics=head_v2&topics=block&topics=finalized_checkpoint&"
+                            "topics=chain_reorg");
+    }
+    push_head(f, 0, "head_v2", 3);
+    RUN_UNTIL(&f->loop, cluster_is(f, 3), BOUND_MS);
+    assert_true(cluster_is(f, 3)); /* an extension, from one node */
+    push_head(f, 1, "head_v2", 3);
+    push(f, 1, "finalized_checkpoint",
+         "{\"block\":\"0x00\",\"state\":\"0x00\",\"epoch\":\"1\",\"execution_optimistic\":false}");
+    RUN_UNTIL(&f->loop, f->nev == 3, BOUND_MS);
+    assert_int_equal(f->nev, 3);
+    assert_string_equal(f->evlog[0], "0:head_v2");
+    assert_string_equal(f->evlog[1], "1:head_v2");
+    assert_string_equal(f->evlog[2], "1:finalized_checkpoint");
+    for (int k = 0; k < 3; k++)
+        assert_true(f->tracker_saw_it[k]);
+    /* block 3's header was asked once, of the node that announced it */
+    assert_int_equal(f->nodes[0].hdr_by_block[3], 1);
+    assert_int_equal(f->nodes[1].hdr_by_block[3], 0);
+    /* not JSON, and a block event without its fields: counted, not delivered */
+    push(f, 0, "head_v2", "{not json");
+    push(f, 0, "block", "{\"slot\":\"1\"}");
+    RUN_UNTIL(&f->loop, bad_events(f, 0) == 2, BOUND_MS);
+    bm_monitor_node_info_t mi;
+    assert_int_equal(bm_monitor_node_info(f->mon, 0, &mi), 0);
+    assert_int_equal(mi.bad_events, 2);
+    assert_int_equal(mi.events, 3);
+    assert_int_equal(f->nev, 3);
+    assert_int_equal(bm_monitor_node_info(f->mon, 2, &mi), BM_EINVAL);
+    fx_free(f);
+}
+
+/* 400 on head_v2: the node is asked for head instead, at once, and counts. */
+static void test_head_v2_falls_back_to_head(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(2, UINT64_MAX);
+    f->nodes[1].refuse[0] = "head_v2";
+    start(f);
+    RUN_UNTIL(&f->loop, all_connected(f), BOUND_MS);
+    assert_true(all_connected(f));
+    assert_int_equal(f->nodes[1].n_streams, 2);
+    assert_non_null(strstr(f->nodes[1].topics[0], "topics=head_v2&"));
+    assert_string_equal(f->nodes[1].topics[1],
+                        "topics=head&topics=block&topics=finalized_checkpoint&"
+                        "topics=chain_reorg");
+    bm_monitor_node_info_t mi;
+    assert_int_equal(bm_monitor_node_info(f->mon, 1, &mi), 0);
+    assert_false(mi.head_v2);
+    assert_int_equal(mi.failures, 0);
+    assert_int_equal(f->ups[1], 1);
+    push_head(f, 1, "head", 3);
+    RUN_UNTIL(&f->loop, cluster_is(f, 3), BOUND_MS);
+    assert_true(cluster_is(f, 3));
+    fx_free(f);
+}
+
+/* Gloas in the next epoch: execution_payload_available is asked for; a node that refuses
+ * it keeps its head feed without it. */
+static void test_payload_topic_near_gloas(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(2, 1 /* next epoch */);
+    f->nodes[1].refuse[0] = "execution_payload_available";
+    start(f);
+    RUN_UNTIL(
+        &f->loop,
+        all_connected(f) && f->nodes[0].n_streams >= 1 &&
+            strstr(f->nodes[0].topics[f->nodes[0].n_streams - 1], "execution_payload_available"),
+        BOUND_MS);
+    assert_true(all_connected(f));
+    fnode_t *a = &f->nodes[0], *b = &f->nodes[1];
+    assert_string_equal(a->topics[a->n_streams - 1],
+                        "topics=head_v2&topics=block&topics=finalized_checkpoint&"
+                        "topics=chain_reorg&topics=execution_payload_available");
+    assert_string_equal(b->topics[b->n_streams - 1],
+                        "topics=head_v2&topics=block&topics=finalized_checkpoint&"
+                        "topics=chain_reorg");
+    bm_monitor_node_info_t mi;
+    assert_int_equal(bm_monitor_node_info(f->mon, 0, &mi), 0);
+    assert_true(mi.payload_topic && mi.head_v2);
+    assert_int_equal(bm_monitor_node_info(f->mon, 1, &mi), 0);
+    assert_true(!mi.payload_topic && mi.head_v2);
+    char r[BM_ROOT_HEX_LEN + 1], data[256];
+    hex_of(2, r);
+    snprintf(data, sizeof data, "{\"slot\":\"%llu\",\"block_root\":\"%s\"}",
+             (unsigned long long)(g_base_slot + 2), r);
+    push(f, 0, "execution_payload_available", data);
+    RUN_UNTIL(&f->loop, bm_head_payload_full(f->head), BOUND_MS);
+    assert_true(bm_head_payload_full(f->head));
+    fx_free(f);
+}
+
+/* One syncing poll per slot per node; an is_syncing answer makes the node syncing. */
+static void test_syncing_polled_once_per_slot(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(2, UINT64_MAX);
+    start(f);
+    RUN_UNTIL(&f->loop, all_connected(f) && f->nodes[0].syncing_reqs > 0, BOUND_MS);
+    int a0 = f->nodes[0].syncing_reqs, b0 = f->nodes[1].syncing_reqs;
+    RUN_FOR(&f->loop, 6 * SLOT_MS);
+    int da = f->nodes[0].syncing_reqs - a0, db = f->nodes[1].syncing_reqs - b0;
+    assert_true(da >= 5 && da <= 7);
+    assert_true(db >= 5 && db <= 7);
+    assert_int_equal(bm_pool_node(f->pool, 1)->state, BM_NODE_READY);
+    f->nodes[1].syncing = true;
+    RUN_UNTIL(&f->loop, bm_pool_node(f->pool, 1)->state == BM_NODE_SYNCING, 3 * SLOT_MS);
+    assert_int_equal(bm_pool_node(f->pool, 1)->state, BM_NODE_SYNCING);
+    assert_int_equal(bm_pool_node(f->pool, 0)->state, BM_NODE_READY);
+    bm_monitor_node_info_t mi;
+    assert_int_equal(bm_monitor_node_info(f->mon, 1, &mi), 0);
+    assert_int_equal(mi.syncing_polls, (uint64_t)f->nodes[1].syncing_reqs);
+    fx_free(f);
+}
+
+/* The node closes the stream: down for the tracker and the listeners, then up again,
+ * the node re-read by discovery and its head asked again. */
+static void test_reconnect_tells_everyone(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(2, UINT64_MAX);
+    start(f);
+    RUN_UNTIL(&f->loop, all_connected(f), BOUND_MS);
+    assert_true(all_connected(f));
+    cut(f, 1);
+    RUN_UNTIL(&f->loop, f->downs[1] == 1, BOUND_MS);
+    assert_int_equal(f->downs[1], 1);
+    bm_head_node_view_t v;
+    assert_int_equal(bm_head_node_view(f->head, 1, &v), 0);
+    assert_false(v.connected);
+    assert_true(v.stale);
+    RUN_UNTIL(&f->loop, f->ups[1] == 2 && f->nodes[1].head_reqs == 2, BOUND_MS);
+    assert_int_equal(f->ups[1], 2);
+    assert_int_equal(f->nodes[1].head_reqs, 2);
+    /* discovery re-reads it right away (its periodic rounds are an epoch, 16 s, apart) */
+    RUN_UNTIL(&f->loop, f->nodes[1].genesis_at >= f->up_at[1], BOUND_MS);
+    assert_true(f->nodes[1].genesis_at >= f->up_at[1]);
+    assert_true(f->nodes[1].genesis_at - f->up_at[1] < 500);
+    /* its head at reconnect (GET /eth/v1/beacon/headers/head) makes it a live vote again */
+    RUN_UNTIL(&f->loop, !node_view(f, 1).stale, BOUND_MS);
+    v = node_view(f, 1);
+    assert_true(v.connected);
+    assert_false(v.stale);
+    assert_int_equal(f->downs[0], 0);
+    bm_monitor_node_info_t mi;
+    assert_int_equal(bm_monitor_node_info(f->mon, 1, &mi), 0);
+    assert_int_equal(mi.connects, 2);
+    assert_int_equal(mi.failures, 1);
+    fx_free(f);
+}
+
+/* Stopped before anything happened, and freed without a stop: the loop closes clean. */
+static void test_stop_early_and_bad_args(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(1, UINT64_MAX);
+    assert_null(bm_monitor_new(&f->loop, f->up, f->pool, f->disc, NULL, f->health, NULL));
+    bm_head_t *small = bm_head_new(1, NULL);
+    bm_pool_t *two = bm_pool_new();
+    assert_non_null(bm_pool_add(two, "a", "http://127.0.0.1:1", NULL));
+    assert_non_null(bm_pool_add(two, "b", "http://127.0.0.1:2", NULL));
+    assert_null(bm_monitor_new(&f->loop, f->up, two, f->disc, small, f->health, NULL));
+    bm_pool_free(two);
+    bm_head_free(small);
+    start(f);
+    bm_monitor_stop(f->mon);
+    assert_int_equal(bm_monitor_start(f->mon), BM_ECLOSED);
+    fx_free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_feeds_tracker_then_listeners),
+        cmocka_unit_test(test_head_v2_falls_back_to_head),
+        cmocka_unit_test(test_payload_topic_near_gloas),
+        cmocka_unit_test(test_syncing_polled_once_per_slot),
+        cmocka_unit_test(test_reconnect_tells_everyone),
+        cmocka_unit_test(test_stop_early_and_bad_args),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,725 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_nodestream: the reconnecting event stream against a scripted node on loopback.
+ * The node is the project's HTTP server (src/server.h) on 127.0.0.1 port 0, on the test's
+ * own loop; request i plays act i of its script (the last act repeats): never answer, an
+ * error status with a body, or a 200 event stream written as a list of pieces with a gap
+ * between them and then ended, cut, or held open (optionally with keep-alive comments).
+ * Timeouts and backoff steps are scaled down (tens to hundreds of milliseconds) so the
+ * tests are quick; timing assertions are lower bounds plus generous upper bounds.
+ *
+ * Nothing waits on sleeps: the loop runs until a condition holds, with a bound. Every
+ * test ends with uv_loop_close() == 0 (in the teardown).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "buf.h"
+#include "err.h"
+#include "hdrs.h"
+#include "log.h"
+#include "nodestream.h"
+#include "server.h"
+#include "upstream.h"
+
+#define BOUND_MS 5000
+#define SLACK_MS 250 /* lateness allowed on a shared machine */
+#define MAX_ACTS 8
+#define MAX_PIECES 16
+#define MAX_REQS 64
+#define MAX_EVENTS 64
+
+/* scaled-down timings */
+#define T_HEADERS 200
+#define T_IDLE 300
+#define T_MIN 50
+#define T_MAX 400
+#define T_STABLE 300
+
+/* ---- loop helpers --------------------------------------------------------------------- */
+
+typedef struct guard {
+    uv_timer_t t;
+    bool expired;
+} guard_t;
+
+static void on_guard(uv_timer_t *t)
+{
+    ((guard_t *)t->data)->expired = true;
+}
+
+static void free_data(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static guard_t *guard_start(uv_loop_t *loop, uint64_t ms)
+{
+    guard_t *g = calloc(1, sizeof *g);
+    assert_non_null(g);
+    uv_timer_init(loop, &g->t);
+    g->t.data = g;
+    uv_timer_start(&g->t, on_guard, ms, 0);
+    return g;
+}
+
+#define RUN_UNTIL(loop, cond, ms)                                                                  \
+    do {                                                                                           \
+        guard_t *g_ = guard_start((loop), (ms));                                                   \
+        while (!(cond) && !g_->expired)                                                            \
+            uv_run((loop), UV_RUN_ONCE);                                                           \
+        uv_close((uv_handle_t *)&g_->t, free_data);                                                \
+    } while (0)
+
+#define RUN_FOR(loop, ms) RUN_UNTIL(loop, false, ms)
+
+static uint64_t now_ms(uv_loop_t *loop)
+{
+    uv_update_time(loop);
+    return uv_now(loop);
+}
+
+/* ---- the scripted node ------------------------------------------------------------------ */
+
+enum { END_HANG = 0, END_CLOSE, END_ABORT };
+
+typedef struct act {
+    int status; /* 0: never answer */
+    const char *body;
+    const char *pieces[MAX_PIECES];
+    uint32_t gap_ms; /* between pieces (and before the first) */
+    int end;
+    uint32_t keepalive_ms; /* ":\n" every this long once the pieces are out (END_HANG) */
+    uint32_t end_after_ms; /* END_CLOSE/END_ABORT this long after the last piece */
+} act_t;
+
+typedef struct fx fx_t;
+
+typedef struct sreq {
+    uv_timer_t t;
+    fx_t *f;
+    bm_req_t *req;
+    act_t act;
+    int next; /* next piece */
+    bool ended;
+    bool last_out;
+} sreq_t;
+
+typedef struct ev {
+    char topic[32];
+    char data[256];
+} ev_t;
+
+struct fx {
+    uv_loop_t loop;
+    bm_upstream_t *up;
+    bm_server_t *srv;
+    bool srv_done;
+    int port;
+    char url[64];
+    act_t acts[MAX_ACTS];
+    int nacts;
+    int requests;
+    uint64_t req_ms[MAX_REQS];
+    char target[MAX_REQS][256];
+    char accept[64];
+    int live; /* scripted requests not yet ended */
+
+    bm_nodestream_t *s;
+    ev_t evs[MAX_EVENTS];
+    int nev;
+    int ups, downs, rejects;
+    uint64_t up_ms[MAX_REQS];
+    uint64_t down_ms[MAX_REQS];
+    bm_nodestream_failure_t downs_f[MAX_REQS];
+    char reject_body[256];
+    /* owner behaviour */
+    const char *const *fallback; /* set these topics on a 400 */
+    size_t n_fallback;
+    bool free_on_event;
+    bool freed;
+};
+
+static void sreq_closed(uv_handle_t *h)
+{
+    sreq_t *r = h->data;
+    r->f->live--;
+    free(r);
+}
+
+static void sreq_end(sreq_t *r, int how)
+{
+    if (r->ended)
+        return;
+    r->ended = true;
+    if (how == END_ABORT)
+        bm_resp_abort(r->req);
+    else
+        bm_resp_end(r->req);
+    uv_close((uv_handle_t *)&r->t, sreq_closed);
+}
+
+static void on_step(uv_timer_t *t)
+{
+    sreq_t *r = t->data;
+    if (r->ended)
+        return;
+    if (r->last_out) {
+        if (r->act.end == END_HANG) {
+            bm_resp_write_copy(r->req, ":\n", 2);
+            uv_timer_start(&r->t, on_step, r->act.keepalive_ms, 0);
+        } else {
+            sreq_end(r, r->act.end);
+        }
+        return;
+    }
+    const char *p = r->act.pieces[r->next];
+    if (p) {
+        bm_resp_write_copy(r->req, p, strlen(p));
+        r->next++;
+    }
+    if (r->next < MAX_PIECES && r->act.pieces[r->next]) {
+        uv_timer_start(&r->t, on_step, r->act.gap_ms, 0);
+        return;
+    }
+    r->last_out = true;
+    if (r->act.end == END_HANG) {
+        if (r->act.keepalive_ms)
+            uv_timer_start(&r->t, on_step, r->act.keepalive_ms, 0);
+    } else {
+        uv_timer_start(&r->t, on_step, r->act.end_after_ms, 0);
+    }
+}
+
+static void on_req_abort(bm_req_t *req, void *ud)
+{
+    (void)req;
+    sreq_end(ud, END_CLOSE);
+}
+
+static void on_request(bm_req_t *req, void *ud)
+{
+    fx_t *f = ud;
+    int i = f->requests++;
+    if (i < MAX_REQS) {
+        f->req_ms[i] = now_ms(&f->loop);
+        snprintf(f->target[i], sizeof f->target[i], "%s", bm_req_target(req));
+    }
+    const char *acc = bm_req_header(req, "Accept");
+    snprintf(f->accept, sizeof f->accept, "%s", acc ? acc : "");
+    sreq_t *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    r->f = f;
+    r->req = req;
+    r->act = f->acts[i < f->nacts ? i : f->nacts - 1];
+    uv_timer_init(&f->loop, &r->t);
+    r->t.data = r;
+    f->live++;
+    bm_req_on_abort(req, on_req_abort, r);
+    if (r->act.status == 0)
+        return; /* hang until the client goes */
+    if (r->act.status != 200) {
+        bm_buf_t *b = bm_buf_from_str(r->act.body ? r->act.body : "");
+        r->ended = true;
+        bm_resp_send(req, r->act.status, "application/json", b, NULL);
+        bm_buf_unref(b);
+        uv_close((uv_handle_t *)&r->t, sreq_closed);
+        return;
+    }
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", "text/event-stream");
+    bm_resp_start(req, 200, &h, -1);
+    bm_hdrs_dispose(&h);
+    uv_timer_start(&r->t, on_step, r->act.gap_ms, 0);
+}
+
+/* ---- the owner's callbacks --------------------------------------------------------------- */
+
+static void cb_event(bm_nodestream_t *s, const char *topic, size_t tl, const char *data, size_t dl,
+                     void *ud)
+{
+    fx_t *f = ud;
+    assert_ptr_equal(s, f->s);
+    assert_int_equal(strlen(topic), tl);
+    if (f->nev < MAX_EVENTS) {
+        snprintf(f->evs[f->nev].topic, sizeof f->evs[0].topic, "%s", topic);
+        snprintf(f->evs[f->nev].data, sizeof f->evs[0].data, "%.*s", (int)dl, data);
+        f->nev++;
+    }
+    if (f->free_on_event && !f->freed) {
+        f->freed = true;
+        bm_nodestream_free(s);
+    }
+}
+
+static void cb_up(bm_nodestream_t *s, void *ud)
+{
+    fx_t *f = ud;
+    assert_true(bm_nodestream_connected(s));
+    if (f->ups < MAX_REQS)
+        f->up_ms[f->ups] = now_ms(&f->loop);
+    f->ups++;
+}
+
+static void cb_down(bm_nodestream_t *s, const bm_nodestream_failure_t *fl, void *ud)
+{
+    fx_t *f = ud;
+    assert_int_equal(bm_nodestream_state(s), BM_NODESTREAM_BACKOFF);
+    if (f->downs < MAX_REQS) {
+        f->down_ms[f->downs] = now_ms(&f->loop);
+        f->downs_f[f->downs] = *fl;
+        f->downs_f[f->downs].detail = NULL;
+    }
+    f->downs++;
+}
+
+static void cb_rejected(bm_nodestream_t *s, int status, const char *body, size_t len, void *ud)
+{
+    fx_t *f = ud;
+    assert_int_equal(status, 400);
+    snprintf(f->reject_body, sizeof f->reject_body, "%.*s", (int)len, body);
+    f->rejects++;
+    if (f->fallback)
+        assert_int_equal(bm_nodestream_set_topics(s, f->fallback, f->n_fallback), 0);
+}
+
+static const bm_nodestream_cbs_t cbs = {
+    .on_event = cb_event, .on_up = cb_up, .on_down = cb_down, .on_rejected = cb_rejected};
+
+static void opts_fast(bm_nodestream_opts_t *o)
+{
+    bm_nodestream_opts_default(o);
+    o->headers_timeout_ms = T_HEADERS;
+    o->idle_timeout_ms = T_IDLE;
+    o->backoff_min_ms = T_MIN;
+    o->backoff_max_ms = T_MAX;
+    o->stable_ms = T_STABLE;
+}
+
+static bm_nodestream_t *open_stream(fx_t *f, const char *const *topics, size_t n)
+{
+    bm_nodestream_opts_t o;
+    opts_fast(&o);
+    f->s = bm_nodestream_new(&f->loop, f->up, f->url, NULL, topics, n, &o, &cbs, f);
+    assert_non_null(f->s);
+    assert_int_equal(bm_nodestream_start(f->s), 0);
+    return f->s;
+}
+
+static void script(fx_t *f, const act_t *acts, int n)
+{
+    assert_true(n > 0 && n <= MAX_ACTS);
+    memcpy(f->acts, acts, sizeof *acts * (size_t)n);
+    f->nacts = n;
+}
+
+/* ---- fixture ------------------------------------------------------------------------------ */
+
+static void on_probe_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static int fx_setup(void **state)
+{
+    fx_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    bm_log_setup(BM_LOG_ERROR, BM_LOG_TEXT, NULL);
+    if (uv_loop_init(&f->loop) != 0)
+        return -1;
+    f->up = bm_upstream_new(&f->loop, NULL);
+    f->srv = bm_server_new(&f->loop, NULL, on_request, f);
+    if (!f->up || !f->srv || bm_server_listen(f->srv, "127.0.0.1", 0) != 0)
+        return -1;
+    f->port = bm_server_port(f->srv);
+    snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d", f->port);
+    *state = f;
+    return 0;
+}
+
+static void on_srv_done(bm_server_t *srv, void *ud)
+{
+    (void)srv;
+    ((fx_t *)ud)->srv_done = true;
+}
+
+static int fx_teardown(void **state)
+{
+    fx_t *f = *state;
+    if (f->s && !f->freed)
+        bm_nodestream_free(f->s);
+    bm_upstream_free(f->up);
+    if (f->srv) {
+        bm_server_shutdown(f->srv, 20, on_srv_done, f);
+        RUN_UNTIL(&f->loop, f->srv_done && f->live == 0, BOUND_MS);
+        assert_true(f->srv_done);
+        bm_server_free(f->srv);
+    }
+    assert_int_equal(f->live, 0);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    free(f);
+    return 0;
+}
+
+/* Replaces the server with a refused port (bound once, closed). */
+static void refuse(fx_t *f)
+{
+    bm_server_shutdown(f->srv, 0, on_srv_done, f);
+    RUN_UNTIL(&f->loop, f->srv_done, BOUND_MS);
+    assert_true(f->srv_done);
+    bm_server_free(f->srv);
+    f->srv = NULL;
+    uv_tcp_t probe;
+    struct sockaddr_in sa;
+    uv_ip4_addr("127.0.0.1", 0, &sa);
+    assert_int_equal(uv_tcp_init(&f->loop, &probe), 0);
+    assert_int_equal(uv_tcp_bind(&probe, (const struct sockaddr *)&sa, 0), 0);
+    struct sockaddr_in got;
+    int len = sizeof got;
+    assert_int_equal(uv_tcp_getsockname(&probe, (struct sockaddr *)&got, &len), 0);
+    uv_close((uv_handle_t *)&probe, on_probe_closed);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d", ntohs(got.sin_port));
+}
+
+/* ---- tests ---------------------------------------------------------------------------------- */
+
+static const char *const head_block[] = {"head", "block"};
+
+/* Events cut across CRLF line ends and inside lines arrive whole; topics go one per
+ * parameter; the stream asks for text/event-stream. */
+static void test_fragmented_crlf(void **state)
+{
+    fx_t *f = *state;
+    act_t a = {.status = 200,
+               .gap_ms = 3,
+               .pieces = {": hello\r\n\r\n", "event: he", "ad\r", "\ndata: {\"slot\":", "\"1\"}\r",
+                          "\n\r", "\nevent: block\r\ndata: {\"slot\":\"1\",", "\r\n",
+                          "data: \"x\":1}\r\n\r\n", "ev",
+                          "ent: head\r\ndata: {\"slot\":\"2\"}\r\n\r", "\n"},
+               .end = END_HANG};
+    script(f, &a, 1);
+    open_stream(f, head_block, 2);
+    RUN_UNTIL(&f->loop, f->nev >= 3, BOUND_MS);
+    assert_int_equal(f->nev, 3);
+    assert_string_equal(f->target[0], "/eth/v1/events?topics=head&topics=block");
+    assert_string_equal(f->accept, "text/event-stream, */*;q=0.1");
+    assert_string_equal(f->evs[0].topic, "head");
+    assert_string_equal(f->evs[0].data, "{\"slot\":\"1\"}");
+    assert_string_equal(f->evs[1].topic, "block");
+    assert_string_equal(f->evs[1].data, "{\"slot\":\"1\",\n\"x\":1}");
+    assert_string_equal(f->evs[2].topic, "head");
+    assert_string_equal(f->evs[2].data, "{\"slot\":\"2\"}");
+    assert_int_equal(f->ups, 1);
+    assert_int_equal(f->downs, 0);
+    bm_nodestream_stats_t st = bm_nodestream_stats(f->s);
+    assert_int_equal(st.events, 3);
+    assert_int_equal(st.connects, 1);
+    assert_true(st.up_since_ms > 0 && st.last_byte_ms >= st.up_since_ms);
+}
+
+/* Lighthouse writes `event:head` (no space) and LF line ends: same events. */
+static void test_lighthouse_style(void **state)
+{
+    fx_t *f = *state;
+    act_t a = {.status = 200,
+               .gap_ms = 2,
+               .pieces = {"event:head\ndata:{\"slot\":\"7\"}\n\n", "event:chain_reorg\n",
+                          "data:{\"depth\":\"1\"}\n\n"},
+               .end = END_HANG};
+    script(f, &a, 1);
+    static const char *const t[] = {"head", "chain_reorg"};
+    open_stream(f, t, 2);
+    RUN_UNTIL(&f->loop, f->nev >= 2, BOUND_MS);
+    assert_int_equal(f->nev, 2);
+    assert_string_equal(f->evs[0].topic, "head");
+    assert_string_equal(f->evs[0].data, "{\"slot\":\"7\"}");
+    assert_string_equal(f->evs[1].topic, "chain_reorg");
+    assert_string_equal(f->evs[1].data, "{\"depth\":\"1\"}");
+}
+
+/* A node that never sends its response head: the attempt fails after headers_timeout_ms
+ * and the next attempt (which answers) comes up. */
+static void test_headers_timeout(void **state)
+{
+    fx_t *f = *state;
+    act_t acts[] = {{.status = 0},
+                    {.status = 200, .pieces = {"event: head\ndata: {}\n\n"}, .end = END_HANG}};
+    script(f, acts, 2);
+    uint64_t t0 = now_ms(&f->loop);
+    open_stream(f, head_block, 2);
+    RUN_UNTIL(&f->loop, f->ups == 1 && f->nev == 1, BOUND_MS);
+    assert_int_equal(f->ups, 1);
+    assert_int_equal(f->downs, 1);
+    assert_int_equal(f->downs_f[0].err, BM_ETIMEDOUT);
+    assert_false(f->downs_f[0].was_up);
+    assert_int_equal(f->downs_f[0].status, 0);
+    assert_true(f->down_ms[0] - t0 >= T_HEADERS - 5);
+    assert_true(f->down_ms[0] - t0 <= T_HEADERS + SLACK_MS);
+    /* the retry waited its backoff step */
+    assert_int_equal(f->requests, 2);
+    assert_true(f->req_ms[1] - f->down_ms[0] + 5 >= T_MIN * 3 / 4);
+    bm_nodestream_stats_t st = bm_nodestream_stats(f->s);
+    assert_int_equal(st.header_timeouts, 1);
+    assert_int_equal(st.attempts, 2);
+    assert_int_equal(st.connects, 1);
+    assert_int_equal(f->live, 1); /* the hung request was given up (client went away) */
+}
+
+/* A stream that goes silent is dropped after idle_timeout_ms and reconnected; a stream
+ * that sends only keep-alive comments is not. */
+static void test_idle_timeout(void **state)
+{
+    fx_t *f = *state;
+    act_t acts[] = {
+        {.status = 200, .pieces = {"event: head\ndata: {}\n\n"}, .end = END_HANG},
+        {.status = 200, .pieces = {": up\n\n"}, .end = END_HANG, .keepalive_ms = T_IDLE / 4}};
+    script(f, acts, 2);
+    open_stream(f, head_block, 2);
+    RUN_UNTIL(&f->loop, f->ups == 2, BOUND_MS);
+    assert_int_equal(f->ups, 2);
+    assert_int_equal(f->downs, 1);
+    assert_int_equal(f->downs_f[0].err, BM_ETIMEDOUT);
+    assert_true(f->downs_f[0].was_up);
+    uint64_t silence = f->down_ms[0] - f->up_ms[0];
+    assert_true(silence >= T_IDLE - 5);
+    assert_true(silence <= T_IDLE + SLACK_MS);
+    /* comments alone keep the second stream alive for three idle periods */
+    RUN_FOR(&f->loop, 3 * T_IDLE);
+    assert_int_equal(f->downs, 1);
+    assert_true(bm_nodestream_connected(f->s));
+    bm_nodestream_stats_t st = bm_nodestream_stats(f->s);
+    assert_int_equal(st.idle_timeouts, 1);
+}
+
+/* The backoff function: 1 s doubling to 16 s, each delay within [3/4, 1] of its step. */
+static void test_backoff_function(void **state)
+{
+    (void)state;
+    bm_nodestream_opts_t o;
+    bm_nodestream_opts_default(&o);
+    const uint32_t steps[] = {1000, 2000, 4000, 8000, 16000, 16000, 16000};
+    for (uint32_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        assert_int_equal(bm_nodestream_backoff_ms(&o, i + 1, UINT32_MAX), steps[i]);
+        assert_int_equal(bm_nodestream_backoff_ms(&o, i + 1, 0), steps[i] * 3 / 4);
+        uint32_t mid = bm_nodestream_backoff_ms(&o, i + 1, 0x80000000u);
+        assert_true(mid > steps[i] * 3 / 4 && mid < steps[i]);
+    }
+    assert_int_equal(bm_nodestream_backoff_ms(&o, UINT32_MAX, UINT32_MAX), 16000);
+    assert_int_equal(bm_nodestream_backoff_ms(&o, 0, UINT32_MAX), 1000);
+}
+
+/* Against a refused port the attempts follow the schedule: delays double up to the
+ * longest step, each within [3/4, 1] of its step, and the real gaps match them. */
+static void test_backoff_schedule(void **state)
+{
+    fx_t *f = *state;
+    refuse(f);
+    open_stream(f, head_block, 2);
+    RUN_UNTIL(&f->loop, f->downs >= 6, BOUND_MS);
+    assert_int_equal(f->downs, 6);
+    const uint32_t step[] = {T_MIN, 2 * T_MIN, 4 * T_MIN, T_MAX, T_MAX, T_MAX};
+    for (int i = 0; i < 6; i++) {
+        uint32_t d = f->downs_f[i].retry_ms;
+        assert_int_equal(f->downs_f[i].err, BM_ECONNREFUSED);
+        assert_true(d >= step[i] * 3 / 4 && d <= step[i]);
+        if (i > 0) {
+            uint64_t gap = f->down_ms[i] - f->down_ms[i - 1];
+            assert_true(gap + 5 >= f->downs_f[i - 1].retry_ms);
+            assert_true(gap <= f->downs_f[i - 1].retry_ms + SLACK_MS);
+        }
+    }
+    assert_int_equal(bm_nodestream_stats(f->s).step, 6);
+}
+
+/* A stream that stayed up for stable_ms resets the schedule; one that dropped at once
+ * does not. */
+static void test_backoff_reset_after_stable(void **state)
+{
+    fx_t *f = *state;
+    act_t acts[] = {{.status = 200, .pieces = {": a\n"}, .end = END_CLOSE}, /* short */
+                    {.status = 200, .pieces = {": b\n"}, .end = END_CLOSE}, /* short */
+                    {.status = 200, /* long: comments keep it up past stable_ms, then it ends */
+                     .pieces = {": c\n", ": c\n", ": c\n", ": c\n"},
+                     .gap_ms = T_STABLE / 3,
+                     .end = END_CLOSE},
+                    {.status = 200, .pieces = {": d\n"}, .end = END_HANG, .keepalive_ms = 50}};
+    script(f, acts, 4);
+    open_stream(f, head_block, 2);
+    RUN_UNTIL(&f->loop, f->ups == 4, BOUND_MS);
+    assert_int_equal(f->ups, 4);
+    assert_int_equal(f->downs, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_true(f->downs_f[i].was_up);
+        assert_int_equal(f->downs_f[i].err, BM_ECONNRESET);
+    }
+    assert_true(f->downs_f[0].retry_ms >= T_MIN * 3 / 4 && f->downs_f[0].retry_ms <= T_MIN);
+    assert_true(f->downs_f[1].retry_ms >= 2 * T_MIN * 3 / 4 && f->downs_f[1].retry_ms <= 2 * T_MIN);
+    /* the third stream lived longer than stable_ms: back to the first step */
+    assert_true(f->downs_f[2].retry_ms >= T_MIN * 3 / 4 && f->downs_f[2].retry_ms <= T_MIN);
+    assert_int_equal(bm_nodestream_stats(f->s).step, 1);
+}
+
+/* 400: reported with the node's body, not retried blindly; the owner's fallback topic list
+ * reconnects at once. */
+static void test_rejected_fallback(void **state)
+{
+    fx_t *f = *state;
+    act_t acts[] = {
+        {.status = 400, .body = "{\"code\":400,\"message\":\"Invalid topic: head_v2\"}"},
+        {.status = 200, .pieces = {"event: head\ndata: {\"slot\":\"3\"}\n\n"}, .end = END_HANG}};
+    script(f, acts, 2);
+    static const char *const v2[] = {"head_v2", "block"};
+    static const char *const v1[] = {"head", "block"};
+    f->fallback = v1;
+    f->n_fallback = 2;
+    open_stream(f, v2, 2);
+    RUN_UNTIL(&f->loop, f->nev == 1, BOUND_MS);
+    assert_int_equal(f->rejects, 1);
+    assert_string_equal(f->reject_body, "{\"code\":400,\"message\":\"Invalid topic: head_v2\"}");
+    assert_int_equal(f->downs, 0); /* a refusal is not a failure */
+    assert_int_equal(f->requests, 2);
+    assert_string_equal(f->target[0], "/eth/v1/events?topics=head_v2&topics=block");
+    assert_string_equal(f->target[1], "/eth/v1/events?topics=head&topics=block");
+    assert_true(f->req_ms[1] - f->req_ms[0] < T_MIN); /* at once, no backoff */
+    assert_string_equal(bm_nodestream_topic(f->s, 0), "head");
+    bm_nodestream_stats_t st = bm_nodestream_stats(f->s);
+    assert_int_equal(st.rejections, 1);
+    assert_int_equal(st.failures, 0);
+}
+
+/* 400 with an owner that does nothing: the same topics are asked again only after the
+ * longest step, and other statuses are plain failures. */
+static void test_rejected_parked(void **state)
+{
+    fx_t *f = *state;
+    act_t acts[] = {{.status = 400, .body = "{\"code\":400,\"message\":\"bad topic\"}"},
+                    {.status = 503, .body = "{\"code\":503,\"message\":\"syncing\"}"},
+                    {.status = 200, .pieces = {": ok\n"}, .end = END_HANG}};
+    script(f, acts, 3);
+    open_stream(f, head_block, 2);
+    RUN_UNTIL(&f->loop, f->ups == 1, BOUND_MS);
+    assert_int_equal(f->rejects, 1);
+    assert_int_equal(f->requests, 3);
+    assert_true(f->req_ms[1] - f->req_ms[0] + 5 >= T_MAX * 3 / 4);
+    assert_int_equal(f->downs, 1);
+    assert_int_equal(f->downs_f[0].err, BM_EPROTO);
+    assert_int_equal(f->downs_f[0].status, 503);
+    assert_false(f->downs_f[0].was_up);
+}
+
+/* The node ends the stream (or cuts the connection): reported down, reconnected, and the
+ * new stream's events arrive. */
+static void test_reconnect_after_close(void **state)
+{
+    fx_t *f = *state;
+    act_t acts[] = {
+        {.status = 200, .pieces = {"event: head\ndata: {\"slot\":\"1\"}\n\n"}, .end = END_CLOSE},
+        {.status = 200,
+         .pieces = {"event: head\ndata: {\"slot\":\"2\"}\n\nevent: he"},
+         .end = END_ABORT},
+        {.status = 200, .pieces = {"event: head\ndata: {\"slot\":\"3\"}\n\n"}, .end = END_HANG}};
+    script(f, acts, 3);
+    open_stream(f, head_block, 2);
+    RUN_UNTIL(&f->loop, f->nev == 3, BOUND_MS);
+    assert_int_equal(f->nev, 3);
+    assert_string_equal(f->evs[0].data, "{\"slot\":\"1\"}");
+    assert_string_equal(f->evs[1].data, "{\"slot\":\"2\"}");
+    assert_string_equal(f->evs[2].data, "{\"slot\":\"3\"}"); /* the cut "event: he" is gone */
+    assert_int_equal(f->ups, 3);
+    assert_int_equal(f->downs, 2);
+    assert_true(f->downs_f[0].was_up && f->downs_f[1].was_up);
+    assert_int_equal(f->downs_f[0].err, BM_ECONNRESET);
+    assert_int_equal(f->downs_f[1].err, BM_ECONNRESET);
+    assert_true(bm_nodestream_connected(f->s));
+}
+
+/* Stop and free from inside an event: nothing runs afterwards, the loop closes clean. */
+static void test_free_inside_event(void **state)
+{
+    fx_t *f = *state;
+    act_t a = {.status = 200,
+               .pieces = {"event: head\ndata: 1\n\nevent: head\ndata: 2\n\n"},
+               .end = END_HANG,
+               .keepalive_ms = 20};
+    script(f, &a, 1);
+    f->free_on_event = true;
+    open_stream(f, head_block, 2);
+    RUN_UNTIL(&f->loop, f->freed, BOUND_MS);
+    assert_true(f->freed);
+    RUN_FOR(&f->loop, 100);
+    assert_int_equal(f->nev, 1); /* the second event of the same chunk was not delivered */
+    assert_int_equal(f->downs, 0);
+}
+
+/* Stop while connecting and while backing off: no callback, no request afterwards. */
+static void test_stop(void **state)
+{
+    fx_t *f = *state;
+    act_t a = {.status = 0};
+    script(f, &a, 1);
+    open_stream(f, head_block, 2);
+    RUN_UNTIL(&f->loop, f->requests == 1, BOUND_MS);
+    bm_nodestream_stop(f->s);
+    assert_int_equal(bm_nodestream_state(f->s), BM_NODESTREAM_STOPPED);
+    assert_int_equal(bm_nodestream_start(f->s), BM_ECLOSED);
+    RUN_FOR(&f->loop, T_HEADERS + 100);
+    assert_int_equal(f->downs, 0);
+    assert_int_equal(f->requests, 1);
+    RUN_UNTIL(&f->loop, f->live == 0, BOUND_MS); /* the hung request saw the client go */
+    assert_int_equal(f->live, 0);
+}
+
+/* Bad arguments are refused up front. */
+static void test_bad_args(void **state)
+{
+    fx_t *f = *state;
+    static const char *const comma[] = {"head,block"};
+    static const char *const empty[] = {""};
+    static const char *const amp[] = {"head&x=1"};
+    static const char *const ok[] = {"head"};
+    assert_null(bm_nodestream_new(&f->loop, f->up, f->url, NULL, comma, 1, NULL, &cbs, f));
+    assert_null(bm_nodestream_new(&f->loop, f->up, f->url, NULL, empty, 1, NULL, &cbs, f));
+    assert_null(bm_nodestream_new(&f->loop, f->up, f->url, NULL, amp, 1, NULL, &cbs, f));
+    assert_null(bm_nodestream_new(&f->loop, f->up, f->url, NULL, ok, 0, NULL, &cbs, f));
+    assert_null(bm_nodestream_new(&f->loop, f->up, "ftp://x", NULL, ok, 1, NULL, &cbs, f));
+    bm_nodestream_t *s = bm_nodestream_new(&f->loop, f->up, f->url, NULL, ok, 1, NULL, &cbs, f);
+    assert_non_null(s);
+    assert_int_equal(bm_nodestream_set_topics(s, comma, 1), BM_EINVAL);
+    assert_string_equal(bm_nodestream_topic(s, 0), "head");
+    assert_int_equal(bm_nodestream_state(s), BM_NODESTREAM_IDLE);
+    bm_nodestream_free(s);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_fragmented_crlf),
+        T(test_lighthouse_style),
+        T(test_headers_timeout),
+        T(test_idle_timeout),
+        T(test_backoff_function),
+        T(test_backoff_schedule),
+        T(test_backoff_reset_after_stable),
+        T(test_rejected_fallback),
+        T(test_rejected_parked),
+        T(test_reconnect_after_close),
+        T(test_free_inside_event),
+        T(test_stop),
+        T(test_bad_args),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
