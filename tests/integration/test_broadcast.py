@@ -8,6 +8,7 @@ what reached it; waits are bounded polls of that log, never sleeps.
 import http.client
 import json
 import os
+import re
 import socket
 import statistics
 import struct
@@ -352,6 +353,27 @@ class Broadcast(unittest.TestCase):
         # n1, which never went away and never lagged, was not replayed to
         self.assertEqual([s["route"] for s in self.subs_since(1, mark1) if s["route"] in routes],
                          [])
+
+    def test_event_stream_reconnect_replays_state(self):
+        prep = [{"validator_index": "300", "fee_recipient": FEE(0x30)}]
+        self.assertEqual(self.post("/eth/v1/validator/prepare_beacon_proposer", prep)[0], 200)
+        mark = self.sim.submissions(1)["last_seq"]
+        rx = re.compile(r"replay to n1 \(stream reconnected\)")
+        before = sum(1 for line in self.mux.stderr() if rx.search(line))
+        # n1 keeps answering, but its event stream is cut after each event: beaconmux's
+        # monitor reconnects, and a reconnect may hide a restart: the state is replayed.
+        # (The stale head also makes n1 lagging for a moment, and its return to ready may
+        # replay too, at most once an epoch: the log names the trigger.)
+        self.sim.put_node(1, {"sse_drop": 1})
+        try:
+            wait_for(lambda: sum(1 for line in self.mux.stderr() if rx.search(line)) > before,
+                     10, what="a replay to n1 because its stream reconnected")
+            got = wait_for(lambda: [s for s in self.subs_since(1, mark, "prepareBeaconProposer")
+                                    if any(p["validator_index"] == "300" for p in s["body"])],
+                           5, what="the replayed preparation on n1")
+        finally:
+            self.sim.put_node(1, {"sse_drop": 0})
+        self.assertEqual(got[0]["status"], 200)
 
     # ---- cost ------------------------------------------------------------------------------------
 
