@@ -1475,16 +1475,38 @@ static void kick(bm_replay_t *rp)
         uv_timer_start(&rp->kick_timer, on_kick, next - now, 0);
 }
 
+/* Arms the debounce timer at the earliest replay due. */
+static void arm_kick(bm_replay_t *rp)
+{
+    uint64_t next = 0;
+    for (size_t i = 0; i < rp->n_nodes; i++)
+        if (rp->nodes[i].due_ms && (!next || rp->nodes[i].due_ms < next))
+            next = rp->nodes[i].due_ms;
+    if (!next)
+        return;
+    uint64_t now = bm_clock_mono_ms();
+    uv_timer_start(&rp->kick_timer, on_kick, next > now ? next - now : 0, 0);
+}
+
+/* A replay to `nr` after the debounce and not before `not_before` (monotonic ms); a replay
+ * due sooner already stands. */
+static void schedule(bm_replay_t *rp, nrep_t *nr, const char *why, uint64_t not_before)
+{
+    uint64_t at = bm_clock_mono_ms() + rp->opts.debounce_ms;
+    if (at < not_before)
+        at = not_before;
+    if (!nr->due_ms || at < nr->due_ms) {
+        nr->due_ms = at;
+        nr->why = why;
+    }
+    arm_kick(rp);
+}
+
 void bm_replay_node(bm_replay_t *rp, bm_node_t *node, const char *why)
 {
     if (!rp || rp->stopped || !node || node->index < 0 || (size_t)node->index >= rp->n_nodes)
         return;
-    nrep_t *nr = &rp->nodes[node->index];
-    nr->why = why;
-    if (!nr->due_ms)
-        nr->due_ms = bm_clock_mono_ms() + rp->opts.debounce_ms;
-    uint64_t now = bm_clock_mono_ms();
-    uv_timer_start(&rp->kick_timer, on_kick, nr->due_ms > now ? nr->due_ms - now : 0, 0);
+    schedule(rp, &rp->nodes[node->index], why, 0);
 }
 
 static bool absent(bm_node_state_t s)
@@ -1524,9 +1546,18 @@ void bm_replay_node_state(bm_node_t *node, bm_node_state_t old, void *ud)
 void bm_replay_node_connection(size_t node, bool up, void *ud)
 {
     bm_replay_t *rp = ud;
-    if (!rp || !up || node >= rp->n_nodes)
+    if (!rp || rp->stopped || !up || node >= rp->n_nodes)
         return;
-    bm_replay_node(rp, bm_pool_node(rp->pool, node), "stream reconnected");
+    if (bm_pool_node(rp->pool, node)->state == BM_NODE_WRONG_NETWORK)
+        return;
+    /* a stream that keeps dropping must not turn into a replay storm: at most one replay
+     * per interval on this account, deferred rather than dropped (it may hide a restart) */
+    nrep_t *nr = &rp->nodes[node];
+    uint64_t gap = rp->opts.reconnect_min_interval_ms;
+    if (!gap)
+        gap = rp->chain && rp->chain->known && rp->chain->clock.slot_ms ? rp->chain->clock.slot_ms
+                                                                        : DEFAULT_SWEEP_MS;
+    schedule(rp, nr, "stream reconnected", nr->started_ms ? nr->started_ms + gap : 0);
 }
 
 /* ---- lifetime ------------------------------------------------------------------------------ */

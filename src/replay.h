@@ -33,7 +33,8 @@
  *
  * Triggers (each debounced by `debounce_ms`, so that a stream reconnect and a state
  * change at the same moment give one replay): a node's event stream reconnected
- * (bm_replay_node_connection, the monitor's connection listener), a node that was unknown,
+ * (bm_replay_node_connection, the monitor's connection listener; at most once a slot, so
+ * that a stream that keeps dropping cannot cause a replay storm), a node that was unknown,
  * unreachable or on the wrong network came back (first discovery at start-up included),
  * a syncing node became ready (bm_replay_node_state, a pool state listener), and explicit
  * requests (bm_replay_node). A node that only went from lagging back to ready has not
@@ -74,6 +75,8 @@ typedef struct bm_replay_opts {
     uint32_t debounce_ms;                     /* triggers closer than this coalesce (default 200) */
     uint32_t timeout_ms;                      /* per replay POST (default 12000: writeTimeout) */
     uint32_t connect_timeout_ms;              /* default 1000 */
+    uint32_t reconnect_min_interval_ms;       /* a stream reconnect replays at most once per this
+                                                 long, later ones are deferred (0: one slot) */
     bool json_c_only; /* tests: read every JSON body with json-c, never with the fast scanner
                          (both must agree) */
 } bm_replay_opts_t;

@@ -762,6 +762,37 @@ static void test_triggers_and_debounce(void **state)
     fx_free(f);
 }
 
+static void test_reconnects_replay_at_most_once_per_interval(void **state)
+{
+    (void)state;
+    bm_replay_opts_t o;
+    bm_replay_opts_default(&o);
+    o.reconnect_min_interval_ms = 300;
+    fx_t *f = fx_make(1, &o, false);
+    assert_int_equal(bm_pool_on_state(f->pool, bm_replay_node_state, f->rp), 0);
+    char a[128], body[300];
+    snprintf(body, sizeof body, "[%s]", prep_json(a, sizeof a, 1, 0x11));
+    feed(f, BM_REPLAY_PREPARATION, body, 1000);
+    uint64_t t1 = bm_clock_mono_ms();
+    bm_replay_node_connection(0, true, f->rp);
+    RUN_UNTIL(&f->loop, stats(f).replays_completed == 1, BOUND_MS);
+    /* a stream that drops again at once: deferred, not dropped */
+    bm_replay_node_connection(0, true, f->rp);
+    RUN_FOR(&f->loop, 100);
+    assert_int_equal(stats(f).replays_started, 1);
+    assert_true(bm_replay_busy(f->rp, 0));
+    RUN_UNTIL(&f->loop, stats(f).replays_completed == 2, BOUND_MS);
+    assert_true(bm_clock_mono_ms() - t1 >= 290);
+    /* a node coming back is replayed to at once all the same */
+    uint64_t t2 = bm_clock_mono_ms();
+    bm_pool_set_state(f->pool, f->nodes[0].node, BM_NODE_UNREACHABLE, "down");
+    bm_pool_set_state(f->pool, f->nodes[0].node, BM_NODE_READY, "back");
+    RUN_UNTIL(&f->loop, stats(f).replays_completed == 3, BOUND_MS);
+    assert_int_equal(stats(f).replays_completed, 3);
+    assert_true(bm_clock_mono_ms() - t2 < 250);
+    fx_free(f);
+}
+
 static void test_trigger_while_running_runs_again(void **state)
 {
     (void)state;
@@ -829,6 +860,7 @@ int main(void)
         cmocka_unit_test(test_index_against_a_model),
         cmocka_unit_test(test_replay_batches_every_kind_in_chunks),
         cmocka_unit_test(test_triggers_and_debounce),
+        cmocka_unit_test(test_reconnects_replay_at_most_once_per_interval),
         cmocka_unit_test(test_trigger_while_running_runs_again),
         cmocka_unit_test(test_unreachable_node_fails_the_replay),
     };
