@@ -19,9 +19,11 @@
 #include <uv.h>
 
 #include "admin.h"
+#include "aggregate.h"
 #include "broadcast.h"
 #include "config.h"
 #include "discovery.h"
+#include "duties.h"
 #include "err.h"
 #include "failover.h"
 #include "head.h"
@@ -45,8 +47,11 @@ typedef struct app {
     bm_monitor_t *monitor; /* monitor: per-node event streams feeding it */
     bm_discovery_t *disc;
     bm_failover_t *failover;
+    bm_race_engine_t *race; /* the shared race engine of the duty policies and broadcast */
+    /* duties: aggregation reads, duties and liveness */
+    bm_aggregate_t *aggregate;
+    bm_duties_t *duties;
     bm_admin_t *admin;
-    bm_race_engine_t *race; /* the shared race engine (duty policies, broadcast) */
     /* broadcast (owner: bcast): every write to every node; replay of node-local state */
     bm_replay_t *replay;
     bm_broadcast_t *bcast;
@@ -110,6 +115,11 @@ static int build_routes(app_t *a)
         rc = bm_router_add(r, NULL, client_paths[i], bm_failover_route_client, a->failover);
     if (!rc)
         rc = bm_admin_register(a->admin, r);
+    /* duties: aggregation reads, duties and liveness */
+    if (!rc)
+        rc = bm_aggregate_register(a->aggregate, r);
+    if (!rc)
+        rc = bm_duties_register(a->duties, r);
     /* broadcast (owner: bcast): pool and publish POSTs, subscriptions, preparations,
      * registrations, preferences, DVT selections, the stateful envelope read */
     if (!rc)
@@ -201,9 +211,27 @@ static int build(app_t *a)
         return BM_ENOMEM;
     bm_admin_set_monitor(a->admin, a->monitor);
     bm_admin_set_failover(a->admin, a->failover);
+
     a->race = bm_race_engine_new(&a->loop, a->up, a->pool);
     if (!a->race)
         return BM_ENOMEM;
+
+    /* duties: aggregation reads (most bits), duties (dependent root) and liveness (OR) */
+    bm_aggregate_opts_t ago;
+    bm_aggregate_opts_default(&ago);
+    ago.hold_floor_ms = c->duties.hold_floor_ms;
+    ago.max_hold_ms = c->duties.max_hold_ms;
+    ago.grace_ms = c->duties.aggregate_grace_ms;
+    ago.connect_timeout_ms = c->timeouts.connect_ms;
+    a->aggregate = bm_aggregate_new(a->race, a->pool, bm_discovery_chain(a->disc), &ago);
+    bm_duties_opts_t duo;
+    bm_duties_opts_default(&duo);
+    duo.majority_after_ms = c->duties.duties_majority_after_ms;
+    duo.connect_timeout_ms = c->timeouts.connect_ms;
+    a->duties = bm_duties_new(a->race, a->pool, bm_discovery_chain(a->disc), &duo);
+    if (!a->aggregate || !a->duties)
+        return BM_ENOMEM;
+    bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
     if ((rc = build_broadcast(a)) != 0)
         return rc;
     if ((rc = build_routes(a)) != 0)
@@ -314,6 +342,10 @@ static void teardown(app_t *a)
     bm_health_free(a->health);
     if (a->head)
         bm_head_free(a->head); /* monitor: after health, which listens to it */
+    /* duties: after the engine (they release what it never completed), right before the
+     * pool (whose state listener they hold) */
+    bm_aggregate_free(a->aggregate);
+    bm_duties_free(a->duties);
     bm_pool_free(a->pool);
     if (uv_loop_close(&a->loop) != 0)
         bm_log(BM_LOG_WARN, "shutdown: handles still open on the loop");
