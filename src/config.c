@@ -402,19 +402,21 @@ static const char *quote_url(qbuf_t *q, const char *url)
 /* ---- the key table ------------------------------------------------------------------- */
 
 typedef enum kind {
-    K_DURATION, /* uint32_t milliseconds */
-    K_SIZE,     /* uint64_t bytes */
-    K_COUNT,    /* uint32_t */
-    K_BOOL,     /* bool */
-    K_LEVEL,    /* bm_log_level_t */
-    K_FORMAT,   /* bm_log_format_t */
-    K_BLOCKSEL, /* bm_block_selection_t */
-    K_LISTEN,   /* listen_host + listen_port */
-    K_ROOT,     /* char *: "0x" + 64 hex digits, or NULL */
-    K_PATH,     /* char *: a readable file, or NULL */
+    K_DURATION,     /* uint32_t milliseconds */
+    K_DURATION_OPT, /* uint32_t milliseconds, or BM_CONFIG_UNSET (inherits; not dumped) */
+    K_SIZE,         /* uint64_t bytes */
+    K_COUNT,        /* uint32_t */
+    K_BOOL,         /* bool */
+    K_LEVEL,        /* bm_log_level_t */
+    K_FORMAT,       /* bm_log_format_t */
+    K_BLOCKSEL,     /* bm_block_selection_t */
+    K_LISTEN,       /* listen_host + listen_port */
+    K_ROOT,         /* char *: "0x" + 64 hex digits, or NULL */
+    K_PATH,         /* char *: a readable file, or NULL */
 } kind_t;
 
 #define KSIZE_K_DURATION sizeof(uint32_t)
+#define KSIZE_K_DURATION_OPT sizeof(uint32_t)
 #define KSIZE_K_SIZE sizeof(uint64_t)
 #define KSIZE_K_COUNT sizeof(uint32_t)
 #define KSIZE_K_BOOL sizeof(bool)
@@ -431,6 +433,8 @@ typedef enum kind {
 /*
  * One line per key: X(section, yamlKey, model field, kind, min, max, default).
  * The YAML key doubles as the member name of the raw libcyaml struct of its section.
+ * A sub-section (duties.attestationData) is a section of its own named <parent>_<name>,
+ * whose raw struct hangs off its parent's; SEC_PATH_<section> is its dotted path.
  */
 // clang-format off
 #define TOP_KEYS(X)                                                                                \
@@ -476,13 +480,42 @@ typedef enum kind {
     X(duties, writeTimeout,        duties.write_timeout_ms,        K_DURATION, 1, D_MAX,   BM_CONFIG_DEFAULT_DUTY_WRITE_TIMEOUT_MS) \
     X(duties, dutiesMajorityAfter, duties.duties_majority_after_ms, K_DURATION, 1, D_MAX,  BM_CONFIG_DEFAULT_DUTIES_MAJORITY_AFTER_MS) \
     X(duties, aggregateGrace,      duties.aggregate_grace_ms,      K_DURATION, 0, D_MAX,   BM_CONFIG_DEFAULT_AGGREGATE_GRACE_MS)
+/* every duty read a race holds has its own hold; unset keys inherit duties.holdFloor/maxHold */
+#define DUTY_HOLD_KEYS(X, sub, idx)                                                                \
+    X(duties_##sub, holdFloor,     duties.hold[idx].hold_floor_ms, K_DURATION_OPT, 0, D_MAX, BM_CONFIG_UNSET) \
+    X(duties_##sub, maxHold,       duties.hold[idx].max_hold_ms,   K_DURATION_OPT, 1, D_MAX, BM_CONFIG_UNSET)
+#define DUTIES_ATTESTATIONDATA_KEYS(X)    DUTY_HOLD_KEYS(X, attestationData, BM_CONFIG_DUTY_ATTESTATION_DATA)
+#define DUTIES_HEADROOT_KEYS(X)           DUTY_HOLD_KEYS(X, headRoot, BM_CONFIG_DUTY_HEAD_ROOT)
+#define DUTIES_PAYLOADATTESTATION_KEYS(X) DUTY_HOLD_KEYS(X, payloadAttestationData, BM_CONFIG_DUTY_PAYLOAD_ATTESTATION_DATA)
+#define DUTIES_AGGREGATE_KEYS(X)          DUTY_HOLD_KEYS(X, aggregateAttestation, BM_CONFIG_DUTY_AGGREGATE_ATTESTATION)
+#define DUTIES_CONTRIBUTION_KEYS(X)       DUTY_HOLD_KEYS(X, syncCommitteeContribution, BM_CONFIG_DUTY_SYNC_COMMITTEE_CONTRIBUTION)
+#define DUTIES_SUB_KEYS(X)                                                                         \
+    DUTIES_ATTESTATIONDATA_KEYS(X) DUTIES_HEADROOT_KEYS(X) DUTIES_PAYLOADATTESTATION_KEYS(X)       \
+    DUTIES_AGGREGATE_KEYS(X) DUTIES_CONTRIBUTION_KEYS(X)
 // clang-format on
+
+#define SEC_PATH_top ""
+#define SEC_PATH_log "log"
+#define SEC_PATH_server "server"
+#define SEC_PATH_timeouts "timeouts"
+#define SEC_PATH_failover "failover"
+#define SEC_PATH_discovery "discovery"
+#define SEC_PATH_tls "tls"
+#define SEC_PATH_health "health"
+#define SEC_PATH_events "events"
+#define SEC_PATH_duties "duties"
+#define SEC_PATH_duties_attestationData "duties.attestationData"
+#define SEC_PATH_duties_headRoot "duties.headRoot"
+#define SEC_PATH_duties_payloadAttestationData "duties.payloadAttestationData"
+#define SEC_PATH_duties_aggregateAttestation "duties.aggregateAttestation"
+#define SEC_PATH_duties_syncCommitteeContribution "duties.syncCommitteeContribution"
 
 #define ALL_SECTION_KEYS(X)                                                                        \
     LOG_KEYS(X)                                                                                    \
     SERVER_KEYS(X)                                                                                 \
     TIMEOUTS_KEYS(X)                                                                               \
-    FAILOVER_KEYS(X) DISCOVERY_KEYS(X) TLS_KEYS(X) HEALTH_KEYS(X) EVENTS_KEYS(X) DUTIES_KEYS(X)
+    FAILOVER_KEYS(X)                                                                               \
+    DISCOVERY_KEYS(X) TLS_KEYS(X) HEALTH_KEYS(X) EVENTS_KEYS(X) DUTIES_KEYS(X) DUTIES_SUB_KEYS(X)
 
 /* Every model field has the width its kind writes. */
 #define CHECK_WIDTH(sec, key, field, kind, min, max, def)                                          \
@@ -516,8 +549,28 @@ typedef struct raw_health {
 typedef struct raw_events {
     EVENTS_KEYS(RAW_MEMBER)
 } raw_events_t;
+typedef struct raw_duties_attestationData {
+    DUTIES_ATTESTATIONDATA_KEYS(RAW_MEMBER)
+} raw_duties_attestationData_t;
+typedef struct raw_duties_headRoot {
+    DUTIES_HEADROOT_KEYS(RAW_MEMBER)
+} raw_duties_headRoot_t;
+typedef struct raw_duties_payloadAttestationData {
+    DUTIES_PAYLOADATTESTATION_KEYS(RAW_MEMBER)
+} raw_duties_payloadAttestationData_t;
+typedef struct raw_duties_aggregateAttestation {
+    DUTIES_AGGREGATE_KEYS(RAW_MEMBER)
+} raw_duties_aggregateAttestation_t;
+typedef struct raw_duties_syncCommitteeContribution {
+    DUTIES_CONTRIBUTION_KEYS(RAW_MEMBER)
+} raw_duties_syncCommitteeContribution_t;
 typedef struct raw_duties {
     DUTIES_KEYS(RAW_MEMBER)
+    raw_duties_attestationData_t *attestationData;
+    raw_duties_headRoot_t *headRoot;
+    raw_duties_payloadAttestationData_t *payloadAttestationData;
+    raw_duties_aggregateAttestation_t *aggregateAttestation;
+    raw_duties_syncCommitteeContribution_t *syncCommitteeContribution;
 } raw_duties_t;
 
 typedef struct raw_upstream {
@@ -556,7 +609,26 @@ static const cyaml_schema_field_t discovery_fields[] = {DISCOVERY_KEYS(CY_STRING
 static const cyaml_schema_field_t tls_fields[] = {TLS_KEYS(CY_STRING) CYAML_FIELD_END};
 static const cyaml_schema_field_t health_fields[] = {HEALTH_KEYS(CY_STRING) CYAML_FIELD_END};
 static const cyaml_schema_field_t events_fields[] = {EVENTS_KEYS(CY_STRING) CYAML_FIELD_END};
-static const cyaml_schema_field_t duties_fields[] = {DUTIES_KEYS(CY_STRING) CYAML_FIELD_END};
+#define CY_SUBSECTION(parent, name)                                                                \
+    CYAML_FIELD_MAPPING_PTR(#name, CYAML_FLAG_OPTIONAL | CYAML_FLAG_POINTER_NULL_STR,              \
+                            raw_##parent##_t, name, parent##_##name##_fields)
+static const cyaml_schema_field_t duties_attestationData_fields[] = {
+    DUTIES_ATTESTATIONDATA_KEYS(CY_STRING) CYAML_FIELD_END};
+static const cyaml_schema_field_t duties_headRoot_fields[] = {DUTIES_HEADROOT_KEYS(CY_STRING)
+                                                                  CYAML_FIELD_END};
+static const cyaml_schema_field_t duties_payloadAttestationData_fields[] = {
+    DUTIES_PAYLOADATTESTATION_KEYS(CY_STRING) CYAML_FIELD_END};
+static const cyaml_schema_field_t duties_aggregateAttestation_fields[] = {
+    DUTIES_AGGREGATE_KEYS(CY_STRING) CYAML_FIELD_END};
+static const cyaml_schema_field_t duties_syncCommitteeContribution_fields[] = {
+    DUTIES_CONTRIBUTION_KEYS(CY_STRING) CYAML_FIELD_END};
+static const cyaml_schema_field_t duties_fields[] = {
+    DUTIES_KEYS(CY_STRING) CY_SUBSECTION(duties, attestationData),
+    CY_SUBSECTION(duties, headRoot),
+    CY_SUBSECTION(duties, payloadAttestationData),
+    CY_SUBSECTION(duties, aggregateAttestation),
+    CY_SUBSECTION(duties, syncCommitteeContribution),
+    CYAML_FIELD_END};
 
 /* `headers` is free-form (name -> value): libcyaml skips it, the walk below collects it. */
 static const cyaml_schema_field_t upstream_fields[] = {
@@ -603,11 +675,30 @@ typedef enum section {
     SEC_health,
     SEC_events,
     SEC_duties,
+    SEC_duties_attestationData,
+    SEC_duties_headRoot,
+    SEC_duties_payloadAttestationData,
+    SEC_duties_aggregateAttestation,
+    SEC_duties_syncCommitteeContribution,
     SEC_COUNT
 } section_t;
 
 static const char *const section_names[SEC_COUNT] = {
-    "", "log", "server", "timeouts", "failover", "discovery", "tls", "health", "events", "duties",
+    "",
+    "log",
+    "server",
+    "timeouts",
+    "failover",
+    "discovery",
+    "tls",
+    "health",
+    "events",
+    "duties",
+    "duties.attestationData",
+    "duties.headRoot",
+    "duties.payloadAttestationData",
+    "duties.aggregateAttestation",
+    "duties.syncCommitteeContribution",
 };
 
 typedef struct key {
@@ -628,10 +719,14 @@ typedef struct key {
         (min),          (max),                                                                     \
         (uint64_t)(def)},
 #define ROW(sec, key, field, kind, min, max, def)                                                  \
-    {#sec "." #key,  #key,                                                                         \
-     SEC_##sec,      offsetof(raw_##sec##_t, key),                                                 \
-     kind,           offsetof(bm_config_t, field),                                                 \
-     (min),          (max),                                                                        \
+    {SEC_PATH_##sec "." #key,                                                                      \
+     #key,                                                                                         \
+     SEC_##sec,                                                                                    \
+     offsetof(raw_##sec##_t, key),                                                                 \
+     kind,                                                                                         \
+     offsetof(bm_config_t, field),                                                                 \
+     (min),                                                                                        \
+     (max),                                                                                        \
      (uint64_t)(def)},
 
 static const cfgkey_t keys[] = {TOP_KEYS(TOP_ROW) ALL_SECTION_KEYS(ROW)};
@@ -662,6 +757,16 @@ static void *raw_section(raw_top_t *raw, section_t sec)
         return raw->events;
     case SEC_duties:
         return raw->duties;
+    case SEC_duties_attestationData:
+        return raw->duties ? raw->duties->attestationData : NULL;
+    case SEC_duties_headRoot:
+        return raw->duties ? raw->duties->headRoot : NULL;
+    case SEC_duties_payloadAttestationData:
+        return raw->duties ? raw->duties->payloadAttestationData : NULL;
+    case SEC_duties_aggregateAttestation:
+        return raw->duties ? raw->duties->aggregateAttestation : NULL;
+    case SEC_duties_syncCommitteeContribution:
+        return raw->duties ? raw->duties->syncCommitteeContribution : NULL;
     default:
         return NULL;
     }
@@ -679,6 +784,7 @@ static uint64_t get_num(const bm_config_t *cfg, const cfgkey_t *k)
         return v;
     }
     case K_DURATION:
+    case K_DURATION_OPT:
     case K_COUNT: {
         uint32_t v;
         memcpy(&v, p, sizeof v);
@@ -717,6 +823,7 @@ static void set_num(bm_config_t *cfg, const cfgkey_t *k, uint64_t n)
         memcpy(p, &n, sizeof n);
         break;
     case K_DURATION:
+    case K_DURATION_OPT:
     case K_COUNT: {
         uint32_t v = (uint32_t)n;
         memcpy(p, &v, sizeof v);
@@ -795,6 +902,7 @@ static void fmt_num(char *b, size_t n, kind_t kind, uint64_t v)
 {
     switch (kind) {
     case K_DURATION:
+    case K_DURATION_OPT:
         fmt_duration(b, n, v);
         break;
     case K_SIZE:
@@ -832,9 +940,9 @@ static bool check_key(const bm_config_t *cfg, const cfgkey_t *k, char *msg, size
 {
     char lo[32], hi[32], got[32];
     qbuf_t q;
-    if (is_numeric(k->kind)) {
+    if (is_numeric(k->kind) || k->kind == K_DURATION_OPT) {
         uint64_t v = get_num(cfg, k);
-        if (v >= k->min && v <= k->max)
+        if ((v >= k->min && v <= k->max) || (k->kind == K_DURATION_OPT && v == BM_CONFIG_UNSET))
             return true;
         fmt_num(lo, sizeof lo, k->kind, k->min);
         fmt_num(hi, sizeof hi, k->kind, k->max);
@@ -898,7 +1006,8 @@ static bool set_key(bm_config_t *cfg, const cfgkey_t *k, const char *v, char *ms
 {
     qbuf_t q;
     switch (k->kind) {
-    case K_DURATION: {
+    case K_DURATION:
+    case K_DURATION_OPT: {
         uint32_t ms;
         if (bm_config_parse_duration(v, &ms) != 0) {
             snprintf(msg, n,
@@ -1941,6 +2050,21 @@ int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err)
         err_set(err, "duties.holdFloor (%s) must not be greater than duties.maxHold (%s)", a, b);
         return BM_EINVAL;
     }
+    for (int d = 0; d < BM_CONFIG_DUTY_COUNT; d++) {
+        const bm_config_duty_hold_t *h = &cfg->duties.hold[d];
+        uint32_t floor, max;
+        bm_config_duty_hold(cfg, (bm_config_duty_t)d, &floor, &max);
+        if (floor > max) {
+            char a[32], b[32];
+            const char *name = bm_config_duty_name((bm_config_duty_t)d);
+            fmt_duration(a, sizeof a, floor);
+            fmt_duration(b, sizeof b, max);
+            err_set(err, "duties.%s: holdFloor (%s%s) must not be greater than maxHold (%s%s)",
+                    name, a, h->hold_floor_ms == BM_CONFIG_UNSET ? ", from duties.holdFloor" : "",
+                    b, h->max_hold_ms == BM_CONFIG_UNSET ? ", from duties.maxHold" : "");
+            return BM_EINVAL;
+        }
+    }
     if (cfg->health.head_quorum > cfg->n_upstreams) {
         err_set(err,
                 "health.headQuorum (%" PRIu32 ") is larger than the number of upstreams (%zu): "
@@ -1949,6 +2073,32 @@ int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err)
         return BM_EINVAL;
     }
     return 0;
+}
+
+/* ---- per-duty holds ------------------------------------------------------------------- */
+
+void bm_config_duty_hold(const bm_config_t *cfg, bm_config_duty_t duty, uint32_t *hold_floor_ms,
+                         uint32_t *max_hold_ms)
+{
+    uint32_t floor = cfg->duties.hold_floor_ms, max = cfg->duties.max_hold_ms;
+    if ((int)duty >= 0 && duty < BM_CONFIG_DUTY_COUNT) {
+        const bm_config_duty_hold_t *h = &cfg->duties.hold[duty];
+        if (h->hold_floor_ms != BM_CONFIG_UNSET)
+            floor = h->hold_floor_ms;
+        if (h->max_hold_ms != BM_CONFIG_UNSET)
+            max = h->max_hold_ms;
+    }
+    *hold_floor_ms = floor;
+    *max_hold_ms = max;
+}
+
+const char *bm_config_duty_name(bm_config_duty_t duty)
+{
+    static const char *const names[BM_CONFIG_DUTY_COUNT] = {
+        "attestationData",           "headRoot", "payloadAttestationData", "aggregateAttestation",
+        "syncCommitteeContribution",
+    };
+    return (int)duty >= 0 && duty < BM_CONFIG_DUTY_COUNT ? names[duty] : "?";
 }
 
 /* ---- dump ---------------------------------------------------------------------------- */
@@ -2018,6 +2168,8 @@ static void dump_key(bm_str_t *out, const bm_config_t *cfg, const cfgkey_t *k, c
         bm_str_putc(out, '\n');
         return;
     }
+    if (k->kind == K_DURATION_OPT && get_num(cfg, k) == BM_CONFIG_UNSET)
+        return; /* inherited: absent from the file reads back the same */
     fmt_num(b, sizeof b, k->kind, get_num(cfg, k));
     bm_str_printf(out, "%s%s: %s\n", indent, k->name, b);
 }
@@ -2059,9 +2211,21 @@ static void dump_upstreams(bm_str_t *out, const bm_config_t *cfg, bool mask)
 int bm_config_dump(const bm_config_t *cfg, bool mask_secrets, bm_str_t *out)
 {
     for (int sec = 0; sec < SEC_COUNT; sec++) {
-        const char *indent = sec == SEC_top ? "" : "  ";
-        if (sec != SEC_top)
+        const char *dot = strchr(section_names[sec], '.');
+        const char *indent = sec == SEC_top ? "" : dot ? "    " : "  ";
+        if (dot) {
+            /* a sub-section: written only when one of its keys is set */
+            bool any = false;
+            for (size_t i = 0; i < N_KEYS; i++)
+                if (keys[i].sec == (section_t)sec &&
+                    !(keys[i].kind == K_DURATION_OPT && get_num(cfg, &keys[i]) == BM_CONFIG_UNSET))
+                    any = true;
+            if (!any)
+                continue;
+            bm_str_printf(out, "  %s:\n", dot + 1);
+        } else if (sec != SEC_top) {
             bm_str_printf(out, "%s:\n", section_names[sec]);
+        }
         for (size_t i = 0; i < N_KEYS; i++)
             if (keys[i].sec == (section_t)sec)
                 dump_key(out, cfg, &keys[i], indent);

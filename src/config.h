@@ -71,6 +71,10 @@
 #define BM_CONFIG_DEFAULT_DUTIES_MAJORITY_AFTER_MS 1000            /* duties.dutiesMajorityAfter */
 #define BM_CONFIG_DEFAULT_AGGREGATE_GRACE_MS 100                   /* duties.aggregateGrace */
 
+/* A per-duty duration that is not set: it inherits the section's value (duties.holdFloor,
+ * duties.maxHold). Never a valid duration (those stop at 24 hours). */
+#define BM_CONFIG_UNSET UINT32_MAX
+
 /* ---- the model ----------------------------------------------------------------------
  * Durations are milliseconds (uint32_t, at most 24 hours), sizes are bytes (uint64_t). */
 
@@ -141,15 +145,32 @@ typedef struct bm_config_events {
     uint32_t headers_timeout_ms;     /* an upstream stream must answer within */
 } bm_config_events_t;
 
-typedef struct bm_config_duties {
+/** The duty reads a race may hold, each with its own hold (duties.<name>.holdFloor/maxHold). */
+typedef enum bm_config_duty {
+    BM_CONFIG_DUTY_ATTESTATION_DATA = 0,        /* duties.attestationData */
+    BM_CONFIG_DUTY_HEAD_ROOT,                   /* duties.headRoot (beacon/blocks/head/root) */
+    BM_CONFIG_DUTY_PAYLOAD_ATTESTATION_DATA,    /* duties.payloadAttestationData */
+    BM_CONFIG_DUTY_AGGREGATE_ATTESTATION,       /* duties.aggregateAttestation */
+    BM_CONFIG_DUTY_SYNC_COMMITTEE_CONTRIBUTION, /* duties.syncCommitteeContribution */
+    BM_CONFIG_DUTY_COUNT
+} bm_config_duty_t;
+
+/** One duty's hold; BM_CONFIG_UNSET inherits duties.holdFloor / duties.maxHold. */
+typedef struct bm_config_duty_hold {
     uint32_t hold_floor_ms;
     uint32_t max_hold_ms;
+} bm_config_duty_hold_t;
+
+typedef struct bm_config_duties {
+    uint32_t hold_floor_ms; /* every duty's holdFloor unless its own is set */
+    uint32_t max_hold_ms;   /* every duty's maxHold unless its own is set */
     uint32_t proposal_deadline_ms;
     bm_block_selection_t block_selection;
     uint32_t best_value_grace_ms;
     uint32_t write_timeout_ms;
     uint32_t duties_majority_after_ms;
     uint32_t aggregate_grace_ms;
+    bm_config_duty_hold_t hold[BM_CONFIG_DUTY_COUNT]; /* per duty; BM_CONFIG_UNSET inherits */
 } bm_config_duties_t;
 
 /** The whole configuration. Create with bm_config_new/_parse/_load, free with bm_config_free. */
@@ -200,8 +221,9 @@ bm_config_t *bm_config_parse(const char *text, size_t len, const char *name,
 
 /**
  * Checks the whole configuration: every value in range, upstream ids and URLs, headers,
- * at least one upstream, duties.holdFloor <= duties.maxHold, health.headQuorum <= number
- * of upstreams, tls.caFile readable. Returns 0 or BM_EINVAL with `err` set.
+ * at least one upstream, duties.holdFloor <= duties.maxHold (for the section and for every
+ * duty, with inherited values), health.headQuorum <= number of upstreams, tls.caFile
+ * readable. Returns 0 or BM_EINVAL with `err` set.
  */
 int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err);
 
@@ -211,6 +233,16 @@ int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err);
  * values are written as "***" (for --check and logs). Returns 0 or BM_ENOMEM.
  */
 int bm_config_dump(const bm_config_t *cfg, bool mask_secrets, bm_str_t *out);
+
+/**
+ * The hold of `duty` in effect: its own holdFloor and maxHold, each falling back to
+ * duties.holdFloor and duties.maxHold when not set. A bad `duty` gives the section's.
+ */
+void bm_config_duty_hold(const bm_config_t *cfg, bm_config_duty_t duty, uint32_t *hold_floor_ms,
+                         uint32_t *max_hold_ms);
+
+/** The YAML name of a duty ("attestationData", ...), or "?" for a bad value. */
+const char *bm_config_duty_name(bm_config_duty_t duty);
 
 /* ---- the command line -------------------------------------------------------------- */
 

@@ -7,6 +7,7 @@
  *                                  -> pool -> upstream (libcurl multi on the loop)
  *   discovery -> pool (network verdicts) -> health (states)
  *   monitor (per-node event streams) -> head tracker -> health (cluster-relative states)
+ *   router -> duty policies (attest, produce: fresh head) -> race engine -> upstream
  *
  * It owns nothing else: no module is reached through a global. SIGTERM/SIGINT start a
  * graceful shutdown (stop accepting, finish in-flight requests within the configured
@@ -20,17 +21,21 @@
 
 #include "admin.h"
 #include "aggregate.h"
+#include "attest.h"
 #include "broadcast.h"
 #include "config.h"
 #include "discovery.h"
 #include "duties.h"
 #include "err.h"
+#include "events.h"
 #include "failover.h"
 #include "head.h"
 #include "health.h"
+#include "hint.h"
 #include "log.h"
 #include "monitor.h"
 #include "pool.h"
+#include "produce.h"
 #include "race.h"
 #include "replay.h"
 #include "router.h"
@@ -45,13 +50,18 @@ typedef struct app {
     bm_health_t *health;
     bm_head_t *head;       /* monitor: the cluster head tracker */
     bm_monitor_t *monitor; /* monitor: per-node event streams feeding it */
+    bm_events_t *events;   /* events: the cluster event stream */
     bm_discovery_t *disc;
     bm_failover_t *failover;
-    bm_race_engine_t *race; /* the shared race engine of the duty policies and broadcast */
     /* duties: aggregation reads, duties and liveness */
     bm_aggregate_t *aggregate;
     bm_duties_t *duties;
     bm_admin_t *admin;
+    bm_race_engine_t *race; /* the shared race engine (duty policies, broadcast) */
+    /* fresh: the expected head and hold of duty reads, and the fresh-head policies */
+    bm_hint_t *hint;
+    bm_attest_t *attest;
+    bm_produce_t *produce;
     /* broadcast (owner: bcast): every write to every node; replay of node-local state */
     bm_replay_t *replay;
     bm_broadcast_t *bcast;
@@ -120,6 +130,13 @@ static int build_routes(app_t *a)
         rc = bm_aggregate_register(a->aggregate, r);
     if (!rc)
         rc = bm_duties_register(a->duties, r);
+    if (!rc)
+        rc = bm_events_register(a->events, r); /* events */
+    /* fresh: attestation data, head root, payload attestation data, block production */
+    if (!rc)
+        rc = bm_attest_register(a->attest, r);
+    if (!rc)
+        rc = bm_produce_register(a->produce, r);
     /* broadcast (owner: bcast): pool and publish POSTs, subscriptions, preparations,
      * registrations, preferences, DVT selections, the stateful envelope read */
     if (!rc)
@@ -128,9 +145,17 @@ static int build_routes(app_t *a)
     return rc;
 }
 
+/* broadcast (owner: bcast): the producing node of a slot, for blinded blocks and the
+ * stateful envelope read, from block production's memory. */
+static int producer_of_slot(void *ud, uint64_t slot, uint8_t state_root[32], bool *has_state_root)
+{
+    return bm_produce_node_for_slot(ud, slot, state_root, has_state_root);
+}
+
 /* broadcast (owner: bcast): replay state fed by broadcast's successful writes, replayed
  * to a node that comes back, is first discovered or becomes ready after syncing (pool
- * states) and to a node whose event stream reconnects (the monitor's connection listener). */
+ * states) and to a node whose event stream reconnects (the monitor's connection listener);
+ * blinded blocks and the stateful envelope read first to the producing node. */
 static int build_broadcast(app_t *a)
 {
     const bm_config_t *c = a->cfg;
@@ -147,12 +172,57 @@ static int build_broadcast(app_t *a)
     a->bcast = bm_broadcast_new(&a->loop, a->race, a->pool, a->replay, &bo);
     if (!a->replay || !a->bcast)
         return BM_ENOMEM;
+    bm_broadcast_set_producer(a->bcast, producer_of_slot, a->produce);
     int rc = bm_pool_on_state(a->pool, bm_replay_node_state, a->replay);
     if (!rc)
         rc = bm_pool_on_state(a->pool, bm_broadcast_node_state, a->bcast);
     if (!rc)
         rc = bm_monitor_on_connection(a->monitor, bm_replay_node_connection, a->replay);
     return rc;
+}
+
+/* fresh: the hint (expected head from the monitor's tracker, due times from discovery's
+ * chain, per-duty holds), attestation data / head root / payload attestation data, and
+ * block production, all racing on the shared engine. */
+static int build_fresh(app_t *a)
+{
+    const bm_config_t *c = a->cfg;
+    static const struct {
+        bm_hint_duty_t hint;
+        bm_config_duty_t cfg;
+    } duties[] = {
+        {BM_HINT_ATTESTATION_DATA, BM_CONFIG_DUTY_ATTESTATION_DATA},
+        {BM_HINT_HEAD_ROOT, BM_CONFIG_DUTY_HEAD_ROOT},
+        {BM_HINT_PAYLOAD_ATTESTATION, BM_CONFIG_DUTY_PAYLOAD_ATTESTATION_DATA},
+        {BM_HINT_AGGREGATE, BM_CONFIG_DUTY_AGGREGATE_ATTESTATION},
+        {BM_HINT_SYNC_CONTRIBUTION, BM_CONFIG_DUTY_SYNC_COMMITTEE_CONTRIBUTION},
+    };
+    bm_hint_opts_t ho;
+    bm_hint_opts_default(&ho);
+    for (size_t i = 0; i < sizeof duties / sizeof duties[0]; i++)
+        bm_config_duty_hold(c, duties[i].cfg, &ho.hold[duties[i].hint].hold_floor_ms,
+                            &ho.hold[duties[i].hint].max_hold_ms);
+    a->hint = bm_hint_new(&ho);
+    if (!a->hint)
+        return BM_ENOMEM;
+    bm_hint_set_chain(a->hint, bm_discovery_chain(a->disc));
+    bm_hint_set_head(a->hint, bm_monitor_head(a->monitor));
+
+    bm_attest_opts_t ao;
+    bm_attest_opts_default(&ao);
+    ao.connect_timeout_ms = c->timeouts.connect_ms;
+    a->attest = bm_attest_new(a->race, a->pool, a->hint, &ao);
+
+    bm_produce_opts_t po;
+    bm_produce_opts_default(&po);
+    po.proposal_deadline_ms = c->duties.proposal_deadline_ms;
+    po.selection = c->duties.block_selection == BM_BLOCK_SELECTION_BEST_VALUE
+                       ? BM_PRODUCE_BEST_VALUE
+                       : BM_PRODUCE_FIRST;
+    po.best_value_grace_ms = c->duties.best_value_grace_ms;
+    po.connect_timeout_ms = c->timeouts.connect_ms;
+    a->produce = bm_produce_new(a->race, a->pool, a->hint, &po);
+    return a->attest && a->produce ? 0 : BM_ENOMEM;
 }
 
 static int build(app_t *a)
@@ -211,10 +281,11 @@ static int build(app_t *a)
         return BM_ENOMEM;
     bm_admin_set_monitor(a->admin, a->monitor);
     bm_admin_set_failover(a->admin, a->failover);
-
     a->race = bm_race_engine_new(&a->loop, a->up, a->pool);
     if (!a->race)
         return BM_ENOMEM;
+    if ((rc = build_fresh(a)) != 0)
+        return rc;
 
     /* duties: aggregation reads (most bits), duties (dependent root) and liveness (OR) */
     bm_aggregate_opts_t ago;
@@ -232,6 +303,22 @@ static int build(app_t *a)
     if (!a->aggregate || !a->duties)
         return BM_ENOMEM;
     bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
+    /* events: the cluster stream, fed by the tracker and every node's streams */
+    bm_events_opts_t eo;
+    bm_events_opts_default(&eo);
+    eo.keepalive_ms = c->events.keepalive_ms;
+    eo.subscriber_max_pending = c->events.subscriber_max_pending;
+    eo.dedup_window = c->events.dedup_window;
+    eo.headers_timeout_ms = c->events.headers_timeout_ms;
+    eo.connect_timeout_ms = c->timeouts.connect_ms;
+    a->events = bm_events_new(&a->loop, &eo);
+    if (!a->events || bm_events_attach_head(a->events, a->head) != 0 ||
+        bm_monitor_on_event(a->monitor, bm_events_node_event, a->events) != 0 ||
+        bm_monitor_on_connection(a->monitor, bm_events_node_conn, a->events) != 0)
+        return BM_ENOMEM;
+    bm_events_attach_nodes(a->events, a->up, a->pool);
+    bm_events_attach_discovery(a->events, a->disc);
+
     if ((rc = build_broadcast(a)) != 0)
         return rc;
     if ((rc = build_routes(a)) != 0)
@@ -280,7 +367,7 @@ static void on_writes_drained(bm_race_engine_t *e, void *ud)
     bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
     bm_discovery_stop(a->disc);
     bm_replay_stop(a->replay);
-    bm_race_engine_free(a->race);
+    bm_race_engine_free(a->race); /* before curl: it cancels what still runs */
     a->race = NULL;
     /* nothing runs any more: close curl's sockets and timers so that the loop ends */
     bm_upstream_free(a->up);
@@ -311,12 +398,15 @@ static void on_signal(uv_signal_t *s, int signum)
     }
     bm_log(BM_LOG_INFO, "%s: shutting down (in-flight requests get up to %u ms)",
            signum == SIGTERM ? "SIGTERM" : "SIGINT", a->cfg->server.shutdown_timeout_ms);
+    bm_events_shutdown(a->events); /* events: streams end now, not after the grace period */
     bm_server_shutdown(a->server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
 }
 
 static void teardown(app_t *a)
 {
     bm_monitor_stop(a->monitor); /* monitor */
+    bm_events_free(a->events);   /* events: after the monitor, before curl and the tracker */
+    a->events = NULL;
     if (a->disc)
         bm_discovery_stop(a->disc);
     bm_replay_stop(a->replay);
@@ -334,6 +424,9 @@ static void teardown(app_t *a)
     bm_discovery_free(a->disc);
     uv_run(&a->loop, UV_RUN_DEFAULT);
     bm_admin_free(a->admin);
+    bm_attest_free(a->attest); /* fresh: after the engine, whose races they judge */
+    bm_produce_free(a->produce);
+    bm_hint_free(a->hint);
     bm_broadcast_free(a->bcast);
     bm_replay_free(a->replay);
     bm_failover_free(a->failover);

@@ -29,9 +29,11 @@
  */
 #include "server.h"
 
+#include <linux/sockios.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <time.h>
 
 #include "clock.h"
@@ -1600,6 +1602,18 @@ void bm_resp_error(bm_req_t *req, int status, const char *fmt, ...)
 size_t bm_resp_pending_bytes(const bm_req_t *req)
 {
     return req->conn->pending;
+}
+
+size_t bm_resp_unsent_bytes(const bm_req_t *req)
+{
+    const conn_t *c = req->conn;
+    size_t n = c->pending;
+    uv_os_fd_t fd;
+    int q = 0;
+    if (!c->closing && uv_fileno((const uv_handle_t *)&c->tcp, &fd) == 0 &&
+        ioctl(fd, SIOCOUTQ, &q) == 0 && q > 0)
+        n += (size_t)q;
+    return n;
 }
 
 bool bm_resp_writable(const bm_req_t *req)

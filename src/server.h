@@ -195,6 +195,17 @@ void bm_resp_error(bm_req_t *req, int status, const char *fmt, ...)
 /** Bytes queued on the connection and not yet written to the socket. */
 size_t bm_resp_pending_bytes(const bm_req_t *req);
 
+/**
+ * Bytes the client has not taken yet: bm_resp_pending_bytes plus what the kernel still
+ * holds in the socket's send queue, unacknowledged (Linux SIOCOUTQ). Loopback and LAN
+ * sockets grow their send buffer to megabytes by themselves, so a client that stopped
+ * reading shows in bm_resp_pending_bytes only after the kernel has buffered that much;
+ * this sum shows it at once. One system call: meant for a check per event on long
+ * streams, not per byte. Bytes of a write in progress may count twice (an overestimate
+ * of at most one write).
+ */
+size_t bm_resp_unsent_bytes(const bm_req_t *req);
+
 /** False while more than write_high_water bytes are pending (the client reads slowly). */
 bool bm_resp_writable(const bm_req_t *req);
 

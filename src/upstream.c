@@ -39,7 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "err.h"
@@ -61,22 +60,11 @@ typedef enum {
     XS_CANCELLED, /* cancelled by its owner; waits in the queue to be released */
 } xfer_state_t;
 
-/*
- * Watches one of libcurl's sockets. Freed in its close callback. When libcurl stops
- * watching a socket (CURL_POLL_REMOVE: its connection went back to the cache between two
- * requests), the watcher is parked rather than closed, still watching for readability: the
- * next request on that connection finds it again by descriptor and costs no system call,
- * where closing and re-creating a uv_poll_t costs three or four (epoll_ctl, ioctl). A
- * parked watcher that fires (the node closed the idle connection) just stops. It is closed
- * when libcurl closes the socket (CURLOPT_CLOSESOCKETFUNCTION), before the descriptor can
- * be reused.
- */
+/* Watches one of libcurl's sockets. Freed in its close callback. */
 typedef struct sock {
     uv_poll_t poll;
     bm_upstream_t *up;
     curl_socket_t fd;
-    int events;  /* UV_READABLE/UV_WRITABLE the handle watches; 0: stopped */
-    bool parked; /* libcurl does not watch the socket now */
     struct sock *prev, *next;
 } sock_t;
 
@@ -145,8 +133,6 @@ struct bm_upstream {
     bm_xfer_t *q_head, *q_tail;
     bm_xfer_t *xfers;
     sock_t *socks;
-    sock_t **by_fd; /* watchers by descriptor, for parked ones to be found again */
-    size_t by_fd_cap;
     size_t active;
 
     bm_xfer_t *xfer_pool[XFER_POOL_MAX];
@@ -354,27 +340,13 @@ static void sock_close(bm_upstream_t *up, sock_t *sk)
         up->socks = sk->next;
     if (sk->next)
         sk->next->prev = sk->prev;
-    if ((size_t)sk->fd < up->by_fd_cap && up->by_fd[sk->fd] == sk)
-        up->by_fd[sk->fd] = NULL;
     uv_close((uv_handle_t *)&sk->poll, on_sock_closed);
-}
-
-static sock_t *sock_find(bm_upstream_t *up, curl_socket_t fd)
-{
-    return fd >= 0 && (size_t)fd < up->by_fd_cap ? up->by_fd[fd] : NULL;
 }
 
 static void on_poll(uv_poll_t *h, int status, int events)
 {
     sock_t *sk = h->data;
     bm_upstream_t *up = sk->up;
-    if (sk->parked) {
-        /* An idle connection spoke (usually the node closing it): libcurl finds out when
-         * it next tries the connection; until then there is nothing to watch. */
-        uv_poll_stop(&sk->poll);
-        sk->events = 0;
-        return;
-    }
     int flags = 0;
     if (status < 0) {
         flags = CURL_CSELECT_ERR;
@@ -392,45 +364,20 @@ static void on_poll(uv_poll_t *h, int status, int events)
     kick(up);
 }
 
-/* (Re)starts the watcher when what it should watch changed; uv_poll_start always costs
- * system calls, even for the events already watched. */
-static int sock_watch(sock_t *sk, int ev)
-{
-    if (ev == sk->events)
-        return 0;
-    int rc = ev ? uv_poll_start(&sk->poll, ev, on_poll) : uv_poll_stop(&sk->poll);
-    sk->events = rc == 0 ? ev : 0;
-    return rc;
-}
-
 /* CURLMOPT_SOCKETFUNCTION: start, change or stop watching one socket. */
 static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
     (void)easy;
     bm_upstream_t *up = userp;
-    sock_t *sk = socketp ? socketp : sock_find(up, s);
+    sock_t *sk = socketp;
     if (what == CURL_POLL_REMOVE) {
-        if (sk && !sk->parked) {
+        if (sk) {
             curl_multi_assign(up->multi, s, NULL);
-            sk->parked = true;
-            /* a parked socket only waits to be read (writable would fire at once) */
-            if (sock_watch(sk, UV_READABLE) != 0)
-                sock_close(up, sk);
+            sock_close(up, sk);
         }
         return 0;
     }
     if (!sk) {
-        if ((size_t)s >= up->by_fd_cap) {
-            size_t cap = up->by_fd_cap ? up->by_fd_cap : 64;
-            while (cap <= (size_t)s)
-                cap *= 2;
-            sock_t **m = realloc(up->by_fd, cap * sizeof *m);
-            if (!m)
-                return -1;
-            memset(m + up->by_fd_cap, 0, (cap - up->by_fd_cap) * sizeof *m);
-            up->by_fd = m;
-            up->by_fd_cap = cap;
-        }
         sk = calloc(1, sizeof *sk);
         if (!sk)
             return -1;
@@ -445,27 +392,16 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *s
         if (up->socks)
             up->socks->prev = sk;
         up->socks = sk;
-        up->by_fd[s] = sk;
-    }
-    if (!socketp)
         curl_multi_assign(up->multi, s, sk);
-    sk->parked = false;
+    }
     int ev = 0;
     if (what & CURL_POLL_IN)
         ev |= UV_READABLE;
     if (what & CURL_POLL_OUT)
         ev |= UV_WRITABLE;
-    return sock_watch(sk, ev) == 0 ? 0 : -1;
-}
-
-/* CURLOPT_CLOSESOCKETFUNCTION: the watcher goes before the descriptor can be reused. */
-static int on_close_socket(void *clientp, curl_socket_t fd)
-{
-    bm_upstream_t *up = clientp;
-    sock_t *sk = sock_find(up, fd);
-    if (sk)
-        sock_close(up, sk);
-    return close(fd);
+    if (uv_poll_start(&sk->poll, ev, on_poll) != 0)
+        return -1;
+    return 0;
 }
 
 static void on_curl_timeout(uv_timer_t *t)
@@ -543,8 +479,6 @@ static int configure(bm_upstream_t *up, bm_xfer_t *x)
     SETOPT(CURLOPT_NOPROXY, "*");
     SETOPT(CURLOPT_TCP_NODELAY, 1L);
     SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
-    SETOPT(CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
-    SETOPT(CURLOPT_CLOSESOCKETDATA, (void *)up);
     SETOPT(CURLOPT_SSL_VERIFYPEER, up->opts.tls_verify ? 1L : 0L);
     SETOPT(CURLOPT_SSL_VERIFYHOST, up->opts.tls_verify ? 2L : 0L);
     if (up->ca_file)
@@ -1084,7 +1018,6 @@ bm_upstream_t *bm_upstream_new(uv_loop_t *loop, const bm_upstream_opts_t *opts)
 static void on_up_closed(uv_handle_t *h)
 {
     bm_upstream_t *up = h->data;
-    free(up->by_fd);
     free(up->ca_file);
     free(up);
 }

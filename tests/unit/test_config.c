@@ -802,6 +802,114 @@ static void test_dump_round_trip(void **state)
     bm_config_free(cfg);
 }
 
+/* ---- per-duty holds ------------------------------------------------------------------- */
+
+static void assert_hold(const bm_config_t *cfg, bm_config_duty_t d, uint32_t floor, uint32_t max)
+{
+    uint32_t f, m;
+    bm_config_duty_hold(cfg, d, &f, &m);
+    assert_int_equal(f, floor);
+    assert_int_equal(m, max);
+}
+
+static void test_duty_holds(void **state)
+{
+    (void)state;
+    /* Unset: every duty inherits the section's values, even when those change. */
+    bm_config_t *cfg = expect_ok("upstreams: [{url: \"http://a\"}]\n");
+    for (int d = 0; d < BM_CONFIG_DUTY_COUNT; d++) {
+        assert_int_equal(cfg->duties.hold[d].hold_floor_ms, BM_CONFIG_UNSET);
+        assert_int_equal(cfg->duties.hold[d].max_hold_ms, BM_CONFIG_UNSET);
+        assert_hold(cfg, (bm_config_duty_t)d, 400, 1000);
+    }
+    cfg->duties.hold_floor_ms = 100;
+    assert_hold(cfg, BM_CONFIG_DUTY_SYNC_COMMITTEE_CONTRIBUTION, 100, 1000);
+    assert_hold(cfg, BM_CONFIG_DUTY_COUNT, 100, 1000); /* a bad duty: the section's */
+    char *d = dump(cfg, false);
+    assert_null(strstr(d, "attestationData")); /* unset keys are not written */
+    free(d);
+    bm_config_free(cfg);
+
+    /* Each of the five sub-sections, each key on its own or inherited. */
+    cfg = expect_ok("upstreams: [{url: \"http://a\"}]\n"
+                    "duties:\n"
+                    "  holdFloor: 300ms\n"
+                    "  maxHold: 2s\n"
+                    "  attestationData: {holdFloor: 0, maxHold: 450ms}\n"
+                    "  headRoot:\n"
+                    "    maxHold: 3s\n"
+                    "  payloadAttestationData:\n"
+                    "  aggregateAttestation: {holdFloor: 1s}\n"
+                    "  syncCommitteeContribution: {maxHold: 1500}\n");
+    assert_hold(cfg, BM_CONFIG_DUTY_ATTESTATION_DATA, 0, 450);
+    assert_hold(cfg, BM_CONFIG_DUTY_HEAD_ROOT, 300, 3000);
+    assert_hold(cfg, BM_CONFIG_DUTY_PAYLOAD_ATTESTATION_DATA, 300, 2000);
+    assert_hold(cfg, BM_CONFIG_DUTY_AGGREGATE_ATTESTATION, 1000, 2000);
+    assert_hold(cfg, BM_CONFIG_DUTY_SYNC_COMMITTEE_CONTRIBUTION, 300, 1500);
+    assert_int_equal(cfg->duties.hold[BM_CONFIG_DUTY_PAYLOAD_ATTESTATION_DATA].max_hold_ms,
+                     BM_CONFIG_UNSET);
+
+    /* The dump writes only what is set, nested, and reads back the same. */
+    d = dump(cfg, false);
+    assert_non_null(strstr(d, "  attestationData:\n    holdFloor: 0ms\n    maxHold: 450ms\n"));
+    assert_non_null(strstr(d, "  headRoot:\n    maxHold: 3s\n"));
+    assert_null(strstr(d, "payloadAttestationData"));
+    assert_non_null(strstr(d, "  syncCommitteeContribution:\n    maxHold: 1500ms\n"));
+    bm_config_err_t err;
+    bm_config_t *again = bm_config_parse(d, strlen(d), "dump", NULL, NULL, &err);
+    if (!again)
+        print_error("%s\n%s\n", d, err.msg);
+    assert_non_null(again);
+    assert_same_config(cfg, again);
+    bm_config_free(again);
+    free(d);
+    bm_config_free(cfg);
+
+    /* Names. */
+    assert_string_equal(bm_config_duty_name(BM_CONFIG_DUTY_ATTESTATION_DATA), "attestationData");
+    assert_string_equal(bm_config_duty_name(BM_CONFIG_DUTY_HEAD_ROOT), "headRoot");
+    assert_string_equal(bm_config_duty_name(BM_CONFIG_DUTY_PAYLOAD_ATTESTATION_DATA),
+                        "payloadAttestationData");
+    assert_string_equal(bm_config_duty_name(BM_CONFIG_DUTY_AGGREGATE_ATTESTATION),
+                        "aggregateAttestation");
+    assert_string_equal(bm_config_duty_name(BM_CONFIG_DUTY_SYNC_COMMITTEE_CONTRIBUTION),
+                        "syncCommitteeContribution");
+    assert_string_equal(bm_config_duty_name(BM_CONFIG_DUTY_COUNT), "?");
+
+    /* Errors name the nested key and its position. */
+    expect_error("duties:\n  attestationData:\n    holdfloor: 1s\n",
+                 "t.yaml:3:5: unknown key \"holdfloor\" in \"duties.attestationData\" "
+                 "(expected one of: holdFloor, maxHold)");
+    expect_error("duties:\n  attestation: {maxHold: 1s}\n",
+                 "t.yaml:2:3: unknown key \"attestation\" in \"duties\"");
+    expect_error("duties: {headRoot: {maxHold: 0}}\n",
+                 "t.yaml:1:30: duties.headRoot.maxHold: must be between 1ms and 24h (got 0ms)");
+    expect_error("duties: {aggregateAttestation: {holdFloor: 1.5s}}\n",
+                 "t.yaml:1:44: duties.aggregateAttestation.holdFloor: invalid duration \"1.5s\"");
+    expect_error("duties: {headRoot: 5}\n", "t.yaml:1:20: \"duties.headRoot\" must be a mapping");
+
+    /* Validation with inherited values on either side. */
+    expect_invalid("upstreams: [{url: \"http://a\"}]\n"
+                   "duties: {attestationData: {holdFloor: 900ms, maxHold: 500ms}}\n",
+                   "duties.attestationData: holdFloor (900ms) must not be greater than maxHold "
+                   "(500ms)");
+    expect_invalid("upstreams: [{url: \"http://a\"}]\n"
+                   "duties: {maxHold: 300ms, holdFloor: 100ms, headRoot: {holdFloor: 1s}}\n",
+                   "duties.headRoot: holdFloor (1s) must not be greater than maxHold (300ms, from "
+                   "duties.maxHold)");
+    expect_invalid("upstreams: [{url: \"http://a\"}]\n"
+                   "duties: {syncCommitteeContribution: {maxHold: 200ms}}\n",
+                   "duties.syncCommitteeContribution: holdFloor (400ms, from duties.holdFloor) "
+                   "must not be greater than maxHold (200ms)");
+
+    /* A configuration built in code: an out-of-range per-duty value is caught by key. */
+    cfg = expect_ok("upstreams: [{url: \"http://a\"}]\n");
+    cfg->duties.hold[BM_CONFIG_DUTY_HEAD_ROOT].max_hold_ms = 0;
+    assert_int_equal(bm_config_validate(cfg, &err), BM_EINVAL);
+    assert_string_equal(err.msg, "duties.headRoot.maxHold: must be between 1ms and 24h (got 0ms)");
+    bm_config_free(cfg);
+}
+
 /* ---- the command line ---------------------------------------------------------------- */
 
 static void test_cli_parse(void **state)
@@ -1009,15 +1117,25 @@ static void test_defaults_identical(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_minimal),       cmocka_unit_test(test_full_values),
-        cmocka_unit_test(test_example_file),  cmocka_unit_test(test_unknown_keys),
-        cmocka_unit_test(test_shapes),        cmocka_unit_test(test_env_values),
-        cmocka_unit_test(test_durations),     cmocka_unit_test(test_sizes),
-        cmocka_unit_test(test_other_values),  cmocka_unit_test(test_upstream_ids),
-        cmocka_unit_test(test_upstream_urls), cmocka_unit_test(test_headers),
-        cmocka_unit_test(test_validate),      cmocka_unit_test(test_dump_round_trip),
-        cmocka_unit_test(test_cli_parse),     cmocka_unit_test(test_cli_help),
-        cmocka_unit_test(test_cli_overlay),   cmocka_unit_test(test_defaults_identical),
+        cmocka_unit_test(test_minimal),
+        cmocka_unit_test(test_full_values),
+        cmocka_unit_test(test_example_file),
+        cmocka_unit_test(test_unknown_keys),
+        cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_env_values),
+        cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_other_values),
+        cmocka_unit_test(test_upstream_ids),
+        cmocka_unit_test(test_upstream_urls),
+        cmocka_unit_test(test_headers),
+        cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_dump_round_trip),
+        cmocka_unit_test(test_duty_holds),
+        cmocka_unit_test(test_cli_parse),
+        cmocka_unit_test(test_cli_help),
+        cmocka_unit_test(test_cli_overlay),
+        cmocka_unit_test(test_defaults_identical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

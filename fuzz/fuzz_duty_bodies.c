@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libFuzzer harness for the duty-body readers of the fresh-head policies:
+ * bm_produce_parse (a produced block, JSON or SSZ, with its value headers),
+ * bm_attest_parse_data, bm_attest_parse_payload and bm_attest_parse_root.
+ *
+ * The first two bytes select the response headers: Content-Type (JSON, SSZ, none), the
+ * fork, whether Eth-Execution-Payload-Blinded / -Included are present and their values,
+ * v3 or v4, and whether the value headers are present (their text comes from the body's
+ * first bytes, so malformed values are explored too). The rest is the body.
+ *
+ * Properties: every reader gives the same result twice; the same body delivered in two
+ * pieces and reassembled (as an upstream transfer delivers it) reads the same; and what a
+ * reader returns is consistent with the bytes: an SSZ block's parent and slot are those
+ * bm_ssz_block_info finds, an SSZ AttestationData is exactly 128 bytes, a 42-byte
+ * PayloadAttestationData has boolean bytes.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attest.h"
+#include "buf.h"
+#include "hdrs.h"
+#include "produce.h"
+#include "ssz.h"
+
+static const char *const forks[] = {"phase0", "altair",  "bellatrix", "capella",
+                                    "deneb",  "electra", "fulu",      "gloas"};
+
+#define CHECK(x)                                                                                   \
+    do {                                                                                           \
+        if (!(x))                                                                                  \
+            __builtin_trap();                                                                      \
+    } while (0)
+
+static void read_all(const bm_hdrs_t *h, const bm_buf_t *b, bool v4, int *rc,
+                     bm_produce_block_t *blk, bm_attest_data_t *d, bm_attest_payload_t *p,
+                     uint8_t root[32])
+{
+    memset(blk, 0, sizeof *blk);
+    memset(d, 0, sizeof *d);
+    memset(p, 0, sizeof *p);
+    memset(root, 0, 32);
+    rc[0] = bm_produce_parse(h, b, v4, blk);
+    rc[1] = bm_attest_parse_data(h, b, d);
+    rc[2] = bm_attest_parse_payload(h, b, p);
+    rc[3] = bm_attest_parse_root(b, root);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 2)
+        return 0;
+    uint8_t s0 = data[0], s1 = data[1];
+    const uint8_t *body = data + 2;
+    size_t len = size - 2;
+    bool v4 = s0 & 1;
+    int ctype = (s0 >> 1) % 3; /* 0 JSON, 1 SSZ, 2 none */
+    const char *fork = forks[(s0 >> 3) & 7];
+
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    if (ctype == 0)
+        bm_hdrs_add_z(&h, "Content-Type", "application/json");
+    else if (ctype == 1)
+        bm_hdrs_add_z(&h, "Content-Type", "application/octet-stream");
+    if (s0 & 0x40)
+        bm_hdrs_add_z(&h, "Eth-Consensus-Version", fork);
+    if (s1 & 1)
+        bm_hdrs_add_z(&h, "Eth-Execution-Payload-Blinded", (s1 & 2) ? "true" : "false");
+    if (s1 & 4)
+        bm_hdrs_add_z(&h, "Eth-Execution-Payload-Included", (s1 & 8) ? "true" : "false");
+    if (s1 & 0x30) {
+        /* value headers from the body's first bytes (printable or not) */
+        size_t vlen = len < 24 ? len : 24;
+        char v[25];
+        memcpy(v, body, vlen);
+        v[vlen] = '\0';
+        for (size_t i = 0; i < vlen; i++)
+            if (v[i] == '\r' || v[i] == '\n' || v[i] == '\0')
+                v[i] = '0';
+        if (s1 & 0x10)
+            bm_hdrs_add_z(&h, "Eth-Consensus-Block-Value", v);
+        if (s1 & 0x20)
+            bm_hdrs_add_z(&h, "Eth-Execution-Payload-Value", v);
+    }
+
+    bm_buf_t *b = bm_buf_copy(body, len);
+    if (!b)
+        abort();
+    /* the same body assembled from two pieces, split where the selector says */
+    size_t cut = len ? (size_t)(s1 >> 6) * len / 4 : 0;
+    bm_str_t s = BM_STR_INIT;
+    bm_str_append(&s, body, cut);
+    bm_str_append(&s, body + cut, len - cut);
+    bm_buf_t *b2 = bm_str_finish(&s);
+    if (!b2)
+        b2 = bm_buf_copy("", 0);
+    if (!b2)
+        abort();
+
+    int r1[4], r2[4], r3[4];
+    bm_produce_block_t k1, k2, k3;
+    bm_attest_data_t d1, d2, d3;
+    bm_attest_payload_t p1, p2, p3;
+    uint8_t o1[32], o2[32], o3[32];
+    read_all(&h, b, v4, r1, &k1, &d1, &p1, o1);
+    read_all(&h, b, v4, r2, &k2, &d2, &p2, o2);
+    read_all(&h, b2, v4, r3, &k3, &d3, &p3, o3);
+    CHECK(memcmp(r1, r2, sizeof r1) == 0 && memcmp(r1, r3, sizeof r1) == 0);
+    CHECK(memcmp(&k1, &k2, sizeof k1) == 0 && memcmp(&k1, &k3, sizeof k1) == 0);
+    CHECK(memcmp(&d1, &d2, sizeof d1) == 0 && memcmp(&d1, &d3, sizeof d1) == 0);
+    CHECK(memcmp(&p1, &p2, sizeof p1) == 0 && memcmp(&p1, &p3, sizeof p1) == 0);
+    CHECK(memcmp(o1, o2, 32) == 0 && memcmp(o1, o3, 32) == 0);
+
+    if (ctype == 1) {
+        if (r1[0] == 0) {
+            /* an SSZ block read through the policy is the one the SSZ reader finds */
+            const char *f = bm_hdrs_get(&h, "eth-consensus-version");
+            const char *bl = bm_hdrs_get(&h, "eth-execution-payload-blinded");
+            const char *in = bm_hdrs_get(&h, "eth-execution-payload-included");
+            bm_ssz_block_info_t info;
+            CHECK(f != NULL);
+            CHECK(bm_ssz_block_info(body, len, f, !v4 && bl && strcmp(bl, "true") == 0,
+                                    in && strcmp(in, "true") == 0,
+                                    v4 ? BM_SSZ_BLOCK_PRODUCE_V4 : BM_SSZ_BLOCK_PRODUCE_V3,
+                                    &info) == 0);
+            CHECK(info.slot == k1.slot && memcmp(info.parent_root, k1.parent_root, 32) == 0);
+            CHECK(k1.has_state_root && memcmp(info.state_root, k1.state_root, 32) == 0);
+        }
+        CHECK(r1[1] != 0 || len == BM_SSZ_ATTESTATION_DATA_LEN);
+        CHECK(r1[2] != 0 ||
+              (len == BM_SSZ_PAYLOAD_ATTESTATION_DATA_LEN && body[40] <= 1 && body[41] <= 1));
+    }
+    bm_buf_unref(b);
+    bm_buf_unref(b2);
+    bm_hdrs_dispose(&h);
+    return 0;
+}

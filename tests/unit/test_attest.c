@@ -1,0 +1,752 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_attest: the fresh-head reads. First the rules on synthetic answers (parsing by
+ * Content-Type, the root rule, the Gloas index rule, the payload attestation rule, the
+ * coalescing key before and after Electra); then the policy end to end in miniature:
+ * fake nodes on loopback answering from scripts, the policy behind the project's server,
+ * a head tracker fed by hand. Each test asserts who answered, what, how many requests
+ * each node saw and, with generous slack, when.
+ */
+#include "attest.h"
+#include "fresh_fx.h"
+#include "json.h"
+#include "ssz.h"
+
+#define SLOT_MS 12000u
+#define SPE 8u
+#define SLACK_MS 700 /* lateness tolerated on a shared machine */
+
+/* ---- synthetic answers ------------------------------------------------------------------- */
+
+static char bodies[32][512];
+static int n_bodies;
+
+/* An attestation_data JSON body (kept for the test's lifetime). */
+static const char *att_json(uint64_t slot, uint64_t index, unsigned root)
+{
+    char hex[67], *b = bodies[n_bodies++ % 32];
+    fx_root_hex(root, hex);
+    snprintf(b, 512,
+             "{\"data\":{\"slot\":\"%llu\",\"index\":\"%llu\",\"beacon_block_root\":\"%s\","
+             "\"source\":{\"epoch\":\"0\",\"root\":\"%s\"},\"target\":{\"epoch\":\"0\",\"root\":"
+             "\"%s\"}}}",
+             (unsigned long long)slot, (unsigned long long)index, hex, hex, hex);
+    return b;
+}
+
+static const char *root_json(unsigned root)
+{
+    char hex[67], *b = bodies[n_bodies++ % 32];
+    fx_root_hex(root, hex);
+    snprintf(b, 512,
+             "{\"execution_optimistic\":false,\"finalized\":false,\"data\":{\"root\":\"%s\"}}",
+             hex);
+    return b;
+}
+
+static const char *payload_json(uint64_t slot, unsigned root, bool present)
+{
+    char hex[67], *b = bodies[n_bodies++ % 32];
+    fx_root_hex(root, hex);
+    snprintf(b, 512,
+             "{\"version\":\"gloas\",\"data\":{\"beacon_block_root\":\"%s\",\"slot\":\"%llu\","
+             "\"payload_present\":%s,\"blob_data_available\":true}}",
+             hex, (unsigned long long)slot, present ? "true" : "false");
+    return b;
+}
+
+static void att_ssz(uint8_t out[128], uint64_t slot, uint64_t index, unsigned root)
+{
+    memset(out, 0, 128);
+    for (int i = 0; i < 8; i++) {
+        out[i] = (uint8_t)(slot >> (8 * i));
+        out[8 + i] = (uint8_t)(index >> (8 * i));
+    }
+    fx_root(root, out + 16);
+    fx_root(root, out + 56);
+    fx_root(root, out + 96);
+}
+
+static bm_buf_t *buf(const char *s)
+{
+    bm_buf_t *b = bm_buf_from_str(s);
+    assert_non_null(b);
+    return b;
+}
+
+static void test_parse_data(void **state)
+{
+    (void)state;
+    bm_hdrs_t json, ssz, ssz_param;
+    bm_hdrs_init(&json);
+    bm_hdrs_init(&ssz);
+    bm_hdrs_init(&ssz_param);
+    bm_hdrs_add_z(&json, "Content-Type", "application/json");
+    bm_hdrs_add_z(&ssz, "Content-Type", "application/octet-stream");
+    bm_hdrs_add_z(&ssz_param, "content-type", " Application/Octet-Stream; q=1");
+    bm_attest_data_t d;
+    uint8_t r7[32];
+    fx_root(7, r7);
+
+    bm_buf_t *b = buf(att_json(12, 1, 7));
+    assert_int_equal(bm_attest_parse_data(&json, b, &d), 0);
+    assert_int_equal(d.slot, 12);
+    assert_int_equal(d.index, 1);
+    assert_memory_equal(d.beacon_block_root, r7, 32);
+    /* without a Content-Type a body is read as JSON; as SSZ it is refused */
+    assert_int_equal(bm_attest_parse_data(NULL, b, &d), 0);
+    assert_int_equal(bm_attest_parse_data(&ssz, b, &d), BM_EINVAL);
+    bm_buf_unref(b);
+
+    uint8_t raw[128];
+    att_ssz(raw, 0x0102030405060708ull, 1, 9);
+    b = bm_buf_copy(raw, 128);
+    memset(&d, 0, sizeof d);
+    assert_int_equal(bm_attest_parse_data(&ssz, b, &d), 0);
+    assert_int_equal(d.slot, 0x0102030405060708ull);
+    assert_int_equal(d.index, 1);
+    assert_int_equal(d.beacon_block_root[2], 9);
+    assert_int_equal(bm_attest_parse_data(&ssz_param, b, &d), 0);
+    assert_int_equal(bm_attest_parse_data(&json, b, &d), BM_EINVAL);
+    bm_buf_unref(b);
+    b = bm_buf_copy(raw, 127); /* an AttestationData is exactly 128 bytes */
+    assert_int_equal(bm_attest_parse_data(&ssz, b, &d), BM_EINVAL);
+    bm_buf_unref(b);
+
+    const char *bad[] = {
+        "{\"data\":{\"slot\":\"1\",\"index\":\"0\"}}",
+        "{\"data\":{\"slot\":\"x\",\"index\":\"0\",\"beacon_block_root\":\"0x00\"}}",
+        "not json",
+        "",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        b = buf(bad[i]);
+        assert_int_equal(bm_attest_parse_data(&json, b, &d), BM_EINVAL);
+        bm_buf_unref(b);
+    }
+    assert_int_equal(bm_attest_parse_data(&json, NULL, &d), BM_EINVAL);
+
+    uint8_t root[32];
+    b = buf(root_json(7));
+    assert_int_equal(bm_attest_parse_root(b, root), 0);
+    assert_memory_equal(root, r7, 32);
+    bm_buf_unref(b);
+    b = buf("{\"data\":{}}");
+    assert_int_equal(bm_attest_parse_root(b, root), BM_EINVAL);
+    bm_buf_unref(b);
+    bm_hdrs_dispose(&json);
+    bm_hdrs_dispose(&ssz);
+    bm_hdrs_dispose(&ssz_param);
+}
+
+static bm_expected_t expect_head(unsigned root, uint64_t slot, bool cluster, bool slot_known,
+                                 bool full)
+{
+    bm_expected_t e;
+    memset(&e, 0, sizeof e);
+    e.known = true;
+    fx_root(root, e.root);
+    e.slot = slot;
+    e.slot_known = slot_known;
+    e.is_cluster_head = cluster;
+    e.payload_full = full;
+    return e;
+}
+
+static bm_attest_data_t data(uint64_t slot, uint64_t index, unsigned root)
+{
+    bm_attest_data_t d;
+    d.slot = slot;
+    d.index = index;
+    fx_root(root, d.beacon_block_root);
+    return d;
+}
+
+static void test_root_and_index_rules(void **state)
+{
+    (void)state;
+    bm_attest_data_t d;
+    /* no expected head: anything goes (start-up) */
+    bm_expected_t none;
+    memset(&none, 0, sizeof none);
+    d = data(10, 1, 3);
+    assert_true(bm_attest_data_ok(&none, true, 10, &d));
+    assert_int_equal(bm_attest_expected_index(&none, 10), -1);
+
+    /* before Gloas: the root decides, the index is the committee's */
+    bm_expected_t e = expect_head(5, 10, true, true, false);
+    d = data(10, 7, 5);
+    assert_true(bm_attest_data_ok(&e, false, 10, &d));
+    d = data(10, 0, 4);
+    assert_false(bm_attest_data_ok(&e, false, 10, &d));
+
+    /* Gloas, the head is the block of the requested slot: index 0, even when full */
+    e = expect_head(5, 10, true, true, true);
+    assert_int_equal(bm_attest_expected_index(&e, 10), 0);
+    d = data(10, 0, 5);
+    assert_true(bm_attest_data_ok(&e, true, 10, &d));
+    d = data(10, 1, 5);
+    assert_false(bm_attest_data_ok(&e, true, 10, &d));
+
+    /* Gloas, the head is from an earlier slot with its payload full: index 1 */
+    e = expect_head(5, 9, true, true, true);
+    assert_int_equal(bm_attest_expected_index(&e, 10), 1);
+    d = data(10, 1, 5);
+    assert_true(bm_attest_data_ok(&e, true, 10, &d));
+    d = data(10, 0, 5);
+    assert_false(bm_attest_data_ok(&e, true, 10, &d));
+    d = data(10, 1, 6); /* the right index does not save the wrong root */
+    assert_false(bm_attest_data_ok(&e, true, 10, &d));
+
+    /* ... with its payload not known full: index 0 */
+    e = expect_head(5, 9, true, true, false);
+    assert_int_equal(bm_attest_expected_index(&e, 10), 0);
+    d = data(10, 0, 5);
+    assert_true(bm_attest_data_ok(&e, true, 10, &d));
+    d = data(10, 1, 5);
+    assert_false(bm_attest_data_ok(&e, true, 10, &d));
+
+    /* a past slot whose block is older (payload status unknown): the index is not judged */
+    e = expect_head(5, 10, false, false, false);
+    assert_int_equal(bm_attest_expected_index(&e, 10), -1);
+    d = data(10, 1, 5);
+    assert_true(bm_attest_data_ok(&e, true, 10, &d));
+    d = data(10, 0, 5);
+    assert_true(bm_attest_data_ok(&e, true, 10, &d));
+    /* a past slot whose own block is known: index 0 */
+    e = expect_head(5, 10, false, true, false);
+    assert_int_equal(bm_attest_expected_index(&e, 10), 0);
+}
+
+static void test_payload_rules(void **state)
+{
+    (void)state;
+    bm_hdrs_t json, ssz;
+    bm_hdrs_init(&json);
+    bm_hdrs_init(&ssz);
+    bm_hdrs_add_z(&json, "Content-Type", "application/json");
+    bm_hdrs_add_z(&ssz, "Content-Type", "application/octet-stream");
+    bm_attest_payload_t p;
+
+    bm_buf_t *b = buf(payload_json(20, 4, true));
+    assert_int_equal(bm_attest_parse_payload(&json, b, &p), 0);
+    assert_int_equal(p.slot, 20);
+    assert_true(p.payload_present);
+    assert_true(p.blob_data_available);
+    assert_int_equal(p.beacon_block_root[2], 4);
+    bm_buf_unref(b);
+
+    uint8_t raw[42] = {0};
+    fx_root(4, raw);
+    raw[32] = 20;
+    raw[40] = 0;
+    raw[41] = 1;
+    b = bm_buf_copy(raw, 42);
+    assert_int_equal(bm_attest_parse_payload(&ssz, b, &p), 0);
+    assert_int_equal(p.slot, 20);
+    assert_false(p.payload_present);
+    assert_true(p.blob_data_available);
+    bm_buf_unref(b);
+    raw[40] = 2; /* not an SSZ boolean */
+    b = bm_buf_copy(raw, 42);
+    assert_int_equal(bm_attest_parse_payload(&ssz, b, &p), BM_EINVAL);
+    bm_buf_unref(b);
+    b = bm_buf_copy(raw, 41);
+    assert_int_equal(bm_attest_parse_payload(&ssz, b, &p), BM_EINVAL);
+    bm_buf_unref(b);
+
+    bm_expected_t none;
+    memset(&none, 0, sizeof none);
+    p.slot = 20;
+    fx_root(4, p.beacon_block_root);
+    p.payload_present = false;
+    assert_true(bm_attest_payload_ok(&none, 20, &p));
+    assert_false(bm_attest_payload_ok(&none, 21, &p)); /* another slot's data: never */
+    /* the block of the slot, payload not known full */
+    bm_expected_t e = expect_head(4, 20, true, true, false);
+    assert_true(bm_attest_payload_ok(&e, 20, &p));
+    /* the cluster knows it full: payload_present is needed */
+    e.payload_full = true;
+    assert_false(bm_attest_payload_ok(&e, 20, &p));
+    p.payload_present = true;
+    assert_true(bm_attest_payload_ok(&e, 20, &p));
+    /* the cluster's block is from an earlier slot: nothing for slot 20 is accepted */
+    e = expect_head(4, 19, true, true, false);
+    assert_false(bm_attest_payload_ok(&e, 20, &p));
+    /* another root */
+    e = expect_head(3, 20, true, true, false);
+    assert_false(bm_attest_payload_ok(&e, 20, &p));
+    bm_hdrs_dispose(&json);
+    bm_hdrs_dispose(&ssz);
+}
+
+static void test_coalescing_key(void **state)
+{
+    (void)state;
+    char a[256], b[256];
+    /* before Electra the committee index is part of the key */
+    assert_true(bm_attest_data_key(a, sizeof a, 5, "1", "application/json", true) > 0);
+    assert_true(bm_attest_data_key(b, sizeof b, 5, "2", "application/json", true) > 0);
+    assert_string_not_equal(a, b);
+    assert_true(bm_attest_data_key(b, sizeof b, 5, "1", "application/json", true) > 0);
+    assert_string_equal(a, b);
+    assert_true(bm_attest_data_key(b, sizeof b, 5, NULL, "application/json", true) > 0);
+    assert_string_not_equal(a, b);
+    /* from Electra every committee shares the race */
+    assert_true(bm_attest_data_key(a, sizeof a, 5, "1", "application/json", false) > 0);
+    assert_true(bm_attest_data_key(b, sizeof b, 5, "2", "application/json", false) > 0);
+    assert_string_equal(a, b);
+    assert_true(bm_attest_data_key(b, sizeof b, 5, NULL, "application/json", false) > 0);
+    assert_string_equal(a, b);
+    /* slot and Accept always count */
+    assert_true(bm_attest_data_key(b, sizeof b, 6, "1", "application/json", false) > 0);
+    assert_string_not_equal(a, b);
+    assert_true(bm_attest_data_key(b, sizeof b, 5, "1", "application/octet-stream", false) > 0);
+    assert_string_not_equal(a, b);
+    assert_true(bm_attest_data_key(b, sizeof b, 5, "1", NULL, false) > 0);
+    assert_string_not_equal(a, b);
+    /* too small a buffer */
+    assert_int_equal(bm_attest_data_key(b, 10, 5, "1", "application/json", false), -1);
+}
+
+/* ---- the policy end to end ------------------------------------------------------------- */
+
+typedef struct tfx {
+    fx_t *f;
+    fx_chain_t c;
+    bm_attest_t *a;
+    uint64_t slot; /* the current slot */
+} tfx_t;
+
+static void free_attest(void *p)
+{
+    bm_attest_free(p);
+}
+
+/* beaconmux with the attest policy; the wall clock is `into_ms` into slot 10 of a chain
+ * whose gloas epoch is `gloas_epoch`; `hold` (NULL: defaults) for every duty. */
+static void tfx_init(tfx_t *t, uint64_t into_ms, uint64_t electra_epoch, uint64_t gloas_epoch,
+                     const bm_hint_hold_t *hold)
+{
+    memset(t, 0, sizeof *t);
+    t->f = fx_new();
+    uint64_t now = bm_clock_now_ms();
+    t->slot = 10;
+    bm_chain_info_t info;
+    fx_chain_info(&info, now - 10 * SLOT_MS - into_ms, SLOT_MS, SPE, electra_epoch, gloas_epoch);
+    fx_chain_init(&t->c, 3, &info, now);
+    if (hold) {
+        bm_hint_opts_t o;
+        for (int d = 0; d < BM_HINT_DUTY_COUNT; d++)
+            o.hold[d] = *hold;
+        bm_hint_free(t->f->hint);
+        t->f->hint = bm_hint_new(&o);
+        assert_non_null(t->f->hint);
+    }
+    bm_hint_set_chain(t->f->hint, &t->c.info);
+    bm_hint_set_head(t->f->hint, t->c.t);
+    t->a = bm_attest_new(t->f->eng, t->f->pool, t->f->hint, NULL);
+    assert_non_null(t->a);
+    assert_int_equal(bm_attest_register(t->a, t->f->router), 0);
+    fx_listen(t->f);
+}
+
+/* The cluster chain 7, 8, 9, 10 (one block per slot, id = slot); the head is `head`. */
+static void tfx_chain(tfx_t *t, unsigned head, bm_payload_status_t payload)
+{
+    uint64_t now = bm_clock_now_ms();
+    for (unsigned id = 7; id <= 10; id++)
+        fx_block(&t->c, id, id, id - 1);
+    for (unsigned id = 7; id <= head; id++)
+        fx_head(&t->c, 0, id, now, id == head ? payload : BM_PAYLOAD_UNKNOWN);
+    assert_int_equal(fx_cluster_id(&t->c), (int)head);
+}
+
+static void tfx_free(tfx_t *t)
+{
+    fx_free(t->f, free_attest, t->a);
+    fx_chain_dispose(&t->c);
+}
+
+#define STEP(st, ms, text) ((fx_step_t){.status = (st), .delay_ms = (ms), .body = (text)})
+#define HANG ((fx_step_t){0})
+
+static int body_root(const fx_client_t *c)
+{
+    bm_attest_data_t d;
+    bm_buf_t *b = bm_buf_copy(c->body, c->body_len);
+    int rc = bm_attest_parse_data(&c->hdrs, b, &d);
+    bm_buf_unref(b);
+    return rc == 0 ? d.beacon_block_root[2] : -1;
+}
+
+static void test_stale_node_loses(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
+    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    /* a: fast and stale; b: fresh after 150 ms; c: hung */
+    fx_step_t sa = STEP(200, 5, att_json(10, 0, 9));
+    fx_step_t sb = STEP(200, 150, att_json(10, 0, 10));
+    fx_step_t sc = HANG;
+    fx_node_t *a = fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_add_node(t.f, &sc, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(c->status, 200);
+    assert_int_equal(body_root(c), 10);
+    assert_string_equal(bm_hdrs_get(&c->hdrs, "content-type"), "application/json");
+    /* the stale node was re-asked while the fresh one was on its way */
+    assert_true(a->requests >= 2);
+    assert_true(c->end_ms - c->start_ms < 150 + SLACK_MS);
+    bm_attest_stats_t st = bm_attest_stats(t.a);
+    assert_int_equal(st.requests, 1);
+    assert_int_equal(st.races, 1);
+    assert_int_equal(st.fallback, 0);
+    tfx_free(&t);
+}
+
+static void test_stale_node_catches_up(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
+    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    /* the only answering node is stale twice, then has the head: the re-ask wins */
+    fx_step_t sa[] = {STEP(200, 5, att_json(10, 0, 9)), STEP(200, 5, att_json(10, 0, 9)),
+                      STEP(200, 5, att_json(10, 0, 10))};
+    fx_step_t sb = HANG;
+    fx_node_t *a = fx_add_node(t.f, sa, 3, BM_NODE_READY);
+    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(body_root(c), 10);
+    assert_int_equal(a->requests, 3);
+    tfx_free(&t);
+}
+
+static void release_headers(uv_timer_t *timer)
+{
+    tfx_t *t = timer->data;
+    fx_chain_release(&t->c, bm_clock_now_ms());
+}
+
+static void test_head_moving_holds_the_old_head(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
+    tfx_chain(&t, 9, BM_PAYLOAD_UNKNOWN);
+    /* node 1 just announced block 10; its header is on the way (released at 100 ms) */
+    t.c.defer = true;
+    fx_head(&t.c, 1, 10, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
+    assert_int_equal(fx_cluster_id(&t.c), 9);
+    uv_timer_t timer;
+    uv_timer_init(&t.f->loop, &timer);
+    timer.data = &t;
+    uv_timer_start(&timer, release_headers, 100, 0);
+    /* a answers block 9 (still the cluster head) at once; b answers block 10 */
+    fx_step_t sa = STEP(200, 5, att_json(10, 0, 9));
+    fx_step_t sb = STEP(200, 20, att_json(10, 0, 10));
+    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(body_root(c), 10);
+    assert_int_equal(fx_cluster_id(&t.c), 10);
+    uv_close((uv_handle_t *)&timer, NULL);
+    tfx_free(&t);
+}
+
+static void test_deadline_fallback(void **state)
+{
+    (void)state;
+    tfx_t t;
+    bm_hint_hold_t hold = {.hold_floor_ms = 300, .max_hold_ms = 1000};
+    /* 6 s into the slot: past the attestation due time, so the floor is the deadline */
+    tfx_init(&t, 6000, 0, BM_FAR_FUTURE_EPOCH, &hold);
+    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    fx_step_t sa = STEP(200, 5, att_json(10, 0, 9));
+    fx_step_t sb = STEP(503, 5, "{\"code\":503,\"message\":\"syncing\"}");
+    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fx_wait(t.f, c);
+    /* voting stale beats not voting: the stale 200, at the deadline */
+    assert_int_equal(c->status, 200);
+    assert_int_equal(body_root(c), 9);
+    uint64_t took = c->end_ms - c->start_ms;
+    assert_true(took >= 250);
+    assert_true(took < 300 + SLACK_MS);
+    assert_int_equal(bm_attest_stats(t.a).fallback, 1);
+    tfx_free(&t);
+}
+
+static void test_no_cluster_head_first_2xx(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
+    /* no head event yet: the first 2xx wins at once, whatever its root */
+    fx_step_t sa = STEP(200, 5, att_json(10, 0, 9));
+    fx_step_t sb = STEP(200, 400, att_json(10, 0, 10));
+    fx_node_t *a = fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(body_root(c), 9);
+    assert_int_equal(a->requests, 1);
+    assert_true(c->end_ms - c->start_ms < 400);
+    tfx_free(&t);
+}
+
+static void test_coalescing(void **state)
+{
+    (void)state;
+    for (int pre = 0; pre <= 1; pre++) {
+        tfx_t t;
+        /* electra from epoch 0, or (pre) not scheduled */
+        tfx_init(&t, 3000, pre ? BM_FAR_FUTURE_EPOCH : 0, BM_FAR_FUTURE_EPOCH, NULL);
+        tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+        fx_step_t s = STEP(200, 300, att_json(10, 0, 10));
+        fx_node_t *a = fx_add_node(t.f, &s, 1, BM_NODE_READY);
+        fx_node_t *b = fx_add_node(t.f, &s, 1, BM_NODE_READY);
+        fx_client_t *c[8];
+        for (int i = 0; i < 8; i++) {
+            char path[128];
+            snprintf(path, sizeof path,
+                     "/eth/v1/validator/attestation_data?slot=10&committee_index=%d", i % 2);
+            c[i] = fx_get(t.f, path, "application/json");
+        }
+        for (int i = 0; i < 8; i++) {
+            fx_wait(t.f, c[i]);
+            assert_int_equal(c[i]->status, 200);
+            assert_int_equal(body_root(c[i]), 10);
+            assert_string_equal(c[i]->body, c[0]->body);
+        }
+        /* one race per distinct key: one from Electra on, one per committee before */
+        bm_attest_stats_t st = bm_attest_stats(t.a);
+        assert_int_equal(st.requests, 8);
+        assert_int_equal(st.races, pre ? 2 : 1);
+        assert_int_equal(st.joined, pre ? 6 : 7);
+        assert_int_equal(a->requests, pre ? 2 : 1);
+        assert_int_equal(b->requests, pre ? 2 : 1);
+        tfx_free(&t);
+    }
+}
+
+static void test_ssz_and_headers(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
+    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    static uint8_t stale[128], fresh[128];
+    att_ssz(stale, 10, 0, 9);
+    att_ssz(fresh, 10, 0, 10);
+    fx_step_t sa = {.status = 200,
+                    .delay_ms = 5,
+                    .body = stale,
+                    .body_len = 128,
+                    .ctype = "application/octet-stream"};
+    fx_step_t sb = {.status = 200,
+                    .delay_ms = 100,
+                    .body = fresh,
+                    .body_len = 128,
+                    .ctype = "application/octet-stream",
+                    .h = {{"Eth-Consensus-Version", "fulu"}, {"X-Node", "b"}}};
+    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_node_t *b = fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c[3];
+    for (int i = 0; i < 3; i++)
+        c[i] =
+            fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", "application/octet-stream");
+    for (int i = 0; i < 3; i++) {
+        fx_wait(t.f, c[i]);
+        assert_int_equal(c[i]->status, 200);
+        assert_int_equal(c[i]->body_len, 128);
+        assert_memory_equal(c[i]->body, fresh, 128);
+        /* every waiter gets the winner's headers */
+        assert_string_equal(bm_hdrs_get(&c[i]->hdrs, "content-type"), "application/octet-stream");
+        assert_string_equal(bm_hdrs_get(&c[i]->hdrs, "eth-consensus-version"), "fulu");
+        assert_string_equal(bm_hdrs_get(&c[i]->hdrs, "x-node"), "b");
+    }
+    assert_string_equal(b->accept, "application/octet-stream");
+    assert_int_equal(b->requests, 1);
+    tfx_free(&t);
+}
+
+static void test_gloas_index(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t, 3000, 0, 0, NULL); /* Gloas from genesis */
+    /* the head is the block of slot 9 with its payload full; data for slot 10 */
+    for (unsigned id = 7; id <= 9; id++)
+        fx_block(&t.c, id, id, id - 1);
+    uint64_t now = bm_clock_now_ms();
+    for (unsigned id = 7; id <= 9; id++)
+        fx_head(&t.c, 0, id, now, BM_PAYLOAD_EMPTY);
+    fx_head(&t.c, 0, 9, now, BM_PAYLOAD_FULL);
+    fx_step_t sa = STEP(200, 5, att_json(10, 0, 9));  /* says empty */
+    fx_step_t sb = STEP(200, 80, att_json(10, 1, 9)); /* says full */
+    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fx_wait(t.f, c);
+    bm_attest_data_t d;
+    bm_buf_t *bb = bm_buf_copy(c->body, c->body_len);
+    assert_int_equal(bm_attest_parse_data(NULL, bb, &d), 0);
+    bm_buf_unref(bb);
+    assert_int_equal(d.index, 1);
+    assert_int_equal(d.beacon_block_root[2], 9);
+    tfx_free(&t);
+}
+
+static void test_head_root(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
+    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    fx_step_t sa = STEP(200, 5, root_json(9));
+    fx_step_t sb = STEP(200, 60, root_json(10));
+    fx_node_t *a = fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, "/eth/v1/beacon/blocks/head/root", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(c->status, 200);
+    uint8_t root[32];
+    bm_buf_t *bb = bm_buf_copy(c->body, c->body_len);
+    assert_int_equal(bm_attest_parse_root(bb, root), 0);
+    bm_buf_unref(bb);
+    assert_int_equal(root[2], 10);
+    assert_true(a->requests >= 1);
+    tfx_free(&t);
+}
+
+static void test_payload_attestation(void **state)
+{
+    (void)state;
+    tfx_t t;
+    bm_hint_hold_t hold = {.hold_floor_ms = 300, .max_hold_ms = 1000};
+    tfx_init(&t, 9500, 0, 0, &hold); /* past the PTC due time (9 s): deadline = floor */
+    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    /* a: no block seen (204) at once; b: the block of slot 10 after 100 ms */
+    fx_step_t sa = STEP(204, 5, "");
+    fx_step_t sb = STEP(200, 100, payload_json(10, 10, true));
+    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_node_t *b = fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(c->status, 200);
+    assert_non_null(strstr(c->body, "\"payload_present\":true"));
+    assert_true(c->end_ms - c->start_ms < 100 + SLACK_MS);
+
+    /* everyone says 204: the 204 is served at the deadline, never as accepted */
+    fx_step_t s204 = STEP(204, 5, "");
+    fx_script(b, &s204, 1);
+    c = fx_get(t.f, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(c->status, 204);
+    assert_true(c->end_ms - c->start_ms >= 250);
+
+    /* the cluster knows the payload is full: a 200 without payload_present loses to one
+     * with it, and to the deadline a 200 beats a 204 */
+    fx_head(&t.c, 0, 10, bm_clock_now_ms(), BM_PAYLOAD_FULL);
+    fx_step_t absent = STEP(200, 5, payload_json(10, 10, false));
+    fx_script(b, &absent, 1);
+    c = fx_get(t.f, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(c->status, 200);
+    assert_non_null(strstr(c->body, "\"payload_present\":false"));
+    assert_true(c->end_ms - c->start_ms >= 250);
+    fx_step_t present[] = {STEP(200, 5, payload_json(10, 10, false)),
+                           STEP(200, 5, payload_json(10, 10, true))};
+    fx_script(b, present, 2);
+    c = fx_get(t.f, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
+    fx_wait(t.f, c);
+    assert_non_null(strstr(c->body, "\"payload_present\":true"));
+    assert_true(c->end_ms - c->start_ms < 250);
+    tfx_free(&t);
+}
+
+static void test_bad_requests(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
+    fx_step_t s = STEP(200, 5, att_json(10, 0, 10));
+    fx_node_t *a = fx_add_node(t.f, &s, 1, BM_NODE_READY);
+    const char *paths[] = {"/eth/v1/validator/attestation_data",
+                           "/eth/v1/validator/attestation_data?slot=abc",
+                           "/eth/v1/validator/attestation_data?slot=99999999999999999999",
+                           "/eth/v1/validator/payload_attestation_data?slot="};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        fx_client_t *c = fx_get(t.f, paths[i], NULL);
+        fx_wait(t.f, c);
+        assert_int_equal(c->status, 400);
+        assert_non_null(strstr(c->body, "\"code\":400"));
+    }
+    assert_int_equal(a->requests, 0);
+    /* every node down: the engine's 503 in the Beacon API shape */
+    a->node->state = BM_NODE_WRONG_NETWORK;
+    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(c->status, 503);
+    assert_non_null(strstr(c->body, "\"code\":503"));
+    tfx_free(&t);
+}
+
+static void test_client_leaves(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
+    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    fx_step_t s = HANG;
+    fx_add_node(t.f, &s, 1, BM_NODE_READY);
+    /* a client that gives up: its race (it was the only waiter) stops asking the node */
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/eth/v1/validator/attestation_data?slot=10",
+             t.f->mux_port);
+    bm_xfer_req_t xr = {.method = "GET", .url = url, .timeout_ms = 150};
+    fx_client_t gone;
+    memset(&gone, 0, sizeof gone);
+    bm_hdrs_init(&gone.hdrs);
+    static const bm_xfer_cbs_t cbs = {.on_done = fx_client_done};
+    assert_non_null(bm_upstream_start(t.f->up, &xr, &cbs, &gone));
+    FX_RUN_UNTIL(&t.f->loop, gone.done && t.f->preqs == 0, FX_BOUND_MS);
+    assert_true(gone.done);
+    assert_int_equal(gone.err, BM_ETIMEDOUT);
+    assert_int_equal(t.f->preqs, 0); /* the node saw its request cancelled */
+    FX_RUN_UNTIL(&t.f->loop, bm_race_engine_active(t.f->eng) == 0, FX_BOUND_MS);
+    assert_int_equal(bm_race_engine_active(t.f->eng), 0);
+    bm_hdrs_dispose(&gone.hdrs);
+    tfx_free(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_data),
+        cmocka_unit_test(test_root_and_index_rules),
+        cmocka_unit_test(test_payload_rules),
+        cmocka_unit_test(test_coalescing_key),
+        cmocka_unit_test(test_stale_node_loses),
+        cmocka_unit_test(test_stale_node_catches_up),
+        cmocka_unit_test(test_head_moving_holds_the_old_head),
+        cmocka_unit_test(test_deadline_fallback),
+        cmocka_unit_test(test_no_cluster_head_first_2xx),
+        cmocka_unit_test(test_coalescing),
+        cmocka_unit_test(test_ssz_and_headers),
+        cmocka_unit_test(test_gloas_index),
+        cmocka_unit_test(test_head_root),
+        cmocka_unit_test(test_payload_attestation),
+        cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_client_leaves),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

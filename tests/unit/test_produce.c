@@ -1,0 +1,692 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_produce: block production. The rules on synthetic answers first: the parent read
+ * from JSON and from SSZ offsets for every fork layout, the parent-or-grandparent rule,
+ * value comparison as 256-bit integers above 2^63 and 2^64 with builder_boost_factor
+ * 0, 100 and 2^64-1. Then the policy end to end in miniature (fake nodes, the project's
+ * server, a head tracker fed by hand): fresh beats stale, a late head re-orged by the
+ * proposer, the deadline, best value, SSZ, and the producing node remembered per slot.
+ */
+#include "fresh_fx.h"
+#include "produce.h"
+
+#define SLOT_MS 12000u
+#define SPE 8u
+#define SLACK_MS 700
+
+/* ---- synthetic blocks ---------------------------------------------------------------------- */
+
+static char bodies[32][1024];
+static int n_bodies;
+
+/* A v3 (fulu BlockContents, or a blinded block) or v4 (gloas BeaconBlock) JSON answer. */
+static const char *block_json(uint64_t slot, unsigned parent, unsigned state, bool v4, bool blinded,
+                              const char *evalue, const char *cvalue)
+{
+    char p[67], s[67], *b = bodies[n_bodies++ % 32];
+    fx_root_hex(parent, p);
+    fx_root_hex(state, s);
+    char blk[400];
+    snprintf(blk, sizeof blk,
+             "{\"slot\":\"%llu\",\"proposer_index\":\"3\",\"parent_root\":\"%s\",\"state_root\":"
+             "\"%s\",\"body\":{}}",
+             (unsigned long long)slot, p, s);
+    if (v4)
+        snprintf(b, 1024,
+                 "{\"version\":\"gloas\",\"execution_payload_included\":false,"
+                 "\"consensus_block_value\":\"%s\",\"data\":%s}",
+                 cvalue ? cvalue : "0", blk);
+    else if (blinded)
+        snprintf(b, 1024,
+                 "{\"version\":\"fulu\",\"execution_payload_blinded\":true,"
+                 "\"execution_payload_value\":\"%s\",\"consensus_block_value\":\"%s\",\"data\":%s}",
+                 evalue ? evalue : "0", cvalue ? cvalue : "0", blk);
+    else
+        snprintf(b, 1024,
+                 "{\"version\":\"fulu\",\"execution_payload_blinded\":false,"
+                 "\"execution_payload_value\":\"%s\",\"consensus_block_value\":\"%s\","
+                 "\"data\":{\"block\":%s,\"kzg_proofs\":[],\"blobs\":[]}}",
+                 evalue ? evalue : "0", cvalue ? cvalue : "0", blk);
+    return b;
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* A (Blinded)BeaconBlock: 84 fixed bytes and a 16-byte body. Returns its length. */
+static size_t ssz_block(uint8_t *out, uint64_t slot, unsigned parent, unsigned state)
+{
+    memset(out, 0, 100);
+    put_u64(out, slot);
+    put_u64(out + 8, 3);
+    fx_root(parent, out + 16);
+    fx_root(state, out + 48);
+    put_u32(out + 80, 84);
+    memset(out + 84, 0xEE, 16);
+    return 100;
+}
+
+/* A BlockContents with `n_offsets` offsets (3: deneb..fulu, 4: gloas), the block first and
+ * 8 bytes for each other field. */
+static size_t ssz_contents(uint8_t *out, int n_offsets, uint64_t slot, unsigned parent,
+                           unsigned state)
+{
+    size_t fixed = 4 * (size_t)n_offsets;
+    size_t blen = ssz_block(out + fixed, slot, parent, state);
+    size_t at = fixed;
+    put_u32(out, (uint32_t)at);
+    at += blen;
+    for (int i = 1; i < n_offsets; i++) {
+        put_u32(out + 4 * i, (uint32_t)at);
+        memset(out + at, 0x11 * i, 8);
+        at += 8;
+    }
+    return at;
+}
+
+static void headers(bm_hdrs_t *h, const char *ctype, const char *fork, const char *blinded,
+                    const char *included, const char *evalue, const char *cvalue)
+{
+    bm_hdrs_init(h);
+    if (ctype)
+        bm_hdrs_add_z(h, "Content-Type", ctype);
+    if (fork)
+        bm_hdrs_add_z(h, "Eth-Consensus-Version", fork);
+    if (blinded)
+        bm_hdrs_add_z(h, "Eth-Execution-Payload-Blinded", blinded);
+    if (included)
+        bm_hdrs_add_z(h, "Eth-Execution-Payload-Included", included);
+    if (evalue)
+        bm_hdrs_add_z(h, "Eth-Execution-Payload-Value", evalue);
+    if (cvalue)
+        bm_hdrs_add_z(h, "Eth-Consensus-Block-Value", cvalue);
+}
+
+static void test_parse_json(void **state)
+{
+    (void)state;
+    bm_hdrs_t h;
+    bm_produce_block_t b;
+    bm_u256_t v;
+
+    /* BlockContents (unblinded fulu): data.block.parent_root; values from the headers */
+    headers(&h, "application/json", "fulu", "false", NULL, "18446744073709551617", "7");
+    bm_buf_t *body = bm_buf_from_str(block_json(11, 10, 50, false, false, "1", "2"));
+    assert_int_equal(bm_produce_parse(&h, body, false, &b), 0);
+    assert_int_equal(b.slot, 11);
+    assert_int_equal(b.parent_root[2], 10);
+    assert_true(b.has_state_root);
+    assert_int_equal(b.state_root[2], 50);
+    assert_false(b.blinded);
+    assert_true(b.has_value);
+    assert_int_equal(bm_u256_parse_z("18446744073709551617", &v), 0);
+    assert_int_equal(bm_u256_cmp(&b.execution, &v), 0); /* the header, not the JSON field */
+    assert_true(bm_u256_to_u64(&b.consensus, NULL));
+    bm_buf_unref(body);
+    bm_hdrs_dispose(&h);
+
+    /* a blinded block (data.parent_root); values and blinded-ness from the JSON fields */
+    headers(&h, NULL, NULL, NULL, NULL, NULL, NULL);
+    body = bm_buf_from_str(
+        block_json(11, 9, 51, false, true, "340282366920938463463374607431768211456", "5"));
+    assert_int_equal(bm_produce_parse(&h, body, false, &b), 0);
+    assert_int_equal(b.parent_root[2], 9);
+    assert_true(b.blinded);
+    assert_int_equal(bm_u256_parse_z("340282366920938463463374607431768211456", &v), 0);
+    assert_int_equal(bm_u256_cmp(&b.execution, &v), 0);
+    assert_int_equal(b.consensus.w[0], 5);
+    bm_buf_unref(body);
+
+    /* v4: a BeaconBlock in data, the consensus value only */
+    body = bm_buf_from_str(block_json(11, 8, 52, true, false, NULL, "99"));
+    assert_int_equal(bm_produce_parse(&h, body, true, &b), 0);
+    assert_int_equal(b.parent_root[2], 8);
+    assert_false(b.blinded);
+    assert_int_equal(b.consensus.w[0], 99);
+    assert_true(bm_u256_is_zero(&b.execution));
+    bm_buf_unref(body);
+
+    /* no values at all is fine (has_value false); broken ones are not */
+    char r10[67], text[512];
+    fx_root_hex(10, r10);
+    snprintf(text, sizeof text, "{\"data\":{\"slot\":\"11\",\"parent_root\":\"%s\"}}", r10);
+    body = bm_buf_from_str(text);
+    assert_int_equal(bm_produce_parse(&h, body, false, &b), 0);
+    assert_false(b.has_value);
+    assert_false(b.has_state_root);
+    assert_int_equal(b.parent_root[2], 10);
+    bm_hdrs_dispose(&h);
+    headers(&h, NULL, NULL, NULL, NULL, "12x", NULL);
+    assert_int_equal(bm_produce_parse(&h, body, false, &b), BM_EINVAL);
+    bm_hdrs_dispose(&h);
+    headers(&h, NULL, NULL, NULL, NULL, NULL, "-1");
+    assert_int_equal(bm_produce_parse(&h, body, false, &b), BM_EINVAL);
+    bm_buf_unref(body);
+    bm_hdrs_dispose(&h);
+    headers(&h, NULL, NULL, NULL, NULL, NULL, NULL);
+    /* a value that is a JSON number, not a decimal string */
+    snprintf(text, sizeof text,
+             "{\"consensus_block_value\":12,\"data\":{\"slot\":\"11\",\"parent_root\":\"%s\"}}",
+             r10);
+    body = bm_buf_from_str(text);
+    assert_int_equal(bm_produce_parse(&h, body, false, &b), BM_EINVAL);
+    bm_buf_unref(body);
+    const char *bad[] = {"{\"data\":{\"slot\":\"11\"}}", "{\"data\":{\"block\":{\"slot\":\"11\"}}}",
+                         "[]", "{"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        body = bm_buf_from_str(bad[i]);
+        assert_int_equal(bm_produce_parse(&h, body, false, &b), BM_EINVAL);
+        bm_buf_unref(body);
+    }
+    assert_int_equal(bm_produce_parse(&h, NULL, false, &b), BM_EINVAL);
+    bm_hdrs_dispose(&h);
+}
+
+static void test_parse_ssz_per_fork(void **state)
+{
+    (void)state;
+    static uint8_t raw[256];
+    bm_hdrs_t h;
+    bm_produce_block_t b;
+    const char *oct = "application/octet-stream";
+    struct {
+        const char *fork, *blinded, *included;
+        bool v4;
+        int layout; /* 0: bare block, 3 or 4: BlockContents offsets */
+    } cases[] = {
+        {"phase0", "false", NULL, false, 0},   {"capella", "false", NULL, false, 0},
+        {"bellatrix", "true", NULL, false, 0}, {"deneb", "false", NULL, false, 3},
+        {"electra", "true", NULL, false, 0},   {"fulu", "false", NULL, false, 3},
+        {"gloas", NULL, "false", true, 0},     {"gloas", NULL, "true", true, 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        /* slot 12 on purpose: a bare block whose first bytes look like a 12-byte offset
+         * table must still be read as a block, by the headers */
+        size_t len = cases[i].layout ? ssz_contents(raw, cases[i].layout, 12, 20 + (unsigned)i, 60)
+                                     : ssz_block(raw, 12, 20 + (unsigned)i, 60);
+        headers(&h, oct, cases[i].fork, cases[i].blinded, cases[i].included, "1", "2");
+        bm_buf_t *body = bm_buf_copy(raw, len);
+        memset(&b, 0, sizeof b);
+        if (bm_produce_parse(&h, body, cases[i].v4, &b) != 0)
+            print_error("case %zu (%s) refused\n", i, cases[i].fork);
+        assert_int_equal(bm_produce_parse(&h, body, cases[i].v4, &b), 0);
+        assert_int_equal(b.slot, 12);
+        assert_int_equal(b.parent_root[2], 20 + i);
+        assert_true(b.has_state_root);
+        assert_int_equal(b.state_root[2], 60);
+        assert_int_equal(b.blinded, cases[i].blinded && strcmp(cases[i].blinded, "true") == 0);
+        bm_buf_unref(body);
+        bm_hdrs_dispose(&h);
+    }
+    /* the layout cannot be told without the headers, or with contradicting ones */
+    size_t len = ssz_contents(raw, 3, 12, 20, 60);
+    bm_buf_t *body = bm_buf_copy(raw, len);
+    headers(&h, oct, NULL, "false", NULL, NULL, NULL);
+    assert_int_equal(bm_produce_parse(&h, body, false, &b), BM_EINVAL);
+    bm_hdrs_dispose(&h);
+    headers(&h, oct, "fulu", NULL, NULL, NULL, NULL);
+    assert_int_equal(bm_produce_parse(&h, body, false, &b), BM_EINVAL);
+    bm_hdrs_dispose(&h);
+    headers(&h, oct, "gloas", NULL, NULL, NULL, NULL); /* v4 without -Included */
+    assert_int_equal(bm_produce_parse(&h, body, true, &b), BM_EINVAL);
+    bm_hdrs_dispose(&h);
+    headers(&h, oct, "gloas", "false", NULL, NULL, NULL); /* a V3 answer cannot be gloas */
+    assert_int_equal(bm_produce_parse(&h, body, false, &b), BM_EINVAL);
+    bm_hdrs_dispose(&h);
+    headers(&h, oct, "phase0", "true", NULL, NULL, NULL); /* no blinded block in phase0 */
+    assert_int_equal(bm_produce_parse(&h, body, false, &b), BM_EINVAL);
+    bm_hdrs_dispose(&h);
+    bm_buf_unref(body);
+    body = bm_buf_copy(raw, 40); /* truncated */
+    headers(&h, oct, "fulu", "false", NULL, NULL, NULL);
+    assert_int_equal(bm_produce_parse(&h, body, false, &b), BM_EINVAL);
+    bm_hdrs_dispose(&h);
+    bm_buf_unref(body);
+}
+
+static void test_parent_rule(void **state)
+{
+    (void)state;
+    bm_expected_t e;
+    uint8_t p[32];
+    memset(&e, 0, sizeof e);
+    fx_root(4, p);
+    assert_true(bm_produce_parent_ok(&e, false, p)); /* no expected head: any block */
+    e.known = true;
+    fx_root(10, e.root);
+    e.parent_known = true;
+    fx_root(9, e.parent);
+    fx_root(10, p);
+    assert_true(bm_produce_parent_ok(&e, false, p));
+    assert_true(bm_produce_parent_ok(&e, true, p));
+    fx_root(9, p);
+    assert_false(bm_produce_parent_ok(&e, false, p)); /* the head was on time */
+    assert_true(bm_produce_parent_ok(&e, true, p));   /* late: honest proposers re-org it */
+    e.parent_known = false;
+    assert_false(bm_produce_parent_ok(&e, true, p));
+    fx_root(8, p);
+    e.parent_known = true;
+    assert_false(bm_produce_parent_ok(&e, true, p)); /* never the grandparent */
+}
+
+static bm_produce_block_t val(const char *c, const char *e, bool blinded)
+{
+    bm_produce_block_t b;
+    memset(&b, 0, sizeof b);
+    assert_int_equal(bm_u256_parse_z(c, &b.consensus), 0);
+    assert_int_equal(bm_u256_parse_z(e, &b.execution), 0);
+    b.blinded = blinded;
+    b.has_value = true;
+    return b;
+}
+
+static void test_value_order(void **state)
+{
+    (void)state;
+    /* above 2^63 and 2^64, values a double cannot tell apart */
+    bm_produce_block_t a = val("0", "18446744073709551617", false);         /* 2^64 + 1 */
+    bm_produce_block_t b = val("0", "18446744073709551616", false);         /* 2^64 */
+    assert_true((double)18446744073709551615ull == 18446744073709551616.0); /* why it matters */
+    assert_true(bm_produce_value_cmp(&a, &b, 100) > 0);
+    assert_true(bm_produce_value_cmp(&b, &a, 100) < 0);
+    assert_int_equal(bm_produce_value_cmp(&a, &a, 100), 0);
+    bm_produce_block_t c = val("9223372036854775808", "9223372036854775809", false); /* 2^63 each */
+    assert_true(bm_produce_value_cmp(&c, &a, 100) == 0); /* their sum is 2^64 + 1 */
+    bm_produce_block_t d = val("9223372036854775807", "0", false);
+    assert_true(bm_produce_value_cmp(&d, &c, 100) < 0);
+    /* the consensus value counts too */
+    bm_produce_block_t e = val("1", "18446744073709551616", false);
+    assert_int_equal(bm_produce_value_cmp(&e, &a, 100), 0);
+
+    /* builder_boost_factor between a local and a builder (blinded) block */
+    bm_produce_block_t local = val("0", "1000", false);
+    bm_produce_block_t builder = val("0", "5000", true);
+    assert_true(bm_produce_value_cmp(&builder, &local, 100) > 0);        /* compare values */
+    assert_true(bm_produce_value_cmp(&local, &builder, 0) > 0);          /* always local */
+    assert_true(bm_produce_value_cmp(&builder, &local, 10) < 0);         /* 5000 * 10% = 500 */
+    assert_true(bm_produce_value_cmp(&builder, &local, 20) == 0);        /* 1000 == 1000 */
+    assert_true(bm_produce_value_cmp(&builder, &local, UINT64_MAX) > 0); /* prefer builder */
+    /* with 100 the builder's value is rounded down to a multiple of 100 */
+    bm_produce_block_t b1099 = val("0", "1099", true);
+    bm_produce_block_t l1050 = val("0", "1050", false);
+    assert_true(bm_produce_value_cmp(&b1099, &l1050, 100) < 0); /* 1000 < 1050 */
+    /* a boost that overflows 256 bits beats every local value */
+    bm_produce_block_t huge = val("0",
+                                  "115792089237316195423570985008687907853269984665640564039457"
+                                  "584007913129639935",
+                                  true);
+    bm_produce_block_t lhuge = val("1",
+                                   "115792089237316195423570985008687907853269984665640564"
+                                   "039457584007913129639933",
+                                   false);
+    assert_true(bm_produce_value_cmp(&huge, &lhuge, UINT64_MAX) > 0);
+    /* boost 0 keeps builders below every local block, and orders builders by value */
+    bm_produce_block_t rich = val("1000000", "1000000000000000000000", true);
+    bm_produce_block_t poor = val("0", "1", false);
+    assert_true(bm_produce_value_cmp(&rich, &poor, 0) < 0);
+    assert_true(bm_produce_value_cmp(&rich, &builder, 0) > 0);
+    /* builder_boost_factor from the query */
+    const char *q = "randao_reveal=0x00&builder_boost_factor=18446744073709551615";
+    assert_true(bm_produce_boost(q, strlen(q)) == UINT64_MAX);
+    q = "builder_boost_factor=0";
+    assert_int_equal(bm_produce_boost(q, strlen(q)), 0);
+    q = "builder_boost_factor=18446744073709551616";
+    assert_int_equal(bm_produce_boost(q, strlen(q)), 100);
+    assert_int_equal(bm_produce_boost(NULL, 0), 100);
+}
+
+/* ---- the policy end to end ------------------------------------------------------------- */
+
+typedef struct pfx {
+    fx_t *f;
+    fx_chain_t c;
+    bm_produce_t *p;
+} pfx_t;
+
+static void free_produce(void *p)
+{
+    bm_produce_free(p);
+}
+
+/* The wall clock is `into_ms` into slot 11; the chain 7..10 exists, block 10 announced
+ * `head_at_ms` into slot 10 (the head is block 10). */
+static void pfx_init(pfx_t *t, uint64_t into_ms, uint64_t head_at_ms, const bm_produce_opts_t *o)
+{
+    memset(t, 0, sizeof *t);
+    t->f = fx_new();
+    uint64_t now = bm_clock_now_ms();
+    uint64_t genesis = now - 11 * SLOT_MS - into_ms;
+    bm_chain_info_t info;
+    fx_chain_info(&info, genesis, SLOT_MS, SPE, 0, BM_FAR_FUTURE_EPOCH);
+    fx_chain_init(&t->c, 2, &info, now);
+    for (unsigned id = 7; id <= 10; id++)
+        fx_block(&t->c, id, id, id - 1);
+    for (unsigned id = 7; id <= 9; id++)
+        fx_head(&t->c, 0, id, genesis + id * SLOT_MS + 500, BM_PAYLOAD_UNKNOWN);
+    fx_head(&t->c, 0, 10, genesis + 10 * SLOT_MS + head_at_ms, BM_PAYLOAD_UNKNOWN);
+    assert_int_equal(fx_cluster_id(&t->c), 10);
+    bm_hint_set_chain(t->f->hint, &t->c.info);
+    bm_hint_set_head(t->f->hint, t->c.t);
+    t->p = bm_produce_new(t->f->eng, t->f->pool, t->f->hint, o);
+    assert_non_null(t->p);
+    assert_int_equal(bm_produce_register(t->p, t->f->router), 0);
+    fx_listen(t->f);
+}
+
+static void pfx_free(pfx_t *t)
+{
+    fx_free(t->f, free_produce, t->p);
+    fx_chain_dispose(&t->c);
+}
+
+#define V3 "/eth/v3/validator/blocks/11?randao_reveal=0x00"
+
+/* A v3 JSON step with the value headers. */
+static fx_step_t step_v3(uint32_t delay, unsigned parent, unsigned state, const char *ev,
+                         const char *cv)
+{
+    fx_step_t s = {.status = 200,
+                   .delay_ms = delay,
+                   .body = block_json(11, parent, state, false, false, ev, cv)};
+    s.h[0][0] = "Eth-Consensus-Version";
+    s.h[0][1] = "fulu";
+    s.h[1][0] = "Eth-Execution-Payload-Blinded";
+    s.h[1][1] = "false";
+    s.h[2][0] = "Eth-Execution-Payload-Value";
+    s.h[2][1] = ev;
+    s.h[3][0] = "Eth-Consensus-Block-Value";
+    s.h[3][1] = cv;
+    return s;
+}
+
+static int served_parent(const fx_client_t *c)
+{
+    bm_produce_block_t b;
+    bm_buf_t *body = bm_buf_copy(c->body, c->body_len);
+    int rc = bm_produce_parse(&c->hdrs, body, false, &b);
+    bm_buf_unref(body);
+    return rc == 0 ? b.parent_root[2] : -1;
+}
+
+static void test_fresh_beats_stale(void **state)
+{
+    (void)state;
+    pfx_t t;
+    pfx_init(&t, 200, 1000, NULL);
+    fx_step_t sa = step_v3(5, 9, 41, "900", "900");    /* fast, on a stale parent */
+    fx_step_t sb = step_v3(120, 10, 42, "100", "100"); /* on the head */
+    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_node_t *b = fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), -1);
+    fx_client_t *c = fx_get(t.f, V3, NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(c->status, 200);
+    assert_int_equal(served_parent(c), 10);
+    assert_string_equal(bm_hdrs_get(&c->hdrs, "eth-consensus-version"), "fulu");
+    assert_string_equal(bm_hdrs_get(&c->hdrs, "eth-execution-payload-value"), "100");
+    assert_true(c->end_ms - c->start_ms < 120 + SLACK_MS);
+    /* the producing node is remembered, with its block's state_root */
+    uint8_t sr[32];
+    bool has;
+    assert_int_equal(bm_produce_node_for_slot(t.p, 11, sr, &has), b->node->index);
+    assert_true(has);
+    assert_int_equal(sr[2], 42);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 11 + BM_PRODUCE_MEMORY_SLOTS, sr, &has), -1);
+    assert_false(has);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 10, NULL, NULL), -1);
+    bm_produce_stats_t st = bm_produce_stats(t.p);
+    assert_int_equal(st.served, 1);
+    assert_int_equal(st.accepted, 1);
+    assert_int_equal(st.fallback, 0);
+    pfx_free(&t);
+}
+
+static void test_late_head_reorged(void **state)
+{
+    (void)state;
+    /* block 10 reached the cluster 5 s into its slot, after the attestation due time
+     * (4 s): the proposer of slot 11 builds on block 9, and that block is accepted at once */
+    pfx_t t;
+    pfx_init(&t, 200, 5000, NULL);
+    fx_step_t sa = step_v3(5, 9, 43, "1", "1");
+    fx_step_t sb = {0}; /* hung */
+    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, V3, NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(served_parent(c), 9);
+    assert_true(c->end_ms - c->start_ms < 1000); /* not held until the deadline (~1.8 s) */
+    assert_int_equal(bm_produce_stats(t.p).accepted, 1);
+    pfx_free(&t);
+
+    /* late again, but the fast node is known to be behind the late head (its own head is
+     * block 9): its block on 9 is stale, not a re-org; the node holding 10 and building on 9
+     * on purpose wins */
+    pfx_init(&t, 200, 5000, NULL);
+    fx_head(&t.c, 1, 9, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
+    fx_step_t deliberate = step_v3(150, 9, 43, "1", "1");
+    fx_step_t stale = step_v3(5, 9, 44, "1", "1");
+    fx_add_node(t.f, &deliberate, 1, BM_NODE_READY); /* index 0: holds block 10 */
+    fx_add_node(t.f, &stale, 1, BM_NODE_READY);      /* index 1: behind */
+    c = fx_get(t.f, V3, NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(served_parent(c), 9);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), 0);
+    pfx_free(&t);
+
+    /* the same block while the head was on time (3 s): not accepted, the head's wins */
+    pfx_init(&t, 200, 3000, NULL);
+    fx_step_t sc = step_v3(5, 9, 43, "1", "1");
+    fx_step_t sd = step_v3(150, 10, 44, "1", "1");
+    fx_add_node(t.f, &sc, 1, BM_NODE_READY);
+    fx_add_node(t.f, &sd, 1, BM_NODE_READY);
+    c = fx_get(t.f, V3, NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(served_parent(c), 10);
+    pfx_free(&t);
+}
+
+static void release_headers(uv_timer_t *timer)
+{
+    pfx_t *t = timer->data;
+    fx_chain_release(&t->c, bm_clock_now_ms());
+}
+
+static void test_head_moving_holds_the_old_parent(void **state)
+{
+    (void)state;
+    pfx_t t;
+    pfx_init(&t, 200, 1000, NULL);
+    /* node 1 announced block 11 (header on its way, released at 100 ms); a block for
+     * slot 12 on block 10 (still the cluster head) must wait for it */
+    fx_block(&t.c, 11, 11, 10);
+    t.c.defer = true;
+    fx_head(&t.c, 1, 11, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
+    uv_timer_t timer;
+    uv_timer_init(&t.f->loop, &timer);
+    timer.data = &t;
+    uv_timer_start(&timer, release_headers, 100, 0);
+    fx_step_t sa = {
+        .status = 200, .delay_ms = 5, .body = block_json(12, 10, 40, false, false, "1", "1")};
+    fx_step_t sb = {
+        .status = 200, .delay_ms = 20, .body = block_json(12, 11, 41, false, false, "1", "1")};
+    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, "/eth/v3/validator/blocks/12?randao_reveal=0x00", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(served_parent(c), 11);
+    uv_close((uv_handle_t *)&timer, NULL);
+    pfx_free(&t);
+}
+
+static void test_deadline_first_2xx(void **state)
+{
+    (void)state;
+    bm_produce_opts_t o;
+    bm_produce_opts_default(&o);
+    assert_int_equal(o.proposal_deadline_ms, 2000);
+    o.proposal_deadline_ms = 700; /* the clock is 200 ms into the slot: 500 ms to go */
+    o.repoll_interval_ms = 100;
+    pfx_t t;
+    pfx_init(&t, 200, 1000, &o);
+    fx_step_t sa = step_v3(5, 8, 45, "1", "1");
+    fx_step_t sb = step_v3(40, 9, 46, "1", "1");
+    fx_node_t *a = fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, V3, NULL);
+    fx_wait(t.f, c);
+    /* nothing acceptable: held until the deadline (stale nodes re-asked), then the first;
+     * once the last re-ask before the deadline is answered nothing more can come, so the
+     * answer may leave up to one re-ask interval early */
+    uint64_t deadline = t.c.info.clock.genesis_ms + 11 * SLOT_MS + 700;
+    assert_true(c->end_ms + 100 + 20 >= deadline);
+    assert_true(c->end_ms < deadline + SLACK_MS);
+    assert_int_equal(c->status, 200);
+    assert_int_equal(served_parent(c), 8);
+    assert_true(a->requests >= 3);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), a->node->index);
+    assert_int_equal(bm_produce_stats(t.p).fallback, 1);
+    pfx_free(&t);
+}
+
+static void test_best_value(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        bm_produce_opts_t o;
+        bm_produce_opts_default(&o);
+        o.selection = mode ? BM_PRODUCE_BEST_VALUE : BM_PRODUCE_FIRST;
+        o.best_value_grace_ms = 300;
+        pfx_t t;
+        pfx_init(&t, 200, 1000, &o);
+        /* a: first, 2^64 + 1; b: 2^64 + 2 (a double sees them equal); c: stale and richest */
+        fx_step_t sa = step_v3(5, 10, 47, "18446744073709551617", "0");
+        fx_step_t sb = step_v3(60, 10, 48, "18446744073709551617", "1");
+        fx_step_t sc = step_v3(10, 9, 49, "99999999999999999999999", "0");
+        fx_node_t *a = fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+        fx_node_t *b = fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+        fx_add_node(t.f, &sc, 1, BM_NODE_READY);
+        fx_client_t *c = fx_get(t.f, V3, NULL);
+        fx_wait(t.f, c);
+        assert_int_equal(served_parent(c), 10);
+        if (mode) {
+            assert_string_equal(bm_hdrs_get(&c->hdrs, "eth-consensus-block-value"), "1");
+            assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), b->node->index);
+        } else {
+            assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), a->node->index);
+        }
+        pfx_free(&t);
+    }
+
+    /* builder_boost_factor=0 from the query: the local block beats a richer builder's */
+    bm_produce_opts_t o;
+    bm_produce_opts_default(&o);
+    o.selection = BM_PRODUCE_BEST_VALUE;
+    o.best_value_grace_ms = 200;
+    pfx_t t;
+    pfx_init(&t, 200, 1000, &o);
+    fx_step_t builder = {.status = 200,
+                         .delay_ms = 5,
+                         .body = block_json(11, 10, 50, false, true, "5000", "0"),
+                         .h = {{"Eth-Execution-Payload-Blinded", "true"}}};
+    fx_step_t local = step_v3(50, 10, 51, "10", "0");
+    fx_add_node(t.f, &builder, 1, BM_NODE_READY);
+    fx_node_t *l = fx_add_node(t.f, &local, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, V3 "&builder_boost_factor=0", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), l->node->index);
+    /* ... and with the default (100) the builder's block wins */
+    fx_script(l, &local, 1);
+    c = fx_get(t.f, V3, NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), 0);
+    pfx_free(&t);
+}
+
+static void test_ssz_v3_and_v4(void **state)
+{
+    (void)state;
+    pfx_t t;
+    pfx_init(&t, 200, 1000, NULL);
+    static uint8_t stale[256], fresh[256];
+    size_t ls = ssz_contents(stale, 3, 11, 9, 70);
+    size_t lf = ssz_contents(fresh, 3, 11, 10, 71);
+    fx_step_t sa = {
+        .status = 200,
+        .delay_ms = 5,
+        .body = stale,
+        .body_len = ls,
+        .ctype = "application/octet-stream",
+        .h = {{"Eth-Consensus-Version", "fulu"}, {"Eth-Execution-Payload-Blinded", "false"}}};
+    fx_step_t sb = sa;
+    sb.delay_ms = 80;
+    sb.body = fresh;
+    sb.body_len = lf;
+    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
+    fx_node_t *b = fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fx_client_t *c = fx_get(t.f, V3, "application/octet-stream");
+    fx_wait(t.f, c);
+    assert_int_equal(c->body_len, lf);
+    assert_memory_equal(c->body, fresh, lf);
+    assert_string_equal(b->accept, "application/octet-stream");
+    uint8_t sr[32];
+    bool has;
+    assert_int_equal(bm_produce_node_for_slot(t.p, 11, sr, &has), b->node->index);
+    assert_true(has);
+    assert_int_equal(sr[2], 71);
+
+    /* v4 (Gloas BlockContents with the envelope) */
+    static uint8_t g[256];
+    size_t lg = ssz_contents(g, 4, 11, 10, 72);
+    fx_step_t sg = {
+        .status = 200,
+        .delay_ms = 5,
+        .body = g,
+        .body_len = lg,
+        .ctype = "application/octet-stream",
+        .h = {{"Eth-Consensus-Version", "gloas"}, {"Eth-Execution-Payload-Included", "true"}}};
+    fx_script(&t.f->nodes[0], &sg, 1);
+    fx_step_t hang = {0};
+    fx_script(b, &hang, 1);
+    c = fx_get(t.f, "/eth/v4/validator/blocks/11?randao_reveal=0x00&include_payload=true",
+               "application/octet-stream");
+    fx_wait(t.f, c);
+    assert_int_equal(c->body_len, lg);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 11, sr, &has), 0);
+    assert_int_equal(sr[2], 72);
+
+    /* a bad slot is refused here */
+    c = fx_get(t.f, "/eth/v3/validator/blocks/x1", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(c->status, 400);
+    c = fx_get(t.f, "/eth/v4/validator/blocks/0", NULL);
+    fx_wait(t.f, c);
+    assert_int_equal(c->status, 400);
+    pfx_free(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_json),
+        cmocka_unit_test(test_parse_ssz_per_fork),
+        cmocka_unit_test(test_parent_rule),
+        cmocka_unit_test(test_value_order),
+        cmocka_unit_test(test_fresh_beats_stale),
+        cmocka_unit_test(test_late_head_reorged),
+        cmocka_unit_test(test_head_moving_holds_the_old_parent),
+        cmocka_unit_test(test_deadline_first_2xx),
+        cmocka_unit_test(test_best_value),
+        cmocka_unit_test(test_ssz_v3_and_v4),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
