@@ -375,6 +375,35 @@ class Broadcast(unittest.TestCase):
             self.sim.put_node(1, {"sse_drop": 0})
         self.assertEqual(got[0]["status"], 200)
 
+    # ---- producer first -------------------------------------------------------------------
+
+    def test_blinded_block_goes_first_to_the_node_that_produced_it(self):
+        t = self.sim.truth()
+        slot = t["current_slot"]
+        st, h, raw = self.mux.request(
+            "GET", "/eth/v3/validator/blocks/%d?randao_reveal=%s" % (slot, SIG), None, {})
+        self.assertEqual(st, 200, raw)
+        block = json.loads(raw)["data"]
+        block = block.get("block", block)
+        # every node answers slowly now: the producer's answer gates the others
+        for i in range(3):
+            self.sim.put_node(i, {"slow": 400})
+        try:
+            marks = self.marks()
+            signed = {"message": {"slot": block["slot"], "proposer_index": block["proposer_index"],
+                                  "parent_root": block["parent_root"],
+                                  "state_root": block["state_root"], "body": {}},
+                      "signature": SIG}
+            st, _, raw = self.post("/eth/v2/beacon/blinded_blocks", signed, h["eth-consensus-version"])
+            self.assertIn(st, (200, 202), raw)
+            got = self.wait_recorded("publishBlindedBlockV2", marks)
+        finally:
+            for i in range(3):
+                self.sim.put_node(i, {"slow": 0})
+        times = sorted((got[i][0]["time_ms"], i) for i in range(3))
+        # one node (the producer) first, the others only once it answered (400 ms later)
+        self.assertGreaterEqual(times[1][0] - times[0][0], 350, times)
+
     # ---- cost ------------------------------------------------------------------------------------
 
     def test_added_latency_of_a_broadcast(self):
