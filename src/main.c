@@ -22,6 +22,7 @@
 #include "admin.h"
 #include "aggregate.h"
 #include "attest.h"
+#include "broadcast.h"
 #include "config.h"
 #include "discovery.h"
 #include "duties.h"
@@ -36,6 +37,7 @@
 #include "pool.h"
 #include "produce.h"
 #include "race.h"
+#include "replay.h"
 #include "report.h"
 #include "router.h"
 #include "server.h"
@@ -61,6 +63,9 @@ typedef struct app {
     bm_hint_t *hint;
     bm_attest_t *attest;
     bm_produce_t *produce;
+    /* broadcast (owner: bcast): every write to every node; replay of node-local state */
+    bm_replay_t *replay;
+    bm_broadcast_t *bcast;
     bm_router_t *router;
     bm_server_t *server;
     uv_signal_t sigterm;
@@ -133,7 +138,47 @@ static int build_routes(app_t *a)
         rc = bm_attest_register(a->attest, r);
     if (!rc)
         rc = bm_produce_register(a->produce, r);
+    /* broadcast (owner: bcast): pool and publish POSTs, subscriptions, preparations,
+     * registrations, preferences, DVT selections, the stateful envelope read */
+    if (!rc)
+        rc = bm_broadcast_register(a->bcast, r);
     bm_router_set_fallback(r, bm_failover_route, a->failover);
+    return rc;
+}
+
+/* broadcast (owner: bcast): the producing node of a slot, for blinded blocks and the
+ * stateful envelope read, from block production's memory. */
+static int producer_of_slot(void *ud, uint64_t slot, uint8_t state_root[32], bool *has_state_root)
+{
+    return bm_produce_node_for_slot(ud, slot, state_root, has_state_root);
+}
+
+/* broadcast (owner: bcast): replay state fed by broadcast's successful writes, replayed
+ * to a node that comes back, is first discovered or becomes ready after syncing (pool
+ * states) and to a node whose event stream reconnects (the monitor's connection listener);
+ * blinded blocks and the stateful envelope read first to the producing node. */
+static int build_broadcast(app_t *a)
+{
+    const bm_config_t *c = a->cfg;
+    bm_replay_opts_t ro;
+    bm_replay_opts_default(&ro);
+    ro.timeout_ms = c->duties.write_timeout_ms;
+    ro.connect_timeout_ms = c->timeouts.connect_ms;
+    a->replay = bm_replay_new(&a->loop, a->up, a->pool, bm_discovery_chain(a->disc), &ro);
+    bm_broadcast_opts_t bo;
+    bm_broadcast_opts_default(&bo);
+    bo.write_timeout_ms = c->duties.write_timeout_ms;
+    bo.connect_timeout_ms = c->timeouts.connect_ms;
+    bo.read_timeout_ms = c->timeouts.read_ms;
+    a->bcast = bm_broadcast_new(&a->loop, a->race, a->pool, a->replay, &bo);
+    if (!a->replay || !a->bcast)
+        return BM_ENOMEM;
+    bm_broadcast_set_producer(a->bcast, producer_of_slot, a->produce);
+    int rc = bm_pool_on_state(a->pool, bm_replay_node_state, a->replay);
+    if (!rc)
+        rc = bm_pool_on_state(a->pool, bm_broadcast_node_state, a->bcast);
+    if (!rc)
+        rc = bm_monitor_on_connection(a->monitor, bm_replay_node_connection, a->replay);
     return rc;
 }
 
@@ -279,6 +324,8 @@ static int build(app_t *a)
     bm_events_attach_nodes(a->events, a->up, a->pool);
     bm_events_attach_discovery(a->events, a->disc);
 
+    if ((rc = build_broadcast(a)) != 0)
+        return rc;
     if ((rc = build_routes(a)) != 0)
         return rc;
     bm_report_sources_t rs = {a->events, a->attest, a->produce, a->aggregate, a->duties};
@@ -327,6 +374,7 @@ static void on_writes_drained(bm_race_engine_t *e, void *ud)
     (void)e;
     bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
     bm_discovery_stop(a->disc);
+    bm_replay_stop(a->replay);
     bm_race_engine_free(a->race); /* before curl: it cancels what still runs */
     a->race = NULL;
     /* nothing runs any more: close curl's sockets and timers so that the loop ends */
@@ -335,13 +383,17 @@ static void on_writes_drained(bm_race_engine_t *e, void *ud)
     close_signals(a);
 }
 
-/* The clients are answered; races detached from them (writes) get the rest of the
- * shutdown bound to reach every node. */
+/* The clients are answered; writes detached from them (broadcast) may still be running:
+ * they get the rest of the shutdown bound to reach every node. */
 static void on_server_drained(bm_server_t *srv, void *ud)
 {
     app_t *a = ud;
     (void)srv;
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
+    bm_broadcast_stop(a->bcast);
+    if (bm_race_engine_active(a->race))
+        bm_log(BM_LOG_INFO, "shutdown: %zu write(s) still reaching nodes (up to %u ms)",
+               bm_race_engine_active(a->race), a->cfg->server.shutdown_timeout_ms);
     bm_race_engine_drain(a->race, a->cfg->server.shutdown_timeout_ms, on_writes_drained, a);
 }
 
@@ -365,6 +417,8 @@ static void teardown(app_t *a)
     a->events = NULL;
     if (a->disc)
         bm_discovery_stop(a->disc);
+    bm_replay_stop(a->replay);
+    bm_broadcast_stop(a->bcast);
     if (a->race)
         bm_race_engine_free(a->race);
     a->race = NULL;
@@ -381,6 +435,8 @@ static void teardown(app_t *a)
     bm_attest_free(a->attest); /* fresh: after the engine, whose races they judge */
     bm_produce_free(a->produce);
     bm_hint_free(a->hint);
+    bm_broadcast_free(a->bcast);
+    bm_replay_free(a->replay);
     bm_failover_free(a->failover);
     bm_router_free(a->router);
     bm_monitor_free(a->monitor); /* monitor: its handles closed in the runs above */

@@ -1,0 +1,868 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_replay: the per-validator replay state and its replay to nodes.
+ *
+ * The state is tested as data: what a write leaves behind (the latest preparation per
+ * validator, the newest registration per key, ...), when it expires (driven by explicit
+ * wall times against a slot clock, never by waiting), the caps, malformed input, and a
+ * randomized run of inserts and sweeps against a model to hold the hash index honest.
+ * Replays are tested against fake nodes on loopback (the project's HTTP server recording
+ * every POST): chunking, order, headers, the triggers of pool states and stream
+ * reconnects, debouncing, and a node that cannot be reached. The loop runs until a
+ * condition holds, with a bound; every test ends with uv_loop_close() == 0.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "buf.h"
+#include "chain.h"
+#include "clock.h"
+#include "err.h"
+#include "hdrs.h"
+#include "log.h"
+#include "pool.h"
+#include "replay.h"
+#include "server.h"
+#include "upstream.h"
+
+#define BOUND_MS 5000
+#define MAX_POSTS 64
+
+/* ---- loop helpers ------------------------------------------------------------------------- */
+
+typedef struct guard {
+    uv_timer_t t;
+    bool expired;
+} guard_t;
+
+static void on_guard(uv_timer_t *t)
+{
+    ((guard_t *)t->data)->expired = true;
+}
+
+static void free_data(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static guard_t *guard_start(uv_loop_t *loop, uint64_t ms)
+{
+    guard_t *g = calloc(1, sizeof *g);
+    assert_non_null(g);
+    uv_timer_init(loop, &g->t);
+    g->t.data = g;
+    uv_timer_start(&g->t, on_guard, ms, 0);
+    return g;
+}
+
+#define RUN_UNTIL(loop, cond, ms)                                                                  \
+    do {                                                                                           \
+        guard_t *g_ = guard_start((loop), (ms));                                                   \
+        while (!(cond) && !g_->expired)                                                            \
+            uv_run((loop), UV_RUN_ONCE);                                                           \
+        uv_close((uv_handle_t *)&g_->t, free_data);                                                \
+    } while (0)
+
+#define RUN_FOR(loop, ms) RUN_UNTIL(loop, false, ms)
+
+/* ---- fixture: a replay state, optionally with fake nodes ----------------------------------- */
+
+typedef struct post {
+    char target[128];
+    char version[32];
+    char ctype[64];
+    size_t entries; /* items of the JSON array body */
+    char *body;
+} post_t;
+
+typedef struct fnode {
+    struct fx *f;
+    bm_server_t *srv;
+    bool srv_done;
+    bm_node_t *node;
+    post_t posts[MAX_POSTS];
+    int n_posts;
+    uint32_t delay_ms;
+    int pending;
+} fnode_t;
+
+typedef struct fx {
+    uv_loop_t loop;
+    bm_upstream_t *up;
+    bm_pool_t *pool;
+    bm_replay_t *rp;
+    bm_chain_info_t chain;
+    fnode_t nodes[2];
+    int n_nodes;
+    bool refused_node;
+} fx_t;
+
+typedef struct delayed {
+    uv_timer_t t;
+    fnode_t *fn;
+    bm_req_t *req;
+} delayed_t;
+
+static void delayed_closed(uv_handle_t *h)
+{
+    delayed_t *d = h->data;
+    d->fn->pending--;
+    free(d);
+}
+
+static void on_delay(uv_timer_t *t)
+{
+    delayed_t *d = t->data;
+    bm_resp_send(d->req, 200, NULL, NULL, NULL);
+    uv_close((uv_handle_t *)&d->t, delayed_closed);
+}
+
+static void on_post(bm_req_t *req, void *ud)
+{
+    fnode_t *fn = ud;
+    assert_true(fn->n_posts < MAX_POSTS);
+    post_t *p = &fn->posts[fn->n_posts++];
+    const char *h;
+    snprintf(p->target, sizeof p->target, "%s", bm_req_target(req));
+    snprintf(p->version, sizeof p->version, "%s",
+             (h = bm_req_header(req, "Eth-Consensus-Version")) ? h : "");
+    snprintf(p->ctype, sizeof p->ctype, "%s", (h = bm_req_header(req, "Content-Type")) ? h : "");
+    bm_buf_t *b = bm_req_body(req);
+    p->body = strndup(b ? b->data : "", b ? b->len : 0);
+    json_object *o = json_tokener_parse(p->body);
+    assert_non_null(o);
+    assert_true(json_object_is_type(o, json_type_array));
+    p->entries = json_object_array_length(o);
+    json_object_put(o);
+    if (!fn->delay_ms) {
+        bm_resp_send(req, 200, NULL, NULL, NULL);
+        return;
+    }
+    delayed_t *d = calloc(1, sizeof *d);
+    assert_non_null(d);
+    d->fn = fn;
+    d->req = req;
+    fn->pending++;
+    uv_timer_init(&fn->f->loop, &d->t);
+    d->t.data = d;
+    uv_timer_start(&d->t, on_delay, fn->delay_ms, 0);
+}
+
+/* genesis at a round time, 1 s slots, 8 slots per epoch */
+#define GENESIS_MS 1700000000000ull
+#define AT_SLOT(s, ms) (GENESIS_MS + (uint64_t)(s)*1000 + (ms))
+
+static fx_t *fx_make(int nodes, const bm_replay_opts_t *opts, bool with_clock)
+{
+    fx_t *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    bm_log_setup(BM_LOG_ERROR, BM_LOG_TEXT, NULL);
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    bm_upstream_opts_t uo;
+    bm_upstream_opts_default(&uo);
+    f->up = bm_upstream_new(&f->loop, &uo);
+    f->pool = bm_pool_new();
+    assert_non_null(f->up);
+    assert_non_null(f->pool);
+    for (int i = 0; i < nodes; i++) {
+        fnode_t *fn = &f->nodes[i];
+        fn->f = f;
+        fn->srv = bm_server_new(&f->loop, NULL, on_post, fn);
+        assert_non_null(fn->srv);
+        assert_int_equal(bm_server_listen(fn->srv, "127.0.0.1", 0), 0);
+        char url[64], id[16];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d", bm_server_port(fn->srv));
+        snprintf(id, sizeof id, "n%d", i);
+        fn->node = bm_pool_add(f->pool, id, url, NULL);
+        assert_non_null(fn->node);
+        f->n_nodes++;
+    }
+    if (with_clock) {
+        f->chain.known = true;
+        f->chain.clock.genesis_ms = GENESIS_MS;
+        f->chain.clock.slot_ms = 1000;
+        f->chain.clock.slots_per_epoch = 8;
+    }
+    bm_replay_opts_t o;
+    bm_replay_opts_default(&o);
+    if (opts)
+        o = *opts;
+    o.debounce_ms = o.debounce_ms ? o.debounce_ms : 10;
+    f->rp = bm_replay_new(&f->loop, f->up, f->pool, &f->chain, &o);
+    assert_non_null(f->rp);
+    return f;
+}
+
+static void on_srv_done(bm_server_t *srv, void *ud)
+{
+    (void)srv;
+    ((fnode_t *)ud)->srv_done = true;
+}
+
+static bool servers_done(fx_t *f)
+{
+    for (int i = 0; i < f->n_nodes; i++)
+        if (!f->nodes[i].srv_done || f->nodes[i].pending)
+            return false;
+    return true;
+}
+
+static void fx_free(fx_t *f)
+{
+    bm_replay_stop(f->rp);
+    bm_upstream_free(f->up);
+    for (int i = 0; i < f->n_nodes; i++)
+        bm_server_shutdown(f->nodes[i].srv, 20, on_srv_done, &f->nodes[i]);
+    RUN_UNTIL(&f->loop, servers_done(f), BOUND_MS);
+    assert_true(servers_done(f));
+    for (int i = 0; i < f->n_nodes; i++) {
+        bm_server_free(f->nodes[i].srv);
+        for (int k = 0; k < f->nodes[i].n_posts; k++)
+            free(f->nodes[i].posts[k].body);
+    }
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    bm_replay_free(f->rp);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    bm_pool_free(f->pool);
+    free(f);
+}
+
+/* ---- feeding helpers ---------------------------------------------------------------------------
+ */
+
+static int feed(fx_t *f, bm_replay_kind_t kind, const char *json, uint64_t now_ms)
+{
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", "application/json");
+    bm_hdrs_add_z(&h, "Eth-Consensus-Version", "gloas");
+    bm_buf_t *b = bm_buf_from_str(json);
+    int n = bm_replay_feed(f->rp, kind, &h, b, now_ms);
+    bm_buf_unref(b);
+    bm_hdrs_dispose(&h);
+    return n;
+}
+
+static int feed_fork(fx_t *f, const char *fork, const char *json, uint64_t now_ms)
+{
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", "application/json");
+    bm_hdrs_add_z(&h, "Eth-Consensus-Version", fork);
+    bm_buf_t *b = bm_buf_from_str(json);
+    int n = bm_replay_feed(f->rp, BM_REPLAY_PREFERENCES, &h, b, now_ms);
+    bm_buf_unref(b);
+    bm_hdrs_dispose(&h);
+    return n;
+}
+
+static int feed_ssz(fx_t *f, bm_replay_kind_t kind, const uint8_t *p, size_t n, uint64_t now_ms)
+{
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", "application/octet-stream");
+    bm_hdrs_add_z(&h, "Eth-Consensus-Version", "gloas");
+    bm_buf_t *b = bm_buf_copy(p, n);
+    int r = bm_replay_feed(f->rp, kind, &h, b, now_ms);
+    bm_buf_unref(b);
+    bm_hdrs_dispose(&h);
+    return r;
+}
+
+static char *dump(fx_t *f, bm_replay_kind_t kind, uint64_t now_ms)
+{
+    bm_str_t s = BM_STR_INIT;
+    assert_int_equal(bm_replay_dump(f->rp, kind, now_ms, &s), 0);
+    char *out = strdup(bm_str_data(&s));
+    bm_str_dispose(&s);
+    return out;
+}
+
+static void assert_dump(fx_t *f, bm_replay_kind_t kind, uint64_t now_ms, const char *want)
+{
+    char *got = dump(f, kind, now_ms);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+static const char *hex_n(char *buf, uint8_t byte, size_t n)
+{
+    buf[0] = '0';
+    buf[1] = 'x';
+    for (size_t i = 0; i < n; i++)
+        snprintf(buf + 2 + 2 * i, 3, "%02x", byte);
+    return buf;
+}
+
+static const char *prep_json(char *buf, size_t cap, uint64_t vi, uint8_t fee)
+{
+    char h[64];
+    snprintf(buf, cap, "{\"validator_index\":\"%llu\",\"fee_recipient\":\"%s\"}",
+             (unsigned long long)vi, hex_n(h, fee, 20));
+    return buf;
+}
+
+static const char *reg_json(char *buf, size_t cap, uint8_t pk, uint8_t fee, uint64_t ts)
+{
+    char f1[64], p1[128], s1[256];
+    snprintf(buf, cap,
+             "{\"message\":{\"fee_recipient\":\"%s\",\"gas_limit\":\"30000000\",\"timestamp\":"
+             "\"%llu\",\"pubkey\":\"%s\"},\"signature\":\"%s\"}",
+             hex_n(f1, fee, 20), (unsigned long long)ts, hex_n(p1, pk, 48), hex_n(s1, 0xcc, 96));
+    return buf;
+}
+
+static const char *pref_json(char *buf, size_t cap, uint64_t vi, uint64_t slot)
+{
+    char d[80], fee[64], sig[256];
+    snprintf(buf, cap,
+             "{\"message\":{\"dependent_root\":\"%s\",\"proposal_slot\":\"%llu\",\"validator_"
+             "index\":\"%llu\",\"fee_recipient\":\"%s\",\"target_gas_limit\":\"36000000\"},"
+             "\"signature\":\"%s\"}",
+             hex_n(d, 0xde, 32), (unsigned long long)slot, (unsigned long long)vi,
+             hex_n(fee, 0x77, 20), hex_n(sig, 0x99, 96));
+    return buf;
+}
+
+/* ---- the state ------------------------------------------------------------------------------ */
+
+static void test_preparation_latest_per_validator(void **state)
+{
+    (void)state;
+    fx_t *f = fx_make(0, NULL, false);
+    char a[128], b[128], c[128], body[512];
+    snprintf(body, sizeof body, "[%s,%s]", prep_json(a, sizeof a, 1, 0x11),
+             prep_json(b, sizeof b, 2, 0x22));
+    assert_int_equal(feed(f, BM_REPLAY_PREPARATION, body, 1000), 2);
+    /* another validator client (or the next epoch) sends an overlapping set */
+    snprintf(body, sizeof body, "[%s,%s]", prep_json(a, sizeof a, 2, 0x2f),
+             prep_json(b, sizeof b, 3, 0x33));
+    assert_int_equal(feed(f, BM_REPLAY_PREPARATION, body, 2000), 2);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_PREPARATION), 3);
+    snprintf(body, sizeof body, "[%s,%s,%s]", prep_json(a, sizeof a, 1, 0x11),
+             prep_json(b, sizeof b, 2, 0x2f), prep_json(c, sizeof c, 3, 0x33));
+    assert_dump(f, BM_REPLAY_PREPARATION, 3000, body);
+    /* the replayed form is the endpoint's: quoted decimals, lowercase hex */
+    feed(
+        f, BM_REPLAY_PREPARATION,
+        "[{\"validator_index\":\"4\",\"fee_recipient\":\"0xABCDEFabcdefABCDEFabcdefABCDEFabcdefABCD"
+        "\"}]",
+        3000);
+    char *d = dump(f, BM_REPLAY_PREPARATION, 3000);
+    assert_non_null(strstr(d, "{\"validator_index\":\"4\",\"fee_recipient\":"
+                              "\"0xabcdefabcdefabcdefabcdefabcdefabcdefabcd\"}"));
+    free(d);
+    /* what the fast scanner leaves alone (an escaped key, a plain integer, whitespace)
+     * json-c reads */
+    assert_int_equal(feed(f, BM_REPLAY_PREPARATION,
+                          " [ {\"validator_\\u0069ndex\" : 5 ,\n\"fee_recipient\":"
+                          "\"0x5555555555555555555555555555555555555555\"} ] ",
+                          3000),
+                     1);
+    d = dump(f, BM_REPLAY_PREPARATION, 3000);
+    assert_non_null(strstr(d, "{\"validator_index\":\"5\",\"fee_recipient\":\"0x5555"));
+    free(d);
+    fx_free(f);
+}
+
+static void test_registration_newest_timestamp_wins(void **state)
+{
+    (void)state;
+    fx_t *f = fx_make(0, NULL, false);
+    char r[512], body[600];
+    snprintf(body, sizeof body, "[%s]", reg_json(r, sizeof r, 0xaa, 0x01, 100));
+    assert_int_equal(feed(f, BM_REPLAY_REGISTRATION, body, 1000), 1);
+    char *first = dump(f, BM_REPLAY_REGISTRATION, 1000);
+    /* an older registration of the same key never replaces the newer one */
+    snprintf(body, sizeof body, "[%s]", reg_json(r, sizeof r, 0xaa, 0x02, 50));
+    assert_int_equal(feed(f, BM_REPLAY_REGISTRATION, body, 2000), 0);
+    assert_dump(f, BM_REPLAY_REGISTRATION, 2000, first);
+    free(first);
+    /* a newer one does */
+    snprintf(body, sizeof body, "[%s]", reg_json(r, sizeof r, 0xaa, 0x03, 200));
+    assert_int_equal(feed(f, BM_REPLAY_REGISTRATION, body, 3000), 1);
+    snprintf(body, sizeof body, "[%s]", reg_json(r, sizeof r, 0xaa, 0x03, 200));
+    assert_dump(f, BM_REPLAY_REGISTRATION, 3000, body);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_REGISTRATION), 1);
+    /* SSZ: List[SignedValidatorRegistrationV1], 180 bytes each */
+    uint8_t ssz[360];
+    memset(ssz, 0, sizeof ssz);
+    for (int k = 0; k < 2; k++) {
+        uint8_t *p = ssz + 180 * k;
+        memset(p, 0x04, 20);
+        p[20] = 0x80; /* gas 0x1c9c380 = 30000000 */
+        p[21] = 0xc3;
+        p[22] = 0xc9;
+        p[23] = 0x01;
+        p[28] = (uint8_t)(150 + k); /* timestamp */
+        memset(p + 36, k ? 0xbb : 0xaa, 48);
+        memset(p + 84, 0xcc, 96);
+    }
+    /* 0xaa at timestamp 150 is older than 200: only 0xbb is new */
+    assert_int_equal(feed_ssz(f, BM_REPLAY_REGISTRATION, ssz, sizeof ssz, 4000), 1);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_REGISTRATION), 2);
+    char bb[512];
+    char *d = dump(f, BM_REPLAY_REGISTRATION, 4000);
+    assert_non_null(strstr(d, reg_json(bb, sizeof bb, 0xbb, 0x04, 151)));
+    free(d);
+    assert_int_equal(feed_ssz(f, BM_REPLAY_REGISTRATION, ssz, 179, 4000), BM_EINVAL);
+    fx_free(f);
+}
+
+static void test_expiry_follows_each_kind(void **state)
+{
+    (void)state;
+    bm_replay_opts_t o;
+    bm_replay_opts_default(&o);
+    o.registration_ttl_epochs = 4;
+    fx_t *f = fx_make(0, &o, true);
+    char a[512], p2[512], body[1200];
+    uint64_t t0 = AT_SLOT(80, 500); /* epoch 10 */
+    snprintf(body, sizeof body, "[%s]", prep_json(a, sizeof a, 1, 0x11));
+    assert_int_equal(feed(f, BM_REPLAY_PREPARATION, body, t0), 1);
+    snprintf(body, sizeof body, "[%s]", reg_json(a, sizeof a, 0xaa, 0x11, 1));
+    assert_int_equal(feed(f, BM_REPLAY_REGISTRATION, body, t0), 1);
+    snprintf(body, sizeof body, "[%s,%s]", pref_json(a, sizeof a, 7, 90),
+             pref_json(p2, sizeof p2, 7, 70));
+    /* the preference for slot 70 is over already: not kept */
+    assert_int_equal(feed(f, BM_REPLAY_PREFERENCES, body, t0), 1);
+    assert_int_equal(
+        feed(f, BM_REPLAY_COMMITTEE_SUBS,
+             "[{\"validator_index\":\"1\",\"committee_index\":\"3\",\"committees_at_slot\":\"4\","
+             "\"slot\":\"85\",\"is_aggregator\":true},{\"validator_index\":\"2\",\"committee_"
+             "index\":\"3\",\"committees_at_slot\":\"4\",\"slot\":\"79\",\"is_aggregator\":false}]",
+             t0),
+        1);
+    assert_int_equal(feed(f, BM_REPLAY_SYNC_SUBS,
+                          "[{\"validator_index\":\"5\",\"sync_committee_indices\":[\"1\",\"300\"],"
+                          "\"until_epoch\":\"12\"},{\"validator_index\":\"6\",\"sync_committee_"
+                          "indices\":[\"2\"],\"until_epoch\":\"10\"}]",
+                          t0),
+                     1);
+    /* nothing goes early */
+    assert_int_equal(bm_replay_sweep(f->rp, AT_SLOT(85, 999)), 0);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_COMMITTEE_SUBS), 1);
+    /* a subscription ends with its slot */
+    assert_int_equal(bm_replay_sweep(f->rp, AT_SLOT(86, 0)), 1);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_COMMITTEE_SUBS), 0);
+    /* preferences end with their proposal slot */
+    assert_int_equal(bm_replay_sweep(f->rp, AT_SLOT(90, 999)), 0);
+    assert_int_equal(bm_replay_sweep(f->rp, AT_SLOT(91, 0)), 1);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_PREFERENCES), 0);
+    /* a sync subscription at its until_epoch (exclusive): epoch 12 starts at slot 96 */
+    assert_int_equal(bm_replay_sweep(f->rp, AT_SLOT(95, 999)), 0);
+    assert_int_equal(bm_replay_sweep(f->rp, AT_SLOT(96, 0)), 1);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_SYNC_SUBS), 0);
+    /* a preparation lasts through its epoch (10) and two more */
+    assert_int_equal(bm_replay_sweep(f->rp, AT_SLOT(103, 999)), 0);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_PREPARATION), 1);
+    /* dump already hides what a sweep would drop */
+    assert_dump(f, BM_REPLAY_PREPARATION, AT_SLOT(104, 0), "[]");
+    assert_int_equal(bm_replay_sweep(f->rp, AT_SLOT(104, 0)), 1);
+    /* a registration lasts registration_ttl_epochs after it was last sent */
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_REGISTRATION), 1);
+    snprintf(body, sizeof body, "[%s]", reg_json(a, sizeof a, 0xaa, 0x11, 1));
+    assert_int_equal(feed(f, BM_REPLAY_REGISTRATION, body, AT_SLOT(112, 0)), 1); /* epoch 14 */
+    assert_int_equal(bm_replay_sweep(f->rp, AT_SLOT(151, 999)), 0);              /* epoch 18 */
+    assert_int_equal(bm_replay_sweep(f->rp, AT_SLOT(152, 0)), 1);                /* epoch 19 */
+    for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++)
+        assert_int_equal(bm_replay_count(f->rp, (bm_replay_kind_t)k), 0);
+    fx_free(f);
+}
+
+static void test_caps_bound_memory(void **state)
+{
+    (void)state;
+    bm_replay_opts_t o;
+    bm_replay_opts_default(&o);
+    o.max_entries[BM_REPLAY_COMMITTEE_SUBS] = 3;
+    fx_t *f = fx_make(0, &o, true);
+    char body[1024] = "[";
+    for (int v = 0; v < 5; v++) {
+        char it[200];
+        snprintf(it, sizeof it,
+                 "%s{\"validator_index\":\"%d\",\"committee_index\":\"0\",\"committees_at_slot\":"
+                 "\"1\",\"slot\":\"%d\",\"is_aggregator\":false}",
+                 v ? "," : "", v, v < 3 ? 10 : 20);
+        strcat(body, it);
+    }
+    strcat(body, "]");
+    assert_int_equal(feed(f, BM_REPLAY_COMMITTEE_SUBS, body, AT_SLOT(5, 0)), 3);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_COMMITTEE_SUBS), 3);
+    assert_int_equal(bm_replay_dropped(f->rp, BM_REPLAY_COMMITTEE_SUBS), 2);
+    /* refreshing a kept entry is not a new one */
+    assert_int_equal(
+        feed(f, BM_REPLAY_COMMITTEE_SUBS,
+             "[{\"validator_index\":\"0\",\"committee_index\":\"0\",\"committees_at_slot\":\"1\","
+             "\"slot\":\"10\",\"is_aggregator\":true}]",
+             AT_SLOT(5, 0)),
+        1);
+    assert_int_equal(bm_replay_dropped(f->rp, BM_REPLAY_COMMITTEE_SUBS), 2);
+    /* once they expire there is room again */
+    assert_int_equal(bm_replay_sweep(f->rp, AT_SLOT(11, 0)), 3);
+    assert_int_equal(feed(f, BM_REPLAY_COMMITTEE_SUBS, body, AT_SLOT(11, 0)), 2);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_COMMITTEE_SUBS), 2);
+    fx_free(f);
+}
+
+static void test_malformed_input(void **state)
+{
+    (void)state;
+    fx_t *f = fx_make(0, NULL, false);
+    assert_int_equal(feed(f, BM_REPLAY_PREPARATION, "{\"validator_index\":\"1\"}", 0), BM_EINVAL);
+    assert_int_equal(feed(f, BM_REPLAY_PREPARATION, "[1,2", 0), BM_EINVAL);
+    assert_int_equal(feed(f, BM_REPLAY_PREPARATION, "", 0), BM_EINVAL);
+    /* bad items are skipped, good ones kept */
+    assert_int_equal(feed(f, BM_REPLAY_PREPARATION,
+                          "[{\"validator_index\":\"x\",\"fee_recipient\":\"0x11\"},"
+                          "{\"validator_index\":\"1\",\"fee_recipient\":\"0x1111\"},"
+                          "{\"validator_index\":\"2\",\"fee_recipient\":"
+                          "\"0x2222222222222222222222222222222222222222\"},"
+                          "{\"validator_index\":\"99999999999999999999\",\"fee_recipient\":"
+                          "\"0x2222222222222222222222222222222222222222\"},7,null]",
+                          0),
+                     1);
+    assert_int_equal(feed(f, BM_REPLAY_SYNC_SUBS,
+                          "[{\"validator_index\":\"5\",\"sync_committee_indices\":[\"a\"],\"until_"
+                          "epoch\":\"12\"},{\"validator_index\":\"5\",\"sync_committee_indices\":"
+                          "\"1\",\"until_epoch\":\"12\"}]",
+                          0),
+                     0);
+    assert_int_equal(feed(f, BM_REPLAY_COMMITTEE_SUBS,
+                          "[{\"validator_index\":\"1\",\"committee_index\":\"0\",\"committees_at_"
+                          "slot\":\"1\",\"slot\":\"10\",\"is_aggregator\":\"yes\"}]",
+                          0),
+                     0);
+    /* preferences need their fork: a replay must name it again */
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", "application/json");
+    bm_buf_t *b = bm_buf_from_str("[]");
+    assert_int_equal(bm_replay_feed(f->rp, BM_REPLAY_PREFERENCES, &h, b, 0), BM_EINVAL);
+    /* SSZ only where the endpoint has it */
+    bm_hdrs_set_z(&h, "Content-Type", "application/octet-stream");
+    assert_int_equal(bm_replay_feed(f->rp, BM_REPLAY_PREPARATION, &h, b, 0), BM_EINVAL);
+    bm_buf_unref(b);
+    bm_hdrs_dispose(&h);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_PREPARATION), 1);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_SYNC_SUBS), 0);
+    fx_free(f);
+}
+
+/* A randomized run of inserts, refreshes and sweeps checked against a model: after any
+ * sequence of backward-shift deletions every kept key is still found (a refresh does not
+ * add an entry) and every expired one is gone. */
+static void test_index_against_a_model(void **state)
+{
+    (void)state;
+    fx_t *f = fx_make(0, NULL, true);
+    enum { KEYS = 3000 };
+    static uint64_t slot_of[KEYS]; /* 0: not in the model */
+    memset(slot_of, 0, sizeof slot_of);
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    uint64_t now_slot = 100;
+    for (int round = 0; round < 40; round++) {
+        char *body = malloc(200 * 160 + 2);
+        assert_non_null(body);
+        strcpy(body, "[");
+        size_t len = 1;
+        for (int i = 0; i < 200; i++) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            uint64_t vi = rng % KEYS;
+            uint64_t slot = slot_of[vi] ? slot_of[vi] : now_slot + 1 + (rng >> 32) % 30;
+            slot_of[vi] = slot;
+            len += (size_t)sprintf(body + len,
+                                   "%s{\"validator_index\":\"%llu\",\"committee_index\":\"1\","
+                                   "\"committees_at_slot\":\"2\",\"slot\":\"%llu\","
+                                   "\"is_aggregator\":false}",
+                                   i ? "," : "", (unsigned long long)vi, (unsigned long long)slot);
+        }
+        strcpy(body + len, "]");
+        assert_int_equal(feed(f, BM_REPLAY_COMMITTEE_SUBS, body, AT_SLOT(now_slot, 0)), 200);
+        free(body);
+        now_slot += 2;
+        bm_replay_sweep(f->rp, AT_SLOT(now_slot, 0));
+        size_t model = 0;
+        for (int k = 0; k < KEYS; k++) {
+            if (slot_of[k] && slot_of[k] < now_slot)
+                slot_of[k] = 0;
+            model += slot_of[k] != 0;
+        }
+        assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_COMMITTEE_SUBS), model);
+        /* every kept key is found: refreshing them all adds nothing */
+        bm_str_t all = BM_STR_INIT;
+        bm_str_putc(&all, '[');
+        size_t n = 0;
+        for (int k = 0; k < KEYS; k++)
+            if (slot_of[k])
+                bm_str_printf(&all,
+                              "%s{\"validator_index\":\"%d\",\"committee_index\":\"1\","
+                              "\"committees_at_slot\":\"2\",\"slot\":\"%llu\","
+                              "\"is_aggregator\":false}",
+                              n++ ? "," : "", k, (unsigned long long)slot_of[k]);
+        bm_str_putc(&all, ']');
+        assert_int_equal(feed(f, BM_REPLAY_COMMITTEE_SUBS, bm_str_data(&all), AT_SLOT(now_slot, 0)),
+                         (int)model);
+        bm_str_dispose(&all);
+        assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_COMMITTEE_SUBS), model);
+    }
+    fx_free(f);
+}
+
+/* ---- replays to nodes -------------------------------------------------------------------------
+ */
+
+static void fill_state(fx_t *f)
+{
+    /* 250 preparations in one body */
+    bm_str_t s = BM_STR_INIT;
+    bm_str_putc(&s, '[');
+    for (int v = 0; v < 250; v++) {
+        char it[128];
+        bm_str_printf(&s, "%s%s", v ? "," : "", prep_json(it, sizeof it, (uint64_t)v, 0x10));
+    }
+    bm_str_putc(&s, ']');
+    assert_int_equal(feed(f, BM_REPLAY_PREPARATION, bm_str_data(&s), 1000), 250);
+    bm_str_dispose(&s);
+    char a[512], b[512], c[512], body[1600];
+    snprintf(body, sizeof body, "[%s,%s,%s]", reg_json(a, sizeof a, 1, 1, 1),
+             reg_json(b, sizeof b, 2, 2, 1), reg_json(c, sizeof c, 3, 3, 1));
+    assert_int_equal(feed(f, BM_REPLAY_REGISTRATION, body, 1000), 3);
+    /* preferences of two forks (around a fork boundary): one request per fork */
+    snprintf(body, sizeof body, "[%s,%s]", pref_json(a, sizeof a, 1, 100),
+             pref_json(b, sizeof b, 2, 101));
+    assert_int_equal(feed_fork(f, "gloas", body, 1000), 2);
+    snprintf(body, sizeof body, "[%s]", pref_json(a, sizeof a, 3, 108));
+    assert_int_equal(feed_fork(f, "heze", body, 1000), 1);
+    assert_int_equal(
+        feed(f, BM_REPLAY_COMMITTEE_SUBS,
+             "[{\"validator_index\":\"1\",\"committee_index\":\"3\",\"committees_at_slot\":\"4\","
+             "\"slot\":\"85\",\"is_aggregator\":true},{\"validator_index\":\"2\",\"committee_"
+             "index\":\"0\",\"committees_at_slot\":\"4\",\"slot\":\"86\",\"is_aggregator\":false}]",
+             1000),
+        2);
+    assert_int_equal(feed(f, BM_REPLAY_SYNC_SUBS,
+                          "[{\"validator_index\":\"5\",\"sync_committee_indices\":[\"1\",\"300\"],"
+                          "\"until_epoch\":\"12\"}]",
+                          1000),
+                     1);
+}
+
+static bm_replay_stats_t stats(fx_t *f)
+{
+    bm_replay_stats_t st;
+    bm_replay_stats(f->rp, &st);
+    return st;
+}
+
+static void test_replay_batches_every_kind_in_chunks(void **state)
+{
+    (void)state;
+    bm_replay_opts_t o;
+    bm_replay_opts_default(&o);
+    o.chunk = 100;
+    fx_t *f = fx_make(2, &o, false);
+    fill_state(f);
+    bm_replay_node(f->rp, f->nodes[0].node, "test");
+    RUN_UNTIL(&f->loop, stats(f).replays_completed == 1, BOUND_MS);
+    bm_replay_stats_t st = stats(f);
+    assert_int_equal(st.replays_completed, 1);
+    assert_int_equal(st.posts, 8);
+    assert_int_equal(st.entries_sent, 250 + 3 + 3 + 2 + 1);
+    assert_int_equal(st.posts_rejected, 0);
+    fnode_t *n = &f->nodes[0];
+    assert_int_equal(n->n_posts, 8);
+    static const struct {
+        const char *target;
+        size_t entries;
+        const char *version;
+    } want[] = {
+        {"/eth/v1/validator/prepare_beacon_proposer", 100, ""},
+        {"/eth/v1/validator/prepare_beacon_proposer", 100, ""},
+        {"/eth/v1/validator/prepare_beacon_proposer", 50, ""},
+        {"/eth/v1/validator/register_validator", 3, ""},
+        {"/eth/v1/validator/proposer_preferences", 2, "gloas"},
+        {"/eth/v1/validator/proposer_preferences", 1, "heze"},
+        {"/eth/v1/validator/beacon_committee_subscriptions", 2, ""},
+        {"/eth/v1/validator/sync_committee_subscriptions", 1, ""},
+    };
+    for (int i = 0; i < 8; i++) {
+        assert_string_equal(n->posts[i].target, want[i].target);
+        assert_int_equal(n->posts[i].entries, want[i].entries);
+        assert_string_equal(n->posts[i].version, want[i].version);
+        assert_string_equal(n->posts[i].ctype, "application/json");
+    }
+    /* every validator once, in the endpoint's shape */
+    assert_non_null(strstr(n->posts[2].body, "{\"validator_index\":\"249\",\"fee_recipient\""));
+    assert_non_null(strstr(n->posts[7].body, "\"sync_committee_indices\":[\"1\",\"300\"],"
+                                             "\"until_epoch\":\"12\""));
+    assert_non_null(strstr(n->posts[6].body, "\"is_aggregator\":true"));
+    /* nobody else was replayed to */
+    assert_int_equal(f->nodes[1].n_posts, 0);
+    fx_free(f);
+}
+
+static void test_triggers_and_debounce(void **state)
+{
+    (void)state;
+    fx_t *f = fx_make(1, NULL, false);
+    assert_int_equal(bm_pool_on_state(f->pool, bm_replay_node_state, f->rp), 0);
+    bm_node_t *node = f->nodes[0].node;
+    /* with nothing to replay, a trigger sends nothing */
+    bm_pool_set_state(f->pool, node, BM_NODE_READY, "discovered");
+    RUN_UNTIL(&f->loop, !bm_replay_busy(f->rp, 0), BOUND_MS);
+    assert_int_equal(stats(f).replays_started, 0);
+    char a[128], body[300];
+    snprintf(body, sizeof body, "[%s]", prep_json(a, sizeof a, 1, 0x11));
+    feed(f, BM_REPLAY_PREPARATION, body, 1000);
+    /* came back from unreachable */
+    bm_pool_set_state(f->pool, node, BM_NODE_UNREACHABLE, "down");
+    bm_pool_set_state(f->pool, node, BM_NODE_LAGGING, "back");
+    RUN_UNTIL(&f->loop, stats(f).replays_completed == 1, BOUND_MS);
+    assert_int_equal(stats(f).replays_started, 1);
+    /* lagging back to ready right after a replay: nothing was lost */
+    bm_pool_set_state(f->pool, node, BM_NODE_READY, "caught up");
+    bm_pool_set_state(f->pool, node, BM_NODE_LAGGING, "behind");
+    bm_pool_set_state(f->pool, node, BM_NODE_READY, "caught up");
+    RUN_FOR(&f->loop, 50);
+    assert_int_equal(stats(f).replays_started, 1);
+    /* synced after a restart: replayed (a node answers 503 to subscriptions while syncing) */
+    bm_pool_set_state(f->pool, node, BM_NODE_SYNCING, "restarted");
+    bm_pool_set_state(f->pool, node, BM_NODE_READY, "synced");
+    RUN_UNTIL(&f->loop, stats(f).replays_completed == 2, BOUND_MS);
+    /* a stream reconnect, reported twice at once, and a state change with it: one replay */
+    bm_replay_node_connection(0, true, f->rp);
+    bm_replay_node_connection(0, true, f->rp);
+    bm_pool_set_state(f->pool, node, BM_NODE_UNREACHABLE, "down");
+    bm_pool_set_state(f->pool, node, BM_NODE_READY, "back");
+    RUN_UNTIL(&f->loop, stats(f).replays_completed == 3, BOUND_MS);
+    RUN_FOR(&f->loop, 50);
+    assert_int_equal(stats(f).replays_started, 3);
+    /* a stream going down, an unknown node index: nothing */
+    bm_replay_node_connection(0, false, f->rp);
+    bm_replay_node_connection(7, true, f->rp);
+    /* wrong network: never */
+    bm_pool_set_state(f->pool, node, BM_NODE_WRONG_NETWORK, "other chain");
+    bm_replay_node(f->rp, node, "test");
+    RUN_FOR(&f->loop, 50);
+    assert_int_equal(stats(f).replays_started, 3);
+    assert_int_equal(f->nodes[0].n_posts, 3);
+    fx_free(f);
+}
+
+static void test_reconnects_replay_at_most_once_per_interval(void **state)
+{
+    (void)state;
+    bm_replay_opts_t o;
+    bm_replay_opts_default(&o);
+    o.reconnect_min_interval_ms = 300;
+    fx_t *f = fx_make(1, &o, false);
+    assert_int_equal(bm_pool_on_state(f->pool, bm_replay_node_state, f->rp), 0);
+    char a[128], body[300];
+    snprintf(body, sizeof body, "[%s]", prep_json(a, sizeof a, 1, 0x11));
+    feed(f, BM_REPLAY_PREPARATION, body, 1000);
+    uint64_t t1 = bm_clock_mono_ms();
+    bm_replay_node_connection(0, true, f->rp);
+    RUN_UNTIL(&f->loop, stats(f).replays_completed == 1, BOUND_MS);
+    /* a stream that drops again at once: deferred, not dropped */
+    bm_replay_node_connection(0, true, f->rp);
+    RUN_FOR(&f->loop, 100);
+    assert_int_equal(stats(f).replays_started, 1);
+    assert_true(bm_replay_busy(f->rp, 0));
+    RUN_UNTIL(&f->loop, stats(f).replays_completed == 2, BOUND_MS);
+    assert_true(bm_clock_mono_ms() - t1 >= 290);
+    /* a node coming back is replayed to at once all the same */
+    uint64_t t2 = bm_clock_mono_ms();
+    bm_pool_set_state(f->pool, f->nodes[0].node, BM_NODE_UNREACHABLE, "down");
+    bm_pool_set_state(f->pool, f->nodes[0].node, BM_NODE_READY, "back");
+    RUN_UNTIL(&f->loop, stats(f).replays_completed == 3, BOUND_MS);
+    assert_int_equal(stats(f).replays_completed, 3);
+    assert_true(bm_clock_mono_ms() - t2 < 250);
+    fx_free(f);
+}
+
+static void test_trigger_while_running_runs_again(void **state)
+{
+    (void)state;
+    bm_replay_opts_t o;
+    bm_replay_opts_default(&o);
+    o.chunk = 100;
+    fx_t *f = fx_make(1, &o, false);
+    f->nodes[0].delay_ms = 60;
+    fill_state(f);
+    bm_replay_node(f->rp, f->nodes[0].node, "first");
+    RUN_UNTIL(&f->loop, f->nodes[0].n_posts == 1, BOUND_MS);
+    bm_replay_node(f->rp, f->nodes[0].node, "second");
+    RUN_UNTIL(&f->loop, stats(f).replays_completed == 2, BOUND_MS);
+    assert_int_equal(stats(f).replays_started, 2);
+    assert_int_equal(f->nodes[0].n_posts, 16);
+    /* a write arriving during a replay is kept: positions in the table never move under a
+     * replay's cursor, new entries are appended */
+    fx_free(f);
+}
+
+static void test_unreachable_node_fails_the_replay(void **state)
+{
+    (void)state;
+    fx_t *f = fx_make(0, NULL, false);
+    /* a node on a port nobody listens on */
+    uv_tcp_t probe;
+    struct sockaddr_in sa;
+    uv_ip4_addr("127.0.0.1", 0, &sa);
+    uv_tcp_init(&f->loop, &probe);
+    uv_tcp_bind(&probe, (const struct sockaddr *)&sa, 0);
+    struct sockaddr_in got;
+    int len = sizeof got;
+    uv_tcp_getsockname(&probe, (struct sockaddr *)&got, &len);
+    uv_close((uv_handle_t *)&probe, NULL);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(got.sin_port));
+    /* the replay state sized its nodes at creation: make a new one with the node */
+    bm_replay_stop(f->rp);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    bm_replay_free(f->rp);
+    bm_node_t *node = bm_pool_add(f->pool, "gone", url, NULL);
+    assert_non_null(node);
+    f->rp = bm_replay_new(&f->loop, f->up, f->pool, NULL, NULL);
+    assert_non_null(f->rp);
+    char a[128], body[300];
+    snprintf(body, sizeof body, "[%s]", prep_json(a, sizeof a, 1, 0x11));
+    feed(f, BM_REPLAY_PREPARATION, body, 1000);
+    bm_replay_node(f->rp, node, "test");
+    RUN_UNTIL(&f->loop, stats(f).replays_failed == 1, BOUND_MS);
+    assert_int_equal(stats(f).replays_failed, 1);
+    assert_int_equal(stats(f).replays_completed, 0);
+    assert_false(bm_replay_busy(f->rp, 0));
+    fx_free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_preparation_latest_per_validator),
+        cmocka_unit_test(test_registration_newest_timestamp_wins),
+        cmocka_unit_test(test_expiry_follows_each_kind),
+        cmocka_unit_test(test_caps_bound_memory),
+        cmocka_unit_test(test_malformed_input),
+        cmocka_unit_test(test_index_against_a_model),
+        cmocka_unit_test(test_replay_batches_every_kind_in_chunks),
+        cmocka_unit_test(test_triggers_and_debounce),
+        cmocka_unit_test(test_reconnects_replay_at_most_once_per_interval),
+        cmocka_unit_test(test_trigger_while_running_runs_again),
+        cmocka_unit_test(test_unreachable_node_fails_the_replay),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
