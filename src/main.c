@@ -328,7 +328,8 @@ static int build(app_t *a)
         return rc;
     if ((rc = build_routes(a)) != 0)
         return rc;
-    bm_report_sources_t rs = {a->events, a->attest, a->produce, a->aggregate, a->duties};
+    bm_report_sources_t rs = {a->events, a->attest, a->produce, a->aggregate,
+                              a->duties, a->bcast,  a->replay};
     if ((rc = bm_report_register(a->admin, &rs)) != 0)
         return rc;
 

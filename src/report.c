@@ -65,6 +65,30 @@ static void duties_json(bm_str_t *o, void *ud)
                   U(s->liveness_unavailable));
 }
 
+static void broadcast_json(bm_str_t *o, void *ud)
+{
+    bm_broadcast_stats_t s;
+    bm_broadcast_stats(ud, &s);
+    bm_str_printf(o,
+                  "{\"requests\":%llu,\"answered_2xx\":%llu,\"answered_error\":%llu,"
+                  "\"ssz_refused_at_once\":%llu,\"ssz_refused_late\":%llu,"
+                  "\"node_deliveries\":%llu,\"node_failures\":%llu,\"producer_first\":%llu}",
+                  U(s.requests), U(s.answered_2xx), U(s.answered_error), U(s.ssz_refused_at_once),
+                  U(s.ssz_refused_late), U(s.node_deliveries), U(s.node_failures),
+                  U(s.producer_first));
+}
+
+static void replay_json(bm_str_t *o, void *ud)
+{
+    bm_replay_stats_t s;
+    bm_replay_stats(ud, &s);
+    bm_str_printf(o,
+                  "{\"replays_started\":%llu,\"replays_completed\":%llu,\"replays_failed\":%llu,"
+                  "\"posts\":%llu,\"posts_rejected\":%llu,\"entries_sent\":%llu}",
+                  U(s.replays_started), U(s.replays_completed), U(s.replays_failed), U(s.posts),
+                  U(s.posts_rejected), U(s.entries_sent));
+}
+
 int bm_report_register(bm_admin_t *admin, const bm_report_sources_t *src)
 {
     int rc = 0;
@@ -78,5 +102,9 @@ int bm_report_register(bm_admin_t *admin, const bm_report_sources_t *src)
         rc = bm_admin_add_section(admin, "aggregates", aggregate_json, src->aggregate);
     if (!rc && src->duties)
         rc = bm_admin_add_section(admin, "duties", duties_json, src->duties);
+    if (!rc && src->broadcast)
+        rc = bm_admin_add_section(admin, "broadcast", broadcast_json, src->broadcast);
+    if (!rc && src->replay)
+        rc = bm_admin_add_section(admin, "replay", replay_json, src->replay);
     return rc;
 }

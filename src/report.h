@@ -11,9 +11,11 @@
 #include "admin.h"
 #include "aggregate.h"
 #include "attest.h"
+#include "broadcast.h"
 #include "duties.h"
 #include "events.h"
 #include "produce.h"
+#include "replay.h"
 
 /** The modules whose counters go on the status page; any may be NULL (no section). */
 typedef struct bm_report_sources {
@@ -22,6 +24,8 @@ typedef struct bm_report_sources {
     bm_produce_t *produce;
     bm_aggregate_t *aggregate;
     bm_duties_t *duties;
+    bm_broadcast_t *broadcast;
+    bm_replay_t *replay;
 } bm_report_sources_t;
 
 /**
