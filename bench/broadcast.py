@@ -64,8 +64,8 @@ def main():
         harness.wait_for(lambda: states() == ["ready"] * 3, 15, what="three ready nodes")
         node = int(sim.nodes[0].rsplit(":", 1)[1])
         paths = [("straight to one node", node, "/eth/v1/beacon/pool/sync_committees", SYNC_MSG),
-                 ("beaconmux, failover to one node", port, "/eth/v1/validator/liveness/0",
-                  b'["1","2"]'),
+                 ("beaconmux, failover to one node", port, "/eth/v1/beacon/states/head/validators",
+                  b'{"ids":["1","2"]}'),
                  ("beaconmux, broadcast to 3 nodes", port, "/eth/v1/beacon/pool/sync_committees",
                   SYNC_MSG)]
         for rnd in range(2):
