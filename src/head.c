@@ -68,6 +68,9 @@ typedef struct node {
     bool head_optimistic; /* its believed head was announced optimistic */
     bool td_head, td_sync, forked, off, has_pending, has_reorg, has_sync;
     bool on_chain; /* last proven relation: the head, an ancestor or a descendant of it */
+    bool agreed;   /* off the chain, and a quorum of voters holds the cluster's side of the
+                      split with its head: the off timer may fork it */
+    bm_head_relation_t proven_rel; /* the relation last proven (never UNKNOWN) */
     uint64_t slot;
     uint8_t root[32];
     bm_payload_status_t payload;
@@ -976,6 +979,35 @@ static void process_pending(bm_head_t *t)
  * milliseconds away would, for that while, leave no quorum on the chain and un-fork every
  * forked node (which is then ready, a voter, a duties candidate) at every slot.
  */
+/*
+ * Does a quorum of other voters hold the cluster's side of the split between node `vi`'s
+ * head and the cluster head? A voter counts when its head is the cluster head, a
+ * descendant of it, or an ancestor of it above the split (the common ancestor of the two
+ * heads): a node lagging at or below the split agrees with both sides and proves nothing.
+ * Without a known split (ancestry not learned yet) only the head and its descendants count.
+ */
+static bool side_agreed(const bm_head_t *t, size_t vi, const bm_head_relation_t *rels)
+{
+    const node_t *v = &t->nodes[vi];
+    uint8_t split[32];
+    uint64_t split_slot = 0;
+    bool split_known = common_ancestor(t, v->root, t->head, split, &split_slot);
+    uint32_t n = 0;
+    for (size_t ui = 0; ui < t->n; ui++) {
+        const node_t *u = &t->nodes[ui];
+        if (ui == vi || !voter(u) || !u->on_chain)
+            continue;
+        bm_head_relation_t r = rels[ui];
+        if (r == BM_HEAD_REL_UNKNOWN)
+            r = u->proven_rel; /* its header is on the way: its last proven relation */
+        if (r == BM_HEAD_REL_EQUAL || r == BM_HEAD_REL_DESCENDANT ||
+            (r == BM_HEAD_REL_ANCESTOR && split_known &&
+             root_slot(t, u->root, u->slot) > split_slot))
+            n++;
+    }
+    return n >= t->quorum;
+}
+
 static void update_relations(bm_head_t *t)
 {
     bool pend[BM_HEAD_MAX_NODES];
@@ -987,9 +1019,11 @@ static void update_relations(bm_head_t *t)
         pend[vi] = false;
         if (t->has_head && v->has_head)
             rels[vi] = relation_ex(t, v->root, root_slot(t, v->root, v->slot), NULL, &pend[vi]);
-        if (rels[vi] != BM_HEAD_REL_UNKNOWN)
+        if (rels[vi] != BM_HEAD_REL_UNKNOWN) {
             v->on_chain = rels[vi] == BM_HEAD_REL_EQUAL || rels[vi] == BM_HEAD_REL_ANCESTOR ||
                           rels[vi] == BM_HEAD_REL_DESCENDANT;
+            v->proven_rel = rels[vi];
+        }
         on_chain += voter(v) && v->on_chain;
     }
     bool agreed = on_chain >= t->quorum;
@@ -1031,10 +1065,13 @@ static void update_relations(bm_head_t *t)
             }
             break;
         }
-        if (v->forked && !agreed) {
+        /* forked means off the side of the split that a quorum holds: being off a
+         * chain that a single other node drives proves nothing about who is right */
+        v->agreed = agreed && v->off && side_agreed(t, vi, rels);
+        if (v->forked && !v->agreed) {
             v->forked = false; /* the off timer stays: it is forked again once a quorum is back */
             changed = true;
-        } else if (v->off && !v->forked && agreed && t->clock_known &&
+        } else if (v->off && !v->forked && v->agreed && t->clock_known &&
                    t->now > v->off_since_ms + t->clock.slot_ms) {
             v->forked = true;
             changed = true;
@@ -1796,7 +1833,7 @@ uint64_t bm_head_next_wakeup_ms(const bm_head_t *t)
         /* only while a quorum is on the chain can the off timer fork the node: otherwise
          * its time passes with nothing to do, and a wake-up in the past would be asked
          * for again and again (a monitor re-arming a 0 ms timer from its callback) */
-        if (t->agreed && v->off && !v->forked && v->off_since_ms + t->clock.slot_ms + 1 < w)
+        if (v->agreed && v->off && !v->forked && v->off_since_ms + t->clock.slot_ms + 1 < w)
             w = v->off_since_ms + t->clock.slot_ms + 1;
     }
     uint64_t limit = (uint64_t)t->o.fetch_timeout_slots * t->clock.slot_ms;

@@ -740,6 +740,48 @@ static void test_forked_node_never_followed(void **state)
  * head follows the honest quorum, the forked node stays forked, and once the links are
  * known the cluster chain is the honest one.
  */
+/*
+ * The fastest node forks while the third node lags at the split: the forked branch drives
+ * the cluster head by extension, and the one timely honest node is off that chain. Being
+ * off a chain that a single node drives proves nothing: the honest node must not be
+ * judged forked (forked nodes never vote, and the cluster could never come back). Once
+ * the lagging node catches up, the honest quorum re-orgs the head and the forking node,
+ * now off the side a quorum holds, is forked.
+ */
+static void test_single_driver_cannot_fork_the_honest_nodes(void **state)
+{
+    linear(90, 104);
+    blk(1101, 100, 101); /* node 0's branch, starting on the cluster head */
+    blk(1102, 1101, 102);
+    blk(1103, 1102, 103);
+    make(3, 2, 1, 0);
+    for (size_t v = 0; v < 3; v++)
+        head(v, 100, T(100, 300));
+    assert_true(cluster_is(100));
+    head(0, 1101, T(101, 50));
+    assert_true(cluster_is(1101)); /* indistinguishable from the fastest honest node */
+    head(1, 101, T(101, 300));     /* node 2 lags at 100, the split */
+    head(0, 1102, T(102, 50));
+    assert_true(cluster_is(1102));
+    tick(T(102, 600)); /* node 1 has been off the driven chain for more than a slot */
+    assert_false(view(1).forked);
+    assert_true(view(1).voter);
+    head(1, 102, T(102, 700));
+    tick(T(103, 0));
+    assert_false(view(1).forked);
+    /* the lagging node catches up: two honest voters, the quorum */
+    head(2, 101, T(103, 100));
+    assert_true(cluster_is(102));
+    head(0, 1103, T(103, 150)); /* its branch no longer extends the cluster head */
+    assert_true(cluster_is(102));
+    head(1, 103, T(103, 300));
+    assert_true(cluster_is(103));
+    tick(T(104, 400));
+    assert_true(view(0).forked);
+    assert_false(view(1).forked);
+    assert_false(view(2).forked);
+}
+
 static void test_forked_node_stays_forked_while_honest_headers_are_slow(void **state)
 {
     linear(90, 110);
@@ -1376,6 +1418,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_quorum_chain_reorg_moves_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forked_node_never_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_single_driver_cannot_fork_the_honest_nodes, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_forked_node_stays_forked_while_honest_headers_are_slow,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_ancestry_is_not_forked, setup, teardown),
