@@ -22,6 +22,7 @@
 #include "hint.h"
 #include "json.h"
 #include "log.h"
+#include "reply.h"
 #include "server.h"
 #include "ssz.h"
 
@@ -250,15 +251,6 @@ static void on_complete(bm_race_t *r, const bm_race_answer_t *answers, size_t n,
     race_unlink(ud);
 }
 
-static void send_answer(bm_req_t *req, const bm_race_answer_t *a)
-{
-    size_t len = a->body ? a->body->len : 0;
-    int status = a->status >= 200 && a->status <= 599 ? a->status : 502;
-    if (bm_resp_start(req, status, a->headers, (int64_t)len) == 0 && len)
-        bm_resp_write(req, a->body);
-    bm_resp_end(req);
-}
-
 static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
 {
     agg_req_t *q = ud;
@@ -282,7 +274,7 @@ static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
     bm_log(BM_LOG_DEBUG, "aggregate %s: %d from %s, %zu of %zu bits, after %llu ms",
            bm_req_target(q->req), a->status, a->node ? a->node->id : "-", set, total,
            (unsigned long long)(a->elapsed_us / 1000));
-    send_answer(q->req, a);
+    bm_reply_answer(q->req, a);
     free(q);
 }
 

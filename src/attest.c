@@ -23,6 +23,7 @@
 #include "err.h"
 #include "json.h"
 #include "log.h"
+#include "reply.h"
 #include "ssz.h"
 
 #define MAX_CANDIDATES 64
@@ -388,7 +389,7 @@ static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *an, void *ud)
         bm_log_limited(&a->lim, BM_LOG_INFO, "%s: served %s %d without the expected head",
                        bm_req_target(q->req), an->node ? an->node->id : "beaconmux", an->status);
     }
-    bm_resp_send(q->req, an->status, NULL, an->body, an->headers);
+    bm_reply_answer(q->req, an);
     free(q);
 }
 

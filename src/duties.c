@@ -31,6 +31,7 @@
 #include "err.h"
 #include "json.h"
 #include "log.h"
+#include "reply.h"
 #include "server.h"
 
 #define MAX_CANDIDATES 64
@@ -468,15 +469,6 @@ static void on_duty_complete(bm_race_t *r, const bm_race_answer_t *answers, size
     duty_unlink(q);
 }
 
-static void send_answer(bm_req_t *req, const bm_race_answer_t *a)
-{
-    size_t len = a->body ? a->body->len : 0;
-    int status = a->status >= 200 && a->status <= 599 ? a->status : 502;
-    if (bm_resp_start(req, status, a->headers, (int64_t)len) == 0 && len)
-        bm_resp_write(req, a->body);
-    bm_resp_end(req);
-}
-
 static void on_duty_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
 {
     duty_t *q = ud;
@@ -507,7 +499,7 @@ static void on_duty_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void 
     bm_req_t *req = q->req;
     q->req = NULL;
     if (req)
-        send_answer(req, a);
+        bm_reply_answer(req, a);
 }
 
 static void on_duty_abort(bm_req_t *req, void *ud)
@@ -760,7 +752,7 @@ static void on_live_complete(bm_race_t *r, const bm_race_answer_t *as, size_t n,
     if (nb == 0) {
         d->stats.errors++;
         if (err) {
-            send_answer(req, err);
+            bm_reply_answer(req, err);
         } else {
             bm_str_t m = BM_STR_INIT;
             for (size_t i = 0; i < n; i++)

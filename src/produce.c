@@ -27,6 +27,7 @@
 #include "err.h"
 #include "json.h"
 #include "log.h"
+#include "reply.h"
 #include "ssz.h"
 
 #define MAX_CANDIDATES 64
@@ -469,7 +470,7 @@ static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *an, void *ud)
     } else {
         p->stats.failed++;
     }
-    bm_resp_send(q->req, an->status, NULL, an->body, an->headers);
+    bm_reply_answer(q->req, an);
     free(q);
 }
 
