@@ -279,7 +279,7 @@ static void prune(bm_head_t *t, bool force)
         if (i >= 0)
             t->blk[i].mark = true;
     }
-    uint64_t floor = 0, stub_floor_ms = 0;
+    uint64_t floor = 0, unslotted_floor_ms = 0;
     if (t->clock_known) {
         /* Counted back from the older of the clock and the cluster head: while the head
          * lags (no quorum), what the rules walk from it must stay. */
@@ -288,7 +288,7 @@ static void prune(bm_head_t *t, bool force)
             ref = t->head_slot;
         floor = ref > keep_slots(t) ? ref - keep_slots(t) : 0;
         uint64_t age = keep_slots(t) * t->clock.slot_ms;
-        stub_floor_ms = t->now > age ? t->now - age : 0;
+        unslotted_floor_ms = t->now > age ? t->now - age : 0;
     }
     bool *drop = calloc(t->nblk ? t->nblk : 1, sizeof *drop);
     seen_ix_t *order = force ? calloc(t->nblk ? t->nblk : 1, sizeof *order) : NULL;
@@ -302,7 +302,7 @@ static void prune(bm_head_t *t, bool force)
         blk_t *b = &t->blk[i];
         if (b->mark)
             continue;
-        bool old = b->slot_known ? b->slot < floor : b->first_seen_ms < stub_floor_ms;
+        bool old = b->slot_known ? b->slot < floor : b->first_seen_ms < unslotted_floor_ms;
         if (old) {
             drop[i] = true;
             kept--;
