@@ -47,39 +47,7 @@
 
 /* ---- loop helpers ----------------------------------------------------------------------- */
 
-typedef struct guard {
-    uv_timer_t t;
-    bool expired;
-} guard_t;
-
-static inline void on_guard(uv_timer_t *t)
-{
-    ((guard_t *)t->data)->expired = true;
-}
-
-static inline void free_data(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static inline guard_t *guard_start(uv_loop_t *loop, uint64_t ms)
-{
-    guard_t *g = calloc(1, sizeof *g);
-    assert_non_null(g);
-    uv_timer_init(loop, &g->t);
-    g->t.data = g;
-    uv_timer_start(&g->t, on_guard, ms, 0);
-    return g;
-}
-
-/* Runs the loop until `cond` holds or `ms` passed (the caller then asserts `cond`). */
-#define RUN_UNTIL(loop, cond, ms)                                                                  \
-    do {                                                                                           \
-        guard_t *g_ = guard_start((loop), (ms));                                                   \
-        while (!(cond) && !g_->expired)                                                            \
-            uv_run((loop), UV_RUN_ONCE);                                                           \
-        uv_close((uv_handle_t *)&g_->t, free_data);                                                \
-    } while (0)
+#include "loop_guard.h"
 
 /* ---- fake nodes ------------------------------------------------------------------------- */
 
