@@ -6,10 +6,10 @@
 set -eu
 
 PACKAGES="cmake ninja-build pkg-config gcc make python3 \
-  libuv1-dev libhttp-parser-dev libcurl4-openssl-dev libjson-c-dev libcyaml-dev \
+  libuv1-dev libhttp-parser-dev libcurl4-openssl-dev libjson-c-dev libcyaml-dev libyaml-dev \
   libhiredis-dev zlib1g-dev libcmocka-dev clang-14 libclang-rt-14-dev curl openssl"
 if [ "${1:-build}" = bench ]; then
-  PACKAGES="$PACKAGES wrk nginx-light haproxy util-linux procps"
+  PACKAGES="$PACKAGES wrk nginx-light haproxy util-linux procps valgrind strace"
 fi
 
 missing=""
