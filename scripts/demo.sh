@@ -1,10 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# make demo: beaconsim runs three simulated beacon nodes (node 2 imports every block 5 s
-# late, past the 4 s attestation deadline of a 12 s slot); beaconmux listens in front of
-# them on 127.0.0.1:5555 (or a free port when that one is taken). The script prints what to
-# open and what to try, then scores every slot: the root a validator would attest to
-# through beaconmux versus straight to the lagging node. Ctrl-C stops everything.
+# make demo: beaconsim runs three simulated beacon nodes (node 0, the first configured,
+# imports every block 5 s late, past the 4 s attestation deadline of a 12 s slot);
+# beaconmux listens in front of them on 127.0.0.1:5555 (or a free port when that one is
+# taken). The script prints what to open and what to try, then scores every slot: the root
+# a validator would attest to through beaconmux versus straight to the lagging node.
+# Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BM_BIN_DIR:-build/release}
@@ -19,7 +20,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 "$BIN/beaconsim" --nodes 3 --base-port 0 --slot-ms "$SLOT_MS" --slots-per-epoch 8 \
-  --node 0:client=lighthouse --node 1:client=teku --node 2:client=prysm,lag=5000 \
+  --node 0:client=prysm,lag=5000 --node 1:client=lighthouse --node 2:client=teku \
   --log-level warn >"$WORK/sim.out" 2>"$WORK/sim.log" &
 PIDS+=($!)
 for _ in $(seq 1 100); do grep -q '^control ' "$WORK/sim.out" 2>/dev/null && break; sleep 0.05; done
@@ -42,9 +43,10 @@ cat <<TXT
   beaconmux demo
   ==============
   beaconsim: three simulated beacon nodes, ${SLOT_MS} ms slots
-    node0 ${NODES[0]}  (lighthouse, on time)
-    node1 ${NODES[1]}  (teku, on time)
-    node2 ${NODES[2]}  (prysm, imports every block 5 s late: past the attestation deadline)
+    node0 ${NODES[0]}  (prysm, imports every block 5 s late: past the attestation deadline;
+                                 configured first, as a single "primary" node would be)
+    node1 ${NODES[1]}  (lighthouse, on time)
+    node2 ${NODES[2]}  (teku, on time)
     control API ${CONTROL}
   beaconmux: ${MUX}   (log: $WORK/beaconmux.log)
 
@@ -53,13 +55,15 @@ cat <<TXT
     curl -s ${MUX}/healthz
     curl -s ${MUX}/eth/v1/beacon/genesis
   Try:
-    take node0 down:   curl -s -X PUT ${CONTROL}/sim/v1/nodes/0 -d '{"down":true}'
-    hang it instead:   curl -s -X PUT ${CONTROL}/sim/v1/nodes/0 -d '{"down":false,"hang":true}'
-    make it fail:      curl -s -X PUT ${CONTROL}/sim/v1/nodes/1 -d '{"error_rate":1}'
-    put it right:      curl -s -X PUT ${CONTROL}/sim/v1/nodes/0 -d '{"reset":true}'
+    take node1 down:   curl -s -X PUT ${CONTROL}/sim/v1/nodes/1 -d '{"down":true}'
+    hang it instead:   curl -s -X PUT ${CONTROL}/sim/v1/nodes/1 -d '{"down":false,"hang":true}'
+    make node2 fail:   curl -s -X PUT ${CONTROL}/sim/v1/nodes/2 -d '{"error_rate":1}'
+    fork node2:        curl -s -X PUT ${CONTROL}/sim/v1/nodes/2 -d '{"error_rate":0,"fork":true}'
+    put them right:    curl -s -X PUT ${CONTROL}/sim/v1/nodes/1 -d '{"reset":true}'
     the truth:         curl -s ${CONTROL}/sim/v1/truth
+    the cluster's events: curl -sN "${MUX}/eth/v1/events?topics=head,chain_reorg"
   Point a validator client at ${MUX} (see README.md). Ctrl-C stops the demo.
 
   Every slot, at the attestation deadline, a validator asks for attestation data:
 TXT
-python3 scripts/demo_watch.py "$MUX" "${NODES[2]}" "$CONTROL"
+python3 scripts/demo_watch.py "$MUX" "${NODES[0]}" "$CONTROL"

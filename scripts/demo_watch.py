@@ -42,6 +42,6 @@ while True:
     total += 1
     ok_mux += ra == want
     ok_direct += rb == want
-    print("  slot %5d  canonical %s | via beaconmux %s %s | node2 direct %s %s   head votes: beaconmux %d/%d, node2 %d/%d"
+    print("  slot %5d  canonical %s | via beaconmux %s %s | node0 direct %s %s   head votes: beaconmux %d/%d, node0 %d/%d"
           % (slot, short(want), short(ra), "ok  " if ra == want else "MISS", short(rb),
              "ok  " if rb == want else "MISS", ok_mux, total, ok_direct, total), flush=True)
