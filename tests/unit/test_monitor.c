@@ -363,6 +363,11 @@ static fx_t *fx_new(int n, uint64_t gloas_epoch)
     bm_monitor_opts_t mo;
     bm_monitor_opts_default(&mo);
     mo.headers_timeout_ms = 1000;
+    /* The fake nodes' streams stay quiet between the events a test sends, and the slots
+     * are short (500 ms): with the default two-slot idle timer a slow run would see a
+     * stream dropped that the test never touched. The idle rule is tested in
+     * test_nodestream. */
+    mo.idle_slots = 40;
     f->mon = bm_monitor_new(&f->loop, f->up, f->pool, f->disc, f->head, f->health, &mo);
     assert_non_null(f->mon);
     assert_ptr_equal(bm_monitor_head(f->mon), f->head);
