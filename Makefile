@@ -42,7 +42,7 @@ fuzz: deps
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 format:
-	clang-format -i src/*.[ch] sim/*.[ch] tests/unit/*.[ch] fuzz/*.c
+	clang-format -i src/*/*.[ch] sim/*.[ch] tests/unit/*.[ch] fuzz/*.c
 
 clean:
 	rm -rf build

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "app/config.h"
 
 static const char *fake_env(void *ud, const char *name)
 {

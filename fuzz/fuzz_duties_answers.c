@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregate.h"
-#include "buf.h"
-#include "duties.h"
+#include "base/buf.h"
+#include "duties/aggregate.h"
+#include "duties/duties.h"
 
 #define CHECK(x)                                                                                   \
     do {                                                                                           \

@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attest.h"
-#include "buf.h"
-#include "hdrs.h"
-#include "produce.h"
-#include "ssz.h"
+#include "base/buf.h"
+#include "base/hdrs.h"
+#include "base/ssz.h"
+#include "duties/attest.h"
+#include "duties/produce.h"
 
 static const char *const forks[] = {"phase0", "altair",  "bellatrix", "capella",
                                     "deneb",  "electra", "fulu",      "gloas"};

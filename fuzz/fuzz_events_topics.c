@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
-#include "events.h"
+#include "base/err.h"
+#include "cluster/events.h"
 
 static int parse(const char *q, size_t n, bm_topic_mask_t *m)
 {

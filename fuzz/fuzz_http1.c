@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "http1.h"
+#include "base/buf.h"
+#include "http/http1.h"
 
 typedef struct rec {
     bm_str_t log;

@@ -20,12 +20,12 @@
 #include <string.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "hdrs.h"
-#include "log.h"
-#include "pool.h"
-#include "replay.h"
-#include "upstream.h"
+#include "base/buf.h"
+#include "base/hdrs.h"
+#include "base/log.h"
+#include "cluster/pool.h"
+#include "duties/replay.h"
+#include "http/upstream.h"
 
 #define CHECK(x)                                                                                   \
     do {                                                                                           \

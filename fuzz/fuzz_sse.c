@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "sse.h"
+#include "base/buf.h"
+#include "http/sse.h"
 
 #define MAX_DATA 2048
 #define MAX_LINE 128

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ssz.h"
+#include "base/ssz.h"
 
 static const char *const forks[] = {"phase0", "altair",  "bellatrix", "capella",
                                     "deneb",  "electra", "fulu",      "gloas",

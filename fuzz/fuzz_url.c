@@ -26,9 +26,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "buf.h"
-#include "err.h"
-#include "url.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/url.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

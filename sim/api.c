@@ -15,8 +15,8 @@
 #include <zlib.h>
 
 #include "api_int.h"
-#include "err.h"
-#include "log.h"
+#include "base/err.h"
+#include "base/log.h"
 
 static void h_genesis(ctx_t *x);
 static void h_spec(ctx_t *x);

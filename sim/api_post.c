@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "api_int.h"
-#include "err.h"
+#include "base/err.h"
 
 /* ---- item checks ---------------------------------------------------------------------- */
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "api_int.h"
-#include "err.h"
+#include "base/err.h"
 
 #define ENVELOPE_MEMO 8
 

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "base/buf.h"
 #include "chain.h"
 #include "node.h"
 

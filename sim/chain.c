@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
+#include "base/err.h"
 
 enum {
     F_KNOWN = 1,  /* skip bit computed */

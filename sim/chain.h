@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "hash.h"
 
 #define BS_BRANCH_CANON 0u

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "err.h"
-#include "log.h"
+#include "base/err.h"
+#include "base/log.h"
 #include "sim.h"
 
 static void reply(bm_req_t *req, int status, bm_str_t *s)

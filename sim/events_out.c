@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
-#include "log.h"
+#include "base/err.h"
+#include "base/log.h"
 #include "sim.h"
 
 #define FRAG_GAP_MS 1

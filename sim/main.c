@@ -13,8 +13,8 @@
 #include <string.h>
 #include <uv.h>
 
-#include "err.h"
-#include "log.h"
+#include "base/err.h"
+#include "base/log.h"
 #include "sim.h"
 
 static const char USAGE[] =

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
-#include "log.h"
+#include "base/err.h"
+#include "base/log.h"
 
 static const char *const TOPIC_NAMES[BS_TOPIC_COUNT] = {
     "head",

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "base/buf.h"
 #include "chain.h"
 #include "spec.h"
 

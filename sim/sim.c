@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "err.h"
-#include "log.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
 
 #define KEEPALIVE_MS 15000
 #define SHUTDOWN_GRACE_MS 200

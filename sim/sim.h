@@ -15,7 +15,7 @@
 
 #include "chain.h"
 #include "node.h"
-#include "server.h"
+#include "http/server.h"
 #include "spec.h"
 
 typedef struct bs_sim bs_sim_t;

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "err.h"
+#include "base/err.h"
 
 typedef struct client_info {
     const char *name, *display, *code, *semver, *version;

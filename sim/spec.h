@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "base/buf.h"
 
 typedef enum {
     BS_CLIENT_LIGHTHOUSE = 0,

@@ -22,8 +22,8 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 cc -std=c17 -D_GNU_SOURCE -O2 -DNDEBUG -I"$ROOT/src" "$ROOT/bench/server/server_hello.c" \
-    "$ROOT/src/buf.c" "$ROOT/src/hdrs.c" "$ROOT/src/err.c" "$ROOT/src/log.c" \
-    "$ROOT/src/clock.c" "$ROOT/src/http1.c" "$ROOT/src/server.c" \
+    "$ROOT/src/base/buf.c" "$ROOT/src/base/hdrs.c" "$ROOT/src/base/err.c" "$ROOT/src/base/log.c" \
+    "$ROOT/src/base/clock.c" "$ROOT/src/http/http1.c" "$ROOT/src/http/server.c" \
     -luv -lhttp_parser -lm -o "$TMP/server_hello"
 
 taskset -c 0 "$TMP/server_hello" 0 >"$TMP/port" &

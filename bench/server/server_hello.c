@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "log.h"
-#include "server.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "http/server.h"
 
 static bm_buf_t *body;
 static bm_server_t *srv;

@@ -30,19 +30,19 @@
 #include <string.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "chain.h"
-#include "clock.h"
-#include "err.h"
-#include "hdrs.h"
-#include "head.h"
-#include "hint.h"
-#include "log.h"
-#include "pool.h"
-#include "race.h"
-#include "router.h"
-#include "server.h"
-#include "upstream.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/hdrs.h"
+#include "base/log.h"
+#include "cluster/chain.h"
+#include "cluster/head.h"
+#include "cluster/pool.h"
+#include "duties/hint.h"
+#include "duties/race.h"
+#include "http/router.h"
+#include "http/server.h"
+#include "http/upstream.h"
 
 #define FX_BOUND_MS 5000
 #define FX_MAX_NODES 4

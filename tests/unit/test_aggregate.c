@@ -10,7 +10,7 @@
  */
 #include "test_duties_fixture.h"
 
-#include "aggregate.h"
+#include "duties/aggregate.h"
 
 #define AGG_T                                                                                      \
     "/eth/v2/validator/"                                                                           \

@@ -7,10 +7,10 @@
  * a head tracker fed by hand. Each test asserts who answered, what, how many requests
  * each node saw and, with generous slack, when.
  */
-#include "attest.h"
+#include "duties/attest.h"
 #include "fresh_fx.h"
-#include "json.h"
-#include "ssz.h"
+#include "base/json.h"
+#include "base/ssz.h"
 
 #define SLOT_MS 12000u
 #define SPE 8u

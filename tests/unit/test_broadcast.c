@@ -23,18 +23,18 @@
 #include <string.h>
 #include <uv.h>
 
-#include "broadcast.h"
-#include "buf.h"
-#include "clock.h"
-#include "err.h"
-#include "hdrs.h"
-#include "log.h"
-#include "pool.h"
-#include "race.h"
-#include "replay.h"
-#include "router.h"
-#include "server.h"
-#include "upstream.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/hdrs.h"
+#include "base/log.h"
+#include "cluster/pool.h"
+#include "duties/broadcast.h"
+#include "duties/race.h"
+#include "duties/replay.h"
+#include "http/router.h"
+#include "http/server.h"
+#include "http/upstream.h"
 
 #define BOUND_MS 5000
 #define MAX_NODES 3

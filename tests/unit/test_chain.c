@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "chain.h"
-#include "err.h"
+#include "base/err.h"
+#include "cluster/chain.h"
 
 #define ROOT "0x4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b"
 static const char genesis[] =

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "err.h"
+#include "app/config.h"
+#include "base/err.h"
 
 /* ---- helpers ------------------------------------------------------------------------- */
 

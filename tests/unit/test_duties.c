@@ -13,9 +13,9 @@
  */
 #include "test_duties_fixture.h"
 
-#include "duties.h"
-#include "head.h"
-#include "json.h"
+#include "base/json.h"
+#include "cluster/head.h"
+#include "duties/duties.h"
 
 /* ---- a synthetic chain for the head tracker --------------------------------------------- */
 

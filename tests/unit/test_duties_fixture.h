@@ -3,8 +3,8 @@
  * test_duties_fixture: the end-to-end rig of the duty policy tests (test_aggregate.c,
  * test_duties.c). A client request goes the whole way a validator client's would:
  *
- *   client (libcurl) -> front server (src/server.h) -> router -> policy -> race engine
- *                    -> fake beacon nodes (src/server.h on loopback, scripted answers)
+ *   client (libcurl) -> front server (src/http/server.h) -> router -> policy -> race engine
+ *                    -> fake beacon nodes (src/http/server.h on loopback, scripted answers)
  *
  * Each fake node answers from a script: request i gets step i (the last step repeats), a
  * step being a status, a body (any bytes), a Content-Type and one extra header field
@@ -27,17 +27,17 @@
 #include <string.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "chain.h"
-#include "clock.h"
-#include "err.h"
-#include "hdrs.h"
-#include "log.h"
-#include "pool.h"
-#include "race.h"
-#include "router.h"
-#include "server.h"
-#include "upstream.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/hdrs.h"
+#include "base/log.h"
+#include "cluster/chain.h"
+#include "cluster/pool.h"
+#include "duties/race.h"
+#include "http/router.h"
+#include "http/server.h"
+#include "http/upstream.h"
 
 #define BOUND_MS 5000 /* every wait ends within this, or the test fails */
 #define SLACK_MS 150  /* allowed lateness of a timed decision on a shared machine */

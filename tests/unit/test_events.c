@@ -28,15 +28,15 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "chain.h"
-#include "err.h"
-#include "events.h"
-#include "head.h"
-#include "json.h"
-#include "log.h"
-#include "router.h"
-#include "server.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "cluster/chain.h"
+#include "cluster/events.h"
+#include "cluster/head.h"
+#include "http/router.h"
+#include "http/server.h"
 
 #define BOUND_MS 10000 /* every wait ends within this, or the test fails */
 

@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "err.h"
-#include "head.h"
+#include "base/err.h"
+#include "cluster/head.h"
 
 #define GENESIS 1700000000000ull
 #define SLOT 12000u

@@ -14,10 +14,10 @@
 
 #include <cmocka.h>
 
-#include "err.h"
-#include "head.h"
-#include "health.h"
-#include "pool.h"
+#include "base/err.h"
+#include "cluster/head.h"
+#include "cluster/health.h"
+#include "cluster/pool.h"
 
 #define GENESIS 1700000000000ull
 #define SLOT 12000u

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "buf.h"
-#include "http1.h"
+#include "base/buf.h"
+#include "http/http1.h"
 
 /* ---- an event recorder ------------------------------------------------------------- */
 

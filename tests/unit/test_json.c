@@ -15,9 +15,9 @@
 
 #include <json-c/json.h>
 
-#include "buf.h"
-#include "err.h"
-#include "json.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/json.h"
 
 static struct json_object *parse_ok(const char *s)
 {

@@ -26,18 +26,18 @@
 #include <string.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "discovery.h"
-#include "err.h"
-#include "head.h"
-#include "health.h"
-#include "json.h"
-#include "log.h"
-#include "monitor.h"
-#include "pool.h"
-#include "server.h"
-#include "upstream.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "cluster/discovery.h"
+#include "cluster/head.h"
+#include "cluster/health.h"
+#include "cluster/monitor.h"
+#include "cluster/pool.h"
+#include "http/server.h"
+#include "http/upstream.h"
 
 #define BOUND_MS 5000
 #define SLOT_MS 500

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_nodestream: the reconnecting event stream against a scripted node on loopback.
- * The node is the project's HTTP server (src/server.h) on 127.0.0.1 port 0, on the test's
+ * The node is the project's HTTP server (src/http/server.h) on 127.0.0.1 port 0, on the test's
  * own loop; request i plays act i of its script (the last act repeats): never answer, an
  * error status with a body, or a 200 event stream written as a list of pieces with a gap
  * between them and then ended, cut, or held open (optionally with keep-alive comments).
@@ -23,13 +23,13 @@
 #include <string.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "err.h"
-#include "hdrs.h"
-#include "log.h"
-#include "nodestream.h"
-#include "server.h"
-#include "upstream.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/hdrs.h"
+#include "base/log.h"
+#include "cluster/nodestream.h"
+#include "http/server.h"
+#include "http/upstream.h"
 
 #define BOUND_MS 5000
 #define SLACK_MS 250 /* lateness allowed on a shared machine */

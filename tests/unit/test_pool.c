@@ -8,9 +8,9 @@
 
 #include <cmocka.h>
 
-#include "err.h"
-#include "health.h"
-#include "pool.h"
+#include "base/err.h"
+#include "cluster/health.h"
+#include "cluster/pool.h"
 
 static int transitions;
 static bm_node_state_t last_old, last_new;

@@ -8,7 +8,7 @@
  * proposer, the deadline, best value, SSZ, and the producing node remembered per slot.
  */
 #include "fresh_fx.h"
-#include "produce.h"
+#include "duties/produce.h"
 
 #define SLOT_MS 12000u
 #define SPE 8u

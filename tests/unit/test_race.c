@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_race: the race engine against real beacon-node stand-ins on loopback. Each fake
- * node is the project's HTTP server (src/server.h) on 127.0.0.1 port 0, on the test's own
+ * node is the project's HTTP server (src/http/server.h) on 127.0.0.1 port 0, on the test's own
  * loop, answering from a script: request i gets step i (the last step repeats), a step
  * being a status, a body and an extra header field after a delay, or no answer at all
  * (hang). A node can also be "refused": a port that was bound once and closed. Each node
@@ -25,15 +25,15 @@
 #include <string.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "err.h"
-#include "hdrs.h"
-#include "log.h"
-#include "pool.h"
-#include "race.h"
-#include "server.h"
-#include "upstream.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/hdrs.h"
+#include "base/log.h"
+#include "cluster/pool.h"
+#include "duties/race.h"
+#include "http/server.h"
+#include "http/upstream.h"
 
 #define BOUND_MS 5000 /* every wait ends within this, or the test fails */
 #define SLACK_MS 150  /* allowed lateness of a timed decision on a shared machine */

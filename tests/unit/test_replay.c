@@ -24,16 +24,16 @@
 #include <string.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "chain.h"
-#include "clock.h"
-#include "err.h"
-#include "hdrs.h"
-#include "log.h"
-#include "pool.h"
-#include "replay.h"
-#include "server.h"
-#include "upstream.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/hdrs.h"
+#include "base/log.h"
+#include "cluster/chain.h"
+#include "cluster/pool.h"
+#include "duties/replay.h"
+#include "http/server.h"
+#include "http/upstream.h"
 
 #define BOUND_MS 5000
 #define MAX_POSTS 64

@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "err.h"
-#include "router.h"
+#include "base/err.h"
+#include "http/router.h"
 
 static int tag_a, tag_b, tag_c, tag_d, tag_fb;
 static void fn_a(bm_req_t *r, const bm_route_params_t *p, void *u) {}

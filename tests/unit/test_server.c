@@ -31,10 +31,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "err.h"
-#include "log.h"
-#include "server.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "http/server.h"
 
 #define BOUND_MS 10000 /* every wait in a test ends within this, or the test fails */
 

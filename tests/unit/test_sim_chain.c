@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "chain.h"
-#include "err.h"
+#include "base/err.h"
 #include "hash.h"
 
 static bs_chain_t *mk(uint64_t seed, double skip, uint32_t spe)

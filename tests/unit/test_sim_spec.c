@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "err.h"
+#include "base/err.h"
 #include "spec.h"
 
 static bs_behav_t parse_ok(const char *spec)

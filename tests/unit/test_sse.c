@@ -14,9 +14,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "buf.h"
-#include "err.h"
-#include "sse.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "http/sse.h"
 
 /* ---- a recorder: everything the parser reports, as one comparable transcript ------ */
 

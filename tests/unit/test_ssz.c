@@ -14,8 +14,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "err.h"
-#include "ssz.h"
+#include "base/err.h"
+#include "base/ssz.h"
 
 /* ---- a tiny SSZ writer ------------------------------------------------------------ */
 

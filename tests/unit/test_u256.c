@@ -11,8 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "err.h"
-#include "u256.h"
+#include "base/err.h"
+#include "base/u256.h"
 
 #define P2_63 "9223372036854775808"
 #define P2_64 "18446744073709551616"

@@ -30,12 +30,12 @@
 #include <string.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "clock.h"
-#include "err.h"
-#include "hdrs.h"
-#include "log.h"
-#include "upstream.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/hdrs.h"
+#include "base/log.h"
+#include "http/upstream.h"
 
 /* ---- loop helpers ------------------------------------------------------------------------- */
 

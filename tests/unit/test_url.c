@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "buf.h"
-#include "err.h"
-#include "url.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/url.h"
 
 static void test_valid(void **state)
 {

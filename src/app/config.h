@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config: everything beaconmux can be told, and the one way it gets told.
+ *
+ * The model (bm_config_t) is plain data with owned strings, freed by one bm_config_free.
+ * It is filled in a fixed order so that every source of a value ends up in the same
+ * shape: bm_config_new() applies every default (the BM_CONFIG_DEFAULT_* constants below,
+ * in one function), the YAML file overwrites the keys it names, the command line
+ * overwrites what its flags name, and bm_config_validate() checks the result. A key absent
+ * from the file and a configuration built from flags alone therefore hold the very same
+ * default.
+ *
+ * The YAML file is loaded with libcyaml (the schema decides the data and rejects unknown
+ * keys), and walked once more with libyaml over the same schema so that every error names
+ * its key and its line and column: `beaconmux.yaml:7:3: unknown key "upstrem" in
+ * "upstreams[0]"`. `${VAR}` in a value is replaced by the environment variable's value
+ * ("$$" is a literal '$'); see docs/configuration.md for every key.
+ *
+ * Errors are reported in a fixed buffer the caller provides (bm_config_err_t): nothing to
+ * free, never NULL, and the message never contains a password or a header value.
+ */
+#ifndef BM_CONFIG_H
+#define BM_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/log.h"
+
+/* ---- limits ------------------------------------------------------------------------ */
+
+#define BM_CONFIG_MAX_UPSTREAMS 64          /* upstreams in the file or on the command line */
+#define BM_CONFIG_MAX_HEADERS 64            /* extra request headers per upstream */
+#define BM_CONFIG_MAX_ID_LEN 64             /* characters in an upstream id */
+#define BM_CONFIG_MAX_FILE_BYTES (1u << 20) /* a larger configuration file is refused */
+
+/* ---- defaults (applied in one place: bm_config_new) ------------------------------- */
+
+#define BM_CONFIG_DEFAULT_LISTEN_HOST "127.0.0.1"
+#define BM_CONFIG_DEFAULT_LISTEN_PORT 5555
+#define BM_CONFIG_DEFAULT_LOG_LEVEL BM_LOG_INFO
+#define BM_CONFIG_DEFAULT_LOG_FORMAT BM_LOG_TEXT
+#define BM_CONFIG_DEFAULT_MAX_BODY_BYTES (32ull << 20)        /* server.maxBodyBytes: 32MiB */
+#define BM_CONFIG_DEFAULT_MAX_HEADER_BYTES (16ull << 10)      /* server.maxHeaderBytes: 16KiB */
+#define BM_CONFIG_DEFAULT_MAX_TARGET_BYTES (64ull << 10)      /* server.maxTargetBytes: 64KiB */
+#define BM_CONFIG_DEFAULT_HEADER_TIMEOUT_MS 10000             /* server.headerTimeout: 10s */
+#define BM_CONFIG_DEFAULT_BODY_TIMEOUT_MS 30000               /* server.bodyTimeout: 30s */
+#define BM_CONFIG_DEFAULT_IDLE_TIMEOUT_MS 120000              /* server.idleTimeout: 120s */
+#define BM_CONFIG_DEFAULT_MAX_CONNECTIONS 10000               /* server.maxConnections */
+#define BM_CONFIG_DEFAULT_SHUTDOWN_TIMEOUT_MS 10000           /* server.shutdownTimeout: 10s */
+#define BM_CONFIG_DEFAULT_CONNECT_TIMEOUT_MS 1000             /* timeouts.connect: 1s */
+#define BM_CONFIG_DEFAULT_READ_TIMEOUT_MS 2000                /* timeouts.read: 2s */
+#define BM_CONFIG_DEFAULT_WRITE_TIMEOUT_MS 12000              /* timeouts.write: 12s (one slot) */
+#define BM_CONFIG_DEFAULT_MAX_ATTEMPTS 3                      /* failover.maxAttempts */
+#define BM_CONFIG_DEFAULT_RETRY_INTERVAL_MS 5000              /* discovery.retryInterval: 5s */
+#define BM_CONFIG_DEFAULT_TLS_VERIFY true                     /* tls.verify */
+#define BM_CONFIG_DEFAULT_MAX_HEAD_LAG 1                      /* health.maxHeadLag (slots) */
+#define BM_CONFIG_DEFAULT_HEAD_QUORUM 0                       /* health.headQuorum: 0 = auto */
+#define BM_CONFIG_DEFAULT_KEEPALIVE_MS 15000                  /* events.keepalive: 15s */
+#define BM_CONFIG_DEFAULT_SUBSCRIBER_MAX_PENDING (1ull << 20) /* events.subscriberMaxPending */
+#define BM_CONFIG_DEFAULT_DEDUP_WINDOW 4096                   /* events.dedupWindow (entries) */
+#define BM_CONFIG_DEFAULT_HEADERS_TIMEOUT_MS 5000             /* events.headersTimeout: 5s */
+#define BM_CONFIG_DEFAULT_HOLD_FLOOR_MS 400                   /* duties.holdFloor */
+#define BM_CONFIG_DEFAULT_MAX_HOLD_MS 1000                    /* duties.maxHold */
+#define BM_CONFIG_DEFAULT_PROPOSAL_DEADLINE_MS 2000           /* duties.proposalDeadline */
+#define BM_CONFIG_DEFAULT_BLOCK_SELECTION BM_BLOCK_SELECTION_FIRST /* duties.blockSelection */
+#define BM_CONFIG_DEFAULT_BEST_VALUE_GRACE_MS 100                  /* duties.bestValueGrace */
+#define BM_CONFIG_DEFAULT_DUTY_WRITE_TIMEOUT_MS 12000              /* duties.writeTimeout */
+#define BM_CONFIG_DEFAULT_DUTIES_MAJORITY_AFTER_MS 1000            /* duties.dutiesMajorityAfter */
+#define BM_CONFIG_DEFAULT_AGGREGATE_GRACE_MS 100                   /* duties.aggregateGrace */
+
+/* A per-duty duration that is not set: it inherits the section's value (duties.holdFloor,
+ * duties.maxHold). Never a valid duration (those stop at 24 hours). */
+#define BM_CONFIG_UNSET UINT32_MAX
+
+/* ---- the model ----------------------------------------------------------------------
+ * Durations are milliseconds (uint32_t, at most 24 hours), sizes are bytes (uint64_t). */
+
+/** How a block proposal is chosen among the nodes' acceptable blocks. */
+typedef enum bm_block_selection {
+    BM_BLOCK_SELECTION_FIRST = 0,      /* "first": the first acceptable block */
+    BM_BLOCK_SELECTION_BEST_VALUE = 1, /* "best-value": highest value within bestValueGrace */
+} bm_block_selection_t;
+
+/** One extra request header sent to an upstream (an API key of a hosted provider). */
+typedef struct bm_config_header {
+    char *name;  /* owned; an HTTP token, unique per upstream (case-insensitive) */
+    char *value; /* owned; no CR, LF or other control character except tab */
+} bm_config_header_t;
+
+/** One beacon node. */
+typedef struct bm_config_upstream {
+    char *id;                    /* owned; [A-Za-z0-9][A-Za-z0-9._-]*, unique */
+    char *url;                   /* owned; absolute http(s) URL, may carry user:password */
+    bm_config_header_t *headers; /* owned array of n_headers */
+    size_t n_headers;
+} bm_config_upstream_t;
+
+typedef struct bm_config_log {
+    bm_log_level_t level;
+    bm_log_format_t format;
+} bm_config_log_t;
+
+typedef struct bm_config_server {
+    uint64_t max_body_bytes;
+    uint64_t max_header_bytes;
+    uint64_t max_target_bytes;
+    uint32_t header_timeout_ms;
+    uint32_t body_timeout_ms;
+    uint32_t idle_timeout_ms;
+    uint32_t max_connections;
+    uint32_t shutdown_timeout_ms; /* bound for in-flight requests on SIGTERM */
+} bm_config_server_t;
+
+typedef struct bm_config_timeouts {
+    uint32_t connect_ms;
+    uint32_t read_ms;  /* small reads */
+    uint32_t write_ms; /* writes */
+} bm_config_timeouts_t;
+
+typedef struct bm_config_failover {
+    uint32_t max_attempts; /* upstreams tried per request, 1..16 */
+} bm_config_failover_t;
+
+typedef struct bm_config_discovery {
+    uint32_t retry_interval_ms; /* how often a down upstream is retried at start-up */
+} bm_config_discovery_t;
+
+typedef struct bm_config_tls {
+    bool verify;   /* verify upstream certificates and host names */
+    char *ca_file; /* owned; CA bundle (PEM) instead of the system's, or NULL */
+} bm_config_tls_t;
+
+typedef struct bm_config_health {
+    uint32_t max_head_lag; /* slots behind the cluster head a ready node may be */
+    uint32_t head_quorum;  /* nodes needed to move the head other than by extension; 0 = auto */
+} bm_config_health_t;
+
+typedef struct bm_config_events {
+    uint32_t keepalive_ms;           /* ':' comment interval on the cluster stream */
+    uint64_t subscriber_max_pending; /* bytes unsent to a subscriber before it is dropped */
+    uint32_t dedup_window;           /* events remembered for first-copy-wins */
+    uint32_t headers_timeout_ms;     /* an upstream stream must answer within */
+} bm_config_events_t;
+
+/** The duty reads a race may hold, each with its own hold (duties.<name>.holdFloor/maxHold). */
+typedef enum bm_config_duty {
+    BM_CONFIG_DUTY_ATTESTATION_DATA = 0,        /* duties.attestationData */
+    BM_CONFIG_DUTY_HEAD_ROOT,                   /* duties.headRoot (beacon/blocks/head/root) */
+    BM_CONFIG_DUTY_PAYLOAD_ATTESTATION_DATA,    /* duties.payloadAttestationData */
+    BM_CONFIG_DUTY_AGGREGATE_ATTESTATION,       /* duties.aggregateAttestation */
+    BM_CONFIG_DUTY_SYNC_COMMITTEE_CONTRIBUTION, /* duties.syncCommitteeContribution */
+    BM_CONFIG_DUTY_COUNT
+} bm_config_duty_t;
+
+/** One duty's hold; BM_CONFIG_UNSET inherits duties.holdFloor / duties.maxHold. */
+typedef struct bm_config_duty_hold {
+    uint32_t hold_floor_ms;
+    uint32_t max_hold_ms;
+} bm_config_duty_hold_t;
+
+typedef struct bm_config_duties {
+    uint32_t hold_floor_ms; /* every duty's holdFloor unless its own is set */
+    uint32_t max_hold_ms;   /* every duty's maxHold unless its own is set */
+    uint32_t proposal_deadline_ms;
+    bm_block_selection_t block_selection;
+    uint32_t best_value_grace_ms;
+    uint32_t write_timeout_ms;
+    uint32_t duties_majority_after_ms;
+    uint32_t aggregate_grace_ms;
+    bm_config_duty_hold_t hold[BM_CONFIG_DUTY_COUNT]; /* per duty; BM_CONFIG_UNSET inherits */
+} bm_config_duties_t;
+
+/** The whole configuration. Create with bm_config_new/_parse/_load, free with bm_config_free. */
+typedef struct bm_config {
+    char *path;                    /* owned; the file it was loaded from, or NULL */
+    char *listen_host;             /* owned; IPv4/IPv6 literal (no brackets) or "localhost" */
+    uint16_t listen_port;          /* 0 lets the system pick (tests) */
+    char *genesis_validators_root; /* owned; "0x" + 64 lowercase hex digits, or NULL */
+    bm_config_log_t log;
+    bm_config_upstream_t *upstreams; /* owned array of n_upstreams */
+    size_t n_upstreams;
+    bm_config_server_t server;
+    bm_config_timeouts_t timeouts;
+    bm_config_failover_t failover;
+    bm_config_discovery_t discovery;
+    bm_config_tls_t tls;
+    bm_config_health_t health;
+    bm_config_events_t events;
+    bm_config_duties_t duties;
+} bm_config_t;
+
+/** An error message; set by every function below that fails. Never contains secrets. */
+typedef struct bm_config_err {
+    char msg[512];
+} bm_config_err_t;
+
+/** Looks up an environment variable for `${NAME}`; returns NULL when it is not set. */
+typedef const char *(*bm_config_getenv_fn)(void *ud, const char *name);
+
+/* ---- building a configuration ------------------------------------------------------ */
+
+/** A configuration holding every default and no upstream. Caller frees; NULL on OOM. */
+bm_config_t *bm_config_new(void);
+
+/** Frees `cfg` and every string it owns. NULL is ignored. */
+void bm_config_free(bm_config_t *cfg);
+
+/**
+ * Parses the YAML document text[0..len) on top of the defaults. `name` prefixes error
+ * positions ("name:line:col: ..."). `env` resolves `${VAR}` (NULL: the process
+ * environment, via getenv). Every value is checked here, with its position; what depends
+ * on the whole configuration (at least one upstream, head quorum against the number of
+ * upstreams, ...) is left to bm_config_validate, because flags may still change it.
+ * Returns a new configuration (caller frees) or NULL with `err` set.
+ */
+bm_config_t *bm_config_parse(const char *text, size_t len, const char *name,
+                             bm_config_getenv_fn env, void *env_ud, bm_config_err_t *err);
+
+/**
+ * Checks the whole configuration: every value in range, upstream ids and URLs, headers,
+ * at least one upstream, duties.holdFloor <= duties.maxHold (for the section and for every
+ * duty, with inherited values), health.headQuorum <= number of upstreams, tls.caFile
+ * readable. Returns 0 or BM_EINVAL with `err` set.
+ */
+int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err);
+
+/**
+ * Appends the configuration as YAML that bm_config_parse reads back to the same
+ * configuration (`$` written as `$$`). With `mask_secrets`, URL passwords and header
+ * values are written as "***" (for --check and logs). Returns 0 or BM_ENOMEM.
+ */
+int bm_config_dump(const bm_config_t *cfg, bool mask_secrets, bm_str_t *out);
+
+/**
+ * The hold of `duty` in effect: its own holdFloor and maxHold, each falling back to
+ * duties.holdFloor and duties.maxHold when not set. A bad `duty` gives the section's.
+ */
+void bm_config_duty_hold(const bm_config_t *cfg, bm_config_duty_t duty, uint32_t *hold_floor_ms,
+                         uint32_t *max_hold_ms);
+
+/** The YAML name of a duty ("attestationData", ...), or "?" for a bad value. */
+const char *bm_config_duty_name(bm_config_duty_t duty);
+
+/* ---- the command line -------------------------------------------------------------- */
+
+/** What the command line said. Strings are borrowed from argv. */
+typedef struct bm_cli {
+    const char *config_path;                        /* --config FILE, or NULL */
+    const char *upstreams[BM_CONFIG_MAX_UPSTREAMS]; /* --upstream URL, in order */
+    size_t n_upstreams;
+    const char *listen; /* --listen HOST:PORT, or NULL */
+    bool has_log_level;
+    bm_log_level_t log_level; /* --log-level, when has_log_level */
+    bool has_log_format;
+    bm_log_format_t log_format; /* --log-format, when has_log_format */
+    bool check;                 /* --check: validate, report, exit */
+    bool help;                  /* --help / -h */
+    bool version;               /* --version */
+} bm_cli_t;
+
+/**
+ * Parses argv[1..argc) into `cli` (zeroed first). Accepts "--flag value" and
+ * "--flag=value". Unknown flags, missing values, repeated single flags and stray
+ * arguments are errors whose message ends with a usage hint. Returns 0 or BM_EINVAL.
+ */
+int bm_config_parse_args(int argc, char *const argv[], bm_cli_t *cli, bm_config_err_t *err);
+
+/** The --help text (every flag), ending with a newline. Static storage. */
+const char *bm_config_help(void);
+
+/**
+ * Overlays the command line on `cfg`: --listen, --log-level and --log-format replace the
+ * file's values; --upstream, when given at least once, replaces the file's whole upstream
+ * list (ids node1, node2, ... by position, no extra headers). Returns 0 or BM_EINVAL.
+ */
+int bm_config_apply_cli(bm_config_t *cfg, const bm_cli_t *cli, bm_config_err_t *err);
+
+/**
+ * The whole load for main: reads cli->config_path when set (else starts from the
+ * defaults), substitutes `${VAR}` from the process environment, overlays the command line
+ * and validates. Returns a new configuration (caller frees) or NULL with `err` set.
+ */
+bm_config_t *bm_config_load(const bm_cli_t *cli, bm_config_err_t *err);
+
+/* ---- value syntax, shared with whoever reads durations and sizes -------------------- */
+
+/**
+ * Parses a duration: an integer of milliseconds ("400") or an integer with a unit ("400ms",
+ * "2s", "1m", "1h"). Returns 0, or BM_EINVAL for anything else or more than 24 hours.
+ */
+int bm_config_parse_duration(const char *s, uint32_t *ms);
+
+/**
+ * Parses a size: an integer of bytes ("1024") or an integer with a unit ("16KiB", "32MiB",
+ * "1GiB"). Returns 0, or BM_EINVAL for anything else or more than 1 TiB.
+ */
+int bm_config_parse_size(const char *s, uint64_t *bytes);
+
+/**
+ * Splits "host:port" (IPv6 as "[::1]:port"; host an IP literal or "localhost") and copies
+ * the host without brackets into host[0..host_size). Returns 0 or BM_EINVAL.
+ */
+int bm_config_parse_listen(const char *s, char *host, size_t host_size, uint16_t *port);
+
+#endif /* BM_CONFIG_H */

@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * url: validation of upstream base URLs, joining a base with a request path, and masking
+ * of credentials. The parser here is deliberately narrow: it accepts the URLs an operator
+ * writes for a beacon node (http or https, a host name or IP literal, an optional port,
+ * user info and path prefix) and rejects everything else, because a URL it accepts is
+ * handed to libcurl verbatim and must mean the same thing there.
+ *
+ * Joining never parses the client's path as a URL: the configured base, including its
+ * authority, is copied first and the path is appended after it, so "//evil.com/x" or
+ * "/@evil" remain paths on the configured node. Dot segments ("/../") are refused so that
+ * a client cannot climb out of a configured path prefix (libcurl would otherwise remove
+ * them before sending, and servers remove them on arrival).
+ */
+#include "base/url.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "base/err.h"
+
+/* Length of "http://" or "https://" at the start of `url` (any case), else 0. */
+static size_t scheme_len(const char *url)
+{
+    if (strncasecmp(url, "http://", 7) == 0)
+        return 7;
+    if (strncasecmp(url, "https://", 8) == 0)
+        return 8;
+    return 0;
+}
+
+static bool is_alpha(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static bool is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static bool is_hex(unsigned char c)
+{
+    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static bool is_unreserved(unsigned char c)
+{
+    return is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+static bool is_sub_delim(unsigned char c)
+{
+    return c != 0 && strchr("!$&'()*+,;=", c) != NULL;
+}
+
+/* True when p[i] starts a well-formed percent escape ("%" HEXDIG HEXDIG). */
+static bool pct_ok(const char *p, size_t n, size_t i)
+{
+    return i + 2 < n && is_hex((unsigned char)p[i + 1]) && is_hex((unsigned char)p[i + 2]);
+}
+
+/* RFC 3986 userinfo: unreserved / pct-encoded / sub-delims / ":"; not empty. */
+static bool valid_userinfo(const char *p, size_t n)
+{
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '%') {
+            if (!pct_ok(p, n, i))
+                return false;
+            i += 2;
+        } else if (!is_unreserved(c) && !is_sub_delim(c) && c != ':') {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ":" port with 1 to 5 digits, 1..65535. */
+static bool valid_port(const char *p, size_t n)
+{
+    if (n < 2 || n > 6 || p[0] != ':')
+        return false;
+    unsigned v = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (!is_digit((unsigned char)p[i]))
+            return false;
+        v = v * 10 + (unsigned)(p[i] - '0');
+    }
+    return v >= 1 && v <= 65535;
+}
+
+/* host [":" port], where host is a DNS name / IPv4 literal or a bracketed IPv6 literal. */
+static bool valid_hostport(const char *p, size_t n)
+{
+    size_t h = 0;
+    if (n > 0 && p[0] == '[') {
+        bool colon = false;
+        for (h = 1; h < n && p[h] != ']'; h++) {
+            unsigned char c = (unsigned char)p[h];
+            if (c == ':')
+                colon = true;
+            else if (!is_hex(c) && c != '.')
+                return false;
+        }
+        if (h >= n || h < 3 || !colon)
+            return false;
+        h++; /* past ']' */
+    } else {
+        while (h < n && p[h] != ':') {
+            unsigned char c = (unsigned char)p[h];
+            if (!is_alpha(c) && !is_digit(c) && c != '-' && c != '.' && c != '_')
+                return false;
+            h++;
+        }
+        if (h == 0)
+            return false;
+    }
+    return h == n || valid_port(p + h, n - h);
+}
+
+/* A path segment that is "." or ".." (dots possibly written as %2e). */
+static bool dot_segment(const char *p, size_t n)
+{
+    size_t dots = 0;
+    for (size_t i = 0; i < n;) {
+        if (p[i] == '.') {
+            i++;
+        } else if (n - i >= 3 && p[i] == '%' && p[i + 1] == '2' && (p[i + 2] | 0x20) == 'e') {
+            i += 3;
+        } else {
+            return false;
+        }
+        dots++;
+    }
+    return dots == 1 || dots == 2;
+}
+
+/*
+ * Checks an absolute path with an optional query (when `query_ok`): printable ASCII
+ * only, no fragment, no backslash, well-formed percent escapes and no dot segments in
+ * the path part. The query part is passed on as the client wrote it.
+ */
+static bool valid_path(const char *p, bool query_ok)
+{
+    size_t n = strlen(p);
+    size_t path_end = strcspn(p, "?");
+    if (path_end < n && !query_ok)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c <= 0x20 || c >= 0x7f || c == '#' || c == '\\')
+            return false;
+        if (c == '%' && i < path_end && !pct_ok(p, path_end, i))
+            return false;
+    }
+    if (path_end > 0 && p[0] != '/')
+        return false;
+    size_t seg = 1;
+    for (size_t i = 1; i <= path_end; i++) {
+        if (i == path_end || p[i] == '/') {
+            if (dot_segment(p + seg, i - seg))
+                return false;
+            seg = i + 1;
+        }
+    }
+    return true;
+}
+
+/* Offsets of the authority of an absolute http(s) URL: [*auth, *auth + *len). */
+static bool split(const char *url, size_t *auth, size_t *len)
+{
+    size_t s = scheme_len(url);
+    if (s == 0)
+        return false;
+    *auth = s;
+    *len = strcspn(url + s, "/?#");
+    return true;
+}
+
+bool bm_url_valid(const char *url)
+{
+    if (!url)
+        return false;
+    size_t a, alen;
+    if (!split(url, &a, &alen))
+        return false;
+    const char *auth = url + a;
+    /* The authority itself must be printable; the path is checked by valid_path. */
+    for (size_t i = 0; i < alen; i++) {
+        unsigned char c = (unsigned char)auth[i];
+        if (c <= 0x20 || c >= 0x7f)
+            return false;
+    }
+    const char *at = memrchr(auth, '@', alen);
+    const char *host = auth;
+    if (at) {
+        if (!valid_userinfo(auth, (size_t)(at - auth)))
+            return false;
+        host = at + 1;
+    }
+    if (!valid_hostport(host, (size_t)(auth + alen - host)))
+        return false;
+    return valid_path(auth + alen, false);
+}
+
+int bm_url_join(bm_str_t *out, const char *base, const char *path_and_query)
+{
+    if (!base || !path_and_query || path_and_query[0] != '/' || !bm_url_valid(base))
+        return BM_EINVAL;
+    if (!valid_path(path_and_query, true))
+        return BM_EINVAL;
+    size_t a, alen;
+    split(base, &a, &alen);
+    size_t keep = strlen(base);
+    /* Drop the base path's trailing slashes; never reach into the authority. */
+    while (keep > a + alen && base[keep - 1] == '/')
+        keep--;
+    bm_str_append(out, base, keep);
+    bm_str_puts(out, path_and_query);
+    return out->oom ? BM_ENOMEM : 0;
+}
+
+void bm_url_mask(bm_str_t *out, const char *url)
+{
+    /* Nothing to append (bm_str_append of zero bytes to an empty builder is avoided). */
+    if (!url || !*url)
+        return;
+    /* The authority starts after "scheme:" and however many slashes follow: libcurl also
+     * accepts "https:/user:pw@host" and "https:///user:pw@host". */
+    size_t scheme =
+        strspn(url, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
+    if (scheme == 0 || url[scheme] != ':') {
+        bm_str_puts(out, url);
+        return;
+    }
+    const char *auth = url + scheme + 1;
+    while (*auth == '/')
+        auth++;
+    size_t alen = strcspn(auth, "/?#");
+    const char *at = memrchr(auth, '@', alen);
+    if (!at) {
+        bm_str_puts(out, url);
+        return;
+    }
+    bm_str_append(out, url, (size_t)(auth - url));
+    const char *colon = memchr(auth, ':', (size_t)(at - auth));
+    if (colon) {
+        /* user:password: keep the user name, hide the password. */
+        bm_str_append(out, auth, (size_t)(colon - auth));
+        bm_str_puts(out, ":***");
+    } else {
+        /* A lone user name is usually a token (https://TOKEN@host): hide all of it. */
+        bm_str_puts(out, "***");
+    }
+    bm_str_puts(out, at);
+}

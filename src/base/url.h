@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * url: the few URL operations a proxy needs: validate an upstream's base URL, join it
+ * with a request path (the path is appended, never interpreted as a URL, so a client can
+ * never make beaconmux contact anything but a configured node), and mask credentials
+ * for logs and the status page.
+ */
+#ifndef BM_URL_H
+#define BM_URL_H
+
+#include <stdbool.h>
+
+#include "base/buf.h"
+
+/**
+ * Appends base + path_and_query to `out`: the base URL's trailing slashes are dropped and
+ * path_and_query is appended verbatim, never interpreted as a URL (so "//evil.com/x" stays
+ * a path on the base's host). Returns 0, BM_ENOMEM, or BM_EINVAL (nothing appended) when
+ * `base` fails bm_url_valid, or path_and_query does not start with '/', holds a byte
+ * outside printable ASCII, a '#' or a backslash, a malformed %-escape in the path, or a "." or
+ * ".." path segment (which would climb out of the base's path prefix).
+ */
+int bm_url_join(bm_str_t *out, const char *base, const char *path_and_query);
+
+/**
+ * Appends `url` to `out` with its credentials hidden: "user:pass@" becomes "user:***@", and
+ * a user name without password (usually a token, https://TOKEN@host) becomes "***@".
+ * Any text without user info is appended unchanged.
+ */
+void bm_url_mask(bm_str_t *out, const char *url);
+
+/**
+ * True when `url` is usable as an upstream's base URL: an absolute http:// or https:// URL
+ * (scheme in any case) with a non-empty host name, IPv4 or bracketed IPv6 literal, an
+ * optional user info and port (1..65535) and an optional path without dot segments.
+ * Queries, fragments, spaces, control and non-ASCII bytes are refused.
+ */
+bool bm_url_valid(const char *url);
+
+#endif /* BM_URL_H */

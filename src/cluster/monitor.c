@@ -1,0 +1,825 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * monitor: per node, one main event stream and a few small requests, all feeding the
+ * head tracker; one slot timer for the whole cluster.
+ *
+ * - Streams. Each node has one nodestream for the main topics. A 400 is answered by the
+ *   fallback ladder: head_v2 -> head first (older clients), then drop
+ *   execution_payload_available; a node that refuses even that keeps its topics and is
+ *   asked again at the longest backoff step. A node whose version changes (discovery
+ *   re-reads it) climbs the ladder again. Up: the tracker hears bm_head_on_connect, the
+ *   node's current head is fetched (nodes announce nothing until the next block) and the
+ *   connection listeners run; discovery re-reads a node that reconnected (it may have
+ *   been upgraded). Down: bm_head_on_disconnect, listeners.
+ * - Requests. Header requests asked by the tracker, the head-at-connect request and the
+ *   per-slot syncing poll are buffered transfers with a short timeout, kept on one list
+ *   so that stop cancels them. Every header request is answered to the tracker exactly
+ *   once (on_parent or on_parent_failed), also when it could not start.
+ * - Time. One uv_timer fires at the next slot start or at the tracker's next wake-up,
+ *   whichever comes first: bm_head_tick there (health re-evaluates from the tracker's
+ *   tick), and at a new slot the syncing polls and the Gloas and version checks.
+ *
+ * Re-entrancy: tracker inputs are made from inside nodestream and upstream callbacks;
+ * the tracker may call the fetch function from inside them, which only queues a
+ * transfer (upstream applies starts after libcurl returns). Listeners run after the
+ * tracker saw the event.
+ */
+#include "cluster/monitor.h"
+
+#include <json-c/json.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/fork.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/url.h"
+#include "cluster/nodestream.h"
+#include "http/sse.h"
+
+#define REQ_MAX_BYTES (64u * 1024u) /* headers and syncing answers are a few hundred bytes */
+
+typedef enum { REQ_HEADER = 0, REQ_HEAD, REQ_SYNCING } req_kind_t;
+
+typedef struct mnode mnode_t;
+
+typedef struct mreq {
+    struct mreq *prev, *next;
+    mnode_t *mn;
+    req_kind_t kind;
+    uint8_t root[32];
+    bm_xfer_t *x;
+    uint64_t t0_us;
+} mreq_t;
+
+struct mnode {
+    bm_monitor_t *m;
+    size_t idx;
+    bm_node_t *node;
+    bm_nodestream_t *stream;
+    bool head_v2;         /* asking head_v2 (else head) */
+    bool payload_topic;   /* execution_payload_available is in the list */
+    bool payload_refused; /* the node refused it: not asked again until its version changes */
+    bool connected;       /* what the tracker and the listeners were told */
+    bool syncing_busy;    /* a syncing poll is in flight */
+    char *version;        /* discovery's version when the ladder was last reset */
+    bm_monitor_node_info_t info;
+};
+
+struct bm_monitor {
+    uv_loop_t *loop;
+    bm_upstream_t *up;
+    bm_pool_t *pool;
+    bm_discovery_t *disc;
+    bm_head_t *head;
+    bm_health_t *health;
+    bm_monitor_opts_t opts;
+    mnode_t *nodes;
+    size_t n;
+    bm_hdrs_t req_hdrs;
+    uv_timer_t timer;
+    bool timer_closed;
+    bool started;
+    bool stopped;
+    bool free_pending;
+    bool clock_known;
+    bm_slot_clock_t clock;
+    bool want_payload;  /* the chain is in or near Gloas */
+    uint64_t last_slot; /* slot of the last per-slot round (UINT64_MAX: none) */
+    uint64_t timer_at;  /* wall time the timer is armed for (0: not armed) */
+    mreq_t *reqs;       /* requests in flight */
+    bm_str_t scratch;   /* one-line copies of multi-line event data */
+    struct {
+        bm_monitor_event_fn fn;
+        void *ud;
+    } ev_l[BM_MONITOR_MAX_LISTENERS];
+    size_t n_ev_l;
+    struct {
+        bm_monitor_conn_fn fn;
+        void *ud;
+    } conn_l[BM_MONITOR_MAX_LISTENERS];
+    size_t n_conn_l;
+    bm_log_limit_t log_lim;
+};
+
+void bm_monitor_opts_default(bm_monitor_opts_t *o)
+{
+    o->connect_timeout_ms = 1000;
+    o->headers_timeout_ms = 5000;
+    o->request_timeout_ms = 2000;
+    o->idle_slots = 2;
+    o->gloas_lead_epochs = 1;
+}
+
+/* ---- requests ------------------------------------------------------------------------- */
+
+static void req_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud);
+
+static void req_unlink(bm_monitor_t *m, mreq_t *r)
+{
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        m->reqs = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+}
+
+/* Starts one buffered GET on the node. Returns the request or NULL (nothing started). */
+static mreq_t *req_start(mnode_t *mn, req_kind_t kind, const char *path, const uint8_t *root)
+{
+    bm_monitor_t *m = mn->m;
+    bm_str_t url = BM_STR_INIT;
+    if (bm_url_join(&url, mn->node->url, path) != 0 || url.oom) {
+        bm_str_dispose(&url);
+        return NULL;
+    }
+    mreq_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        bm_str_dispose(&url);
+        return NULL;
+    }
+    r->mn = mn;
+    r->kind = kind;
+    if (root)
+        memcpy(r->root, root, 32);
+    r->t0_us = bm_clock_mono_us();
+    bm_xfer_req_t req = {.method = "GET",
+                         .url = bm_str_data(&url),
+                         .headers = &m->req_hdrs,
+                         .extra = mn->node->extra.n ? &mn->node->extra : NULL,
+                         .connect_timeout_ms = m->opts.connect_timeout_ms,
+                         .timeout_ms = m->opts.request_timeout_ms,
+                         .max_response_bytes = REQ_MAX_BYTES};
+    bm_xfer_cbs_t cbs = {.on_done = req_done};
+    r->x = bm_upstream_start(m->up, &req, &cbs, r);
+    bm_str_dispose(&url);
+    if (!r->x) {
+        free(r);
+        return NULL;
+    }
+    r->next = m->reqs;
+    if (m->reqs)
+        m->reqs->prev = r;
+    m->reqs = r;
+    return r;
+}
+
+/* The `data` object of a Beacon API answer (or of a versioned event: {"version","data"}). */
+static json_object *data_of(json_object *doc)
+{
+    json_object *d = bm_json_get(doc, "/data");
+    return d && json_object_is_type(d, json_type_object) ? d : NULL;
+}
+
+/* A header answer: root, slot, parent root, execution_optimistic. */
+static int parse_header(const bm_buf_t *body, uint8_t root[32], uint64_t *slot, uint8_t parent[32],
+                        bool *optimistic)
+{
+    json_object *doc = NULL;
+    if (!body || bm_json_parse_buf(body, REQ_MAX_BYTES, &doc, NULL) != 0 || !doc)
+        return BM_EPROTO;
+    json_object *d = data_of(doc);
+    int rc = BM_EPROTO;
+    if (d && bm_json_get_root(d, "/root", root) == 0 &&
+        bm_json_get_u64(d, "/header/message/slot", slot) == 0 &&
+        bm_json_get_root(d, "/header/message/parent_root", parent) == 0) {
+        *optimistic = false;
+        bm_json_get_bool(doc, "/execution_optimistic", optimistic);
+        rc = 0;
+    }
+    json_object_put(doc);
+    return rc;
+}
+
+static void on_header_answer(mreq_t *r, const bm_xfer_result_t *res, uint64_t now)
+{
+    bm_monitor_t *m = r->mn->m;
+    uint8_t root[32], parent[32];
+    uint64_t slot;
+    bool opt;
+    if (res->err == 0 && res->status == 200 &&
+        parse_header(res->body, root, &slot, parent, &opt) == 0 && memcmp(root, r->root, 32) == 0)
+        bm_head_on_parent(m->head, r->mn->idx, r->root, slot, parent, now);
+    else
+        bm_head_on_parent_failed(m->head, r->mn->idx, r->root, now);
+}
+
+/* The node's current head at (re)connect, fed as a head event: nodes announce nothing
+ * until their next block, and a node must not wait a slot to count. */
+static void on_head_answer(mreq_t *r, const bm_xfer_result_t *res, uint64_t now)
+{
+    mnode_t *mn = r->mn;
+    bm_monitor_t *m = mn->m;
+    bm_head_event_t ev = {.payload = BM_PAYLOAD_UNKNOWN, .topic = BM_HEAD_TOPIC_HEAD};
+    uint8_t parent[32];
+    if (res->err || res->status != 200 ||
+        parse_header(res->body, ev.root, &ev.slot, parent, &ev.optimistic) != 0)
+        return;
+    if (!mn->connected)
+        return; /* the stream dropped meanwhile: the head would not be a live vote */
+    bm_head_on_parent(m->head, mn->idx, ev.root, ev.slot, parent, now);
+    bm_head_on_head(m->head, mn->idx, &ev, now);
+}
+
+static void on_syncing_answer(mreq_t *r, const bm_xfer_result_t *res, uint64_t now)
+{
+    mnode_t *mn = r->mn;
+    bm_monitor_t *m = mn->m;
+    mn->syncing_busy = false;
+    if (res->err || res->status != 200)
+        return; /* not an answer: the last one stands (the pool counted the failure) */
+    json_object *doc = NULL;
+    if (bm_json_parse_buf(res->body, REQ_MAX_BYTES, &doc, NULL) != 0 || !doc) {
+        bm_log_limited(&m->log_lim, BM_LOG_DEBUG, "monitor: %s: unreadable syncing answer",
+                       mn->node->id);
+        return;
+    }
+    json_object *d = data_of(doc);
+    bm_node_syncing_t s = {.known = true, .at_ms = now};
+    bool ok = d && bm_json_get_u64(d, "/head_slot", &s.head_slot) == 0 &&
+              bm_json_get_bool(d, "/is_syncing", &s.is_syncing) == 0;
+    if (ok) {
+        /* optional in older clients: absent means false / unknown */
+        bm_json_get_u64(d, "/sync_distance", &s.sync_distance);
+        bm_json_get_bool(d, "/is_optimistic", &s.is_optimistic);
+        bm_json_get_bool(d, "/el_offline", &s.el_offline);
+    }
+    json_object_put(doc);
+    if (!ok) {
+        bm_log_limited(&m->log_lim, BM_LOG_DEBUG, "monitor: %s: syncing answer lacks fields",
+                       mn->node->id);
+        return;
+    }
+    bm_health_set_syncing(m->health, mn->node, &s, now);
+}
+
+static void arm_timer(bm_monitor_t *m);
+
+static void req_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
+{
+    mreq_t *r = ud;
+    mnode_t *mn = r->mn;
+    bm_monitor_t *m = mn->m;
+    (void)x;
+    req_unlink(m, r);
+    bm_outcome_t oc = res->status == 0     ? BM_OUTCOME_NET_ERROR
+                      : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
+                                           : BM_OUTCOME_OK;
+    bm_pool_record(m->pool, mn->node, oc, res->err == BM_ECONNREFUSED,
+                   bm_clock_mono_us() - r->t0_us, res->err ? res->detail : NULL);
+    uint64_t now = bm_clock_now_ms();
+    switch (r->kind) {
+    case REQ_HEADER:
+        on_header_answer(r, res, now);
+        break;
+    case REQ_HEAD:
+        on_head_answer(r, res, now);
+        break;
+    case REQ_SYNCING:
+        on_syncing_answer(r, res, now);
+        break;
+    }
+    free(r);
+    arm_timer(m);
+}
+
+/* The tracker asks for a header. Answered exactly once, at once when nothing can start. */
+static void fetch_header(const uint8_t root[32], uint64_t slot, size_t node, void *ud)
+{
+    bm_monitor_t *m = ud;
+    (void)slot;
+    if (node >= m->n || m->stopped) {
+        bm_head_on_parent_failed(m->head, node, root, bm_clock_now_ms());
+        return;
+    }
+    mnode_t *mn = &m->nodes[node];
+    char path[40 + BM_ROOT_HEX_LEN];
+    char hex[BM_ROOT_HEX_LEN + 1];
+    bm_root_to_hex(root, hex);
+    snprintf(path, sizeof path, "/eth/v1/beacon/headers/%s", hex);
+    if (!req_start(mn, REQ_HEADER, path, root)) {
+        bm_head_on_parent_failed(m->head, node, root, bm_clock_now_ms());
+        return;
+    }
+    mn->info.header_fetches++;
+}
+
+/* ---- events --------------------------------------------------------------------------- */
+
+static bool topic_is(const char *t, size_t len, const char *z)
+{
+    return strlen(z) == len && memcmp(t, z, len) == 0;
+}
+
+/* Feeds one parsed event to the tracker. Returns false when its fields are unusable. */
+static bool feed(mnode_t *mn, const char *topic, size_t tl, json_object *doc, const char *raw,
+                 size_t raw_len, uint64_t now)
+{
+    bm_monitor_t *m = mn->m;
+    /* head_v2 (and other versioned topics) wrap the fields: {"version","data":{...}} */
+    json_object *d = bm_json_get(doc, "/slot") ? doc : data_of(doc);
+    if (!d)
+        return topic_is(topic, tl, "finalized_checkpoint") ? true : false;
+    bool v2 = topic_is(topic, tl, "head_v2");
+    if (v2 || topic_is(topic, tl, "head")) {
+        bm_head_event_t ev = {.topic = v2 ? BM_HEAD_TOPIC_HEAD_V2 : BM_HEAD_TOPIC_HEAD,
+                              .raw = raw,
+                              .raw_len = raw_len};
+        if (bm_json_get_u64(d, "/slot", &ev.slot) != 0 ||
+            bm_json_get_root(d, "/block", ev.root) != 0)
+            return false;
+        bm_json_get_bool(d, "/execution_optimistic", &ev.optimistic);
+        const char *ps = bm_json_get_str(d, "/payload_status");
+        ev.payload = ps ? bm_payload_status_parse(ps, strlen(ps)) : BM_PAYLOAD_UNKNOWN;
+        return bm_head_on_head(m->head, mn->idx, &ev, now) == 0;
+    }
+    if (topic_is(topic, tl, "block")) {
+        uint64_t slot;
+        uint8_t root[32];
+        if (bm_json_get_u64(d, "/slot", &slot) != 0 || bm_json_get_root(d, "/block", root) != 0)
+            return false;
+        return bm_head_on_block(m->head, mn->idx, slot, root, now) == 0;
+    }
+    if (topic_is(topic, tl, "chain_reorg")) {
+        bm_head_reorg_event_t ev = {.raw = raw, .raw_len = raw_len};
+        if (bm_json_get_u64(d, "/slot", &ev.slot) != 0 ||
+            bm_json_get_root(d, "/old_head_block", ev.old_head) != 0 ||
+            bm_json_get_root(d, "/new_head_block", ev.new_head) != 0)
+            return false;
+        bm_json_get_u64(d, "/depth", &ev.depth);
+        bm_json_get_bool(d, "/execution_optimistic", &ev.optimistic);
+        return bm_head_on_reorg(m->head, mn->idx, &ev, now) == 0;
+    }
+    if (topic_is(topic, tl, "execution_payload_available")) {
+        uint64_t slot;
+        uint8_t root[32];
+        if (bm_json_get_u64(d, "/slot", &slot) != 0 ||
+            bm_json_get_root(d, "/block_root", root) != 0)
+            return false;
+        return bm_head_on_payload_available(m->head, mn->idx, slot, root, now) == 0;
+    }
+    return true; /* finalized_checkpoint and anything else: for the listeners only */
+}
+
+static void on_event(bm_nodestream_t *s, const char *topic, size_t tl, const char *data, size_t dl,
+                     void *ud)
+{
+    mnode_t *mn = ud;
+    bm_monitor_t *m = mn->m;
+    (void)s;
+    uint64_t now = bm_clock_now_ms();
+    mn->info.events++;
+    mn->info.last_event_ms = now;
+    /* the listeners get one line: nodes send one already, compact the rare other case */
+    const char *line = data;
+    size_t len = dl;
+    if (memchr(data, '\n', dl) || memchr(data, '\r', dl)) {
+        bm_str_clear(&m->scratch);
+        if (bm_json_compact(data, dl, &m->scratch, NULL) != 0 || m->scratch.oom) {
+            mn->info.bad_events++;
+            return;
+        }
+        line = bm_str_data(&m->scratch);
+        len = bm_str_len(&m->scratch);
+    }
+    json_object *doc = NULL;
+    if (bm_json_parse(line, len, BM_SSE_DEFAULT_MAX_DATA, &doc, NULL) != 0 || !doc ||
+        !json_object_is_type(doc, json_type_object)) {
+        json_object_put(doc);
+        mn->info.bad_events++;
+        bm_log_limited(&m->log_lim, BM_LOG_DEBUG, "monitor: %s: unreadable %.*s event",
+                       mn->node->id, (int)(tl < 64 ? tl : 64), topic);
+        return;
+    }
+    bool ok = feed(mn, topic, tl, doc, line, len, now);
+    json_object_put(doc);
+    if (!ok) {
+        mn->info.bad_events++;
+        bm_log_limited(&m->log_lim, BM_LOG_DEBUG, "monitor: %s: %.*s event lacks fields",
+                       mn->node->id, (int)(tl < 64 ? tl : 64), topic);
+        return;
+    }
+    for (size_t i = 0; i < m->n_ev_l && !m->stopped; i++)
+        m->ev_l[i].fn(mn->idx, topic, line, len, m->ev_l[i].ud);
+    arm_timer(m);
+}
+
+/* ---- connection ----------------------------------------------------------------------- */
+
+static void tell_conn(bm_monitor_t *m, mnode_t *mn, bool up)
+{
+    for (size_t i = 0; i < m->n_conn_l && !m->stopped; i++)
+        m->conn_l[i].fn(mn->idx, up, m->conn_l[i].ud);
+}
+
+static void went_down(mnode_t *mn)
+{
+    bm_monitor_t *m = mn->m;
+    if (!mn->connected)
+        return;
+    mn->connected = false;
+    mn->info.connected = false;
+    mn->info.up_since_ms = 0;
+    bm_head_on_disconnect(m->head, mn->idx, bm_clock_now_ms());
+    tell_conn(m, mn, false);
+}
+
+static void on_up(bm_nodestream_t *s, void *ud)
+{
+    mnode_t *mn = ud;
+    bm_monitor_t *m = mn->m;
+    (void)s;
+    uint64_t now = bm_clock_now_ms();
+    bool reconnect = mn->info.connects > 0;
+    mn->info.connects++;
+    mn->connected = true;
+    mn->info.connected = true;
+    mn->info.up_since_ms = now;
+    bm_log(reconnect ? BM_LOG_INFO : BM_LOG_DEBUG, "monitor: %s: event stream %s (%s)",
+           mn->node->id, reconnect ? "reconnected" : "connected", mn->head_v2 ? "head_v2" : "head");
+    bm_head_on_connect(m->head, mn->idx, now);
+    if (req_start(mn, REQ_HEAD, "/eth/v1/beacon/headers/head", NULL))
+        mn->info.header_fetches++;
+    if (reconnect)
+        bm_discovery_refresh(m->disc, mn->node); /* it may have been upgraded */
+    tell_conn(m, mn, true);
+    arm_timer(m);
+}
+
+static void on_down(bm_nodestream_t *s, const bm_nodestream_failure_t *f, void *ud)
+{
+    mnode_t *mn = ud;
+    (void)s;
+    mn->info.failures++;
+    mn->info.last_err = f->err;
+    mn->info.last_status = f->status;
+    went_down(mn);
+}
+
+/* The topic list for the node's place on the fallback ladder. */
+static size_t topics_for(const mnode_t *mn, bool want_payload, const char **out)
+{
+    size_t n = 0;
+    out[n++] = mn->head_v2 ? "head_v2" : "head";
+    out[n++] = "block";
+    out[n++] = "finalized_checkpoint";
+    out[n++] = "chain_reorg";
+    if (want_payload && !mn->payload_refused)
+        out[n++] = "execution_payload_available";
+    return n;
+}
+
+/* Re-subscribes when the node's topic list changed. A deliberate switch is a disconnect
+ * for the tracker and the listeners (the new stream's up says connected again). */
+static void update_topics(mnode_t *mn)
+{
+    bm_monitor_t *m = mn->m;
+    const char *t[8];
+    size_t n = topics_for(mn, m->want_payload, t);
+    bool payload = n == 5;
+    bool same = n == bm_nodestream_topic_count(mn->stream);
+    for (size_t i = 0; same && i < n; i++)
+        same = strcmp(t[i], bm_nodestream_topic(mn->stream, i)) == 0;
+    if (same)
+        return;
+    if (bm_nodestream_set_topics(mn->stream, t, n) != 0)
+        return;
+    mn->payload_topic = payload;
+    mn->info.payload_topic = payload;
+    mn->info.head_v2 = mn->head_v2;
+    went_down(mn);
+}
+
+static void on_rejected(bm_nodestream_t *s, int status, const char *body, size_t len, void *ud)
+{
+    mnode_t *mn = ud;
+    (void)s;
+    mn->info.last_status = status;
+    mn->info.last_err = BM_EPROTO;
+    /* which topic? the message names it ("Invalid topic: head_v2"); unnamed: next rung */
+    bool names_v2 = memmem(body, len, "head_v2", 7) != NULL;
+    bool names_payload = memmem(body, len, "execution_payload_available", 27) != NULL;
+    if (mn->head_v2 && (names_v2 || !names_payload)) {
+        mn->head_v2 = false;
+        bm_log(BM_LOG_INFO, "monitor: %s: head_v2 refused (%d), falling back to head", mn->node->id,
+               status);
+    } else if (mn->payload_topic && !mn->payload_refused) {
+        mn->payload_refused = true;
+        bm_log(BM_LOG_INFO, "monitor: %s: execution_payload_available refused (%d), dropped",
+               mn->node->id, status);
+    } else {
+        bm_log_limited(&mn->m->log_lim, BM_LOG_WARN,
+                       "monitor: %s: event topics refused (%d): %.*s; retrying later", mn->node->id,
+                       status, (int)(len < 200 ? len : 200), body);
+        return; /* nothing left to drop: the stream retries at the longest step */
+    }
+    update_topics(mn);
+}
+
+/* ---- time ----------------------------------------------------------------------------- */
+
+static void on_timer(uv_timer_t *t);
+
+/*
+ * Arms the timer for the next slot start or the tracker's wake-up, if earlier; at once
+ * when the current slot's round has not run yet. A timer already due is never pushed
+ * back: an event that arrives just after a slot start (with the timer due but not yet
+ * run in this loop turn) must not skip that slot's round.
+ */
+static void arm_timer(bm_monitor_t *m)
+{
+    if (m->stopped || !m->started || !m->clock_known)
+        return;
+    uint64_t now = bm_clock_now_ms();
+    uint64_t at;
+    if (now < m->clock.genesis_ms) {
+        at = m->clock.genesis_ms;
+    } else {
+        uint64_t slot = bm_slot_at(&m->clock, now);
+        at = slot != m->last_slot ? now : bm_slot_start_ms(&m->clock, slot + 1);
+    }
+    uint64_t w = bm_head_next_wakeup_ms(m->head);
+    /* A wake-up already due is served 1 ms from now, never at 0 ms: libuv 1.44 runs a timer
+     * re-armed at 0 ms from its own callback again in the same pass, against a loop time
+     * that does not advance, without polling, so a wake-up that stayed due (a tracker rule
+     * with nothing to do at it) would freeze the whole process. */
+    if (w && w <= now)
+        w = now + 1;
+    if (w && w < at)
+        at = w;
+    if (m->timer_at && m->timer_at <= at && uv_is_active((uv_handle_t *)&m->timer))
+        return; /* armed for earlier (or due now) already */
+    m->timer_at = at;
+    /* +1: land after the instant, never just before it (ms rounding) */
+    uint64_t delay = at > now ? at - now + 1 : 0;
+    uv_timer_start(&m->timer, on_timer, delay, 0);
+}
+
+static bool near_gloas(const bm_monitor_t *m, const bm_chain_info_t *c, uint64_t now)
+{
+    uint64_t ge = c->fork_epoch[BM_FORK_GLOAS];
+    if (!c->known || ge == BM_FAR_FUTURE_EPOCH)
+        return false;
+    uint64_t epoch = bm_epoch_of_slot(&c->clock, bm_slot_at(&c->clock, now));
+    return epoch + m->opts.gloas_lead_epochs >= ge;
+}
+
+/* Discovery re-read a node with another version: climb the fallback ladder again. */
+static void check_version(mnode_t *mn)
+{
+    const char *v = mn->node->version;
+    if (!v || (mn->version && strcmp(mn->version, v) == 0))
+        return;
+    bool changed = mn->version != NULL;
+    free(mn->version);
+    mn->version = strdup(v);
+    if (changed && (!mn->head_v2 || mn->payload_refused)) {
+        bm_log(BM_LOG_INFO, "monitor: %s: new version %s, asking every topic again", mn->node->id,
+               v);
+        mn->head_v2 = true;
+        mn->payload_refused = false;
+        update_topics(mn);
+    }
+}
+
+/* Subscribes every node to execution_payload_available once Gloas is near (or back). */
+static void refresh_payload(bm_monitor_t *m, const bm_chain_info_t *c, uint64_t now)
+{
+    bool want = near_gloas(m, c, now);
+    if (want == m->want_payload)
+        return;
+    m->want_payload = want;
+    if (want)
+        bm_log(BM_LOG_INFO, "monitor: Gloas is near: subscribing to execution_payload_available");
+    for (size_t i = 0; i < m->n; i++)
+        update_topics(&m->nodes[i]);
+}
+
+static void per_slot(bm_monitor_t *m, uint64_t now)
+{
+    refresh_payload(m, bm_discovery_chain(m->disc), now);
+    for (size_t i = 0; i < m->n && !m->stopped; i++) {
+        mnode_t *mn = &m->nodes[i];
+        check_version(mn);
+        if (mn->syncing_busy)
+            continue; /* a hung node gets one poll at a time */
+        if (req_start(mn, REQ_SYNCING, "/eth/v1/node/syncing", NULL)) {
+            mn->syncing_busy = true;
+            mn->info.syncing_polls++;
+        }
+    }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    bm_monitor_t *m = t->data;
+    m->timer_at = 0;
+    if (m->stopped)
+        return;
+    uint64_t now = bm_clock_now_ms();
+    bm_head_tick(m->head, now); /* health re-evaluates every node from the tracker's tick */
+    uint64_t slot = now < m->clock.genesis_ms ? UINT64_MAX : bm_slot_at(&m->clock, now);
+    if (slot != UINT64_MAX && slot != m->last_slot) {
+        m->last_slot = slot;
+        per_slot(m, now);
+    }
+    arm_timer(m);
+}
+
+static void on_chain(const bm_chain_info_t *c, void *ud)
+{
+    bm_monitor_t *m = ud;
+    if (!c->known || m->stopped)
+        return;
+    uint64_t now = bm_clock_now_ms();
+    if (!m->clock_known || memcmp(&m->clock, &c->clock, sizeof m->clock) != 0) {
+        m->clock = c->clock;
+        m->clock_known = true;
+        bm_head_set_clock(m->head, &c->clock, now);
+        uint64_t idle = (uint64_t)m->opts.idle_slots * c->clock.slot_ms;
+        if (idle > UINT32_MAX)
+            idle = UINT32_MAX;
+        for (size_t i = 0; i < m->n; i++)
+            bm_nodestream_set_idle_timeout(m->nodes[i].stream, (uint32_t)idle);
+    }
+    refresh_payload(m, c, now);
+    m->timer_at = 0; /* the clock may have moved: re-arm from scratch */
+    arm_timer(m);
+}
+
+/* ---- lifetime ------------------------------------------------------------------------- */
+
+bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
+                             bm_discovery_t *disc, bm_head_t *head, bm_health_t *health,
+                             const bm_monitor_opts_t *opts)
+{
+    size_t n = pool ? bm_pool_count(pool) : 0;
+    if (!loop || !up || !pool || !disc || !head || !health || n == 0 ||
+        bm_head_node_count(head) < n)
+        return NULL;
+    bm_monitor_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->loop = loop;
+    m->up = up;
+    m->pool = pool;
+    m->disc = disc;
+    m->head = head;
+    m->health = health;
+    bm_monitor_opts_default(&m->opts);
+    if (opts)
+        m->opts = *opts;
+    if (m->opts.idle_slots < 2)
+        m->opts.idle_slots = 2;
+    m->last_slot = UINT64_MAX;
+    m->log_lim.window_ms = 10000;
+    m->log_lim.burst = 10;
+    bm_hdrs_init(&m->req_hdrs);
+    m->nodes = calloc(n, sizeof *m->nodes);
+    if (!m->nodes || bm_hdrs_add_z(&m->req_hdrs, "Accept", "application/json") != 0)
+        goto fail;
+    m->n = n;
+    bm_nodestream_opts_t so;
+    bm_nodestream_opts_default(&so);
+    so.connect_timeout_ms = m->opts.connect_timeout_ms;
+    so.headers_timeout_ms = m->opts.headers_timeout_ms;
+    bm_nodestream_cbs_t cbs = {
+        .on_event = on_event, .on_up = on_up, .on_down = on_down, .on_rejected = on_rejected};
+    for (size_t i = 0; i < n; i++) {
+        mnode_t *mn = &m->nodes[i];
+        mn->m = m;
+        mn->idx = i;
+        mn->node = bm_pool_node(pool, i);
+        mn->head_v2 = true;
+        mn->info.head_v2 = true;
+        const char *t[8];
+        size_t nt = topics_for(mn, false, t);
+        mn->stream =
+            bm_nodestream_new(loop, up, mn->node->url, &mn->node->extra, t, nt, &so, &cbs, mn);
+        if (!mn->stream)
+            goto fail;
+    }
+    uv_timer_init(loop, &m->timer);
+    m->timer.data = m;
+    return m;
+fail:
+    for (size_t i = 0; i < n && m->nodes; i++)
+        bm_nodestream_free(m->nodes[i].stream);
+    free(m->nodes);
+    bm_hdrs_dispose(&m->req_hdrs);
+    free(m);
+    return NULL;
+}
+
+int bm_monitor_start(bm_monitor_t *m)
+{
+    if (m->stopped)
+        return BM_ECLOSED;
+    if (m->started)
+        return BM_EINVAL;
+    m->started = true;
+    bm_head_set_fetch(m->head, fetch_header, m);
+    bm_discovery_on_chain(m->disc, on_chain, m);
+    const bm_chain_info_t *c = bm_discovery_chain(m->disc);
+    if (c->known)
+        on_chain(c, m); /* the topic list is settled before the streams start */
+    for (size_t i = 0; i < m->n; i++) {
+        int rc = bm_nodestream_start(m->nodes[i].stream);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    bm_monitor_t *m = h->data;
+    m->timer_closed = true;
+    if (m->free_pending)
+        bm_monitor_free(m);
+}
+
+void bm_monitor_stop(bm_monitor_t *m)
+{
+    if (!m || m->stopped)
+        return;
+    m->stopped = true;
+    if (m->started) {
+        bm_head_set_fetch(m->head, NULL, NULL);
+        bm_discovery_off_chain(m->disc, m);
+    }
+    for (size_t i = 0; i < m->n; i++) {
+        bm_nodestream_free(m->nodes[i].stream);
+        m->nodes[i].stream = NULL;
+    }
+    while (m->reqs) {
+        mreq_t *r = m->reqs;
+        req_unlink(m, r);
+        bm_upstream_cancel(r->x); /* unanswered header requests: the tracker goes too */
+        free(r);
+    }
+    uv_close((uv_handle_t *)&m->timer, on_timer_closed);
+}
+
+void bm_monitor_free(bm_monitor_t *m)
+{
+    if (!m)
+        return;
+    if (!m->stopped)
+        bm_monitor_stop(m);
+    if (!m->timer_closed) {
+        m->free_pending = true; /* finished in the close callback */
+        return;
+    }
+    for (size_t i = 0; i < m->n; i++)
+        free(m->nodes[i].version);
+    free(m->nodes);
+    bm_hdrs_dispose(&m->req_hdrs);
+    bm_str_dispose(&m->scratch);
+    free(m);
+}
+
+int bm_monitor_on_event(bm_monitor_t *m, bm_monitor_event_fn fn, void *ud)
+{
+    if (!fn || m->n_ev_l >= BM_MONITOR_MAX_LISTENERS)
+        return BM_ENOMEM;
+    m->ev_l[m->n_ev_l].fn = fn;
+    m->ev_l[m->n_ev_l].ud = ud;
+    m->n_ev_l++;
+    return 0;
+}
+
+int bm_monitor_on_connection(bm_monitor_t *m, bm_monitor_conn_fn fn, void *ud)
+{
+    if (!fn || m->n_conn_l >= BM_MONITOR_MAX_LISTENERS)
+        return BM_ENOMEM;
+    m->conn_l[m->n_conn_l].fn = fn;
+    m->conn_l[m->n_conn_l].ud = ud;
+    m->n_conn_l++;
+    return 0;
+}
+
+bm_head_t *bm_monitor_head(bm_monitor_t *m)
+{
+    return m->head;
+}
+
+int bm_monitor_node_info(const bm_monitor_t *m, size_t node, bm_monitor_node_info_t *out)
+{
+    if (!m || node >= m->n || !out)
+        return BM_EINVAL;
+    const mnode_t *mn = &m->nodes[node];
+    *out = mn->info;
+    if (mn->stream) {
+        bm_nodestream_stats_t st = bm_nodestream_stats(mn->stream);
+        out->connects = st.connects;
+        out->failures = st.failures;
+        out->last_err = st.last_err;
+        out->last_status = st.last_status;
+    }
+    return 0;
+}

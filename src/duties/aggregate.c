@@ -1,0 +1,437 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * aggregate: the aggregation reads (aggregate_attestation, sync_committee_contribution)
+ * raced over every usable node, best = most participants. See aggregate.h for the rules.
+ *
+ * How it is built: one race per distinct request (target + Accept), joined by identical
+ * requests while it runs. The race's policy judges each 2xx once: accept, usable, score
+ * and complete are called one after the other on the same answer, so the last judgement
+ * is cached per (node, attempt). The race context lives until the engine's completion
+ * callback; each client request has its own small context that ends with its answer (or
+ * with the client leaving, which removes only that waiter).
+ */
+#include "duties/aggregate.h"
+
+#include <json-c/json.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/ssz.h"
+#include "duties/hint.h"
+#include "duties/reply.h"
+#include "http/server.h"
+
+#define MAX_CANDIDATES 64
+#define KEY_MAX 1024
+
+typedef struct agg_race agg_race_t;
+
+struct bm_aggregate {
+    bm_race_engine_t *race;
+    bm_pool_t *pool;
+    const bm_chain_info_t *chain;
+    bm_aggregate_opts_t o;
+    bm_aggregate_stats_t stats;
+    agg_race_t *races; /* live race contexts */
+    bm_log_limit_t lim;
+};
+
+/* One race, shared by its coalesced waiters; freed by the completion callback. */
+struct agg_race {
+    bm_aggregate_t *m;
+    bm_aggregate_kind_t kind;
+    char fork[16]; /* the requested slot's fork, for SSZ answers without a version header */
+    /* the last judged answer */
+    const bm_node_t *c_node;
+    unsigned c_attempt;
+    bool c_valid, c_ok;
+    size_t c_set, c_len;
+    agg_race_t *prev, *next;
+};
+
+/* One client request. */
+typedef struct agg_req {
+    bm_aggregate_t *m;
+    bm_req_t *req;
+    bm_race_waiter_t *w;
+    bm_aggregate_kind_t kind;
+    char fork[16]; /* as in agg_race_t */
+} agg_req_t;
+
+void bm_aggregate_opts_default(bm_aggregate_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int k = 0; k < BM_AGGREGATE_KINDS; k++) {
+        o->hold_floor_ms[k] = 400;
+        o->max_hold_ms[k] = 1000;
+    }
+    o->grace_ms = 100;
+    o->tail_ms = 500;
+    o->connect_timeout_ms = 1000;
+}
+
+/* ---- counting bits ------------------------------------------------------------------------ */
+
+static bool is_ssz(const char *content_type)
+{
+    if (!content_type)
+        return false;
+    while (*content_type == ' ' || *content_type == '\t')
+        content_type++;
+    static const char ssz[] = "application/octet-stream";
+    size_t n = sizeof ssz - 1;
+    return strncasecmp(content_type, ssz, n) == 0 &&
+           (content_type[n] == '\0' || content_type[n] == ';' || content_type[n] == ' ');
+}
+
+int bm_aggregate_count_bits(bm_aggregate_kind_t kind, const char *content_type, const char *fork,
+                            const void *body, size_t len, size_t *set, size_t *total)
+{
+    if (!body || !set || !total || kind >= BM_AGGREGATE_KINDS)
+        return BM_EINVAL;
+    if (is_ssz(content_type)) {
+        if (kind == BM_AGGREGATE_ATTESTATION) {
+            bm_ssz_attestation_info_t ai;
+            if (!fork || bm_ssz_attestation_info(body, len, fork, &ai) != 0)
+                return BM_EINVAL;
+            *set = ai.bits_set;
+            *total = ai.bits_len;
+            return 0;
+        }
+        bm_ssz_sync_contribution_t sc;
+        if (bm_ssz_sync_contribution(body, len, &sc) != 0)
+            return BM_EINVAL;
+        *set = sc.bits_set;
+        *total = 128;
+        return 0;
+    }
+    struct json_object *doc = NULL;
+    if (bm_json_parse(body, len, 0, &doc, NULL) != 0)
+        return BM_EINVAL;
+    int rc = BM_EINVAL;
+    const char *hex = bm_json_get_str(doc, "/data/aggregation_bits");
+    if (hex) {
+        size_t n = 0, l = 0;
+        if (kind == BM_AGGREGATE_ATTESTATION) {
+            rc = bm_json_hex_bitlist_bits_set(hex, &n, &l);
+        } else {
+            rc = bm_json_hex_bits_set(hex, &n);
+            l = (strlen(hex) - 2) * 4; /* validated: "0x" + an even number of digits */
+        }
+        if (rc == 0) {
+            *set = n;
+            *total = l;
+        }
+    }
+    json_object_put(doc);
+    return rc;
+}
+
+/* Judges answer `a` once; the predicates below are called in a row on the same answer. */
+static void judge(agg_race_t *ar, const bm_race_answer_t *a)
+{
+    if (ar->c_valid && ar->c_node == a->node && ar->c_attempt == a->attempt)
+        return;
+    ar->c_valid = true;
+    ar->c_node = a->node;
+    ar->c_attempt = a->attempt;
+    ar->c_set = ar->c_len = 0;
+    const char *fork = bm_hdrs_get(a->headers, "eth-consensus-version");
+    if (!fork || !*fork)
+        fork = ar->fork[0] ? ar->fork : NULL;
+    ar->c_ok = a->body &&
+               bm_aggregate_count_bits(ar->kind, bm_hdrs_get(a->headers, "content-type"), fork,
+                                       a->body->data, a->body->len, &ar->c_set, &ar->c_len) == 0;
+    if (!ar->c_ok || ar->c_set == 0) {
+        ar->m->stats.ignored++;
+        bm_log_limited(&ar->m->lim, BM_LOG_DEBUG, "aggregate: %s answered %s, ignored",
+                       a->node ? a->node->id : "?",
+                       ar->c_ok ? "an aggregate with no bit set" : "an unreadable body");
+    }
+}
+
+static bool p_accept(const bm_race_answer_t *a, void *ud)
+{
+    agg_race_t *ar = ud;
+    judge(ar, a);
+    return ar->c_ok && ar->c_set > 0;
+}
+
+static double p_score(const bm_race_answer_t *a, void *ud)
+{
+    agg_race_t *ar = ud;
+    judge(ar, a);
+    return ar->c_ok ? (double)ar->c_set : 0;
+}
+
+static bool p_complete(const bm_race_answer_t *a, void *ud)
+{
+    agg_race_t *ar = ud;
+    judge(ar, a);
+    return ar->c_ok && ar->c_set > 0 && ar->c_set == ar->c_len;
+}
+
+/* ---- the request --------------------------------------------------------------------------- */
+
+/* The value of query parameter `name` as a uint64. */
+static bool query_u64(const char *q, size_t qlen, const char *name, uint64_t *out)
+{
+    size_t nl = strlen(name);
+    const char *p = q, *end = q ? q + qlen : NULL;
+    while (p && p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *stop = amp ? amp : end;
+        if ((size_t)(stop - p) > nl && memcmp(p, name, nl) == 0 && p[nl] == '=')
+            return bm_json_parse_u64(p + nl + 1, (size_t)(stop - p - nl - 1), out) == 0;
+        p = amp ? amp + 1 : NULL;
+    }
+    return false;
+}
+
+/*
+ * The hint's deadline (DESIGN.md "Race engine"): min(max(now + holdFloor, due), now +
+ * maxHold), due being the slot's aggregate or contribution due time. Without a known
+ * chain or slot, now + holdFloor.
+ */
+static uint64_t hold_deadline(const bm_aggregate_t *m, bm_aggregate_kind_t kind, bool has_slot,
+                              uint64_t slot, uint64_t now)
+{
+    uint64_t due = 0; /* unknown: counts as past, so the deadline is now + holdFloor */
+    if (has_slot && m->chain && m->chain->known)
+        due = bm_chain_due_ms(m->chain, slot,
+                              kind == BM_AGGREGATE_ATTESTATION ? BM_DUE_AGGREGATE
+                                                               : BM_DUE_CONTRIBUTION);
+    return bm_hint_deadline_at(now, due, m->o.hold_floor_ms[kind], m->o.max_hold_ms[kind]);
+}
+
+/* Every usable node, best rank first; nodes known unreachable only when nothing else is. */
+static size_t pick_candidates(const bm_aggregate_t *m, bm_node_t **out)
+{
+    size_t n = 0;
+    for (int pass = 0; pass < 2 && n == 0; pass++) {
+        for (size_t i = 0; i < bm_pool_count(m->pool) && n < MAX_CANDIDATES; i++) {
+            bm_node_t *node = bm_pool_node(m->pool, i);
+            if (!bm_node_usable(node))
+                continue;
+            if (pass == 0 && node->state == BM_NODE_UNREACHABLE)
+                continue;
+            size_t k = n++;
+            while (k > 0 && bm_node_rank(out[k - 1]) > bm_node_rank(node)) {
+                out[k] = out[k - 1];
+                k--;
+            }
+            out[k] = node;
+        }
+    }
+    return n;
+}
+
+static void race_unlink(agg_race_t *ar)
+{
+    bm_aggregate_t *m = ar->m;
+    if (ar->prev)
+        ar->prev->next = ar->next;
+    else
+        m->races = ar->next;
+    if (ar->next)
+        ar->next->prev = ar->prev;
+    free(ar);
+}
+
+static void on_complete(bm_race_t *r, const bm_race_answer_t *answers, size_t n, void *ud)
+{
+    (void)r;
+    (void)answers;
+    (void)n;
+    race_unlink(ud);
+}
+
+static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
+{
+    agg_req_t *q = ud;
+    (void)w;
+    bm_aggregate_t *m = q->m;
+    size_t set = 0, total = 0;
+    bool ok = false;
+    if (a->status >= 200 && a->status <= 299 && a->body) {
+        const char *fork = bm_hdrs_get(a->headers, "eth-consensus-version");
+        ok = bm_aggregate_count_bits(q->kind, bm_hdrs_get(a->headers, "content-type"),
+                                     fork && *fork ? fork : q->fork, a->body->data, a->body->len,
+                                     &set, &total) == 0 &&
+             set > 0;
+    }
+    if (ok && set == total)
+        m->stats.full++;
+    else if (ok)
+        m->stats.partial++;
+    else
+        m->stats.errors++;
+    bm_log(BM_LOG_DEBUG, "aggregate %s: %d from %s, %zu of %zu bits, after %llu ms",
+           bm_req_target(q->req), a->status, a->node ? a->node->id : "-", set, total,
+           (unsigned long long)(a->elapsed_us / 1000));
+    bm_reply_answer(q->req, a);
+    free(q);
+}
+
+static void on_abort(bm_req_t *req, void *ud)
+{
+    agg_req_t *q = ud;
+    bm_race_leave(q->w);
+    bm_resp_end(req);
+    free(q);
+}
+
+/* Starts the race for `q`'s request under `key` (NULL: not joinable). */
+static bm_race_t *start_race(bm_aggregate_t *m, agg_req_t *q, bool has_slot, uint64_t slot,
+                             const char *key)
+{
+    agg_race_t *ar = calloc(1, sizeof *ar);
+    if (!ar)
+        return NULL;
+    ar->m = m;
+    ar->kind = q->kind;
+    memcpy(ar->fork, q->fork, sizeof ar->fork);
+    uint64_t deadline = hold_deadline(m, q->kind, has_slot, slot, bm_clock_now_ms());
+    bm_race_policy_t pol = {
+        .accept = p_accept,
+        .usable = p_accept, /* an answer with no bit set is no fallback either */
+        .score = p_score,
+        .complete = p_complete,
+        .ud = ar,
+        .grace_ms = m->o.grace_ms,
+        .deadline_ms = deadline,
+        .hard_timeout_ms = deadline + m->o.tail_ms,
+        .connect_timeout_ms = m->o.connect_timeout_ms,
+    };
+    bm_node_t *cand[MAX_CANDIDATES];
+    size_t n = pick_candidates(m, cand);
+    bm_race_request_t rq = {bm_req_method(q->req), bm_req_target(q->req), bm_req_headers(q->req),
+                            NULL};
+    bm_race_t *r = bm_race_start(m->race, &rq, cand, n, &pol, key, on_complete, ar);
+    if (!r) {
+        free(ar);
+        return NULL;
+    }
+    ar->next = m->races;
+    if (m->races)
+        m->races->prev = ar;
+    m->races = ar;
+    m->stats.races++;
+    return r;
+}
+
+static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
+{
+    m->stats.requests[kind]++;
+    agg_req_t *q = calloc(1, sizeof *q);
+    if (!q) {
+        bm_resp_error(req, 500, "out of memory");
+        return;
+    }
+    q->m = m;
+    q->req = req;
+    q->kind = kind;
+    size_t qlen = 0;
+    const char *query = bm_req_query(req, &qlen);
+    uint64_t slot = 0;
+    bool has_slot = query_u64(query, qlen, "slot", &slot);
+    if (has_slot && m->chain && m->chain->known)
+        snprintf(q->fork, sizeof q->fork, "%s",
+                 bm_fork_name(bm_chain_fork_at_slot(m->chain, slot)));
+
+    /* identical requests (the aggregators of one committee) share one race */
+    const char *accept = bm_req_header(req, "accept");
+    char key[KEY_MAX];
+    int kl =
+        snprintf(key, sizeof key, "aggregate %s\n%s", bm_req_target(req), accept ? accept : "");
+    bool keyed = kl > 0 && (size_t)kl < sizeof key;
+    bm_race_t *r = keyed ? bm_race_find(m->race, key) : NULL;
+    if (r)
+        q->w = bm_race_wait(r, on_answer, q);
+    if (!q->w) {
+        r = start_race(m, q, has_slot, slot, keyed ? key : NULL);
+        if (r)
+            q->w = bm_race_wait(r, on_answer, q);
+    }
+    if (!q->w) {
+        /* the race (if any) has no waiter: a read without waiters ends by itself */
+        free(q);
+        bm_resp_error(req, 503, "cannot start the aggregate race");
+        return;
+    }
+    bm_req_on_abort(req, on_abort, q);
+}
+
+static void route_attestation(bm_req_t *req, const bm_route_params_t *params, void *ud)
+{
+    (void)params;
+    handle(ud, req, BM_AGGREGATE_ATTESTATION);
+}
+
+static void route_contribution(bm_req_t *req, const bm_route_params_t *params, void *ud)
+{
+    (void)params;
+    handle(ud, req, BM_AGGREGATE_CONTRIBUTION);
+}
+
+/* ---- lifetime ---------------------------------------------------------------------------- */
+
+bm_aggregate_t *bm_aggregate_new(bm_race_engine_t *race, bm_pool_t *pool,
+                                 const bm_chain_info_t *chain, const bm_aggregate_opts_t *o)
+{
+    if (!race || !pool || !chain)
+        return NULL;
+    bm_aggregate_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->race = race;
+    m->pool = pool;
+    m->chain = chain;
+    if (o)
+        m->o = *o;
+    else
+        bm_aggregate_opts_default(&m->o);
+    for (int k = 0; k < BM_AGGREGATE_KINDS; k++)
+        if (!m->o.max_hold_ms[k] || m->o.max_hold_ms[k] < m->o.hold_floor_ms[k])
+            m->o.max_hold_ms[k] = m->o.hold_floor_ms[k];
+    m->lim.window_ms = 10000;
+    m->lim.burst = 5;
+    return m;
+}
+
+void bm_aggregate_free(bm_aggregate_t *m)
+{
+    if (!m)
+        return;
+    /* what the engine never completed (it was freed first) */
+    for (agg_race_t *ar = m->races, *next; ar; ar = next) {
+        next = ar->next;
+        free(ar);
+    }
+    free(m);
+}
+
+int bm_aggregate_register(bm_aggregate_t *m, bm_router_t *r)
+{
+    if (!m || !r)
+        return BM_EINVAL;
+    int rc =
+        bm_router_add(r, "GET", "/eth/v2/validator/aggregate_attestation", route_attestation, m);
+    if (!rc)
+        rc = bm_router_add(r, "GET", "/eth/v1/validator/aggregate_attestation", route_attestation,
+                           m);
+    if (!rc)
+        rc = bm_router_add(r, "GET", "/eth/v1/validator/sync_committee_contribution",
+                           route_contribution, m);
+    return rc;
+}
+
+const bm_aggregate_stats_t *bm_aggregate_stats(const bm_aggregate_t *m)
+{
+    return &m->stats;
+}

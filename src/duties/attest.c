@@ -1,0 +1,585 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * attest: attestation_data, blocks/head/root and payload_attestation_data as races judged
+ * against the expected head (see attest.h for the rules, docs/duties.md for why).
+ *
+ * How it is built:
+ *   - one judging context per race (the policy's `ud`): which endpoint, which slot, the
+ *     fork rule. The predicates re-read the expected head at every answer, so a cluster
+ *     head that moves during a race moves what it accepts. Contexts are kept in a list and
+ *     freed by the race's completion, or by bm_attest_free for races the engine dropped;
+ *   - one waiter per client request: it forwards the race's single answer (status,
+ *     headers, body) and leaves the race if its client goes away first. A race shared by
+ *     several requests (coalescing) answers each of them with the same bytes.
+ */
+#include "duties/attest.h"
+
+#include <json-c/json.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/ssz.h"
+#include "duties/reply.h"
+
+#define MAX_CANDIDATES 64
+#define KEY_MAX 512
+
+typedef enum endpoint { EP_DATA, EP_HEAD_ROOT, EP_PAYLOAD } endpoint_t;
+
+typedef struct rctx {
+    bm_attest_t *a;
+    endpoint_t ep;
+    uint64_t slot;   /* the requested slot (EP_HEAD_ROOT: UINT64_MAX, any head) */
+    bool gloas;      /* the slot's fork is Gloas or later */
+    bm_race_t *race; /* the race judged with it (valid until its completion) */
+    struct rctx *prev, *next;
+} rctx_t;
+
+typedef struct wreq {
+    bm_attest_t *a;
+    bm_req_t *req;
+    bm_race_waiter_t *w;
+    rctx_t *ctx;
+} wreq_t;
+
+struct bm_attest {
+    bm_race_engine_t *race;
+    bm_pool_t *pool;
+    bm_hint_t *hint;
+    bm_attest_opts_t opts;
+    bm_attest_stats_t stats;
+    rctx_t *ctxs;
+    bm_log_limit_t lim;
+};
+
+void bm_attest_opts_default(bm_attest_opts_t *o)
+{
+    o->repoll_interval_ms = 50;
+    o->connect_timeout_ms = 1000;
+}
+
+bm_attest_t *bm_attest_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
+                           const bm_attest_opts_t *opts)
+{
+    if (!race || !pool || !hint)
+        return NULL;
+    bm_attest_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    a->race = race;
+    a->pool = pool;
+    a->hint = hint;
+    if (opts)
+        a->opts = *opts;
+    else
+        bm_attest_opts_default(&a->opts);
+    if (!a->opts.repoll_interval_ms)
+        a->opts.repoll_interval_ms = 50;
+    a->lim.window_ms = 10000;
+    a->lim.burst = 10;
+    return a;
+}
+
+void bm_attest_free(bm_attest_t *a)
+{
+    if (!a)
+        return;
+    while (a->ctxs) {
+        rctx_t *c = a->ctxs;
+        a->ctxs = c->next;
+        free(c);
+    }
+    free(a);
+}
+
+bm_attest_stats_t bm_attest_stats(const bm_attest_t *a)
+{
+    return a->stats;
+}
+
+/* ---- the rules ------------------------------------------------------------------------ */
+
+static bool is_ssz(const bm_hdrs_t *h)
+{
+    const char *ct = bm_hdrs_get(h, "content-type");
+    if (!ct)
+        return false;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return strncasecmp(ct, "application/octet-stream", 24) == 0 &&
+           (ct[24] == '\0' || ct[24] == ';' || ct[24] == ' ' || ct[24] == '\t');
+}
+
+int bm_attest_parse_data(const bm_hdrs_t *headers, const bm_buf_t *body, bm_attest_data_t *out)
+{
+    if (!body)
+        return BM_EINVAL;
+    if (headers && is_ssz(headers)) {
+        bm_ssz_attestation_data_t d;
+        if (bm_ssz_attestation_data((const uint8_t *)body->data, body->len, &d) != 0)
+            return BM_EINVAL;
+        out->slot = d.slot;
+        out->index = d.index;
+        memcpy(out->beacon_block_root, d.beacon_block_root, 32);
+        return 0;
+    }
+    struct json_object *j = NULL;
+    if (bm_json_parse_buf(body, 0, &j, NULL) != 0 || !j) {
+        json_object_put(j);
+        return BM_EINVAL;
+    }
+    bm_attest_data_t d;
+    int rc = 0;
+    if (bm_json_get_u64(j, "/data/slot", &d.slot) != 0 ||
+        bm_json_get_u64(j, "/data/index", &d.index) != 0 ||
+        bm_json_get_root(j, "/data/beacon_block_root", d.beacon_block_root) != 0)
+        rc = BM_EINVAL;
+    json_object_put(j);
+    if (rc == 0)
+        *out = d;
+    return rc;
+}
+
+int bm_attest_expected_index(const bm_expected_t *e, uint64_t slot)
+{
+    if (!e->known)
+        return -1;
+    if (e->slot_known && e->slot == slot)
+        return 0; /* the block of the slot itself: its payload cannot be judged yet */
+    if (e->is_cluster_head)
+        return e->payload_full ? 1 : 0;
+    return -1;
+}
+
+bool bm_attest_data_ok(const bm_expected_t *e, bool gloas, uint64_t slot, const bm_attest_data_t *d)
+{
+    if (!e->known)
+        return true;
+    if (memcmp(e->root, d->beacon_block_root, 32) != 0)
+        return false;
+    if (!gloas)
+        return true;
+    int idx = bm_attest_expected_index(e, slot);
+    return idx < 0 || d->index == (uint64_t)idx;
+}
+
+int bm_attest_parse_root(const bm_buf_t *body, uint8_t out[32])
+{
+    if (!body)
+        return BM_EINVAL;
+    struct json_object *j = NULL;
+    if (bm_json_parse_buf(body, 0, &j, NULL) != 0 || !j) {
+        json_object_put(j);
+        return BM_EINVAL;
+    }
+    uint8_t r[32];
+    int rc = bm_json_get_root(j, "/data/root", r) == 0 ? 0 : BM_EINVAL;
+    json_object_put(j);
+    if (rc == 0)
+        memcpy(out, r, 32);
+    return rc;
+}
+
+int bm_attest_parse_payload(const bm_hdrs_t *headers, const bm_buf_t *body,
+                            bm_attest_payload_t *out)
+{
+    if (!body)
+        return BM_EINVAL;
+    if (headers && is_ssz(headers)) {
+        bm_ssz_payload_attestation_data_t d;
+        if (bm_ssz_payload_attestation_data((const uint8_t *)body->data, body->len, &d) != 0)
+            return BM_EINVAL;
+        memcpy(out->beacon_block_root, d.beacon_block_root, 32);
+        out->slot = d.slot;
+        out->payload_present = d.payload_present;
+        out->blob_data_available = d.blob_data_available;
+        return 0;
+    }
+    struct json_object *j = NULL;
+    if (bm_json_parse_buf(body, 0, &j, NULL) != 0 || !j) {
+        json_object_put(j);
+        return BM_EINVAL;
+    }
+    bm_attest_payload_t p;
+    int rc = 0;
+    if (bm_json_get_root(j, "/data/beacon_block_root", p.beacon_block_root) != 0 ||
+        bm_json_get_u64(j, "/data/slot", &p.slot) != 0 ||
+        bm_json_get_bool(j, "/data/payload_present", &p.payload_present) != 0 ||
+        bm_json_get_bool(j, "/data/blob_data_available", &p.blob_data_available) != 0)
+        rc = BM_EINVAL;
+    json_object_put(j);
+    if (rc == 0)
+        *out = p;
+    return rc;
+}
+
+bool bm_attest_payload_ok(const bm_expected_t *e, uint64_t slot, const bm_attest_payload_t *p)
+{
+    if (p->slot != slot)
+        return false;
+    if (!e->known)
+        return true;
+    if (!e->slot_known || e->slot != slot || memcmp(e->root, p->beacon_block_root, 32) != 0)
+        return false;
+    return !(e->is_cluster_head && e->payload_full) || p->payload_present;
+}
+
+int bm_attest_data_key(char *out, size_t cap, uint64_t slot, const char *committee_index,
+                       const char *accept, bool pre_electra)
+{
+    int n = snprintf(out, cap, "GET /eth/v1/validator/attestation_data slot=%llu ci=%s accept=%s",
+                     (unsigned long long)slot,
+                     pre_electra ? (committee_index ? committee_index : "-") : "*",
+                     accept ? accept : "-");
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+/* ---- predicates of the races ---------------------------------------------------------- */
+
+static bool is_2xx(int status)
+{
+    return status >= 200 && status < 300;
+}
+
+/* An answer on the cluster head while a node's newer head is being resolved: not yet (the
+ * race re-asks in a moment, by when the cluster head has moved or proved it should not). */
+static bool stale_while_moving(const bm_hint_t *h, const bm_expected_t *e, uint64_t slot,
+                               const uint8_t root[32])
+{
+    return e->known && e->is_cluster_head && memcmp(e->root, root, 32) == 0 &&
+           bm_hint_head_moving(h, slot);
+}
+
+static bool data_accept(const bm_race_answer_t *an, void *ud)
+{
+    rctx_t *c = ud;
+    bm_attest_data_t d;
+    if (bm_attest_parse_data(an->headers, an->body, &d) != 0 || d.slot != c->slot)
+        return false;
+    bm_expected_t e;
+    bm_hint_expected(c->a->hint, c->slot, &e);
+    if (stale_while_moving(c->a->hint, &e, c->slot, d.beacon_block_root))
+        return false;
+    return bm_attest_data_ok(&e, c->gloas, c->slot, &d);
+}
+
+static bool data_usable(const bm_race_answer_t *an, void *ud)
+{
+    rctx_t *c = ud;
+    bm_attest_data_t d;
+    return bm_attest_parse_data(an->headers, an->body, &d) == 0 && d.slot == c->slot;
+}
+
+/* Among answers that were not accepted, the one on the expected head (wrong index) first. */
+static double data_score(const bm_race_answer_t *an, void *ud)
+{
+    rctx_t *c = ud;
+    bm_attest_data_t d;
+    bm_expected_t e;
+    if (bm_attest_parse_data(an->headers, an->body, &d) != 0)
+        return 0;
+    bm_hint_expected(c->a->hint, c->slot, &e);
+    return e.known && memcmp(e.root, d.beacon_block_root, 32) == 0 ? 1 : 0;
+}
+
+static bool root_accept(const bm_race_answer_t *an, void *ud)
+{
+    rctx_t *c = ud;
+    uint8_t root[32];
+    if (bm_attest_parse_root(an->body, root) != 0)
+        return false;
+    bm_expected_t e;
+    if (!bm_hint_expected(c->a->hint, UINT64_MAX, &e))
+        return true;
+    if (stale_while_moving(c->a->hint, &e, UINT64_MAX, root))
+        return false;
+    return memcmp(e.root, root, 32) == 0;
+}
+
+static bool root_usable(const bm_race_answer_t *an, void *ud)
+{
+    (void)ud;
+    uint8_t root[32];
+    return bm_attest_parse_root(an->body, root) == 0;
+}
+
+static bool payload_accept(const bm_race_answer_t *an, void *ud)
+{
+    rctx_t *c = ud;
+    bm_attest_payload_t p;
+    if (an->status != 200 || bm_attest_parse_payload(an->headers, an->body, &p) != 0)
+        return false;
+    bm_expected_t e;
+    bm_hint_expected(c->a->hint, c->slot, &e);
+    return bm_attest_payload_ok(&e, c->slot, &p);
+}
+
+static bool payload_usable(const bm_race_answer_t *an, void *ud)
+{
+    rctx_t *c = ud;
+    bm_attest_payload_t p;
+    if (an->status == 204)
+        return true;
+    return an->status == 200 && bm_attest_parse_payload(an->headers, an->body, &p) == 0 &&
+           p.slot == c->slot;
+}
+
+/* A 200 beats a 204; a 200 on the expected block beats one on another block. */
+static double payload_score(const bm_race_answer_t *an, void *ud)
+{
+    rctx_t *c = ud;
+    bm_attest_payload_t p;
+    if (an->status != 200 || bm_attest_parse_payload(an->headers, an->body, &p) != 0)
+        return 0;
+    bm_expected_t e;
+    bm_hint_expected(c->a->hint, c->slot, &e);
+    return e.known && memcmp(e.root, p.beacon_block_root, 32) == 0 ? 2 : 1;
+}
+
+/* ---- requests and races ----------------------------------------------------------------- */
+
+static void ctx_unlink(rctx_t *c)
+{
+    bm_attest_t *a = c->a;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        a->ctxs = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+}
+
+static void on_race_complete(bm_race_t *r, const bm_race_answer_t *answers, size_t n, void *ud)
+{
+    (void)r;
+    (void)answers;
+    (void)n;
+    rctx_t *c = ud;
+    ctx_unlink(c);
+    free(c);
+}
+
+static bool judged_accepted(rctx_t *c, const bm_race_answer_t *an)
+{
+    if (an->err || !is_2xx(an->status))
+        return false;
+    switch (c->ep) {
+    case EP_DATA:
+        return data_accept(an, c);
+    case EP_HEAD_ROOT:
+        return root_accept(an, c);
+    case EP_PAYLOAD:
+        return payload_accept(an, c);
+    }
+    return false;
+}
+
+static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *an, void *ud)
+{
+    (void)w;
+    wreq_t *q = ud;
+    bm_attest_t *a = q->a;
+    if (!judged_accepted(q->ctx, an)) {
+        a->stats.fallback++;
+        bm_log_limited(&a->lim, BM_LOG_INFO, "%s: served %s %d without the expected head",
+                       bm_req_target(q->req), an->node ? an->node->id : "beaconmux", an->status);
+    }
+    bm_reply_answer(q->req, an);
+    free(q);
+}
+
+static void on_client_abort(bm_req_t *req, void *ud)
+{
+    wreq_t *q = ud;
+    bm_race_leave(q->w);
+    bm_resp_end(req);
+    free(q);
+}
+
+/* Joins the race running under `key`, or starts one with `pol` (its ud set to a new
+ * context built from `tmpl`). Ends the request with an error when neither works. */
+static void race_or_join(bm_attest_t *a, bm_req_t *req, const char *key, const rctx_t *tmpl,
+                         bm_race_policy_t *pol)
+{
+    wreq_t *q = calloc(1, sizeof *q);
+    if (!q) {
+        bm_resp_error(req, 503, "out of memory");
+        return;
+    }
+    q->a = a;
+    q->req = req;
+    a->stats.requests++;
+    bm_race_t *r = key ? bm_race_find(a->race, key) : NULL;
+    if (r && (q->w = bm_race_wait(r, on_answer, q)) != NULL) {
+        /* the race's own context: the waiter needs it to judge the answer */
+        for (rctx_t *c = a->ctxs; c && !q->ctx; c = c->next)
+            if (c->race == r)
+                q->ctx = c;
+        if (q->ctx) {
+            a->stats.joined++;
+            bm_req_on_abort(req, on_client_abort, q);
+            return;
+        }
+        bm_race_leave(q->w);
+        q->w = NULL;
+    }
+    rctx_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        free(q);
+        bm_resp_error(req, 503, "out of memory");
+        return;
+    }
+    *c = *tmpl;
+    c->a = a;
+    c->prev = NULL;
+    c->next = a->ctxs;
+    if (a->ctxs)
+        a->ctxs->prev = c;
+    a->ctxs = c;
+    pol->ud = c;
+
+    bm_node_t *nodes[MAX_CANDIDATES];
+    size_t n = bm_hint_candidates(a->pool, nodes, MAX_CANDIDATES);
+    bm_race_request_t rq = {
+        .method = "GET",
+        .target = bm_req_target(req),
+        .headers = bm_req_headers(req),
+        .body = NULL,
+    };
+    r = bm_race_start(a->race, &rq, nodes, n, pol, key, on_race_complete, c);
+    if (!r) {
+        ctx_unlink(c);
+        free(c);
+        free(q);
+        bm_resp_error(req, 503, "cannot start a race");
+        return;
+    }
+    a->stats.races++;
+    c->race = r;
+    q->ctx = c;
+    q->w = bm_race_wait(r, on_answer, q);
+    if (!q->w) {
+        /* only on allocation failure: the race has no waiter and is dropped by the engine
+         * once it answers (its completion frees the context) */
+        free(q);
+        bm_resp_error(req, 503, "out of memory");
+        return;
+    }
+    bm_req_on_abort(req, on_client_abort, q);
+}
+
+static void base_policy(const bm_attest_t *a, bm_race_policy_t *p, uint64_t deadline)
+{
+    memset(p, 0, sizeof *p);
+    p->deadline_ms = deadline;
+    p->repoll = BM_REPOLL_UNTIL_ACCEPTED;
+    p->repoll_interval_ms = a->opts.repoll_interval_ms;
+    p->connect_timeout_ms = a->opts.connect_timeout_ms;
+    p->max_response_bytes = 1u << 20; /* these answers are a few hundred bytes */
+}
+
+static bool query_slot(bm_req_t *req, uint64_t *slot)
+{
+    size_t qlen;
+    const char *q = bm_req_query(req, &qlen);
+    char v[32];
+    int n = bm_hint_query_param(q, qlen, "slot", v, sizeof v);
+    return n > 0 && bm_json_parse_u64(v, (size_t)n, slot) == 0;
+}
+
+static void route_data(bm_req_t *req, const bm_route_params_t *params, void *ud)
+{
+    (void)params;
+    bm_attest_t *a = ud;
+    uint64_t slot;
+    if (!query_slot(req, &slot)) {
+        bm_resp_error(req, 400, "Invalid or missing slot query parameter");
+        return;
+    }
+    size_t qlen;
+    const char *query = bm_req_query(req, &qlen);
+    char ci[256]; /* longer than any index: then no key fits and the race is its own */
+    bool has_ci = bm_hint_query_param(query, qlen, "committee_index", ci, sizeof ci) >= 0;
+    bool ci_too_long = !has_ci && query && memmem(query, qlen, "committee_index", 15) != NULL;
+    bm_fork_t fork;
+    bool fork_known = bm_hint_fork(a->hint, slot, &fork);
+    bool pre_electra = !fork_known || fork < BM_FORK_ELECTRA;
+    char key[KEY_MAX];
+    const char *kp = key;
+    if (ci_too_long || bm_attest_data_key(key, sizeof key, slot, has_ci ? ci : NULL,
+                                          bm_req_header(req, "accept"), pre_electra) < 0)
+        kp = NULL; /* an absurd parameter or Accept: a race of its own */
+
+    uint64_t now = bm_clock_now_ms();
+    rctx_t t = {.ep = EP_DATA, .slot = slot, .gloas = fork_known && fork >= BM_FORK_GLOAS};
+    bm_race_policy_t pol;
+    base_policy(a, &pol, bm_hint_deadline(a->hint, BM_HINT_ATTESTATION_DATA, slot, now));
+    pol.accept = data_accept;
+    pol.usable = data_usable;
+    pol.score = data_score;
+    race_or_join(a, req, kp, &t, &pol);
+}
+
+static void route_head_root(bm_req_t *req, const bm_route_params_t *params, void *ud)
+{
+    (void)params;
+    bm_attest_t *a = ud;
+    uint64_t now = bm_clock_now_ms(), slot = 0;
+    uint64_t deadline;
+    bm_hint_hold_t hold = bm_hint_get_hold(a->hint, BM_HINT_HEAD_ROOT);
+    if (bm_hint_slot_at(a->hint, now, &slot))
+        deadline = bm_hint_deadline(a->hint, BM_HINT_HEAD_ROOT, slot, now);
+    else
+        deadline = now + hold.hold_floor_ms;
+    char key[KEY_MAX];
+    const char *accept = bm_req_header(req, "accept");
+    int n = snprintf(key, sizeof key, "GET /eth/v1/beacon/blocks/head/root accept=%s",
+                     accept ? accept : "-");
+    rctx_t t = {.ep = EP_HEAD_ROOT, .slot = UINT64_MAX};
+    bm_race_policy_t pol;
+    base_policy(a, &pol, deadline);
+    pol.accept = root_accept;
+    pol.usable = root_usable;
+    race_or_join(a, req, n > 0 && (size_t)n < sizeof key ? key : NULL, &t, &pol);
+}
+
+static void route_payload(bm_req_t *req, const bm_route_params_t *params, void *ud)
+{
+    (void)params;
+    bm_attest_t *a = ud;
+    uint64_t slot;
+    if (!query_slot(req, &slot)) {
+        bm_resp_error(req, 400, "Invalid or missing slot query parameter");
+        return;
+    }
+    uint64_t now = bm_clock_now_ms();
+    char key[KEY_MAX];
+    const char *accept = bm_req_header(req, "accept");
+    int n = snprintf(key, sizeof key,
+                     "GET /eth/v1/validator/payload_attestation_data slot=%llu "
+                     "accept=%s",
+                     (unsigned long long)slot, accept ? accept : "-");
+    rctx_t t = {.ep = EP_PAYLOAD, .slot = slot, .gloas = true};
+    bm_race_policy_t pol;
+    base_policy(a, &pol, bm_hint_deadline(a->hint, BM_HINT_PAYLOAD_ATTESTATION, slot, now));
+    pol.accept = payload_accept;
+    pol.usable = payload_usable;
+    pol.score = payload_score;
+    race_or_join(a, req, n > 0 && (size_t)n < sizeof key ? key : NULL, &t, &pol);
+}
+
+int bm_attest_register(bm_attest_t *a, bm_router_t *r)
+{
+    int rc = bm_router_add(r, "GET", "/eth/v1/validator/attestation_data", route_data, a);
+    if (!rc)
+        rc = bm_router_add(r, "GET", "/eth/v1/beacon/blocks/head/root", route_head_root, a);
+    if (!rc)
+        rc =
+            bm_router_add(r, "GET", "/eth/v1/validator/payload_attestation_data", route_payload, a);
+    return rc;
+}

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * attest: the fresh-head reads of attesters, sync committee members and the PTC, raced
+ * over the nodes so that a validator votes for the freshest head the cluster holds:
+ *
+ *   GET /eth/v1/validator/attestation_data?slot=S[&committee_index=C]
+ *       accept beacon_block_root == the expected head (src/duties/hint.h); in Gloas also
+ *       index == 0 when that head is the block of slot S, else 1 when its payload is known
+ *       full, else 0. Identical requests share one race (key: path, slot, Accept, and
+ *       committee_index only before Electra), so a validator client asking for hundreds
+ *       of validators costs one race.
+ *   GET /eth/v1/beacon/blocks/head/root
+ *       accept data.root == the cluster head.
+ *   GET /eth/v1/validator/payload_attestation_data?slot=S        (Gloas)
+ *       accept a 200 whose beacon_block_root is the block of slot S the cluster holds
+ *       (and payload_present when the cluster knows the payload is full); a 204 ("no
+ *       block seen") is usable, never accepted, and a 200 beats it.
+ *
+ * Each race re-asks a node whose answer was not accepted every 50 ms until the duty's
+ * deadline (hint: min(max(now + holdFloor, due), now + maxHold)), then serves the best
+ * answer in hand. Without a cluster head (start-up) the first 2xx wins. An accepted
+ * answer is served at once: a validator client asks when the block arrives, and must not
+ * be held when the cluster already has it. Bodies are read by their Content-Type (JSON,
+ * or SSZ: AttestationData 128 bytes, PayloadAttestationData 42 bytes); every waiter of a
+ * shared race gets the winner's status, headers and body.
+ */
+#ifndef BM_ATTEST_H
+#define BM_ATTEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/fork.h"
+#include "base/hdrs.h"
+#include "cluster/pool.h"
+#include "duties/hint.h"
+#include "duties/race.h"
+#include "http/router.h"
+
+typedef struct bm_attest_opts {
+    uint32_t repoll_interval_ms; /* default 50 */
+    uint32_t connect_timeout_ms; /* default 1000 */
+} bm_attest_opts_t;
+
+/** Fills `o` with the defaults above. */
+void bm_attest_opts_default(bm_attest_opts_t *o);
+
+typedef struct bm_attest bm_attest_t;
+
+/** The policy over `race` and `pool`, judged by `hint` (all borrowed; they must outlive
+ *  it). `opts` is copied (NULL: defaults). NULL on allocation failure. */
+bm_attest_t *bm_attest_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
+                           const bm_attest_opts_t *opts);
+
+/** Frees the policy. Free the race engine first when shutting down (races hold state). */
+void bm_attest_free(bm_attest_t *a);
+
+/** Registers the three routes above (GET). */
+int bm_attest_register(bm_attest_t *a, bm_router_t *r);
+
+/** Requests served by each endpoint, how many joined a running race, and how many were
+ *  served an answer that was not accepted (deadline fallback or nothing better). */
+typedef struct bm_attest_stats {
+    uint64_t requests;
+    uint64_t races;
+    uint64_t joined;
+    uint64_t fallback;
+} bm_attest_stats_t;
+
+/** Counters since the start. */
+bm_attest_stats_t bm_attest_stats(const bm_attest_t *a);
+
+/* ---- the rules, pure (exported for tests) ------------------------------------------ */
+
+/** An attestation_data answer. */
+typedef struct bm_attest_data {
+    uint64_t slot;
+    uint64_t index;
+    uint8_t beacon_block_root[32];
+} bm_attest_data_t;
+
+/** Reads an attestation_data body by its Content-Type (SSZ: 128 bytes; else JSON `data`).
+ *  Returns 0 or BM_EINVAL. */
+int bm_attest_parse_data(const bm_hdrs_t *headers, const bm_buf_t *body, bm_attest_data_t *out);
+
+/**
+ * Whether attestation data for `slot` is built on the expected head `e` (`gloas`: the
+ * fork of `slot` is Gloas or later, where `index` is the payload status). Any data is
+ * acceptable when no expected head is known.
+ */
+bool bm_attest_data_ok(const bm_expected_t *e, bool gloas, uint64_t slot,
+                       const bm_attest_data_t *d);
+
+/** The Gloas `index` expected for data about `slot` built on `e`, or -1 when it cannot be
+ *  judged (the head is an older block whose payload status is not known). */
+int bm_attest_expected_index(const bm_expected_t *e, uint64_t slot);
+
+/** Reads data.root of a blocks/{id}/root body (JSON). Returns 0 or BM_EINVAL. */
+int bm_attest_parse_root(const bm_buf_t *body, uint8_t out[32]);
+
+/** A payload_attestation_data answer. */
+typedef struct bm_attest_payload {
+    uint8_t beacon_block_root[32];
+    uint64_t slot;
+    bool payload_present;
+    bool blob_data_available;
+} bm_attest_payload_t;
+
+/** Reads a payload_attestation_data 200 body (SSZ: 42 bytes; else JSON `data`). */
+int bm_attest_parse_payload(const bm_hdrs_t *headers, const bm_buf_t *body,
+                            bm_attest_payload_t *out);
+
+/**
+ * Whether a 200 payload_attestation_data answer for `slot` is acceptable for the
+ * expected head `e` (the hint's expected head about `slot`): its root is that block and
+ * that block is the one of `slot`; payload_present must be true when the cluster knows
+ * the payload is full. Any 200 is acceptable when no expected head is known.
+ */
+bool bm_attest_payload_ok(const bm_expected_t *e, uint64_t slot, const bm_attest_payload_t *p);
+
+/**
+ * The coalescing key of an attestation_data request into out[0..cap): path, slot, Accept,
+ * and committee_index only when `pre_electra` (from Electra on the index is always 0, so
+ * every committee shares the race). Returns the key's length, or -1 when it does not fit.
+ */
+int bm_attest_data_key(char *out, size_t cap, uint64_t slot, const char *committee_index,
+                       const char *accept, bool pre_electra);
+
+#endif /* BM_ATTEST_H */

@@ -1,0 +1,1023 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * broadcast: writes to every node through the race engine (see broadcast.h for the rules
+ * and docs/broadcast.md for why).
+ *
+ * One client request is one context (wctx_t). A write has one phase (one detached write
+ * race over every candidate) or, for a blinded block whose producer is known, two: the
+ * producer alone, then everyone else when the producer answered or its head start ran out.
+ * The context lives while the client request is open or a race of it has not completed:
+ * it holds a copy of the request (target, headers, body), because the second phase and
+ * the completion (SSZ memory, replay feed) need it after the client may have gone.
+ *
+ * The client gets the first 2xx of any phase. Without one, it gets the most specific error
+ * once every phase has answered: a 4xx beats a 3xx beats a 5xx beats no answer at all,
+ * with the 415 rules of broadcast.h on top. Reads (DVT selections, the stateful envelope
+ * read) are sequential races that end with their client.
+ */
+#include "duties/broadcast.h"
+
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/ssz.h"
+
+#define MAX_CAND 64
+#define MAX_WRITE_ANSWER (1u << 20) /* write answers are empty or an error object */
+
+#define NO_REPLAY (-1)
+
+static const bm_broadcast_route_t ROUTES[] = {
+    /* gossip objects */
+    {"POST", "/eth/v2/beacon/blocks", "publishBlockV2", BM_BCAST_PUBLISH, true, false, false,
+     NO_REPLAY},
+    {"POST", "/eth/v2/beacon/blinded_blocks", "publishBlindedBlockV2", BM_BCAST_PUBLISH, true, true,
+     false, NO_REPLAY},
+    {"POST", "/eth/v1/beacon/execution_payload_envelopes", "publishExecutionPayloadEnvelope",
+     BM_BCAST_PUBLISH, true, false, false, NO_REPLAY},
+    {"POST", "/eth/v1/beacon/execution_payload_bids", "publishExecutionPayloadBid",
+     BM_BCAST_PUBLISH, true, false, false, NO_REPLAY},
+    /* pools and duty messages */
+    {"POST", "/eth/v2/beacon/pool/attestations", "submitPoolAttestationsV2", BM_BCAST_POOL, true,
+     false, false, NO_REPLAY},
+    {"POST", "/eth/v2/validator/aggregate_and_proofs", "publishAggregateAndProofsV2", BM_BCAST_POOL,
+     true, false, false, NO_REPLAY},
+    {"POST", "/eth/v1/beacon/pool/sync_committees", "submitPoolSyncCommitteeSignatures",
+     BM_BCAST_POOL, false, false, false, NO_REPLAY},
+    {"POST", "/eth/v1/validator/contribution_and_proofs", "publishContributionAndProofs",
+     BM_BCAST_POOL, false, false, false, NO_REPLAY},
+    {"POST", "/eth/v1/beacon/pool/payload_attestations", "submitPayloadAttestationMessages",
+     BM_BCAST_POOL, true, false, false, NO_REPLAY},
+    {"POST", "/eth/v1/beacon/pool/voluntary_exits", "submitPoolVoluntaryExit", BM_BCAST_POOL, false,
+     false, false, NO_REPLAY},
+    {"POST", "/eth/v1/beacon/pool/proposer_slashings", "submitPoolProposerSlashings", BM_BCAST_POOL,
+     false, false, false, NO_REPLAY},
+    {"POST", "/eth/v2/beacon/pool/attester_slashings", "submitPoolAttesterSlashingsV2",
+     BM_BCAST_POOL, false, false, false, NO_REPLAY},
+    {"POST", "/eth/v1/beacon/pool/bls_to_execution_changes", "submitPoolBLSToExecutionChange",
+     BM_BCAST_POOL, false, false, false, NO_REPLAY},
+    /* node-local state, replayed */
+    {"POST", "/eth/v1/validator/beacon_committee_subscriptions", "prepareBeaconCommitteeSubnet",
+     BM_BCAST_STATE, false, false, false, BM_REPLAY_COMMITTEE_SUBS},
+    {"POST", "/eth/v1/validator/sync_committee_subscriptions", "prepareSyncCommitteeSubnets",
+     BM_BCAST_STATE, false, false, false, BM_REPLAY_SYNC_SUBS},
+    {"POST", "/eth/v1/validator/prepare_beacon_proposer", "prepareBeaconProposer", BM_BCAST_STATE,
+     false, false, false, BM_REPLAY_PREPARATION},
+    {"POST", "/eth/v1/validator/register_validator", "registerValidator", BM_BCAST_STATE, true,
+     false, false, BM_REPLAY_REGISTRATION},
+    {"POST", "/eth/v1/validator/proposer_preferences", "submitProposerPreferences", BM_BCAST_STATE,
+     true, false, false, BM_REPLAY_PREFERENCES},
+    /* reads in disguise */
+    {"POST", "/eth/v1/validator/beacon_committee_selections", "submitBeaconCommitteeSelections",
+     BM_BCAST_SELECTIONS, false, false, false, NO_REPLAY},
+    {"POST", "/eth/v1/validator/sync_committee_selections", "submitSyncCommitteeSelections",
+     BM_BCAST_SELECTIONS, false, false, false, NO_REPLAY},
+    {"GET", "/eth/v1/validator/execution_payload_envelopes/{slot}/{beacon_block_root}",
+     "getExecutionPayloadEnvelope", BM_BCAST_PRODUCER_READ, false, true, false, NO_REPLAY},
+    /* removed in v4.0.0, still sent by older validator clients and served by older nodes */
+    {"POST", "/eth/v1/beacon/blocks", "publishBlock", BM_BCAST_PUBLISH, true, false, true,
+     NO_REPLAY},
+    {"POST", "/eth/v1/beacon/blinded_blocks", "publishBlindedBlock", BM_BCAST_PUBLISH, true, true,
+     true, NO_REPLAY},
+    {"POST", "/eth/v1/beacon/pool/attestations", "submitPoolAttestations", BM_BCAST_POOL, false,
+     false, true, NO_REPLAY},
+    {"POST", "/eth/v1/beacon/pool/attester_slashings", "submitPoolAttesterSlashings", BM_BCAST_POOL,
+     false, false, true, NO_REPLAY},
+    {"POST", "/eth/v1/validator/aggregate_and_proofs", "publishAggregateAndProofs", BM_BCAST_POOL,
+     false, false, true, NO_REPLAY},
+};
+
+#define N_ROUTES (sizeof ROUTES / sizeof ROUTES[0])
+
+const bm_broadcast_route_t *bm_broadcast_routes(size_t *n)
+{
+    if (n)
+        *n = N_ROUTES;
+    return ROUTES;
+}
+
+/* ---- state -------------------------------------------------------------------------------- */
+
+typedef struct sszmem {
+    uint8_t state;     /* bm_ssz_support_t */
+    uint64_t since_ms; /* monotonic */
+} sszmem_t;
+
+typedef struct route_ud {
+    bm_broadcast_t *b;
+    size_t route;
+} route_ud_t;
+
+/* An answer kept past its callback. */
+typedef struct kept {
+    bool set;
+    int status;
+    int rank;
+    bm_hdrs_t hdrs;
+    bm_buf_t *body;
+} kept_t;
+
+typedef struct wctx wctx_t;
+
+struct bm_broadcast {
+    uv_loop_t *loop;
+    bm_race_engine_t *race;
+    bm_pool_t *pool;
+    bm_replay_t *replay;
+    bm_broadcast_opts_t opts;
+    bm_broadcast_producer_fn producer;
+    void *producer_ud;
+    size_t n_nodes;
+    sszmem_t *mem; /* n_nodes * N_ROUTES */
+    route_ud_t rud[N_ROUTES];
+    wctx_t *ctxs; /* every live context */
+    size_t n_ctxs;
+    uv_timer_t timer; /* producer head starts */
+    bool stopped;
+    bool timer_closed;
+    bm_broadcast_stats_t stats;
+    bm_log_limit_t lim;
+};
+
+struct wctx {
+    bm_broadcast_t *b;
+    size_t route;
+    const bm_broadcast_route_t *rt;
+    bm_req_t *req; /* NULL once the client was answered or left */
+    unsigned refs; /* the request, and each race whose completion is pending */
+    bool ssz;      /* the body is SSZ */
+    char *target;
+    bm_hdrs_t hdrs;
+    bm_buf_t *body;
+    uint64_t start_us;
+    /* phases: 0 is the only one, or the producer's; 1 is everyone else's */
+    bm_race_t *race[2];
+    bm_race_waiter_t *w[2];
+    bool answered[2];
+    bool two_phase, phase2_started;
+    bm_node_t *rest[MAX_CAND]; /* phase 1's candidates */
+    size_t n_rest;
+    uint64_t headstart_at; /* monotonic ms at which phase 1 starts anyway; 0: none */
+    bool skipped_refusers; /* gossip object: SSZ not sent to nodes known to refuse it */
+    int client_status;     /* what the client was answered (0: nothing yet) */
+    bool fed;              /* the write was given to replay */
+    kept_t err;            /* the most specific non-2xx answer so far */
+    kept_t r415;           /* a node's 415 */
+    wctx_t *prev, *next;
+};
+
+void bm_broadcast_opts_default(bm_broadcast_opts_t *o)
+{
+    o->write_timeout_ms = 12000;
+    o->connect_timeout_ms = 1000;
+    o->read_timeout_ms = 2000;
+    o->producer_headstart_ms = 1000;
+    o->ssz_probe_grace_ms = 100;
+    o->ssz_memory_ms = 3600000;
+}
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static bool is_2xx(int status)
+{
+    return status >= 200 && status <= 299;
+}
+
+/* Ranks a non-2xx answer: lower is more specific. No HTTP answer ranks last. */
+static int rank_of(const bm_race_answer_t *a)
+{
+    if (a->err || !a->node)
+        return 4;
+    if (a->status >= 400 && a->status <= 499)
+        return 1;
+    if (a->status >= 500)
+        return 3;
+    return 2;
+}
+
+static bool content_is_ssz(const char *ct)
+{
+    if (!ct)
+        return false;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return strncasecmp(ct, "application/octet-stream", 24) == 0 &&
+           (ct[24] == '\0' || ct[24] == ';' || ct[24] == ' ' || ct[24] == '\t');
+}
+
+static void kept_set(kept_t *k, const bm_race_answer_t *a, int rank)
+{
+    bm_hdrs_clear(&k->hdrs);
+    if (a->headers)
+        bm_hdrs_copy(&k->hdrs, a->headers);
+    bm_buf_t *old = k->body;
+    k->body = bm_buf_ref(a->body);
+    bm_buf_unref(old);
+    k->status = a->status;
+    k->rank = rank;
+    k->set = true;
+}
+
+static void kept_dispose(kept_t *k)
+{
+    bm_hdrs_dispose(&k->hdrs);
+    bm_buf_unref(k->body);
+    k->body = NULL;
+    k->set = false;
+}
+
+/* ---- SSZ memory ----------------------------------------------------------------------------- */
+
+static sszmem_t *mem_at(const bm_broadcast_t *b, size_t node, size_t route)
+{
+    if (node >= b->n_nodes || route >= N_ROUTES)
+        return NULL;
+    return &b->mem[node * N_ROUTES + route];
+}
+
+bm_ssz_support_t bm_broadcast_ssz_support(const bm_broadcast_t *b, size_t node, size_t route)
+{
+    const sszmem_t *m = b ? mem_at(b, node, route) : NULL;
+    if (!m)
+        return BM_SSZ_UNKNOWN;
+    if (m->state == BM_SSZ_REFUSED && bm_clock_mono_ms() - m->since_ms > b->opts.ssz_memory_ms)
+        return BM_SSZ_UNKNOWN;
+    return (bm_ssz_support_t)m->state;
+}
+
+static void mem_learn(bm_broadcast_t *b, const bm_node_t *n, size_t route, int status)
+{
+    sszmem_t *m = n->index >= 0 ? mem_at(b, (size_t)n->index, route) : NULL;
+    if (!m)
+        return;
+    uint8_t s = status == 415 ? BM_SSZ_REFUSED : BM_SSZ_ACCEPTED;
+    if (m->state != s && s == BM_SSZ_REFUSED)
+        bm_log(BM_LOG_INFO, "broadcast: %s refuses SSZ bodies on %s; remembered for %u s", n->id,
+               ROUTES[route].pattern, b->opts.ssz_memory_ms / 1000);
+    m->state = s;
+    m->since_ms = bm_clock_mono_ms();
+}
+
+void bm_broadcast_forget_node(bm_broadcast_t *b, size_t node)
+{
+    if (!b || node >= b->n_nodes)
+        return;
+    memset(&b->mem[node * N_ROUTES], 0, N_ROUTES * sizeof *b->mem);
+}
+
+void bm_broadcast_node_state(bm_node_t *node, bm_node_state_t old, void *ud)
+{
+    bm_broadcast_t *b = ud;
+    bool was_gone = old == BM_NODE_UNKNOWN || old == BM_NODE_UNREACHABLE;
+    bool is_gone = node->state == BM_NODE_UNKNOWN || node->state == BM_NODE_UNREACHABLE;
+    if (b && was_gone && !is_gone && node->index >= 0)
+        bm_broadcast_forget_node(b, (size_t)node->index);
+}
+
+/* ---- contexts ------------------------------------------------------------------------------- */
+
+static wctx_t *ctx_new(bm_broadcast_t *b, bm_req_t *req, size_t route)
+{
+    wctx_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->b = b;
+    c->route = route;
+    c->rt = &ROUTES[route];
+    c->req = req;
+    c->refs = 1;
+    bm_hdrs_init(&c->hdrs);
+    bm_hdrs_init(&c->err.hdrs);
+    bm_hdrs_init(&c->r415.hdrs);
+    c->target = strdup(bm_req_target(req));
+    if (!c->target || bm_hdrs_copy(&c->hdrs, bm_req_headers(req)) != 0) {
+        bm_hdrs_dispose(&c->hdrs);
+        free(c->target);
+        free(c);
+        return NULL;
+    }
+    c->body = bm_buf_ref(bm_req_body(req));
+    c->ssz = content_is_ssz(bm_req_header(req, "Content-Type"));
+    c->start_us = bm_clock_mono_us();
+    c->next = b->ctxs;
+    if (b->ctxs)
+        b->ctxs->prev = c;
+    b->ctxs = c;
+    b->n_ctxs++;
+    return c;
+}
+
+static void ctx_free(wctx_t *c)
+{
+    bm_broadcast_t *b = c->b;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        b->ctxs = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    b->n_ctxs--;
+    kept_dispose(&c->err);
+    kept_dispose(&c->r415);
+    bm_hdrs_dispose(&c->hdrs);
+    bm_buf_unref(c->body);
+    free(c->target);
+    free(c);
+}
+
+static void ctx_unref(wctx_t *c)
+{
+    if (--c->refs == 0)
+        ctx_free(c);
+}
+
+/* Leaves the waits still open (the client has its answer, or left). */
+static void leave_waits(wctx_t *c)
+{
+    for (int p = 0; p < 2; p++)
+        if (c->w[p]) {
+            bm_race_waiter_t *w = c->w[p];
+            c->w[p] = NULL;
+            bm_race_leave(w);
+        }
+}
+
+/* Answers the client (once) and drops the request's reference. */
+static void respond(wctx_t *c, int status, const bm_hdrs_t *hdrs, bm_buf_t *body)
+{
+    if (!c->req)
+        return;
+    bm_req_t *req = c->req;
+    c->req = NULL;
+    c->client_status = status;
+    if (is_2xx(status))
+        c->b->stats.answered_2xx++;
+    else
+        c->b->stats.answered_error++;
+    leave_waits(c);
+    bm_resp_send(req, status, NULL, body, hdrs);
+    ctx_unref(c);
+}
+
+static void respond_error(wctx_t *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void respond_error(wctx_t *c, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    bm_buf_t *body = bm_race_error_body(status, msg);
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", "application/json");
+    respond(c, status, &h, body);
+    bm_hdrs_dispose(&h);
+    bm_buf_unref(body);
+}
+
+static void respond_kept(wctx_t *c, const kept_t *k)
+{
+    respond(c, k->status, &k->hdrs, k->body);
+}
+
+static void on_client_abort(bm_req_t *req, void *ud)
+{
+    wctx_t *c = ud;
+    if (!c->req)
+        return;
+    c->req = NULL;
+    leave_waits(c); /* a write race goes on: the block still reaches the other nodes */
+    bm_resp_end(req);
+    ctx_unref(c);
+}
+
+/* ---- candidates ----------------------------------------------------------------------------- */
+
+static void insert_ranked(bm_node_t **out, size_t *n, bm_node_t *node)
+{
+    size_t k = (*n)++;
+    while (k > 0 && bm_node_rank(out[k - 1]) > bm_node_rank(node)) {
+        out[k] = out[k - 1];
+        k--;
+    }
+    out[k] = node;
+}
+
+/* Every usable node that is not unreachable, best rank first; when every usable node is
+ * unreachable, all of them (one may be back before the pool noticed). */
+static size_t pick(const bm_broadcast_t *b, bm_node_t **out)
+{
+    size_t n = 0;
+    size_t total = bm_pool_count(b->pool);
+    for (size_t i = 0; i < total && n < MAX_CAND; i++) {
+        bm_node_t *node = bm_pool_node(b->pool, i);
+        if (bm_node_usable(node) && node->state != BM_NODE_UNREACHABLE)
+            insert_ranked(out, &n, node);
+    }
+    if (n)
+        return n;
+    for (size_t i = 0; i < total && n < MAX_CAND; i++) {
+        bm_node_t *node = bm_pool_node(b->pool, i);
+        if (bm_node_usable(node))
+            insert_ranked(out, &n, node);
+    }
+    return n;
+}
+
+/* Moves `first` (when it is among the candidates) to the front. */
+static bool put_first(bm_node_t **cand, size_t n, const bm_node_t *first)
+{
+    for (size_t i = 0; i < n; i++)
+        if (cand[i] == first) {
+            bm_node_t *f = cand[i];
+            memmove(cand + 1, cand, i * sizeof *cand);
+            cand[0] = f;
+            return true;
+        }
+    return false;
+}
+
+/* The producing node of `slot`, when the production policy remembers it. */
+static bm_node_t *producer_of(const bm_broadcast_t *b, uint64_t slot, uint8_t state_root[32],
+                              bool *has_state_root)
+{
+    *has_state_root = false;
+    if (!b->producer)
+        return NULL;
+    int idx = b->producer(b->producer_ud, slot, state_root, has_state_root);
+    if (idx < 0 || (size_t)idx >= bm_pool_count(b->pool))
+        return NULL;
+    return bm_pool_node(b->pool, (size_t)idx);
+}
+
+/* Slot and state_root of the blinded block in the body (JSON or SSZ). */
+static bool blinded_block_info(const wctx_t *c, uint64_t *slot, uint8_t state_root[32])
+{
+    if (!c->body || !c->body->len)
+        return false;
+    if (c->ssz) {
+        bm_ssz_block_info_t info;
+        const char *fork = bm_hdrs_get(&c->hdrs, "eth-consensus-version");
+        if (!fork || bm_ssz_block_info((const uint8_t *)c->body->data, c->body->len, fork, true,
+                                       false, BM_SSZ_BLOCK_PUBLISH, &info) != 0)
+            return false;
+        *slot = info.slot;
+        memcpy(state_root, info.state_root, 32);
+        return true;
+    }
+    json_object *o = NULL;
+    if (bm_json_parse_buf(c->body, 0, &o, NULL) != 0)
+        return false;
+    bool ok = bm_json_get_u64(o, "/message/slot", slot) == 0 &&
+              bm_json_get_root(o, "/message/state_root", state_root) == 0;
+    json_object_put(o);
+    return ok;
+}
+
+/* ---- writes --------------------------------------------------------------------------------- */
+
+static double zero_score(const bm_race_answer_t *a, void *ud)
+{
+    (void)a;
+    (void)ud;
+    return 0;
+}
+
+static void write_policy(const bm_broadcast_t *b, bm_race_policy_t *pol)
+{
+    memset(pol, 0, sizeof *pol);
+    pol->write = true;
+    pol->hard_timeout_ms = bm_clock_now_ms() + b->opts.write_timeout_ms;
+    pol->connect_timeout_ms = b->opts.connect_timeout_ms;
+    pol->max_response_bytes = MAX_WRITE_ANSWER;
+}
+
+static bool phases_pending(const wctx_t *c)
+{
+    if (!c->answered[0])
+        return true;
+    return c->two_phase && (!c->phase2_started || !c->answered[1]);
+}
+
+/* Every phase answered without a 2xx: the most specific error, with the 415 rules. */
+static void answer_failure(wctx_t *c)
+{
+    if (!c->req)
+        return;
+    if (c->ssz && (c->r415.set || c->skipped_refusers)) {
+        /* no node took the SSZ copy, and a node that refuses SSZ may take JSON */
+        if (c->r415.set)
+            respond_kept(c, &c->r415);
+        else
+            respond_error(c, 415,
+                          "no upstream took the SSZ body and some refuse SSZ on this endpoint: "
+                          "resend it as JSON");
+        return;
+    }
+    if (c->err.set)
+        respond_kept(c, &c->err);
+    else
+        respond_error(c, 503, "no upstream answered");
+}
+
+static void maybe_finish(wctx_t *c)
+{
+    if (c->req && !phases_pending(c))
+        answer_failure(c);
+}
+
+/* Notes the 415 answers a race has so far (for the 415 rules). */
+static void scan_415(wctx_t *c, bm_race_t *r)
+{
+    if (!c->ssz || !r || c->r415.set)
+        return;
+    size_t n;
+    const bm_race_answer_t *v = bm_race_answers(r, &n);
+    for (size_t i = 0; i < n; i++)
+        if (!v[i].err && v[i].status == 415 && v[i].node) {
+            kept_set(&c->r415, &v[i], 1);
+            return;
+        }
+}
+
+static void on_write_answer(wctx_t *c, int p, const bm_race_answer_t *a)
+{
+    c->w[p] = NULL;
+    c->answered[p] = true;
+    scan_415(c, c->race[p]);
+    if (!c->req)
+        return;
+    if (is_2xx(a->status) && !a->err && a->node) {
+        /* a non-gossip write that a node refused as SSZ: the client must resend JSON */
+        if (c->rt->cls != BM_BCAST_PUBLISH && c->r415.set)
+            respond_kept(c, &c->r415);
+        else
+            respond(c, a->status, a->headers, a->body);
+        return;
+    }
+    int rank = rank_of(a);
+    if (!c->err.set || rank < c->err.rank)
+        kept_set(&c->err, a, rank);
+    maybe_finish(c);
+}
+
+static void on_answer0(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
+{
+    (void)w;
+    on_write_answer(ud, 0, a);
+}
+
+static void on_answer1(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
+{
+    (void)w;
+    on_write_answer(ud, 1, a);
+}
+
+static void start_phase2(wctx_t *c);
+
+/* Gives a state write that a node took to replay (once). */
+static void feed_replay(wctx_t *c)
+{
+    bm_broadcast_t *b = c->b;
+    if (c->fed || c->rt->replay == NO_REPLAY || !b->replay)
+        return;
+    c->fed = true;
+    bm_replay_feed(b->replay, (bm_replay_kind_t)c->rt->replay, &c->hdrs, c->body,
+                   bm_clock_now_ms());
+}
+
+/* The race's decision, for replay: fed at the first 2xx rather than when the last node
+ * answered (a hung node would hold it for a whole writeTimeout), client or no client. */
+static void on_feed_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
+{
+    (void)w;
+    if (!a->err && a->node && is_2xx(a->status))
+        feed_replay(ud);
+}
+
+static void on_write_complete(wctx_t *c, int p, const bm_race_answer_t *v, size_t n)
+{
+    bm_broadcast_t *b = c->b;
+    bool any_2xx = false;
+    bm_str_t line = BM_STR_INIT;
+    bool debug = bm_log_enabled(BM_LOG_DEBUG);
+    for (size_t i = 0; i < n; i++) {
+        const bm_race_answer_t *a = &v[i];
+        bool ok = !a->err && is_2xx(a->status);
+        any_2xx |= ok;
+        if (ok)
+            b->stats.node_deliveries++;
+        else
+            b->stats.node_failures++;
+        if (!a->err && c->ssz) {
+            mem_learn(b, a->node, c->route, a->status);
+            if (a->status == 415) {
+                if (!c->r415.set)
+                    kept_set(&c->r415, a, 1);
+                if (is_2xx(c->client_status)) {
+                    /* the client will not resend: gossip carries pool objects to that node,
+                     * and replay gives it the node-local state as JSON */
+                    b->stats.ssz_refused_late++;
+                    if (c->rt->replay != NO_REPLAY && b->replay)
+                        bm_replay_node(b->replay, a->node, "refused an SSZ write");
+                }
+            }
+        }
+        if (debug) {
+            if (a->err)
+                bm_str_printf(&line, "%s%s: %s", i ? ", " : "", a->node->id, bm_strerror(a->err));
+            else
+                bm_str_printf(&line, "%s%s: %d in %llu ms", i ? ", " : "", a->node->id, a->status,
+                              (unsigned long long)(a->elapsed_us / 1000));
+        }
+    }
+    if (debug)
+        bm_log(BM_LOG_DEBUG, "broadcast %s %s%s: %s", c->rt->method, c->target,
+               c->two_phase ? (p == 0 ? " (producer)" : " (others)") : "", bm_str_data(&line));
+    bm_str_dispose(&line);
+    if (!any_2xx && n)
+        bm_log_limited(&b->lim, BM_LOG_WARN, "broadcast %s %s%s: no node took it", c->rt->method,
+                       c->target, c->two_phase && p == 0 ? " (producer)" : "");
+    if (any_2xx)
+        feed_replay(c);
+    c->race[p] = NULL;
+    if (p == 0 && c->two_phase && !c->phase2_started)
+        start_phase2(c);
+    ctx_unref(c);
+}
+
+static void on_complete0(bm_race_t *r, const bm_race_answer_t *v, size_t n, void *ud)
+{
+    (void)r;
+    on_write_complete(ud, 0, v, n);
+}
+
+static void on_complete1(bm_race_t *r, const bm_race_answer_t *v, size_t n, void *ud)
+{
+    (void)r;
+    on_write_complete(ud, 1, v, n);
+}
+
+/* Starts one write race over `nodes`; the client waits on it when still there. */
+static int start_write(wctx_t *c, int p, bm_node_t *const *nodes, size_t n, uint32_t grace_ms)
+{
+    bm_broadcast_t *b = c->b;
+    bm_race_policy_t pol;
+    write_policy(b, &pol);
+    if (grace_ms) {
+        pol.score = zero_score;
+        pol.grace_ms = grace_ms;
+    }
+    bm_race_request_t rq = {c->rt->method, c->target, &c->hdrs, c->body};
+    bm_race_t *r =
+        bm_race_start(b->race, &rq, nodes, n, &pol, NULL, p == 0 ? on_complete0 : on_complete1, c);
+    if (!r)
+        return BM_ENOMEM;
+    c->race[p] = r;
+    c->refs++;
+    /* the completion's reference outlives this waiter: waiters are answered first */
+    if (c->rt->replay != NO_REPLAY && b->replay)
+        bm_race_wait(r, on_feed_answer, c);
+    if (c->req) {
+        c->w[p] = bm_race_wait(r, p == 0 ? on_answer0 : on_answer1, c);
+        if (!c->w[p])
+            c->answered[p] = true; /* cannot happen but on allocation failure */
+    } else {
+        c->answered[p] = true;
+    }
+    return 0;
+}
+
+static void arm_timer(bm_broadcast_t *b);
+
+static void start_phase2(wctx_t *c)
+{
+    c->phase2_started = true;
+    c->headstart_at = 0;
+    if (start_write(c, 1, c->rest, c->n_rest, 0) != 0) {
+        c->answered[1] = true;
+        bm_log_limited(&c->b->lim, BM_LOG_WARN,
+                       "broadcast %s: cannot send to the nodes after the producer", c->target);
+    }
+    maybe_finish(c);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    bm_broadcast_t *b = t->data;
+    uint64_t now = bm_clock_mono_ms();
+    for (wctx_t *c = b->ctxs, *next; c; c = next) {
+        next = c->next;
+        if (c->headstart_at && c->headstart_at <= now && !c->phase2_started) {
+            c->refs++;
+            start_phase2(c);
+            ctx_unref(c);
+        }
+    }
+    arm_timer(b);
+}
+
+static void arm_timer(bm_broadcast_t *b)
+{
+    if (b->stopped)
+        return;
+    uint64_t next = 0;
+    for (const wctx_t *c = b->ctxs; c; c = c->next)
+        if (c->headstart_at && !c->phase2_started && (!next || c->headstart_at < next))
+            next = c->headstart_at;
+    if (!next) {
+        uv_timer_stop(&b->timer);
+        return;
+    }
+    uint64_t now = bm_clock_mono_ms();
+    uv_timer_start(&b->timer, on_timer, next > now ? next - now : 0, 0);
+}
+
+/* Chooses the producer-first split for a blinded block; false: one phase to everyone. */
+static bool plan_producer_first(wctx_t *c, bm_node_t **send, size_t n_send)
+{
+    bm_broadcast_t *b = c->b;
+    uint64_t slot;
+    uint8_t body_root[32], known_root[32];
+    bool has_root;
+    if (n_send < 2 || !blinded_block_info(c, &slot, body_root))
+        return false;
+    bm_node_t *prod = producer_of(b, slot, known_root, &has_root);
+    if (!prod || (has_root && memcmp(known_root, body_root, 32) != 0))
+        return false; /* unknown, or another node's block: nobody is special */
+    if (!put_first(send, n_send, prod))
+        return false; /* unreachable or refusing this body */
+    c->two_phase = true;
+    c->n_rest = n_send - 1;
+    memcpy(c->rest, send + 1, c->n_rest * sizeof *send);
+    c->headstart_at = bm_clock_mono_ms() + b->opts.producer_headstart_ms;
+    b->stats.producer_first++;
+    return true;
+}
+
+static void serve_write(wctx_t *c)
+{
+    bm_broadcast_t *b = c->b;
+    bm_node_t *cand[MAX_CAND];
+    size_t n = pick(b, cand);
+    if (n == 0) {
+        respond_error(c, 503, "no usable upstream");
+        return;
+    }
+    bm_node_t *send[MAX_CAND];
+    size_t n_send = 0;
+    uint32_t grace = 0;
+    if (c->ssz) {
+        const char *refusers = NULL;
+        bool unknown = false;
+        for (size_t i = 0; i < n; i++) {
+            bm_ssz_support_t s = bm_broadcast_ssz_support(b, (size_t)cand[i]->index, c->route);
+            if (s == BM_SSZ_REFUSED) {
+                refusers = refusers ? refusers : cand[i]->id;
+                continue;
+            }
+            unknown |= s == BM_SSZ_UNKNOWN;
+            send[n_send++] = cand[i];
+        }
+        if (refusers && c->rt->cls != BM_BCAST_PUBLISH) {
+            /* answered before anything is sent: the JSON resend reaches every node once */
+            b->stats.ssz_refused_at_once++;
+            respond_error(c, 415,
+                          "upstream %s does not accept SSZ bodies on this endpoint: resend "
+                          "it as JSON",
+                          refusers);
+            return;
+        }
+        if (n_send == 0) {
+            b->stats.ssz_refused_at_once++;
+            respond_error(c, 415,
+                          "no upstream accepts SSZ bodies on this endpoint: resend it "
+                          "as JSON");
+            return;
+        }
+        if (refusers && c->rt->producer_first) {
+            /* the producer may be the only node able to unblind it: it must get it, as JSON */
+            uint64_t slot;
+            uint8_t root[32], known[32];
+            bool has;
+            bm_node_t *prod =
+                blinded_block_info(c, &slot, root) ? producer_of(b, slot, known, &has) : NULL;
+            if (prod && (!has || memcmp(known, root, 32) == 0) &&
+                bm_broadcast_ssz_support(b, (size_t)prod->index, c->route) == BM_SSZ_REFUSED) {
+                b->stats.ssz_refused_at_once++;
+                respond_error(c, 415,
+                              "upstream %s produced this block and does not accept SSZ bodies: "
+                              "resend it as JSON",
+                              prod->id);
+                return;
+            }
+        }
+        c->skipped_refusers = refusers != NULL;
+        if (unknown && c->rt->cls != BM_BCAST_PUBLISH)
+            grace = b->opts.ssz_probe_grace_ms;
+    } else {
+        memcpy(send, cand, n * sizeof *cand);
+        n_send = n;
+    }
+    if (c->rt->producer_first && plan_producer_first(c, send, n_send)) {
+        if (start_write(c, 0, send, 1, 0) != 0) {
+            /* the producer could not be asked: everyone at once */
+            c->two_phase = false;
+            c->headstart_at = 0;
+        } else {
+            arm_timer(b);
+            return;
+        }
+    }
+    if (start_write(c, 0, send, n_send, grace) != 0)
+        respond_error(c, 503, "cannot start the broadcast: out of memory");
+}
+
+/* ---- reads ------------------------------------------------------------------------------------
+ */
+
+static void on_read_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
+{
+    wctx_t *c = ud;
+    (void)w;
+    c->w[0] = NULL;
+    respond(c, a->status, a->headers, a->body);
+}
+
+static void serve_read(wctx_t *c, const bm_route_params_t *params)
+{
+    bm_broadcast_t *b = c->b;
+    bm_node_t *cand[MAX_CAND];
+    size_t n = pick(b, cand);
+    if (n == 0) {
+        respond_error(c, 503, "no usable upstream");
+        return;
+    }
+    bm_race_policy_t pol;
+    memset(&pol, 0, sizeof pol);
+    pol.sequential = true;
+    pol.connect_timeout_ms = b->opts.connect_timeout_ms;
+    pol.hard_timeout_ms = bm_clock_now_ms() + b->opts.write_timeout_ms;
+    if (c->rt->cls == BM_BCAST_PRODUCER_READ) {
+        pol.transfer_timeout_ms = b->opts.read_timeout_ms;
+        char s[32];
+        uint64_t slot;
+        uint8_t root[32];
+        bool has;
+        int len = params ? bm_route_param(params, "slot", s, sizeof s) : -1;
+        bm_node_t *prod = len > 0 && bm_json_parse_u64(s, (size_t)len, &slot) == 0
+                              ? producer_of(b, slot, root, &has)
+                              : NULL;
+        if (prod && put_first(cand, n, prod))
+            b->stats.producer_first++;
+    } else {
+        /* DVT selections: the middleware may wait for its peers' partial proofs */
+        pol.transfer_timeout_ms = b->opts.write_timeout_ms;
+    }
+    bm_race_request_t rq = {c->rt->method, c->target, &c->hdrs, c->body};
+    bm_race_t *r = bm_race_start(b->race, &rq, cand, n, &pol, NULL, NULL, NULL);
+    if (r)
+        c->w[0] = bm_race_wait(r, on_read_answer, c);
+    if (!r || !c->w[0])
+        respond_error(c, 503, "cannot start the request: out of memory");
+}
+
+/* ---- routes ------------------------------------------------------------------------------------
+ */
+
+static void serve(bm_broadcast_t *b, bm_req_t *req, size_t route, const bm_route_params_t *params)
+{
+    b->stats.requests++;
+    wctx_t *c = ctx_new(b, req, route);
+    if (!c) {
+        bm_resp_error(req, 500, "out of memory");
+        return;
+    }
+    bm_req_on_abort(req, on_client_abort, c);
+    c->refs++; /* held while serving: an answer may come before we return */
+    if (c->rt->cls == BM_BCAST_SELECTIONS || c->rt->cls == BM_BCAST_PRODUCER_READ)
+        serve_read(c, params);
+    else
+        serve_write(c);
+    ctx_unref(c);
+}
+
+static void on_route(bm_req_t *req, const bm_route_params_t *params, void *ud)
+{
+    route_ud_t *ru = ud;
+    serve(ru->b, req, ru->route, params);
+}
+
+int bm_broadcast_register(bm_broadcast_t *b, bm_router_t *r)
+{
+    if (!b || !r)
+        return BM_EINVAL;
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        int rc = bm_router_add(r, ROUTES[i].method, ROUTES[i].pattern, on_route, &b->rud[i]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- lifetime ------------------------------------------------------------------------------- */
+
+bm_broadcast_t *bm_broadcast_new(uv_loop_t *loop, bm_race_engine_t *race, bm_pool_t *pool,
+                                 bm_replay_t *replay, const bm_broadcast_opts_t *opts)
+{
+    if (!loop || !race || !pool)
+        return NULL;
+    bm_broadcast_t *b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    bm_broadcast_opts_t def;
+    bm_broadcast_opts_default(&def);
+    b->opts = opts ? *opts : def;
+    if (!b->opts.write_timeout_ms)
+        b->opts.write_timeout_ms = def.write_timeout_ms;
+    if (!b->opts.connect_timeout_ms)
+        b->opts.connect_timeout_ms = def.connect_timeout_ms;
+    if (!b->opts.read_timeout_ms)
+        b->opts.read_timeout_ms = def.read_timeout_ms;
+    if (!b->opts.ssz_memory_ms)
+        b->opts.ssz_memory_ms = def.ssz_memory_ms;
+    b->loop = loop;
+    b->race = race;
+    b->pool = pool;
+    b->replay = replay;
+    b->n_nodes = bm_pool_count(pool);
+    b->mem = calloc(b->n_nodes ? b->n_nodes * N_ROUTES : 1, sizeof *b->mem);
+    if (!b->mem) {
+        free(b);
+        return NULL;
+    }
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        b->rud[i].b = b;
+        b->rud[i].route = i;
+    }
+    b->lim.window_ms = 10000;
+    b->lim.burst = 10;
+    uv_timer_init(loop, &b->timer);
+    b->timer.data = b;
+    return b;
+}
+
+void bm_broadcast_set_producer(bm_broadcast_t *b, bm_broadcast_producer_fn fn, void *ud)
+{
+    b->producer = fn;
+    b->producer_ud = ud;
+}
+
+size_t bm_broadcast_active(const bm_broadcast_t *b)
+{
+    return b ? b->n_ctxs : 0;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    bm_broadcast_t *b = h->data;
+    b->timer_closed = true;
+}
+
+void bm_broadcast_stop(bm_broadcast_t *b)
+{
+    if (!b || b->stopped)
+        return;
+    /* the blocks still waiting for their producer go to the others now */
+    for (wctx_t *c = b->ctxs, *next; c; c = next) {
+        next = c->next;
+        if (c->headstart_at && !c->phase2_started) {
+            c->refs++;
+            start_phase2(c);
+            ctx_unref(c);
+        }
+    }
+    b->stopped = true;
+    uv_close((uv_handle_t *)&b->timer, on_timer_closed);
+}
+
+void bm_broadcast_free(bm_broadcast_t *b)
+{
+    if (!b)
+        return;
+    bm_assert(b->stopped && b->timer_closed);
+    while (b->ctxs)
+        ctx_free(b->ctxs);
+    free(b->mem);
+    free(b);
+}
+
+void bm_broadcast_stats(const bm_broadcast_t *b, bm_broadcast_stats_t *out)
+{
+    *out = b->stats;
+}

@@ -1,0 +1,574 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * produce: block production as a race judged by the block's parent (see produce.h for the
+ * rules, docs/duties.md for why).
+ *
+ * How it is built:
+ *   - one judging context per race (the policy's `ud`), kept in a list and freed by the
+ *     race's completion or by bm_produce_free. It caches the last answer it parsed,
+ *     because the engine asks accept, usable and score about the same answer in a row and
+ *     a JSON block with blobs is megabytes;
+ *   - best value is a total order on 256-bit values, but the engine compares scores as
+ *     doubles, which cannot tell 2^64 from 2^64 + 1. So each race keeps the values it has
+ *     seen in order and gives every new value a double placed between its neighbours'
+ *     (an online order-preserving embedding): every comparison the engine makes is then
+ *     exact, and equal values get equal scores (the first to arrive wins among equals);
+ *   - the race's answer goes to the client as it is; the node that produced it is
+ *     remembered per slot in a ring of BM_PRODUCE_MEMORY_SLOTS entries.
+ */
+#include "duties/produce.h"
+
+#include <json-c/json.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/ssz.h"
+#include "duties/reply.h"
+
+#define MAX_CANDIDATES 64
+
+typedef struct value_rank {
+    bm_produce_block_t blk; /* only the fields the order reads */
+    double score;
+} value_rank_t;
+
+typedef struct pctx {
+    bm_produce_t *p;
+    uint64_t slot;
+    bool v4;
+    uint64_t boost;
+    bool usable_taken; /* the first 2xx that was not accepted is the deadline fallback */
+    /* the last answer parsed, for the predicates that follow on the same answer */
+    bool has_last;
+    const bm_node_t *last_node; /* (node, attempt) names one answer within a race */
+    unsigned last_attempt;
+    const bm_buf_t *last_body;
+    int last_rc;
+    bm_produce_block_t last;
+    value_rank_t *ranks; /* sorted by value, ascending */
+    size_t n_ranks, cap_ranks;
+    struct pctx *prev, *next;
+} pctx_t;
+
+typedef struct wreq {
+    bm_produce_t *p;
+    bm_req_t *req;
+    bm_race_waiter_t *w;
+    pctx_t *ctx;
+} wreq_t;
+
+typedef struct memo {
+    bool used;
+    uint64_t slot;
+    int node;
+    bool has_state_root;
+    uint8_t state_root[32];
+} memo_t;
+
+struct bm_produce {
+    bm_race_engine_t *race;
+    bm_pool_t *pool;
+    bm_hint_t *hint;
+    bm_produce_opts_t opts;
+    bm_produce_stats_t stats;
+    pctx_t *ctxs;
+    memo_t memo[BM_PRODUCE_MEMORY_SLOTS];
+    bm_log_limit_t lim;
+};
+
+void bm_produce_opts_default(bm_produce_opts_t *o)
+{
+    o->proposal_deadline_ms = 2000;
+    o->selection = BM_PRODUCE_FIRST;
+    o->best_value_grace_ms = 100;
+    o->repoll_interval_ms = 250;
+    o->connect_timeout_ms = 1000;
+}
+
+bm_produce_t *bm_produce_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
+                             const bm_produce_opts_t *opts)
+{
+    if (!race || !pool || !hint)
+        return NULL;
+    bm_produce_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->race = race;
+    p->pool = pool;
+    p->hint = hint;
+    if (opts)
+        p->opts = *opts;
+    else
+        bm_produce_opts_default(&p->opts);
+    if (!p->opts.repoll_interval_ms)
+        p->opts.repoll_interval_ms = 250;
+    p->lim.window_ms = 10000;
+    p->lim.burst = 10;
+    return p;
+}
+
+static void ctx_free(pctx_t *c)
+{
+    free(c->ranks);
+    free(c);
+}
+
+void bm_produce_free(bm_produce_t *p)
+{
+    if (!p)
+        return;
+    while (p->ctxs) {
+        pctx_t *c = p->ctxs;
+        p->ctxs = c->next;
+        ctx_free(c);
+    }
+    free(p);
+}
+
+bm_produce_stats_t bm_produce_stats(const bm_produce_t *p)
+{
+    return p->stats;
+}
+
+int bm_produce_node_for_slot(const bm_produce_t *p, uint64_t slot, uint8_t state_root[32],
+                             bool *has_state_root)
+{
+    const memo_t *m = &p->memo[slot % BM_PRODUCE_MEMORY_SLOTS];
+    if (has_state_root)
+        *has_state_root = false;
+    if (!m->used || m->slot != slot)
+        return -1;
+    if (state_root && m->has_state_root) {
+        memcpy(state_root, m->state_root, 32);
+        if (has_state_root)
+            *has_state_root = true;
+    }
+    return m->node;
+}
+
+static void remember(bm_produce_t *p, uint64_t slot, int node, const bm_produce_block_t *b)
+{
+    memo_t *m = &p->memo[slot % BM_PRODUCE_MEMORY_SLOTS];
+    m->used = true;
+    m->slot = slot;
+    m->node = node;
+    m->has_state_root = b && b->has_state_root;
+    if (m->has_state_root)
+        memcpy(m->state_root, b->state_root, 32);
+}
+
+/* ---- reading a produced block ------------------------------------------------------------- */
+
+static bool header_true(const bm_hdrs_t *h, const char *name, bool *present)
+{
+    const char *v = bm_hdrs_get(h, name);
+    if (present)
+        *present = v != NULL;
+    return v && strcasecmp(v, "true") == 0;
+}
+
+static bool is_ssz(const bm_hdrs_t *h)
+{
+    const char *ct = bm_hdrs_get(h, "content-type");
+    if (!ct)
+        return false;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return strncasecmp(ct, "application/octet-stream", 24) == 0 &&
+           (ct[24] == '\0' || ct[24] == ';' || ct[24] == ' ' || ct[24] == '\t');
+}
+
+/* A decimal Wei value from a header; true when present (BM_EINVAL in *rc when malformed). */
+static bool header_value(const bm_hdrs_t *h, const char *name, bm_u256_t *out, int *rc)
+{
+    const char *v = bm_hdrs_get(h, name);
+    if (!v)
+        return false;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    if (bm_u256_parse(v, n, out) != 0)
+        *rc = BM_EINVAL;
+    return true;
+}
+
+static bool json_value(struct json_object *j, const char *ptr, bm_u256_t *out, int *rc)
+{
+    struct json_object *v = bm_json_get(j, ptr);
+    if (!v)
+        return false;
+    const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+    if (!s || bm_u256_parse_z(s, out) != 0)
+        *rc = BM_EINVAL;
+    return true;
+}
+
+int bm_produce_parse(const bm_hdrs_t *headers, const bm_buf_t *body, bool v4,
+                     bm_produce_block_t *out)
+{
+    if (!headers || !body)
+        return BM_EINVAL;
+    bm_produce_block_t b;
+    memset(&b, 0, sizeof b);
+    int rc = 0;
+    bool blinded_hdr = false, included_hdr = false;
+    bool blinded = header_true(headers, "eth-execution-payload-blinded", &blinded_hdr);
+    b.blinded = !v4 && blinded;
+    bool included = header_true(headers, "eth-execution-payload-included", &included_hdr);
+    bool has_c = header_value(headers, "eth-consensus-block-value", &b.consensus, &rc);
+    bool has_e = !v4 && header_value(headers, "eth-execution-payload-value", &b.execution, &rc);
+    if (rc)
+        return rc;
+    if (is_ssz(headers)) {
+        const char *fork = bm_hdrs_get(headers, "eth-consensus-version");
+        bm_ssz_block_info_t info;
+        if (!fork || (!v4 && !blinded_hdr) || (v4 && !included_hdr))
+            return BM_EINVAL; /* the layout cannot be told without them */
+        if (bm_ssz_block_info((const uint8_t *)body->data, body->len, fork, b.blinded, included,
+                              v4 ? BM_SSZ_BLOCK_PRODUCE_V4 : BM_SSZ_BLOCK_PRODUCE_V3, &info) != 0)
+            return BM_EINVAL;
+        b.slot = info.slot;
+        memcpy(b.parent_root, info.parent_root, 32);
+        memcpy(b.state_root, info.state_root, 32);
+        b.has_state_root = true;
+    } else {
+        struct json_object *j = NULL;
+        if (bm_json_parse_buf(body, 0, &j, NULL) != 0 || !j) {
+            json_object_put(j);
+            return BM_EINVAL;
+        }
+        /* BlockContents {block, ...} or a bare (Blinded)BeaconBlock */
+        const char *base = bm_json_get(j, "/data/block/parent_root") ? "/data/block" : "/data";
+        char ptr[32];
+        snprintf(ptr, sizeof ptr, "%s/parent_root", base);
+        if (bm_json_get_root(j, ptr, b.parent_root) != 0)
+            rc = BM_EINVAL;
+        snprintf(ptr, sizeof ptr, "%s/slot", base);
+        if (!rc && bm_json_get_u64(j, ptr, &b.slot) != 0)
+            rc = BM_EINVAL;
+        snprintf(ptr, sizeof ptr, "%s/state_root", base);
+        if (!rc && bm_json_get_root(j, ptr, b.state_root) == 0)
+            b.has_state_root = true;
+        if (!rc && !blinded_hdr && !v4) {
+            bool bl;
+            if (bm_json_get_bool(j, "/execution_payload_blinded", &bl) == 0)
+                b.blinded = bl;
+        }
+        if (!rc && !has_c)
+            has_c = json_value(j, "/consensus_block_value", &b.consensus, &rc);
+        if (!rc && !has_e && !v4)
+            has_e = json_value(j, "/execution_payload_value", &b.execution, &rc);
+        json_object_put(j);
+        if (rc)
+            return rc;
+    }
+    b.has_value = has_c || has_e;
+    *out = b;
+    return 0;
+}
+
+bool bm_produce_parent_ok(const bm_expected_t *e, bool head_late, const uint8_t parent[32])
+{
+    if (!e->known)
+        return true;
+    if (memcmp(e->root, parent, 32) == 0)
+        return true;
+    return head_late && e->parent_known && memcmp(e->parent, parent, 32) == 0;
+}
+
+/* The key a block is ranked by: (tier, value). With boost 0 a builder's block is in the
+ * lower tier (every local block beats it); otherwise a builder's execution value counts
+ * as boost * (value / 100), saturating (the product passes every local value then). */
+static void value_key(const bm_produce_block_t *b, uint64_t boost, int *tier, bm_u256_t *v)
+{
+    *tier = 1;
+    bm_u256_t exec = b->execution;
+    if (b->blinded) {
+        if (boost == 0) {
+            *tier = 0;
+        } else if (boost != 100) {
+            bm_u256_t q;
+            bm_u256_div_u64(&b->execution, 100, &q, NULL);
+            if (bm_u256_mul_u64(&q, boost, &exec) != 0)
+                exec = (bm_u256_t){{UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX}};
+        } else {
+            bm_u256_div_u64(&b->execution, 100, &exec, NULL);
+            bm_u256_mul_u64(&exec, 100, &exec);
+        }
+    }
+    if (bm_u256_add(&b->consensus, &exec, v) != 0)
+        *v = (bm_u256_t){{UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX}};
+}
+
+int bm_produce_value_cmp(const bm_produce_block_t *a, const bm_produce_block_t *b, uint64_t boost)
+{
+    int ta, tb;
+    bm_u256_t va, vb;
+    value_key(a, boost, &ta, &va);
+    value_key(b, boost, &tb, &vb);
+    if (ta != tb)
+        return ta < tb ? -1 : 1;
+    return bm_u256_cmp(&va, &vb);
+}
+
+uint64_t bm_produce_boost(const char *query, size_t len)
+{
+    char v[32];
+    uint64_t boost;
+    int n = bm_hint_query_param(query, len, "builder_boost_factor", v, sizeof v);
+    if (n <= 0 || bm_json_parse_u64(v, (size_t)n, &boost) != 0)
+        return 100;
+    return boost;
+}
+
+/* ---- predicates of the race ---------------------------------------------------------------- */
+
+/* Parses an answer once for the predicates that follow on it. */
+static int parsed(pctx_t *c, const bm_race_answer_t *an, bm_produce_block_t *out)
+{
+    if (!c->has_last || c->last_node != an->node || c->last_attempt != an->attempt ||
+        c->last_body != an->body) {
+        c->has_last = true;
+        c->last_node = an->node;
+        c->last_attempt = an->attempt;
+        c->last_body = an->body;
+        c->last_rc = bm_produce_parse(an->headers, an->body, c->v4, &c->last);
+        if (c->last_rc == 0 && c->last.slot != c->slot)
+            c->last_rc = BM_EINVAL; /* a block for another slot is no answer */
+    }
+    if (c->last_rc == 0)
+        *out = c->last;
+    return c->last_rc;
+}
+
+static bool block_accept(const bm_race_answer_t *an, void *ud)
+{
+    pctx_t *c = ud;
+    bm_produce_block_t b;
+    if (parsed(c, an, &b) != 0)
+        return false;
+    bm_expected_t e;
+    bm_hint_expected(c->p->hint, c->slot ? c->slot - 1 : 0, &e);
+    /* the late head's parent: only from a node that holds the late head (a deliberate
+     * re-org), never from one known to be behind it (a stale node builds there too) */
+    bool late = e.known && e.slot_known && e.slot + 1 == c->slot &&
+                bm_hint_arrived_late(c->p->hint, &e) &&
+                !(an->node && bm_hint_node_behind(c->p->hint, (size_t)an->node->index));
+    /* a block on the cluster head while a node's newer head (of the slot before) is being
+     * resolved: not yet, the race re-asks */
+    if (e.known && e.is_cluster_head && memcmp(e.root, b.parent_root, 32) == 0 &&
+        bm_hint_head_moving(c->p->hint, c->slot ? c->slot - 1 : 0))
+        return false;
+    return bm_produce_parent_ok(&e, late, b.parent_root);
+}
+
+static bool block_usable(const bm_race_answer_t *an, void *ud)
+{
+    pctx_t *c = ud;
+    bm_produce_block_t b;
+    if (c->usable_taken || parsed(c, an, &b) != 0)
+        return false;
+    c->usable_taken = true;
+    return true;
+}
+
+/* The online order-preserving embedding of block values into doubles. */
+static double block_score(const bm_race_answer_t *an, void *ud)
+{
+    pctx_t *c = ud;
+    bm_produce_block_t b;
+    if (parsed(c, an, &b) != 0)
+        return 0;
+    size_t lo = 0, hi = c->n_ranks;
+    while (lo < hi) { /* first rank not below b */
+        size_t mid = (lo + hi) / 2;
+        if (bm_produce_value_cmp(&c->ranks[mid].blk, &b, c->boost) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < c->n_ranks && bm_produce_value_cmp(&c->ranks[lo].blk, &b, c->boost) == 0)
+        return c->ranks[lo].score;
+    double s;
+    if (c->n_ranks == 0)
+        s = 0;
+    else if (lo == 0)
+        s = c->ranks[0].score - 1;
+    else if (lo == c->n_ranks)
+        s = c->ranks[c->n_ranks - 1].score + 1;
+    else
+        s = (c->ranks[lo - 1].score + c->ranks[lo].score) / 2;
+    if (c->n_ranks == c->cap_ranks) {
+        size_t cap = c->cap_ranks ? c->cap_ranks * 2 : 8;
+        value_rank_t *nr = realloc(c->ranks, cap * sizeof *nr);
+        if (!nr)
+            return s; /* not kept: later values are placed without it, still in order */
+        c->ranks = nr;
+        c->cap_ranks = cap;
+    }
+    memmove(&c->ranks[lo + 1], &c->ranks[lo], (c->n_ranks - lo) * sizeof *c->ranks);
+    c->ranks[lo].blk = b;
+    c->ranks[lo].score = s;
+    c->n_ranks++;
+    return s;
+}
+
+/* ---- requests ---------------------------------------------------------------------------------
+ */
+
+static void ctx_unlink(pctx_t *c)
+{
+    bm_produce_t *p = c->p;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        p->ctxs = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+}
+
+static void on_race_complete(bm_race_t *r, const bm_race_answer_t *answers, size_t n, void *ud)
+{
+    (void)r;
+    (void)answers;
+    (void)n;
+    pctx_t *c = ud;
+    ctx_unlink(c);
+    ctx_free(c);
+}
+
+static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *an, void *ud)
+{
+    (void)w;
+    wreq_t *q = ud;
+    bm_produce_t *p = q->p;
+    pctx_t *c = q->ctx;
+    bm_produce_block_t b;
+    bool ok2xx = !an->err && an->status >= 200 && an->status < 300;
+    if (ok2xx && an->node) {
+        bool readable = parsed(c, an, &b) == 0;
+        remember(p, c->slot, an->node->index, readable ? &b : NULL);
+        p->stats.served++;
+        if (readable && block_accept(an, c)) {
+            p->stats.accepted++;
+        } else {
+            p->stats.fallback++;
+            bm_log_limited(&p->lim, BM_LOG_WARN,
+                           "produce slot %llu: no block on the expected head, serving %s's",
+                           (unsigned long long)c->slot, an->node->id);
+        }
+        bm_log(BM_LOG_DEBUG, "produce slot %llu: block of %s after %llu ms",
+               (unsigned long long)c->slot, an->node->id,
+               (unsigned long long)(an->elapsed_us / 1000));
+    } else {
+        p->stats.failed++;
+    }
+    bm_reply_answer(q->req, an);
+    free(q);
+}
+
+static void on_client_abort(bm_req_t *req, void *ud)
+{
+    wreq_t *q = ud;
+    bm_race_leave(q->w);
+    bm_resp_end(req);
+    free(q);
+}
+
+static void route(bm_req_t *req, const bm_route_params_t *params, bool v4, bm_produce_t *p)
+{
+    char sv[32];
+    uint64_t slot;
+    int n = bm_route_param(params, "slot", sv, sizeof sv);
+    if (n <= 0 || bm_json_parse_u64(sv, (size_t)n, &slot) != 0 || slot == 0) {
+        bm_resp_error(req, 400, "Invalid slot: %s", n > 0 ? sv : "(none)");
+        return;
+    }
+    wreq_t *q = calloc(1, sizeof *q);
+    pctx_t *c = calloc(1, sizeof *c);
+    if (!q || !c) {
+        free(q);
+        free(c);
+        bm_resp_error(req, 503, "out of memory");
+        return;
+    }
+    size_t qlen;
+    const char *query = bm_req_query(req, &qlen);
+    c->p = p;
+    c->slot = slot;
+    c->v4 = v4;
+    c->boost = bm_produce_boost(query, qlen);
+    c->next = p->ctxs;
+    if (p->ctxs)
+        p->ctxs->prev = c;
+    p->ctxs = c;
+
+    uint64_t now = bm_clock_now_ms();
+    const bm_chain_info_t *chain = bm_hint_chain(p->hint);
+    bm_race_policy_t pol;
+    memset(&pol, 0, sizeof pol);
+    pol.accept = block_accept;
+    pol.usable = block_usable;
+    if (p->opts.selection == BM_PRODUCE_BEST_VALUE) {
+        pol.score = block_score;
+        pol.grace_ms = p->opts.best_value_grace_ms;
+    }
+    pol.ud = c;
+    pol.deadline_ms =
+        (chain ? bm_slot_start_ms(&chain->clock, slot) : now) + p->opts.proposal_deadline_ms;
+    pol.repoll = BM_REPOLL_UNTIL_ACCEPTED;
+    pol.repoll_interval_ms = p->opts.repoll_interval_ms;
+    pol.connect_timeout_ms = p->opts.connect_timeout_ms;
+
+    bm_node_t *nodes[MAX_CANDIDATES];
+    size_t nn = bm_hint_candidates(p->pool, nodes, MAX_CANDIDATES);
+    bm_race_request_t rq = {
+        .method = "GET",
+        .target = bm_req_target(req),
+        .headers = bm_req_headers(req),
+        .body = NULL,
+    };
+    bm_race_t *r = bm_race_start(p->race, &rq, nodes, nn, &pol, NULL, on_race_complete, c);
+    if (!r) {
+        ctx_unlink(c);
+        ctx_free(c);
+        free(q);
+        bm_resp_error(req, 503, "cannot start a race");
+        return;
+    }
+    q->p = p;
+    q->req = req;
+    q->ctx = c;
+    q->w = bm_race_wait(r, on_answer, q);
+    if (!q->w) {
+        free(q);
+        bm_resp_error(req, 503, "out of memory");
+        return;
+    }
+    bm_req_on_abort(req, on_client_abort, q);
+}
+
+static void route_v3(bm_req_t *req, const bm_route_params_t *params, void *ud)
+{
+    route(req, params, false, ud);
+}
+
+static void route_v4(bm_req_t *req, const bm_route_params_t *params, void *ud)
+{
+    route(req, params, true, ud);
+}
+
+int bm_produce_register(bm_produce_t *p, bm_router_t *r)
+{
+    int rc = bm_router_add(r, "GET", "/eth/v3/validator/blocks/{slot}", route_v3, p);
+    if (!rc)
+        rc = bm_router_add(r, "GET", "/eth/v4/validator/blocks/{slot}", route_v4, p);
+    return rc;
+}

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * produce: block production, GET /eth/v3/validator/blocks/{slot} (phase0..fulu) and
+ * GET /eth/v4/validator/blocks/{slot} (gloas), raced over the nodes so that a proposer is
+ * never handed a block built on a stale head while another node had the fresh one.
+ *
+ * Rules (DESIGN.md "Policy per endpoint", docs/duties.md says why):
+ *   - accept a block whose parent_root is the expected head (src/duties/hint.h: the cluster
+ *     head before `slot`), or that head's parent when the head arrived after its own
+ *     slot's attestation due time and is the previous slot's block (honest proposers
+ *     re-org such late blocks: get_proposer_head);
+ *   - parent_root is read from the JSON body (data.parent_root, or data.block.parent_root
+ *     for BlockContents) or from the SSZ offsets (src/base/ssz.h) by Eth-Consensus-Version and
+ *     Eth-Execution-Payload-Blinded / -Included;
+ *   - deadline: slot start + proposalDeadline. Before it only an accepted block is
+ *     served (a node on a stale parent is re-asked); after it the best accepted block,
+ *     else the first 2xx;
+ *   - selection "first": the first accepted block. "best-value": the highest
+ *     consensus + execution value (256-bit, from the Eth-Consensus-Block-Value and
+ *     Eth-Execution-Payload-Value headers or the JSON fields) among the accepted blocks
+ *     within bestValueGrace of the first, honouring the request's builder_boost_factor
+ *     between local and builder (blinded) blocks;
+ *   - the node whose block was served is remembered per slot (with the block's
+ *     state_root) for a few epochs: blinded blocks and stateful Gloas envelope reads must
+ *     go to it first (src/duties/broadcast.c).
+ */
+#ifndef BM_PRODUCE_H
+#define BM_PRODUCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/hdrs.h"
+#include "base/u256.h"
+#include "cluster/pool.h"
+#include "duties/hint.h"
+#include "duties/race.h"
+#include "http/router.h"
+
+/* Slots remembered by bm_produce_node_for_slot (4 mainnet epochs). */
+#define BM_PRODUCE_MEMORY_SLOTS 128
+
+typedef enum bm_produce_selection {
+    BM_PRODUCE_FIRST = 0,  /* the first accepted block */
+    BM_PRODUCE_BEST_VALUE, /* the most valuable accepted block within the grace */
+} bm_produce_selection_t;
+
+typedef struct bm_produce_opts {
+    uint32_t proposal_deadline_ms; /* after slot start (default 2000) */
+    bm_produce_selection_t selection;
+    uint32_t best_value_grace_ms; /* default 100 */
+    uint32_t repoll_interval_ms;  /* re-asking a node whose block was on a stale parent
+                                     (default 250: a block production is not cheap) */
+    uint32_t connect_timeout_ms;  /* default 1000 */
+} bm_produce_opts_t;
+
+/** Fills `o` with the defaults above. */
+void bm_produce_opts_default(bm_produce_opts_t *o);
+
+typedef struct bm_produce bm_produce_t;
+
+/** A block production policy over `race` and `pool`, judged by `hint` (all borrowed; they
+ *  must outlive it). `opts` is copied (NULL: defaults). NULL on allocation failure. */
+bm_produce_t *bm_produce_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
+                             const bm_produce_opts_t *opts);
+
+/** Frees the policy. Races still running keep their own state and end normally (free
+ *  the race engine first when shutting down). */
+void bm_produce_free(bm_produce_t *p);
+
+/** Registers GET /eth/v3/validator/blocks/{slot} and GET /eth/v4/validator/blocks/{slot}. */
+int bm_produce_register(bm_produce_t *p, bm_router_t *r);
+
+/**
+ * The node that produced the block served for `slot` (its pool index), remembered for
+ * BM_PRODUCE_MEMORY_SLOTS slots; -1 when unknown. When `state_root` is not NULL it
+ * receives that block's state_root and *has_state_root (may be NULL) says whether it was
+ * read (for blinded blocks, and any other block whose body could be read). When a slot
+ * was produced several times, the latest served production counts.
+ */
+int bm_produce_node_for_slot(const bm_produce_t *p, uint64_t slot, uint8_t state_root[32],
+                             bool *has_state_root);
+
+/** Productions served, productions served on an accepted parent, fallbacks (stale or
+ *  unreadable), and failures (no 2xx at all). */
+typedef struct bm_produce_stats {
+    uint64_t served;
+    uint64_t accepted;
+    uint64_t fallback;
+    uint64_t failed;
+} bm_produce_stats_t;
+
+/** Counters since the start. */
+bm_produce_stats_t bm_produce_stats(const bm_produce_t *p);
+
+/* ---- the rules, pure (exported for tests) ------------------------------------------ */
+
+/** What the policy reads from a produced block. */
+typedef struct bm_produce_block {
+    uint64_t slot;
+    uint8_t parent_root[32];
+    bool has_state_root;
+    uint8_t state_root[32];
+    bool blinded;        /* Eth-Execution-Payload-Blinded (V3): a builder's block */
+    bool has_value;      /* at least one of the two values was given */
+    bm_u256_t consensus; /* consensus block value, Wei (0 when absent) */
+    bm_u256_t execution; /* execution payload value, Wei (0 when absent) */
+} bm_produce_block_t;
+
+/**
+ * Reads a produce answer (`v4`: GET /eth/v4/...). The body is parsed by its Content-Type:
+ * application/octet-stream as SSZ (layout by the Eth-Consensus-Version and
+ * Eth-Execution-Payload-Blinded / -Included headers), anything else as JSON. Values come
+ * from the headers, else from the JSON fields. Returns 0, or BM_EINVAL when the body or a
+ * value cannot be read.
+ */
+int bm_produce_parse(const bm_hdrs_t *headers, const bm_buf_t *body, bool v4,
+                     bm_produce_block_t *out);
+
+/**
+ * Whether a block on `parent` is acceptable for the expected head `e`: parent == the
+ * head, or (when `head_late`) parent == the head's parent. Every parent is acceptable
+ * when no expected head is known.
+ */
+bool bm_produce_parent_ok(const bm_expected_t *e, bool head_late, const uint8_t parent[32]);
+
+/**
+ * Compares two blocks by value for best-value selection: < 0, 0 or > 0 as `a` is worth
+ * less than, as much as or more than `b`. Blocks of the same kind compare their
+ * consensus + execution values; between a local and a builder (blinded) block the
+ * builder's execution value counts as boost * (value / 100) (the builder_boost_factor rule
+ * of src/base/u256.h), and with boost 0 every local block beats every builder block.
+ */
+int bm_produce_value_cmp(const bm_produce_block_t *a, const bm_produce_block_t *b, uint64_t boost);
+
+/**
+ * The builder_boost_factor of a query string (without '?'): 100 when absent or not a
+ * decimal uint64 (the node refuses the request then anyway).
+ */
+uint64_t bm_produce_boost(const char *query, size_t len);
+
+#endif /* BM_PRODUCE_H */

@@ -1,0 +1,832 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http1: two parsers in step. Our head scanner sees every byte of a request head first:
+ * it checks the RFC 9112 grammar strictly, enforces the target and header limits, and
+ * collects the target and the fields (so http-parser's field callbacks are not used).
+ * Then http-parser gets the same bytes, up to the scanner's error position if there is
+ * one, and supplies what it is good at: the method, version, keep-alive, Content-Length
+ * and chunked framing, and chunked decoding of the body. Whichever of the two finds the
+ * first bad byte reports it (the scanner on a tie), which keeps the outcome independent
+ * of how the input was split.
+ *
+ * After the head, bytes go straight to http-parser. For chunked bodies the framing
+ * between two runs of data (chunk-size lines with extensions, the trailer section) is
+ * bounded by max_header_bytes: http-parser would otherwise accept endless extensions or
+ * leading zeros without delivering a byte.
+ */
+#include "http/http1.h"
+
+#include <http_parser.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/log.h"
+
+enum scan_state {
+    SC_START,       /* before the request line; empty lines (CRLF) are skipped */
+    SC_START_LF,    /* CR of an empty line seen */
+    SC_METHOD,      /* in the method token */
+    SC_TARGET,      /* in the request target */
+    SC_VERSION,     /* in "HTTP/x.y" */
+    SC_RL_LF,       /* CR after the version seen */
+    SC_FIELD_START, /* at the start of a field line or of the final empty line */
+    SC_NAME,        /* in a field name */
+    SC_VALUE,       /* in a field value */
+    SC_VALUE_LF,    /* CR after a field value seen */
+    SC_END_LF,      /* CR of the final empty line seen */
+    SC_DONE,        /* the head ended */
+};
+
+struct bm_http1 {
+    http_parser hp;
+    bm_http1_limits_t lim;
+    bm_http1_callbacks_t cbs;
+    void *ud;
+
+    bm_http1_phase_t phase;
+    enum scan_state sc;
+    unsigned version_idx;   /* position inside "HTTP/x.y" */
+    size_t header_bytes;    /* counted against max_header_bytes */
+    size_t name_len;        /* length of the field name at the start of `line` */
+    bm_str_t target;        /* the request target */
+    bm_str_t line;          /* the field line being collected: name then value */
+    bm_hdrs_t hdrs;         /* the fields of the current head */
+    bm_http1_head_t head;   /* valid once head_ok */
+    bool head_ok;           /* the head passed every check and on_head ran */
+    bool complete;          /* http-parser reported the end of the message */
+    uint64_t body_bytes;    /* delivered body bytes */
+    uint64_t pos;           /* bytes of the current message consumed so far */
+    uint64_t last_data_end; /* position after the last body byte (or the head) */
+    const char *cur_base;   /* data pointer of the running http_parser_execute */
+    uint64_t cur_pos;       /* message position of cur_base */
+
+    int err_status;
+    const char *err_msg;
+};
+
+static http_parser_settings hp_settings;
+
+void bm_http1_limits_default(bm_http1_limits_t *l)
+{
+    l->max_target_bytes = 64 * 1024;
+    l->max_header_bytes = 16 * 1024;
+    l->max_body_bytes = 32 * 1024 * 1024;
+}
+
+/* ---- character classes ------------------------------------------------------------- */
+
+/* tchar (RFC 9110 5.6.2): the characters of methods and field names. */
+static const unsigned char tchar[256] = {
+    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
+    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1,  ['~'] = 1, ['0'] = 1,
+    ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,  ['7'] = 1, ['8'] = 1,
+    ['9'] = 1, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1,  ['F'] = 1, ['G'] = 1,
+    ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1,  ['N'] = 1, ['O'] = 1,
+    ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1,  ['V'] = 1, ['W'] = 1,
+    ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1,  ['d'] = 1, ['e'] = 1,
+    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1,  ['l'] = 1, ['m'] = 1,
+    ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1,  ['t'] = 1, ['u'] = 1,
+    ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+};
+
+/* Request target bytes: visible ASCII and obs-text; no SP, no controls. */
+static inline bool is_target_char(unsigned char c)
+{
+    return c > 0x20 && c != 0x7f;
+}
+
+/* field-value bytes (RFC 9110 5.5): VCHAR, SP, HTAB, obs-text. */
+static inline bool is_value_char(unsigned char c)
+{
+    return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
+static inline bool is_ows(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* ---- errors ------------------------------------------------------------------------ */
+
+/* The one place the phase changes; transitions are logged in debug builds. */
+static void set_phase(bm_http1_t *p, bm_http1_phase_t to)
+{
+#ifdef BM_DEBUG
+    static const char *const names[] = {"idle", "head", "body", "complete", "failed"};
+    if (p->phase != to && bm_log_enabled(BM_LOG_DEBUG))
+        bm_log(BM_LOG_DEBUG, "http1 %p: %s -> %s", (void *)p, names[p->phase], names[to]);
+#endif
+    p->phase = to;
+}
+
+static void fail(bm_http1_t *p, int status, const char *msg)
+{
+    if (p->phase == BM_HTTP1_FAILED)
+        return;
+    set_phase(p, BM_HTTP1_FAILED);
+    p->err_status = status;
+    p->err_msg = msg;
+}
+
+/* A callback's refusal: its return value is the status to answer. */
+static void fail_cb(bm_http1_t *p, int rc)
+{
+    fail(p, rc >= 400 && rc <= 599 ? rc : 500, "request refused");
+}
+
+static void fail_parser(bm_http1_t *p, enum http_errno e)
+{
+    switch (e) {
+    case HPE_INVALID_METHOD:
+        fail(p, 501, "method not implemented");
+        break;
+    case HPE_HEADER_OVERFLOW:
+        fail(p, 431, "request header section too large");
+        break;
+    case HPE_UNEXPECTED_CONTENT_LENGTH:
+        fail(p, 400, "Content-Length repeated or sent with Transfer-Encoding");
+        break;
+    case HPE_INVALID_CONTENT_LENGTH:
+        fail(p, 400, "invalid Content-Length");
+        break;
+    case HPE_INVALID_TRANSFER_ENCODING:
+        fail(p, 400, "Transfer-Encoding must end with chunked");
+        break;
+    case HPE_INVALID_CHUNK_SIZE:
+        fail(p, 400, "invalid chunk size");
+        break;
+    case HPE_INVALID_URL:
+    case HPE_INVALID_HOST:
+    case HPE_INVALID_PORT:
+    case HPE_INVALID_PATH:
+    case HPE_INVALID_QUERY_STRING:
+    case HPE_INVALID_FRAGMENT:
+        fail(p, 400, "invalid request target");
+        break;
+    default:
+        fail(p, 400, http_errno_description(e));
+        break;
+    }
+}
+
+/* ---- the head scanner -------------------------------------------------------------- */
+
+/* Counts k more header-section bytes; false (and 431) when that exceeds the limit. */
+static bool count_header(bm_http1_t *p, size_t k)
+{
+    if (p->header_bytes + k > p->lim.max_header_bytes) {
+        fail(p, 431, "request header section too large");
+        return false;
+    }
+    p->header_bytes += k;
+    return true;
+}
+
+/* Lengths of the runs of method/name, target and value bytes starting at s[i]. */
+static size_t run_tchar(const unsigned char *s, size_t i, size_t len)
+{
+    size_t j = i;
+    while (j < len && tchar[s[j]])
+        j++;
+    return j - i;
+}
+
+static size_t run_target(const unsigned char *s, size_t i, size_t len)
+{
+    size_t j = i;
+    while (j < len && is_target_char(s[j]))
+        j++;
+    return j - i;
+}
+
+static size_t run_value(const unsigned char *s, size_t i, size_t len)
+{
+    size_t j = i;
+    while (j < len && is_value_char(s[j]))
+        j++;
+    return j - i;
+}
+
+/* The field line in `line` is complete: trim the value and store the field. */
+static bool commit_field(bm_http1_t *p)
+{
+    if (p->line.oom) {
+        fail(p, 500, "out of memory");
+        return false;
+    }
+    const char *s = bm_str_data(&p->line);
+    size_t n = bm_str_len(&p->line);
+    const char *v = s + p->name_len;
+    const char *e = s + n;
+    while (v < e && is_ows(*v))
+        v++;
+    while (e > v && is_ows(e[-1]))
+        e--;
+    if (bm_hdrs_add(&p->hdrs, s, p->name_len, v, (size_t)(e - v)) != 0) {
+        fail(p, 500, "out of memory");
+        return false;
+    }
+    bm_str_clear(&p->line);
+    return true;
+}
+
+static const char *bad_char_msg(unsigned char c, const char *otherwise)
+{
+    if (c == '\n')
+        return "bare LF in request head";
+    if (c == '\r')
+        return "bare CR in request head";
+    return otherwise;
+}
+
+/*
+ * Scans s[0..len) of a request head. Stops after the final LF (sc == SC_DONE), at the end
+ * of the input, or before the first bad byte (phase FAILED). Returns the number of bytes
+ * accepted.
+ */
+static size_t scan_head(bm_http1_t *p, const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len && p->sc != SC_DONE) {
+        unsigned char c = s[i];
+        switch (p->sc) {
+        case SC_START:
+            if (c == '\r') {
+                if (!count_header(p, 1))
+                    return i;
+                p->sc = SC_START_LF;
+                i++;
+            } else if (tchar[c]) {
+                p->sc = SC_METHOD;
+                i++;
+            } else {
+                fail(p, 400, bad_char_msg(c, "invalid character in method"));
+                return i;
+            }
+            break;
+
+        case SC_START_LF:
+            if (c != '\n') {
+                fail(p, 400, "bare CR in request head");
+                return i;
+            }
+            if (!count_header(p, 1))
+                return i;
+            p->sc = SC_START;
+            i++;
+            break;
+
+        case SC_METHOD:
+            i += run_tchar(s, i, len);
+            if (i == len)
+                break;
+            if (s[i] != ' ') {
+                fail(p, 400, bad_char_msg(s[i], "invalid character in method"));
+                return i;
+            }
+            p->sc = SC_TARGET;
+            i++;
+            break;
+
+        case SC_TARGET: {
+            size_t run = run_target(s, i, len);
+            size_t have = bm_str_len(&p->target);
+            if (have + run > p->lim.max_target_bytes) {
+                i += p->lim.max_target_bytes - have;
+                fail(p, 414, "request target too long");
+                return i;
+            }
+            if (run)
+                bm_str_append(&p->target, s + i, run);
+            i += run;
+            if (i == len)
+                break;
+            if (s[i] != ' ' || bm_str_len(&p->target) == 0) {
+                fail(p, 400, bad_char_msg(s[i], "invalid request line"));
+                return i;
+            }
+            p->sc = SC_VERSION;
+            p->version_idx = 0;
+            i++;
+            break;
+        }
+
+        case SC_VERSION: {
+            static const char tmpl[] = "HTTP/0.0";
+            unsigned k = p->version_idx;
+            bool ok;
+            if (k == 8)
+                ok = c == '\r';
+            else if (tmpl[k] == '0')
+                ok = c >= '0' && c <= '9';
+            else
+                ok = c == (unsigned char)tmpl[k];
+            if (!ok) {
+                fail(p, 400, bad_char_msg(c, "invalid HTTP version in request line"));
+                return i;
+            }
+            if (k == 8)
+                p->sc = SC_RL_LF;
+            p->version_idx = k + 1;
+            i++;
+            break;
+        }
+
+        case SC_RL_LF:
+            if (c != '\n') {
+                fail(p, 400, "bare CR in request head");
+                return i;
+            }
+            p->sc = SC_FIELD_START;
+            i++;
+            break;
+
+        case SC_FIELD_START:
+            if (c == '\r') {
+                p->sc = SC_END_LF;
+                i++;
+            } else if (tchar[c]) {
+                /* The name is collected by SC_NAME, this byte included. */
+                p->sc = SC_NAME;
+            } else if (c == ' ' || c == '\t') {
+                fail(p, 400, "obs-fold or whitespace at the start of a field line");
+                return i;
+            } else if (c == ':') {
+                fail(p, 400, "empty field name");
+                return i;
+            } else {
+                fail(p, 400, bad_char_msg(c, "invalid character in field name"));
+                return i;
+            }
+            break;
+
+        case SC_NAME: {
+            size_t run = run_tchar(s, i, len);
+            if (!count_header(p, run)) {
+                /* Accept exactly up to the limit so the error position is split-proof. */
+                i += p->lim.max_header_bytes - p->header_bytes;
+                return i;
+            }
+            if (run)
+                bm_str_append(&p->line, s + i, run);
+            i += run;
+            if (i == len)
+                break;
+            c = s[i];
+            if (c == ':') {
+                if (!count_header(p, 1))
+                    return i;
+                p->name_len = bm_str_len(&p->line);
+                p->sc = SC_VALUE;
+                i++;
+            } else if (c == ' ' || c == '\t') {
+                fail(p, 400, "whitespace between field name and colon");
+                return i;
+            } else if (c == '\r' || c == '\n') {
+                fail(p, 400, "field line without a colon");
+                return i;
+            } else {
+                fail(p, 400, "invalid character in field name");
+                return i;
+            }
+            break;
+        }
+
+        case SC_VALUE: {
+            size_t run = run_value(s, i, len);
+            if (!count_header(p, run)) {
+                i += p->lim.max_header_bytes - p->header_bytes;
+                return i;
+            }
+            if (run)
+                bm_str_append(&p->line, s + i, run);
+            i += run;
+            if (i == len)
+                break;
+            c = s[i];
+            if (c == '\r') {
+                if (!count_header(p, 1))
+                    return i;
+                p->sc = SC_VALUE_LF;
+                i++;
+            } else {
+                fail(p, 400, bad_char_msg(c, "control character in field value"));
+                return i;
+            }
+            break;
+        }
+
+        case SC_VALUE_LF:
+            if (c != '\n') {
+                fail(p, 400, "bare CR in request head");
+                return i;
+            }
+            if (!count_header(p, 1) || !commit_field(p))
+                return i;
+            p->sc = SC_FIELD_START;
+            i++;
+            break;
+
+        case SC_END_LF:
+            if (c != '\n') {
+                fail(p, 400, "bare CR in request head");
+                return i;
+            }
+            p->sc = SC_DONE;
+            i++;
+            break;
+
+        case SC_DONE:
+            break;
+        }
+    }
+    if (p->target.oom || p->line.oom)
+        fail(p, 500, "out of memory");
+    return i;
+}
+
+/* ---- checks on the complete head --------------------------------------------------- */
+
+/* Next comma-separated element of a list value; false at the end. Empty elements skipped. */
+static bool list_next(const char **cur, const char **tok, size_t *tok_len)
+{
+    const char *s = *cur;
+    for (;;) {
+        while (*s == ',' || is_ows(*s))
+            s++;
+        if (!*s) {
+            *cur = s;
+            return false;
+        }
+        const char *start = s;
+        while (*s && *s != ',')
+            s++;
+        const char *end = s;
+        while (end > start && is_ows(end[-1]))
+            end--;
+        if (end > start) {
+            *tok = start;
+            *tok_len = (size_t)(end - start);
+            *cur = s;
+            return true;
+        }
+    }
+}
+
+static bool valid_host(const char *v)
+{
+    /* reg-name / IP-literal / IPv4, optionally ":port": unreserved, sub-delims, ':', '[',
+     * ']', '%' (pct-encoded). Anything else (space, '/', '@', '?', '#') is refused. */
+    for (const unsigned char *s = (const unsigned char *)v; *s; s++) {
+        unsigned char c = *s;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+            continue;
+        if (!strchr("-._~!$&'()*+,;=:[]%", c))
+            return false;
+    }
+    return true;
+}
+
+/* Returns 0, or fails the parser and returns -1. */
+static int check_head(bm_http1_t *p)
+{
+    const http_parser *hp = &p->hp;
+    if (hp->http_major != 1) {
+        fail(p, 505, "HTTP version not supported");
+        return -1;
+    }
+    if (hp->method == HTTP_CONNECT) {
+        fail(p, 501, "CONNECT not supported");
+        return -1;
+    }
+    bool http11 = hp->http_minor >= 1;
+    size_t hosts = 0;
+    const char *host = NULL;
+    size_t te_codings = 0;
+    bool te_last_chunked = false, te_chunked_early = false;
+    bool expect_continue = false;
+    for (size_t i = 0; i < p->hdrs.n; i++) {
+        const bm_header_t *f = &p->hdrs.items[i];
+        if (bm_header_name_is(f->name, f->name_len, "host")) {
+            hosts++;
+            host = f->value;
+        } else if (bm_header_name_is(f->name, f->name_len, "transfer-encoding")) {
+            const char *cur = f->value, *tok;
+            size_t n;
+            while (list_next(&cur, &tok, &n)) {
+                if (te_last_chunked)
+                    te_chunked_early = true;
+                te_codings++;
+                te_last_chunked = n == 7 && strncasecmp(tok, "chunked", 7) == 0;
+            }
+            if (te_codings == 0) {
+                fail(p, 400, "empty Transfer-Encoding");
+                return -1;
+            }
+        } else if (bm_header_name_is(f->name, f->name_len, "expect")) {
+            if (f->value_len == 12 && strncasecmp(f->value, "100-continue", 12) == 0) {
+                expect_continue = http11;
+            } else {
+                fail(p, 417, "unsupported expectation");
+                return -1;
+            }
+        }
+    }
+    if (http11 && hosts == 0) {
+        fail(p, 400, "missing Host header");
+        return -1;
+    }
+    if (hosts > 1) {
+        fail(p, 400, "more than one Host header");
+        return -1;
+    }
+    if (host && !valid_host(host)) {
+        fail(p, 400, "invalid Host header");
+        return -1;
+    }
+    bool chunked = false;
+    if (te_codings > 0) {
+        if (!http11) {
+            fail(p, 400, "Transfer-Encoding in an HTTP/1.0 request");
+            return -1;
+        }
+        if (!te_last_chunked || te_chunked_early) {
+            fail(p, 400, "Transfer-Encoding must end with chunked");
+            return -1;
+        }
+        if (te_codings > 1) {
+            fail(p, 501, "unsupported transfer coding");
+            return -1;
+        }
+        if (hp->flags & F_CONTENTLENGTH) {
+            fail(p, 400, "Content-Length repeated or sent with Transfer-Encoding");
+            return -1;
+        }
+        chunked = true;
+    }
+
+    int64_t cl = 0;
+    if (chunked) {
+        cl = -1;
+    } else if (hp->flags & F_CONTENTLENGTH) {
+        if (hp->content_length > p->lim.max_body_bytes) {
+            fail(p, 413, "request body too large");
+            return -1;
+        }
+        cl = (int64_t)hp->content_length;
+    }
+
+    p->head = (bm_http1_head_t){
+        .method = http_method_str((enum http_method)hp->method),
+        .target = bm_str_data(&p->target),
+        .target_len = bm_str_len(&p->target),
+        .version_major = hp->http_major,
+        .version_minor = hp->http_minor,
+        .headers = &p->hdrs,
+        .keep_alive = http_should_keep_alive(hp) != 0,
+        .chunked = chunked,
+        .content_length = cl,
+        .expect_continue = expect_continue && cl != 0,
+        .is_head = hp->method == HTTP_HEAD,
+    };
+    return 0;
+}
+
+/* ---- http-parser callbacks ----------------------------------------------------------- */
+
+static int hp_on_headers_complete(http_parser *hp)
+{
+    bm_http1_t *p = hp->data;
+    if (check_head(p) != 0)
+        return -1;
+    p->head_ok = true;
+    set_phase(p, BM_HTTP1_BODY);
+    if (p->cbs.on_head) {
+        int rc = p->cbs.on_head(p->ud, &p->head);
+        if (rc != 0) {
+            fail_cb(p, rc);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* True (and the parser failed) when the framing before position `at` ran too long. */
+static bool gap_too_long(bm_http1_t *p, uint64_t at)
+{
+    if (at - p->last_data_end > p->lim.max_header_bytes) {
+        fail(p, 400, "chunk framing or trailer section too long");
+        return true;
+    }
+    return false;
+}
+
+static int hp_on_body(http_parser *hp, const char *at, size_t n)
+{
+    bm_http1_t *p = hp->data;
+    uint64_t start = p->cur_pos + (uint64_t)(at - p->cur_base);
+    if (gap_too_long(p, start))
+        return -1;
+    p->last_data_end = start + n;
+    bool over = p->body_bytes + n > p->lim.max_body_bytes;
+    if (over) /* deliver exactly up to the limit, wherever the input was split */
+        n = (size_t)(p->lim.max_body_bytes - p->body_bytes);
+    if (n > 0) {
+        p->body_bytes += n;
+        if (p->cbs.on_body) {
+            int rc = p->cbs.on_body(p->ud, at, n);
+            if (rc != 0) {
+                fail_cb(p, rc);
+                return -1;
+            }
+        }
+    }
+    if (over) {
+        fail(p, 413, "request body too large");
+        return -1;
+    }
+    return 0;
+}
+
+static int hp_on_message_complete(http_parser *hp)
+{
+    bm_http1_t *p = hp->data;
+    p->complete = true;
+    http_parser_pause(hp, 1);
+    return 0;
+}
+
+/* ---- public API ---------------------------------------------------------------------- */
+
+static uint32_t hp_max_header_size = HTTP_MAX_HEADER_SIZE;
+
+bm_http1_t *bm_http1_new(const bm_http1_limits_t *limits, const bm_http1_callbacks_t *cbs, void *ud)
+{
+    bm_http1_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    if (limits)
+        p->lim = *limits;
+    else
+        bm_http1_limits_default(&p->lim);
+    if (cbs)
+        p->cbs = *cbs;
+    p->ud = ud;
+    bm_hdrs_init(&p->hdrs);
+
+    if (!hp_settings.on_headers_complete) {
+        http_parser_settings_init(&hp_settings);
+        hp_settings.on_headers_complete = hp_on_headers_complete;
+        hp_settings.on_body = hp_on_body;
+        hp_settings.on_message_complete = hp_on_message_complete;
+    }
+    /* http-parser counts the request line, the fields and the trailers against one
+     * process-wide limit. Ours are stricter, so lift its limit above everything our limits
+     * allow (head and a trailer section), and never lower it for other parsers. */
+    uint64_t need =
+        (uint64_t)p->lim.max_target_bytes + 2 * (uint64_t)p->lim.max_header_bytes + 64 * 1024;
+    if (need > UINT32_MAX)
+        need = UINT32_MAX;
+    if (need > hp_max_header_size) {
+        hp_max_header_size = (uint32_t)need;
+        http_parser_set_max_header_size(hp_max_header_size);
+    }
+
+    http_parser_init(&p->hp, HTTP_REQUEST);
+    p->hp.data = p;
+    return p;
+}
+
+void bm_http1_free(bm_http1_t *p)
+{
+    if (!p)
+        return;
+    bm_str_dispose(&p->target);
+    bm_str_dispose(&p->line);
+    bm_hdrs_dispose(&p->hdrs);
+    free(p);
+}
+
+void bm_http1_next(bm_http1_t *p)
+{
+    if (p->phase != BM_HTTP1_COMPLETE)
+        return;
+    http_parser_pause(&p->hp, 0);
+    set_phase(p, BM_HTTP1_IDLE);
+    p->sc = SC_START;
+    p->header_bytes = 0;
+    p->name_len = 0;
+    bm_str_clear(&p->target);
+    bm_str_clear(&p->line);
+    bm_hdrs_clear(&p->hdrs);
+    p->head_ok = false;
+    p->complete = false;
+    p->body_bytes = 0;
+    p->pos = 0;
+    p->last_data_end = 0;
+}
+
+/* Runs http-parser over data[0..len) and folds its outcome into our phase. */
+static size_t run_parser(bm_http1_t *p, const char *data, size_t len)
+{
+    p->cur_base = data;
+    p->cur_pos = p->pos;
+    size_t m = http_parser_execute(&p->hp, &hp_settings, data, len);
+    p->pos += m;
+    if (p->phase == BM_HTTP1_FAILED)
+        return m;
+    enum http_errno e = HTTP_PARSER_ERRNO(&p->hp);
+    if (e != HPE_OK && e != HPE_PAUSED) {
+        /* The framing before the bad byte may already have been too long. */
+        if (p->head_ok && gap_too_long(p, p->pos))
+            return m;
+        fail_parser(p, e);
+    }
+    return m;
+}
+
+bm_http1_result_t bm_http1_feed(bm_http1_t *p, const char *data, size_t len, size_t *consumed)
+{
+    size_t off = 0;
+    *consumed = 0;
+    if (p->phase == BM_HTTP1_FAILED)
+        return BM_HTTP1_ERROR;
+    if (p->phase == BM_HTTP1_COMPLETE)
+        return BM_HTTP1_DONE;
+
+    while (off < len) {
+        size_t m;
+        if (p->phase == BM_HTTP1_IDLE || p->phase == BM_HTTP1_HEAD) {
+            set_phase(p, BM_HTTP1_HEAD);
+            size_t n = scan_head(p, (const unsigned char *)data + off, len - off);
+            bool scan_failed = p->phase == BM_HTTP1_FAILED;
+            if (scan_failed)
+                set_phase(p, BM_HTTP1_HEAD); /* let http-parser report an earlier error */
+            int saved_status = p->err_status;
+            const char *saved_msg = p->err_msg;
+            /* A zero length would tell http-parser that the stream ended. */
+            m = n > 0 ? run_parser(p, data + off, n) : 0;
+            off += m;
+            if (p->phase != BM_HTTP1_FAILED && scan_failed) {
+                p->err_status = 0;
+                fail(p, saved_status, saved_msg);
+            }
+            if (p->phase == BM_HTTP1_BODY)
+                p->last_data_end = p->pos;
+        } else {
+            m = run_parser(p, data + off, len - off);
+            off += m;
+        }
+        if (p->phase == BM_HTTP1_FAILED) {
+            *consumed = off;
+            return BM_HTTP1_ERROR;
+        }
+        if (p->complete) {
+            if (gap_too_long(p, p->pos)) {
+                *consumed = off;
+                return BM_HTTP1_ERROR;
+            }
+            set_phase(p, BM_HTTP1_COMPLETE);
+            *consumed = off;
+            if (p->cbs.on_complete)
+                p->cbs.on_complete(p->ud);
+            return BM_HTTP1_DONE;
+        }
+        if (m == 0)
+            break; /* cannot happen without an error; never spin */
+    }
+    if (p->phase == BM_HTTP1_BODY && gap_too_long(p, p->pos)) {
+        *consumed = off;
+        return BM_HTTP1_ERROR;
+    }
+    *consumed = off;
+    return BM_HTTP1_MORE;
+}
+
+bm_http1_phase_t bm_http1_phase(const bm_http1_t *p)
+{
+    return p->phase;
+}
+
+const bm_http1_head_t *bm_http1_head(const bm_http1_t *p)
+{
+    return p->head_ok ? &p->head : NULL;
+}
+
+uint64_t bm_http1_body_bytes(const bm_http1_t *p)
+{
+    return p->body_bytes;
+}
+
+int bm_http1_error_status(const bm_http1_t *p)
+{
+    return p->phase == BM_HTTP1_FAILED ? p->err_status : 0;
+}
+
+const char *bm_http1_error_message(const bm_http1_t *p)
+{
+    return p->phase == BM_HTTP1_FAILED && p->err_msg ? p->err_msg : "";
+}

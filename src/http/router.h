@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * router: the route table. Maps a method and a path pattern to the policy that serves it
+ * ("/eth/v1/validator/duties/attester/{epoch}" -> duties; "/lighthouse/{rest...}" -> failover to
+ * Lighthouse nodes only).  Patterns are matched segment by segment; literal segments beat
+ * parameters, parameters beat a trailing "*". Anything unmatched goes to the fallback
+ * (the default read path). The router knows nothing of upstreams.
+ */
+#ifndef BM_ROUTER_H
+#define BM_ROUTER_H
+
+#include <stddef.h>
+
+#include "http/server.h"
+
+#define BM_ROUTE_MAX_PARAMS 8
+
+/** Values captured by {name} segments (and "*" as the name "*"). Not percent-decoded. */
+typedef struct bm_route_params {
+    size_t n;
+    struct {
+        const char *name;  /* the pattern's name, NUL-terminated */
+        const char *value; /* points into the request target; not NUL-terminated */
+        size_t len;
+    } p[BM_ROUTE_MAX_PARAMS];
+} bm_route_params_t;
+
+/** Copies parameter `name` into out[0..cap) NUL-terminated. Returns its length or -1. */
+int bm_route_param(const bm_route_params_t *params, const char *name, char *out, size_t cap);
+
+typedef void (*bm_route_fn)(bm_req_t *req, const bm_route_params_t *params, void *ud);
+
+typedef struct bm_router bm_router_t;
+
+/** An empty table. NULL on allocation failure. */
+bm_router_t *bm_router_new(void);
+
+/** Frees the table. */
+void bm_router_free(bm_router_t *r);
+
+/**
+ * Adds a route. `method` is "GET", "POST", ... or NULL for any method. `pattern` starts
+ * with '/', segments are literals, {name} parameters, or a final "*" matching the rest
+ * (one or more segments). A later route with the same method and pattern replaces the
+ * earlier one. Returns 0, BM_EINVAL for a bad pattern, or BM_ENOMEM.
+ */
+int bm_router_add(bm_router_t *r, const char *method, const char *pattern, bm_route_fn fn,
+                  void *ud);
+
+/** Sets the handler for requests no route matches. */
+void bm_router_set_fallback(bm_router_t *r, bm_route_fn fn, void *ud);
+
+/**
+ * Finds the handler for `method` and `path` (no query). Returns it and fills `params`,
+ * or returns the fallback (params empty). `ud` receives the route's user pointer.
+ */
+bm_route_fn bm_router_match(const bm_router_t *r, const char *method, const char *path,
+                            size_t path_len, bm_route_params_t *params, void **ud);
+
+/**
+ * The server handler: rejects targets that are not origin-form ("/...") with 400, then
+ * dispatches. Pass the router as the server's `ud`.
+ */
+void bm_router_dispatch(bm_req_t *req, void *router);
+
+#endif /* BM_ROUTER_H */

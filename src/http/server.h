@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server: the HTTP/1.1 listener. It accepts connections on a libuv loop, parses requests
+ * with the http1 module (keep-alive, pipelining, chunked bodies, Expect: 100-continue),
+ * enforces the limits and timeouts that keep slow or hostile clients from pinning
+ * connections, and writes responses: fixed-length, chunked, or streamed for as long as
+ * the handler likes (SSE), with reference-counted buffers written without copies.
+ *
+ * A request reaches the handler once its body is complete (bodies are bounded by
+ * max_body_bytes, and every policy that forwards a body needs all of it). Requests of
+ * one connection are handled one at a time, in order: a pipelined request waits in the
+ * input buffer until the previous response has ended.
+ *
+ * Errors the server detects itself are answered in the Beacon API shape
+ * {"code":N,"message":"..."} and close the connection when the stream cannot be trusted
+ * any more (400, 413, 414, 431, timeouts).
+ *
+ * Lifetime of a request: the handler owns it from the handler call until it calls
+ * bm_resp_end() or bm_resp_abort(), exactly once, even when the client has gone away
+ * (the abort callback says so early; writes after that are dropped silently).
+ */
+#ifndef BM_SERVER_H
+#define BM_SERVER_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/buf.h"
+#include "base/hdrs.h"
+
+typedef struct bm_server bm_server_t;
+typedef struct bm_req bm_req_t;
+
+typedef struct bm_server_opts {
+    size_t max_target_bytes;    /* request target longer than this: 414 (default 64 KiB) */
+    size_t max_header_bytes;    /* all header fields together longer: 431 (default 16 KiB) */
+    size_t max_body_bytes;      /* body longer: 413 (default 32 MiB) */
+    uint32_t header_timeout_ms; /* the whole request head must arrive within (default 10 s);
+                                   also the wait for the first byte of a new connection */
+    uint32_t body_timeout_ms;   /* max gap between body bytes (default 30 s) */
+    uint32_t idle_timeout_ms;   /* keep-alive idle between requests (default 120 s) */
+    uint32_t max_connections;   /* accepted at once; more are closed at accept (default 10000) */
+    size_t write_high_water;    /* bm_resp_writable() turns false above this (default 1 MiB) */
+} bm_server_opts_t;
+
+/** Fills `o` with the defaults above. (bm_server_new also takes a zero field as its default.) */
+void bm_server_opts_default(bm_server_opts_t *o);
+
+/**
+ * Called for every complete request. The handler must end the request exactly once. It
+ * runs from the loop, never from inside a call into the server (bm_resp_end of the
+ * previous request, bm_server_shutdown), so it may end its request at once or later.
+ */
+typedef void (*bm_server_handler_fn)(bm_req_t *req, void *ud);
+
+/** Creates a server on `loop` (nothing listens yet). NULL on allocation failure. */
+bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
+                           bm_server_handler_fn handler, void *ud);
+
+/**
+ * Binds and listens on host:port (IPv4 or IPv6 literal, or "localhost"). Port 0 picks a
+ * free port (see bm_server_port). Returns 0 or a BM_E* code.
+ */
+int bm_server_listen(bm_server_t *srv, const char *host, int port);
+
+/** The port actually bound (useful after port 0), or -1 before listening. */
+int bm_server_port(const bm_server_t *srv);
+
+/** Number of open client connections. */
+size_t bm_server_connection_count(const bm_server_t *srv);
+
+/**
+ * Graceful shutdown: stops accepting, closes idle keep-alive connections, lets requests
+ * in flight finish (their connections close after the response), and after `grace_ms`
+ * closes whatever is left (streams such as SSE included). `done` runs once, from the
+ * loop (never from inside this call), when the last connection has closed and every
+ * handler has ended its request; the server can then be freed, from `done` itself too.
+ * Safe to call twice (the second call does nothing), and from inside a handler.
+ */
+void bm_server_shutdown(bm_server_t *srv, uint32_t grace_ms,
+                        void (*done)(bm_server_t *srv, void *ud), void *ud);
+
+/**
+ * Frees the server. Only valid after bm_server_shutdown's `done` ran, or if the server
+ * never listened. Handles are closed asynchronously: run the loop afterwards so that
+ * uv_loop_close() succeeds.
+ */
+void bm_server_free(bm_server_t *srv);
+
+/* ---- the request ---------------------------------------------------------------- */
+
+/** The method as sent ("GET", "POST", ...). */
+const char *bm_req_method(const bm_req_t *req);
+
+/** The raw request target ("/eth/v1/node/health?x=1"), NUL-terminated. */
+const char *bm_req_target(const bm_req_t *req);
+
+/** The path part of the target (before '?'), with its length. Not percent-decoded. */
+const char *bm_req_path(const bm_req_t *req, size_t *len);
+
+/** The query part after '?' (without it), or NULL when there is none. */
+const char *bm_req_query(const bm_req_t *req, size_t *len);
+
+/** All request header fields in arrival order. Borrowed; valid while the request lives. */
+const bm_hdrs_t *bm_req_headers(const bm_req_t *req);
+
+/** The first header named `name` (case-insensitive), or NULL. */
+const char *bm_req_header(const bm_req_t *req, const char *name);
+
+/**
+ * The complete request body, or NULL when empty. Borrowed: take a ref to keep it. The
+ * bytes are followed by a NUL that len does not count (text parsers can use it as is).
+ */
+bm_buf_t *bm_req_body(const bm_req_t *req);
+
+/** The peer address as text ("127.0.0.1"). */
+const char *bm_req_peer(const bm_req_t *req);
+
+/** Monotonic microseconds at which the request head was complete. */
+uint64_t bm_req_start_us(const bm_req_t *req);
+
+/** True once the client connection is gone (closed, reset, timed out). */
+bool bm_req_client_gone(const bm_req_t *req);
+
+/**
+ * Registers a callback that runs once if the client goes away before the response ended
+ * (read EOF or error while the handler owns the request, a failed write, the grace period
+ * of a shutdown). It never runs from inside this request's own bm_resp_* calls;
+ * registered after the client left, it runs from the loop shortly after. The handler must still end
+ * the request; writes then return BM_ECLOSED.
+ */
+void bm_req_on_abort(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *ud);
+
+/** Per-request user pointer for the handler's own state. */
+void bm_req_set_data(bm_req_t *req, void *data);
+void *bm_req_get_data(const bm_req_t *req);
+
+/* ---- the response ----------------------------------------------------------------- */
+
+/**
+ * Sends the status line and headers. `content_length` >= 0 gives a fixed-length body;
+ * -1 streams the body chunked (HTTP/1.1) or until close (HTTP/1.0). The server adds
+ * Content-Length or Transfer-Encoding and Connection itself; `hdrs` must not contain
+ * them (hop-by-hop fields in `hdrs` are skipped; `Connection: close` among them still
+ * makes the connection close after this response). Fields with CR, LF or NUL bytes are
+ * dropped. A Date field is added unless `hdrs` has one. `hdrs` may be NULL and is copied
+ * before the call returns. For HEAD requests, and for 204 and 304, the body is
+ * suppressed. `status` must be 200..599. Returns 0, BM_EINVAL (bad status, or started
+ * already), or BM_ECLOSED when the client is gone. Bytes leave at the end of the current
+ * loop iteration, together with whatever body was queued by then.
+ */
+int bm_resp_start(bm_req_t *req, int status, const bm_hdrs_t *hdrs, int64_t content_length);
+
+/**
+ * Queues body bytes; takes its own reference on `b` until they are written (small bodies
+ * are copied instead). Returns 0, BM_ECLOSED, or BM_ETOOBIG when the bytes pass the
+ * announced Content-Length (the excess is dropped).
+ */
+int bm_resp_write(bm_req_t *req, bm_buf_t *b);
+
+/** Queues a copy of p[0..n). Returns 0 or BM_ECLOSED. */
+int bm_resp_write_copy(bm_req_t *req, const void *p, size_t n);
+
+/**
+ * Ends the response (for chunked, writes the last chunk) and releases the request. For a
+ * fixed length that was not reached, the connection is closed instead (the client sees a
+ * truncated body, never a spliced one). Ending a request that was never started answers
+ * 500 (a handler bug, logged).
+ */
+void bm_resp_end(bm_req_t *req);
+
+/**
+ * Ends the request by closing the connection at once, without finishing the body: what a
+ * proxy does when its upstream failed after the first byte reached the client (bytes
+ * already queued are still written, then the connection closes). If no byte of the
+ * response was sent yet, a 502 error answer is sent instead and the connection stays
+ * usable.
+ */
+void bm_resp_abort(bm_req_t *req);
+
+/** start + write + end with a fixed-length body. `content_type` may be NULL. */
+void bm_resp_send(bm_req_t *req, int status, const char *content_type, bm_buf_t *body,
+                  const bm_hdrs_t *extra);
+
+/**
+ * Answers {"code":status,"message":"..."} (application/json) and ends the request. When
+ * the response has started already it can only be cut: bm_resp_abort.
+ */
+void bm_resp_error(bm_req_t *req, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/** Bytes queued on the connection and not yet written to the socket. */
+size_t bm_resp_pending_bytes(const bm_req_t *req);
+
+/**
+ * Bytes the client has not taken yet: bm_resp_pending_bytes plus what the kernel still
+ * holds in the socket's send queue, unacknowledged (Linux SIOCOUTQ). Loopback and LAN
+ * sockets grow their send buffer to megabytes by themselves, so a client that stopped
+ * reading shows in bm_resp_pending_bytes only after the kernel has buffered that much;
+ * this sum shows it at once. One system call: meant for a check per event on long
+ * streams, not per byte. Bytes of a write in progress may count twice (an overestimate
+ * of at most one write).
+ */
+size_t bm_resp_unsent_bytes(const bm_req_t *req);
+
+/** False while more than write_high_water bytes are pending (the client reads slowly). */
+bool bm_resp_writable(const bm_req_t *req);
+
+/**
+ * Registers a callback that runs when pending bytes fall back under the low-water mark
+ * (half of write_high_water) after bm_resp_writable() was false. Used to resume a paused
+ * upstream (backpressure).
+ */
+void bm_resp_on_drain(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *ud);
+
+/** True once any byte of the response (the status line) was queued. */
+bool bm_resp_started(const bm_req_t *req);
+
+/** The reason phrase for a status code ("OK", "Not Found"; "" when unknown). */
+const char *bm_http_reason(int status);
+
+#endif /* BM_SERVER_H */
