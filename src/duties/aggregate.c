@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -67,12 +68,12 @@ void bm_aggregate_opts_default(bm_aggregate_opts_t *o)
 {
     memset(o, 0, sizeof *o);
     for (int k = 0; k < BM_AGGREGATE_KINDS; k++) {
-        o->hold_floor_ms[k] = 400;
-        o->max_hold_ms[k] = 1000;
+        o->hold_floor_ms[k] = BM_DEFAULT_DUTIES_HOLD_FLOOR_MS;
+        o->max_hold_ms[k] = BM_DEFAULT_DUTIES_MAX_HOLD_MS;
     }
-    o->grace_ms = 100;
+    o->grace_ms = BM_DEFAULT_DUTIES_AGGREGATE_GRACE_MS;
     o->tail_ms = 500;
-    o->connect_timeout_ms = 1000;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
 }
 
 /* ---- counting bits ------------------------------------------------------------------------ */

@@ -20,6 +20,7 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -60,7 +61,7 @@ struct bm_attest {
 void bm_attest_opts_default(bm_attest_opts_t *o)
 {
     o->repoll_interval_ms = 50;
-    o->connect_timeout_ms = 1000;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
 }
 
 bm_attest_t *bm_attest_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,

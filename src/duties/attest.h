@@ -41,7 +41,7 @@
 
 typedef struct bm_attest_opts {
     uint32_t repoll_interval_ms; /* default 50 */
-    uint32_t connect_timeout_ms; /* default 1000 */
+    uint32_t connect_timeout_ms; /* default timeouts.connect */
 } bm_attest_opts_t;
 
 /** Fills `o` with the defaults above. */

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -103,11 +104,11 @@ static const char *const kind_names[BM_DUTY_KINDS] = {"attester", "proposer v1",
 void bm_duties_opts_default(bm_duties_opts_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->majority_after_ms = 1000;
+    o->majority_after_ms = BM_DEFAULT_DUTIES_MAJORITY_AFTER_MS;
     o->repoll_ms = 250;
     o->tail_ms = 500;
     o->liveness_timeout_ms = 1500;
-    o->connect_timeout_ms = 1000;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
 }
 
 /* ---- dependent roots ------------------------------------------------------------------------ */

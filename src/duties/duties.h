@@ -62,13 +62,13 @@ typedef enum bm_duty_kind {
 } bm_duty_kind_t;
 
 typedef struct bm_duties_opts {
-    uint32_t majority_after_ms;   /* duties.dutiesMajorityAfter (default 1000) */
+    uint32_t majority_after_ms;   /* default duties.dutiesMajorityAfter */
     uint32_t repoll_ms;           /* re-ask interval of a node whose 2xx was not accepted
                                      (default 250) */
     uint32_t tail_ms;             /* after the majority time with no 2xx at all, wait at
                                      most this long for one (default 500) */
     uint32_t liveness_timeout_ms; /* liveness waits for every node at most (default 1500) */
-    uint32_t connect_timeout_ms;  /* per node (default 1000) */
+    uint32_t connect_timeout_ms;  /* per node (default timeouts.connect) */
 } bm_duties_opts_t;
 
 /** Counters for the status page. */

@@ -24,6 +24,7 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -83,11 +84,11 @@ struct bm_produce {
 
 void bm_produce_opts_default(bm_produce_opts_t *o)
 {
-    o->proposal_deadline_ms = 2000;
-    o->selection = BM_PRODUCE_FIRST;
-    o->best_value_grace_ms = 100;
+    o->proposal_deadline_ms = BM_DEFAULT_DUTIES_PROPOSAL_DEADLINE_MS;
+    o->selection = BM_PRODUCE_DEFAULT_SELECTION;
+    o->best_value_grace_ms = BM_DEFAULT_DUTIES_BEST_VALUE_GRACE_MS;
     o->repoll_interval_ms = 250;
-    o->connect_timeout_ms = 1000;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
 }
 
 bm_produce_t *bm_produce_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,

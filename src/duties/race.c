@@ -27,12 +27,12 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/url.h"
 
 #define DEFAULT_REPOLL_MS 50
-#define DEFAULT_CONNECT_MS 1000
 #define HARD_AFTER_DEADLINE_MS 10000
 #define HARD_WITHOUT_DEADLINE_MS 30000
 #define KEY_BUCKETS 256 /* keyed races at once are few (coalesced duty reads) */
@@ -1063,7 +1063,7 @@ bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_n
     if (!r->pol.repoll_interval_ms)
         r->pol.repoll_interval_ms = DEFAULT_REPOLL_MS;
     if (!r->pol.connect_timeout_ms)
-        r->pol.connect_timeout_ms = DEFAULT_CONNECT_MS;
+        r->pol.connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
     r->complete = complete;
     r->complete_ud = complete_ud;
     r->start_ms = bm_clock_now_ms(); /* the only wall clock read of a race: see race_now */

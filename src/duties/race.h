@@ -133,7 +133,7 @@ typedef struct bm_race_policy {
                                  0: deadline + 10 s (or 30 s without a deadline) */
     bm_race_repoll_t repoll;
     uint32_t repoll_interval_ms;  /* default 50 */
-    uint32_t connect_timeout_ms;  /* per transfer (default 1000) */
+    uint32_t connect_timeout_ms;  /* per transfer (default timeouts.connect) */
     uint32_t transfer_timeout_ms; /* per transfer (default: until the hard timeout); a node
                                      that times out counts as failed (sequential: next) */
     size_t max_response_bytes;    /* per transfer (default 64 MiB) */

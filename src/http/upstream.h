@@ -44,7 +44,7 @@ typedef struct bm_xfer bm_xfer_t;
 typedef struct bm_upstream_opts {
     uint32_t max_connects; /* CURLMOPT_MAXCONNECTS: idle connections kept (default 256; 0: 256) */
     uint32_t max_host_connections; /* per host at once; 0 = unlimited (default 0) */
-    bool tls_verify;               /* verify peer certificates and host names (default true) */
+    bool tls_verify;               /* verify peer certificates and host names (tls.verify) */
     const char *ca_file;           /* CA bundle (PEM) used instead of the system bundle; Debian's
                                       libcurl still reads /etc/ssl/certs (CAPATH); copied */
 } bm_upstream_opts_t;
