@@ -434,7 +434,8 @@ _Static_assert(BM_LOG_OFF == 4 && BM_LOG_JSON == 1 && BM_PRODUCE_BEST_VALUE == 1
 
 // clang-format off
 #define DURATION(T, key, f, lo, hi, d)                                                             \
-    {.name = key, .kind = BM_CFG_DURATION, .off = AT(T, f, uint32_t), .min = lo, .max = hi, .def = d}
+    {.name = key, .kind = BM_CFG_DURATION, .off = AT(T, f, uint32_t), .min = lo, .max = hi,        \
+     .def = d}
 #define DURATION_OPT(T, key, f, lo, hi)                                                            \
     {.name = key, .kind = BM_CFG_DURATION_OPT, .off = AT(T, f, uint32_t), .min = lo, .max = hi,    \
      .def = BM_CONFIG_UNSET}
@@ -466,40 +467,55 @@ _Static_assert(BM_LOG_OFF == 4 && BM_LOG_JSON == 1 && BM_PRODUCE_BEST_VALUE == 1
      0 * sizeof(char[sizeof rows / sizeof rows[0] <= BM_CFG_MAX_KEYS ? 1 : -1]))
 #define SECTION_OF(T, rows, fin) {rows, ROWS(rows), sizeof(T), fin}
 
+/* Rows: struct of the section, YAML key, field, then the kind's arguments (min, max, default). */
+
+#define T bm_config_log_t
 static const bm_cfg_key_t log_keys[] = {
-    ENUM(bm_config_log_t, "level",  level,  bm_log_level_t,  level_enum,  BM_DEFAULT_LOG_LEVEL),
-    ENUM(bm_config_log_t, "format", format, bm_log_format_t, format_enum, BM_DEFAULT_LOG_FORMAT),
+    ENUM(T, "level",  level,  bm_log_level_t,  level_enum,  BM_DEFAULT_LOG_LEVEL),
+    ENUM(T, "format", format, bm_log_format_t, format_enum, BM_DEFAULT_LOG_FORMAT),
 };
+#undef T
 
 static const bm_cfg_map_t header_map = {"header", BM_CONFIG_MAX_HEADERS,
                                         bm_cfg_header_name_problem, bm_cfg_header_value_problem};
+#define T bm_config_upstream_t
 static const bm_cfg_key_t upstream_keys[] = {
-    TEXT(bm_config_upstream_t, "id",  id,  bm_cfg_id_problem,  0), /* upstream_finish: row 0 */
-    TEXT(bm_config_upstream_t, "url", url, bm_cfg_url_problem, BM_CFG_REQUIRED | BM_CFG_MASK_URL),
-    MAP(bm_config_upstream_t,  "headers", headers, n_headers, header_map),
+    TEXT(T, "id",      id,  bm_cfg_id_problem,  0), /* row 0: upstream_finish reads it */
+    TEXT(T, "url",     url, bm_cfg_url_problem, BM_CFG_REQUIRED | BM_CFG_MASK_URL),
+    MAP(T,  "headers", headers, n_headers, header_map),
 };
+#undef T
 
-#define S bm_config_server_t
+#define T bm_config_server_t
 static const bm_cfg_key_t server_keys[] = {
-    SIZE(S,     "maxBodyBytes",    max_body_bytes,      KB,   4 * GB,  BM_DEFAULT_SERVER_MAX_BODY_BYTES),
-    SIZE(S,     "maxHeaderBytes",  max_header_bytes,    KB,   MB,      BM_DEFAULT_SERVER_MAX_HEADER_BYTES),
-    SIZE(S,     "maxTargetBytes",  max_target_bytes,    KB,   MB,      BM_DEFAULT_SERVER_MAX_TARGET_BYTES),
-    DURATION(S, "headerTimeout",   header_timeout_ms,   1,    D_MAX,   BM_DEFAULT_SERVER_HEADER_TIMEOUT_MS),
-    DURATION(S, "bodyTimeout",     body_timeout_ms,     1,    D_MAX,   BM_DEFAULT_SERVER_BODY_TIMEOUT_MS),
-    DURATION(S, "idleTimeout",     idle_timeout_ms,     1000, D_MAX,   BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS),
-    COUNT(S,    "maxConnections",  max_connections,     1,    1000000, BM_DEFAULT_SERVER_MAX_CONNECTIONS),
-    DURATION(S, "shutdownTimeout", shutdown_timeout_ms, 0,    D_MAX,   BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
+    SIZE(T,     "maxBodyBytes",    max_body_bytes,      KB, 4 * GB,
+         BM_DEFAULT_SERVER_MAX_BODY_BYTES),
+    SIZE(T,     "maxHeaderBytes",  max_header_bytes,    KB, MB, BM_DEFAULT_SERVER_MAX_HEADER_BYTES),
+    SIZE(T,     "maxTargetBytes",  max_target_bytes,    KB, MB, BM_DEFAULT_SERVER_MAX_TARGET_BYTES),
+    DURATION(T, "headerTimeout",   header_timeout_ms,   1, D_MAX,
+             BM_DEFAULT_SERVER_HEADER_TIMEOUT_MS),
+    DURATION(T, "bodyTimeout",     body_timeout_ms,     1, D_MAX,
+             BM_DEFAULT_SERVER_BODY_TIMEOUT_MS),
+    DURATION(T, "idleTimeout",     idle_timeout_ms,     1000, D_MAX,
+             BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS),
+    COUNT(T,    "maxConnections",  max_connections,     1, 1000000,
+          BM_DEFAULT_SERVER_MAX_CONNECTIONS),
+    DURATION(T, "shutdownTimeout", shutdown_timeout_ms, 0, D_MAX,
+             BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
 };
-#undef S
+#undef T
 
+#define T bm_config_timeouts_t
 static const bm_cfg_key_t timeouts_keys[] = {
-    DURATION(bm_config_timeouts_t, "connect", connect_ms, 1, D_MAX, BM_DEFAULT_TIMEOUTS_CONNECT_MS),
-    DURATION(bm_config_timeouts_t, "read",    read_ms,    1, D_MAX, BM_DEFAULT_TIMEOUTS_READ_MS),
-    DURATION(bm_config_timeouts_t, "write",   write_ms,   1, D_MAX, BM_DEFAULT_TIMEOUTS_WRITE_MS),
+    DURATION(T, "connect", connect_ms, 1, D_MAX, BM_DEFAULT_TIMEOUTS_CONNECT_MS),
+    DURATION(T, "read",    read_ms,    1, D_MAX, BM_DEFAULT_TIMEOUTS_READ_MS),
+    DURATION(T, "write",   write_ms,   1, D_MAX, BM_DEFAULT_TIMEOUTS_WRITE_MS),
 };
+#undef T
 
 static const bm_cfg_key_t failover_keys[] = {
-    COUNT(bm_config_failover_t, "maxAttempts", max_attempts, 1, 16, BM_DEFAULT_FAILOVER_MAX_ATTEMPTS),
+    COUNT(bm_config_failover_t, "maxAttempts", max_attempts, 1, 16,
+          BM_DEFAULT_FAILOVER_MAX_ATTEMPTS),
 };
 
 static const bm_cfg_key_t discovery_keys[] = {
@@ -512,20 +528,25 @@ static const bm_cfg_key_t tls_keys[] = {
     PATH(bm_config_tls_t, "caFile", ca_file),
 };
 
+#define T bm_config_health_t
 static const bm_cfg_key_t health_keys[] = {
-    COUNT(bm_config_health_t, "maxHeadLag", max_head_lag, 0, UINT32_MAX, BM_DEFAULT_HEALTH_MAX_HEAD_LAG),
-    COUNT(bm_config_health_t, "headQuorum", head_quorum,  0, BM_CONFIG_MAX_UPSTREAMS,
-          BM_DEFAULT_HEALTH_HEAD_QUORUM),
+    COUNT(T, "maxHeadLag", max_head_lag, 0, UINT32_MAX, BM_DEFAULT_HEALTH_MAX_HEAD_LAG),
+    COUNT(T, "headQuorum", head_quorum,  0, BM_CONFIG_MAX_UPSTREAMS, BM_DEFAULT_HEALTH_HEAD_QUORUM),
 };
+#undef T
 
-#define S bm_config_events_t
+#define T bm_config_events_t
 static const bm_cfg_key_t events_keys[] = {
-    DURATION(S, "keepalive",            keepalive_ms,           1000, D_MAX,   BM_DEFAULT_EVENTS_KEEPALIVE_MS),
-    SIZE(S,     "subscriberMaxPending", subscriber_max_pending, KB,   4 * GB,  BM_DEFAULT_EVENTS_SUBSCRIBER_MAX_PENDING),
-    COUNT(S,    "dedupWindow",          dedup_window,           1,    1u << 20, BM_DEFAULT_EVENTS_DEDUP_WINDOW),
-    DURATION(S, "headersTimeout",       headers_timeout_ms,     1,    D_MAX,   BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS),
+    DURATION(T, "keepalive",            keepalive_ms,           1000, D_MAX,
+             BM_DEFAULT_EVENTS_KEEPALIVE_MS),
+    SIZE(T,     "subscriberMaxPending", subscriber_max_pending, KB, 4 * GB,
+         BM_DEFAULT_EVENTS_SUBSCRIBER_MAX_PENDING),
+    COUNT(T,    "dedupWindow",          dedup_window,           1, 1u << 20,
+          BM_DEFAULT_EVENTS_DEDUP_WINDOW),
+    DURATION(T, "headersTimeout",       headers_timeout_ms,     1, D_MAX,
+             BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS),
 };
-#undef S
+#undef T
 
 /* Every duty read a race holds has its own hold; an unset key inherits duties.holdFloor or
  * duties.maxHold (bm_config_duty_hold). One section, five places. */
@@ -533,20 +554,28 @@ static const bm_cfg_key_t duty_hold_keys[] = {
     DURATION_OPT(bm_config_duty_hold_t, "holdFloor", hold_floor_ms, 0, D_MAX),
     DURATION_OPT(bm_config_duty_hold_t, "maxHold",   max_hold_ms,   1, D_MAX),
 };
-static const bm_cfg_section_t duty_hold_section = SECTION_OF(bm_config_duty_hold_t, duty_hold_keys, NULL);
+static const bm_cfg_section_t duty_hold_section =
+    SECTION_OF(bm_config_duty_hold_t, duty_hold_keys, NULL);
 
-#define S bm_config_duties_t
-#define HOLD(key, duty) SECTION(S, key, hold[duty], bm_config_duty_hold_t, duty_hold_section)
+#define T bm_config_duties_t
+#define HOLD(key, duty) SECTION(T, key, hold[duty], bm_config_duty_hold_t, duty_hold_section)
 static const bm_cfg_key_t duties_keys[] = {
-    DURATION(S, "holdFloor",           hold_floor_ms,            0, D_MAX, BM_DEFAULT_DUTIES_HOLD_FLOOR_MS),
-    DURATION(S, "maxHold",             max_hold_ms,              1, D_MAX, BM_DEFAULT_DUTIES_MAX_HOLD_MS),
-    DURATION(S, "proposalDeadline",    proposal_deadline_ms,     1, D_MAX, BM_DEFAULT_DUTIES_PROPOSAL_DEADLINE_MS),
-    ENUM(S,     "blockSelection",      block_selection, bm_produce_selection_t, selection_enum,
+    DURATION(T, "holdFloor",           hold_floor_ms,            0, D_MAX,
+             BM_DEFAULT_DUTIES_HOLD_FLOOR_MS),
+    DURATION(T, "maxHold",             max_hold_ms,              1, D_MAX,
+             BM_DEFAULT_DUTIES_MAX_HOLD_MS),
+    DURATION(T, "proposalDeadline",    proposal_deadline_ms,     1, D_MAX,
+             BM_DEFAULT_DUTIES_PROPOSAL_DEADLINE_MS),
+    ENUM(T,     "blockSelection",      block_selection, bm_produce_selection_t, selection_enum,
          BM_PRODUCE_DEFAULT_SELECTION),
-    DURATION(S, "bestValueGrace",      best_value_grace_ms,      0, D_MAX, BM_DEFAULT_DUTIES_BEST_VALUE_GRACE_MS),
-    DURATION(S, "writeTimeout",        write_timeout_ms,         1, D_MAX, BM_DEFAULT_DUTIES_WRITE_TIMEOUT_MS),
-    DURATION(S, "dutiesMajorityAfter", duties_majority_after_ms, 1, D_MAX, BM_DEFAULT_DUTIES_MAJORITY_AFTER_MS),
-    DURATION(S, "aggregateGrace",      aggregate_grace_ms,       0, D_MAX, BM_DEFAULT_DUTIES_AGGREGATE_GRACE_MS),
+    DURATION(T, "bestValueGrace",      best_value_grace_ms,      0, D_MAX,
+             BM_DEFAULT_DUTIES_BEST_VALUE_GRACE_MS),
+    DURATION(T, "writeTimeout",        write_timeout_ms,         1, D_MAX,
+             BM_DEFAULT_DUTIES_WRITE_TIMEOUT_MS),
+    DURATION(T, "dutiesMajorityAfter", duties_majority_after_ms, 1, D_MAX,
+             BM_DEFAULT_DUTIES_MAJORITY_AFTER_MS),
+    DURATION(T, "aggregateGrace",      aggregate_grace_ms,       0, D_MAX,
+             BM_DEFAULT_DUTIES_AGGREGATE_GRACE_MS),
     HOLD("attestationData",           BM_CONFIG_DUTY_ATTESTATION_DATA),
     HOLD("headRoot",                  BM_CONFIG_DUTY_HEAD_ROOT),
     HOLD("payloadAttestationData",    BM_CONFIG_DUTY_PAYLOAD_ATTESTATION_DATA),
@@ -554,37 +583,40 @@ static const bm_cfg_key_t duties_keys[] = {
     HOLD("syncCommitteeContribution", BM_CONFIG_DUTY_SYNC_COMMITTEE_CONTRIBUTION),
 };
 #undef HOLD
-#undef S
+#undef T
 
 static const bm_cfg_section_t log_section = SECTION_OF(bm_config_log_t, log_keys, NULL);
 static const bm_cfg_section_t upstream_section =
     SECTION_OF(bm_config_upstream_t, upstream_keys, upstream_finish);
 static const bm_cfg_section_t server_section = SECTION_OF(bm_config_server_t, server_keys, NULL);
-static const bm_cfg_section_t timeouts_section = SECTION_OF(bm_config_timeouts_t, timeouts_keys, NULL);
-static const bm_cfg_section_t failover_section = SECTION_OF(bm_config_failover_t, failover_keys, NULL);
-static const bm_cfg_section_t discovery_section = SECTION_OF(bm_config_discovery_t, discovery_keys, NULL);
+static const bm_cfg_section_t timeouts_section =
+    SECTION_OF(bm_config_timeouts_t, timeouts_keys, NULL);
+static const bm_cfg_section_t failover_section =
+    SECTION_OF(bm_config_failover_t, failover_keys, NULL);
+static const bm_cfg_section_t discovery_section =
+    SECTION_OF(bm_config_discovery_t, discovery_keys, NULL);
 static const bm_cfg_section_t tls_section = SECTION_OF(bm_config_tls_t, tls_keys, NULL);
 static const bm_cfg_section_t health_section = SECTION_OF(bm_config_health_t, health_keys, NULL);
 static const bm_cfg_section_t events_section = SECTION_OF(bm_config_events_t, events_keys, NULL);
 static const bm_cfg_section_t duties_section = SECTION_OF(bm_config_duties_t, duties_keys, NULL);
 
-#define C bm_config_t
+#define T bm_config_t
 static const bm_cfg_key_t root_keys[] = {
-    LISTEN(C,  "listen", listen_host, listen_port, BM_DEFAULT_LISTEN_HOST, BM_DEFAULT_LISTEN_PORT),
-    ROOT(C,    "genesisValidatorsRoot", genesis_validators_root),
-    SECTION(C, "log",       log,       bm_config_log_t,       log_section),
-    LIST(C,    "upstreams", upstreams, bm_config_upstream_t, n_upstreams, upstream_section,
+    LISTEN(T,  "listen", listen_host, listen_port, BM_DEFAULT_LISTEN_HOST, BM_DEFAULT_LISTEN_PORT),
+    ROOT(T,    "genesisValidatorsRoot", genesis_validators_root),
+    SECTION(T, "log",       log,       bm_config_log_t,       log_section),
+    LIST(T,    "upstreams", upstreams, bm_config_upstream_t, n_upstreams, upstream_section,
          BM_CONFIG_MAX_UPSTREAMS),
-    SECTION(C, "server",    server,    bm_config_server_t,    server_section),
-    SECTION(C, "timeouts",  timeouts,  bm_config_timeouts_t,  timeouts_section),
-    SECTION(C, "failover",  failover,  bm_config_failover_t,  failover_section),
-    SECTION(C, "discovery", discovery, bm_config_discovery_t, discovery_section),
-    SECTION(C, "tls",       tls,       bm_config_tls_t,       tls_section),
-    SECTION(C, "health",    health,    bm_config_health_t,    health_section),
-    SECTION(C, "events",    events,    bm_config_events_t,    events_section),
-    SECTION(C, "duties",    duties,    bm_config_duties_t,    duties_section),
+    SECTION(T, "server",    server,    bm_config_server_t,    server_section),
+    SECTION(T, "timeouts",  timeouts,  bm_config_timeouts_t,  timeouts_section),
+    SECTION(T, "failover",  failover,  bm_config_failover_t,  failover_section),
+    SECTION(T, "discovery", discovery, bm_config_discovery_t, discovery_section),
+    SECTION(T, "tls",       tls,       bm_config_tls_t,       tls_section),
+    SECTION(T, "health",    health,    bm_config_health_t,    health_section),
+    SECTION(T, "events",    events,    bm_config_events_t,    events_section),
+    SECTION(T, "duties",    duties,    bm_config_duties_t,    duties_section),
 };
-#undef C
+#undef T
 // clang-format on
 
 const bm_cfg_section_t bm_cfg_root = SECTION_OF(bm_config_t, root_keys, NULL);

@@ -5,7 +5,7 @@
  * A module's options start at its `_opts_default()` (whose configurable values are the
  * constants of base/defaults.h, the same ones the key table gives a key absent from the
  * file), and then every key that feeds a module option overwrites it. Which key feeds which
- * option is one table in options.c (timeouts.connect feeds eleven modules), so main only
+ * option is one table in options.c (timeouts.connect feeds ten modules), so main only
  * wires modules together and a new key reaches its modules by adding a line there.
  */
 #ifndef BM_OPTIONS_H
