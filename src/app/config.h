@@ -174,7 +174,8 @@ void bm_config_free(bm_config_t *cfg);
  * positions ("name:line:col: ..."). `env` resolves `${VAR}` (NULL: the process
  * environment, via getenv). Every value is checked here, with its position; what depends
  * on the whole configuration (at least one upstream, head quorum against the number of
- * upstreams, ...) is left to bm_config_validate, because flags may still change it.
+ * upstreams, ...) is left to bm_config_validate, because flags may still change it. The
+ * first error in reading order is the one reported.
  * Returns a new configuration (caller frees) or NULL with `err` set.
  */
 bm_config_t *bm_config_parse(const char *text, size_t len, const char *name,

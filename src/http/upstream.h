@@ -74,7 +74,7 @@ typedef struct bm_xfer_req {
     const bm_hdrs_t *headers; /* end-to-end fields to send (filtered as described above) */
     const bm_hdrs_t *extra;   /* per-node fields added after `headers` (API keys), or NULL */
     bm_buf_t *body;           /* request body (a reference is taken), or NULL */
-    uint32_t connect_timeout_ms; /* 0: 1000 */
+    uint32_t connect_timeout_ms; /* 0: the default of timeouts.connect */
     uint32_t timeout_ms;         /* whole transfer; 0: none (long-lived streams) */
     uint32_t idle_timeout_ms;    /* no byte received for this long fails BM_ETIMEDOUT; 0: none.
                                     Counts from the start; never fires while paused by us */
