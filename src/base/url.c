@@ -228,8 +228,10 @@ void bm_url_mask(bm_str_t *out, const char *url)
     /* Nothing to append (bm_str_append of zero bytes to an empty builder is avoided). */
     if (!url || !*url)
         return;
-    /* The authority starts after "scheme:" and however many slashes follow: libcurl also
-     * accepts "https:/user:pw@host" and "https:///user:pw@host". */
+    /* The user info is looked for after "scheme:" and however many slashes follow. By RFC
+     * 3986, "https:/user:pw@host" has no authority and "https:///user:pw@host" an empty one,
+     * the '@' being in the path; but libcurl takes both as user "user", password "pw" at
+     * "host", and so does anyone reading a log: what looks like a password is hidden. */
     size_t scheme =
         strspn(url, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
     if (scheme == 0 || url[scheme] != ':') {
