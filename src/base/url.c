@@ -184,7 +184,7 @@ bool bm_url_valid(const char *url)
 {
     if (!url)
         return false;
-    size_t a, alen;
+    size_t a = 0, alen = 0;
     if (!split(url, &a, &alen))
         return false;
     const char *auth = url + a;
@@ -212,7 +212,7 @@ int bm_url_join(bm_str_t *out, const char *base, const char *path_and_query)
         return BM_EINVAL;
     if (!valid_path(path_and_query, true))
         return BM_EINVAL;
-    size_t a, alen;
+    size_t a = 0, alen = 0;
     split(base, &a, &alen);
     size_t keep = strlen(base);
     /* Drop the base path's trailing slashes; never reach into the authority. */
