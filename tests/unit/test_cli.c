@@ -181,6 +181,9 @@ static void test_cli_overlay(void **state)
     assert_null(bm_cli_load(&cli, &err));
     assert_string_equal(err.msg,
                         "--upstream \"ftp://u:***@b\" (#2) must start with http:// or https://");
+    assert_int_equal(parse_argv(&cli, &err, "--upstream", "https:///u:pw@b/x", NULL), 0);
+    assert_null(bm_cli_load(&cli, &err));
+    assert_string_equal(err.msg, "--upstream \"https:///u:***@b/x\" (#1) has no host");
 
     /* No file and no upstream. */
     assert_int_equal(parse_argv(&cli, &err, NULL), 0);
