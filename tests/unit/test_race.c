@@ -1310,6 +1310,106 @@ static void test_waiter_reentrancy(void **state)
         rec_dispose(all[i]);
 }
 
+/* A context a race owns (ud_dispose). */
+typedef struct owned {
+    int *disposed; /* incremented by dispose */
+    int judged;    /* predicates called with it, copied to *judged_out by dispose */
+    int *judged_out;
+} owned_t;
+
+static void owned_dispose(void *ud)
+{
+    owned_t *o = ud;
+    (*o->disposed)++;
+    if (o->judged_out)
+        *o->judged_out = o->judged;
+    free(o);
+}
+
+static bool owned_accept(const bm_race_answer_t *a, void *ud)
+{
+    (void)a;
+    ((owned_t *)ud)->judged++;
+    return true;
+}
+
+static owned_t *owned_new(int *disposed)
+{
+    owned_t *o = calloc(1, sizeof *o);
+    assert_non_null(o);
+    o->disposed = disposed;
+    return o;
+}
+
+/* A race may own its policy's context: the predicates get it, bm_race_ctx returns it, and
+ * it is released once, after every callback, however the race ended (answered, cancelled
+ * by its last waiter leaving, the engine freed); a race that did not start leaves it to
+ * the caller. */
+static void test_owned_context(void **state)
+{
+    fx_t *f = *state;
+    tnode_t *a = add1(f, OK(10, "{}"));
+    tnode_t *b = add1(f, HANG);
+    int disposed[3] = {0};
+
+    /* answered: released after the completion */
+    owned_t *o = owned_new(&disposed[0]);
+    int judged = -1;
+    o->judged_out = &judged;
+    bm_race_policy_t p = {.accept = owned_accept, .ud = o, .ud_dispose = owned_dispose};
+    crec_t c = {0};
+    bm_node_t *one = a->node;
+    bm_race_request_t q = {"GET", "/x", NULL, NULL};
+    bm_race_t *race = bm_race_start(f->eng, &q, &one, 1, &p, "owned", on_complete, &c);
+    assert_non_null(race);
+    assert_ptr_equal(bm_race_ctx(race), o);
+    assert_ptr_equal(bm_race_ctx(bm_race_find(f->eng, "owned")), o);
+    assert_null(bm_race_ctx(NULL));
+    rec_t w;
+    rec_init(&w, f);
+    wait_on(&w, race);
+    RUN_UNTIL(&f->loop, w.calls == 1 && c.calls == 1, BOUND_MS);
+    assert_int_equal(c.calls, 1);
+    RUN_UNTIL(&f->loop, disposed[0] == 1, BOUND_MS);
+    assert_int_equal(disposed[0], 1);
+    assert_int_equal(judged, 1); /* the predicate had it */
+
+    /* cancelled: the last waiter leaves a read */
+    one = b->node;
+    p.ud = owned_new(&disposed[1]);
+    race = bm_race_start(f->eng, &q, &one, 1, &p, NULL, NULL, NULL);
+    assert_non_null(race);
+    rec_t w2;
+    rec_init(&w2, f);
+    wait_on(&w2, race);
+    RUN_UNTIL(&f->loop, b->requests == 1, BOUND_MS);
+    bm_race_leave(w2.w);
+    assert_int_equal(disposed[1], 0); /* never inside a call */
+    RUN_UNTIL(&f->loop, disposed[1] == 1 && b->aborted == 1, BOUND_MS);
+    assert_int_equal(disposed[1], 1);
+    assert_int_equal(w2.calls, 0);
+
+    /* not started: the context stays the caller's */
+    owned_t *kept = owned_new(&disposed[2]);
+    p.ud = kept;
+    assert_null(bm_race_start(f->eng, NULL, &one, 1, &p, NULL, NULL, NULL));
+
+    /* the engine freed with the race running: released from the loop all the same */
+    p.ud = kept;
+    race = bm_race_start(f->eng, &q, &one, 1, &p, NULL, NULL, NULL);
+    assert_non_null(race);
+    RUN_UNTIL(&f->loop, b->requests == 2, BOUND_MS);
+    bm_race_engine_free(f->eng);
+    f->eng = NULL;
+    assert_int_equal(disposed[2], 0);
+    RUN_UNTIL(&f->loop, disposed[2] == 1, BOUND_MS);
+    assert_int_equal(disposed[2], 1);
+    RUN_FOR(&f->loop, 50);
+    assert_int_equal(disposed[0] + disposed[1] + disposed[2], 3);
+    rec_dispose(&w);
+    rec_dispose(&w2);
+}
+
 /* Answers carry the node's end-to-end header fields, never the hop-by-hop ones. */
 static void test_answer_headers(void **state)
 {
@@ -1421,6 +1521,7 @@ int main(void)
         T(test_drain_waits_for_writes),
         T(test_free_in_flight),
         T(test_waiter_reentrancy),
+        T(test_owned_context),
         T(test_answer_headers),
         T(test_pool_records),
         T(test_bad_args_and_error_body),
