@@ -516,6 +516,13 @@ fake_mux_t *fake_mux_new(bool pool_records)
     return m;
 }
 
+fake_node_t *fake_mux_node(fake_mux_t *m, const fake_step_t *steps, int n)
+{
+    fake_node_t *node = fake_node_add(&m->nodes, steps, n);
+    node->node->state = BM_NODE_READY;
+    return node;
+}
+
 fake_call_t *fake_mux_call(fake_mux_t *m, const fake_request_t *rq)
 {
     assert_true(m->n_calls < FAKE_MAX_CALLS);

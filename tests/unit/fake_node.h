@@ -248,6 +248,10 @@ typedef struct fake_mux {
  *  the pool (bm_pool_record), as beaconmux does. */
 fake_mux_t *fake_mux_new(bool pool_records);
 
+/** A node of the mux answering from `steps[0..n)`, ready (its pool state set directly:
+ *  no state listener runs). */
+fake_node_t *fake_mux_node(fake_mux_t *m, const fake_step_t *steps, int n);
+
 /** Sends `rq` to the front; the loop must run for it to complete. */
 fake_call_t *fake_mux_call(fake_mux_t *m, const fake_request_t *rq);
 
