@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/clock.h"
+
 void fake_root(unsigned id, uint8_t out[32])
 {
     memset(out, 0, 32);
@@ -50,6 +52,15 @@ void fake_chain_info(bm_chain_info_t *c, uint64_t genesis_ms, uint32_t slot_ms, 
     uint32_t gl[BM_DUE_COUNT] = {2500, 5000, 2500, 5000, 7500};
     memcpy(c->due_bps, pre, sizeof pre);
     memcpy(c->due_bps_gloas, gl, sizeof gl);
+}
+
+void fake_chain_now(bm_chain_info_t *c, uint32_t slot_ms, uint32_t spe, uint64_t slot,
+                    bm_fork_t fork)
+{
+    fake_chain_info(c, bm_clock_now_ms() - slot * slot_ms - slot_ms / 2, slot_ms, spe,
+                    BM_FAR_FUTURE_EPOCH, BM_FAR_FUTURE_EPOCH);
+    for (int i = 0; i < BM_FORK_NAMED; i++)
+        c->fork_epoch[i] = i <= (int)fork ? 0 : BM_FAR_FUTURE_EPOCH;
 }
 
 /* The tracker asks for a block's header: answered from the declared blocks (or held). */

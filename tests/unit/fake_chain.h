@@ -31,6 +31,11 @@ void fake_root_hex(unsigned id, char out[67]);
 void fake_chain_info(bm_chain_info_t *c, uint64_t genesis_ms, uint32_t slot_ms, uint32_t spe,
                      uint64_t electra_epoch, uint64_t gloas_epoch);
 
+/** Chain information whose slot `slot` is half gone now (bm_clock_now_ms); every fork up
+ *  to `fork` active from genesis, the others never; the spec's due times. */
+void fake_chain_now(bm_chain_info_t *c, uint32_t slot_ms, uint32_t spe, uint64_t slot,
+                    bm_fork_t fork);
+
 /** A head tracker fed by hand; its header requests are answered from the declared blocks. */
 typedef struct fake_chain {
     bm_head_t *t;

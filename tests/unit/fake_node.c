@@ -24,6 +24,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "fake_chain.h"
 
 /* A request a scripted node has not ended yet (or an event stream a handler opened). */
 struct fake_held {
@@ -478,6 +479,11 @@ const char *fake_call_header(const fake_call_t *c, const char *name)
     return v ? v : "";
 }
 
+uint64_t fake_call_ms(const fake_call_t *c)
+{
+    return c->end_ms - c->start_ms;
+}
+
 void fake_call_dispose(fake_call_t *c)
 {
     if (c->x)
@@ -513,7 +519,20 @@ fake_mux_t *fake_mux_new(bool pool_records)
     assert_int_equal(bm_server_listen(m->front, "127.0.0.1", 0), 0);
     m->front_port = bm_server_port(m->front);
     fake_nodes_init(&m->nodes, &m->loop, m->pool);
+    fake_chain_now(&m->chain, 12000, 8, 40, BM_FORK_FULU);
     return m;
+}
+
+int fake_mux_setup(void **state)
+{
+    *state = fake_mux_new(true);
+    return 0;
+}
+
+int fake_mux_teardown(void **state)
+{
+    fake_mux_free(*state);
+    return 0;
 }
 
 fake_node_t *fake_mux_node(fake_mux_t *m, const fake_step_t *steps, int n)
@@ -528,6 +547,25 @@ fake_call_t *fake_mux_call(fake_mux_t *m, const fake_request_t *rq)
     assert_true(m->n_calls < FAKE_MAX_CALLS);
     fake_call_t *c = &m->calls[m->n_calls++];
     fake_call_start(c, m->cup, m->front_port, rq);
+    return c;
+}
+
+fake_call_t *fake_mux_send(fake_mux_t *m, const char *method, const char *target, const char *json,
+                           const char *accept)
+{
+    fake_request_t rq = {.method = method,
+                         .target = target,
+                         .accept = accept,
+                         .ctype = json ? "application/json" : NULL,
+                         .body = json};
+    return fake_mux_call(m, &rq);
+}
+
+fake_call_t *fake_mux_send_wait(fake_mux_t *m, const char *method, const char *target,
+                                const char *json, const char *accept)
+{
+    fake_call_t *c = fake_mux_send(m, method, target, json, accept);
+    fake_mux_wait(m, c);
     return c;
 }
 

@@ -37,6 +37,7 @@
 
 #include "base/buf.h"
 #include "base/hdrs.h"
+#include "cluster/chain.h"
 #include "cluster/pool.h"
 #include "duties/race.h"
 #include "http/router.h"
@@ -218,6 +219,9 @@ void fake_call_start(fake_call_t *c, bm_upstream_t *up, int port, const fake_req
 /** A response header field of a finished call, "" when absent. */
 const char *fake_call_header(const fake_call_t *c, const char *name);
 
+/** How long a finished call took, in ms (wall time). */
+uint64_t fake_call_ms(const fake_call_t *c);
+
 /** Cancels a running call and frees what it holds. */
 void fake_call_dispose(fake_call_t *c);
 
@@ -234,6 +238,9 @@ typedef struct fake_mux {
     bool front_done;
     int front_port;
     fake_nodes_t nodes; /* in the pool */
+    /* chain information for the policies under test (the mux itself reads none): 12 s
+     * slots, 8 per epoch, slot 40 half gone at creation, every fork up to Fulu */
+    bm_chain_info_t chain;
     fake_call_t calls[FAKE_MAX_CALLS];
     int n_calls;
     /* the policies under test: `stop` runs once the front is drained, before the engine
@@ -248,12 +255,25 @@ typedef struct fake_mux {
  *  the pool (bm_pool_record), as beaconmux does. */
 fake_mux_t *fake_mux_new(bool pool_records);
 
+/** cmocka setup and teardown: a fake_mux_new(true) in *state, and its fake_mux_free. */
+int fake_mux_setup(void **state);
+int fake_mux_teardown(void **state);
+
 /** A node of the mux answering from `steps[0..n)`, ready (its pool state set directly:
  *  no state listener runs). */
 fake_node_t *fake_mux_node(fake_mux_t *m, const fake_step_t *steps, int n);
 
 /** Sends `rq` to the front; the loop must run for it to complete. */
 fake_call_t *fake_mux_call(fake_mux_t *m, const fake_request_t *rq);
+
+/** Sends `method target` with the JSON body `json` (NULL: none; else with its
+ *  Content-Type) and `accept` (may be NULL) to the front; the loop must run for it. */
+fake_call_t *fake_mux_send(fake_mux_t *m, const char *method, const char *target, const char *json,
+                           const char *accept);
+
+/** fake_mux_send, then fake_mux_wait. */
+fake_call_t *fake_mux_send_wait(fake_mux_t *m, const char *method, const char *target,
+                                const char *json, const char *accept);
 
 /** Runs the loop until `c` finished; asserts it did, without a transport error. */
 void fake_mux_wait(fake_mux_t *m, fake_call_t *c);

@@ -361,7 +361,7 @@ static void test_answered_at_first_2xx_with_a_hung_node(void **state)
     wait_client(f, c);
     assert_int_equal(c->status, 200);
     /* the fastest 2xx, neither the slow one nor the hung one */
-    assert_true(c->end_ms - c->start_ms < 140);
+    assert_true(fake_call_ms(c) < 140);
     assert_int_equal(f->nodes[2].answered, 1);
     assert_int_equal(f->nodes[1].answered, 0);
     assert_int_equal(f->nodes[0].requests, 1);
@@ -663,7 +663,7 @@ static void test_envelope_read_goes_first_to_the_producer(void **state)
                  NULL);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
-    assert_true(c->end_ms - c->start_ms < 700);
+    assert_true(fake_call_ms(c) < 700);
     assert_true(strncmp(f->log, "c>", 2) == 0);
     assert_non_null(strstr(f->log, "a>a<"));
     RUN_UNTIL(f->loop, f->nodes[2].aborted == 1, BOUND_MS); /* cut at its read timeout */
