@@ -8,7 +8,7 @@
  * only masked URLs are printed.
  *
  * The node endpoints a validator client asks its beacon node about itself are answered
- * for the cluster (DESIGN.md "Health"): /eth/v1/node/health (200 when a node is ready,
+ * for the cluster (docs/head-tracker.md, "Health"): /eth/v1/node/health (200 when a node is ready,
  * 206 or `syncing_status` when the best is syncing, lagging or optimistic, else 503),
  * /eth/v1/node/syncing from the cluster head and the clock (all five fields), and
  * /eth/v1/node/peer_count forwarded to the best ready node.

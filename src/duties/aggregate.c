@@ -180,7 +180,7 @@ static bool query_u64(const char *q, size_t qlen, const char *name, uint64_t *ou
 }
 
 /*
- * The hint's deadline (DESIGN.md "Race engine"): min(max(now + holdFloor, due), now +
+ * The hint's deadline (docs/architecture.md, "The race engine"): min(max(now + holdFloor, due), now +
  * maxHold), due being the slot's aggregate or contribution due time. Without a known
  * chain or slot, now + holdFloor.
  */

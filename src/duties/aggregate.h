@@ -8,7 +8,7 @@
  * An aggregator signs whatever aggregate its beacon node hands it, so the value of the
  * answer is its participation: the number of set bits in `aggregation_bits`. Every node
  * sees a different share of the committee's gossip, so beaconmux races all of them and
- * keeps the answer with the most bits (DESIGN.md "Policy per endpoint"):
+ * keeps the answer with the most bits (docs/duties-reads.md):
  *
  *   - an answer is usable when it is a 2xx whose aggregation_bits has at least one bit
  *     set (a Bitlist for attestations, delimiter excluded; a Bitvector[128] for sync

@@ -113,6 +113,7 @@ int bm_attest_parse_data(const bm_hdrs_t *headers, const bm_buf_t *body, bm_atte
         return BM_EINVAL;
     }
     bm_attest_data_t d;
+    memset(&d, 0, sizeof d); /* padding included: *out gets no byte of the stack */
     int rc = 0;
     if (bm_json_get_u64(j, "/data/slot", &d.slot) != 0 ||
         bm_json_get_u64(j, "/data/index", &d.index) != 0 ||
@@ -185,6 +186,7 @@ int bm_attest_parse_payload(const bm_hdrs_t *headers, const bm_buf_t *body,
         return BM_EINVAL;
     }
     bm_attest_payload_t p;
+    memset(&p, 0, sizeof p); /* padding included: *out gets no byte of the stack */
     int rc = 0;
     if (bm_json_get_root(j, "/data/beacon_block_root", p.beacon_block_root) != 0 ||
         bm_json_get_u64(j, "/data/slot", &p.slot) != 0 ||

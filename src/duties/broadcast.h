@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * broadcast: every write of the Beacon API goes to every node (DESIGN.md "Policy per
- * endpoint", docs/broadcast.md).
+ * broadcast: every write of the Beacon API goes to every node (docs/broadcast.md).
  *
  * A validator's block, attestation or subscription helps only on the nodes that got it,
  * and the one node a validator client would have picked may be the slow, hung or

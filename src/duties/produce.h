@@ -4,7 +4,7 @@
  * GET /eth/v4/validator/blocks/{slot} (gloas), raced over the nodes so that a proposer is
  * never handed a block built on a stale head while another node had the fresh one.
  *
- * Rules (DESIGN.md "Policy per endpoint", docs/duties.md says why):
+ * Rules (docs/duties.md says why):
  *   - accept a block whose parent_root is the expected head (src/duties/hint.h: the cluster
  *     head before `slot`), or that head's parent when the head arrived after its own
  *     slot's attestation due time and is the previous slot's block (honest proposers

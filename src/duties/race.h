@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * race: the generic multi-node request engine (DESIGN.md "Race engine"). One race sends
+ * race: the generic multi-node request engine (docs/race-engine.md). One race sends
  * one request to a set of candidate nodes, at once or one after another, and decides
  * which single answer its waiters get:
  *

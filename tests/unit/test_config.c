@@ -678,6 +678,16 @@ static void test_upstream_urls(void **state)
     assert_null(cfg);
     assert_non_null(strstr(err.msg, "\"http://user:***@h:0\" has a malformed port"));
     assert_null(strstr(err.msg, "s3cret"));
+    /* One or three slashes: RFC 3986 gives no or an empty authority, so no host; the text
+     * still reads as user:password@host (libcurl takes it so) and is masked in the message. */
+    cfg = parse("upstreams:\n  - url: \"https:///user:s3cret@node.example.com/x\"\n", &err);
+    assert_null(cfg);
+    assert_non_null(strstr(err.msg, "\"https:///user:***@node.example.com/x\" has no host"));
+    assert_null(strstr(err.msg, "s3cret"));
+    cfg = parse("upstreams:\n  - url: \"https:/user:s3cret@node.example.com/x\"\n", &err);
+    assert_null(cfg);
+    assert_non_null(strstr(err.msg, "\"https:/user:***@node.example.com/x\" must start with"));
+    assert_null(strstr(err.msg, "s3cret"));
     /* Without "@host", the password would look like a port: the template is shown instead. */
     expect_error("upstreams:\n  - url: \"https://user:${PASS}\"\n",
                  "t.yaml:2:10: upstreams[0]: url \"https://user:${PASS}\" has a malformed port");
@@ -1060,6 +1070,9 @@ static void test_cli_overlay(void **state)
     assert_null(bm_config_load(&cli, &err));
     assert_string_equal(err.msg,
                         "--upstream \"ftp://u:***@b\" (#2) must start with http:// or https://");
+    assert_int_equal(parse_argv(&cli, &err, "--upstream", "https:///u:pw@b/x", NULL), 0);
+    assert_null(bm_config_load(&cli, &err));
+    assert_string_equal(err.msg, "--upstream \"https:///u:***@b/x\" (#1) has no host");
 
     /* No file and no upstream. */
     assert_int_equal(parse_argv(&cli, &err, NULL), 0);
