@@ -161,7 +161,8 @@ fake_node_t *fake_node_add_refused(fake_nodes_t *s);
 /** Replaces a node's script; its request count and records restart. */
 void fake_node_script(fake_node_t *n, const fake_step_t *steps, int nsteps);
 
-/** The node's latest request (asserts there is one). */
+/** The node's latest request (asserts there is one; past FAKE_MAX_RECORDS requests, the
+ *  last one recorded). */
 const fake_req_t *fake_node_last(const fake_node_t *n);
 
 /** Shuts every node down, runs the loop until all are closed and no request is held
