@@ -180,9 +180,9 @@ static bool query_u64(const char *q, size_t qlen, const char *name, uint64_t *ou
 }
 
 /*
- * The hint's deadline (docs/architecture.md, "The race engine"): min(max(now + holdFloor, due), now
- * + maxHold), due being the slot's aggregate or contribution due time. Without a known chain or
- * slot, now + holdFloor.
+ * The hint's deadline (docs/architecture.md, "The race engine"):
+ * min(max(now + holdFloor, due), now + maxHold), due being the slot's aggregate or
+ * contribution due time. Without a known chain or slot, now + holdFloor.
  */
 static uint64_t hold_deadline(const bm_aggregate_t *m, bm_aggregate_kind_t kind, bool has_slot,
                               uint64_t slot, uint64_t now)
