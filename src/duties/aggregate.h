@@ -82,8 +82,8 @@ bm_aggregate_t *bm_aggregate_new(bm_race_engine_t *race, bm_pool_t *pool,
 
 /**
  * Frees the policy. Every client request it served must have ended (free it after the
- * server drained). Races whose completion never ran (the engine was freed first) are
- * released here; free the engine before this when both go.
+ * server drained), and the race engine must be freed first: its races judge with this
+ * policy (their contexts are the races' own and go with them).
  */
 void bm_aggregate_free(bm_aggregate_t *a);
 

@@ -54,7 +54,8 @@ typedef struct bm_attest bm_attest_t;
 bm_attest_t *bm_attest_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
                            const bm_attest_opts_t *opts);
 
-/** Frees the policy. Free the race engine first when shutting down (races hold state). */
+/** Frees the policy. Free the race engine first when shutting down: its races judge with
+ *  this policy (their contexts are the races' own and go with them). */
 void bm_attest_free(bm_attest_t *a);
 
 /** Registers the three routes above (GET). */

@@ -104,8 +104,8 @@ void bm_duties_set_head(bm_duties_t *d, const bm_head_t *head);
 /**
  * Frees the policy. Every client request it served must have ended (free it after the
  * server drained), and the pool must not change a node's state afterwards (the pool has
- * no way to remove the listener: free this right before the pool). Races whose
- * completion never ran (the engine was freed first) are released here.
+ * no way to remove the listener: free this right before the pool). Free the race engine
+ * first: its races judge with this policy (their contexts are the races' own).
  */
 void bm_duties_free(bm_duties_t *d);
 

@@ -71,8 +71,8 @@ typedef struct bm_produce bm_produce_t;
 bm_produce_t *bm_produce_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
                              const bm_produce_opts_t *opts);
 
-/** Frees the policy. Races still running keep their own state and end normally (free
- *  the race engine first when shutting down). */
+/** Frees the policy. Free the race engine first when shutting down: its races judge with
+ *  this policy (their contexts are the races' own and go with them). */
 void bm_produce_free(bm_produce_t *p);
 
 /** Registers GET /eth/v3/validator/blocks/{slot} and GET /eth/v4/validator/blocks/{slot}. */

@@ -348,6 +348,8 @@ static void on_race_closed(uv_handle_t *h)
         ans_set(&r->slots[i].last, NULL);
     if (r->synth.refs)
         ans_dispose(&r->synth); /* built: only the race's own reference is left */
+    if (r->pol.ud_dispose)
+        r->pol.ud_dispose(r->pol.ud); /* the policy's context, last: see race.h */
     bm_hdrs_dispose(&r->req_hdrs);
     bm_buf_unref(r->req_body);
     free(r->method);
@@ -1104,6 +1106,11 @@ bm_race_t *bm_race_find(bm_race_engine_t *e, const char *key)
         if ((r->state == RS_RUNNING || r->state == RS_DECIDED) && strcmp(r->key, key) == 0)
             return r;
     return NULL;
+}
+
+void *bm_race_ctx(const bm_race_t *r)
+{
+    return r ? r->pol.ud : NULL;
 }
 
 bm_race_waiter_t *bm_race_wait(bm_race_t *r, bm_race_answer_fn fn, void *ud)
