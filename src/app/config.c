@@ -241,8 +241,9 @@ static int check_read_path(const bm_config_t *cfg, bm_config_err_t *err)
     for (size_t i = 0; i < cfg->n_upstreams; i++) {
         const bm_config_autotune_t *a = &cfg->upstreams[i].auto_tune;
         if (a->max && a->min > a->max) {
-            bm_cfg_err(err, "upstreams[%zu] (%s): autoTune.min (%u) must not be greater than "
-                            "autoTune.max (%u)",
+            bm_cfg_err(err,
+                       "upstreams[%zu] (%s): autoTune.min (%u) must not be greater than "
+                       "autoTune.max (%u)",
                        i, cfg->upstreams[i].id, a->min, a->max);
             return BM_EINVAL;
         }
@@ -264,8 +265,7 @@ static int check_read_path(const bm_config_t *cfg, bm_config_err_t *err)
             return BM_EINVAL;
         const bm_config_consensus_t *c = &r->consensus;
         if ((c->query == 0) != (c->agree == 0) || c->agree > c->query) {
-            bm_cfg_err(err,
-                       "%s.consensus: agree (%u) must be between 1 and query (%u), both given",
+            bm_cfg_err(err, "%s.consensus: agree (%u) must be between 1 and query (%u), both given",
                        where, c->agree, c->query);
             return BM_EINVAL;
         }

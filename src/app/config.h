@@ -157,10 +157,10 @@ typedef struct bm_config_failsafe {
 
 /** clientRoutes[]: a path prefix served by some nodes only. */
 typedef struct bm_config_client_route {
-    char *prefix;      /* owned; "/lighthouse" */
-    char **upstreams;  /* owned ids, n_upstreams */
+    char *prefix;     /* owned; "/lighthouse" */
+    char **upstreams; /* owned ids, n_upstreams */
     size_t n_upstreams;
-    char *client;      /* owned; a client brand ("lighthouse"), instead of upstreams */
+    char *client; /* owned; a client brand ("lighthouse"), instead of upstreams */
     bool strip_prefix;
 } bm_config_client_route_t;
 
@@ -177,7 +177,7 @@ typedef struct bm_config_route_rule {
     bm_config_retry_t retry;
     bm_config_hedge_t hedge; /* only delay_ms and max_count */
     bm_config_consensus_t consensus;
-    int strategy; /* 0: inherit; else bm_balance_strategy_t + 1 */
+    int strategy;     /* 0: inherit; else bm_balance_strategy_t + 1 */
     char **upstreams; /* owned ids */
     size_t n_upstreams;
     char **tiers; /* owned priorities, as text */

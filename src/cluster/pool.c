@@ -191,7 +191,8 @@ static void record_recent(bm_node_stats_t *s, bool failed, uint64_t latency_us)
         s->recent_n++;
     if (failed)
         return;
-    s->recent_lat_us[s->recent_lat_pos] = latency_us > UINT32_MAX ? UINT32_MAX : (uint32_t)latency_us;
+    s->recent_lat_us[s->recent_lat_pos] =
+        latency_us > UINT32_MAX ? UINT32_MAX : (uint32_t)latency_us;
     s->recent_lat_pos = (s->recent_lat_pos + 1) % BM_RECENT_WINDOW;
     if (s->recent_lat_n < BM_RECENT_WINDOW)
         s->recent_lat_n++;

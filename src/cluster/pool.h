@@ -84,9 +84,9 @@ typedef struct bm_node_stats {
     uint64_t latency_hist[BM_LATENCY_BUCKETS];
     /* rolling windows over the last BM_RECENT_WINDOW exchanges (every module's requests,
      * health probes included), for the read path's score */
-    uint64_t recent_failed; /* bit i: exchange i of the ring failed */
-    uint32_t recent_n;      /* exchanges in the ring (at most BM_RECENT_WINDOW) */
-    uint32_t recent_pos;    /* next slot of the ring */
+    uint64_t recent_failed;                   /* bit i: exchange i of the ring failed */
+    uint32_t recent_n;                        /* exchanges in the ring (at most BM_RECENT_WINDOW) */
+    uint32_t recent_pos;                      /* next slot of the ring */
     uint32_t recent_lat_us[BM_RECENT_WINDOW]; /* successful exchanges' latencies */
     uint32_t recent_lat_n, recent_lat_pos;
 } bm_node_stats_t;
