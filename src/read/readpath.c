@@ -845,6 +845,8 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
         a->phase = AT_HELD;
         if (a->hedge)
             ex->rp->c.hedges_won++;
+        if (ex->sticky) /* the client sticks to the node that answered it */
+            bm_sticky_set(ex->rp->sticky, ex->sticky_key, a->node->index, uv_now(ex->rp->loop));
         cancel_all(ex, ex->winner); /* the first usable answer wins */
         ex->hedge_at = 0;
         bool sse = hi.content_type && strncasecmp(hi.content_type, "text/event-stream", 17) == 0;
