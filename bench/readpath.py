@@ -5,11 +5,14 @@ slow (every answer 300 ms late) and one failing 20 % of its answers with a 500, 
 beaconmux (`score` balancing, hedges, breakers, retries: the defaults) and, in the same run,
 through nginx with `least_conn` and `max_fails=3 fail_timeout=10s`, once with nginx's
 default `proxy_next_upstream` (error timeout) and once also retrying on 500. Every target
-gets the same closed-loop load (W workers on keep-alive connections, T seconds), the targets
-interleaved R times. Prints per target: requests, error rate (non-2xx), p50, p90, p99, max;
-the medians over the runs; the load average before and after.
+gets the same paced load: Q requests per second in all, spread over W workers on keep-alive
+connections (each sends its next request at its scheduled time, or at once when late), for
+T seconds; the targets interleaved R times. A paced load, not a saturating one, is what an
+indexer or a dashboard sends, and it measures where each balancer sends a read rather than
+how many a core can proxy (bench/proxy.sh measures that). Prints per target: requests,
+error rate (non-2xx), p50, p90, p99, max; the medians over the runs; the load average.
 
-    bench/readpath.py [T seconds] [R runs] [W workers]   (default 10 3 16)
+    bench/readpath.py [T seconds] [R runs] [W workers] [Q per second]   (default 10 3 8 400)
     binaries from build/release, or $BM_BIN_DIR; nginx from the Debian package
 """
 import http.client
@@ -71,15 +74,21 @@ http {
 """ % {"w": work, "ups": ups, "port": port, "nxt": nxt}
 
 
-def load(port, seconds, workers):
-    """Closed loop: each worker sends the next path as soon as the last answer came."""
+def load(port, seconds, workers, rate):
+    """Paced: each worker sends one request every workers/rate seconds, on schedule."""
     lat, errors, stop = [], [0], time.monotonic() + seconds
     lock = threading.Lock()
+    interval = workers / float(rate)
 
     def worker(k):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         mine, bad, i = [], 0, k
+        due = time.monotonic() + interval * k / workers
         while time.monotonic() < stop:
+            now = time.monotonic()
+            if due > now:
+                time.sleep(due - now)
+            due += interval
             path = PATHS[i % len(PATHS)]
             i += 1
             t0 = time.perf_counter()
@@ -111,6 +120,14 @@ def pct(v, p):
     return v[min(len(v) - 1, int(len(v) * p / 100))] if v else float("nan")
 
 
+def status_of(port, path):
+    """The status of one GET, 0 while nothing answers."""
+    try:
+        return harness.http_request(port, "GET", path, timeout=2)[0]
+    except OSError:
+        return 0
+
+
 def median(v):
     v = sorted(v)
     return v[len(v) // 2]
@@ -119,7 +136,8 @@ def median(v):
 def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 10
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    workers = int(sys.argv[3]) if len(sys.argv) > 3 else 16
+    workers = int(sys.argv[3]) if len(sys.argv) > 3 else 8
+    rate = float(sys.argv[4]) if len(sys.argv) > 4 else 400
     if not shutil.which("nginx"):
         raise SystemExit("bench/readpath.py: nginx is not installed (scripts/install-deps.sh bench)")
     load_before = os.getloadavg()
@@ -133,7 +151,7 @@ def main():
                                               for i, u in enumerate(sim.nodes))).encode())
         os.close(fd)
         mux = harness.Proc([os.path.join(harness.BIN_DIR, "beaconmux"), "--listen",
-                            "127.0.0.1:0", "--log-level", "error", "--config", cfg])
+                            "127.0.0.1:0", "--log-level", "info", "--config", cfg])
         procs.append(mux)
         mux_port = int(mux.wait_line(r"listening on http://127\.0\.0\.1:(\d+)").group(1))
         targets = [("beaconmux score", mux_port)]
@@ -144,21 +162,21 @@ def main():
             with open(os.path.join(d, "nginx.conf"), "w") as f:
                 f.write(nginx_conf(d, port, sim.nodes, retry))
             procs.append(harness.Proc(["nginx", "-c", os.path.join(d, "nginx.conf"), "-p", d]))
-            harness.wait_for(lambda: harness.http_request(port, "GET", "/eth/v1/node/version")[0]
-                             in (200, 500), 10, what="nginx")
+            harness.wait_for(lambda: status_of(port, "/eth/v1/node/version") in (200, 500), 10,
+                             what="nginx")
             targets.append((name, port))
-        harness.wait_for(lambda: harness.http_request(mux_port, "GET", "/healthz")[0] == 200, 15,
+        harness.wait_for(lambda: status_of(mux_port, "/healthz") == 200, 15,
                          what="beaconmux healthy")
         for _, port in targets:  # warm-up: connections, and beaconmux learns its figures
-            load(port, 2, workers)
+            load(port, 2, workers, rate)
         results = {name: [] for name, _ in targets}
         for r in range(runs):
             for name, port in targets:
-                lat, err = load(port, seconds, workers)
+                lat, err = load(port, seconds, workers, rate)
                 results[name].append((len(lat), 100.0 * err / max(1, len(lat)), pct(lat, 50),
                                       pct(lat, 90), pct(lat, 99), lat[-1] if lat else 0))
-        print("read path: 3 nodes (n1 slow 300 ms, n2 500s on 20 %%), %d workers, %gs x %d runs"
-              % (workers, seconds, runs))
+        print("read path: 3 nodes (n1 slow 300 ms, n2 500s on 20 %%), %g reads/s over %d "
+              "workers, %gs x %d runs" % (rate, workers, seconds, runs))
         print("%-22s %9s %8s %8s %8s %8s %8s" % ("target", "requests", "errors%", "p50 ms",
                                                   "p90 ms", "p99 ms", "max ms"))
         for name, _ in targets:
