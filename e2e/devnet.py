@@ -258,7 +258,8 @@ class Devnet:
     validators: interop validators in genesis, all held by the one validator client.
     seconds_per_slot: SECONDS_PER_SLOT (2 or 6 are the tested values).
     genesis_delay: genesis is this many seconds after start() is called; it must cover the
-        time the nodes need to start (about 5 s on 2 cores).
+        time the nodes need to start and peer (6-12 s on 2 cores), else the first slots
+        pass before the validator client is up.
     run_dir: where logs and data go (default: a new directory under /tmp).
     forks: chain config overrides, e.g. {"ALTAIR_FORK_EPOCH": 0}; the default is Altair
         at genesis, Bellatrix and later never (Bellatrix at genesis would be post-merge, and
@@ -267,7 +268,7 @@ class Devnet:
         needs this: all nodes then see every attestation, whichever node the client used).
     """
 
-    def __init__(self, nodes=3, validators=16, seconds_per_slot=6, genesis_delay=10,
+    def __init__(self, nodes=3, validators=16, seconds_per_slot=6, genesis_delay=20,
                  run_dir=None, forks=None, subscribe_all_subnets=True, log_level="info",
                  node_extra_args=(), vc_extra_args=(), lodestar=None, node_binary="node"):
         self.n_nodes = nodes
@@ -287,6 +288,7 @@ class Devnet:
         self.nodes = []
         self.vc = None
         self.vc_url = None
+        self.extra = {}  # name -> Proc, see add_process()
         self.started_at = None
         self.timings = {}
         self._stopped = False
@@ -486,6 +488,23 @@ class Devnet:
         if self.vc:
             self.vc.stop()
 
+    def add_process(self, name, argv, cwd=None, env=None):
+        """Start another process (beaconmux, a load generator) that stop() ends first.
+
+        It runs in its own process group, logs to <run_dir>/<name>.log and dies with us.
+        """
+        if name in self.extra:
+            raise DevnetError(f"a process named {name} exists")
+        with _live_lock:
+            _live.add(self)
+        self._stopped = False
+        p = Proc(name, list(argv), cwd or os.path.join(self.run_dir, name),
+                 os.path.join(self.run_dir, f"{name}.log"), env=env)
+        os.makedirs(self.run_dir, exist_ok=True)
+        p.start()
+        self.extra[name] = p
+        return p
+
     # --- node control --------------------------------------------------------------------
     def node(self, i):
         return self.nodes[i]
@@ -572,6 +591,9 @@ class Devnet:
                 out[n.name] = n.proc.cpu_seconds()
         if self.vc and self.vc.running():
             out["vc"] = self.vc.cpu_seconds()
+        for name, p in self.extra.items():
+            if p.running():
+                out[name] = p.cpu_seconds()
         return out
 
     def info(self):
@@ -604,7 +626,8 @@ class Devnet:
         if self._stopped:
             return
         self._stopped = True
-        procs = ([self.vc] if self.vc else []) + [n.proc for n in self.nodes if n.proc]
+        procs = (list(self.extra.values()) + ([self.vc] if self.vc else [])
+                 + [n.proc for n in self.nodes if n.proc])
         # Signal all first so they shut down in parallel, then wait for each.
         for p in procs:
             if p.running():
@@ -627,8 +650,8 @@ def main(argv=None):
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--validators", type=int, default=16)
     ap.add_argument("--seconds-per-slot", type=int, default=6)
-    ap.add_argument("--genesis-delay", type=int, default=10,
-                    help="seconds from now to genesis (default 10)")
+    ap.add_argument("--genesis-delay", type=int, default=20,
+                    help="seconds from now to genesis (default 20)")
     ap.add_argument("--run-dir", help="logs and data (default: new dir under /tmp)")
     ap.add_argument("--vc-url", default="nodes",
                     help='validator client\'s beacon node(s): "nodes" (all, fallback mode; '
