@@ -13,6 +13,8 @@ For slots FIRST..LAST:
                 target correct: data.target.root == the epoch-boundary block root (the
                                 latest block at or before the target epoch's first slot)
 Blocks are read from FIRST+1 to LAST + SLOTS_PER_EPOCH (or the head), the inclusion window.
+Committee sizes come from states/{id}/committees (Lodestar v1.5.1 swaps its slot and index
+fields: undone here) or, for epochs a node no longer serves, from the active validator count.
 
     python3 e2e/score.py http://127.0.0.1:PORT --from 1 --to 20 [--json]
     import score; rep = score.score(url, 1, 20); print(score.format_report(rep))
@@ -66,6 +68,9 @@ class Chain:
         spec = _data(url, "/eth/v1/config/spec")
         self.slots_per_epoch = int(spec["SLOTS_PER_EPOCH"])
         self.seconds_per_slot = int(spec["SECONDS_PER_SLOT"])
+        self.max_committees_per_slot = int(spec["MAX_COMMITTEES_PER_SLOT"])
+        self.target_committee_size = int(spec["TARGET_COMMITTEE_SIZE"])
+        self._active = None
         self.head_slot = int(_data(url, "/eth/v1/beacon/headers/head")["header"]["message"]["slot"])
         self._blocks = {}  # slot -> header dict or None (no canonical block at that slot)
 
@@ -126,6 +131,32 @@ class Chain:
         return None
 
 
+    def active_count(self):
+        """Active validators at the head (a devnet has no deposits or exits)."""
+        if self._active is None:
+            vals = _data(self.url, "/eth/v1/beacon/states/head/validators")
+            self._active = sum(1 for v in vals if v["status"].startswith("active"))
+        return self._active
+
+    def committee_sizes(self, epoch):
+        """{(slot, index): size} computed from the active validator count.
+
+        The spec splits the shuffled active set into SLOTS_PER_EPOCH * C committees, the
+        k-th holding indexes [V*k//N, V*(k+1)//N): the sizes need no shuffling. Used when
+        the node no longer serves an epoch's committees (older than the head epoch - 1).
+        """
+        v = self.active_count()
+        spe = self.slots_per_epoch
+        c = max(1, min(self.max_committees_per_slot, v // spe // self.target_committee_size))
+        n = spe * c
+        out = {}
+        for off in range(spe):
+            for idx in range(c):
+                k = off * c + idx
+                out[(self.epoch_start(epoch) + off, idx)] = v * (k + 1) // n - v * k // n
+        return out
+
+
 def score(url, first_slot, last_slot, seconds_per_slot=None):
     """Score slots first_slot..last_slot (inclusive) from node `url`. Returns a dict."""
     chain = Chain(url)
@@ -144,14 +175,17 @@ def score(url, first_slot, last_slot, seconds_per_slot=None):
     # expected attestation votes from the committees
     expected = {}  # (slot, index) -> committee size
     committees_known = True
+    computed_epochs = []
     for epoch in range(first_slot // spe, last_slot // spe + 1):
         c = chain.committees(epoch)
-        if c is None:
-            committees_known = False
-            continue
-        for (slot, index), vals in c.items():
+        if c is not None:
+            sizes = {k: len(v) for k, v in c.items()}
+        else:
+            sizes = chain.committee_sizes(epoch)
+            computed_epochs.append(epoch)
+        for (slot, index), n in sizes.items():
             if first_slot <= slot <= last_slot:
-                expected[(slot, index)] = len(vals)
+                expected[(slot, index)] = n
 
     # included votes, counted once each at first inclusion
     votes = {}  # (slot, index, position) -> (head_ok, target_ok, inclusion_slot)
@@ -200,6 +234,7 @@ def score(url, first_slot, last_slot, seconds_per_slot=None):
         "proposals_expected": last_slot - first_slot + 1,
         "missed_slots": missed,
         "attestations_expected": sum(expected.values()) if committees_known else None,
+        "committee_sizes_computed_for_epochs": computed_epochs,
         "attestations_included": n_votes,
         "head_correct": head_ok,
         "target_correct": target_ok,
