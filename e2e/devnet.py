@@ -92,12 +92,22 @@ def http_json(url, timeout=2.0):
     return json.loads(body)
 
 
+_given_ports = set()  # never hand out the same port twice in one process
+
+
 def free_port():
-    """A port free for both TCP and UDP on 127.0.0.1 (libp2p uses TCP, discv5 UDP)."""
+    """A port free for both TCP and UDP on 127.0.0.1 (libp2p uses TCP, discv5 UDP).
+
+    The port is free when chosen; another program could still take it before the node
+    binds it (the node then exits, and start() says so with its log's path).
+    """
     for _ in range(100):
         t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         t.bind(("127.0.0.1", 0))
         port = t.getsockname()[1]
+        if port in _given_ports:
+            t.close()
+            continue
         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             u.bind(("127.0.0.1", port))
@@ -106,6 +116,7 @@ def free_port():
         finally:
             u.close()
             t.close()
+        _given_ports.add(port)
         return port
     raise DevnetError("no free port")
 

@@ -24,6 +24,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -140,6 +141,42 @@ def summarize_status(st):
     return out
 
 
+def run_probes(dn, args, probes):
+    """curl -N and raw-socket probes of node0's event stream (each bounded)."""
+    try:
+        _run_probes(dn, args, probes)
+    except Exception as e:  # noqa: BLE001 - reported in summary.json, the run goes on
+        probes["error"] = repr(e)
+        print(f"run: probe failed: {e!r}", flush=True)
+
+
+def _run_probes(dn, args, probes):
+    # Wait for the first block so that "no event yet" cannot be the explanation.
+    dn.wait_for_head(0, 1)
+    node0 = dn.nodes[0]
+    for topic in args.probe_topics.split(","):
+        for _ in range(args.probes):
+            r = curl_first_byte(node0.url, topic, args.seconds_per_slot * 2 + 2)
+            r["topic"] = topic
+            r["slot_phase_at_start_s"] = round((r["started"] - dn.genesis_time)
+                                               % args.seconds_per_slot, 3)
+            probes["curl"].append(r)
+            fb = (f"first byte {r['first_byte_s']:.3f} s" if r["http_code"] else
+                  f"NO byte at all in {r['total_s']:.1f} s")
+            print(f"run: curl -N {node0.url}/eth/v1/events?topics={topic}: HTTP "
+                  f"{r['http_code']}, connect {r['connect_s']:.3f} s, {fb}"
+                  f" (started {r['slot_phase_at_start_s']:.2f} s into a slot)", flush=True)
+    for _ in range(args.probes):
+        r = raw_first_chunk("127.0.0.1", node0.rest_port, "/eth/v1/events?topics=head",
+                            args.seconds_per_slot * 2 + 2)
+        r["slot_phase_at_send_s"] = round((r["sent"] - dn.genesis_time)
+                                          % args.seconds_per_slot, 3)
+        probes["raw"].append(r)
+        print(f"run: raw GET events?topics=head: first bytes after "
+              f"{r['first_bytes_after_s']} s; status line in them: {r['has_status_line']},"
+              f" event in them: {r['has_event']}", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--beaconmux", default=os.path.join(REPO, "build", "release", "beaconmux"))
@@ -196,33 +233,12 @@ def main(argv=None):
         print(f"run: validator client -> {dn.vc_url}; genesis in "
               f"{dn.genesis_time - time.time():.1f} s", flush=True)
 
-        # --- probes of a node's own event stream, while the chain runs --------------------
-        # Wait for the first block so that "no event yet" cannot be the explanation.
-        dn.wait_for_head(0, 1)
+        # --- probes of a node's own event stream, in a thread while the run goes on -----
         probes = {"curl": [], "raw": []}
-        node0 = dn.nodes[0]
-        for topic in args.probe_topics.split(","):
-            for _ in range(args.probes):
-                r = curl_first_byte(node0.url, topic, args.seconds_per_slot * 2 + 2)
-                r["topic"] = topic
-                r["slot_phase_at_start_s"] = round((r["started"] - dn.genesis_time)
-                                                   % args.seconds_per_slot, 3)
-                probes["curl"].append(r)
-                fb = (f"first byte {r['first_byte_s']:.3f} s" if r["http_code"] else
-                      f"NO byte at all in {r['total_s']:.1f} s")
-                print(f"run: curl -N {node0.url}/eth/v1/events?topics={topic}: HTTP "
-                      f"{r['http_code']}, connect {r['connect_s']:.3f} s, {fb}"
-                      f" (started {r['slot_phase_at_start_s']:.2f} s into a slot)", flush=True)
-        for _ in range(args.probes):
-            r = raw_first_chunk("127.0.0.1", node0.rest_port, "/eth/v1/events?topics=head",
-                                args.seconds_per_slot * 2 + 2)
-            r["slot_phase_at_send_s"] = round((r["sent"] - dn.genesis_time)
-                                              % args.seconds_per_slot, 3)
-            probes["raw"].append(r)
-            print(f"run: raw GET events?topics=head: first bytes after "
-                  f"{r['first_bytes_after_s']} s; status line in them: {r['has_status_line']},"
-                  f" event in them: {r['has_event']}", flush=True)
         summary["sse_probes"] = probes
+        probe_thread = threading.Thread(target=run_probes, daemon=True,
+                                        args=(dn, args, probes))
+        probe_thread.start()
 
         # --- the run ------------------------------------------------------------------------
         status_path = os.path.join(dn.run_dir, "status.jsonl")
@@ -263,6 +279,7 @@ def main(argv=None):
         summary["cores"] = os.cpu_count()
 
         # --- results ------------------------------------------------------------------------
+        probe_thread.join(timeout=4 * (args.seconds_per_slot * 2 + 7) * args.probes + 30)
         dn.wait_for_slot(args.slots, extra=args.seconds_per_slot * 0.9)
         last_status = get_json(bm_url + "/beaconmux/v1/status")
         with open(os.path.join(dn.run_dir, "status-final.json"), "w") as f:
