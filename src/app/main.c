@@ -9,6 +9,8 @@
  *   monitor (per-node event streams) -> head tracker -> health (cluster-relative states)
  *   router -> duty policies (attest, produce: fresh head) -> race engine -> upstream
  *
+ * docs/architecture.md draws the whole.
+ *
  * It owns nothing else: no module is reached through a global. SIGTERM/SIGINT start a
  * graceful shutdown (stop accepting, finish in-flight requests within the configured
  * bound); a second signal exits at once.
@@ -52,21 +54,21 @@ typedef struct app {
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_health_t *health;
-    bm_head_t *head;       /* monitor: the cluster head tracker */
-    bm_monitor_t *monitor; /* monitor: per-node event streams feeding it */
-    bm_events_t *events;   /* events: the cluster event stream */
+    bm_head_t *head;       /* the cluster head tracker */
+    bm_monitor_t *monitor; /* per-node event streams feeding it */
+    bm_events_t *events;   /* the cluster event stream for subscribers */
     bm_discovery_t *disc;
     bm_readpath_t *readpath;
-    /* duties: aggregation reads, duties and liveness */
+    /* aggregation reads, duties and liveness */
     bm_aggregate_t *aggregate;
     bm_duties_t *duties;
     bm_admin_t *admin;
     bm_race_engine_t *race; /* the shared race engine (duty policies, broadcast) */
-    /* fresh: the expected head and hold of duty reads, and the fresh-head policies */
+    /* the expected head and hold of duty reads, and the fresh-head policies */
     bm_hint_t *hint;
     bm_attest_t *attest;
     bm_produce_t *produce;
-    /* broadcast (owner: bcast): every write to every node; replay of node-local state */
+    /* every write to every node; replay of node-local state */
     bm_replay_t *replay;
     bm_broadcast_t *bcast;
     bm_router_t *router;
@@ -112,19 +114,19 @@ static int build_routes(app_t *a)
         rc = bm_router_add(r, "GET", statics[i], bm_discovery_route, a->disc);
     if (!rc)
         rc = bm_admin_register(a->admin, r);
-    /* duties: aggregation reads, duties and liveness */
+    /* aggregation reads, duties and liveness */
     if (!rc)
         rc = bm_aggregate_register(a->aggregate, r);
     if (!rc)
         rc = bm_duties_register(a->duties, r);
     if (!rc)
-        rc = bm_events_register(a->events, r); /* events */
-    /* fresh: attestation data, head root, payload attestation data, block production */
+        rc = bm_events_register(a->events, r); /* the cluster event stream */
+    /* attestation data, head root, payload attestation data, block production */
     if (!rc)
         rc = bm_attest_register(a->attest, r);
     if (!rc)
         rc = bm_produce_register(a->produce, r);
-    /* broadcast (owner: bcast): pool and publish POSTs, subscriptions, preparations,
+    /* broadcast: pool and publish POSTs, subscriptions, preparations,
      * registrations, preferences, DVT selections, the stateful envelope read */
     if (!rc)
         rc = bm_broadcast_register(a->bcast, r);
@@ -133,14 +135,14 @@ static int build_routes(app_t *a)
     return rc;
 }
 
-/* broadcast (owner: bcast): the producing node of a slot, for blinded blocks and the
+/* broadcast: the producing node of a slot, for blinded blocks and the
  * stateful envelope read, from block production's memory. */
 static int producer_of_slot(void *ud, uint64_t slot, uint8_t state_root[32], bool *has_state_root)
 {
     return bm_produce_node_for_slot(ud, slot, state_root, has_state_root);
 }
 
-/* broadcast (owner: bcast): replay state fed by broadcast's successful writes, replayed
+/* broadcast: replay state fed by broadcast's successful writes, replayed
  * to a node that comes back, is first discovered or becomes ready after syncing (pool
  * states) and to a node whose event stream reconnects (the monitor's connection listener);
  * blinded blocks and the stateful envelope read first to the producing node. */
@@ -160,7 +162,7 @@ static int build_broadcast(app_t *a)
     return rc;
 }
 
-/* fresh: the hint (expected head from the monitor's tracker, due times from discovery's
+/* The hint (expected head from the monitor's tracker, due times from discovery's
  * chain, per-duty holds), attestation data / head root / payload attestation data, and
  * block production, all racing on the shared engine. */
 static int build_fresh(app_t *a)
@@ -227,13 +229,13 @@ static int build(app_t *a)
     if ((rc = build_fresh(a)) != 0)
         return rc;
 
-    /* duties: aggregation reads (most bits), duties (dependent root) and liveness (OR) */
+    /* aggregation reads (most bits), duties (dependent root) and liveness (OR) */
     a->aggregate = bm_aggregate_new(a->race, a->pool, bm_discovery_chain(a->disc), &o->aggregate);
     a->duties = bm_duties_new(a->race, a->pool, bm_discovery_chain(a->disc), &o->duties);
     if (!a->aggregate || !a->duties)
         return BM_ENOMEM;
     bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
-    /* events: the cluster stream, fed by the tracker and every node's streams */
+    /* the cluster event stream, fed by the tracker and every node's streams */
     a->events = bm_events_new(&a->loop, &o->events);
     if (!a->events || bm_events_attach_head(a->events, a->head) != 0 ||
         bm_monitor_on_event(a->monitor, bm_events_node_event, a->events) != 0 ||
@@ -316,14 +318,14 @@ static void on_signal(uv_signal_t *s, int signum)
     }
     bm_log(BM_LOG_INFO, "%s: shutting down (in-flight requests get up to %u ms)",
            signum == SIGTERM ? "SIGTERM" : "SIGINT", a->cfg->server.shutdown_timeout_ms);
-    bm_events_shutdown(a->events); /* events: streams end now, not after the grace period */
+    bm_events_shutdown(a->events); /* streams end now, not after the grace period */
     bm_server_shutdown(a->server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
 }
 
 static void teardown(app_t *a)
 {
     bm_monitor_stop(a->monitor); /* monitor */
-    bm_events_free(a->events);   /* events: after the monitor, before curl and the tracker */
+    bm_events_free(a->events);   /* after the monitor, before curl and the tracker */
     a->events = NULL;
     if (a->disc)
         bm_discovery_stop(a->disc);
@@ -342,19 +344,19 @@ static void teardown(app_t *a)
     bm_discovery_free(a->disc);
     uv_run(&a->loop, UV_RUN_DEFAULT);
     bm_admin_free(a->admin);
-    bm_attest_free(a->attest); /* fresh: after the engine, whose races they judge */
+    bm_attest_free(a->attest); /* after the engine, whose races they judge */
     bm_produce_free(a->produce);
     bm_hint_free(a->hint);
     bm_broadcast_free(a->bcast);
     bm_replay_free(a->replay);
     bm_readpath_free(a->readpath);
     bm_router_free(a->router);
-    bm_monitor_free(a->monitor); /* monitor: its handles closed in the runs above */
+    bm_monitor_free(a->monitor); /* its handles closed in the runs above */
     bm_health_free(a->health);
     if (a->head)
-        bm_head_free(a->head); /* monitor: after health, which listens to it */
-    /* duties: after the engine (they release what it never completed), right before the
-     * pool (whose state listener they hold) */
+        bm_head_free(a->head); /* after health, which listens to it */
+    /* aggregation reads and duties: after the engine (its races judged with their rules),
+     * right before the pool (whose state listener they hold) */
     bm_aggregate_free(a->aggregate);
     bm_duties_free(a->duties);
     bm_pool_free(a->pool);
