@@ -3,7 +3,7 @@
  * main: parses the command line, loads the configuration, creates the loop and wires the
  * modules together in the direction data flows:
  *
- *   server -> router -> policies (discovery's static endpoints, admin, failover)
+ *   server -> router -> policies (discovery's static endpoints, admin, the read path)
  *                                  -> pool -> upstream (libcurl multi on the loop)
  *   discovery -> pool (network verdicts) -> health (states)
  *   monitor (per-node event streams) -> head tracker -> health (cluster-relative states)

@@ -612,6 +612,7 @@ static bool launch(exchange_t *ex, bm_node_t *node, bool hedge)
 }
 
 static void arm_timer(exchange_t *ex);
+static void consensus_failed(exchange_t *ex);
 
 /* Starts the next attempt on the best node left. False when none could start; then a wait
  * for a token may have been scheduled (retry_at). */
@@ -679,7 +680,10 @@ static void on_timer(uv_timer_t *t)
             commit(ex, &ex->at[ex->winner]);
         } else if (!ex->committed) {
             cancel_all(ex, -1);
-            answer_failure(ex);
+            if (ex->s.query)
+                consensus_failed(ex); /* no agreement by the deadline */
+            else
+                answer_failure(ex);
         }
     }
     if (!ex->finished && ex->hedge_at && now >= ex->hedge_at) {
