@@ -113,6 +113,7 @@ struct exchange {
     bool strip;        /* the forwarded target needs a leading '/' */
     uint64_t tried;    /* bit i: node i was asked */
     uint32_t started, hedges, running;
+    uint32_t rounds;             /* times every candidate was asked */
     uint64_t retry_at, hedge_at; /* loop ms; 0: none */
     bool sticky;
     uint64_t sticky_key;
@@ -635,8 +636,8 @@ static bool start_next(exchange_t *ex, bool hedge)
     return false;
 }
 
-/* The delay before retry number n (1 for the first): delay x backoff^(n-1), at most
- * maxDelay, plus up to `jitter` at random. */
+/* The delay before round n (1 for the first round after every node was asked): delay x
+ * backoff^(n-1), at most maxDelay, plus up to `jitter` at random. */
 static uint64_t retry_delay(exchange_t *ex, uint32_t n)
 {
     double d = ex->s.delay_ms;
@@ -649,15 +650,25 @@ static uint64_t retry_delay(exchange_t *ex, uint32_t n)
     return (uint64_t)d;
 }
 
-/* After an attempt failed with nothing else running: retry after the delay, or give up. */
+/*
+ * After an attempt failed with nothing else running: the next node at once (moving to
+ * another node is no reason to wait); when every candidate was asked, a new round over them
+ * after the retry delay, while attempts and time remain; else the answer of failure.
+ */
 static void after_failure(exchange_t *ex)
 {
     if (ex->finished || ex->running > 0 || ex->retry_at)
         return;
-    uint64_t now = uv_now(ex->rp->loop);
     if (ex->started < ex->s.max_attempts) {
-        uint64_t at = now + retry_delay(ex, ex->started);
-        if (at < ex->s.deadline) {
+        if (start_next(ex, false)) {
+            ex->rp->c.retries++;
+            return;
+        }
+        if (ex->retry_at)
+            return; /* a node only lacks a token: waiting for it */
+        uint64_t at = uv_now(ex->rp->loop) + retry_delay(ex, ++ex->rounds);
+        if (at < ex->s.deadline && ex->tried) {
+            ex->tried = 0; /* the nodes may be asked again: they failed transiently */
             ex->retry_at = at;
             ex->rp->c.retries++;
             arm_timer(ex);
