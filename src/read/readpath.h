@@ -11,9 +11,9 @@
  *   - attempts: one node at a time, best first; a connection error, a timeout, a 5xx, a 429
  *     (the node's bucket closes for its Retry-After), a 415 to an SSZ Accept (remembered per
  *     node and route), and a pruned answer to a historical read when archive nodes exist
- *     move to the next one after the retry delay (delay x backoff^n, at most maxDelay, plus
- *     jitter), at most maxAttempts attempts; other writes get one attempt, and a second one
- *     only when the first could not connect;
+ *     move to the next node at once; when every candidate was asked, a new round after the
+ *     retry delay (delay x backoff^(round-1), at most maxDelay, plus jitter); at most
+ *     maxAttempts attempts; any other write is sent once;
  *   - a hedge: when no answer head came within hedge.delay, the same read goes to the next
  *     candidate of a tier up to hedge.maxPriority, within the hedge budget; heavy reads are
  *     not hedged unless a rule says so; the first usable answer wins, the others are cancelled;
