@@ -1059,6 +1059,8 @@ static void on_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
         if (res->err) {
             add_error(ex, "%s: %s", a->node->id, bm_strerror(res->err));
             a->phase = AT_IDLE;
+            if (!ex->is_read && res->err == BM_ECONNREFUSED && ex->s.max_attempts < 2)
+                ex->s.max_attempts = 2; /* nothing was sent: one more node may take it */
         } else if (a->inspect &&
                    !bm_archive_pruned_answer(&ex->hist, res->status, bm_str_data(&a->body),
                                              bm_str_len(&a->body), UINT64_MAX)) {

@@ -13,7 +13,8 @@
  *     node and route), and a pruned answer to a historical read when archive nodes exist
  *     move to the next node at once; when every candidate was asked, a new round after the
  *     retry delay (delay x backoff^(round-1), at most maxDelay, plus jitter); at most
- *     maxAttempts attempts; any other write is sent once;
+ *     maxAttempts attempts; any other write is sent once, twice when the first node refused
+ *     the connection (nothing was sent);
  *   - a hedge: when no answer head came within hedge.delay, the same read goes to the next
  *     candidate of a tier up to hedge.maxPriority, within the hedge budget; heavy reads are
  *     not hedged unless a rule says so; the first usable answer wins, the others are cancelled;
