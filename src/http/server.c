@@ -80,6 +80,7 @@ typedef enum {
 struct bm_req {
     conn_t *conn;
     const bm_http1_head_t *head;
+    char *target; /* owned: a target set by bm_req_set_target, or NULL (the head's) */
     const char *path;
     size_t path_len;
     const char *query;
@@ -377,6 +378,7 @@ static void conn_free(conn_t *c)
     free(c->q);
     bm_buf_unref(c->acc);
     bm_buf_unref(c->req.body);
+    free(c->req.target);
     if (c->in) {
         pool_put(srv, c->in);
         c->in = NULL;
@@ -1136,8 +1138,8 @@ static const bm_http1_callbacks_t parser_cbs = {on_head, on_body, NULL};
 
 static void split_target(bm_req_t *r)
 {
-    const char *t = r->head->target;
-    size_t n = r->head->target_len;
+    const char *t = r->target ? r->target : r->head->target;
+    size_t n = strlen(t);
     const char *path = t;
     /* absolute-form (RFC 9112 3.2.2): the path starts after the authority */
     if ((n > 7 && strncasecmp(t, "http://", 7) == 0) ||
@@ -1311,7 +1313,22 @@ const char *bm_req_method(const bm_req_t *req)
 
 const char *bm_req_target(const bm_req_t *req)
 {
-    return req->head->target;
+    return req->target ? req->target : req->head->target;
+}
+
+int bm_req_set_target(bm_req_t *req, const char *target, size_t len)
+{
+    if (len == 0 || target[0] != '/' || memchr(target, '\0', len))
+        return BM_EINVAL;
+    char *t = malloc(len + 1);
+    if (!t)
+        return BM_ENOMEM;
+    memcpy(t, target, len);
+    t[len] = '\0';
+    free(req->target);
+    req->target = t;
+    split_target(req);
+    return 0;
 }
 
 const char *bm_req_path(const bm_req_t *req, size_t *len)
@@ -1503,6 +1520,8 @@ static void req_release(conn_t *c)
 {
     bm_req_t *r = &c->req;
     r->owned = false;
+    free(r->target);
+    r->target = NULL;
     bm_buf_unref(r->body);
     r->body = NULL;
     r->abort_cb = NULL;
@@ -1558,7 +1577,7 @@ void bm_resp_end(bm_req_t *req)
     if (req->owned && !req->started && !req->conn->closing) {
         bm_log_limited(&req->conn->srv->log_lim, BM_LOG_ERROR,
                        "server: handler ended %s %s without an answer", req->head->method,
-                       req->head->target);
+                       bm_req_target(req));
         resp_json_error(req, 500, "no answer");
         return;
     }

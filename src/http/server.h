@@ -98,6 +98,15 @@ const char *bm_req_method(const bm_req_t *req);
 /** The raw request target ("/eth/v1/node/health?x=1"), NUL-terminated. */
 const char *bm_req_target(const bm_req_t *req);
 
+/**
+ * Replaces the request target with target[0..len) (origin-form: it must start with '/'),
+ * copied; path and query follow it. What a front handler does before dispatching a request
+ * whose first segments it consumed (a network id, an API key in the path), so that nothing
+ * after it (handlers, forwarded requests, log lines) sees them. Returns 0, BM_EINVAL (not
+ * origin-form, or a NUL byte) or BM_ENOMEM.
+ */
+int bm_req_set_target(bm_req_t *req, const char *target, size_t len);
+
 /** The path part of the target (before '?'), with its length. Not percent-decoded. */
 const char *bm_req_path(const bm_req_t *req, size_t *len);
 
