@@ -50,7 +50,7 @@ bool bm_bucket_take(bm_bucket_t *b, const bm_rate_t *r, uint64_t now_ms, uint32_
         return true;
     }
     if (retry_ms) {
-        double ms = ceil((1.0 - b->tokens) * 1000.0 / r->rate);
+        double ms = ceil((1.0 - b->tokens) * 1000.0 / r->rate - 1e-6); /* float dust */
         *retry_ms = ms < 1 ? 1 : ms > 3600000 ? 3600000 : (uint32_t)ms;
     }
     return false;
