@@ -107,6 +107,13 @@ const char *bm_req_target(const bm_req_t *req);
  */
 int bm_req_set_target(bm_req_t *req, const char *target, size_t len);
 
+/**
+ * Adds fields (copied) to whatever response head this request gets, from any handler or
+ * from the server's own error answers to it: what a front handler decides for every answer
+ * (CORS). Returns 0 or BM_ENOMEM.
+ */
+int bm_req_add_resp_fields(bm_req_t *req, const bm_hdrs_t *h);
+
 /** The path part of the target (before '?'), with its length. Not percent-decoded. */
 const char *bm_req_path(const bm_req_t *req, size_t *len);
 
