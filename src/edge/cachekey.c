@@ -176,6 +176,7 @@ typedef struct resolved {
     uint8_t root[32];
     uint64_t slot;
     bool justified; /* key carries the justified checkpoint */
+    bool final;
 } resolved_t;
 
 static void root_text(char out[67], const uint8_t root[32])
@@ -226,6 +227,7 @@ static void resolve_block(const bm_ck_chain_t *c, const char *id, size_t n, reso
         r->use_id = true;
     } else if (id_is(id, n, "genesis")) {
         r->cls = BM_CK_IMMUTABLE;
+        r->final = true;
     } else if (id_is(id, n, "head")) {
         if (!c->has_head)
             return;
@@ -238,11 +240,13 @@ static void resolve_block(const bm_ck_chain_t *c, const char *id, size_t n, reso
         if (!c->has_finalized)
             return;
         r->cls = BM_CK_IMMUTABLE;
+        r->final = true;
         set_root(r, c->fin_root);
     } else if (parse_slot(id, n, &slot)) {
-        if (final_slot(c, &fin) && slot <= fin)
+        if (final_slot(c, &fin) && slot <= fin) {
             r->cls = BM_CK_IMMUTABLE;
-        else
+            r->final = true;
+        } else
             resolve_block_slot(c, slot, r);
     }
 }
@@ -254,6 +258,7 @@ static void resolve_state(const bm_ck_chain_t *c, const char *id, size_t n, reso
         resolve_block(c, id, n, r); /* the same text rules */
     } else if (id_is(id, n, "genesis")) {
         r->cls = BM_CK_IMMUTABLE;
+        r->final = true;
     } else if (id_is(id, n, "head")) {
         if (!c->has_head || !c->has_head_state)
             return; /* the state root is not known yet: not cached */
@@ -266,6 +271,7 @@ static void resolve_state(const bm_ck_chain_t *c, const char *id, size_t n, reso
         if (!c->has_finalized || !c->has_fin_state)
             return;
         r->cls = BM_CK_IMMUTABLE;
+        r->final = true;
         set_root(r, c->fin_state_root);
     } else if (id_is(id, n, "justified")) {
         if (!c->has_justified)
@@ -274,8 +280,10 @@ static void resolve_state(const bm_ck_chain_t *c, const char *id, size_t n, reso
         r->justified = true;
     } else if (parse_slot(id, n, &slot)) {
         /* a state after finality has no root to send it by: asked as it is, not cached */
-        if (final_slot(c, &fin) && slot <= fin)
+        if (final_slot(c, &fin) && slot <= fin) {
             r->cls = BM_CK_IMMUTABLE;
+            r->final = true;
+        }
     }
 }
 
@@ -302,6 +310,7 @@ int bm_ck_derive(const char *path, size_t path_len, const char *query, size_t qu
     out->route = rt->cls;
     out->ssz = ssz;
     out->ttl_ms = r.cls == BM_CK_CHAIN ? ttls->chain_ms : r.cls == BM_CK_CLOCK ? ttls->clock_ms : 0;
+    out->final = r.final;
     out->has_root = r.has_root;
     memcpy(out->root, r.root, 32);
     out->slot = r.has_root ? r.slot : UINT64_MAX;

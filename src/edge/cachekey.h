@@ -84,6 +84,7 @@ typedef struct bm_ck {
     bool has_root;   /* CHAIN: the block root the entry stands for */
     uint8_t root[32];
     bool rewritten;  /* target differs from the client's */
+    bool final;      /* finalized history (genesis, `finalized`, a slot at or before it) */
     bm_str_t key;    /* the key (cls != NONE) */
     bm_str_t target; /* what to send (cls != NONE): path (rewritten) and query */
 } bm_ck_t;

@@ -60,6 +60,8 @@ bm_entry_t *bm_entry_new(const char *key, size_t n, bm_buf_t *body, bm_buf_t *gz
     e->body = bm_buf_ref(body);
     e->gz = gz ? bm_buf_ref(gz) : NULL;
     bm_hdrs_init(&e->hdrs);
+    bm_hdrs_init(&e->hdrs_gz);
+    e->flags.finalized_off = e->flags.optimistic_off = -1;
     e->slot = UINT64_MAX;
     return e;
 }
@@ -71,6 +73,7 @@ void bm_entry_free(bm_entry_t *e)
     bm_buf_unref(e->body);
     bm_buf_unref(e->gz);
     bm_hdrs_dispose(&e->hdrs);
+    bm_hdrs_dispose(&e->hdrs_gz);
     free(e->key);
     free(e);
 }
@@ -92,7 +95,7 @@ static size_t entry_bytes(const bm_entry_t *e)
     size_t n =
         ENTRY_OVERHEAD + e->key_len + (e->body ? e->body->len : 0) + (e->gz ? e->gz->len : 0);
     for (size_t i = 0; i < e->hdrs.n; i++)
-        n += e->hdrs.items[i].name_len + e->hdrs.items[i].value_len + 2;
+        n += 2 * (e->hdrs.items[i].name_len + e->hdrs.items[i].value_len + 2); /* and _gz */
     return n;
 }
 
@@ -185,6 +188,18 @@ bm_entry_t *bm_store_get(bm_store_t *s, const char *key, size_t n, uint64_t now_
     return e;
 }
 
+void bm_store_update(bm_store_t *s, bm_entry_t *e, bm_buf_t *body, bm_buf_t *gz)
+{
+    bm_buf_t *ob = e->body, *og = e->gz;
+    e->body = bm_buf_ref(body);
+    e->gz = gz ? bm_buf_ref(gz) : NULL;
+    bm_buf_unref(ob);
+    bm_buf_unref(og);
+    s->bytes -= e->bytes;
+    e->bytes = entry_bytes(e);
+    s->bytes += e->bytes;
+}
+
 void bm_store_remove(bm_store_t *s, const char *key, size_t n)
 {
     uint64_t h = bm_json_siphash(s->hkey, key, n);
@@ -229,6 +244,7 @@ void bm_store_promote(bm_store_t *s, uint64_t final_slot,
             continue;
         if (canonical(ud, e->root, e->slot)) {
             e->cls = BM_CK_IMMUTABLE;
+            e->final = true;
             e->expires_ms = 0;
             s->st.promotions++;
         } else {

@@ -22,15 +22,21 @@
 #include "base/buf.h"
 #include "base/hdrs.h"
 #include "edge/cachekey.h"
+#include "edge/flags.h"
 
 /** One stored answer. Fields are set before bm_store_put and never change after, except
  *  `cls` and `expires_ms` (promotion). */
 typedef struct bm_entry {
     char *key; /* owned */
     size_t key_len;
-    bm_buf_t *body; /* owned reference: the identity body */
-    bm_buf_t *gz;   /* owned reference: the gzip body, or NULL (small or incompressible) */
-    bm_hdrs_t hdrs; /* the fields served with it (Content-Type, consensus headers) */
+    bm_buf_t *body;    /* owned reference: the identity body */
+    bm_buf_t *gz;      /* owned reference: the gzip body, or NULL (small or incompressible) */
+    bm_hdrs_t hdrs;    /* the fields served with the identity body (Content-Type, consensus
+                          headers, Vary) */
+    bm_hdrs_t hdrs_gz; /* the same with Content-Encoding: gzip (when gz) */
+    bool json;         /* a JSON body: `flags` says where its flags are */
+    bm_flags_t flags;
+    bool final; /* its block is known finalized (finalized history, promoted) */
     bm_ck_class_t cls;
     bm_ck_route_t route;
     uint64_t expires_ms; /* 0: never */
@@ -81,6 +87,12 @@ bm_entry_t *bm_store_get(bm_store_t *s, const char *key, size_t n, uint64_t now_
  * and refused: returns BM_ETOOBIG; else 0.
  */
 int bm_store_put(bm_store_t *s, bm_entry_t *e);
+
+/**
+ * Replaces a stored entry's bodies (references taken; the old ones are released): a served
+ * body whose flags were rewritten is stored once rather than rewritten per hit.
+ */
+void bm_store_update(bm_store_t *s, bm_entry_t *e, bm_buf_t *body, bm_buf_t *gz);
 
 /** Drops the entry under key[0..n) if any. */
 void bm_store_remove(bm_store_t *s, const char *key, size_t n);
