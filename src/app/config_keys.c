@@ -22,6 +22,9 @@
 #include "base/hdrs.h"
 #include "base/url.h"
 #include "cluster/pool.h"
+#include "edge/addr.h"
+#include "edge/auth.h"
+#include "edge/front.h"
 #include "read/rules.h"
 
 #define DURATION_MAX_MS 86400000u   /* 24 hours: durations are uint32_t milliseconds */
@@ -498,6 +501,91 @@ static int upstream_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_
     return 0;
 }
 
+/* A rate with a burst: the burst defaults to the rate (one second of requests). */
+static int rate_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_pos_t *at)
+{
+    (void)msg;
+    (void)n;
+    (void)at;
+    bm_config_rate_t *r = (bm_config_rate_t *)e->entries + e->index;
+    if (r->rate && !r->burst)
+        r->burst = r->rate;
+    return 0;
+}
+
+/* Key ids unique; no secret shared by two keys. */
+static int key_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_pos_t *at)
+{
+    bm_config_key_t *keys = e->entries, *k = &keys[e->index];
+    bm_cfg_quote_t q;
+    for (size_t j = 0; j < e->index; j++) {
+        if (k->id && keys[j].id && strcmp(keys[j].id, k->id) == 0) {
+            *at = e->value_at[0];
+            snprintf(msg, n, "%s: id %s is already used by %s[%zu]", e->path,
+                     bm_cfg_quote(&q, k->id), e->list, j);
+            return BM_EINVAL;
+        }
+        if (k->secret && keys[j].secret && strcmp(keys[j].secret, k->secret) == 0) {
+            *at = e->value_at[1];
+            snprintf(msg, n, "%s: its secret is the secret of %s[%zu] too", e->path, e->list, j);
+            return BM_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* Network ids unique; which rows the entry gave (its own sections). */
+static int network_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_pos_t *at)
+{
+    bm_config_t *nets = e->entries, *net = &nets[e->index];
+    bm_cfg_quote_t q;
+    net->network_given = e->given;
+    for (size_t j = 0; j < e->index; j++) {
+        if (net->network_id && nets[j].network_id &&
+            strcmp(nets[j].network_id, net->network_id) == 0) {
+            *at = e->value_at[0];
+            snprintf(msg, n, "%s: id %s is already used by %s[%zu]", e->path,
+                     bm_cfg_quote(&q, net->network_id), e->list, j);
+            return BM_EINVAL;
+        }
+    }
+    return 0;
+}
+
+static const char *secret_problem(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 8)
+        return "must be at least 8 characters";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= 0x20 || c == 0x7f || c == '/')
+            return "must not contain spaces, control characters or '/'";
+    }
+    return NULL;
+}
+
+static const char *route_problem(const char *s)
+{
+    return bm_auth_route_parse(s) ? NULL : "must be read, duties or admin";
+}
+
+static const char *origin_problem(const char *s)
+{
+    if (strcmp(s, "*") == 0)
+        return NULL;
+    const char *sep = strstr(s, "://");
+    if (!sep || (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0))
+        return "must be \"*\" or an origin such as \"https://app.example\"";
+    const char *host = sep + 3;
+    if (!*host || strchr(host, '/'))
+        return "must be an origin: scheme, host and optional port, no path";
+    for (const char *c = s; *c; c++)
+        if ((unsigned char)*c <= 0x20 || *c == 0x7f)
+            return "must not contain spaces or control characters";
+    return NULL;
+}
+
 /* ---- enumerations ------------------------------------------------------------------- */
 
 static int parse_level(const char *s, int *v)
@@ -635,6 +723,7 @@ static const bm_cfg_key_t server_keys[] = {
           BM_DEFAULT_SERVER_MAX_CONNECTIONS),
     DURATION(T, "shutdownTimeout", shutdown_timeout_ms, 0, D_MAX,
              BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
+    STRINGS(T,  "allowedClients",  allowed_clients, n_allowed_clients, 256, bm_cidr_problem),
 };
 #undef T
 
@@ -875,6 +964,100 @@ static const bm_cfg_section_t routing_section = SECTION_OF(bm_config_routing_t, 
 static const bm_cfg_section_t failsafe_section =
     SECTION_OF(bm_config_failsafe_t, failsafe_keys, NULL);
 
+/* ---- the edge: cache, cors, rateLimit, auth, networks ---- */
+
+#define T bm_config_cache_t
+static const bm_cfg_key_t cache_keys[] = {
+    BOOL(T,     "enabled",       enabled,         BM_DEFAULT_CACHE_ENABLED),
+    COUNT(T,    "maxEntries",    max_entries,     1, 1u << 26, BM_DEFAULT_CACHE_MAX_ENTRIES),
+    SIZE(T,     "maxBytes",      max_bytes,       KB, 64 * GB, BM_DEFAULT_CACHE_MAX_BYTES),
+    SIZE(T,     "maxEntryBytes", max_entry_bytes, 1, 4 * GB, BM_DEFAULT_CACHE_MAX_ENTRY_BYTES),
+    DURATION(T, "chainTtl",      chain_ttl_ms,    1, D_MAX, BM_DEFAULT_CACHE_CHAIN_TTL_MS),
+    DURATION(T, "clockTtl",      clock_ttl_ms,    0, D_MAX, BM_DEFAULT_CACHE_CLOCK_TTL_MS),
+    SIZE(T,     "gzipMinBytes",  gzip_min_bytes,  0, 4 * GB, BM_DEFAULT_CACHE_GZIP_MIN_BYTES),
+    COUNT(T,    "gzipLevel",     gzip_level,      1, 9, BM_DEFAULT_CACHE_GZIP_LEVEL),
+};
+#undef T
+
+#define T bm_config_cors_t
+static const bm_cfg_key_t cors_keys[] = {
+    STRINGS(T, "allowedOrigins",   allowed_origins, n_allowed_origins, 256, origin_problem),
+    STRINGS(T, "allowedMethods",   allowed_methods, n_allowed_methods, 32, method_problem),
+    STRINGS(T, "allowedHeaders",   allowed_headers, n_allowed_headers, 64,
+            bm_cfg_header_name_problem),
+    STRINGS(T, "exposedHeaders",   exposed_headers, n_exposed_headers, 64,
+            bm_cfg_header_name_problem),
+    BOOL(T,    "allowCredentials", allow_credentials, false),
+    DURATION(T, "maxAge",          max_age_ms, 0, D_MAX, BM_DEFAULT_CORS_MAX_AGE_MS),
+};
+#undef T
+
+static const bm_cfg_key_t rate_keys[] = {
+    COUNT(bm_config_rate_t, "rate",  rate,  0, 10000000, 0),
+    COUNT(bm_config_rate_t, "burst", burst, 0, 10000000, 0),
+};
+static const bm_cfg_section_t rate_section = SECTION_OF(bm_config_rate_t, rate_keys, rate_finish);
+
+static const bm_cfg_key_t rate_duties_keys[] = {
+    SECTION(bm_config_rate_duties_t, "perClient", per_client, bm_config_rate_t, rate_section),
+    SECTION(bm_config_rate_duties_t, "global",    global,     bm_config_rate_t, rate_section),
+};
+static const bm_cfg_section_t rate_duties_section =
+    SECTION_OF(bm_config_rate_duties_t, rate_duties_keys, NULL);
+
+#define T bm_config_rate_limit_t
+static const bm_cfg_key_t rate_limit_keys[] = {
+    SECTION(T, "perClient",  per_client, bm_config_rate_t,        rate_section),
+    SECTION(T, "global",     global,     bm_config_rate_t,        rate_section),
+    SECTION(T, "duties",     duties,     bm_config_rate_duties_t, rate_duties_section),
+    COUNT(T,   "maxClients", max_clients, 64, 1u << 24, BM_DEFAULT_RATE_LIMIT_CLIENTS),
+};
+#undef T
+
+#define T bm_config_key_t
+static const bm_cfg_key_t key_keys[] = {
+    TEXT(T,    "id",        id,     bm_cfg_id_problem, BM_CFG_REQUIRED), /* row 0 */
+    TEXT(T,    "secret",    secret, secret_problem,    BM_CFG_REQUIRED | BM_CFG_SECRET),
+    STRINGS(T, "networks",  networks, n_networks, 64, bm_front_network_id_problem),
+    STRINGS(T, "routes",    routes,   n_routes,   3,  route_problem),
+    SECTION(T, "rateLimit", rate_limit, bm_config_rate_t, rate_section),
+};
+#undef T
+static const bm_cfg_section_t key_section = SECTION_OF(bm_config_key_t, key_keys, key_finish);
+
+static const bm_cfg_key_t auth_keys[] = {
+    LIST(bm_config_auth_t, "keys", keys, bm_config_key_t, n_keys, key_section, 256),
+};
+static const bm_cfg_section_t auth_section = SECTION_OF(bm_config_auth_t, auth_keys, NULL);
+static const bm_cfg_section_t cache_section = SECTION_OF(bm_config_cache_t, cache_keys, NULL);
+static const bm_cfg_section_t cors_section = SECTION_OF(bm_config_cors_t, cors_keys, NULL);
+static const bm_cfg_section_t rate_limit_section =
+    SECTION_OF(bm_config_rate_limit_t, rate_limit_keys, NULL);
+
+/* A networks[] entry: a bm_config_t of which only these rows are set; row 0 is its id. The
+ * sections it leaves out are the top level's (bm_config_network). */
+#define T bm_config_t
+static const bm_cfg_key_t network_keys[] = {
+    TEXT(T,    "id",        network_id, bm_front_network_id_problem, BM_CFG_REQUIRED),
+    LIST(T,    "upstreams", upstreams, bm_config_upstream_t, n_upstreams, upstream_section,
+         BM_CONFIG_MAX_UPSTREAMS),
+    ROOT(T,    "genesisValidatorsRoot", genesis_validators_root),
+    SECTION(T, "routing",   routing,   bm_config_routing_t,   routing_section),
+    SECTION(T, "failsafe",  failsafe,  bm_config_failsafe_t,  failsafe_section),
+    SECTION(T, "cache",     cache,     bm_config_cache_t,     cache_section),
+    LIST(T,    "routeRules",   route_rules,   bm_config_route_rule_t,   n_route_rules,
+         route_rule_section, BM_CONFIG_MAX_RULES),
+    STRINGS(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
+            bm_pattern_problem),
+    LIST(T,    "clientRoutes", client_routes, bm_config_client_route_t, n_client_routes,
+         client_route_section, BM_CONFIG_MAX_RULES),
+    SECTION(T, "duties",    duties,    bm_config_duties_t,    duties_section),
+    SECTION(T, "health",    health,    bm_config_health_t,    health_section),
+    SECTION(T, "events",    events,    bm_config_events_t,    events_section),
+};
+#undef T
+const bm_cfg_section_t bm_cfg_network = SECTION_OF(bm_config_t, network_keys, network_finish);
+
 #define T bm_config_t
 static const bm_cfg_key_t root_keys[] = {
     LISTEN(T,  "listen", listen_host, listen_port, BM_DEFAULT_LISTEN_HOST, BM_DEFAULT_LISTEN_PORT),
@@ -898,6 +1081,12 @@ static const bm_cfg_key_t root_keys[] = {
          client_route_section, BM_CONFIG_MAX_RULES),
     LIST(T,    "routeRules",   route_rules,   bm_config_route_rule_t,   n_route_rules,
          route_rule_section, BM_CONFIG_MAX_RULES),
+    SECTION(T, "cache",     cache,      bm_config_cache_t,      cache_section),
+    SECTION(T, "cors",      cors,       bm_config_cors_t,       cors_section),
+    SECTION(T, "rateLimit", rate_limit, bm_config_rate_limit_t, rate_limit_section),
+    STRINGS(T, "trustedProxies", trusted_proxies, n_trusted_proxies, 256, bm_cidr_problem),
+    SECTION(T, "auth",      auth,       bm_config_auth_t,       auth_section),
+    LIST(T,    "networks",  networks,   bm_config_t,            n_networks, bm_cfg_network, 64),
 };
 #undef T
 // clang-format on
@@ -1248,7 +1437,9 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw
     case BM_CFG_TEXT:
         if (k->problem && (why = k->problem(v))) {
             bool template = (k->flags & BM_CFG_MASK_URL) && raw && strstr(raw, "${");
-            if (k->flags & BM_CFG_MASK_URL)
+            if (k->flags & BM_CFG_SECRET)
+                snprintf(q.s, sizeof q.s, "(hidden)");
+            else if (k->flags & BM_CFG_MASK_URL)
                 bm_cfg_quote_url(&q, template ? raw : v);
             else
                 bm_cfg_quote(&q, v);
@@ -1396,7 +1587,9 @@ static void keys_of(const bm_cfg_section_t *sec, const char *prefix,
         fn(ud, path, shape_of(k->kind));
         if (k->kind == BM_CFG_SECTION) {
             keys_of(k->sub, path, fn, ud);
-        } else if (k->kind == BM_CFG_LIST) {
+        } else if (k->kind == BM_CFG_LIST && k->sub != &bm_cfg_network) {
+            /* a networks[] entry holds the top level's per-network keys again (and its id):
+             * documented once, at the top level */
             snprintf(entry, sizeof entry, "%s[]", path); /* "upstreams[].url" */
             keys_of(k->sub, entry, fn, ud);
         }

@@ -221,6 +221,7 @@ static void test_example_file(void **state)
     bm_config_err_t err;
     snprintf(path, sizeof path, "%s/beaconmux.example.yaml", source_dir());
     setenv("BEACON_API_KEY", "example-key", 1);
+    setenv("BEACONMUX_KEY", "example-secret", 1);
     bm_config_t *cfg = bm_config_read(path, &err);
     if (!cfg || bm_config_validate(cfg, &err) != 0)
         print_error("%s\n", err.msg);
@@ -247,7 +248,11 @@ static void test_example_file(void **state)
     def->n_client_routes = cfg->n_client_routes;
     def->route_rules = cfg->route_rules;
     def->n_route_rules = cfg->n_route_rules;
+    def->auth = cfg->auth; /* the example key */
+    assert_int_equal(cfg->auth.n_keys, 1);
+    assert_string_equal(cfg->auth.keys[0].secret, "example-secret");
     assert_same_config(cfg, def);
+    memset(&def->auth, 0, sizeof def->auth);
     def->upstreams = NULL;
     def->n_upstreams = 0;
     def->blocked_paths = NULL;
