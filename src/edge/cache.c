@@ -664,6 +664,9 @@ void bm_cache_stop(bm_cache_t *c)
     if (!c || c->stopped)
         return;
     c->stopped = true;
+    if (c->events)
+        bm_events_set_tap(c->events, NULL, NULL);
+    c->events = NULL;
     if (c->hdr.fetch)
         bm_readpath_fetch_cancel(c->hdr.fetch);
     if (c->cp.fetch)
@@ -693,8 +696,6 @@ void bm_cache_free(bm_cache_t *c)
     bm_cache_stop(c);
     if (c->head)
         bm_head_unlisten(c->head, c);
-    if (c->events)
-        bm_events_set_tap(c->events, NULL, NULL);
     bm_store_free(c->store);
     free(c);
 }
