@@ -55,7 +55,8 @@ static int build_front(app_t *a)
     for (size_t i = 0; i < a->n_net; i++) {
         bm_front_network_t fn = {bm_network_id(a->net[i]), bm_network_router(a->net[i]),
                                  bm_network_health, bm_network_status, a->net[i]};
-        if ((rc = bm_front_add_network(a->front, &fn)) != 0)
+        if ((rc = bm_front_add_network(a->front, &fn)) != 0 ||
+            (rc = bm_network_add_status(a->net[i], "edge", bm_front_status_json, a->front)) != 0)
             return rc;
     }
     return 0;

@@ -87,6 +87,12 @@ void bm_network_status(bm_str_t *out, void *ud)
     bm_admin_status_json(n->admin, out);
 }
 
+int bm_network_add_status(bm_network_t *n, const char *name, void (*fn)(bm_str_t *out, void *ud),
+                          void *ud)
+{
+    return bm_admin_add_section(n->admin, name, fn, ud);
+}
+
 static int build_pool(bm_network_t *a)
 {
     a->pool = bm_pool_new();

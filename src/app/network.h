@@ -48,6 +48,10 @@ int bm_network_health(void *ud);
 /** Appends its status page object; `ud` is the network. */
 void bm_network_status(bm_str_t *out, void *ud);
 
+/** Adds a section to its status page (the front's counters); 0 or BM_ENOMEM. */
+int bm_network_add_status(bm_network_t *n, const char *name, void (*fn)(bm_str_t *out, void *ud),
+                          void *ud);
+
 /** Shutdown, first step: the event stream's subscribers end now, cached reads stop. */
 void bm_network_stop_streams(bm_network_t *n);
 
