@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 """Coalescing: 1,000 concurrent identical reads through beaconmux reach the nodes once.
 
-beaconsim (3 nodes, each answering 500 ms late) behind beaconmux (release build); once every
-node is ready, 1,000 connections send GET /eth/v1/beacon/headers/genesis at once; the sim's
+beaconsim (3 nodes, each answering 500 ms late) behind beaconmux (release build, hedges off);
+once every
+node is ready, 1,000 connections send GET /eth/v2/beacon/blocks/genesis at once; the sim's
 request counters say how many reached a node. Then the same again with
 `Cache-Control: no-cache` on 100 connections (no coalescing, no cache): the baseline."""
 import asyncio
@@ -18,7 +19,7 @@ os.environ.setdefault("BM_BIN_DIR", os.path.join(os.path.dirname(__file__), ".."
 from harness import Beaconmux, Beaconsim  # noqa: E402
 
 N = int(os.environ.get("BENCH_CONCURRENT", "1000"))
-PATH = "/eth/v1/beacon/headers/genesis"
+PATH = "/eth/v2/beacon/blocks/genesis"
 
 
 async def one(port, headers):
@@ -35,14 +36,17 @@ async def burst(port, n, headers=""):
 
 
 def node_requests(sim):
-    return sum(sim.requests(i)["data"].get("getBlockHeader", 0) for i in range(len(sim.nodes)))
+    return sum(sim.requests(i)["data"].get("getBlockV2", 0) for i in range(len(sim.nodes)))
 
 
 def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * N + 256)), hard))
     sim = Beaconsim(nodes=3, slot_ms=2000, node_specs={i: "slow=500" for i in range(3)})
-    mux = Beaconmux(upstreams=sim.nodes, args=("--log-level", "warn"))
+    # no hedges: one read is one request (a hedge would add a second to a slow node's read)
+    config = "failsafe:\n  hedge:\n    maxCount: 0\nupstreams:\n" + "".join(
+        "  - url: %s\n" % u for u in sim.nodes)
+    mux = Beaconmux(config_text=config, args=("--log-level", "warn"))
     try:
         deadline = time.time() + 20
         while time.time() < deadline:
