@@ -403,7 +403,8 @@ static const char *quote_url(qbuf_t *q, const char *url)
 
 typedef enum kind {
     K_DURATION,     /* uint32_t milliseconds */
-    K_DURATION_OPT, /* uint32_t milliseconds, or BM_CONFIG_UNSET (inherits; not dumped) */
+    K_DURATION_OPT, /* uint32_t milliseconds, or BM_CONFIG_UNSET (inherits or follows the
+                       slot; not dumped) */
     K_SIZE,         /* uint64_t bytes */
     K_COUNT,        /* uint32_t */
     K_BOOL,         /* bool */
@@ -470,7 +471,7 @@ typedef enum kind {
     X(events, keepalive,           events.keepalive_ms,            K_DURATION, 1000, D_MAX, BM_CONFIG_DEFAULT_KEEPALIVE_MS) \
     X(events, subscriberMaxPending, events.subscriber_max_pending, K_SIZE,     KB, 4 * GB, BM_CONFIG_DEFAULT_SUBSCRIBER_MAX_PENDING) \
     X(events, dedupWindow,         events.dedup_window,            K_COUNT,    1, 1u << 20, BM_CONFIG_DEFAULT_DEDUP_WINDOW) \
-    X(events, headersTimeout,      events.headers_timeout_ms,      K_DURATION, 1, D_MAX,   BM_CONFIG_DEFAULT_HEADERS_TIMEOUT_MS)
+    X(events, headersTimeout,      events.headers_timeout_ms,      K_DURATION_OPT, 1, D_MAX, BM_CONFIG_DEFAULT_HEADERS_TIMEOUT_MS)
 #define DUTIES_KEYS(X)                                                                             \
     X(duties, holdFloor,           duties.hold_floor_ms,           K_DURATION, 0, D_MAX,   BM_CONFIG_DEFAULT_HOLD_FLOOR_MS) \
     X(duties, maxHold,             duties.max_hold_ms,             K_DURATION, 1, D_MAX,   BM_CONFIG_DEFAULT_MAX_HOLD_MS) \

@@ -61,7 +61,8 @@
 #define BM_CONFIG_DEFAULT_KEEPALIVE_MS 15000                  /* events.keepalive: 15s */
 #define BM_CONFIG_DEFAULT_SUBSCRIBER_MAX_PENDING (1ull << 20) /* events.subscriberMaxPending */
 #define BM_CONFIG_DEFAULT_DEDUP_WINDOW 4096                   /* events.dedupWindow (entries) */
-#define BM_CONFIG_DEFAULT_HEADERS_TIMEOUT_MS 5000             /* events.headersTimeout: 5s */
+#define BM_CONFIG_DEFAULT_HEADERS_TIMEOUT_MS BM_CONFIG_UNSET  /* events.headersTimeout: two slots  \
+                                                               */
 #define BM_CONFIG_DEFAULT_HOLD_FLOOR_MS 400                   /* duties.holdFloor */
 #define BM_CONFIG_DEFAULT_MAX_HOLD_MS 1000                    /* duties.maxHold */
 #define BM_CONFIG_DEFAULT_PROPOSAL_DEADLINE_MS 2000           /* duties.proposalDeadline */
@@ -71,8 +72,9 @@
 #define BM_CONFIG_DEFAULT_DUTIES_MAJORITY_AFTER_MS 1000            /* duties.dutiesMajorityAfter */
 #define BM_CONFIG_DEFAULT_AGGREGATE_GRACE_MS 100                   /* duties.aggregateGrace */
 
-/* A per-duty duration that is not set: it inherits the section's value (duties.holdFloor,
- * duties.maxHold). Never a valid duration (those stop at 24 hours). */
+/* A duration that is not set: a per-duty one inherits the section's value (duties.holdFloor,
+ * duties.maxHold); events.headersTimeout follows the slot (two slots). Never a valid
+ * duration (those stop at 24 hours). */
 #define BM_CONFIG_UNSET UINT32_MAX
 
 /* ---- the model ----------------------------------------------------------------------
@@ -142,7 +144,9 @@ typedef struct bm_config_events {
     uint32_t keepalive_ms;           /* ':' comment interval on the cluster stream */
     uint64_t subscriber_max_pending; /* bytes unsent to a subscriber before it is dropped */
     uint32_t dedup_window;           /* events remembered for first-copy-wins */
-    uint32_t headers_timeout_ms;     /* an upstream stream must answer within */
+    uint32_t headers_timeout_ms;     /* an upstream stream must send its response head within
+                                        this, never less than two slots (BM_CONFIG_UNSET: two
+                                        slots) */
 } bm_config_events_t;
 
 /** The duty reads a race may hold, each with its own hold (duties.<name>.holdFloor/maxHold). */

@@ -275,7 +275,10 @@ static int build(app_t *a)
     bm_monitor_opts_t mo;
     bm_monitor_opts_default(&mo);
     mo.connect_timeout_ms = c->timeouts.connect_ms;
-    mo.headers_timeout_ms = c->events.headers_timeout_ms;
+    /* events.headersTimeout unset: the streams' rule alone (at least two slots) */
+    uint32_t headers_ms =
+        c->events.headers_timeout_ms == BM_CONFIG_UNSET ? 0 : c->events.headers_timeout_ms;
+    mo.headers_timeout_ms = headers_ms;
     mo.request_timeout_ms = c->timeouts.read_ms;
     a->monitor = bm_monitor_new(&a->loop, a->up, a->pool, a->disc, a->head, a->health, &mo);
     if (!a->monitor)
@@ -314,7 +317,7 @@ static int build(app_t *a)
     eo.keepalive_ms = c->events.keepalive_ms;
     eo.subscriber_max_pending = c->events.subscriber_max_pending;
     eo.dedup_window = c->events.dedup_window;
-    eo.headers_timeout_ms = c->events.headers_timeout_ms;
+    eo.headers_timeout_ms = headers_ms;
     eo.connect_timeout_ms = c->timeouts.connect_ms;
     a->events = bm_events_new(&a->loop, &eo);
     if (!a->events || bm_events_attach_head(a->events, a->head) != 0 ||

@@ -810,6 +810,12 @@ static void on_chain(const bm_chain_info_t *c, void *ud)
         if (idle > UINT32_MAX)
             idle = UINT32_MAX;
         uint32_t wait = head_wait(m, c->clock.slot_ms);
+        if (m->opts.headers_timeout_ms && m->opts.headers_timeout_ms < wait)
+            bm_log(BM_LOG_INFO,
+                   "monitor: events.headersTimeout (%u ms) is below two slots or the streams' "
+                   "idle time; event streams wait %u ms for their response head (a node may send "
+                   "it only with its first event)",
+                   m->opts.headers_timeout_ms, wait);
         for (size_t i = 0; i < m->n; i++) {
             bm_nodestream_set_idle_timeout(m->nodes[i].stream, (uint32_t)idle);
             bm_nodestream_set_headers_timeout(m->nodes[i].stream, wait);
