@@ -69,13 +69,14 @@ struct mnode {
     size_t idx;
     bm_node_t *node;
     bm_nodestream_t *stream;
-    bool head_v2;         /* asking head_v2 (else head) */
-    bool payload_topic;   /* execution_payload_available is in the list */
-    bool payload_refused; /* the node refused it: not asked again until its version changes */
-    bool connected;       /* what the tracker and the listeners were told */
-    bool syncing_busy;    /* a syncing poll is in flight */
-    bool poll_busy;       /* a head request (GET .../headers/head) is in flight */
-    uint64_t poll_slot;   /* slot of the last head request (UINT64_MAX: none) */
+    bool head_v2;          /* asking head_v2 (else head) */
+    bool payload_topic;    /* execution_payload_available is in the list */
+    bool payload_refused;  /* the node refused it: not asked again until its version changes */
+    bool connected;        /* what the tracker and the listeners were told */
+    bool syncing_busy;     /* a syncing poll is in flight */
+    bool poll_busy;        /* a head request (GET .../headers/head) is in flight */
+    uint64_t poll_slot;    /* slot of the last head request (UINT64_MAX: none) */
+    uint64_t poll_sent_ms; /* wall time it was sent */
     uint64_t last_stream_head_ms; /* wall time of the last head event from its stream */
     bool has_stream_root;         /* ... and the root it announced */
     uint8_t stream_root[32];
@@ -250,6 +251,10 @@ static void on_head_answer(mreq_t *r, const bm_xfer_result_t *res, uint64_t now)
     }
     mn->info.polled_heads++;
     bm_head_on_parent(m->head, mn->idx, ev.root, ev.slot, parent, now);
+    /* The stream announced a head since the request went out: that one is newer, and the
+     * answer must not take the node's head back (its parent link is knowledge all the same). */
+    if (mn->last_stream_head_ms >= mn->poll_sent_ms)
+        return;
     bm_head_on_head(m->head, mn->idx, &ev, now);
 }
 
@@ -262,6 +267,7 @@ static void poll_head(mnode_t *mn, const char *why, uint64_t now)
     if (!req_start(mn, REQ_HEAD, "/eth/v1/beacon/headers/head", NULL))
         return;
     mn->poll_busy = true;
+    mn->poll_sent_ms = now;
     mn->poll_slot =
         m->clock_known && now >= m->clock.genesis_ms ? bm_slot_at(&m->clock, now) : UINT64_MAX;
     mn->info.head_polls++;
