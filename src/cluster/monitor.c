@@ -871,7 +871,7 @@ bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool
     bm_nodestream_opts_t so;
     bm_nodestream_opts_default(&so);
     so.connect_timeout_ms = m->opts.connect_timeout_ms;
-    so.headers_timeout_ms = head_wait(m, 0); /* raised to the slot's once the chain is known */
+    so.headers_timeout_ms = head_wait(m, 0); /* set from the slot once the chain is known */
     bm_nodestream_cbs_t cbs = {
         .on_event = on_event, .on_up = on_up, .on_down = on_down, .on_rejected = on_rejected};
     for (size_t i = 0; i < n; i++) {
