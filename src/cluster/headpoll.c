@@ -29,12 +29,14 @@ bm_headpoll_reason_t bm_headpoll_due(const bm_headpoll_cluster_t *c, const bm_he
             return BM_HEADPOLL_NO_STREAM;
         return BM_HEADPOLL_NO;
     }
-    if (!c->has_head || n->at_cluster_head)
+    /* An up stream is judged per slot, at the slot start: did it deliver a head during the
+     * previous slot, in which the cluster head moved past the node? Judging at other moments
+     * would race with a working stream whose heads come exactly a slot apart. */
+    if (moment != BM_HEADPOLL_SLOT_START || !c->has_head || n->at_cluster_head || slot == 0)
         return BM_HEADPOLL_NO;
-    uint64_t heard =
-        n->last_stream_head_ms > n->stream_up_ms ? n->last_stream_head_ms : n->stream_up_ms;
-    if (now_ms < heard || now_ms - heard < c->clock.slot_ms)
-        return BM_HEADPOLL_NO; /* it spoke within the last slot: its next head is coming */
+    uint64_t prev_start = bm_slot_start_ms(&c->clock, slot - 1);
+    if (n->last_stream_head_ms >= prev_start || n->stream_up_ms >= prev_start)
+        return BM_HEADPOLL_NO; /* it spoke in the previous slot, or was not up for all of it */
     if (c->head_since_ms <= n->last_stream_head_ms)
         return BM_HEADPOLL_NO; /* the cluster has not moved since its last head */
     return BM_HEADPOLL_SILENT;

@@ -11,11 +11,12 @@
  *     has most likely imported the same block by then), else at the mid-slot point
  *     (slot start + a quarter slot, before the attestation deadline at a third), so that a
  *     block of this slot is seen even when no stream works anywhere;
- *   - when its stream is up but delivered no head for a whole slot while the cluster head
- *     moved past the node's head: at the move, at the mid-slot point or at the slot start,
- *     whichever comes first.
+ *   - when its stream is up but delivered no head during the previous slot while the
+ *     cluster head moved past the node's head: at the slot start. (Heads of a working stream
+ *     come a slot apart, so "silent for a slot" is judged on slot boundaries, never in
+ *     between.)
  *
- * A working stream (a head event within the last slot, or a node at the cluster head) is
+ * A working stream (a head event in the previous slot, or a node at the cluster head) is
  * never polled. Pure: no I/O, no clock reads; times are Unix milliseconds.
  */
 #ifndef BM_HEADPOLL_H
@@ -38,7 +39,7 @@ typedef enum bm_headpoll_reason {
     BM_HEADPOLL_NO = 0,       /* not due */
     BM_HEADPOLL_UNKNOWN_HEAD, /* no head of it is known while the chain runs */
     BM_HEADPOLL_NO_STREAM,    /* its stream is not up (connecting, waiting, backing off) */
-    BM_HEADPOLL_SILENT,       /* its stream is up but said nothing for a slot the cluster moved */
+    BM_HEADPOLL_SILENT,       /* its stream is up but said nothing in a slot the cluster moved */
 } bm_headpoll_reason_t;
 
 /** What the monitor knows of one node. */

@@ -3,8 +3,8 @@
  * test_headpoll: when the monitor asks a node for its head. Each case is one node and one
  * moment on a 12 s slot clock: a working stream is never asked; a node without a head is
  * asked at once; a node without a stream at the cluster move or from the mid-slot point;
- * a silent stream once the cluster moved past it and a slot went by; never twice a slot,
- * never before genesis.
+ * an up stream that delivered nothing in a slot in which the cluster moved past it at the
+ * next slot start; never twice a slot, never before genesis.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,17 +48,20 @@ static void test_working_stream_is_never_asked(void **state)
     (void)state;
     bm_headpoll_cluster_t c = cluster(T(10, 100));
     bm_headpoll_node_t n = working();
-    /* the cluster moved at 10.1 s, the node spoke 0.8 slot before: its head is coming */
+    /* the cluster moved at 10.1 s; the node spoke in slot 9: its slot-10 head is coming */
     assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_CLUSTER_MOVED, T(10, 100)),
                      BM_HEADPOLL_NO);
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_MID_SLOT, T(10, 250)), BM_HEADPOLL_NO);
-    /* ... until a whole slot has passed since it spoke */
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_MID_SLOT, T(10, 300)), BM_HEADPOLL_SILENT);
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_MID_SLOT, T(10, 3000)), BM_HEADPOLL_NO);
+    /* a stream whose heads come exactly a slot apart is never judged silent in between */
+    n.last_stream_head_ms = T(9, 0);
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_MID_SLOT, T(10, 3000)), BM_HEADPOLL_NO);
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_CLUSTER_MOVED, T(10, 0)), BM_HEADPOLL_NO);
     /* at the cluster head: never, however long it was quiet */
     n.at_cluster_head = true;
     assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(14, 0)), BM_HEADPOLL_NO);
     /* quiet for slots, but the cluster did not move since its last head (empty slots) */
     n.at_cluster_head = false;
+    n.last_stream_head_ms = T(9, 300);
     c = cluster(T(9, 200));
     assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(12, 0)), BM_HEADPOLL_NO);
 }
@@ -66,25 +69,26 @@ static void test_working_stream_is_never_asked(void **state)
 static void test_silent_stream_asked_once_the_cluster_moved_past_it(void **state)
 {
     (void)state;
+    /* nothing from its stream in slot 10, in which the cluster head moved past it */
     bm_headpoll_cluster_t c = cluster(T(10, 100));
     bm_headpoll_node_t n = working();
-    n.last_stream_head_ms = T(8, 300); /* nothing since slot 8 */
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_CLUSTER_MOVED, T(10, 100)),
-                     BM_HEADPOLL_SILENT);
-    /* quiet for less than a slot when the cluster moved: asked at the next slot start */
-    n.last_stream_head_ms = T(9, 500);
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_CLUSTER_MOVED, T(10, 100)),
-                     BM_HEADPOLL_NO);
     assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(11, 0)), BM_HEADPOLL_SILENT);
-    /* up but never a head event: counted from when it came up */
+    assert_string_equal(bm_headpoll_reason_name(BM_HEADPOLL_SILENT), "silent stream");
+    /* judged at slot starts only */
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_MID_SLOT, T(11, 3000)), BM_HEADPOLL_NO);
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_CLUSTER_MOVED, T(11, 100)),
+                     BM_HEADPOLL_NO);
+    /* it spoke in slot 10 (late in it): not silent */
+    n.last_stream_head_ms = T(10, 11000);
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(11, 0)), BM_HEADPOLL_NO);
+    /* up only since the middle of slot 10 (its head asked at the connect): next slot */
     n.last_stream_head_ms = 0;
     n.stream_up_ms = T(10, 50);
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_MID_SLOT, T(10, 3000)), BM_HEADPOLL_NO);
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_MID_SLOT, T(11, 3000)),
-                     BM_HEADPOLL_SILENT);
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(11, 0)), BM_HEADPOLL_NO);
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(12, 0)), BM_HEADPOLL_SILENT);
     /* without a cluster head there is nothing to have missed */
     c.has_head = false;
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_MID_SLOT, T(11, 3000)), BM_HEADPOLL_NO);
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(12, 0)), BM_HEADPOLL_NO);
 }
 
 static void test_no_stream_at_the_move_or_mid_slot(void **state)
