@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# Duty benchmark (issue 5): beaconsim with three nodes whose import lags are seeded random
+# Duty benchmark: beaconsim with three nodes whose import lags are seeded random
 # per slot (lag + jitter), beaconmux in front. Over BENCH_SLOTS slots (default 200) a
 # client acting like a validator client asks for attestation data when a head event for
 # the slot arrives or at the attestation due time, whichever first: once through

@@ -1,26 +1,48 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Runs every libFuzzer harness built by the fuzz preset for SECONDS each (default 30).
+# Runs every libFuzzer harness built by the fuzz preset for SECONDS each (default 30), then
+# prints a table: per harness its result, executions, executions per second, new inputs
+# found and peak memory, from libFuzzer's final stats (-print_final_stats=1).
 # New inputs go to a scratch corpus first so the checked-in seeds stay small; crashes are
-# written to fuzz/artifacts/ and fail the run.
+# written to fuzz/artifacts/ and fail the run (their log is kept and named).
 set -eu
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-30}
 mkdir -p fuzz/artifacts
 status=0
+rows=""
+
+# The value of the last "stat::NAME: value" line of a libFuzzer log, or "-".
+stat() {
+  v=$(sed -n "s/^stat::$1: *//p" "$2" | tail -n 1)
+  echo "${v:--}"
+}
+
 for bin in build/fuzz/fuzz_*; do
   [ -x "$bin" ] || continue
   name=$(basename "$bin" | sed 's/^fuzz_//')
   scratch=$(mktemp -d "/tmp/bm-fuzz-$name.XXXXXX")
+  log="$scratch.log"
   echo "=== fuzz_$name for ${SECONDS_EACH}s (seeds: fuzz/corpus/$name)"
-  if ! "$bin" -max_total_time="$SECONDS_EACH" -print_final_stats=1 \
-       -artifact_prefix="fuzz/artifacts/$name-" "$scratch" "fuzz/corpus/$name" 2>"$scratch.log"; then
-    echo "fuzz_$name FAILED; see fuzz/artifacts/ and $scratch.log" >&2
-    tail -n 30 "$scratch.log" >&2
-    status=1
+  if "$bin" -max_total_time="$SECONDS_EACH" -print_final_stats=1 \
+       -artifact_prefix="fuzz/artifacts/$name-" "$scratch" "fuzz/corpus/$name" 2>"$log"; then
+    result=ok
   else
-    grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$scratch.log" | sed 's/^/  /'
+    result=FAILED
+    status=1
+    echo "fuzz_$name FAILED; see fuzz/artifacts/ and $log" >&2
+    tail -n 30 "$log" >&2
   fi
+  rows="$rows$(printf '%-22s %-7s %12s %10s %6s %8s' "fuzz_$name" "$result" \
+    "$(stat number_of_executed_units "$log")" "$(stat average_exec_per_sec "$log")" \
+    "$(stat new_units_added "$log")" "$(stat peak_rss_mb "$log")")
+"
+  [ "$result" = ok ] && rm -f "$log"
   rm -rf "$scratch"
 done
+
+echo
+echo "=== executions per harness (${SECONDS_EACH}s each)"
+printf '%-22s %-7s %12s %10s %6s %8s\n' harness result runs runs/s new rss_mb
+printf '%s' "$rows"
 exit $status

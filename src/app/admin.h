@@ -10,9 +10,9 @@
  * never appear: only masked URLs are printed.
  *
  * The node endpoints a validator client asks its beacon node about itself are answered
- * for the cluster (DESIGN.md "Health"): /eth/v1/node/health (200 when a node is ready
- * and the cluster head is known, 206 or `syncing_status` when the best is syncing, lagging,
- * optimistic or no-head, or when the chain runs without a cluster head, else 503),
+ * for the cluster (docs/head-tracker.md, "Health"): /eth/v1/node/health (200 when a node is
+ * ready and the cluster head is known, 206 or `syncing_status` when the best is syncing,
+ * lagging, optimistic or no-head, or when the chain runs without a cluster head, else 503),
  * /eth/v1/node/syncing from the cluster head and the clock (all five fields), and
  * /eth/v1/node/peer_count forwarded to the best ready node.
  */

@@ -184,7 +184,7 @@ bool bm_url_valid(const char *url)
 {
     if (!url)
         return false;
-    size_t a, alen;
+    size_t a = 0, alen = 0;
     if (!split(url, &a, &alen))
         return false;
     const char *auth = url + a;
@@ -212,7 +212,7 @@ int bm_url_join(bm_str_t *out, const char *base, const char *path_and_query)
         return BM_EINVAL;
     if (!valid_path(path_and_query, true))
         return BM_EINVAL;
-    size_t a, alen;
+    size_t a = 0, alen = 0;
     split(base, &a, &alen);
     size_t keep = strlen(base);
     /* Drop the base path's trailing slashes; never reach into the authority. */
@@ -228,8 +228,10 @@ void bm_url_mask(bm_str_t *out, const char *url)
     /* Nothing to append (bm_str_append of zero bytes to an empty builder is avoided). */
     if (!url || !*url)
         return;
-    /* The authority starts after "scheme:" and however many slashes follow: libcurl also
-     * accepts "https:/user:pw@host" and "https:///user:pw@host". */
+    /* The user info is looked for after "scheme:" and however many slashes follow. By RFC
+     * 3986, "https:/user:pw@host" has no authority and "https:///user:pw@host" an empty one,
+     * the '@' being in the path; but libcurl takes both as user "user", password "pw" at
+     * "host", and so does anyone reading a log: what looks like a password is hidden. */
     size_t scheme =
         strspn(url, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
     if (scheme == 0 || url[scheme] != ':') {

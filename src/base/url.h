@@ -25,7 +25,10 @@ int bm_url_join(bm_str_t *out, const char *base, const char *path_and_query);
 /**
  * Appends `url` to `out` with its credentials hidden: "user:pass@" becomes "user:***@", and
  * a user name without password (usually a token, https://TOKEN@host) becomes "***@".
- * Any text without user info is appended unchanged.
+ * The user info is looked for after "scheme:" and any number of slashes, wider than RFC
+ * 3986: in "https:///user:pass@host/x" RFC 3986 sees an empty authority and a path holding
+ * the '@', but libcurl and any reader take "pass" for a password, so it is hidden too. Any
+ * text without user info is appended unchanged. Used on invalid URLs as well (error messages).
  */
 void bm_url_mask(bm_str_t *out, const char *url);
 

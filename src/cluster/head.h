@@ -8,7 +8,7 @@
  * listeners. The module that runs the per-node event streams feeds it; health, the
  * cluster event stream and the status page read it.
  *
- * The rules (DESIGN.md "Head tracker"; docs/head-tracker.md says why):
+ * The rules (docs/head-tracker.md says why):
  * - Only voters move the cluster head: a node votes with a believed, non-optimistic head
  *   from a live stream while it is neither forked nor time-discrepant, and while health
  *   lets it (bm_head_set_node_vote). Support for a root = voters whose head is that root

@@ -45,7 +45,7 @@
 typedef struct bm_nodestream bm_nodestream_t;
 
 typedef struct bm_nodestream_opts {
-    uint32_t connect_timeout_ms; /* TCP/TLS connect (default 1000) */
+    uint32_t connect_timeout_ms; /* TCP/TLS connect (default timeouts.connect) */
     uint32_t headers_timeout_ms; /* no response head within this fails the attempt (default
                                     24000: two 12 s slots; see bm_nodestream_head_wait_ms) */
     uint32_t idle_timeout_ms;    /* longest silence, comments count as bytes (default 24000:

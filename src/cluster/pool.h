@@ -16,7 +16,7 @@
 
 #include "base/hdrs.h"
 
-/* Node states (DESIGN.md "Health"). UNKNOWN is the state before the first contact. */
+/* Node states (docs/head-tracker.md, "Health"). UNKNOWN is the state before the first contact. */
 typedef enum bm_node_state {
     BM_NODE_UNKNOWN = 0,
     BM_NODE_READY,
@@ -61,7 +61,7 @@ typedef enum bm_outcome {
     BM_OUTCOME_NET_ERROR, /* no HTTP answer: refused, reset, timed out */
 } bm_outcome_t;
 
-/* A node's last /eth/v1/node/syncing answer (issue 4; owner: health). */
+/* A node's last /eth/v1/node/syncing answer (written by health). */
 typedef struct bm_node_syncing {
     bool known; /* an answer was recorded */
     bool is_syncing;
@@ -94,15 +94,15 @@ typedef struct bm_node {
     bm_hdrs_t extra;  /* per-node request headers (API keys) */
     bm_node_state_t state;
     char state_reason[160]; /* why the node is in its state, for logs and status */
-    char input_reason[160]; /* owner: pool; the last network error or discovery verdict */
+    char input_reason[160]; /* written by pool; the last network error or discovery verdict */
     uint64_t state_since_ms;
-    bool reachable; /* owner: pool (bm_pool_record); false after repeated network errors */
-    bm_network_verdict_t network; /* owner: discovery (bm_pool_set_network) */
-    bm_client_t client;           /* owner: discovery */
-    char *version;                /* owner: discovery; NULL until known */
+    bool reachable; /* written by pool (bm_pool_record); false after repeated network errors */
+    bm_network_verdict_t network; /* written by discovery (bm_pool_set_network) */
+    bm_client_t client;           /* written by discovery */
+    char *version;                /* written by discovery; NULL until known */
     bm_node_stats_t stats;
 
-    /* ---- issue 4, owner: health (bm_health_set_syncing, bm_health_eval) -------------- */
+    /* ---- written by health (bm_health_set_syncing, bm_health_eval) ------------------- */
     bm_node_syncing_t syncing; /* last syncing answer; can only make the state worse */
     bool head_lag_known;       /* a cluster head and a head of this node both exist */
     int64_t head_lag;          /* cluster head slot - node head slot (negative: ahead) */

@@ -41,12 +41,12 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/url.h"
 
 #define DEFAULT_MAX_CONNECTS 256
-#define DEFAULT_CONNECT_TIMEOUT_MS 1000
 #define DEFAULT_MAX_RESPONSE ((size_t)64 << 20)
 #define XFER_POOL_MAX 64
 #define METHOD_MAX 32
@@ -962,7 +962,7 @@ void bm_upstream_opts_default(bm_upstream_opts_t *o)
     memset(o, 0, sizeof *o);
     o->max_connects = DEFAULT_MAX_CONNECTS;
     o->max_host_connections = 0;
-    o->tls_verify = true;
+    o->tls_verify = BM_DEFAULT_TLS_VERIFY;
     o->ca_file = NULL;
 }
 
@@ -1299,8 +1299,9 @@ static int setup(bm_xfer_t *x, const bm_xfer_req_t *req, bool https, bool has_us
     SETOPT(CURLOPT_URL, req->url);
     x->curlu = url_handle(x->up, req->url);
     SETOPT(CURLOPT_CURLU, x->curlu); /* NULL: libcurl parses the string */
-    SETOPT(CURLOPT_CONNECTTIMEOUT_MS,
-           (long)(req->connect_timeout_ms ? req->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS));
+    SETOPT(
+        CURLOPT_CONNECTTIMEOUT_MS,
+        (long)(req->connect_timeout_ms ? req->connect_timeout_ms : BM_DEFAULT_TIMEOUTS_CONNECT_MS));
     SETOPT(CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
     /* Wait for the first TLS connection to a host to learn whether it multiplexes (h2)
      * rather than opening one connection per concurrent transfer. */

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Integration tests of the proxy core (issue 2) against upstreams NOT built on our HTTP
+"""Integration tests of the proxy core against upstreams NOT built on our HTTP
 module (python's http.server, raw sockets), so a bug shared by our server and our
 simulator cannot hide on both sides."""
 import gzip

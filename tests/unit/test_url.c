@@ -47,6 +47,8 @@ static void test_valid(void **state)
         "http:/host",
         "http://",
         "http:///path",
+        "https:///user:s3cret@host/x", /* empty authority: the '@' is in the path */
+        "https:/user:s3cret@host/x",
         "http://:80/",
         "http://@host/",
         "http://host:/",
