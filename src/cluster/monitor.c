@@ -536,6 +536,8 @@ static void on_up(bm_nodestream_t *s, void *ud)
     arm_timer(m);
 }
 
+static bool step_down(mnode_t *mn, bool names_v2, bool names_payload, const char *why);
+
 static void on_down(bm_nodestream_t *s, const bm_nodestream_failure_t *f, void *ud)
 {
     mnode_t *mn = ud;
@@ -544,6 +546,14 @@ static void on_down(bm_nodestream_t *s, const bm_nodestream_failure_t *f, void *
     mn->info.last_err = f->err;
     mn->info.last_status = f->status;
     went_down(mn);
+    /* Not a byte for the whole head wait (at least two slots) from a node that answers its
+     * other requests: Lodestar before 1.10 answers a topic it does not know (head_v2, the
+     * comma form) by never answering at all, where newer clients say 400. Treated as a
+     * refusal naming nothing: the next rung of the ladder. A node that merely had nothing
+     * to say for two slots loses head_v2 until its version changes; head carries the same
+     * head (the cluster stream synthesises head_v2 from it). */
+    if (f->head_timeout && mn->node->reachable && !mn->m->stopped)
+        step_down(mn, false, false, "never answered (no byte within the head wait)");
 }
 
 /* The topic list for the node's place on the fallback ladder. */
@@ -580,6 +590,27 @@ static void update_topics(mnode_t *mn)
     went_down(mn);
 }
 
+/*
+ * One rung down the topic ladder: head_v2 -> head first (older clients), then drop
+ * execution_payload_available. `names_v2` / `names_payload`: the refusal named that topic
+ * (a refusal naming nothing takes the next rung). False when nothing is left to drop.
+ */
+static bool step_down(mnode_t *mn, bool names_v2, bool names_payload, const char *why)
+{
+    if (mn->head_v2 && (names_v2 || !names_payload)) {
+        mn->head_v2 = false;
+        bm_log(BM_LOG_INFO, "monitor: %s: head_v2 %s, falling back to head", mn->node->id, why);
+    } else if (mn->payload_topic && !mn->payload_refused) {
+        mn->payload_refused = true;
+        bm_log(BM_LOG_INFO, "monitor: %s: execution_payload_available %s, dropped", mn->node->id,
+               why);
+    } else {
+        return false;
+    }
+    update_topics(mn);
+    return true;
+}
+
 static void on_rejected(bm_nodestream_t *s, int status, const char *body, size_t len, void *ud)
 {
     mnode_t *mn = ud;
@@ -589,21 +620,13 @@ static void on_rejected(bm_nodestream_t *s, int status, const char *body, size_t
     /* which topic? the message names it ("Invalid topic: head_v2"); unnamed: next rung */
     bool names_v2 = memmem(body, len, "head_v2", 7) != NULL;
     bool names_payload = memmem(body, len, "execution_payload_available", 27) != NULL;
-    if (mn->head_v2 && (names_v2 || !names_payload)) {
-        mn->head_v2 = false;
-        bm_log(BM_LOG_INFO, "monitor: %s: head_v2 refused (%d), falling back to head", mn->node->id,
-               status);
-    } else if (mn->payload_topic && !mn->payload_refused) {
-        mn->payload_refused = true;
-        bm_log(BM_LOG_INFO, "monitor: %s: execution_payload_available refused (%d), dropped",
-               mn->node->id, status);
-    } else {
+    char why[32];
+    snprintf(why, sizeof why, "refused (%d)", status);
+    if (!step_down(mn, names_v2, names_payload, why))
         bm_log_limited(&mn->m->log_lim, BM_LOG_WARN,
                        "monitor: %s: event topics refused (%d): %.*s; retrying later", mn->node->id,
                        status, (int)(len < 200 ? len : 200), body);
-        return; /* nothing left to drop: the stream retries at the longest step */
-    }
-    update_topics(mn);
+    /* nothing left to drop: the stream retries at the longest step */
 }
 
 /* ---- time ----------------------------------------------------------------------------- */

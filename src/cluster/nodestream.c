@@ -244,8 +244,9 @@ static void fail(bm_nodestream_t *s, int err, const char *detail)
     /* Connected and waiting for the head that long, without the connection failing: the
      * node is there and had nothing to say. Try again soon rather than after a growing
      * backoff, during which its first event could be missed. */
-    if (!was_up && err == BM_ETIMEDOUT && !s->head_seen && s->state == BM_NODESTREAM_CONNECTING &&
-        now - s->attempt_mono >= s->opts.stable_ms)
+    bool head_timeout =
+        !was_up && err == BM_ETIMEDOUT && !s->head_seen && s->state == BM_NODESTREAM_CONNECTING;
+    if (head_timeout && now - s->attempt_mono >= s->opts.stable_ms)
         s->st.step = 0;
     abandon(s);
     s->st.step++;
@@ -259,8 +260,12 @@ static void fail(bm_nodestream_t *s, int err, const char *detail)
                    "nodestream %s: %s (%s); reconnecting in %u ms", s->url_masked,
                    was_up ? "stream dropped" : "connect failed", detail, delay);
     if (s->cbs.on_down) {
-        bm_nodestream_failure_t f = {
-            .err = err, .status = status, .was_up = was_up, .detail = detail, .retry_ms = delay};
+        bm_nodestream_failure_t f = {.err = err,
+                                     .status = status,
+                                     .was_up = was_up,
+                                     .head_timeout = head_timeout,
+                                     .detail = detail,
+                                     .retry_ms = delay};
         s->cb_depth++;
         s->cbs.on_down(s, &f, s->ud);
         s->cb_depth--;

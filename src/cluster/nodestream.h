@@ -74,6 +74,9 @@ typedef struct bm_nodestream_failure {
                            ECONNREFUSED, ECONNRESET (the node closed the stream), ... */
     int status;         /* HTTP status when one arrived, else 0 */
     bool was_up;        /* the stream had delivered its 200 head */
+    bool head_timeout;  /* no byte at all (not even the response head) within the head wait:
+                           a hang, or a node that had nothing to say; Lodestar before 1.10
+                           also answers a topic it does not know this way */
     const char *detail; /* human-readable cause, borrowed for the callback */
     uint32_t retry_ms;  /* the next attempt starts after this long */
 } bm_nodestream_failure_t;

@@ -94,6 +94,7 @@ typedef struct fnode {
     bool lazy_stream;  /* the stream's response head leaves only with its first event */
     bool head_fails;   /* GET .../headers/head answers 503 */
     bool streams_fail; /* GET /eth/v1/events answers 503 */
+    bool hang_v2;      /* a stream asking head_v2 gets no byte at all (Lodestar < 1.10) */
     int hdr_by_block[CHAIN];
     uint64_t genesis_at;           /* bm_clock_now_ms of the last genesis request */
     char topics[MAX_STREAMS][256]; /* query of each event-stream request */
@@ -220,7 +221,7 @@ static void on_request(fake_node_t *n, bm_req_t *req, void *ud)
                 return;
             }
         }
-        if (fn->lazy_stream)
+        if (fn->lazy_stream || (fn->hang_v2 && q && strstr(q, "topics=head_v2")))
             fake_stream_open_lazy(fn->n, req); /* its head leaves with its first event */
         else
             fake_stream_open(fn->n, req);
@@ -301,6 +302,8 @@ static void on_mon_conn(size_t node, bool up, void *ud)
 
 /* ---- fixture ----------------------------------------------------------------------------- */
 
+static uint32_t g_idle_slots = 40; /* the monitor's idle_slots for the next fx_new */
+
 static fx_t *fx_new(int n, uint64_t gloas_epoch)
 {
     fx_t *f = calloc(1, sizeof *f);
@@ -344,7 +347,7 @@ static fx_t *fx_new(int n, uint64_t gloas_epoch)
      * are short (500 ms): with the default two-slot idle timer a slow run would see a
      * stream dropped that the test never touched. The idle rule is tested in
      * test_nodestream. */
-    mo.idle_slots = 40;
+    mo.idle_slots = g_idle_slots;
     f->mon = bm_monitor_new(&f->loop, f->up, f->pool, f->disc, f->head, f->health, &mo);
     assert_non_null(f->mon);
     assert_ptr_equal(bm_monitor_head(f->mon), f->head);
@@ -740,6 +743,34 @@ static void test_missing_cluster_head_reported(void **state)
     fx_free(f);
 }
 
+/* Lodestar before 1.10 never answers a topic it does not know (head_v2): no byte for the
+ * whole head wait from a node that answers its other requests takes the next rung of the
+ * ladder, as a 400 would: head. */
+static void test_silent_head_v2_falls_back_to_head(void **state)
+{
+    (void)state;
+    g_idle_slots = 2; /* a head wait of two slots (1 s), not the fixture's 20 s */
+    fx_t *f = fx_new(2, UINT64_MAX);
+    g_idle_slots = 40;
+    f->nodes[1].hang_v2 = true;
+    start(f);
+    RUN_UNTIL(&f->loop, f->nodes[1].n_streams >= 2 && info(f, 1).connected, BOUND_MS);
+    assert_true(info(f, 1).connected);
+    assert_non_null(strstr(f->nodes[1].topics[0], "topics=head_v2&"));
+    assert_string_equal(f->nodes[1].topics[1],
+                        "topics=head&topics=block&topics=finalized_checkpoint&"
+                        "topics=chain_reorg");
+    bm_monitor_node_info_t mi = info(f, 1);
+    assert_false(mi.head_v2);
+    assert_int_equal(mi.failures, 1); /* the one silent attempt */
+    /* meanwhile its head was polled: it was never without one */
+    assert_int_equal(bm_pool_node(f->pool, 1)->state, BM_NODE_READY);
+    push_head(f, 1, "head", 3);
+    RUN_UNTIL(&f->loop, cluster_is(f, 3), BOUND_MS);
+    assert_true(cluster_is(f, 3));
+    fx_free(f);
+}
+
 /* Stopped before anything happened, and freed without a stop: the loop closes clean. */
 static void test_stop_early_and_bad_args(void **state)
 {
@@ -771,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_polled_heads_without_streams),
         cmocka_unit_test(test_silent_stream_polled_working_not),
         cmocka_unit_test(test_missing_cluster_head_reported),
+        cmocka_unit_test(test_silent_head_v2_falls_back_to_head),
         cmocka_unit_test(test_stop_early_and_bad_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
