@@ -5,6 +5,12 @@
  */
 #include "cluster/headpoll.h"
 
+uint64_t bm_headpoll_pregenesis_ms(const bm_slot_clock_t *c)
+{
+    uint64_t half = c->slot_ms / 2;
+    return half < 2000 ? half : 2000;
+}
+
 uint64_t bm_headpoll_mid_slot_ms(const bm_slot_clock_t *c, uint64_t slot)
 {
     return bm_slot_start_ms(c, slot) + c->slot_ms / 4;
@@ -13,8 +19,16 @@ uint64_t bm_headpoll_mid_slot_ms(const bm_slot_clock_t *c, uint64_t slot)
 bm_headpoll_reason_t bm_headpoll_due(const bm_headpoll_cluster_t *c, const bm_headpoll_node_t *n,
                                      bm_headpoll_moment_t moment, uint64_t now_ms)
 {
-    if (!bm_slot_clock_valid(&c->clock) || now_ms < c->clock.genesis_ms)
-        return BM_HEADPOLL_NO; /* before genesis there is no head to miss */
+    if (!bm_slot_clock_valid(&c->clock))
+        return BM_HEADPOLL_NO;
+    if (now_ms < c->clock.genesis_ms) {
+        /* Before genesis there is no head to miss, but a node's genesis block asked for just
+         * before it (believed from half a second before genesis) makes the node count from
+         * the chain's first instant instead of being headless until the first poll. */
+        bool soon = now_ms + bm_headpoll_pregenesis_ms(&c->clock) >= c->clock.genesis_ms;
+        return soon && !n->has_head && !n->poll_in_flight ? BM_HEADPOLL_UNKNOWN_HEAD
+                                                          : BM_HEADPOLL_NO;
+    }
     uint64_t slot = bm_slot_at(&c->clock, now_ms);
     if (n->poll_in_flight || n->polled_slot == slot)
         return BM_HEADPOLL_NO; /* once per slot; a hung node is asked once, not every slot */

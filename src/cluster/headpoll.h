@@ -6,7 +6,9 @@
  * silent (a buffering proxy). The guarantee beaconmux gives rests on knowing every node's
  * head, so the monitor asks, at most once per slot per node:
  *
- *   - at once, when no head of the node is known while the chain runs;
+ *   - at once, when no head of the node is known while the chain runs, and just before
+ *     genesis (bm_headpoll_pregenesis_ms: its genesis block then counts from the chain's
+ *     first instant, and no node is without a head at genesis);
  *   - when its stream is not up: as soon as the cluster head moves in the slot (the node
  *     has most likely imported the same block by then), else at the mid-slot point
  *     (slot start + a quarter slot, before the attestation deadline at a third), so that a
@@ -63,6 +65,12 @@ typedef struct bm_headpoll_cluster {
 /** Whether (and why) node `n` should be asked for its head now, at `moment`. */
 bm_headpoll_reason_t bm_headpoll_due(const bm_headpoll_cluster_t *c, const bm_headpoll_node_t *n,
                                      bm_headpoll_moment_t moment, uint64_t now_ms);
+
+/**
+ * How long before genesis a node without a head is asked: 2 s, or half a slot when that is
+ * shorter (a head announced more than a slot before its slot starts would be a clock error).
+ */
+uint64_t bm_headpoll_pregenesis_ms(const bm_slot_clock_t *c);
 
 /** The mid-slot moment of `slot`: its start plus a quarter slot. */
 uint64_t bm_headpoll_mid_slot_ms(const bm_slot_clock_t *c, uint64_t slot);

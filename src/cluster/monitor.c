@@ -106,6 +106,7 @@ struct bm_monitor {
     bool want_payload;      /* the chain is in or near Gloas */
     uint64_t last_slot;     /* slot of the last per-slot round (UINT64_MAX: none) */
     uint64_t mid_slot;      /* slot of the last mid-slot poll round (UINT64_MAX: none) */
+    bool pregenesis_polled; /* the round just before genesis ran */
     uint64_t missing_since; /* first slot seen without a cluster head while the chain runs
                                (UINT64_MAX: not missing) */
     bool missing_logged;    /* ... and it was logged */
@@ -659,6 +660,10 @@ static void arm_timer(bm_monitor_t *m)
     uint64_t at;
     if (now < m->clock.genesis_ms) {
         at = m->clock.genesis_ms;
+        uint64_t lead = bm_headpoll_pregenesis_ms(&m->clock);
+        uint64_t pre = m->clock.genesis_ms > lead ? m->clock.genesis_ms - lead : 0;
+        if (!m->pregenesis_polled && mid_slot_wanted(m))
+            at = pre > now ? pre : now;
     } else {
         uint64_t slot = bm_slot_at(&m->clock, now);
         at = slot != m->last_slot ? now : bm_slot_start_ms(&m->clock, slot + 1);
@@ -793,6 +798,11 @@ static void on_timer(uv_timer_t *t)
     if (slot != UINT64_MAX && slot != m->last_slot) {
         m->last_slot = slot;
         per_slot(m, now, slot);
+    }
+    if (slot == UINT64_MAX && !m->pregenesis_polled &&
+        now + bm_headpoll_pregenesis_ms(&m->clock) >= m->clock.genesis_ms) {
+        m->pregenesis_polled = true; /* the nodes' genesis blocks, to count from genesis on */
+        poll_round(m, BM_HEADPOLL_SLOT_START, now);
     }
     if (slot != UINT64_MAX && slot != m->mid_slot && !m->stopped &&
         now >= bm_headpoll_mid_slot_ms(&m->clock, slot)) {

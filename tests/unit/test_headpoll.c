@@ -4,7 +4,7 @@
  * moment on a 12 s slot clock: a working stream is never asked; a node without a head is
  * asked at once; a node without a stream at the cluster move or from the mid-slot point;
  * an up stream that delivered nothing in a slot in which the cluster moved past it at the
- * next slot start; never twice a slot, never before genesis.
+ * next slot start; never twice a slot; before genesis only a headless node, just before it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -131,7 +131,7 @@ static void test_unknown_head_asked_at_once(void **state)
                      BM_HEADPOLL_UNKNOWN_HEAD);
 }
 
-static void test_once_per_slot_and_never_before_genesis(void **state)
+static void test_once_per_slot_and_before_genesis(void **state)
 {
     (void)state;
     bm_headpoll_cluster_t c = cluster(T(10, 100));
@@ -143,6 +143,15 @@ static void test_once_per_slot_and_never_before_genesis(void **state)
     n.poll_in_flight = true; /* a hung node: one request at a time */
     assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(11, 0)), BM_HEADPOLL_NO);
     n.poll_in_flight = false;
+    /* before genesis: only in its last moments, and only a node without a head */
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, GENESIS - 1),
+                     BM_HEADPOLL_UNKNOWN_HEAD);
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, GENESIS - 2000 - 1),
+                     BM_HEADPOLL_NO);
+    assert_int_equal(bm_headpoll_pregenesis_ms(&c.clock), 2000);
+    bm_slot_clock_t fast = {GENESIS, 1000, 8}; /* half a slot when that is shorter */
+    assert_int_equal(bm_headpoll_pregenesis_ms(&fast), 500);
+    n.has_head = true;
     assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, GENESIS - 1), BM_HEADPOLL_NO);
     bm_headpoll_cluster_t none = {0};
     assert_int_equal(bm_headpoll_due(&none, &n, BM_HEADPOLL_SLOT_START, T(11, 0)), BM_HEADPOLL_NO);
@@ -155,7 +164,7 @@ int main(void)
         cmocka_unit_test(test_silent_stream_asked_once_the_cluster_moved_past_it),
         cmocka_unit_test(test_no_stream_at_the_move_or_mid_slot),
         cmocka_unit_test(test_unknown_head_asked_at_once),
-        cmocka_unit_test(test_once_per_slot_and_never_before_genesis),
+        cmocka_unit_test(test_once_per_slot_and_before_genesis),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
