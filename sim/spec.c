@@ -70,6 +70,10 @@ const char bs_behav_help[] =
     "  down              port closed: stop listening, close connections\n"
     "  hang              accept and read requests, never answer (event streams too)\n"
     "  error-rate=P      answer 500 {\"code\":500,...} with probability P (0..1)\n"
+    "  throttle=P        answer 429 with probability P (0..1), with Retry-After\n"
+    "  retry-after=S     the Retry-After of those 429s in seconds (default 1; 0: none)\n"
+    "  prune=SLOTS       history older than SLOTS slots is gone: 404 for blocks, headers and\n"
+    "                    states by slot, 400 (custody) for blob sidecars (0: keeps all)\n"
     "  slow=MS           delay every answer by MS\n"
     "  stale             stop importing blocks (head freezes)\n"
     "  fork              follow an own branch from now on; clearing it rejoins (chain_reorg)\n"
@@ -102,6 +106,7 @@ void bs_behav_default(bs_behav_t *b)
     b->client = BS_CLIENT_LIGHTHOUSE;
     b->sse_style = BS_SSE_STANDARD;
     b->payload_delay_ms = -1;
+    b->retry_after_s = 1;
 }
 
 static int parse_ms(const char *v, int64_t lo, int64_t hi, int64_t *out)
@@ -193,6 +198,9 @@ static int apply_word(bs_behav_t *b, const char *key, const char *val, char *err
     MS_FIELD("sse-first-event-late", sse_first_event_late_ms, BS_B_SSE_FIRST_EVENT_LATE, 0,
              86400000)
     PROB_FIELD("error-rate", error_rate, BS_B_ERROR_RATE)
+    PROB_FIELD("throttle", throttle, BS_B_THROTTLE)
+    MS_FIELD("prune", prune_slots, BS_B_PRUNE, 0, 100000000)
+    MS_FIELD("retry-after", retry_after_s, BS_B_RETRY_AFTER, 0, 3600)
     PROB_FIELD("sse-drop", sse_drop, BS_B_SSE_DROP)
     BOOL_FIELD("down", down, BS_B_DOWN)
     BOOL_FIELD("hang", hang, BS_B_HANG)
@@ -348,6 +356,9 @@ void bs_behav_merge(bs_behav_t *dst, const bs_behav_t *src)
     M(BS_B_NO_SSZ, no_ssz)
     M(BS_B_PAYLOAD_DELAY, payload_delay_ms)
     M(BS_B_BIG_VALUES, big_values)
+    M(BS_B_PRUNE, prune_slots)
+    M(BS_B_THROTTLE, throttle)
+    M(BS_B_RETRY_AFTER, retry_after_s)
     M(BS_B_SSE_HEAD_WITH_EVENT, sse_head_with_event)
     M(BS_B_SSE_FIRST_EVENT_LATE, sse_first_event_late_ms)
 #undef M
@@ -361,7 +372,8 @@ void bs_behav_json(bm_str_t *s, const bs_behav_t *b)
                   "\"slow\":%u,\"stale\":%s,\"fork\":%s,\"clock_skew\":%lld,\"syncing\":%s,"
                   "\"optimistic\":%s,\"sse_drop\":%g,\"client\":\"%s\",\"sse_style\":\"%s\","
                   "\"sse_fragment\":%s,\"gzip\":%s,\"no_ssz\":%s,\"payload_delay\":%lld,"
-                  "\"big_values\":%s,\"sse_head_with_event\":%s,\"sse_first_event_late\":%u}",
+                  "\"big_values\":%s,\"prune\":%lld,\"throttle\":%g,\"retry_after\":%lld,"
+                  "\"sse_head_with_event\":%s,\"sse_first_event_late\":%u}",
                   b->lag_ms, b->jitter_ms, b->down ? "true" : "false", b->hang ? "true" : "false",
                   b->error_rate, b->slow_ms, b->stale ? "true" : "false",
                   b->fork ? "true" : "false", (long long)b->clock_skew_ms,
@@ -370,6 +382,7 @@ void bs_behav_json(bm_str_t *s, const bs_behav_t *b)
                   b->sse_style == BS_SSE_LIGHTHOUSE ? "lighthouse" : "standard",
                   b->sse_fragment ? "true" : "false", b->gzip ? "true" : "false",
                   b->no_ssz ? "true" : "false", (long long)b->payload_delay_ms,
-                  b->big_values ? "true" : "false", b->sse_head_with_event ? "true" : "false",
+                  b->big_values ? "true" : "false", (long long)b->prune_slots, b->throttle,
+                  (long long)b->retry_after_s, b->sse_head_with_event ? "true" : "false",
                   b->sse_first_event_late_ms);
 }

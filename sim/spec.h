@@ -49,34 +49,40 @@ enum {
     BS_B_NO_SSZ = 1u << 16,
     BS_B_PAYLOAD_DELAY = 1u << 17,
     BS_B_BIG_VALUES = 1u << 18,
-    BS_B_SSE_HEAD_WITH_EVENT = 1u << 19,
-    BS_B_SSE_FIRST_EVENT_LATE = 1u << 20,
-    BS_B_ALL = (1u << 21) - 1,
+    BS_B_PRUNE = 1u << 19,
+    BS_B_THROTTLE = 1u << 20,
+    BS_B_RETRY_AFTER = 1u << 21,
+    BS_B_SSE_HEAD_WITH_EVENT = 1u << 22,
+    BS_B_SSE_FIRST_EVENT_LATE = 1u << 23,
+    BS_B_ALL = (1u << 24) - 1,
 };
 
 typedef struct bs_behav {
-    uint32_t set;                     /* BS_B_* bits of the fields this value sets */
-    uint32_t lag_ms;                  /* import delay after the block is published */
-    uint32_t jitter_ms;               /* plus a seeded 0..jitter per slot */
-    bool down;                        /* port closed */
-    bool hang;                        /* accepts, reads, never answers */
-    double error_rate;                /* probability of a 500 per request */
-    uint32_t slow_ms;                 /* delay before every answer */
-    bool stale;                       /* stops importing */
-    bool fork;                        /* follows its own branch */
-    int64_t clock_skew_ms;            /* its clock runs ahead (positive) or behind */
-    bool syncing;                     /* is_syncing, 503 on duties, head frozen */
-    bool optimistic;                  /* execution_optimistic everywhere */
-    double sse_drop;                  /* probability of closing an event stream per event */
-    bs_client_t client;               /* what node/version reports */
-    bs_sse_style_t sse_style;         /* "event: x" or "event:x" */
-    bool sse_fragment;                /* events split across chunks, CRLF line ends */
-    bool gzip;                        /* gzip JSON answers when the client accepts it */
-    bool no_ssz;                      /* 415 to SSZ requests and bodies */
-    int64_t payload_delay_ms;         /* Gloas: payload available this long after import; -1 auto */
-    bool big_values;                  /* block values above 2^63 / 2^64 Wei */
-    bool sse_head_with_event;         /* event streams: the response head only with the first event,
-                                         and no ':' comments (Lodestar, Node.js) */
+    uint32_t set;             /* BS_B_* bits of the fields this value sets */
+    uint32_t lag_ms;          /* import delay after the block is published */
+    uint32_t jitter_ms;       /* plus a seeded 0..jitter per slot */
+    bool down;                /* port closed */
+    bool hang;                /* accepts, reads, never answers */
+    double error_rate;        /* probability of a 500 per request */
+    uint32_t slow_ms;         /* delay before every answer */
+    bool stale;               /* stops importing */
+    bool fork;                /* follows its own branch */
+    int64_t clock_skew_ms;    /* its clock runs ahead (positive) or behind */
+    bool syncing;             /* is_syncing, 503 on duties, head frozen */
+    bool optimistic;          /* execution_optimistic everywhere */
+    double sse_drop;          /* probability of closing an event stream per event */
+    bs_client_t client;       /* what node/version reports */
+    bs_sse_style_t sse_style; /* "event: x" or "event:x" */
+    bool sse_fragment;        /* events split across chunks, CRLF line ends */
+    bool gzip;                /* gzip JSON answers when the client accepts it */
+    bool no_ssz;              /* 415 to SSZ requests and bodies */
+    int64_t payload_delay_ms; /* Gloas: payload available this long after import; -1 auto */
+    bool big_values;          /* block values above 2^63 / 2^64 Wei */
+    int64_t prune_slots;      /* history older than this many slots is gone (0: keeps all) */
+    double throttle;          /* probability of a 429 per request */
+    int64_t retry_after_s;    /* the 429's Retry-After (seconds; 0: none sent) */
+    bool sse_head_with_event; /* event streams: the response head only with the first event,
+                                 and no ':' comments (Lodestar, Node.js) */
     uint32_t sse_first_event_late_ms; /* event streams: nothing written for this long after
                                          the request; events meanwhile are held */
 } bs_behav_t;
