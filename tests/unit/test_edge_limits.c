@@ -15,6 +15,7 @@
 #include "edge/addr.h"
 #include "edge/auth.h"
 #include "edge/cors.h"
+#include "edge/front.h"
 #include "edge/limit.h"
 
 static void test_bucket_math(void **state)
@@ -199,6 +200,26 @@ static void test_route_classes(void **state)
     assert_int_equal(bm_auth_route_parse("duties"), BM_ROUTE_DUTIES);
     assert_int_equal(bm_auth_route_parse("write"), 0);
 #undef CLS
+}
+
+static void test_exposure_and_network_ids(void **state)
+{
+    (void)state;
+    /* secure by default: a non-loopback listener needs keys or an allowed-client list */
+    assert_non_null(bm_front_exposure_problem("0.0.0.0", 0, 0));
+    assert_non_null(bm_front_exposure_problem("::", 0, 0));
+    assert_non_null(bm_front_exposure_problem("192.168.1.10", 0, 0));
+    assert_null(bm_front_exposure_problem("0.0.0.0", 1, 0));
+    assert_null(bm_front_exposure_problem("0.0.0.0", 0, 1));
+    assert_null(bm_front_exposure_problem("127.0.0.1", 0, 0));
+    assert_null(bm_front_exposure_problem("localhost", 0, 0));
+    /* ids that would shadow a route */
+    const char *bad[] = {"eth",  "beaconmux", "healthz", "metrics", "ui", "lighthouse",
+                         "teku", "",          "-x",      "a/b",     "a b"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_non_null(bm_front_network_id_problem(bad[i]));
+    assert_null(bm_front_network_id_problem("mainnet"));
+    assert_null(bm_front_network_id_problem("hoodi-2.b_c"));
 }
 
 int main(void)
