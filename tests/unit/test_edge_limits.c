@@ -225,9 +225,13 @@ static void test_exposure_and_network_ids(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bucket_math),        cmocka_unit_test(test_limiter_isolates_clients),
-        cmocka_unit_test(test_cidr_and_forwarded), cmocka_unit_test(test_cors),
-        cmocka_unit_test(test_auth_keys),          cmocka_unit_test(test_route_classes),
+        cmocka_unit_test(test_bucket_math),
+        cmocka_unit_test(test_limiter_isolates_clients),
+        cmocka_unit_test(test_cidr_and_forwarded),
+        cmocka_unit_test(test_cors),
+        cmocka_unit_test(test_auth_keys),
+        cmocka_unit_test(test_route_classes),
+        cmocka_unit_test(test_exposure_and_network_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
