@@ -1374,6 +1374,13 @@ const bm_hdrs_t *bm_req_headers(const bm_req_t *req)
     return req->head->headers;
 }
 
+size_t bm_req_remove_header(bm_req_t *req, const char *name)
+{
+    /* the fields belong to this connection's parser, which reads them no more once the
+     * request was dispatched: removing one in place is safe */
+    return bm_hdrs_remove((bm_hdrs_t *)req->head->headers, name);
+}
+
 const char *bm_req_header(const bm_req_t *req, const char *name)
 {
     return bm_hdrs_get(req->head->headers, name);

@@ -123,6 +123,13 @@ const char *bm_req_query(const bm_req_t *req, size_t *len);
 /** All request header fields in arrival order. Borrowed; valid while the request lives. */
 const bm_hdrs_t *bm_req_headers(const bm_req_t *req);
 
+/**
+ * Removes every field named `name` (case-insensitive) from the request, so that nothing
+ * after the caller sees or forwards it (a client's credential for beaconmux itself).
+ * Returns how many were removed.
+ */
+size_t bm_req_remove_header(bm_req_t *req, const char *name);
+
 /** The first header named `name` (case-insensitive), or NULL. */
 const char *bm_req_header(const bm_req_t *req, const char *name);
 

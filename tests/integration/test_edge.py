@@ -13,7 +13,7 @@ import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import BIN_DIR, Beaconmux, Beaconsim, http_request, main, wait_for  # noqa: E402
+from harness import BIN_DIR, Beaconmux, Beaconsim, FakeBeacon, http_request, main, wait_for  # noqa: E402
 
 BASE = """
 timeouts:
@@ -246,6 +246,24 @@ class Edge(unittest.TestCase):
         mux.stop()
         self.assertNotIn("dash-secret-456", "\n".join(mux.stderr()))
         self.assertNotIn("ops-secret-123", "\n".join(mux.stderr()))
+
+    def test_credentials_never_reach_a_node(self):
+        up = FakeBeacon()
+        self.addCleanup(up.stop)
+        config = ("auth:\n  keys:\n    - {id: k, secret: \"key-secret-789\"}\n"
+                  "upstreams:\n  - url: %s\n" % up.url)
+        mux = Beaconmux(config_text=BASE + config)
+        self.procs.append(mux)
+        # the fake node answers 404 to these: the request passed the key check and reached it
+        for hdrs in ({"Authorization": "Bearer key-secret-789"}, {"X-Api-Key": "key-secret-789"}):
+            st, _, _ = mux.request("GET", "/eth/v1/node/peers", headers=hdrs)
+            self.assertEqual(st, 404)
+        st, _, _ = mux.request("GET", "/key-secret-789/eth/v1/node/peers?x=1")
+        self.assertEqual(st, 404)
+        recs = up.find("GET", "/eth/v1/node/peers") + up.find("GET", "/eth/v1/node/peers?x=1")
+        self.assertEqual(len(recs), 3)
+        for r in recs:
+            self.assertNotIn("key-secret-789", json.dumps(r["headers"]) + r["path"])
 
     def test_rate_limits(self):
         config = ("rateLimit:\n  perClient: {rate: 1, burst: 3}\n"
