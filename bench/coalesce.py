@@ -46,7 +46,7 @@ def main():
     # no hedges: one read is one request (a hedge would add a second to a slow node's read)
     config = "failsafe:\n  hedge:\n    maxCount: 0\nupstreams:\n" + "".join(
         "  - url: %s\n" % u for u in sim.nodes)
-    mux = Beaconmux(config_text=config, args=("--log-level", "warn"))
+    mux = Beaconmux(config_text=config)
     try:
         deadline = time.time() + 20
         while time.time() < deadline:

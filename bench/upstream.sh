@@ -19,6 +19,8 @@ free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0)
 bench_upstream_conf() {
   local port=$1 dir=$2 genesis
   genesis=$(( $(date +%s) - 3600 ))
+  printf '%s' "$BENCH_BLOCK" > "$dir/block.json" # too long for a `return` string
+  chmod a+r "$dir/block.json"; chmod a+rx "$dir" "$(dirname "$dir")" # nginx's worker reads it
   cat > "$dir/nginx.conf" <<CONF
 worker_processes 1; daemon off; pid $dir/nginx.pid; error_log $dir/error.log warn;
 events { worker_connections 4096; }
@@ -30,7 +32,7 @@ http {
     listen 127.0.0.1:$port;
     default_type application/json;
     location = $BENCH_PATH { return 200 '$BENCH_BODY'; }
-    location ~ ^/eth/v2/beacon/blocks/0x { add_header Eth-Consensus-Version fulu; return 200 '$BENCH_BLOCK'; }
+    location ~ ^/eth/v2/beacon/blocks/0x { add_header Eth-Consensus-Version fulu; root $dir; rewrite ^ /block.json break; }
     location = /eth/v1/node/version { return 200 '{"data":{"version":"Lighthouse/v7.0.0/x86_64-linux"}}'; }
     location = /eth/v1/beacon/genesis { return 200 '{"data":{"genesis_time":"$genesis","genesis_validators_root":"0x4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b","genesis_fork_version":"0x10000000"}}'; }
     location = /eth/v1/config/spec { return 200 '{"data":{"SECONDS_PER_SLOT":"12","SLOTS_PER_EPOCH":"32","GENESIS_FORK_VERSION":"0x10000000"}}'; }
