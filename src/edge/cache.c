@@ -453,11 +453,18 @@ static bool storable(const flight_t *f, const bm_readpath_answer_t *ans)
 /* An entry for a storable answer, or NULL. */
 static bm_entry_t *make_entry(bm_cache_t *c, const flight_t *f, const bm_readpath_answer_t *ans)
 {
-    bm_buf_t *gz = NULL;
-    if (ans->body->len >= c->o.gzip_min_bytes)
-        gz = bm_gzip_compress(ans->body->data, ans->body->len, (int)c->o.gzip_level);
-    bm_entry_t *e = bm_entry_new(f->store_key, f->store_key_len, ans->body, gz);
+    bm_buf_t *gz = NULL, *body = ans->body;
+    if (body->cap > body->len + 4096) /* a held body grew by doubling: keep what it uses */
+        body = bm_buf_copy(ans->body->data, ans->body->len);
+    else
+        bm_buf_ref(body);
+    if (!body)
+        return NULL;
+    if (body->len >= c->o.gzip_min_bytes)
+        gz = bm_gzip_compress(body->data, body->len, (int)c->o.gzip_level);
+    bm_entry_t *e = bm_entry_new(f->store_key, f->store_key_len, body, gz);
     bm_buf_unref(gz);
+    bm_buf_unref(body);
     if (!e)
         return NULL;
     e->cls = f->cls;

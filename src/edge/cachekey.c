@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/json.h"
 
 typedef enum { ID_BLOCK, ID_STATE, ID_NONE } id_kind_t;
 
@@ -138,18 +139,10 @@ static bool is_root(const char *s, size_t n)
     return true;
 }
 
+/* A slot: decimal digits only (the Beacon API's uint64). */
 static bool parse_slot(const char *s, size_t n, uint64_t *out)
 {
-    uint64_t v = 0;
-    if (n == 0 || n > 19)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    *out = v;
-    return true;
+    return bm_json_parse_u64(s, n, out) == 0;
 }
 
 static bool id_is(const char *id, size_t n, const char *word)

@@ -33,8 +33,10 @@ bm_buf_t *bm_gzip_compress(const void *p, size_t n, int level)
         bm_buf_unref(b);
         return NULL;
     }
-    b->len = out;
-    return b;
+    /* the bound is about the input's size: a stored form keeps only what it uses */
+    bm_buf_t *fit = bm_buf_copy(b->data, out);
+    bm_buf_unref(b);
+    return fit;
 }
 
 bm_buf_t *bm_gzip_inflate(const void *p, size_t n, size_t max)

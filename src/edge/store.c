@@ -92,8 +92,8 @@ void bm_store_free(bm_store_t *s)
 
 static size_t entry_bytes(const bm_entry_t *e)
 {
-    size_t n =
-        ENTRY_OVERHEAD + e->key_len + (e->body ? e->body->len : 0) + (e->gz ? e->gz->len : 0);
+    size_t n = /* allocated, not only used */
+        ENTRY_OVERHEAD + e->key_len + (e->body ? e->body->cap : 0) + (e->gz ? e->gz->cap : 0);
     for (size_t i = 0; i < e->hdrs.n; i++)
         n += 2 * (e->hdrs.items[i].name_len + e->hdrs.items[i].value_len + 2); /* and _gz */
     return n;

@@ -7,6 +7,7 @@ import base64
 import gzip
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -156,6 +157,10 @@ class Edge(unittest.TestCase):
         threads = [threading.Thread(target=one) for _ in range(40)]
         for t in threads:
             t.start()
+        # a joiner that leaves before the answer cancels nothing for the others
+        quitter = socket.create_connection(("127.0.0.1", mux.port), timeout=5)
+        quitter.sendall(("GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path).encode())
+        quitter.close()
         for t in threads:
             t.join(15)
         self.assertEqual(len(results), 40)
