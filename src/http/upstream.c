@@ -80,6 +80,7 @@ struct bm_xfer {
     char method[METHOD_MAX + 1];
     char *secret; /* password (or token user name) of the URL, masked in messages */
     bool stream;
+    bool gzip; /* an https node was asked for gzip: libcurl inflates what comes */
     size_t max_bytes;
 
     /* Response. */
@@ -637,6 +638,14 @@ static void deliver_head(bm_xfer_t *x)
     bm_upstream_t *up = x->up;
     x->head_done = true;
     x->t_head = bm_clock_mono_us();
+    if (x->gzip) {
+        /* the body reaches the owner inflated: the coding and the compressed length go */
+        const char *ce = bm_hdrs_get(&x->hdrs, "Content-Encoding");
+        if (ce && strcasecmp(ce, "gzip") == 0) {
+            bm_hdrs_remove(&x->hdrs, "Content-Encoding");
+            bm_hdrs_remove(&x->hdrs, "Content-Length");
+        }
+    }
     if (!x->stream && !x->body.b && x->status >= 200 && x->status < 300 &&
         strcmp(x->method, "HEAD") != 0) {
         const char *cl = bm_hdrs_get(&x->hdrs, "Content-Length");
@@ -1192,7 +1201,8 @@ static int build_headers(bm_xfer_t *x, const bm_xfer_req_t *req, bool has_body, 
         rc = add_fields(&l, req->extra, false, &has_ct);
     if (rc)
         return rc;
-    hl_add_raw(&l, LIT("Accept-Encoding: identity"));
+    if (!x->gzip) /* else libcurl sends its own Accept-Encoding: gzip */
+        hl_add_raw(&l, LIT("Accept-Encoding: identity"));
     if (has_body) {
         /* "Name:" with nothing after it removes a field libcurl would add itself. */
         hl_add_raw(&l, LIT("Expect:"));
@@ -1333,6 +1343,7 @@ static int setup(bm_xfer_t *x, const bm_xfer_req_t *req, bool https, bool has_us
     if (rc)
         return rc;
     SETOPT(CURLOPT_HTTPHEADER, list);
+    SETOPT(CURLOPT_ACCEPT_ENCODING, x->gzip ? "gzip" : NULL);
     /* Refuse a too large buffered body from its Content-Length already (not for HEAD,
      * whose Content-Length describes a body that does not come). */
     SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)(!x->stream && !head ? x->max_bytes : 0));
@@ -1366,6 +1377,7 @@ bm_xfer_t *bm_upstream_start(bm_upstream_t *up, const bm_xfer_req_t *req, const 
     x->cbs = *cbs;
     x->ud = ud;
     x->stream = req->stream;
+    x->gzip = req->compress && https;
     x->max_bytes = req->max_response_bytes ? req->max_response_bytes : DEFAULT_MAX_RESPONSE;
     x->idle_ms = req->idle_timeout_ms;
     memcpy(x->method, method, mlen + 1);

@@ -666,6 +666,8 @@ static bool launch(exchange_t *ex, bm_node_t *node, bool hedge)
         .timeout_ms = ex->is_read ? 0 : rp->opts.write_timeout_ms,
         .idle_timeout_ms = ex->is_read ? rp->opts.read_timeout_ms : 0,
         .stream = true,
+        /* reads may be large: a hosted (https, metered) node sends them gzip */
+        .compress = ex->is_read && strcmp(ex->v.method, "GET") == 0,
     };
     bm_hdrs_clear(&a->hdrs);
     bm_str_clear(&a->body);
