@@ -5,6 +5,7 @@
  * config_keys.h for the shape of the table and docs/configuration.md for how to add a key.
  */
 #include "app/config_keys.h"
+#include "app/config_rows.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,17 +24,12 @@
 #include "base/url.h"
 #include "cluster/pool.h"
 #include "edge/addr.h"
-#include "edge/auth.h"
 #include "edge/front.h"
 #include "read/rules.h"
 
-#define DURATION_MAX_MS 86400000u   /* 24 hours: durations are uint32_t milliseconds */
 #define SIZE_MAX_BYTES (1ull << 40) /* 1 TiB */
 #define HEADER_VALUE_MAX_BYTES (8u << 10)
 #define HEADER_NAME_MAX_BYTES 256u
-#define KB ((uint64_t)1 << 10)
-#define MB ((uint64_t)1 << 20)
-#define GB ((uint64_t)1 << 30)
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
@@ -501,39 +497,6 @@ static int upstream_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_
     return 0;
 }
 
-/* A rate with a burst: the burst defaults to the rate (one second of requests). */
-static int rate_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_pos_t *at)
-{
-    (void)msg;
-    (void)n;
-    (void)at;
-    bm_config_rate_t *r = (bm_config_rate_t *)e->entries + e->index;
-    if (r->rate && !r->burst)
-        r->burst = r->rate;
-    return 0;
-}
-
-/* Key ids unique; no secret shared by two keys. */
-static int key_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_pos_t *at)
-{
-    bm_config_key_t *keys = e->entries, *k = &keys[e->index];
-    bm_cfg_quote_t q;
-    for (size_t j = 0; j < e->index; j++) {
-        if (k->id && keys[j].id && strcmp(keys[j].id, k->id) == 0) {
-            *at = e->value_at[0];
-            snprintf(msg, n, "%s: id %s is already used by %s[%zu]", e->path,
-                     bm_cfg_quote(&q, k->id), e->list, j);
-            return BM_EINVAL;
-        }
-        if (k->secret && keys[j].secret && strcmp(keys[j].secret, k->secret) == 0) {
-            *at = e->value_at[1];
-            snprintf(msg, n, "%s: its secret is the secret of %s[%zu] too", e->path, e->list, j);
-            return BM_EINVAL;
-        }
-    }
-    return 0;
-}
-
 /* Network ids unique; which rows the entry gave (its own sections). */
 static int network_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_pos_t *at)
 {
@@ -550,40 +513,6 @@ static int network_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_p
         }
     }
     return 0;
-}
-
-static const char *secret_problem(const char *s)
-{
-    size_t n = strlen(s);
-    if (n < 8)
-        return "must be at least 8 characters";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c <= 0x20 || c == 0x7f || c == '/')
-            return "must not contain spaces, control characters or '/'";
-    }
-    return NULL;
-}
-
-static const char *route_problem(const char *s)
-{
-    return bm_auth_route_parse(s) ? NULL : "must be read, duties or admin";
-}
-
-static const char *origin_problem(const char *s)
-{
-    if (strcmp(s, "*") == 0)
-        return NULL;
-    const char *sep = strstr(s, "://");
-    if (!sep || (strncmp(s, "http://", 7) != 0 && strncmp(s, "https://", 8) != 0))
-        return "must be \"*\" or an origin such as \"https://app.example\"";
-    const char *host = sep + 3;
-    if (!*host || strchr(host, '/'))
-        return "must be an origin: scheme, host and optional port, no path";
-    for (const char *c = s; *c; c++)
-        if ((unsigned char)*c <= 0x20 || *c == 0x7f)
-            return "must not contain spaces or control characters";
-    return NULL;
 }
 
 /* ---- enumerations ------------------------------------------------------------------- */
@@ -628,55 +557,7 @@ _Static_assert(BM_LOG_OFF == 4 && BM_LOG_JSON == 1 && BM_PRODUCE_BEST_VALUE == 1
  * One row per key, built by the macros below; AT() refuses, at compile time, a field whose
  * type is not the one its kind stores. Sections come before the sections holding them. */
 
-#define AT(T, f, type) (offsetof(T, f) + 0 * sizeof(char[_Generic(((T *)0)->f, type : 1)]))
-#define D_MAX DURATION_MAX_MS
-
 // clang-format off
-#define DURATION(T, key, f, lo, hi, d)                                                             \
-    {.name = key, .kind = BM_CFG_DURATION, .off = AT(T, f, uint32_t), .min = lo, .max = hi,        \
-     .def = d}
-#define DURATION_OPT(T, key, f, lo, hi)                                                            \
-    {.name = key, .kind = BM_CFG_DURATION_OPT, .off = AT(T, f, uint32_t), .min = lo, .max = hi,    \
-     .def = BM_CONFIG_UNSET}
-#define SIZE(T, key, f, lo, hi, d)                                                                 \
-    {.name = key, .kind = BM_CFG_SIZE, .off = AT(T, f, uint64_t), .min = lo, .max = hi, .def = d}
-#define COUNT(T, key, f, lo, hi, d)                                                                \
-    {.name = key, .kind = BM_CFG_COUNT, .off = AT(T, f, uint32_t), .min = lo, .max = hi, .def = d}
-#define COUNT_INH(T, key, f, lo, hi)                                                               \
-    {.name = key, .kind = BM_CFG_COUNT, .off = AT(T, f, uint32_t), .min = lo, .max = hi,           \
-     .def = BM_CONFIG_UNSET, .flags = BM_CFG_INHERIT}
-#define DECIMAL(T, key, f, lo, hi, d)                                                              \
-    {.name = key, .kind = BM_CFG_DECIMAL, .off = AT(T, f, uint32_t), .min = lo, .max = hi, .def = d}
-#define DECIMAL_INH(T, key, f, lo, hi)                                                             \
-    {.name = key, .kind = BM_CFG_DECIMAL, .off = AT(T, f, uint32_t), .min = lo, .max = hi,         \
-     .def = BM_CONFIG_UNSET, .flags = BM_CFG_INHERIT}
-#define STRINGS(T, key, f, count, most, check)                                                     \
-    {.name = key, .kind = BM_CFG_STRINGS, .off = AT(T, f, char **), .aux = AT(T, count, size_t),   \
-     .max = most, .problem = check}
-#define BOOL(T, key, f, d)                                                                         \
-    {.name = key, .kind = BM_CFG_BOOL, .off = AT(T, f, bool), .def = d}
-#define ENUM(T, key, f, type, e, d)                                                                \
-    {.name = key, .kind = BM_CFG_ENUM, .off = AT(T, f, type), .names = &e, .def = d}
-#define LISTEN(T, key, host, port, dhost, dport)                                                   \
-    {.name = key, .kind = BM_CFG_LISTEN, .off = AT(T, host, char *),                               \
-     .aux = AT(T, port, uint16_t), .def_text = dhost, .def = dport}
-#define ROOT(T, key, f) {.name = key, .kind = BM_CFG_ROOT, .off = AT(T, f, char *)}
-#define PATH(T, key, f) {.name = key, .kind = BM_CFG_PATH, .off = AT(T, f, char *)}
-#define TEXT(T, key, f, check, fl)                                                                 \
-    {.name = key, .kind = BM_CFG_TEXT, .off = AT(T, f, char *), .problem = check, .flags = fl}
-#define SECTION(T, key, f, S, sec)                                                                 \
-    {.name = key, .kind = BM_CFG_SECTION, .off = AT(T, f, S), .sub = &sec}
-#define LIST(T, key, f, E, count, sec, most)                                                       \
-    {.name = key, .kind = BM_CFG_LIST, .off = AT(T, f, E *), .aux = AT(T, count, size_t),          \
-     .sub = &sec, .max = most}
-#define MAP(T, key, f, count, m)                                                                   \
-    {.name = key, .kind = BM_CFG_MAP, .off = AT(T, f, bm_config_header_t *),                       \
-     .aux = AT(T, count, size_t), .map = &m}
-#define ROWS(rows)                                                                                 \
-    (sizeof rows / sizeof rows[0] +                                                                \
-     0 * sizeof(char[sizeof rows / sizeof rows[0] <= BM_CFG_MAX_KEYS ? 1 : -1]))
-#define SECTION_OF(T, rows, fin) {rows, ROWS(rows), sizeof(T), fin}
-
 /* Rows: struct of the section, YAML key, field, then the kind's arguments (min, max, default). */
 
 #define T bm_config_log_t
@@ -965,75 +846,7 @@ static const bm_cfg_section_t routing_section = SECTION_OF(bm_config_routing_t, 
 static const bm_cfg_section_t failsafe_section =
     SECTION_OF(bm_config_failsafe_t, failsafe_keys, NULL);
 
-/* ---- the edge: cache, cors, rateLimit, auth, networks ---- */
-
-#define T bm_config_cache_t
-static const bm_cfg_key_t cache_keys[] = {
-    BOOL(T,     "enabled",       enabled,         BM_DEFAULT_CACHE_ENABLED),
-    COUNT(T,    "maxEntries",    max_entries,     1, 1u << 26, BM_DEFAULT_CACHE_MAX_ENTRIES),
-    SIZE(T,     "maxBytes",      max_bytes,       KB, 64 * GB, BM_DEFAULT_CACHE_MAX_BYTES),
-    SIZE(T,     "maxEntryBytes", max_entry_bytes, 1, 4 * GB, BM_DEFAULT_CACHE_MAX_ENTRY_BYTES),
-    DURATION(T, "chainTtl",      chain_ttl_ms,    1, D_MAX, BM_DEFAULT_CACHE_CHAIN_TTL_MS),
-    DURATION(T, "clockTtl",      clock_ttl_ms,    0, D_MAX, BM_DEFAULT_CACHE_CLOCK_TTL_MS),
-    SIZE(T,     "gzipMinBytes",  gzip_min_bytes,  0, 4 * GB, BM_DEFAULT_CACHE_GZIP_MIN_BYTES),
-    COUNT(T,    "gzipLevel",     gzip_level,      1, 9, BM_DEFAULT_CACHE_GZIP_LEVEL),
-};
-#undef T
-
-#define T bm_config_cors_t
-static const bm_cfg_key_t cors_keys[] = {
-    STRINGS(T, "allowedOrigins",   allowed_origins, n_allowed_origins, 256, origin_problem),
-    STRINGS(T, "allowedMethods",   allowed_methods, n_allowed_methods, 32, method_problem),
-    STRINGS(T, "allowedHeaders",   allowed_headers, n_allowed_headers, 64,
-            bm_cfg_header_name_problem),
-    STRINGS(T, "exposedHeaders",   exposed_headers, n_exposed_headers, 64,
-            bm_cfg_header_name_problem),
-    BOOL(T,    "allowCredentials", allow_credentials, false),
-    DURATION(T, "maxAge",          max_age_ms, 0, D_MAX, BM_DEFAULT_CORS_MAX_AGE_MS),
-};
-#undef T
-
-static const bm_cfg_key_t rate_keys[] = {
-    COUNT(bm_config_rate_t, "rate",  rate,  0, 10000000, 0),
-    COUNT(bm_config_rate_t, "burst", burst, 0, 10000000, 0),
-};
-static const bm_cfg_section_t rate_section = SECTION_OF(bm_config_rate_t, rate_keys, rate_finish);
-
-static const bm_cfg_key_t rate_duties_keys[] = {
-    SECTION(bm_config_rate_duties_t, "perClient", per_client, bm_config_rate_t, rate_section),
-    SECTION(bm_config_rate_duties_t, "global",    global,     bm_config_rate_t, rate_section),
-};
-static const bm_cfg_section_t rate_duties_section =
-    SECTION_OF(bm_config_rate_duties_t, rate_duties_keys, NULL);
-
-#define T bm_config_rate_limit_t
-static const bm_cfg_key_t rate_limit_keys[] = {
-    SECTION(T, "perClient",  per_client, bm_config_rate_t,        rate_section),
-    SECTION(T, "global",     global,     bm_config_rate_t,        rate_section),
-    SECTION(T, "duties",     duties,     bm_config_rate_duties_t, rate_duties_section),
-    COUNT(T,   "maxClients", max_clients, 64, 1u << 24, BM_DEFAULT_RATE_LIMIT_CLIENTS),
-};
-#undef T
-
-#define T bm_config_key_t
-static const bm_cfg_key_t key_keys[] = {
-    TEXT(T,    "id",        id,     bm_cfg_id_problem, BM_CFG_REQUIRED), /* row 0 */
-    TEXT(T,    "secret",    secret, secret_problem,    BM_CFG_REQUIRED | BM_CFG_SECRET),
-    STRINGS(T, "networks",  networks, n_networks, 64, bm_front_network_id_problem),
-    STRINGS(T, "routes",    routes,   n_routes,   3,  route_problem),
-    SECTION(T, "rateLimit", rate_limit, bm_config_rate_t, rate_section),
-};
-#undef T
-static const bm_cfg_section_t key_section = SECTION_OF(bm_config_key_t, key_keys, key_finish);
-
-static const bm_cfg_key_t auth_keys[] = {
-    LIST(bm_config_auth_t, "keys", keys, bm_config_key_t, n_keys, key_section, 256),
-};
-static const bm_cfg_section_t auth_section = SECTION_OF(bm_config_auth_t, auth_keys, NULL);
-static const bm_cfg_section_t cache_section = SECTION_OF(bm_config_cache_t, cache_keys, NULL);
-static const bm_cfg_section_t cors_section = SECTION_OF(bm_config_cors_t, cors_keys, NULL);
-static const bm_cfg_section_t rate_limit_section =
-    SECTION_OF(bm_config_rate_limit_t, rate_limit_keys, NULL);
+/* ---- networks: the per-network keys again (the edge's sections are in config_edge.c) ---- */
 
 /* A networks[] entry: a bm_config_t of which only these rows are set; row 0 is its id. The
  * sections it leaves out are the top level's (bm_config_network). */
@@ -1045,7 +858,7 @@ static const bm_cfg_key_t network_keys[] = {
     ROOT(T,    "genesisValidatorsRoot", genesis_validators_root),
     SECTION(T, "routing",   routing,   bm_config_routing_t,   routing_section),
     SECTION(T, "failsafe",  failsafe,  bm_config_failsafe_t,  failsafe_section),
-    SECTION(T, "cache",     cache,     bm_config_cache_t,     cache_section),
+    SECTION(T, "cache",     cache,     bm_config_cache_t,     bm_cfg_cache),
     LIST(T,    "routeRules",   route_rules,   bm_config_route_rule_t,   n_route_rules,
          route_rule_section, BM_CONFIG_MAX_RULES),
     STRINGS(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
@@ -1082,11 +895,11 @@ static const bm_cfg_key_t root_keys[] = {
          client_route_section, BM_CONFIG_MAX_RULES),
     LIST(T,    "routeRules",   route_rules,   bm_config_route_rule_t,   n_route_rules,
          route_rule_section, BM_CONFIG_MAX_RULES),
-    SECTION(T, "cache",     cache,      bm_config_cache_t,      cache_section),
-    SECTION(T, "cors",      cors,       bm_config_cors_t,       cors_section),
-    SECTION(T, "rateLimit", rate_limit, bm_config_rate_limit_t, rate_limit_section),
+    SECTION(T, "cache",     cache,      bm_config_cache_t,      bm_cfg_cache),
+    SECTION(T, "cors",      cors,       bm_config_cors_t,       bm_cfg_cors),
+    SECTION(T, "rateLimit", rate_limit, bm_config_rate_limit_t, bm_cfg_rate_limit),
     STRINGS(T, "trustedProxies", trusted_proxies, n_trusted_proxies, 256, bm_cidr_problem),
-    SECTION(T, "auth",      auth,       bm_config_auth_t,       auth_section),
+    SECTION(T, "auth",      auth,       bm_config_auth_t,       bm_cfg_auth),
     LIST(T,    "networks",  networks,   bm_config_t,            n_networks, bm_cfg_network, 64),
 };
 #undef T

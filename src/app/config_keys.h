@@ -171,6 +171,9 @@ void bm_cfg_format(char *b, size_t n, const bm_cfg_key_t *k, uint64_t v);
 /** Why `id` is not an upstream id ([A-Za-z0-9][A-Za-z0-9._-]*, 1-64), or NULL. */
 const char *bm_cfg_id_problem(const char *id);
 
+/** The edge's sections (config_edge.c). */
+extern const bm_cfg_section_t bm_cfg_cache, bm_cfg_cors, bm_cfg_rate_limit, bm_cfg_auth;
+
 /** The rows of a networks[] entry (a bm_config_t of which only these are set). */
 extern const bm_cfg_section_t bm_cfg_network;
 
