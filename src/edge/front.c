@@ -141,7 +141,8 @@ static bool is_healthz(const char *path, size_t n)
 
 /* Several networks and no prefix: /healthz (200 when every network has a usable node) and
  * the status page for all of them. */
-static bool answer_unprefixed(bm_front_t *f, bm_req_t *req, const char *path, size_t n)
+static bool answer_unprefixed(bm_front_t *f, bm_req_t *req, const char *path, size_t n,
+                              const bm_auth_key_t *key)
 {
     if (is_healthz(path, n)) {
         int worst = 200;
@@ -161,6 +162,12 @@ static bool answer_unprefixed(bm_front_t *f, bm_req_t *req, const char *path, si
     }
     static const char status[] = "/beaconmux/v1/status";
     if (n == sizeof status - 1 && memcmp(path, status, n) == 0) {
+        /* every network's page: a key needs admin on every network */
+        if (f->o.n_keys && !(key && (key->routes & BM_ROUTE_ADMIN) && key->n_networks == 0)) {
+            f->c.forbidden++;
+            bm_resp_error(req, 403, "the status of every network needs an admin key for all");
+            return true;
+        }
         bm_str_t s = BM_STR_INIT;
         bm_str_puts(&s, "{\"networks\":{");
         for (size_t i = 0; i < f->n_nets; i++) {
@@ -180,7 +187,8 @@ static bool answer_unprefixed(bm_front_t *f, bm_req_t *req, const char *path, si
 }
 
 /* Step 4: the network of the request (its prefix removed), or NULL when answered here. */
-static const bm_front_network_t *pick_network(bm_front_t *f, bm_req_t *req, bool *answered)
+static const bm_front_network_t *pick_network(bm_front_t *f, bm_req_t *req,
+                                              const bm_auth_key_t *key, bool *answered)
 {
     *answered = false;
     size_t pl, sl;
@@ -199,7 +207,7 @@ static const bm_front_network_t *pick_network(bm_front_t *f, bm_req_t *req, bool
     }
     if (f->n_nets == 1)
         return &f->nets[0]; /* one network: prefix-free */
-    if (answer_unprefixed(f, req, path, pl)) {
+    if (answer_unprefixed(f, req, path, pl, key)) {
         *answered = true;
         return NULL;
     }
@@ -361,7 +369,7 @@ void bm_front_handle(bm_req_t *req, void *ud)
     if (!auth_step(f, req, &key))
         return;
     bool answered;
-    const bm_front_network_t *net = pick_network(f, req, &answered);
+    const bm_front_network_t *net = pick_network(f, req, key, &answered);
     if (!net)
         return;
     size_t pl;
