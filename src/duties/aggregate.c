@@ -30,6 +30,7 @@
 #define KEY_MAX 1024
 
 struct bm_aggregate {
+    bm_clock_t *clock;
     bm_race_engine_t *race;
     bm_pool_t *pool;
     const bm_chain_info_t *chain;
@@ -260,7 +261,7 @@ static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
     char key[KEY_MAX];
     int kl =
         snprintf(key, sizeof key, "aggregate %s\n%s", bm_req_target(req), accept ? accept : "");
-    uint64_t deadline = hold_deadline(m, kind, has_slot, slot, bm_clock_now_ms());
+    uint64_t deadline = hold_deadline(m, kind, has_slot, slot, bm_clock_wall_now(m->clock));
     bm_node_t *cand[MAX_CANDIDATES];
     bm_serve_t s = {
         .policy =
@@ -300,14 +301,15 @@ static void route_contribution(bm_req_t *req, const bm_route_params_t *params, v
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
-bm_aggregate_t *bm_aggregate_new(bm_race_engine_t *race, bm_pool_t *pool,
+bm_aggregate_t *bm_aggregate_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
                                  const bm_chain_info_t *chain, const bm_aggregate_opts_t *o)
 {
-    if (!race || !pool || !chain)
+    if (!clock || !race || !pool || !chain)
         return NULL;
     bm_aggregate_t *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
+    m->clock = clock;
     m->race = race;
     m->pool = pool;
     m->chain = chain;

@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/clock.h"
 #include "cluster/chain.h"
 #include "cluster/pool.h"
 #include "duties/race.h"
@@ -73,11 +74,12 @@ typedef struct bm_aggregate_stats {
 void bm_aggregate_opts_default(bm_aggregate_opts_t *o);
 
 /**
- * Creates the policy. `race`, `pool` and `chain` (the cluster's chain information,
- * updated in place by its owner, e.g. bm_discovery_chain()) are borrowed and must outlive
- * the policy. NULL on bad arguments or allocation failure.
+ * Creates the policy. `clock` (the engine's: deadlines are read on it), `race`, `pool` and
+ * `chain` (the cluster's chain information, updated in place by its owner, e.g.
+ * bm_discovery_chain()) are borrowed and must outlive the policy. NULL on bad arguments or
+ * allocation failure.
  */
-bm_aggregate_t *bm_aggregate_new(bm_race_engine_t *race, bm_pool_t *pool,
+bm_aggregate_t *bm_aggregate_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
                                  const bm_chain_info_t *chain, const bm_aggregate_opts_t *o);
 
 /**

@@ -36,6 +36,7 @@ typedef struct rctx {
 } rctx_t;
 
 struct bm_attest {
+    bm_clock_t *clock;
     bm_race_engine_t *race;
     bm_pool_t *pool;
     bm_hint_t *hint;
@@ -50,14 +51,15 @@ void bm_attest_opts_default(bm_attest_opts_t *o)
     o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
 }
 
-bm_attest_t *bm_attest_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
-                           const bm_attest_opts_t *opts)
+bm_attest_t *bm_attest_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
+                           bm_hint_t *hint, const bm_attest_opts_t *opts)
 {
-    if (!race || !pool || !hint)
+    if (!clock || !race || !pool || !hint)
         return NULL;
     bm_attest_t *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
+    a->clock = clock;
     a->race = race;
     a->pool = pool;
     a->hint = hint;
@@ -419,7 +421,7 @@ static void route_data(bm_req_t *req, const bm_route_params_t *params, void *ud)
                                           bm_req_header(req, "accept"), pre_electra) < 0)
         kp = NULL; /* an absurd parameter or Accept: a race of its own */
 
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(a->clock);
     rctx_t t = {.ep = EP_DATA, .slot = slot, .gloas = fork_known && fork >= BM_FORK_GLOAS};
     bm_race_policy_t pol;
     base_policy(a, &pol, bm_hint_deadline(a->hint, BM_HINT_ATTESTATION_DATA, slot, now));
@@ -433,7 +435,7 @@ static void route_head_root(bm_req_t *req, const bm_route_params_t *params, void
 {
     (void)params;
     bm_attest_t *a = ud;
-    uint64_t now = bm_clock_now_ms(), slot = 0;
+    uint64_t now = bm_clock_wall_now(a->clock), slot = 0;
     uint64_t deadline;
     bm_hint_hold_t hold = bm_hint_get_hold(a->hint, BM_HINT_HEAD_ROOT);
     if (bm_hint_slot_at(a->hint, now, &slot))
@@ -461,7 +463,7 @@ static void route_payload(bm_req_t *req, const bm_route_params_t *params, void *
         bm_resp_error(req, 400, "Invalid or missing slot query parameter");
         return;
     }
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(a->clock);
     char key[KEY_MAX];
     const char *accept = bm_req_header(req, "accept");
     int n = snprintf(key, sizeof key,

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/fork.h"
 #include "base/hdrs.h"
 #include "cluster/pool.h"
@@ -49,10 +50,11 @@ void bm_attest_opts_default(bm_attest_opts_t *o);
 
 typedef struct bm_attest bm_attest_t;
 
-/** The policy over `race` and `pool`, judged by `hint` (all borrowed; they must outlive
- *  it). `opts` is copied (NULL: defaults). NULL on allocation failure. */
-bm_attest_t *bm_attest_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
-                           const bm_attest_opts_t *opts);
+/** The policy over `race` and `pool`, judged by `hint`, reading the time of `clock` (the
+ *  engine's; all borrowed, they must outlive it). `opts` is copied (NULL: defaults). NULL
+ *  on allocation failure. */
+bm_attest_t *bm_attest_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
+                           bm_hint_t *hint, const bm_attest_opts_t *opts);
 
 /** Frees the policy. Free the race engine first when shutting down: its races judge with
  *  this policy (their contexts are the races' own and go with them). */

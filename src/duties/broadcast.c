@@ -129,7 +129,7 @@ typedef struct kept {
 typedef struct wctx wctx_t;
 
 struct bm_broadcast {
-    uv_loop_t *loop;
+    bm_clock_t *clock;
     bm_race_engine_t *race;
     bm_pool_t *pool;
     bm_replay_t *replay;
@@ -141,7 +141,7 @@ struct bm_broadcast {
     route_ud_t rud[N_ROUTES];
     wctx_t *ctxs; /* every live context */
     size_t n_ctxs;
-    uv_timer_t timer; /* producer head starts */
+    bm_timer_t *timer; /* producer head starts */
     bool stopped;
     bool timer_closed;
     bm_broadcast_stats_t stats;
@@ -158,7 +158,6 @@ struct wctx {
     char *target;
     bm_hdrs_t hdrs;
     bm_buf_t *body;
-    uint64_t start_us;
     /* phases: 0 is the only one, or the producer's; 1 is everyone else's */
     bm_race_t *race[2];
     bm_race_waiter_t *w[2];
@@ -249,7 +248,8 @@ bm_ssz_support_t bm_broadcast_ssz_support(const bm_broadcast_t *b, size_t node, 
     const sszmem_t *m = b ? mem_at(b, node, route) : NULL;
     if (!m)
         return BM_SSZ_UNKNOWN;
-    if (m->state == BM_SSZ_REFUSED && bm_clock_mono_ms() - m->since_ms > b->opts.ssz_memory_ms)
+    if (m->state == BM_SSZ_REFUSED &&
+        bm_clock_mono_now(b->clock) - m->since_ms > b->opts.ssz_memory_ms)
         return BM_SSZ_UNKNOWN;
     return (bm_ssz_support_t)m->state;
 }
@@ -264,7 +264,7 @@ static void mem_learn(bm_broadcast_t *b, const bm_node_t *n, size_t route, int s
         bm_log(BM_LOG_INFO, "broadcast: %s refuses SSZ bodies on %s; remembered for %u s", n->id,
                ROUTES[route].pattern, b->opts.ssz_memory_ms / 1000);
     m->state = s;
-    m->since_ms = bm_clock_mono_ms();
+    m->since_ms = bm_clock_mono_now(b->clock);
 }
 
 void bm_broadcast_forget_node(bm_broadcast_t *b, size_t node)
@@ -307,7 +307,6 @@ static wctx_t *ctx_new(bm_broadcast_t *b, bm_req_t *req, size_t route)
     }
     c->body = bm_buf_ref(bm_req_body(req));
     c->ssz = content_is_ssz(bm_req_header(req, "Content-Type"));
-    c->start_us = bm_clock_mono_us();
     c->next = b->ctxs;
     if (b->ctxs)
         b->ctxs->prev = c;
@@ -498,7 +497,7 @@ static void write_policy(const bm_broadcast_t *b, bm_race_policy_t *pol)
 {
     memset(pol, 0, sizeof *pol);
     pol->write = true;
-    pol->hard_timeout_ms = bm_clock_now_ms() + b->opts.write_timeout_ms;
+    pol->hard_timeout_ms = bm_clock_wall_now(b->clock) + b->opts.write_timeout_ms;
     pol->connect_timeout_ms = b->opts.connect_timeout_ms;
     pol->max_response_bytes = MAX_WRITE_ANSWER;
 }
@@ -594,7 +593,7 @@ static void feed_replay(wctx_t *c)
         return;
     c->fed = true;
     bm_replay_feed(b->replay, (bm_replay_kind_t)c->rt->replay, &c->hdrs, c->body,
-                   bm_clock_now_ms());
+                   bm_clock_wall_now(b->clock));
 }
 
 /* The race's decision, for replay: fed at the first 2xx rather than when the last node
@@ -713,10 +712,11 @@ static void start_phase2(wctx_t *c)
     maybe_finish(c);
 }
 
-static void on_timer(uv_timer_t *t)
+static void on_timer(bm_timer_t *t, void *ud)
 {
-    bm_broadcast_t *b = t->data;
-    uint64_t now = bm_clock_mono_ms();
+    (void)t;
+    bm_broadcast_t *b = ud;
+    uint64_t now = bm_clock_mono_now(b->clock);
     for (wctx_t *c = b->ctxs, *next; c; c = next) {
         next = c->next;
         if (c->headstart_at && c->headstart_at <= now && !c->phase2_started) {
@@ -737,11 +737,11 @@ static void arm_timer(bm_broadcast_t *b)
         if (c->headstart_at && !c->phase2_started && (!next || c->headstart_at < next))
             next = c->headstart_at;
     if (!next) {
-        uv_timer_stop(&b->timer);
+        bm_timer_stop(b->timer);
         return;
     }
-    uint64_t now = bm_clock_mono_ms();
-    uv_timer_start(&b->timer, on_timer, next > now ? next - now : 0, 0);
+    uint64_t now = bm_clock_mono_now(b->clock);
+    bm_timer_start(b->timer, next > now ? next - now : 0);
 }
 
 /* Chooses the producer-first split for a blinded block; false: one phase to everyone. */
@@ -761,7 +761,7 @@ static bool plan_producer_first(wctx_t *c, bm_node_t **send, size_t n_send)
     c->two_phase = true;
     c->n_rest = n_send - 1;
     memcpy(c->rest, send + 1, c->n_rest * sizeof *send);
-    c->headstart_at = bm_clock_mono_ms() + b->opts.producer_headstart_ms;
+    c->headstart_at = bm_clock_mono_now(b->clock) + b->opts.producer_headstart_ms;
     b->stats.producer_first++;
     return true;
 }
@@ -868,7 +868,7 @@ static void serve_read(wctx_t *c, const bm_route_params_t *params)
     memset(&pol, 0, sizeof pol);
     pol.sequential = true;
     pol.connect_timeout_ms = b->opts.connect_timeout_ms;
-    pol.hard_timeout_ms = bm_clock_now_ms() + b->opts.write_timeout_ms;
+    pol.hard_timeout_ms = bm_clock_wall_now(b->clock) + b->opts.write_timeout_ms;
     if (c->rt->cls == BM_BCAST_PRODUCER_READ) {
         pol.transfer_timeout_ms = b->opts.read_timeout_ms;
         char s[32];
@@ -933,10 +933,10 @@ int bm_broadcast_register(bm_broadcast_t *b, bm_router_t *r)
 
 /* ---- lifetime ------------------------------------------------------------------------------- */
 
-bm_broadcast_t *bm_broadcast_new(uv_loop_t *loop, bm_race_engine_t *race, bm_pool_t *pool,
+bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
                                  bm_replay_t *replay, const bm_broadcast_opts_t *opts)
 {
-    if (!loop || !race || !pool)
+    if (!clock || !race || !pool)
         return NULL;
     bm_broadcast_t *b = calloc(1, sizeof *b);
     if (!b)
@@ -952,13 +952,17 @@ bm_broadcast_t *bm_broadcast_new(uv_loop_t *loop, bm_race_engine_t *race, bm_poo
         b->opts.read_timeout_ms = def.read_timeout_ms;
     if (!b->opts.ssz_memory_ms)
         b->opts.ssz_memory_ms = def.ssz_memory_ms;
-    b->loop = loop;
+    b->clock = clock;
     b->race = race;
     b->pool = pool;
     b->replay = replay;
     b->n_nodes = bm_pool_count(pool);
     b->mem = calloc(b->n_nodes ? b->n_nodes * N_ROUTES : 1, sizeof *b->mem);
-    if (!b->mem) {
+    b->timer = bm_timer_new(clock, on_timer, b);
+    if (!b->mem || !b->timer) {
+        if (b->timer)
+            bm_timer_close(b->timer, NULL, NULL);
+        free(b->mem);
         free(b);
         return NULL;
     }
@@ -968,8 +972,6 @@ bm_broadcast_t *bm_broadcast_new(uv_loop_t *loop, bm_race_engine_t *race, bm_poo
     }
     b->lim.window_ms = 10000;
     b->lim.burst = 10;
-    uv_timer_init(loop, &b->timer);
-    b->timer.data = b;
     return b;
 }
 
@@ -984,9 +986,9 @@ size_t bm_broadcast_active(const bm_broadcast_t *b)
     return b ? b->n_ctxs : 0;
 }
 
-static void on_timer_closed(uv_handle_t *h)
+static void on_timer_closed(void *ud)
 {
-    bm_broadcast_t *b = h->data;
+    bm_broadcast_t *b = ud;
     b->timer_closed = true;
 }
 
@@ -1004,7 +1006,7 @@ void bm_broadcast_stop(bm_broadcast_t *b)
         }
     }
     b->stopped = true;
-    uv_close((uv_handle_t *)&b->timer, on_timer_closed);
+    bm_timer_close(b->timer, on_timer_closed, b);
 }
 
 void bm_broadcast_free(bm_broadcast_t *b)

@@ -46,8 +46,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <uv.h>
 
+#include "base/clock.h"
 #include "cluster/pool.h"
 #include "duties/race.h"
 #include "duties/replay.h"
@@ -105,11 +105,11 @@ typedef struct bm_broadcast_opts {
 void bm_broadcast_opts_default(bm_broadcast_opts_t *o);
 
 /**
- * Creates the policy. `race` and `pool` are borrowed and must outlive it; `replay` (may
- * be NULL: nothing is fed) too. The nodes are the pool's as it is now. NULL on allocation
- * failure.
+ * Creates the policy. `clock` (the engine's: time limits, head starts and the SSZ memory
+ * are on it), `race` and `pool` are borrowed and must outlive it; `replay` (may be NULL:
+ * nothing is fed) too. The nodes are the pool's as it is now. NULL on allocation failure.
  */
-bm_broadcast_t *bm_broadcast_new(uv_loop_t *loop, bm_race_engine_t *race, bm_pool_t *pool,
+bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
                                  bm_replay_t *replay, const bm_broadcast_opts_t *opts);
 
 /** Sets the producing-node lookup (NULL: none; blinded blocks then go to everyone at once). */
@@ -123,8 +123,8 @@ size_t bm_broadcast_active(const bm_broadcast_t *b);
 
 /**
  * Closes the timer; blinded blocks still waiting for their producer's head start go to
- * the others at once. Call it before draining the race engine. Run the loop, then
- * bm_broadcast_free.
+ * the others at once. Call it before draining the race engine. Run the loop (the timer's
+ * close callback), then bm_broadcast_free.
  */
 void bm_broadcast_stop(bm_broadcast_t *b);
 

@@ -43,6 +43,7 @@
 enum { ACC_NONE = 0, ACC_ROOT, ACC_FIRST, ACC_LATE };
 
 struct bm_duties {
+    bm_clock_t *clock;
     bm_race_engine_t *race;
     bm_pool_t *pool;
     const bm_chain_info_t *chain;
@@ -166,7 +167,7 @@ static void on_state(bm_node_t *node, bm_node_state_t old, void *ud)
     if (node->state != BM_NODE_READY)
         *cell = 0;
     else if (old != BM_NODE_READY || *cell == 0)
-        *cell = bm_clock_now_ms();
+        *cell = bm_clock_wall_now(d->clock);
 }
 
 uint64_t bm_duties_ready_since(const bm_duties_t *d, const bm_node_t *node)
@@ -502,7 +503,7 @@ static void handle_duty(bm_duties_t *d, bm_req_t *req, const bm_route_params_t *
     q.n = duty_candidates(d, cand);
     for (size_t i = 0; i < q.n; i++)
         q.seen[i].node = cand[i];
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(d->clock);
     q.majority_at = now + d->o.majority_after_ms;
     q.next_check = now + CHECK_MS < q.majority_at ? now + CHECK_MS : q.majority_at;
     bm_serve_t s = {
@@ -799,7 +800,7 @@ static void route_liveness(bm_req_t *req, const bm_route_params_t *params, void 
         .policy =
             {
                 .accept = accept_none, /* every node's answer is wanted */
-                .hard_timeout_ms = bm_clock_now_ms() + d->o.liveness_timeout_ms,
+                .hard_timeout_ms = bm_clock_wall_now(d->clock) + d->o.liveness_timeout_ms,
                 .connect_timeout_ms = d->o.connect_timeout_ms,
             },
         .nodes = cand,
@@ -815,14 +816,15 @@ static void route_liveness(bm_req_t *req, const bm_route_params_t *params, void 
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
-bm_duties_t *bm_duties_new(bm_race_engine_t *race, bm_pool_t *pool, const bm_chain_info_t *chain,
-                           const bm_duties_opts_t *o)
+bm_duties_t *bm_duties_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
+                           const bm_chain_info_t *chain, const bm_duties_opts_t *o)
 {
-    if (!race || !pool || !chain)
+    if (!clock || !race || !pool || !chain)
         return NULL;
     bm_duties_t *d = calloc(1, sizeof *d);
     if (!d)
         return NULL;
+    d->clock = clock;
     d->race = race;
     d->pool = pool;
     d->chain = chain;
@@ -834,7 +836,7 @@ bm_duties_t *bm_duties_new(bm_race_engine_t *race, bm_pool_t *pool, const bm_cha
         d->o.repoll_ms = 250;
     d->lim_mismatch.window_ms = d->lim_disagree.window_ms = 60000;
     d->lim_mismatch.burst = d->lim_disagree.burst = 5;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(d->clock);
     for (size_t i = 0; i < bm_pool_count(pool); i++) {
         bm_node_t *node = bm_pool_node(pool, i);
         uint64_t *cell = ready_cell(d, node->index);

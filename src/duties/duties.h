@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "cluster/chain.h"
 #include "cluster/head.h"
 #include "cluster/pool.h"
@@ -90,12 +91,13 @@ void bm_duties_opts_default(bm_duties_opts_t *o);
 
 /**
  * Creates the policy and registers a state listener on `pool` (ready-since times; nodes
- * already ready count as ready from now). `race`, `pool` and `chain` (the cluster's chain
- * information, updated in place by its owner, e.g. bm_discovery_chain()) are borrowed and
- * must outlive the policy. NULL on bad arguments or allocation failure.
+ * already ready count as ready from now). `clock` (the engine's: every time of the policy
+ * is read on it), `race`, `pool` and `chain` (the cluster's chain information, updated in
+ * place by its owner, e.g. bm_discovery_chain()) are borrowed and must outlive the policy.
+ * NULL on bad arguments or allocation failure.
  */
-bm_duties_t *bm_duties_new(bm_race_engine_t *race, bm_pool_t *pool, const bm_chain_info_t *chain,
-                           const bm_duties_opts_t *o);
+bm_duties_t *bm_duties_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
+                           const bm_chain_info_t *chain, const bm_duties_opts_t *o);
 
 /** Sets the cluster head tracker the dependent roots are read from (borrowed; NULL: none,
  *  every duty read then takes the first 2xx). */

@@ -63,6 +63,7 @@ typedef struct memo {
 } memo_t;
 
 struct bm_produce {
+    bm_clock_t *clock;
     bm_race_engine_t *race;
     bm_pool_t *pool;
     bm_hint_t *hint;
@@ -81,14 +82,15 @@ void bm_produce_opts_default(bm_produce_opts_t *o)
     o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
 }
 
-bm_produce_t *bm_produce_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
-                             const bm_produce_opts_t *opts)
+bm_produce_t *bm_produce_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
+                             bm_hint_t *hint, const bm_produce_opts_t *opts)
 {
-    if (!race || !pool || !hint)
+    if (!clock || !race || !pool || !hint)
         return NULL;
     bm_produce_t *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
+    p->clock = clock;
     p->race = race;
     p->pool = pool;
     p->hint = hint;
@@ -448,7 +450,7 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bool v4, bm_pr
     const char *query = bm_req_query(req, &qlen);
     pctx_t c = {.p = p, .slot = slot, .v4 = v4, .boost = bm_produce_boost(query, qlen)};
 
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(p->clock);
     const bm_chain_info_t *chain = bm_hint_chain(p->hint);
     bm_node_t *nodes[MAX_CANDIDATES];
     bm_serve_t s = {

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/hdrs.h"
 #include "base/u256.h"
 #include "cluster/pool.h"
@@ -66,10 +67,11 @@ void bm_produce_opts_default(bm_produce_opts_t *o);
 
 typedef struct bm_produce bm_produce_t;
 
-/** A block production policy over `race` and `pool`, judged by `hint` (all borrowed; they
- *  must outlive it). `opts` is copied (NULL: defaults). NULL on allocation failure. */
-bm_produce_t *bm_produce_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
-                             const bm_produce_opts_t *opts);
+/** A block production policy over `race` and `pool`, judged by `hint`, reading the time of
+ *  `clock` (the engine's; all borrowed, they must outlive it). `opts` is copied (NULL:
+ *  defaults). NULL on allocation failure. */
+bm_produce_t *bm_produce_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
+                             bm_hint_t *hint, const bm_produce_opts_t *opts);
 
 /** Frees the policy. Free the race engine first when shutting down: its races judge with
  *  this policy (their contexts are the races' own and go with them). */

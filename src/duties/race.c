@@ -5,10 +5,10 @@
  *
  * How it is built:
  *   - one race is one allocation with a slot per candidate node (its running transfer,
- *     its latest answer, its repoll time) and one uv_timer_t. The timer is always armed at
- *     the race's next point in time (grace end, deadline, a repoll, a policy timer, the
- *     hard timeout, or "now" when an answer or a completion is due), computed from wall
- *     time because policies give deadlines in wall time (slot arithmetic);
+ *     its latest answer, its repoll time) and one timer on the engine's clock (base/clock.h). The
+ * timer is always armed at the race's next point in time (grace end, deadline, a repoll, a policy
+ *     timer, the hard timeout, or "now" when an answer or a completion is due), computed
+ *     from wall time because policies give deadlines in wall time (slot arithmetic);
  *   - answers are small reference-counted records (status, filtered headers, a body
  *     reference): a node's latest answer, the best accepted, the best usable, the most
  *     specific error and the final answer share them without copies, and each is dropped
@@ -16,9 +16,9 @@
  *   - decisions (the answer is chosen) happen anywhere, but user callbacks (waiters,
  *     completion, policy timers) run only from a transfer's on_done or the race's timer,
  *     never from inside a bm_race_* call: an API call that decides arms the timer at 0;
- *   - races and the engine are freed only in uv close callbacks, so a pointer held on the
- *     stack stays valid across any callback; after each callout the code checks whether
- *     the race was closed (engine freed) and stops there.
+ *   - races and the engine are freed only in their timers' close callbacks (which run from
+ *     the loop), so a pointer held on the stack stays valid across any callback; after each callout
+ * the code checks whether the race was closed (engine freed) and stops there.
  */
 #include "duties/race.h"
 
@@ -35,6 +35,11 @@
 #define DEFAULT_REPOLL_MS 50
 #define HARD_AFTER_DEADLINE_MS 10000
 #define HARD_WITHOUT_DEADLINE_MS 30000
+/* The upstream client's own time limit of a transfer without one of its own: past the
+ * hard timeout, by this much. The race's timer cuts the transfer at the hard timeout; the
+ * client's limit is only a backstop, and must not cut first (it measures real time, the
+ * race its clock's, which in tests is a manual one). */
+#define TRANSFER_BACKSTOP_MS 30000
 #define KEY_BUCKETS 256 /* keyed races at once are few (coalesced duty reads) */
 
 /* Fallback ranks of HTTP answers that were neither accepted nor usable: lower wins. */
@@ -90,9 +95,9 @@ struct bm_race_waiter {
 
 struct bm_race {
     bm_race_engine_t *e;
-    uv_timer_t timer;
+    bm_timer_t *timer;
     race_state_t state;
-    bool closing;   /* uv_close was called: no more work, memory valid until the callback */
+    bool closing;   /* its timer is closing: no more work, memory valid until the callback */
     bool drain_cut; /* cut by a drain already */
     bm_race_policy_t pol;
     uint64_t start_ms, start_us, hard_ms;
@@ -125,7 +130,7 @@ struct bm_race {
 };
 
 struct bm_race_engine {
-    uv_loop_t *loop;
+    bm_clock_t *clock;
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_race_t *races;
@@ -133,7 +138,7 @@ struct bm_race_engine {
     size_t writes;
     size_t open_handles; /* the drain timer and every race's timer; freed at 0 */
     bool dying;
-    uv_timer_t drain_timer;
+    bm_timer_t *drain_timer;
     bool draining;
     uint64_t drain_until; /* monotonic ms */
     void (*drain_done)(bm_race_engine_t *e, void *ud);
@@ -144,8 +149,8 @@ struct bm_race_engine {
     bm_race_t *keys[KEY_BUCKETS];
 };
 
-static void on_tick(uv_timer_t *t);
-static void on_drain(uv_timer_t *t);
+static void on_tick(bm_timer_t *t, void *ud);
+static void on_drain(bm_timer_t *t, void *ud);
 static void advance(bm_race_t *r, bool from_loop);
 
 /* ---- answers ---------------------------------------------------------------------------- */
@@ -277,7 +282,7 @@ static double score_of(const bm_race_t *r, const ans_t *an)
  */
 static uint64_t race_now(const bm_race_t *r)
 {
-    return r->start_ms + (bm_clock_mono_us() - r->start_us) / 1000;
+    return r->start_ms + (bm_clock_mono_now_us(r->e->clock) - r->start_us) / 1000;
 }
 
 static uint32_t key_hash(const char *k)
@@ -337,9 +342,9 @@ static void engine_release(bm_race_engine_t *e)
     free(e);
 }
 
-static void on_race_closed(uv_handle_t *h)
+static void on_race_closed(void *ud)
 {
-    bm_race_t *r = h->data;
+    bm_race_t *r = ud;
     bm_race_engine_t *e = r->e;
     free_waiters(r);
     drop_judgement(r);
@@ -375,7 +380,7 @@ static void race_close(bm_race_t *r)
     if (r->next)
         r->next->prev = r->prev;
     r->prev = r->next = NULL;
-    uv_close((uv_handle_t *)&r->timer, on_race_closed);
+    bm_timer_close(r->timer, on_race_closed, r);
 }
 
 /* Cancels every running transfer. `err` is what the nodes without an answer report; a
@@ -383,7 +388,7 @@ static void race_close(bm_race_t *r)
 static void cancel_all(bm_race_t *r, int err, bool timed_out)
 {
     bm_race_engine_t *e = r->e;
-    uint64_t now_us = bm_clock_mono_us();
+    uint64_t now_us = bm_clock_mono_now_us(e->clock);
     for (size_t i = 0; i < r->n; i++) {
         slot_t *s = &r->slots[i];
         if (!s->xfer)
@@ -444,7 +449,7 @@ static void start_slot(bm_race_t *r, slot_t *s, uint64_t now)
     bm_str_t url = BM_STR_INIT;
     int rc = bm_url_join(&url, s->node->url, r->target);
     if (rc == 0) {
-        uint64_t left = r->hard_ms > now ? r->hard_ms - now : 1;
+        uint64_t left = (r->hard_ms > now ? r->hard_ms - now : 1) + TRANSFER_BACKSTOP_MS;
         bm_xfer_req_t xr = {
             .method = r->method,
             .url = bm_str_data(&url),
@@ -457,7 +462,7 @@ static void start_slot(bm_race_t *r, slot_t *s, uint64_t now)
                                                      : (uint32_t)left,
             .max_response_bytes = r->pol.max_response_bytes,
         };
-        s->xfer_us = bm_clock_mono_us();
+        s->xfer_us = bm_clock_mono_now_us(e->clock);
         s->xfer = bm_upstream_start(e->up, &xr, &xfer_cbs, s);
         if (!s->xfer)
             rc = BM_EIO;
@@ -628,7 +633,7 @@ static ans_t *synthesize(bm_race_t *r)
     bm_str_dispose(&m);
     an->a.status = 503;
     an->a.arrived_ms = race_now(r);
-    an->a.elapsed_us = bm_clock_mono_us() - r->start_us;
+    an->a.elapsed_us = bm_clock_mono_now_us(r->e->clock) - r->start_us;
     bm_hdrs_add_z(&an->hdrs, "Content-Type", "application/json");
     bm_log_limited(&r->e->lim, BM_LOG_WARN, "race %s %s: %.*s", r->method, r->target,
                    (int)an->a.body->len, an->a.body->data);
@@ -755,7 +760,7 @@ static void finish(bm_race_t *r)
         r->complete(r, v, n, r->complete_ud);
     }
     if (r->pol.write && !e->dying && e->draining && e->writes == 0)
-        uv_timer_start(&e->drain_timer, on_drain, 0, 0);
+        bm_timer_start(e->drain_timer, 0);
 }
 
 /* Arms the race's timer at its next point in time. */
@@ -790,9 +795,8 @@ static void arm(bm_race_t *r, uint64_t now)
     case RS_DONE:
         return;
     }
-    /* A wall-time wait: the loop's clock may lag a little, so the timer can fire early;
-     * on_tick then finds nothing due and arms again. */
-    uv_timer_start(&r->timer, on_tick, next > now ? next - now : 0, 0);
+    /* A wait measured on the monotonic clock from the race's own time (race_now). */
+    bm_timer_start(r->timer, next > now ? next - now : 0);
 }
 
 /*
@@ -824,9 +828,10 @@ static void advance(bm_race_t *r, bool from_loop)
     arm(r, now);
 }
 
-static void on_tick(uv_timer_t *t)
+static void on_tick(bm_timer_t *t, void *arg)
 {
-    bm_race_t *r = t->data;
+    (void)t;
+    bm_race_t *r = arg;
     bm_race_engine_t *e = r->e;
     if (r->closing)
         return;
@@ -910,12 +915,13 @@ static void on_xfer_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
 
 /* ---- engine ----------------------------------------------------------------------------- */
 
-static void on_drain(uv_timer_t *t)
+static void on_drain(bm_timer_t *t, void *arg)
 {
-    bm_race_engine_t *e = t->data;
+    (void)t;
+    bm_race_engine_t *e = arg;
     if (e->dying || !e->draining)
         return;
-    uint64_t now = bm_clock_mono_ms();
+    uint64_t now = bm_clock_mono_now(e->clock);
     if (e->writes && now >= e->drain_until) {
         for (;;) {
             bm_race_t *r = e->races;
@@ -942,12 +948,12 @@ static void on_drain(uv_timer_t *t)
             done(e, ud);
         return;
     }
-    uv_timer_start(&e->drain_timer, on_drain, e->drain_until > now ? e->drain_until - now : 0, 0);
+    bm_timer_start(e->drain_timer, e->drain_until > now ? e->drain_until - now : 0);
 }
 
-bm_race_engine_t *bm_race_engine_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool)
+bm_race_engine_t *bm_race_engine_new(bm_clock_t *clock, bm_upstream_t *up, bm_pool_t *pool)
 {
-    if (!loop || !up)
+    if (!clock || !up)
         return NULL;
     bm_race_engine_t *e = calloc(1, sizeof *e);
     if (!e)
@@ -957,21 +963,25 @@ bm_race_engine_t *bm_race_engine_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool
         free(e);
         return NULL;
     }
-    e->loop = loop;
+    e->clock = clock;
     e->up = up;
     e->pool = pool;
     bm_hdrs_init(&e->empty);
     e->lim.window_ms = 10000;
     e->lim.burst = 10;
-    uv_timer_init(loop, &e->drain_timer);
-    e->drain_timer.data = e;
+    e->drain_timer = bm_timer_new(clock, on_drain, e);
+    if (!e->drain_timer) {
+        bm_buf_unref(e->oom_body);
+        free(e);
+        return NULL;
+    }
     e->open_handles = 1;
     return e;
 }
 
-static void on_engine_closed(uv_handle_t *h)
+static void on_engine_closed(void *ud)
 {
-    engine_release(h->data);
+    engine_release(ud);
 }
 
 void bm_race_engine_free(bm_race_engine_t *e)
@@ -993,7 +1003,7 @@ void bm_race_engine_free(bm_race_engine_t *e)
         }
         race_close(r); /* unlinks it */
     }
-    uv_close((uv_handle_t *)&e->drain_timer, on_engine_closed);
+    bm_timer_close(e->drain_timer, on_engine_closed, e);
 }
 
 size_t bm_race_engine_active(const bm_race_engine_t *e)
@@ -1006,13 +1016,13 @@ void bm_race_engine_drain(bm_race_engine_t *e, uint32_t bound_ms,
 {
     if (!e || e->dying)
         return;
-    uint64_t until = bm_clock_mono_ms() + bound_ms;
+    uint64_t until = bm_clock_mono_now(e->clock) + bound_ms;
     if (!e->draining || until < e->drain_until)
         e->drain_until = until;
     e->draining = true;
     e->drain_done = done;
     e->drain_ud = ud;
-    uv_timer_start(&e->drain_timer, on_drain, 0, 0);
+    bm_timer_start(e->drain_timer, 0);
 }
 
 /* ---- races ------------------------------------------------------------------------------ */
@@ -1068,8 +1078,13 @@ bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_n
         r->pol.connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
     r->complete = complete;
     r->complete_ud = complete_ud;
-    r->start_ms = bm_clock_now_ms(); /* the only wall clock read of a race: see race_now */
-    r->start_us = bm_clock_mono_us();
+    r->timer = bm_timer_new(e->clock, on_tick, r);
+    if (!r->timer) {
+        race_free_unstarted(r);
+        return NULL;
+    }
+    r->start_ms = bm_clock_wall_now(e->clock); /* the only wall clock read: see race_now */
+    r->start_us = bm_clock_mono_now_us(e->clock);
     if (r->pol.hard_timeout_ms)
         r->hard_ms = r->pol.hard_timeout_ms;
     else if (r->pol.deadline_ms)
@@ -1077,8 +1092,6 @@ bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_n
     else
         r->hard_ms = r->start_ms + HARD_WITHOUT_DEADLINE_MS;
 
-    uv_timer_init(e->loop, &r->timer);
-    r->timer.data = r;
     e->open_handles++;
     r->next = e->races;
     if (e->races)

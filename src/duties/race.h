@@ -36,9 +36,13 @@
  * policy predicates (accept, usable, score, complete) run while the engine updates the
  * race: they must only look at the answer and never call into the engine.
  *
- * Times in a policy are wall times (Unix ms, as slot arithmetic gives them). A race reads
- * the wall clock once, at its start, and measures from there with the monotonic clock, so
- * a wall clock step during a race neither stretches nor shortens it.
+ * Time: the engine runs on the clock it is given (base/clock.h: the real one in beaconmux,
+ * a manual one in unit tests); it reads no other. Times in a policy are wall times of that
+ * clock (Unix ms, as slot arithmetic gives them). A race reads the wall clock once, at its
+ * start, and measures from there with the clock's monotonic time, so a wall clock step
+ * during a race neither stretches nor shortens it. The upstream client's per-transfer
+ * limits are real time: a policy's transfer_timeout_ms, and a backstop well past the hard
+ * timeout for transfers without one (the race's own timer cuts them first).
  *
  * Every finished transfer is recorded in the pool (bm_pool_record) and counted in the
  * node's stats.in_flight while it runs; transfers cancelled because their race no longer
@@ -51,9 +55,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <uv.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/hdrs.h"
 #include "cluster/pool.h"
 #include "http/upstream.h"
@@ -73,8 +77,9 @@ typedef struct bm_race_answer {
     int status;               /* HTTP status */
     const bm_hdrs_t *headers; /* response headers (hop-by-hop removed); never NULL */
     bm_buf_t *body;           /* complete body (take a ref to keep it); never NULL when err == 0 */
-    uint64_t elapsed_us;      /* from this transfer's start */
-    uint64_t arrived_ms;      /* wall time (Unix ms) it arrived (0: never arrived) */
+    uint64_t elapsed_us;      /* from this transfer's start (real time, the upstream's) */
+    uint64_t arrived_ms;      /* wall time (Unix ms, the engine's clock) it arrived (0: never
+                                 arrived) */
     unsigned attempt;         /* 0 for the first transfer to this node, 1+ for repolls */
 } bm_race_answer_t;
 
@@ -167,9 +172,10 @@ typedef void (*bm_race_answer_fn)(bm_race_waiter_t *w, const bm_race_answer_t *a
 typedef void (*bm_race_complete_fn)(bm_race_t *r, const bm_race_answer_t *answers, size_t n,
                                     void *ud);
 
-/** The engine: shared by every race on one loop. `up` and `pool` (may be NULL: nothing is
- *  recorded) are borrowed and must outlive the engine. NULL on allocation failure. */
-bm_race_engine_t *bm_race_engine_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool);
+/** The engine: shared by every race on one loop. `clock` (its timers run on the loop of
+ *  `up`), `up` and `pool` (may be NULL: nothing is recorded) are borrowed and must outlive
+ *  the engine. NULL on allocation failure. */
+bm_race_engine_t *bm_race_engine_new(bm_clock_t *clock, bm_upstream_t *up, bm_pool_t *pool);
 
 /** Cancels every race (no callbacks run any more, not even a pending drain's) and frees
  *  the engine. May be called from inside any of its callbacks. Every race and waiter

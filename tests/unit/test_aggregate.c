@@ -66,7 +66,7 @@ static bm_aggregate_t *make(fake_mux_t *f, uint32_t floor_ms, uint32_t max_ms, u
         o.max_hold_ms[k] = max_ms;
     }
     o.grace_ms = grace_ms;
-    bm_aggregate_t *a = bm_aggregate_new(f->eng, f->pool, &f->chain, &o);
+    bm_aggregate_t *a = bm_aggregate_new(f->clock, f->eng, f->pool, &f->chain, &o);
     assert_non_null(a);
     f->module = a;
     f->module_free = (void (*)(void *))bm_aggregate_free;

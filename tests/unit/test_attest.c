@@ -361,7 +361,7 @@ static void tfx_init(tfx_t *t, uint64_t into_ms, uint64_t electra_epoch, uint64_
     assert_non_null(t->hint);
     bm_hint_set_chain(t->hint, &t->c.info);
     bm_hint_set_head(t->hint, t->c.t);
-    t->a = bm_attest_new(t->m->eng, t->m->pool, t->hint, NULL);
+    t->a = bm_attest_new(t->m->clock, t->m->eng, t->m->pool, t->hint, NULL);
     assert_non_null(t->a);
     t->m->module = t->a;
     t->m->module_free = free_attest;

@@ -111,14 +111,14 @@ static int fx_setup(void **state)
     bm_replay_opts_t ro;
     bm_replay_opts_default(&ro);
     ro.debounce_ms = 10;
-    f->replay = bm_replay_new(f->loop, f->m->up, f->pool, NULL, &ro);
+    f->replay = bm_replay_new(f->m->clock, f->m->up, f->pool, NULL, &ro);
     bm_broadcast_opts_t bo;
     bm_broadcast_opts_default(&bo);
     bo.write_timeout_ms = 800;
     bo.read_timeout_ms = 300;
     bo.producer_headstart_ms = 250;
     bo.ssz_probe_grace_ms = 100;
-    f->b = bm_broadcast_new(f->loop, f->m->eng, f->pool, f->replay, &bo);
+    f->b = bm_broadcast_new(f->m->clock, f->m->eng, f->pool, f->replay, &bo);
     if (!f->replay || !f->b)
         return -1;
     f->m->module = f;

@@ -121,7 +121,7 @@ static bm_duties_t *make(fake_mux_t *f, uint32_t majority_ms, uint64_t head_slot
     o.majority_after_ms = majority_ms;
     o.tail_ms = 200;
     o.liveness_timeout_ms = 300;
-    m->d = bm_duties_new(f->eng, f->pool, &f->chain, &o);
+    m->d = bm_duties_new(f->clock, f->eng, f->pool, &f->chain, &o);
     assert_non_null(m->d);
     if (head_slot) {
         m->head = make_head(f, head_slot);

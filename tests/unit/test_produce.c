@@ -396,7 +396,7 @@ static void pfx_init(pfx_t *t, uint64_t into_ms, uint64_t head_at_ms, const bm_p
     assert_non_null(t->hint);
     bm_hint_set_chain(t->hint, &t->c.info);
     bm_hint_set_head(t->hint, t->c.t);
-    t->p = bm_produce_new(t->m->eng, t->m->pool, t->hint, o);
+    t->p = bm_produce_new(t->m->clock, t->m->eng, t->m->pool, t->hint, o);
     assert_non_null(t->p);
     t->m->module = t->p;
     t->m->module_free = free_produce;

@@ -42,6 +42,7 @@
 
 typedef struct fx {
     uv_loop_t loop;
+    bm_clock_t *clock;
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_race_engine_t *eng;
@@ -62,7 +63,8 @@ static int fx_setup(void **state)
     f->pool = bm_pool_new();
     if (!f->up || !f->pool)
         return -1;
-    f->eng = bm_race_engine_new(&f->loop, f->up, f->pool);
+    f->clock = bm_clock_real_new(&f->loop);
+    f->eng = bm_race_engine_new(f->clock, f->up, f->pool);
     if (!f->eng)
         return -1;
     fake_nodes_init(&f->nodes, &f->loop, f->pool);
@@ -77,6 +79,7 @@ static int fx_teardown(void **state)
         bm_race_engine_free(f->eng);
     bm_upstream_free(f->up);
     fake_nodes_close(&f->nodes);
+    bm_clock_free(f->clock);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     bm_pool_free(f->pool);
