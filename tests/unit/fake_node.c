@@ -64,6 +64,7 @@ static void held_end(fake_held_t *p, bool cut)
         return;
     p->ended = true;
     fake_node_t *n = p->n;
+    n->holding--;
     if (n->stream_held == p) {
         n->stream = NULL;
         n->stream_held = NULL;
@@ -97,6 +98,7 @@ static fake_held_t *held_new(fake_node_t *n, bm_req_t *req)
     p->t = bm_timer_new(n->set->clock, on_held_timer, p);
     assert_non_null(p->t);
     n->set->held++;
+    n->holding++;
     bm_req_on_abort(req, on_client_gone, p);
     return p;
 }
@@ -185,6 +187,7 @@ static void on_due(fake_held_t *p)
                         : st->body        ? "application/json"
                                           : NULL;
     p->ended = true;
+    n->holding--;
     bm_resp_send(p->req, st->status, ctype, b, &h);
     bm_buf_unref(b);
     bm_hdrs_dispose(&h);
@@ -275,10 +278,7 @@ bool fake_nodes_settled(const fake_nodes_t *s)
         const fake_node_t *n = &s->node[i];
         if (!n->node)
             return false; /* no pool: nothing to compare with */
-        uint64_t open = n->handler ? 0 : (uint64_t)(n->requests - n->answered - n->aborted);
-        if (n->stream_held)
-            open++; /* an open stream holds its request, and was counted answered */
-        if (n->node->stats.in_flight != open)
+        if (n->node->stats.in_flight != (uint64_t)n->holding)
             return false;
     }
     return true;

@@ -137,6 +137,7 @@ struct fake_node {
     int requests;
     int answered; /* answers sent (a stream: its head) */
     int aborted;  /* requests whose client went away before the node ended them */
+    int holding;  /* requests received and not ended yet (delayed, hung, an open stream) */
     fake_req_t reqs[FAKE_MAX_RECORDS];
     bm_req_t *stream; /* its latest event stream still open, or NULL */
     fake_held_t *stream_held;
