@@ -269,6 +269,36 @@ void fake_nodes_set_clock(fake_nodes_t *s, bm_clock_t *clock)
     s->clock = clock ? clock : s->own_clock;
 }
 
+/* Moves `clock` `ms` forward one due timer at a time, running the loop after each step
+ * until `settled(ud)`: what a timer sets off (a request, an answer) lands before the next
+ * timer fires, as if the network took no time. */
+static void advance_settling(bm_clock_t *clock, uv_loop_t *loop, bool (*settled)(const void *),
+                             const void *ud, uint64_t ms)
+{
+    RUN_UNTIL(loop, settled(ud), FAKE_BOUND_MS);
+    assert_true(settled(ud));
+    uint64_t left = ms, in;
+    while (bm_clock_manual_next(clock, &in) && in <= left) {
+        bm_clock_manual_advance(clock, in);
+        left -= in;
+        RUN_UNTIL(loop, settled(ud), FAKE_BOUND_MS);
+        assert_true(settled(ud));
+    }
+    bm_clock_manual_advance(clock, left);
+    RUN_UNTIL(loop, settled(ud), FAKE_BOUND_MS);
+    assert_true(settled(ud));
+}
+
+static bool nodes_settled(const void *ud)
+{
+    return fake_nodes_settled(ud);
+}
+
+void fake_nodes_advance(fake_nodes_t *s, uint64_t ms)
+{
+    advance_settling(s->clock, s->loop, nodes_settled, s, ms);
+}
+
 bool fake_nodes_settled(const fake_nodes_t *s)
 {
     uint64_t in;
@@ -546,6 +576,14 @@ void fake_call_dispose(fake_call_t *c)
 
 /* ---- beaconmux in miniature ----------------------------------------------------------------- */
 
+/* The front's handler: counts the request, then routes it. */
+static void front_dispatch(bm_req_t *req, void *ud)
+{
+    fake_mux_t *m = ud;
+    m->dispatched++;
+    bm_router_dispatch(req, m->router);
+}
+
 static fake_mux_t *mux_new(bool pool_records, bool manual)
 {
     fake_mux_t *m = calloc(1, sizeof *m);
@@ -567,7 +605,7 @@ static fake_mux_t *mux_new(bool pool_records, bool manual)
     assert_non_null(m->router);
     m->eng = bm_race_engine_new(m->clock, m->up, pool_records ? m->pool : NULL);
     assert_non_null(m->eng);
-    m->front = bm_server_new(&m->loop, NULL, bm_router_dispatch, m->router);
+    m->front = bm_server_new(&m->loop, NULL, front_dispatch, m);
     assert_non_null(m->front);
     assert_int_equal(bm_server_listen(m->front, "127.0.0.1", 0), 0);
     m->front_port = bm_server_port(m->front);
@@ -590,15 +628,27 @@ fake_mux_t *fake_mux_new_manual(bool pool_records)
     return mux_new(pool_records, true);
 }
 
+/* Every call reached the front (or is done), and nothing is in transit to or from the
+ * nodes. */
+static bool mux_settled(const void *ud)
+{
+    const fake_mux_t *m = ud;
+    bool landed = m->dispatched == m->n_calls;
+    for (int i = 0; i < m->n_calls && !landed; i++)
+        if (!m->calls[i].done)
+            return false;
+    return fake_nodes_settled(&m->nodes);
+}
+
 void fake_mux_advance(fake_mux_t *m, uint64_t ms)
 {
-    bm_clock_manual_advance(m->clock, ms);
+    advance_settling(m->clock, &m->loop, mux_settled, m, ms);
 }
 
 void fake_mux_settle(fake_mux_t *m)
 {
-    RUN_UNTIL(&m->loop, fake_nodes_settled(&m->nodes), FAKE_BOUND_MS);
-    assert_true(fake_nodes_settled(&m->nodes));
+    RUN_UNTIL(&m->loop, mux_settled(m), FAKE_BOUND_MS);
+    assert_true(mux_settled(m));
 }
 
 uint64_t fake_mux_since(const fake_mux_t *m, uint64_t t0_ms)

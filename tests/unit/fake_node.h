@@ -175,6 +175,14 @@ void fake_nodes_set_clock(fake_nodes_t *s, bm_clock_t *clock);
  */
 bool fake_nodes_settled(const fake_nodes_t *s);
 
+/**
+ * Moves the set's manual clock `ms` forward one due timer at a time: before the first step
+ * and after each, the loop runs until fake_nodes_settled (asserted, bounded), so what a
+ * timer sets off (a request, an answer, a re-ask) lands before the next timer fires, as if
+ * the network took no time. Timers fire at their exact due times.
+ */
+void fake_nodes_advance(fake_nodes_t *s, uint64_t ms);
+
 /** A node answering from `steps[0..n)` (1..FAKE_MAX_STEPS). */
 fake_node_t *fake_node_add(fake_nodes_t *s, const fake_step_t *steps, int n);
 
@@ -278,6 +286,7 @@ typedef struct fake_mux {
     bm_chain_info_t chain;
     fake_call_t calls[FAKE_MAX_CALLS];
     int n_calls;
+    int dispatched; /* requests the front handed to the router */
     /* the policies under test: `stop` runs once the front is drained, before the engine
      * goes (stop background work); `free` once the loop ran every close callback, before
      * the loop is closed and the pool goes */
@@ -294,10 +303,13 @@ fake_mux_t *fake_mux_new(bool pool_records);
  *  and the calls' times share: time moves only with fake_mux_advance. */
 fake_mux_t *fake_mux_new_manual(bool pool_records);
 
-/** Moves the manual clock `ms` forward (bm_clock_manual_advance). */
+/** Moves the manual clock `ms` forward as fake_nodes_advance does, where settled also means
+ *  that every call has reached the front (or is done). A call's answer on its way back is
+ *  not waited for: fake_mux_wait does that (and the clock stands still meanwhile). */
 void fake_mux_advance(fake_mux_t *m, uint64_t ms);
 
-/** Runs the loop until fake_nodes_settled(&m->nodes) (asserted, bounded). */
+/** Runs the loop until every call reached the front (or is done) and the nodes are settled
+ *  (asserted, bounded). */
 void fake_mux_settle(fake_mux_t *m);
 
 /** Milliseconds on the mux's clock since `t0_ms` (a wall time read on it). */
