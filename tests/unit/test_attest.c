@@ -4,8 +4,9 @@
  * Content-Type, the root rule, the Gloas index rule, the payload attestation rule, the
  * coalescing key before and after Electra); then the policy end to end in miniature:
  * fake nodes on loopback answering from scripts, the policy behind the project's server,
- * a head tracker fed by hand. Each test asserts who answered, what, how many requests
- * each node saw and, with generous slack, when.
+ * a head tracker fed by hand, all on a manual clock that the test advances (the nodes'
+ * delays too). Each test asserts who answered, what, how many requests each node saw and
+ * when, to the millisecond.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,7 +32,6 @@
 
 #define SLOT_MS 12000u
 #define SPE 8u
-#define SLACK_MS 700 /* lateness tolerated on a shared machine */
 
 /* ---- synthetic answers ------------------------------------------------------------------- */
 
@@ -347,8 +347,8 @@ static void tfx_init(tfx_t *t, uint64_t into_ms, uint64_t electra_epoch, uint64_
                      const bm_hint_hold_t *hold)
 {
     memset(t, 0, sizeof *t);
-    t->m = fake_mux_new(false);
-    uint64_t now = bm_clock_now_ms();
+    t->m = fake_mux_new_manual(false);
+    uint64_t now = bm_clock_wall_now(t->m->clock);
     t->slot = 10;
     bm_chain_info_t info;
     fake_chain_info(&info, now - 10 * SLOT_MS - into_ms, SLOT_MS, SPE, electra_epoch, gloas_epoch);
@@ -371,7 +371,7 @@ static void tfx_init(tfx_t *t, uint64_t into_ms, uint64_t electra_epoch, uint64_
 /* The cluster chain 7, 8, 9, 10 (one block per slot, id = slot); the head is `head`. */
 static void tfx_chain(tfx_t *t, unsigned head, bm_payload_status_t payload)
 {
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(t->m->clock);
     for (unsigned id = 7; id <= 10; id++)
         fake_block(&t->c, id, id, id - 1);
     for (unsigned id = 7; id <= head; id++)
@@ -409,13 +409,16 @@ static void test_stale_node_loses(void **state)
     fake_mux_node(t.m, &sb, 1);
     fake_mux_node(t.m, &sc, 1);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_advance(t.m, 149);
+    assert_false(c->done);
+    fake_mux_advance(t.m, 1);
     fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 200);
     assert_int_equal(body_root(c), 10);
     assert_string_equal(bm_hdrs_get(&c->hdrs, "content-type"), "application/json");
-    /* the stale node was re-asked while the fresh one was on its way */
-    assert_true(a->requests >= 2);
-    assert_true(fake_call_ms(c) < 150 + SLACK_MS);
+    /* the stale node was re-asked (at 50 and 100) while the fresh one was on its way */
+    assert_true(a->requests >= 3);
+    assert_int_equal(fake_call_ms(c), 150);
     bm_attest_stats_t st = bm_attest_stats(t.a);
     assert_int_equal(st.requests, 1);
     assert_int_equal(st.races, 1);
@@ -437,16 +440,20 @@ static void test_stale_node_catches_up(void **state)
     fake_node_t *a = fake_mux_node(t.m, sa, 3);
     fake_mux_node(t.m, &sb, 1);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    /* asked at 0, 50 and 100 (the re-ask interval), each answering 5 ms later */
+    fake_mux_advance(t.m, 105);
     fake_mux_wait(t.m, c);
     assert_int_equal(body_root(c), 10);
     assert_int_equal(a->requests, 3);
+    assert_int_equal(fake_call_ms(c), 105);
     tfx_free(&t);
 }
 
-static void release_headers(uv_timer_t *timer)
+static void release_headers(bm_timer_t *timer, void *ud)
 {
-    tfx_t *t = timer->data;
-    fake_chain_release(&t->c, bm_clock_now_ms());
+    (void)timer;
+    tfx_t *t = ud;
+    fake_chain_release(&t->c, bm_clock_wall_now(t->m->clock));
 }
 
 static void test_head_moving_holds_the_old_head(void **state)
@@ -457,22 +464,29 @@ static void test_head_moving_holds_the_old_head(void **state)
     tfx_chain(&t, 9, BM_PAYLOAD_UNKNOWN);
     /* node 1 just announced block 10; its header is on the way (released at 100 ms) */
     t.c.defer = true;
-    fake_head(&t.c, 1, 10, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
+    fake_head(&t.c, 1, 10, bm_clock_wall_now(t.m->clock), BM_PAYLOAD_UNKNOWN);
     assert_int_equal(fake_cluster_id(&t.c), 9);
-    uv_timer_t timer;
-    uv_timer_init(&t.m->loop, &timer);
-    timer.data = &t;
-    uv_timer_start(&timer, release_headers, 100, 0);
+    bm_timer_t *timer = bm_timer_new(t.m->clock, release_headers, &t);
+    assert_non_null(timer);
+    bm_timer_start(timer, 100);
     /* a answers block 9 (still the cluster head) at once; b answers block 10 */
     fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
     fake_step_t sb = FAKE_STATUS(200, 20, att_json(10, 0, 10));
     fake_mux_node(t.m, &sa, 1);
     fake_mux_node(t.m, &sb, 1);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    /* neither is served while the header is on its way: a's block 9 is about to be
+     * replaced, b's block 10 is not the cluster head yet */
+    fake_mux_advance(t.m, 99);
+    assert_false(c->done);
+    assert_int_equal(fake_cluster_id(&t.c), 9);
+    /* at 100 the header arrives and both are re-asked: b's block 10 comes 20 ms later */
+    fake_mux_advance(t.m, 21);
     fake_mux_wait(t.m, c);
     assert_int_equal(body_root(c), 10);
     assert_int_equal(fake_cluster_id(&t.c), 10);
-    uv_close((uv_handle_t *)&timer, NULL);
+    assert_int_equal(fake_call_ms(c), 120);
+    bm_timer_close(timer, NULL, NULL);
     tfx_free(&t);
 }
 
@@ -489,13 +503,14 @@ static void test_deadline_fallback(void **state)
     fake_mux_node(t.m, &sa, 1);
     fake_mux_node(t.m, &sb, 1);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_advance(t.m, 299);
+    assert_false(c->done);
+    fake_mux_advance(t.m, 1);
     fake_mux_wait(t.m, c);
     /* voting stale beats not voting: the stale 200, at the deadline */
     assert_int_equal(c->status, 200);
     assert_int_equal(body_root(c), 9);
-    uint64_t took = fake_call_ms(c);
-    assert_true(took >= 250);
-    assert_true(took < 300 + SLACK_MS);
+    assert_int_equal(fake_call_ms(c), 300);
     assert_int_equal(bm_attest_stats(t.a).fallback, 1);
     tfx_free(&t);
 }
@@ -511,10 +526,11 @@ static void test_no_cluster_head_first_2xx(void **state)
     fake_node_t *a = fake_mux_node(t.m, &sa, 1);
     fake_mux_node(t.m, &sb, 1);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_advance(t.m, 5);
     fake_mux_wait(t.m, c);
     assert_int_equal(body_root(c), 9);
     assert_int_equal(a->requests, 1);
-    assert_true(fake_call_ms(c) < 400);
+    assert_int_equal(fake_call_ms(c), 5);
     tfx_free(&t);
 }
 
@@ -536,11 +552,13 @@ static void test_coalescing(void **state)
                      "/eth/v1/validator/attestation_data?slot=10&committee_index=%d", i % 2);
             c[i] = fake_mux_get(t.m, path, "application/json");
         }
+        fake_mux_advance(t.m, 300);
         for (int i = 0; i < 8; i++) {
             fake_mux_wait(t.m, c[i]);
             assert_int_equal(c[i]->status, 200);
             assert_int_equal(body_root(c[i]), 10);
             assert_string_equal(c[i]->body, c[0]->body);
+            assert_int_equal(fake_call_ms(c[i]), 300);
         }
         /* one race per distinct key: one from Electra on, one per committee before */
         bm_attest_stats_t st = bm_attest_stats(t.a);
@@ -579,6 +597,7 @@ static void test_ssz_and_headers(void **state)
     for (int i = 0; i < 3; i++)
         c[i] = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10",
                             "application/octet-stream");
+    fake_mux_advance(t.m, 100);
     for (int i = 0; i < 3; i++) {
         fake_mux_wait(t.m, c[i]);
         assert_int_equal(c[i]->status, 200);
@@ -602,7 +621,7 @@ static void test_gloas_index(void **state)
     /* the head is the block of slot 9 with its payload full; data for slot 10 */
     for (unsigned id = 7; id <= 9; id++)
         fake_block(&t.c, id, id, id - 1);
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(t.m->clock);
     for (unsigned id = 7; id <= 9; id++)
         fake_head(&t.c, 0, id, now, BM_PAYLOAD_EMPTY);
     fake_head(&t.c, 0, 9, now, BM_PAYLOAD_FULL);
@@ -611,7 +630,9 @@ static void test_gloas_index(void **state)
     fake_mux_node(t.m, &sa, 1);
     fake_mux_node(t.m, &sb, 1);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_advance(t.m, 80);
     fake_mux_wait(t.m, c);
+    assert_int_equal(fake_call_ms(c), 80);
     bm_attest_data_t d;
     bm_buf_t *bb = bm_buf_copy(c->body, c->body_len);
     assert_int_equal(bm_attest_parse_data(NULL, bb, &d), 0);
@@ -632,14 +653,16 @@ static void test_head_root(void **state)
     fake_node_t *a = fake_mux_node(t.m, &sa, 1);
     fake_mux_node(t.m, &sb, 1);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/beacon/blocks/head/root", NULL);
+    fake_mux_advance(t.m, 60);
     fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 200);
+    assert_int_equal(fake_call_ms(c), 60);
     uint8_t root[32];
     bm_buf_t *bb = bm_buf_copy(c->body, c->body_len);
     assert_int_equal(bm_attest_parse_root(bb, root), 0);
     bm_buf_unref(bb);
     assert_int_equal(root[2], 10);
-    assert_true(a->requests >= 1);
+    assert_int_equal(a->requests, 2); /* the stale node re-asked at 50 */
     tfx_free(&t);
 }
 
@@ -656,36 +679,42 @@ static void test_payload_attestation(void **state)
     fake_mux_node(t.m, &sa, 1);
     fake_node_t *b = fake_mux_node(t.m, &sb, 1);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
+    fake_mux_advance(t.m, 100);
     fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "\"payload_present\":true"));
-    assert_true(fake_call_ms(c) < 100 + SLACK_MS);
+    assert_int_equal(fake_call_ms(c), 100);
 
     /* everyone says 204: the 204 is served at the deadline, never as accepted */
     fake_step_t s204 = FAKE_STATUS(204, 5, "");
     fake_node_script(b, &s204, 1);
     c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
+    fake_mux_advance(t.m, 299);
+    assert_false(c->done);
+    fake_mux_advance(t.m, 1);
     fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 204);
-    assert_true(fake_call_ms(c) >= 250);
+    assert_int_equal(fake_call_ms(c), 300);
 
     /* the cluster knows the payload is full: a 200 without payload_present loses to one
      * with it, and to the deadline a 200 beats a 204 */
-    fake_head(&t.c, 0, 10, bm_clock_now_ms(), BM_PAYLOAD_FULL);
+    fake_head(&t.c, 0, 10, bm_clock_wall_now(t.m->clock), BM_PAYLOAD_FULL);
     fake_step_t absent = FAKE_STATUS(200, 5, payload_json(10, 10, false));
     fake_node_script(b, &absent, 1);
     c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
+    fake_mux_advance(t.m, 300);
     fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "\"payload_present\":false"));
-    assert_true(fake_call_ms(c) >= 250);
+    assert_int_equal(fake_call_ms(c), 300);
     fake_step_t present[] = {FAKE_STATUS(200, 5, payload_json(10, 10, false)),
                              FAKE_STATUS(200, 5, payload_json(10, 10, true))};
     fake_node_script(b, present, 2);
     c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
+    fake_mux_advance(t.m, 55); /* re-asked at 50, answered 5 ms later */
     fake_mux_wait(t.m, c);
     assert_non_null(strstr(c->body, "\"payload_present\":true"));
-    assert_true(fake_call_ms(c) < 250);
+    assert_int_equal(fake_call_ms(c), 55);
     tfx_free(&t);
 }
 
@@ -725,11 +754,12 @@ static void test_client_leaves(void **state)
     fake_step_t s = FAKE_HANG;
     fake_mux_node(t.m, &s, 1);
     /* a client that gives up: its race (it was the only waiter) stops asking the node */
-    fake_request_t rq = {.target = "/eth/v1/validator/attestation_data?slot=10", .timeout_ms = 150};
-    fake_call_t *gone = fake_mux_call(t.m, &rq);
-    RUN_UNTIL(&t.m->loop, gone->done && t.m->nodes.held == 0, FAKE_BOUND_MS);
-    assert_true(gone->done);
-    assert_int_equal(gone->err, BM_ETIMEDOUT);
+    fake_call_t *gone = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_settle(t.m);
+    assert_int_equal(t.m->nodes.held, 1);
+    bm_upstream_cancel(gone->x);
+    gone->x = NULL;
+    RUN_UNTIL(&t.m->loop, t.m->nodes.held == 0, FAKE_BOUND_MS);
     assert_int_equal(t.m->nodes.held, 0); /* the node saw its request cancelled */
     RUN_UNTIL(&t.m->loop, bm_race_engine_active(t.m->eng) == 0, FAKE_BOUND_MS);
     assert_int_equal(bm_race_engine_active(t.m->eng), 0);
