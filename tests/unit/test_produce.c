@@ -4,8 +4,9 @@
  * from JSON and from SSZ offsets for every fork layout, the parent-or-grandparent rule,
  * value comparison as 256-bit integers above 2^63 and 2^64 with builder_boost_factor
  * 0, 100 and 2^64-1. Then the policy end to end in miniature (fake nodes, the project's
- * server, a head tracker fed by hand): fresh beats stale, a late head re-orged by the
- * proposer, the deadline, best value, SSZ, and the producing node remembered per slot.
+ * server, a head tracker fed by hand, a manual clock the test advances): fresh beats
+ * stale, a late head re-orged by the proposer, the deadline, best value, SSZ, and the
+ * producing node remembered per slot; answer times to the millisecond.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,7 +30,6 @@
 
 #define SLOT_MS 12000u
 #define SPE 8u
-#define SLACK_MS 700
 
 /* ---- synthetic blocks ---------------------------------------------------------------------- */
 
@@ -380,8 +380,8 @@ static void free_produce(void *p)
 static void pfx_init(pfx_t *t, uint64_t into_ms, uint64_t head_at_ms, const bm_produce_opts_t *o)
 {
     memset(t, 0, sizeof *t);
-    t->m = fake_mux_new(false);
-    uint64_t now = bm_clock_now_ms();
+    t->m = fake_mux_new_manual(false);
+    uint64_t now = bm_clock_wall_now(t->m->clock);
     uint64_t genesis = now - 11 * SLOT_MS - into_ms;
     bm_chain_info_t info;
     fake_chain_info(&info, genesis, SLOT_MS, SPE, 0, BM_FAR_FUTURE_EPOCH);
@@ -450,12 +450,13 @@ static void test_fresh_beats_stale(void **state)
     fake_node_t *b = fake_mux_node(t.m, &sb, 1);
     assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), -1);
     fake_call_t *c = fake_mux_get(t.m, V3, NULL);
+    fake_mux_advance(t.m, 120);
     fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 200);
     assert_int_equal(served_parent(c), 10);
     assert_string_equal(bm_hdrs_get(&c->hdrs, "eth-consensus-version"), "fulu");
     assert_string_equal(bm_hdrs_get(&c->hdrs, "eth-execution-payload-value"), "100");
-    assert_true(fake_call_ms(c) < 120 + SLACK_MS);
+    assert_int_equal(fake_call_ms(c), 120);
     /* the producing node is remembered, with its block's state_root */
     uint8_t sr[32];
     bool has;
@@ -484,9 +485,10 @@ static void test_late_head_reorged(void **state)
     fake_mux_node(t.m, &sa, 1);
     fake_mux_node(t.m, &sb, 1);
     fake_call_t *c = fake_mux_get(t.m, V3, NULL);
+    fake_mux_advance(t.m, 5);
     fake_mux_wait(t.m, c);
     assert_int_equal(served_parent(c), 9);
-    assert_true(fake_call_ms(c) < 1000); /* not held until the deadline (~1.8 s) */
+    assert_int_equal(fake_call_ms(c), 5); /* not held until the deadline (1.8 s away) */
     assert_int_equal(bm_produce_stats(t.p).accepted, 1);
     pfx_free(&t);
 
@@ -494,14 +496,16 @@ static void test_late_head_reorged(void **state)
      * block 9): its block on 9 is stale, not a re-org; the node holding 10 and building on 9
      * on purpose wins */
     pfx_init(&t, 200, 5000, NULL);
-    fake_head(&t.c, 1, 9, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
+    fake_head(&t.c, 1, 9, bm_clock_wall_now(t.m->clock), BM_PAYLOAD_UNKNOWN);
     fake_step_t deliberate = step_v3(150, 9, 43, "1", "1");
     fake_step_t stale = step_v3(5, 9, 44, "1", "1");
     fake_mux_node(t.m, &deliberate, 1); /* index 0: holds block 10 */
     fake_mux_node(t.m, &stale, 1);      /* index 1: behind */
     c = fake_mux_get(t.m, V3, NULL);
+    fake_mux_advance(t.m, 150);
     fake_mux_wait(t.m, c);
     assert_int_equal(served_parent(c), 9);
+    assert_int_equal(fake_call_ms(c), 150);
     assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), 0);
     pfx_free(&t);
 
@@ -512,15 +516,18 @@ static void test_late_head_reorged(void **state)
     fake_mux_node(t.m, &sc, 1);
     fake_mux_node(t.m, &sd, 1);
     c = fake_mux_get(t.m, V3, NULL);
+    fake_mux_advance(t.m, 150);
     fake_mux_wait(t.m, c);
     assert_int_equal(served_parent(c), 10);
+    assert_int_equal(fake_call_ms(c), 150);
     pfx_free(&t);
 }
 
-static void release_headers(uv_timer_t *timer)
+static void release_headers(bm_timer_t *timer, void *ud)
 {
-    pfx_t *t = timer->data;
-    fake_chain_release(&t->c, bm_clock_now_ms());
+    (void)timer;
+    pfx_t *t = ud;
+    fake_chain_release(&t->c, bm_clock_wall_now(t->m->clock));
 }
 
 static void test_head_moving_holds_the_old_parent(void **state)
@@ -532,11 +539,10 @@ static void test_head_moving_holds_the_old_parent(void **state)
      * slot 12 on block 10 (still the cluster head) must wait for it */
     fake_block(&t.c, 11, 11, 10);
     t.c.defer = true;
-    fake_head(&t.c, 1, 11, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
-    uv_timer_t timer;
-    uv_timer_init(&t.m->loop, &timer);
-    timer.data = &t;
-    uv_timer_start(&timer, release_headers, 100, 0);
+    fake_head(&t.c, 1, 11, bm_clock_wall_now(t.m->clock), BM_PAYLOAD_UNKNOWN);
+    bm_timer_t *timer = bm_timer_new(t.m->clock, release_headers, &t);
+    assert_non_null(timer);
+    bm_timer_start(timer, 100);
     fake_step_t sa = {
         .status = 200, .delay_ms = 5, .body = block_json(12, 10, 40, false, false, "1", "1")};
     fake_step_t sb = {
@@ -544,9 +550,16 @@ static void test_head_moving_holds_the_old_parent(void **state)
     fake_mux_node(t.m, &sa, 1);
     fake_mux_node(t.m, &sb, 1);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v3/validator/blocks/12?randao_reveal=0x00", NULL);
+    /* neither block is served before the header arrived; both nodes are re-asked at 250 (the
+     * production re-ask interval), and b's block on 11 comes 20 ms later */
+    fake_mux_advance(t.m, 269);
+    assert_false(c->done);
+    assert_int_equal(fake_cluster_id(&t.c), 11);
+    fake_mux_advance(t.m, 1);
     fake_mux_wait(t.m, c);
     assert_int_equal(served_parent(c), 11);
-    uv_close((uv_handle_t *)&timer, NULL);
+    assert_int_equal(fake_call_ms(c), 270);
+    bm_timer_close(timer, NULL, NULL);
     pfx_free(&t);
 }
 
@@ -565,16 +578,18 @@ static void test_deadline_first_2xx(void **state)
     fake_node_t *a = fake_mux_node(t.m, &sa, 1);
     fake_mux_node(t.m, &sb, 1);
     fake_call_t *c = fake_mux_get(t.m, V3, NULL);
+    /* nothing acceptable: the stale nodes are re-asked every 100 ms until the deadline (at
+     * 500); the last re-asks start at 400 and are answered by 440, after which nothing more
+     * can come: the first 2xx goes out then */
+    fake_mux_advance(t.m, 439);
+    assert_false(c->done);
+    fake_mux_advance(t.m, 1);
     fake_mux_wait(t.m, c);
-    /* nothing acceptable: held until the deadline (stale nodes re-asked), then the first;
-     * once the last re-ask before the deadline is answered nothing more can come, so the
-     * answer may leave up to one re-ask interval early */
     uint64_t deadline = t.c.info.clock.genesis_ms + 11 * SLOT_MS + 700;
-    assert_true(c->end_ms + 100 + 20 >= deadline);
-    assert_true(c->end_ms < deadline + SLACK_MS);
+    assert_int_equal(c->end_ms, deadline - 60);
     assert_int_equal(c->status, 200);
     assert_int_equal(served_parent(c), 8);
-    assert_true(a->requests >= 3);
+    assert_int_equal(a->requests, 5);
     assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), a->node->index);
     assert_int_equal(bm_produce_stats(t.p).fallback, 1);
     pfx_free(&t);
@@ -598,7 +613,10 @@ static void test_best_value(void **state)
         fake_node_t *b = fake_mux_node(t.m, &sb, 1);
         fake_mux_node(t.m, &sc, 1);
         fake_call_t *c = fake_mux_get(t.m, V3, NULL);
+        /* first: at once; best value: at the end of the grace opened by a (5 + 300) */
+        fake_mux_advance(t.m, mode ? 305 : 5);
         fake_mux_wait(t.m, c);
+        assert_int_equal(fake_call_ms(c), mode ? 305 : 5);
         assert_int_equal(served_parent(c), 10);
         if (mode) {
             assert_string_equal(bm_hdrs_get(&c->hdrs, "eth-consensus-block-value"), "1");
@@ -624,11 +642,13 @@ static void test_best_value(void **state)
     fake_mux_node(t.m, &builder, 1);
     fake_node_t *l = fake_mux_node(t.m, &local, 1);
     fake_call_t *c = fake_mux_get(t.m, V3 "&builder_boost_factor=0", NULL);
+    fake_mux_advance(t.m, 205);
     fake_mux_wait(t.m, c);
     assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), l->node->index);
     /* ... and with the default (100) the builder's block wins */
     fake_node_script(l, &local, 1);
     c = fake_mux_get(t.m, V3, NULL);
+    fake_mux_advance(t.m, 205);
     fake_mux_wait(t.m, c);
     assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), 0);
     pfx_free(&t);
@@ -656,7 +676,9 @@ static void test_ssz_v3_and_v4(void **state)
     fake_mux_node(t.m, &sa, 1);
     fake_node_t *b = fake_mux_node(t.m, &sb, 1);
     fake_call_t *c = fake_mux_get(t.m, V3, "application/octet-stream");
+    fake_mux_advance(t.m, 80);
     fake_mux_wait(t.m, c);
+    assert_int_equal(fake_call_ms(c), 80);
     assert_int_equal(c->body_len, lf);
     assert_memory_equal(c->body, fresh, lf);
     assert_string_equal(fake_node_last(b)->accept, "application/octet-stream");
@@ -681,6 +703,7 @@ static void test_ssz_v3_and_v4(void **state)
     fake_node_script(b, &hang, 1);
     c = fake_mux_get(t.m, "/eth/v4/validator/blocks/11?randao_reveal=0x00&include_payload=true",
                      "application/octet-stream");
+    fake_mux_advance(t.m, 5);
     fake_mux_wait(t.m, c);
     assert_int_equal(c->body_len, lg);
     assert_int_equal(bm_produce_node_for_slot(t.p, 11, sr, &has), 0);
