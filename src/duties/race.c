@@ -70,6 +70,8 @@ typedef struct slot {
     unsigned attempts;   /* transfers started */
     uint64_t asked_ms;   /* wall time of the latest start */
     uint64_t xfer_us;    /* monotonic start of the running transfer */
+    uint64_t xfer_end;   /* race time at which the running transfer is cut (the policy's
+                            transfer_timeout_ms); 0: none */
     uint64_t repoll_at;  /* wall time of the next re-ask; 0: none */
     uint64_t repoll_end; /* no re-ask starts at or after this */
     int end_err;         /* why a node without an answer has none */
@@ -457,9 +459,10 @@ static void start_slot(bm_race_t *r, slot_t *s, uint64_t now)
             .extra = &s->node->extra,
             .body = r->req_body,
             .connect_timeout_ms = r->pol.connect_timeout_ms,
-            .timeout_ms = r->pol.transfer_timeout_ms ? r->pol.transfer_timeout_ms
-                          : left > UINT32_MAX        ? UINT32_MAX
-                                                     : (uint32_t)left,
+            .timeout_ms = r->pol.transfer_timeout_ms
+                              ? r->pol.transfer_timeout_ms + TRANSFER_BACKSTOP_MS
+                          : left > UINT32_MAX ? UINT32_MAX
+                                              : (uint32_t)left,
             .max_response_bytes = r->pol.max_response_bytes,
         };
         s->xfer_us = bm_clock_mono_now_us(e->clock);
@@ -471,11 +474,49 @@ static void start_slot(bm_race_t *r, slot_t *s, uint64_t now)
     if (s->xfer) {
         r->in_flight++;
         s->node->stats.in_flight++;
+        s->xfer_end = r->pol.transfer_timeout_ms ? now + r->pol.transfer_timeout_ms : 0;
         return;
     }
     bm_log_limited(&e->lim, BM_LOG_WARN, "race %s %s: cannot ask %s: %s", r->method, r->target,
                    s->node->id, rc == BM_EINVAL ? "invalid request target" : bm_strerror(rc));
     fail_slot(r, s, rc, now);
+}
+
+/* Cuts the transfers whose own limit (the policy's transfer_timeout_ms, on the engine's
+ * clock) passed: each is its node's failure, BM_ETIMEDOUT, recorded in the pool as a
+ * network error. The upstream client's own limit is only a backstop behind this one. */
+static void expire_transfers(bm_race_t *r, uint64_t now)
+{
+    bm_race_engine_t *e = r->e;
+    for (size_t i = 0; i < r->n && !r->closing && !e->dying; i++) {
+        slot_t *s = &r->slots[i];
+        if (!s->xfer || !s->xfer_end || now < s->xfer_end)
+            continue;
+        bm_upstream_cancel(s->xfer);
+        s->xfer = NULL;
+        s->xfer_end = 0;
+        r->in_flight--;
+        s->node->stats.in_flight--;
+        uint64_t took_us = bm_clock_mono_now_us(e->clock) - s->xfer_us;
+        bm_log_limited(&e->lim, BM_LOG_DEBUG, "race %s %s: %s: no answer within %u ms", r->method,
+                       r->target, s->node->id, r->pol.transfer_timeout_ms);
+        if (e->pool)
+            bm_pool_record(e->pool, s->node, BM_OUTCOME_NET_ERROR, false, took_us,
+                           bm_strerror(BM_ETIMEDOUT));
+        if (r->closing || e->dying)
+            return; /* a pool listener freed the engine */
+        fail_slot(r, s, BM_ETIMEDOUT, now);
+    }
+}
+
+/* The earliest time a running transfer is cut by its own limit (UINT64_MAX: none). */
+static uint64_t next_transfer_end(const bm_race_t *r)
+{
+    uint64_t next = UINT64_MAX;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->slots[i].xfer && r->slots[i].xfer_end && r->slots[i].xfer_end < next)
+            next = r->slots[i].xfer_end;
+    return next;
 }
 
 /* Forgets re-asks whose time is over. */
@@ -776,9 +817,13 @@ static void arm(bm_race_t *r, uint64_t now)
         break;
     case RS_ANSWERED:
         next = r->in_flight ? r->hard_ms : now;
+        if (r->in_flight && next_transfer_end(r) < next)
+            next = next_transfer_end(r);
         break;
     case RS_RUNNING:
         next = r->hard_ms;
+        if (next_transfer_end(r) < next)
+            next = next_transfer_end(r);
         if (r->pol.deadline_ms > now && r->pol.deadline_ms < next)
             next = r->pol.deadline_ms;
         if (r->acc && r->grace_end < next)
@@ -841,6 +886,9 @@ static void on_tick(bm_timer_t *t, void *arg)
         if (r->closing)
             return;
     }
+    expire_transfers(r, now);
+    if (r->closing || e->dying)
+        return;
     while (r->state == RS_RUNNING) {
         at_timer_t **due_pp = NULL; /* the earliest due timer */
         for (at_timer_t **pp = &r->ats; *pp; pp = &(*pp)->next)
@@ -868,6 +916,7 @@ static void on_xfer_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     if (s->xfer != x)
         return;
     s->xfer = NULL;
+    s->xfer_end = 0;
     r->in_flight--;
     s->node->stats.in_flight--;
     bm_outcome_t outcome = res->err             ? BM_OUTCOME_NET_ERROR

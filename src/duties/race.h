@@ -40,9 +40,10 @@
  * a manual one in unit tests); it reads no other. Times in a policy are wall times of that
  * clock (Unix ms, as slot arithmetic gives them). A race reads the wall clock once, at its
  * start, and measures from there with the clock's monotonic time, so a wall clock step
- * during a race neither stretches nor shortens it. The upstream client's per-transfer
- * limits are real time: a policy's transfer_timeout_ms, and a backstop well past the hard
- * timeout for transfers without one (the race's own timer cuts them first).
+ * during a race neither stretches nor shortens it. Every limit of a race is on that clock,
+ * the per-transfer one (transfer_timeout_ms) included; the upstream client only gets a
+ * backstop well past it (real time), which the race's own timer always beats. The connect
+ * timeout is the upstream client's (real time).
  *
  * Every finished transfer is recorded in the pool (bm_pool_record) and counted in the
  * node's stats.in_flight while it runs; transfers cancelled because their race no longer

@@ -891,6 +891,36 @@ static void test_sequential_not_accepted(void **state)
     rec_dispose(&w);
 }
 
+/* A transfer's own limit (transfer_timeout_ms) is on the engine's clock: a hung node is
+ * cut at it, recorded as a timeout and reported as BM_ETIMEDOUT, and a sequential race
+ * moves on to the next node at that millisecond. */
+static void test_transfer_timeout(void **state)
+{
+    fx_t *f = *state;
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(10, "{\"root\":\"fresh\"}"));
+    bm_race_policy_t p = {.sequential = true, .transfer_timeout_ms = 100};
+    uint64_t t0 = now(f);
+    crec_t c = {0};
+    rec_t w;
+    rec_init(&w, f);
+    wait_on(&w, start(f, "GET", "/x", &p, NULL, &c));
+    go(f, 99);
+    assert_string_equal(f->nodes.log, "a>");
+    assert_int_equal(a->node->stats.errors, 0);
+    go(f, 1);
+    assert_int_equal(a->aborted, 1);
+    assert_int_equal(b->requests, 1);
+    assert_int_equal(a->node->stats.errors, 1);
+    go(f, 10);
+    assert_int_equal(w.calls, 1);
+    assert_ptr_equal(w.node, b->node);
+    assert_int_equal(w.at_ms, t0 + 110);
+    assert_int_equal(c.calls, 1);
+    assert_int_equal(c.err[0], BM_ETIMEDOUT);
+    rec_dispose(&w);
+}
+
 /* A waiter leaving a read race removes only itself; the last one leaving cancels the race:
  * the servers see the cancel, the completion runs once, nobody is answered. */
 static void test_leave_read(void **state)
@@ -1511,6 +1541,7 @@ int main(void)
         T(test_sequential_deadline),
         T(test_sequential_repoll),
         T(test_sequential_not_accepted),
+        T(test_transfer_timeout),
         T(test_leave_read),
         T(test_write_detached),
         T(test_write_answers_first_then_runs_on),
