@@ -70,6 +70,10 @@ const char bs_behav_help[] =
     "  down              port closed: stop listening, close connections\n"
     "  hang              accept and read requests, never answer (event streams too)\n"
     "  error-rate=P      answer 500 {\"code\":500,...} with probability P (0..1)\n"
+    "  throttle=P        answer 429 with probability P (0..1), with Retry-After\n"
+    "  retry-after=S     the Retry-After of those 429s in seconds (default 1; 0: none)\n"
+    "  prune=SLOTS       history older than SLOTS slots is gone: 404 for blocks, headers and\n"
+    "                    states by slot, 400 (custody) for blob sidecars (0: keeps all)\n"
     "  slow=MS           delay every answer by MS\n"
     "  stale             stop importing blocks (head freezes)\n"
     "  fork              follow an own branch from now on; clearing it rejoins (chain_reorg)\n"
@@ -94,6 +98,7 @@ void bs_behav_default(bs_behav_t *b)
     b->client = BS_CLIENT_LIGHTHOUSE;
     b->sse_style = BS_SSE_STANDARD;
     b->payload_delay_ms = -1;
+    b->retry_after_s = 1;
 }
 
 static int parse_ms(const char *v, int64_t lo, int64_t hi, int64_t *out)
@@ -183,6 +188,9 @@ static int apply_word(bs_behav_t *b, const char *key, const char *val, char *err
     MS_FIELD("clock-skew", clock_skew_ms, BS_B_CLOCK_SKEW, -86400000, 86400000)
     MS_FIELD("payload-delay", payload_delay_ms, BS_B_PAYLOAD_DELAY, -1, 3600000)
     PROB_FIELD("error-rate", error_rate, BS_B_ERROR_RATE)
+    PROB_FIELD("throttle", throttle, BS_B_THROTTLE)
+    MS_FIELD("prune", prune_slots, BS_B_PRUNE, 0, 100000000)
+    MS_FIELD("retry-after", retry_after_s, BS_B_RETRY_AFTER, 0, 3600)
     PROB_FIELD("sse-drop", sse_drop, BS_B_SSE_DROP)
     BOOL_FIELD("down", down, BS_B_DOWN)
     BOOL_FIELD("hang", hang, BS_B_HANG)
@@ -337,6 +345,9 @@ void bs_behav_merge(bs_behav_t *dst, const bs_behav_t *src)
     M(BS_B_NO_SSZ, no_ssz)
     M(BS_B_PAYLOAD_DELAY, payload_delay_ms)
     M(BS_B_BIG_VALUES, big_values)
+    M(BS_B_PRUNE, prune_slots)
+    M(BS_B_THROTTLE, throttle)
+    M(BS_B_RETRY_AFTER, retry_after_s)
 #undef M
     dst->set |= m;
 }
@@ -348,7 +359,7 @@ void bs_behav_json(bm_str_t *s, const bs_behav_t *b)
                   "\"slow\":%u,\"stale\":%s,\"fork\":%s,\"clock_skew\":%lld,\"syncing\":%s,"
                   "\"optimistic\":%s,\"sse_drop\":%g,\"client\":\"%s\",\"sse_style\":\"%s\","
                   "\"sse_fragment\":%s,\"gzip\":%s,\"no_ssz\":%s,\"payload_delay\":%lld,"
-                  "\"big_values\":%s}",
+                  "\"big_values\":%s,\"prune\":%lld,\"throttle\":%g,\"retry_after\":%lld}",
                   b->lag_ms, b->jitter_ms, b->down ? "true" : "false", b->hang ? "true" : "false",
                   b->error_rate, b->slow_ms, b->stale ? "true" : "false",
                   b->fork ? "true" : "false", (long long)b->clock_skew_ms,
@@ -357,5 +368,6 @@ void bs_behav_json(bm_str_t *s, const bs_behav_t *b)
                   b->sse_style == BS_SSE_LIGHTHOUSE ? "lighthouse" : "standard",
                   b->sse_fragment ? "true" : "false", b->gzip ? "true" : "false",
                   b->no_ssz ? "true" : "false", (long long)b->payload_delay_ms,
-                  b->big_values ? "true" : "false");
+                  b->big_values ? "true" : "false", (long long)b->prune_slots, b->throttle,
+                  (long long)b->retry_after_s);
 }

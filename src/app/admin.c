@@ -17,13 +17,13 @@
 #include "base/json.h"
 #include "cluster/head.h"
 #include "cluster/monitor.h"
-#include "read/failover.h"
+#include "read/readpath.h"
 
 struct bm_admin {
     bm_pool_t *pool;
     bm_discovery_t *disc;
     bm_monitor_t *monitor;   /* may be NULL */
-    bm_failover_t *failover; /* may be NULL */
+    bm_readpath_t *readpath; /* may be NULL */
     uint64_t started_ms;
     struct {
         char name[32];
@@ -65,9 +65,9 @@ void bm_admin_set_monitor(bm_admin_t *a, bm_monitor_t *m)
     a->monitor = m;
 }
 
-void bm_admin_set_failover(bm_admin_t *a, bm_failover_t *f)
+void bm_admin_set_readpath(bm_admin_t *a, bm_readpath_t *rp)
 {
-    a->failover = f;
+    a->readpath = rp;
 }
 
 static void json_kv_str(bm_str_t *o, const char *k, const char *v, bool comma)
@@ -220,6 +220,8 @@ void bm_admin_status_json(bm_admin_t *a, bm_str_t *o)
                       bm_node_latency_pct(n, 50), bm_node_latency_pct(n, 99));
         if (t)
             node_json(a, t, i, n, o);
+        if (a->readpath)
+            bm_readpath_node_json(a->readpath, i, o);
         bm_str_putc(o, '}');
     }
     bm_str_putc(o, ']');
@@ -381,11 +383,11 @@ static void route_peer_count(bm_req_t *req, const bm_route_params_t *params, voi
 {
     bm_admin_t *a = ud;
     (void)params;
-    if (!a->failover) {
+    if (!a->readpath) {
         bm_resp_error(req, 503, "no ready upstream");
         return;
     }
-    bm_failover_handle_ready(a->failover, req);
+    bm_readpath_handle_ready(a->readpath, req);
 }
 
 int bm_admin_register(bm_admin_t *a, bm_router_t *r)

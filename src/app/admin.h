@@ -22,7 +22,7 @@
 
 typedef struct bm_admin bm_admin_t;
 struct bm_monitor;
-struct bm_failover;
+struct bm_readpath;
 
 /** Creates the admin endpoints over `pool` and `disc` (both must outlive it). */
 bm_admin_t *bm_admin_new(bm_pool_t *pool, bm_discovery_t *disc);
@@ -36,8 +36,9 @@ void bm_admin_free(bm_admin_t *a);
  */
 void bm_admin_set_monitor(bm_admin_t *a, struct bm_monitor *m);
 
-/** Attaches the failover policy (not owned) that forwards /eth/v1/node/peer_count. */
-void bm_admin_set_failover(bm_admin_t *a, struct bm_failover *f);
+/** Attaches the read path (not owned): it forwards /eth/v1/node/peer_count to ready nodes,
+ *  and each upstream on the status page shows its read-path figures. */
+void bm_admin_set_readpath(bm_admin_t *a, struct bm_readpath *rp);
 
 /**
  * The status code of /eth/v1/node/health for the cluster now: 200, 206 or 503 (before
