@@ -22,6 +22,7 @@
  */
 #include "duties/race.h"
 
+#include <json-c/json.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include "base/clock.h"
 #include "base/defaults.h"
 #include "base/err.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/url.h"
 
@@ -572,6 +574,28 @@ static void consider_fallback(bm_race_t *r, ans_t *an, int rank)
         ans_set(&r->fallback, an);
 }
 
+/* A failure worth asking again (reask_failures): a 5xx, a 429, or a network error that a
+ * later attempt may not have (not our own cancel, not a request we cannot even form). */
+static bool retryable(const bm_race_answer_t *a)
+{
+    if (a->err)
+        return a->err != BM_ECANCELED && a->err != BM_EINVAL && a->err != BM_ENOMEM;
+    return a->status >= 500 || a->status == 429;
+}
+
+/* Asks a failed node again (reask_failures) until the hard timeout, at most once per
+ * repoll_interval. */
+static void schedule_retry(bm_race_t *r, slot_t *s, uint64_t now)
+{
+    uint64_t at = s->asked_ms + r->pol.repoll_interval_ms;
+    if (at < now)
+        at = now;
+    if (at < r->hard_ms) {
+        s->repoll_at = at;
+        s->repoll_end = r->hard_ms;
+    }
+}
+
 static void schedule_repoll(bm_race_t *r, slot_t *s, bool usable, uint64_t now)
 {
     const bm_race_policy_t *p = &r->pol;
@@ -595,11 +619,14 @@ static void schedule_repoll(bm_race_t *r, slot_t *s, bool usable, uint64_t now)
 static void take_answer(bm_race_t *r, slot_t *s, ans_t *an, uint64_t now)
 {
     ans_set(&s->last, an);
-    if (r->state != RS_RUNNING || an->a.err)
+    if (r->state != RS_RUNNING)
         return;
     const bm_race_policy_t *p = &r->pol;
-    if (!is_2xx(an->a.status)) {
-        consider_fallback(r, an, rank_of(an->a.status));
+    if (an->a.err || !is_2xx(an->a.status)) {
+        if (!an->a.err)
+            consider_fallback(r, an, rank_of(an->a.status));
+        if (p->reask_failures && retryable(&an->a))
+            schedule_retry(r, s, now);
         return;
     }
     if (!p->accept || p->accept(&an->a, p->ud)) {
@@ -640,7 +667,32 @@ static bool pending(const bm_race_t *r)
     return false;
 }
 
-/* The 503 answered when no node gave an HTTP answer: it names each node's failure. */
+/* What a node's HTTP answer said, for a 503 that names each node's failure: its status,
+ * and the `message` of a Beacon API error body (cut short, quotes and controls dropped). */
+static void describe_http(bm_str_t *m, const bm_race_t *r, const ans_t *an)
+{
+    const bm_race_answer_t *a = &an->a;
+    if (is_2xx(a->status)) {
+        bm_str_printf(m, "%d, not usable", a->status);
+        return;
+    }
+    bm_str_printf(m, "%d", a->status);
+    struct json_object *j = NULL;
+    const char *msg = NULL;
+    if (a->body && bm_json_parse_buf(a->body, 64 * 1024, &j, NULL) == 0 && j)
+        msg = bm_json_get_str(j, "/message");
+    if (msg && *msg) {
+        bm_str_puts(m, " ");
+        size_t k = 0;
+        for (const char *c = msg; *c && k < 120; c++, k++)
+            bm_str_putc(m, (unsigned char)*c < 0x20 || *c == '"' || *c == '\\' ? ' ' : *c);
+    }
+    json_object_put(j);
+    (void)r;
+}
+
+/* The 503 answered when no node gave an HTTP answer (or, with name_failures, none a usable
+ * or 4xx one): it names each node's failure. */
 static ans_t *synthesize(bm_race_t *r)
 {
     ans_t *an = &r->synth;
@@ -650,23 +702,29 @@ static ans_t *synthesize(bm_race_t *r)
     an->embedded = true;
     bm_hdrs_init(&an->hdrs);
     an->a.headers = &an->hdrs;
+    bool any_http = false;
+    for (size_t i = 0; i < r->n; i++)
+        any_http |= r->slots[i].last && !r->slots[i].last->a.err;
     bm_str_t m = BM_STR_INIT;
     if (r->n == 0)
         bm_str_puts(&m, "no upstream available");
+    else if (any_http)
+        bm_str_puts(&m, "no usable answer: ");
     else
         bm_str_puts(&m, "no upstream answered: ");
     for (size_t i = 0; i < r->n; i++) {
         const slot_t *s = &r->slots[i];
-        const char *why;
-        if (s->last && s->last->a.err)
-            why = bm_strerror(s->last->a.err);
+        bm_str_printf(&m, "%s%s: ", i ? "; " : "", s->node->id);
+        if (s->last && !s->last->a.err)
+            describe_http(&m, r, s->last);
+        else if (s->last && s->last->a.err)
+            bm_str_puts(&m, bm_strerror(s->last->a.err));
         else if (s->xfer)
-            why = "no answer yet";
+            bm_str_puts(&m, "no answer yet");
         else if (!s->tried)
-            why = "not asked";
+            bm_str_puts(&m, "not asked");
         else
-            why = bm_strerror(s->end_err ? s->end_err : BM_EIO);
-        bm_str_printf(&m, "%s%s: %s", i ? "; " : "", s->node->id, why);
+            bm_str_puts(&m, bm_strerror(s->end_err ? s->end_err : BM_EIO));
     }
     an->a.body = bm_race_error_body(503, bm_str_data(&m));
     if (!an->a.body)
@@ -687,7 +745,7 @@ static ans_t *best_in_hand(bm_race_t *r)
         return r->acc;
     if (r->usable)
         return r->usable;
-    if (r->fallback)
+    if (r->fallback && (!r->pol.name_failures || r->fallback->rank == RANK_4XX))
         return r->fallback;
     return synthesize(r);
 }
@@ -957,6 +1015,13 @@ static void on_xfer_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
         an->a.arrived_ms = now;
         an->a.attempt = s->attempts ? s->attempts - 1 : 0;
         take_answer(r, s, an, now);
+        if (r->pol.observe) {
+            r->pol.observe(r, &an->a, r->pol.ud);
+            if (r->closing || e->dying) {
+                ans_unref(an);
+                return;
+            }
+        }
         ans_unref(an);
     }
     advance(r, true);

@@ -86,7 +86,8 @@ typedef struct bm_race_answer {
 
 /*
  * Re-asking a node whose 2xx was not accepted, at most once per repoll_interval (counted
- * from the previous request to that node). Errors (non-2xx, network) are never re-asked.
+ * from the previous request to that node). Errors (non-2xx, network) are re-asked only
+ * with the policy's reask_failures.
  */
 typedef enum bm_race_repoll {
     BM_REPOLL_NONE = 0,
@@ -109,8 +110,8 @@ typedef enum bm_race_repoll {
  *   - the race ends at once when nothing more can arrive (no transfer in flight, no repoll
  *     or untried node left, no bm_race_at timer pending): the best accepted, else the best
  *     usable, else the most specific other answer: a 4xx beats a 3xx beats a 5xx beats a
- *     2xx that was not usable (first to arrive among equals); with no HTTP answer at all,
- *     a synthesized 503 naming each node's failure;
+ *     2xx that was not usable (first to arrive among equals); with no HTTP answer at all
+ *     (with name_failures: no 4xx either), a synthesized 503 naming each node's failure;
  *   - the same choice is made at the hard timeout, whatever is still in flight.
  * Once decided, a race starts no new transfer: a read cancels what is still running, a
  * write lets it finish (a sequential write stops at its answer).
@@ -130,6 +131,10 @@ typedef struct bm_race_policy {
     double (*score)(const bm_race_answer_t *a, void *ud);
     /* optional: an answer with this score ends the grace early (e.g. all bits set) */
     bool (*complete)(const bm_race_answer_t *a, void *ud);
+    /* optional: sees every answer the race takes (an HTTP answer or a network failure), after
+     * it was judged, from the loop (a transfer's on_done), in any state of the race; it may
+     * call anything, bm_race_decide and bm_race_leave included. Borrowed answer */
+    void (*observe)(bm_race_t *r, const bm_race_answer_t *a, void *ud);
     void *ud; /* the policy's context for the race, passed to the callbacks above (and
                  returned by bm_race_ctx): borrowed, unless ud_dispose is set */
     /* optional: the race owns `ud` from a successful bm_race_start on, and calls
@@ -148,6 +153,14 @@ typedef struct bm_race_policy {
                                  0: deadline + 10 s (or 30 s without a deadline) */
     bm_race_repoll_t repoll;
     uint32_t repoll_interval_ms;  /* default 50 */
+    /* a node whose answer was a failure a later attempt may not repeat (a 5xx, a 429, a
+     * network error) is asked again every repoll_interval until the hard timeout, while
+     * the race runs: a node that recovers can still answer. A 4xx is an answer */
+    bool reask_failures;
+    /* with nothing accepted or usable, only a 4xx is relayed as the answer; otherwise the
+     * answer is the engine's 503 naming each node's failure (its status and error message,
+     * its network error, or that it gave no answer), rather than one node's 5xx */
+    bool name_failures;
     uint32_t connect_timeout_ms;  /* per transfer (default timeouts.connect) */
     uint32_t transfer_timeout_ms; /* per transfer (default: until the hard timeout); a node
                                      that times out counts as failed (sequential: next) */

@@ -921,6 +921,135 @@ static void test_transfer_timeout(void **state)
     rec_dispose(&w);
 }
 
+/* reask_failures: a node that failed (a 5xx, a refused connection) is asked again every
+ * repoll interval while the race runs, so a node that recovers still serves it. */
+static void test_reask_failures(void **state)
+{
+    fx_t *f = *state;
+    fake_step_t s[] = {FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"),
+                       FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"),
+                       FAKE_OK(0, "{\"root\":\"fresh\"}")};
+    fake_node_t *a = fake_node_add(&f->nodes, s, 3);
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    bm_race_policy_t p = {.accept = accept_fresh, .reask_failures = true};
+    uint64_t t0 = now(f);
+    p.deadline_ms = t0 + 200;
+    p.hard_timeout_ms = t0 + 1000;
+    rec_t w;
+    rec_init(&w, f);
+    wait_on(&w, start(f, "GET", "/att", &p, NULL, NULL));
+    go(f, 99);
+    assert_int_equal(a->requests, 2); /* at 0 and 50 */
+    assert_int_equal(w.calls, 0);
+    go(f, 1);
+    assert_int_equal(w.calls, 1);
+    assert_string_equal(w.body, "{\"root\":\"fresh\"}");
+    assert_int_equal(w.at_ms, t0 + 100);
+    assert_int_equal(w.attempt, 2);
+    /* without reask_failures the 5xx is never asked again */
+    fake_node_script(a, s, 3);
+    p.reask_failures = false;
+    t0 = now(f);
+    p.deadline_ms = t0 + 200;
+    p.hard_timeout_ms = t0 + 1000;
+    rec_t w2;
+    rec_init(&w2, f);
+    wait_on(&w2, start(f, "GET", "/att", &p, NULL, NULL));
+    go(f, 999);
+    assert_int_equal(a->requests, 1);
+    assert_int_equal(w2.calls, 0); /* the hung node holds the race to its hard timeout */
+    go(f, 1);
+    assert_int_equal(w2.status, 500);
+    rec_dispose(&w);
+    rec_dispose(&w2);
+}
+
+/* name_failures: with nothing usable at the hard timeout the answer is a 503 naming each
+ * node's failure, not one node's 5xx; a 4xx is still relayed as it is. */
+static void test_name_failures(void **state)
+{
+    fx_t *f = *state;
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *b =
+        fake_node_add1(&f->nodes, FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"));
+    fake_node_add_refused(&f->nodes);
+    bm_race_policy_t p = {.accept = accept_fresh, .reask_failures = true, .name_failures = true};
+    uint64_t t0 = now(f);
+    p.deadline_ms = t0 + 200;
+    p.hard_timeout_ms = t0 + 1000;
+    crec_t c = {0};
+    rec_t w;
+    rec_init(&w, f);
+    wait_on(&w, start(f, "GET", "/att", &p, NULL, &c));
+    go(f, 999);
+    assert_int_equal(w.calls, 0);
+    go(f, 1);
+    assert_int_equal(w.calls, 1);
+    assert_int_equal(w.at_ms, t0 + 1000);
+    assert_int_equal(w.status, 503);
+    assert_null(w.node);
+    char want[256];
+    snprintf(want, sizeof want,
+             "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: %s\"}",
+             bm_strerror(BM_ETIMEDOUT), bm_strerror(BM_ECONNREFUSED));
+    assert_string_equal(w.body, want);
+    assert_int_equal(b->requests, 20); /* every 50 ms until the end: 0, 50, ..., 950 */
+    assert_int_equal(c.err[0], BM_ETIMEDOUT);
+    /* a 4xx is an answer: relayed, and the race needs nothing more from that node */
+    fake_node_script(b, &FAKE_STATUS(404, 0, "{\"code\":404,\"message\":\"no\"}"), 1);
+    t0 = now(f);
+    p.deadline_ms = t0 + 200;
+    p.hard_timeout_ms = t0 + 1000;
+    rec_t w2;
+    rec_init(&w2, f);
+    wait_on(&w2, start(f, "GET", "/att", &p, NULL, NULL));
+    go(f, 1000);
+    assert_int_equal(w2.status, 404);
+    assert_int_equal(b->requests, 1);
+    rec_dispose(&w);
+    rec_dispose(&w2);
+}
+
+/* observe sees every answer the race takes, failures included, from the loop. */
+typedef struct seen_answers {
+    int n;
+    int status[8];
+    int err[8];
+} seen_answers_t;
+
+static void observe_all(bm_race_t *r, const bm_race_answer_t *a, void *ud)
+{
+    (void)r;
+    seen_answers_t *sa = ud;
+    if (sa->n < 8) {
+        sa->status[sa->n] = a->status;
+        sa->err[sa->n] = a->err;
+    }
+    sa->n++;
+}
+
+static void test_observe(void **state)
+{
+    fx_t *f = *state;
+    fake_node_add_refused(&f->nodes);
+    fake_node_add1(&f->nodes, FAKE_STATUS(400, 10, "{\"code\":400,\"message\":\"bad\"}"));
+    fake_node_add1(&f->nodes, FAKE_OK(20, "{}"));
+    seen_answers_t sa = {0};
+    bm_race_policy_t p = {.write = true, .observe = observe_all, .ud = &sa};
+    crec_t c = {0};
+    start(f, "POST", "/x", &p, NULL, &c);
+    go(f, 0);
+    assert_int_equal(sa.n, 1);
+    assert_int_equal(sa.err[0], BM_ECONNREFUSED);
+    go(f, 10);
+    assert_int_equal(sa.n, 2);
+    assert_int_equal(sa.status[1], 400);
+    go(f, 10);
+    assert_int_equal(sa.n, 3);
+    assert_int_equal(sa.status[2], 200);
+    assert_int_equal(c.calls, 1);
+}
+
 /* A waiter leaving a read race removes only itself; the last one leaving cancels the race:
  * the servers see the cancel, the completion runs once, nobody is answered. */
 static void test_leave_read(void **state)
@@ -1542,6 +1671,9 @@ int main(void)
         T(test_sequential_repoll),
         T(test_sequential_not_accepted),
         T(test_transfer_timeout),
+        T(test_reask_failures),
+        T(test_name_failures),
+        T(test_observe),
         T(test_leave_read),
         T(test_write_detached),
         T(test_write_answers_first_then_runs_on),
