@@ -379,10 +379,17 @@ static void serve(bm_attest_t *a, bm_req_t *req, const char *key, rctx_t *c,
     }
 }
 
-static void base_policy(const bm_attest_t *a, bm_race_policy_t *p, uint64_t deadline)
+/* The rules every read of this policy shares: re-asked until accepted by the deadline, every
+ * node asked again after a failure until `end` (hint: max(now + maxHold, due)), then the
+ * most specific error: a 4xx, else a 503 naming each node's failure. */
+static void base_policy(const bm_attest_t *a, bm_race_policy_t *p, uint64_t deadline,
+                        uint64_t end)
 {
     memset(p, 0, sizeof *p);
     p->deadline_ms = deadline;
+    p->hard_timeout_ms = end;
+    p->reask_failures = true;
+    p->name_failures = true;
     p->repoll = BM_REPOLL_UNTIL_ACCEPTED;
     p->repoll_interval_ms = a->opts.repoll_interval_ms;
     p->connect_timeout_ms = a->opts.connect_timeout_ms;
@@ -424,7 +431,8 @@ static void route_data(bm_req_t *req, const bm_route_params_t *params, void *ud)
     uint64_t now = bm_clock_wall_now(a->clock);
     rctx_t t = {.ep = EP_DATA, .slot = slot, .gloas = fork_known && fork >= BM_FORK_GLOAS};
     bm_race_policy_t pol;
-    base_policy(a, &pol, bm_hint_deadline(a->hint, BM_HINT_ATTESTATION_DATA, slot, now));
+    base_policy(a, &pol, bm_hint_deadline(a->hint, BM_HINT_ATTESTATION_DATA, slot, now),
+                bm_hint_end(a->hint, BM_HINT_ATTESTATION_DATA, slot, now));
     pol.accept = data_accept;
     pol.usable = data_usable;
     pol.score = data_score;
@@ -436,19 +444,22 @@ static void route_head_root(bm_req_t *req, const bm_route_params_t *params, void
     (void)params;
     bm_attest_t *a = ud;
     uint64_t now = bm_clock_wall_now(a->clock), slot = 0;
-    uint64_t deadline;
+    uint64_t deadline, end;
     bm_hint_hold_t hold = bm_hint_get_hold(a->hint, BM_HINT_HEAD_ROOT);
-    if (bm_hint_slot_at(a->hint, now, &slot))
+    if (bm_hint_slot_at(a->hint, now, &slot)) {
         deadline = bm_hint_deadline(a->hint, BM_HINT_HEAD_ROOT, slot, now);
-    else
+        end = bm_hint_end(a->hint, BM_HINT_HEAD_ROOT, slot, now);
+    } else {
         deadline = now + hold.hold_floor_ms;
+        end = now + hold.max_hold_ms;
+    }
     char key[KEY_MAX];
     const char *accept = bm_req_header(req, "accept");
     int n = snprintf(key, sizeof key, "GET /eth/v1/beacon/blocks/head/root accept=%s",
                      accept ? accept : "-");
     rctx_t t = {.ep = EP_HEAD_ROOT, .slot = UINT64_MAX};
     bm_race_policy_t pol;
-    base_policy(a, &pol, deadline);
+    base_policy(a, &pol, deadline, end);
     pol.accept = root_accept;
     pol.usable = root_usable;
     serve(a, req, n > 0 && (size_t)n < sizeof key ? key : NULL, &t, &pol);
@@ -472,7 +483,8 @@ static void route_payload(bm_req_t *req, const bm_route_params_t *params, void *
                      (unsigned long long)slot, accept ? accept : "-");
     rctx_t t = {.ep = EP_PAYLOAD, .slot = slot, .gloas = true};
     bm_race_policy_t pol;
-    base_policy(a, &pol, bm_hint_deadline(a->hint, BM_HINT_PAYLOAD_ATTESTATION, slot, now));
+    base_policy(a, &pol, bm_hint_deadline(a->hint, BM_HINT_PAYLOAD_ATTESTATION, slot, now),
+                bm_hint_end(a->hint, BM_HINT_PAYLOAD_ATTESTATION, slot, now));
     pol.accept = payload_accept;
     pol.usable = payload_usable;
     pol.score = payload_score;

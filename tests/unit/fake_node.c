@@ -269,24 +269,35 @@ void fake_nodes_set_clock(fake_nodes_t *s, bm_clock_t *clock)
     s->clock = clock ? clock : s->own_clock;
 }
 
-/* Moves `clock` `ms` forward one due timer at a time, running the loop after each step
- * until `settled(ud)`: what a timer sets off (a request, an answer) lands before the next
- * timer fires, as if the network took no time. */
-static void advance_settling(bm_clock_t *clock, uv_loop_t *loop, bool (*settled)(const void *),
-                             const void *ud, uint64_t ms)
+/* Runs the loop until `settled(ud)`, then lets the I/O that is ready land: a few turns of
+ * the loop that never block (a response written in one turn is flushed at its end, read
+ * by its client in the next, completed at the latest in the one after), and settles again.
+ * Nothing here waits for time: a turn only handles what is ready. */
+static void settle(uv_loop_t *loop, bool (*settled)(const void *), const void *ud)
 {
     RUN_UNTIL(loop, settled(ud), FAKE_BOUND_MS);
     assert_true(settled(ud));
+    for (int i = 0; i < 8; i++)
+        uv_run(loop, UV_RUN_NOWAIT);
+    RUN_UNTIL(loop, settled(ud), FAKE_BOUND_MS);
+    assert_true(settled(ud));
+}
+
+/* Moves `clock` `ms` forward one due timer at a time, settling the loop before the first
+ * step and after each: what a timer sets off (a request, an answer, a client's response)
+ * lands before the next timer fires, as if the network took no time. */
+static void advance_settling(bm_clock_t *clock, uv_loop_t *loop, bool (*settled)(const void *),
+                             const void *ud, uint64_t ms)
+{
+    settle(loop, settled, ud);
     uint64_t left = ms, in;
     while (bm_clock_manual_next(clock, &in) && in <= left) {
         bm_clock_manual_advance(clock, in);
         left -= in;
-        RUN_UNTIL(loop, settled(ud), FAKE_BOUND_MS);
-        assert_true(settled(ud));
+        settle(loop, settled, ud);
     }
     bm_clock_manual_advance(clock, left);
-    RUN_UNTIL(loop, settled(ud), FAKE_BOUND_MS);
-    assert_true(settled(ud));
+    settle(loop, settled, ud);
 }
 
 static bool nodes_settled(const void *ud)
@@ -419,10 +430,20 @@ static bool nodes_closed(const fake_nodes_t *s)
     return s->held == 0;
 }
 
+void fake_node_down(fake_node_t *n)
+{
+    assert_non_null(n->srv);
+    assert_false(n->down);
+    n->down = true;
+    bm_server_shutdown(n->srv, 0, on_srv_done, n);
+    RUN_UNTIL(n->set->loop, n->srv_done, FAKE_BOUND_MS);
+    assert_true(n->srv_done);
+}
+
 void fake_nodes_close(fake_nodes_t *s)
 {
     for (int i = 0; i < s->n; i++)
-        if (s->node[i].srv)
+        if (s->node[i].srv && !s->node[i].down)
             bm_server_shutdown(s->node[i].srv, 20, on_srv_done, &s->node[i]);
     RUN_UNTIL(s->loop, nodes_closed(s), FAKE_BOUND_MS);
     assert_true(nodes_closed(s));
@@ -647,8 +668,7 @@ void fake_mux_advance(fake_mux_t *m, uint64_t ms)
 
 void fake_mux_settle(fake_mux_t *m)
 {
-    RUN_UNTIL(&m->loop, mux_settled(m), FAKE_BOUND_MS);
-    assert_true(mux_settled(m));
+    settle(&m->loop, mux_settled, m);
 }
 
 uint64_t fake_mux_since(const fake_mux_t *m, uint64_t t0_ms)

@@ -129,6 +129,7 @@ struct fake_node {
     bm_node_t *node;  /* its pool entry (NULL when the set has no pool) */
     bm_server_t *srv; /* NULL: refuses connections */
     bool srv_done;
+    bool down; /* fake_node_down: its server is closed, its port refuses connections */
     fake_step_t steps[FAKE_MAX_STEPS];
     int nsteps;
     fake_handler_fn handler;
@@ -177,9 +178,10 @@ bool fake_nodes_settled(const fake_nodes_t *s);
 
 /**
  * Moves the set's manual clock `ms` forward one due timer at a time: before the first step
- * and after each, the loop runs until fake_nodes_settled (asserted, bounded), so what a
- * timer sets off (a request, an answer, a re-ask) lands before the next timer fires, as if
- * the network took no time. Timers fire at their exact due times.
+ * and after each, the loop runs until fake_nodes_settled (asserted, bounded) and then turns
+ * a few more times without blocking (ready I/O lands), so what a timer sets off (a request,
+ * an answer, a re-ask) lands before the next timer fires, as if the network took no time.
+ * Timers fire at their exact due times.
  */
 void fake_nodes_advance(fake_nodes_t *s, uint64_t ms);
 
@@ -194,6 +196,10 @@ fake_node_t *fake_node_add_handler(fake_nodes_t *s, fake_handler_fn fn, void *ud
 
 /** A node whose port refuses connections (bound once to learn a free port, then closed). */
 fake_node_t *fake_node_add_refused(fake_nodes_t *s);
+
+/** Takes a node down: its server closes (requests it holds are cut) and its port refuses
+ *  connections from now on (runs the loop until the server is closed, bounded). */
+void fake_node_down(fake_node_t *n);
 
 /** Replaces a node's script; its request count and records restart. */
 void fake_node_script(fake_node_t *n, const fake_step_t *steps, int nsteps);
@@ -304,12 +310,14 @@ fake_mux_t *fake_mux_new(bool pool_records);
 fake_mux_t *fake_mux_new_manual(bool pool_records);
 
 /** Moves the manual clock `ms` forward as fake_nodes_advance does, where settled also means
- *  that every call has reached the front (or is done). A call's answer on its way back is
- *  not waited for: fake_mux_wait does that (and the clock stands still meanwhile). */
+ *  that every call has reached the front (or is done), and after each step the loop turns
+ *  a few times without blocking, so that an answer the front gave reaches its call before
+ *  time moves on (the front flushes a response at the end of a loop turn, the call reads
+ *  it in the next). */
 void fake_mux_advance(fake_mux_t *m, uint64_t ms);
 
 /** Runs the loop until every call reached the front (or is done) and the nodes are settled
- *  (asserted, bounded). */
+ *  (asserted, bounded), letting ready answers reach their calls. */
 void fake_mux_settle(fake_mux_t *m);
 
 /** Milliseconds on the mux's clock since `t0_ms` (a wall time read on it). */

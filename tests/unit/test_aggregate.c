@@ -314,30 +314,88 @@ static void test_only_errors_relay_the_most_specific(void **state)
 {
     fake_mux_t *f = *state;
     bm_aggregate_t *a = make(f, 400, 1000, 100);
-    fake_node_add1(&f->nodes, FAKE_STATUS(503, 5, "{\"code\":503,\"message\":\"optimistic\"}"));
+    fake_node_t *n0 =
+        fake_node_add1(&f->nodes, FAKE_STATUS(503, 5, "{\"code\":503,\"message\":\"optimistic\"}"));
     fake_node_add1(&f->nodes, FAKE_STATUS(404, 10, "{\"code\":404,\"message\":\"No aggregate\"}"));
     fake_node_add1(&f->nodes, agg(10, "0x01")); /* 2xx with nothing in it ranks below a 404 */
-    fake_call_t *c = get_after(f, target(8), NULL, 10);
-    assert_int_equal(c->status, 404);
-    assert_non_null(strstr(c->body, "No aggregate"));
-    assert_int_equal(fake_call_ms(c), 10); /* nothing more could come */
-    assert_int_equal(bm_aggregate_stats(a)->errors, 1);
-}
-
-static void test_hung_nodes_answer_by_the_tail(void **state)
-{
-    fake_mux_t *f = *state;
-    make(f, 200, 300, 100); /* deadline now + 200, hard timeout 500 ms later */
-    fake_node_add1(&f->nodes, FAKE_STATUS(404, 5, "{\"code\":404,\"message\":\"No aggregate\"}"));
-    fake_node_add1(&f->nodes, FAKE_HANG);
-    fake_node_add1(&f->nodes, FAKE_HANG);
-    fake_call_t *c = fake_mux_send(f, "GET", target(9), NULL, NULL);
-    fake_mux_advance(f, 699);
+    /* the 503 node is asked again until the end (the slot's aggregate is due: now +
+     * maxHold = 1000), since it may recover; the last attempt starts at 950 and fails at
+     * 955, after which nothing more can come: the most specific answer, the 404 */
+    fake_call_t *c = fake_mux_send(f, "GET", target(8), NULL, NULL);
+    fake_mux_advance(f, 954);
     assert_false(c->done);
     fake_mux_advance(f, 1);
     fake_mux_wait(f, c);
     assert_int_equal(c->status, 404);
-    assert_int_equal(fake_call_ms(c), 700);
+    assert_non_null(strstr(c->body, "No aggregate"));
+    assert_int_equal(fake_call_ms(c), 955);
+    assert_int_equal(n0->requests, 20); /* at 0, 50, ..., 950 */
+    assert_int_equal(bm_aggregate_stats(a)->errors, 1);
+    /* only answers a later attempt would repeat (4xx, a 2xx with no bit): at once */
+    fake_node_script(n0, &FAKE_STATUS(404, 5, "{\"code\":404,\"message\":\"No aggregate\"}"), 1);
+    c = get_after(f, target(8), NULL, 10);
+    assert_int_equal(c->status, 404);
+    assert_int_equal(fake_call_ms(c), 10); /* nothing more could come */
+}
+
+static void test_hung_nodes_answer_by_the_end(void **state)
+{
+    fake_mux_t *f = *state;
+    make(f, 200, 300, 100); /* deadline now + 200, end now + maxHold (300): due is past */
+    fake_node_add1(&f->nodes, FAKE_STATUS(404, 5, "{\"code\":404,\"message\":\"No aggregate\"}"));
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_call_t *c = fake_mux_send(f, "GET", target(9), NULL, NULL);
+    fake_mux_advance(f, 299);
+    assert_false(c->done);
+    fake_mux_advance(f, 1);
+    fake_mux_wait(f, c);
+    assert_int_equal(c->status, 404);
+    assert_int_equal(fake_call_ms(c), 300);
+}
+
+/* Nothing any node can serve (all hung; hung + 5xx; hung + down): a 503 naming each
+ * node's failure at the end, max(now + maxHold, the aggregate's due time). */
+static void test_nothing_usable_answers_by_the_end(void **state)
+{
+    fake_mux_t *f = *state;
+    make(f, 200, 300, 100);
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_HANG);
+    char want[512];
+    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
+    for (int kase = 0; kase < 3; kase++) {
+        if (kase == 1) { /* hung + 5xx */
+            fake_node_script(b, &FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"), 1);
+            fake_node_script(c3, &FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), 1);
+        }
+        if (kase == 2) { /* hung + down: the nodes' servers are gone */
+            fake_node_down(b);
+            fake_node_down(c3);
+        }
+        fake_call_t *c = fake_mux_send(f, "GET", target(20 + kase), NULL, NULL);
+        fake_mux_advance(f, 299);
+        assert_false(c->done);
+        fake_mux_advance(f, 1);
+        fake_mux_wait(f, c);
+        assert_int_equal(fake_call_ms(c), 300);
+        assert_int_equal(c->status, 503);
+        if (kase == 0)
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                     to, to);
+        else if (kase == 1)
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 503 "
+                     "busy\"}",
+                     to);
+        else
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                     refused, refused);
+        assert_string_equal(c->body, want);
+    }
 }
 
 static void test_identical_requests_share_one_race(void **state)
@@ -456,7 +514,8 @@ int main(void)
         T(test_deadline_from_due_time),
         T(test_404_never_beats_a_2xx),
         T(test_only_errors_relay_the_most_specific),
-        T(test_hung_nodes_answer_by_the_tail),
+        T(test_hung_nodes_answer_by_the_end),
+        T(test_nothing_usable_answers_by_the_end),
         T(test_identical_requests_share_one_race),
         T(test_ssz_answers_by_their_own_content_type),
         T(test_contribution),

@@ -685,16 +685,18 @@ static void test_payload_attestation(void **state)
     assert_non_null(strstr(c->body, "\"payload_present\":true"));
     assert_int_equal(fake_call_ms(c), 100);
 
-    /* everyone says 204: the 204 is served at the deadline, never as accepted */
+    /* everyone says 204: the 204 is never accepted; both nodes are re-asked until the
+     * deadline (300), and once the last re-asks that start before it (at 250) answered
+     * nothing more can come: the 204 is served then */
     fake_step_t s204 = FAKE_STATUS(204, 5, "");
     fake_node_script(b, &s204, 1);
     c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
-    fake_mux_advance(t.m, 299);
+    fake_mux_advance(t.m, 254);
     assert_false(c->done);
     fake_mux_advance(t.m, 1);
     fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 204);
-    assert_int_equal(fake_call_ms(c), 300);
+    assert_int_equal(fake_call_ms(c), 255);
 
     /* the cluster knows the payload is full: a 200 without payload_present loses to one
      * with it, and to the deadline a 200 beats a 204 */
@@ -702,11 +704,11 @@ static void test_payload_attestation(void **state)
     fake_step_t absent = FAKE_STATUS(200, 5, payload_json(10, 10, false));
     fake_node_script(b, &absent, 1);
     c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
-    fake_mux_advance(t.m, 300);
+    fake_mux_advance(t.m, 255);
     fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "\"payload_present\":false"));
-    assert_int_equal(fake_call_ms(c), 300);
+    assert_int_equal(fake_call_ms(c), 255);
     fake_step_t present[] = {FAKE_STATUS(200, 5, payload_json(10, 10, false)),
                              FAKE_STATUS(200, 5, payload_json(10, 10, true))};
     fake_node_script(b, present, 2);
@@ -715,6 +717,104 @@ static void test_payload_attestation(void **state)
     fake_mux_wait(t.m, c);
     assert_non_null(strstr(c->body, "\"payload_present\":true"));
     assert_int_equal(fake_call_ms(c), 55);
+    tfx_free(&t);
+}
+
+/* The three reads of this policy, each about slot 10 (head root: the current slot). */
+static const char *const READS[] = {
+    "/eth/v1/validator/attestation_data?slot=10",
+    "/eth/v1/beacon/blocks/head/root",
+    "/eth/v1/validator/payload_attestation_data?slot=10",
+};
+
+/* Nodes that cannot serve the read: hung, failing, down. With nothing usable a read keeps
+ * asking every node until the later of maxHold and the duty's due time, never longer, and
+ * then answers a 503 naming each node's failure. `into` is the clock's place in slot 10;
+ * `end` the expected answer time from the request; `want` the 503's message. */
+static void no_node_can_serve(const char *read, uint64_t into, const fake_step_t *steps, int n,
+                              uint64_t end, const char *want)
+{
+    tfx_t t;
+    tfx_init(&t, into, 0, strstr(read, "payload") ? 0 : BM_FAR_FUTURE_EPOCH, NULL);
+    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    fake_node_t *nodes[3];
+    for (int i = 0; i < n; i++)
+        nodes[i] = steps[i].status < 0 ? fake_node_add_refused(&t.m->nodes)
+                                       : fake_mux_node(t.m, &steps[i], 1);
+    for (int i = 0; i < n; i++)
+        nodes[i]->node->state = BM_NODE_READY;
+    fake_call_t *c = fake_mux_get(t.m, read, NULL);
+    fake_mux_advance(t.m, end - 1);
+    assert_false(c->done);
+    fake_mux_advance(t.m, 1);
+    fake_mux_wait(t.m, c);
+    assert_int_equal(fake_call_ms(c), end);
+    assert_int_equal(c->status, 503);
+    assert_string_equal(c->body, want);
+    tfx_free(&t);
+}
+
+static void test_nothing_usable_answers_by_the_end(void **state)
+{
+    (void)state;
+    const fake_step_t hang = FAKE_HANG;
+    const fake_step_t boom = FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}");
+    const fake_step_t down = {.status = -1};
+    char timed_out[64], refused[64];
+    snprintf(timed_out, sizeof timed_out, "%s", bm_strerror(BM_ETIMEDOUT));
+    snprintf(refused, sizeof refused, "%s", bm_strerror(BM_ECONNREFUSED));
+    for (size_t r = 0; r < sizeof READS / sizeof READS[0]; r++) {
+        char want[512];
+        /* all hung, 6 s into the slot (every due time but the PTC's is over): maxHold */
+        fake_step_t all_hung[] = {hang, hang, hang};
+        uint64_t end = r == 2 ? 3000 : 1000; /* the PTC is due 9 s into the slot */
+        snprintf(want, sizeof want,
+                 "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}",
+                 timed_out, timed_out, timed_out);
+        no_node_can_serve(READS[r], 6000, all_hung, 3, end, want);
+        /* hung + 5xx: the failing nodes are asked again and again, then named */
+        fake_step_t hung_5xx[] = {hang, boom, boom};
+        snprintf(want, sizeof want,
+                 "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 500 "
+                 "boom\"}",
+                 timed_out);
+        no_node_can_serve(READS[r], 6000, hung_5xx, 3, end, want);
+        /* hung + down */
+        fake_step_t hung_down[] = {hang, down, down};
+        snprintf(want, sizeof want,
+                 "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}",
+                 timed_out, refused, refused);
+        no_node_can_serve(READS[r], 6000, hung_down, 3, end, want);
+    }
+    /* asked early in the slot: the attestation is due later than maxHold, and the read
+     * keeps asking until then (a node that recovers can still serve the vote) */
+    fake_step_t all_hung[] = {hang, hang};
+    char want[256];
+    snprintf(want, sizeof want, "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s\"}",
+             timed_out, timed_out);
+    no_node_can_serve(READS[0], 500, all_hung, 2, 3499, want);
+}
+
+/* A failing node that recovers within the hold serves the read. */
+static void test_failing_node_recovers(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t, 6000, 0, BM_FAR_FUTURE_EPOCH, NULL);
+    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    fake_step_t sa[] = {FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"restarting\"}"),
+                        FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"restarting\"}"),
+                        FAKE_STATUS(200, 0, att_json(10, 0, 10))};
+    fake_step_t sb = FAKE_HANG;
+    fake_node_t *a = fake_mux_node(t.m, sa, 3);
+    fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, READS[0], NULL);
+    fake_mux_advance(t.m, 100);
+    fake_mux_wait(t.m, c);
+    assert_int_equal(c->status, 200);
+    assert_int_equal(body_root(c), 10);
+    assert_int_equal(fake_call_ms(c), 100); /* asked again at 50 and 100 */
+    assert_int_equal(a->requests, 3);
     tfx_free(&t);
 }
 
@@ -783,6 +883,8 @@ int main(void)
         cmocka_unit_test(test_gloas_index),
         cmocka_unit_test(test_head_root),
         cmocka_unit_test(test_payload_attestation),
+        cmocka_unit_test(test_nothing_usable_answers_by_the_end),
+        cmocka_unit_test(test_failing_node_recovers),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_client_leaves),
     };
