@@ -10,10 +10,13 @@
  * attempt) and compares it with the cluster chain's root at the dependent slot, read from
  * the head tracker at that moment, so a head that moves during the race is followed. A
  * node that named another root is re-asked (until-accepted) because it may only be a
- * block behind. A chain of policy timers (bm_race_at) runs every CHECK_MS: when every
- * node has failed it relays the most specific error at once instead of waiting, and at
- * the majority time it decides by majority among the 2xx answers in hand (bm_race_answers
- * + bm_race_decide); with none in hand, the first 2xx to come is accepted from then on.
+ * block behind; a node that failed (5xx, network) is asked again until the bound, since it
+ * may recover. A chain of policy timers (bm_race_at) runs every CHECK_MS: when every node
+ * has failed and one said the request is wrong (a 4xx) it relays that at once instead of
+ * waiting, and at the majority time it decides by majority among the 2xx answers in hand
+ * (bm_race_answers + bm_race_decide); with none in hand, the first 2xx to come is accepted
+ * from then on. With nothing at the bound (majority time + tail), a 503 names each node's
+ * failure.
  * The completion compares every node's answer for the disagreement counter. The race
  * carries the request's context and answers it (duties/serve.h).
  *
@@ -388,11 +391,11 @@ static void on_check(bm_race_t *r, void *ud)
         else if (!err || error_rank(as[i].status) < error_rank(err->status))
             err = &as[i];
     }
-    if (n == q->n && !any_2xx) {
-        /* every node failed, and failures are never re-asked: nothing can change. With
-         * only network errors the engine answers its 503 once this timer is gone. */
-        if (err)
-            bm_race_decide(r, err);
+    if (n == q->n && !any_2xx && err && error_rank(err->status) == 0) {
+        /* every node failed and one said the request itself is wrong (a 4xx): that is the
+         * answer at once. A 5xx or a network error is asked again (reask_failures) until
+         * the bound: the node may recover */
+        bm_race_decide(r, err);
         return;
     }
     if (q->next_check >= q->majority_at) {
@@ -512,6 +515,8 @@ static void handle_duty(bm_duties_t *d, bm_req_t *req, const bm_route_params_t *
                 .accept = p_accept,
                 .usable = p_usable,
                 .hard_timeout_ms = q.majority_at + d->o.tail_ms,
+                .reask_failures = true,
+                .name_failures = true,
                 .repoll = BM_REPOLL_UNTIL_ACCEPTED,
                 .repoll_interval_ms = d->o.repoll_ms,
                 .connect_timeout_ms = d->o.connect_timeout_ms,

@@ -470,15 +470,44 @@ static void test_hung_nodes_bounded(void **state)
     fake_mux_t *f = *state;
     make(f, 300, 40); /* answers by majority time + tail (200) */
     fake_node_add1(&f->nodes, FAKE_HANG);
-    fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_HANG);
     ready_all(f);
-    fake_call_t *c = fake_mux_send(f, "POST", ATT, IDX, NULL);
-    fake_mux_advance(f, 499);
-    assert_false(c->done);
-    fake_mux_advance(f, 1);
-    fake_mux_wait(f, c);
-    assert_int_equal(c->status, 503);
-    assert_int_equal(fake_call_ms(c), 500);
+    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
+    char want[512];
+    for (int kase = 0; kase < 3; kase++) {
+        if (kase == 1) { /* hung + 5xx: asked again every re-ask interval, then named */
+            fake_node_script(b, &FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"), 1);
+            fake_node_script(c3, &FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), 1);
+        }
+        if (kase == 2) { /* hung + down */
+            fake_node_down(b);
+            fake_node_down(c3);
+        }
+        fake_call_t *c = fake_mux_send(f, "POST", ATT, IDX, NULL);
+        fake_mux_advance(f, 499);
+        assert_false(c->done);
+        fake_mux_advance(f, 1);
+        fake_mux_wait(f, c);
+        assert_int_equal(c->status, 503);
+        assert_int_equal(fake_call_ms(c), 500);
+        if (kase == 0)
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                     to, to);
+        else if (kase == 1)
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 503 "
+                     "busy\"}",
+                     to);
+        else
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                     refused, refused);
+        assert_string_equal(c->body, want);
+        if (kase == 1)
+            assert_int_equal(b->requests, 2); /* at 0 and 250 (the duty re-ask interval) */
+    }
 }
 
 static void test_hung_node_does_not_delay(void **state)
