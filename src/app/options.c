@@ -80,6 +80,7 @@
     B(events.headers_timeout_ms,         monitor.headers_timeout_ms)                               \
     /* duties (the per-duty holds are in bm_options_from_config) */                                \
     B(duties.proposal_deadline_ms,       produce.proposal_deadline_ms)                             \
+    B(duties.max_hold_ms,                produce.max_hold_ms)                                      \
     B(duties.block_selection,            produce.selection)                                        \
     B(duties.best_value_grace_ms,        produce.best_value_grace_ms)                              \
     B(duties.aggregate_grace_ms,         aggregate.grace_ms)                                       \

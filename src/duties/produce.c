@@ -80,6 +80,7 @@ void bm_produce_opts_default(bm_produce_opts_t *o)
     o->best_value_grace_ms = BM_DEFAULT_DUTIES_BEST_VALUE_GRACE_MS;
     o->repoll_interval_ms = 250;
     o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
+    o->max_hold_ms = BM_DEFAULT_DUTIES_MAX_HOLD_MS;
 }
 
 bm_produce_t *bm_produce_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
@@ -100,6 +101,8 @@ bm_produce_t *bm_produce_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_
         bm_produce_opts_default(&p->opts);
     if (!p->opts.repoll_interval_ms)
         p->opts.repoll_interval_ms = 250;
+    if (!p->opts.max_hold_ms)
+        p->opts.max_hold_ms = BM_DEFAULT_DUTIES_MAX_HOLD_MS;
     p->lim.window_ms = 10000;
     p->lim.burst = 10;
     return p;
@@ -452,14 +455,18 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bool v4, bm_pr
 
     uint64_t now = bm_clock_wall_now(p->clock);
     const bm_chain_info_t *chain = bm_hint_chain(p->hint);
+    uint64_t deadline =
+        (chain ? bm_slot_start_ms(&chain->clock, slot) : now) + p->opts.proposal_deadline_ms;
     bm_node_t *nodes[MAX_CANDIDATES];
     bm_serve_t s = {
         .policy =
             {
                 .accept = block_accept,
                 .usable = block_usable,
-                .deadline_ms = (chain ? bm_slot_start_ms(&chain->clock, slot) : now) +
-                               p->opts.proposal_deadline_ms,
+                .deadline_ms = deadline,
+                .hard_timeout_ms = bm_hint_end_at(now, deadline, p->opts.max_hold_ms),
+                .reask_failures = true,
+                .name_failures = true,
                 .repoll = BM_REPOLL_UNTIL_ACCEPTED,
                 .repoll_interval_ms = p->opts.repoll_interval_ms,
                 .connect_timeout_ms = p->opts.connect_timeout_ms,

@@ -14,7 +14,9 @@
  *     Eth-Execution-Payload-Blinded / -Included;
  *   - deadline: slot start + proposalDeadline. Before it only an accepted block is
  *     served (a node on a stale parent is re-asked); after it the best accepted block,
- *     else the first 2xx;
+ *     else the first 2xx. A node that failed is asked again until the end, the later of
+ *     the deadline and now + maxHold (a request after the deadline still gets maxHold);
+ *     then the most specific error, a 4xx or a 503 naming each node's failure;
  *   - selection "first": the first accepted block. "best-value": the highest
  *     consensus + execution value (256-bit, from the Eth-Consensus-Block-Value and
  *     Eth-Execution-Payload-Value headers or the JSON fields) among the accepted blocks
@@ -60,6 +62,8 @@ typedef struct bm_produce_opts {
     uint32_t repoll_interval_ms;  /* re-asking a node whose block was on a stale parent
                                      (default 250: a block production is not cheap) */
     uint32_t connect_timeout_ms;  /* default timeouts.connect */
+    uint32_t max_hold_ms;         /* a production asked after its deadline waits at most this
+                                     long (default duties.maxHold) */
 } bm_produce_opts_t;
 
 /** Fills `o` with the defaults above. */

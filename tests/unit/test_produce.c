@@ -654,6 +654,52 @@ static void test_best_value(void **state)
     pfx_free(&t);
 }
 
+/* No node can produce (all hung; hung + 5xx; hung + down): failing nodes are asked again
+ * until the proposal deadline (a request after it: maxHold more), then a 503 names each
+ * node's failure. */
+static void test_nothing_usable_answers_by_the_end(void **state)
+{
+    (void)state;
+    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
+    for (int kase = 0; kase < 4; kase++) {
+        pfx_t t;
+        /* 200 ms into slot 11 (the deadline is 1800 ms away); the last case 2500 ms in */
+        pfx_init(&t, kase == 3 ? 2500 : 200, 1000, NULL);
+        fake_step_t hang = {0};
+        fake_step_t boom = {.status = 500, .body = "{\"code\":500,\"message\":\"boom\"}"};
+        fake_mux_node(t.m, &hang, 1);
+        fake_node_t *b = fake_mux_node(t.m, kase == 1 ? &boom : &hang, 1);
+        fake_node_t *c3 = fake_mux_node(t.m, kase == 1 ? &boom : &hang, 1);
+        if (kase == 2) {
+            fake_node_down(b);
+            fake_node_down(c3);
+        }
+        uint64_t end = kase == 3 ? 1000 : 1800;
+        fake_call_t *c = fake_mux_get(t.m, V3, NULL);
+        fake_mux_advance(t.m, end - 1);
+        assert_false(c->done);
+        fake_mux_advance(t.m, 1);
+        fake_mux_wait(t.m, c);
+        assert_int_equal(fake_call_ms(c), end);
+        assert_int_equal(c->status, 503);
+        char want[512];
+        if (kase == 1)
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 500 "
+                     "boom\"}",
+                     to);
+        else
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                     kase == 2 ? refused : to, kase == 2 ? refused : to);
+        assert_string_equal(c->body, want);
+        if (kase == 1)
+            assert_int_equal(b->requests, 8); /* every 250 ms: 0, 250, ..., 1750 */
+        assert_int_equal(bm_produce_stats(t.p).failed, 1);
+        pfx_free(&t);
+    }
+}
+
 static void test_ssz_v3_and_v4(void **state)
 {
     (void)state;
@@ -731,6 +777,7 @@ int main(void)
         cmocka_unit_test(test_head_moving_holds_the_old_parent),
         cmocka_unit_test(test_deadline_first_2xx),
         cmocka_unit_test(test_best_value),
+        cmocka_unit_test(test_nothing_usable_answers_by_the_end),
         cmocka_unit_test(test_ssz_v3_and_v4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
