@@ -270,6 +270,70 @@ static void test_parse_ssz_per_fork(void **state)
     bm_buf_unref(body);
 }
 
+/* The legacy forms: v2 blocks is a full block (BlockContents from Deneb, a bare block
+ * before), blinded_blocks a blinded one; neither needs the v3 Blinded header. */
+static void test_parse_legacy_forms(void **state)
+{
+    (void)state;
+    static uint8_t raw[256];
+    bm_hdrs_t h;
+    bm_produce_block_t b;
+    const char *oct = "application/octet-stream";
+    struct {
+        const char *fork;
+        bm_produce_form_t form;
+        int layout;
+        bool blinded;
+    } cases[] = {
+        {"capella", BM_PRODUCE_FORM_V2, 0, false},
+        {"fulu", BM_PRODUCE_FORM_V2, 3, false},
+        {"capella", BM_PRODUCE_FORM_BLINDED_V1, 0, true},
+        {"fulu", BM_PRODUCE_FORM_BLINDED_V1, 0, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len = cases[i].layout ? ssz_contents(raw, cases[i].layout, 12, 30 + (unsigned)i, 61)
+                                     : ssz_block(raw, 12, 30 + (unsigned)i, 61);
+        headers(&h, oct, cases[i].fork, NULL, NULL, NULL, NULL);
+        bm_buf_t *body = bm_buf_copy(raw, len);
+        memset(&b, 0, sizeof b);
+        assert_int_equal(bm_produce_parse_form(&h, body, cases[i].form, &b), 0);
+        assert_int_equal(b.slot, 12);
+        assert_int_equal(b.parent_root[2], 30 + i);
+        assert_int_equal(b.state_root[2], 61);
+        assert_int_equal(b.blinded, cases[i].blinded);
+        /* the same bytes as a v3 answer need the Blinded header */
+        assert_int_equal(bm_produce_parse_form(&h, body, BM_PRODUCE_FORM_V3, &b), BM_EINVAL);
+        bm_buf_unref(body);
+        bm_hdrs_dispose(&h);
+    }
+    /* JSON: BlockContents or a bare block in data, values from the headers when given */
+    char blk[300], p[67], st[67];
+    fake_root_hex(10, p);
+    fake_root_hex(62, st);
+    snprintf(blk, sizeof blk,
+             "{\"slot\":\"11\",\"proposer_index\":\"3\",\"parent_root\":\"%s\",\"state_root\":"
+             "\"%s\",\"body\":{}}",
+             p, st);
+    char text[600];
+    snprintf(text, sizeof text,
+             "{\"version\":\"fulu\",\"data\":{\"block\":%s,\"kzg_proofs\":[],\"blobs\":[]}}", blk);
+    headers(&h, NULL, "fulu", NULL, NULL, NULL, "7");
+    bm_buf_t *body = bm_buf_from_str(text);
+    assert_int_equal(bm_produce_parse_form(&h, body, BM_PRODUCE_FORM_V2, &b), 0);
+    assert_int_equal(b.slot, 11);
+    assert_int_equal(b.parent_root[2], 10);
+    assert_false(b.blinded);
+    assert_true(b.has_value);
+    bm_buf_unref(body);
+    snprintf(text, sizeof text, "{\"version\":\"fulu\",\"data\":%s}", blk);
+    body = bm_buf_from_str(text);
+    assert_int_equal(bm_produce_parse_form(&h, body, BM_PRODUCE_FORM_BLINDED_V1, &b), 0);
+    assert_true(b.blinded);
+    assert_int_equal(b.state_root[2], 62);
+    bm_buf_unref(body);
+    bm_hdrs_dispose(&h);
+}
+
 static void test_parent_rule(void **state)
 {
     (void)state;
@@ -700,6 +764,77 @@ static void test_nothing_usable_answers_by_the_end(void **state)
     }
 }
 
+/* The legacy production routes race like v3: a fresh block beats a stale one, the producer
+ * is remembered for the matching publish, and hung nodes answer by the end. */
+static void test_legacy_routes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path;
+        bool blinded;
+    } routes[] = {
+        {"/eth/v2/validator/blocks/11?randao_reveal=0x00", false},
+        {"/eth/v1/validator/blinded_blocks/11?randao_reveal=0x00", true},
+    };
+    for (size_t r = 0; r < 2; r++) {
+        pfx_t t;
+        pfx_init(&t, 200, 1000, NULL);
+        char blk[2][420];
+        for (int i = 0; i < 2; i++) {
+            char p[67], st[67];
+            fake_root_hex(i ? 10 : 9, p);
+            fake_root_hex(i ? 42 : 41, st);
+            char b[320];
+            snprintf(b, sizeof b,
+                     "{\"slot\":\"11\",\"proposer_index\":\"3\",\"parent_root\":\"%s\","
+                     "\"state_root\":\"%s\",\"body\":{}}",
+                     p, st);
+            if (routes[r].blinded)
+                snprintf(blk[i], sizeof blk[i], "{\"version\":\"fulu\",\"data\":%s}", b);
+            else
+                snprintf(blk[i], sizeof blk[i],
+                         "{\"version\":\"fulu\",\"data\":{\"block\":%s,\"kzg_proofs\":[],"
+                         "\"blobs\":[]}}",
+                         b);
+        }
+        fake_step_t stale = {.status = 200,
+                             .delay_ms = 5,
+                             .body = blk[0],
+                             .hdrs = {{"Eth-Consensus-Version", "fulu"}}};
+        fake_step_t fresh = stale;
+        fresh.delay_ms = 120;
+        fresh.body = blk[1];
+        fake_node_t *a = fake_mux_node(t.m, &stale, 1);
+        fake_node_t *b = fake_mux_node(t.m, &fresh, 1);
+        fake_call_t *c = fake_mux_get(t.m, routes[r].path, NULL);
+        fake_mux_advance(t.m, 120);
+        fake_mux_wait(t.m, c);
+        assert_int_equal(c->status, 200);
+        assert_string_equal(c->body, blk[1]);
+        assert_int_equal(fake_call_ms(c), 120);
+        assert_int_equal(a->requests, 1); /* re-asked only after 250 ms */
+        assert_string_equal(fake_node_last(b)->target, routes[r].path);
+        uint8_t sr[32];
+        bool has;
+        assert_int_equal(bm_produce_node_for_slot(t.p, 11, sr, &has), b->node->index);
+        assert_true(has);
+        assert_int_equal(sr[2], 42);
+        /* every node hung: a 503 naming each at the proposal deadline, 2000 ms into the
+         * slot (the clock is 320 ms in) */
+        fake_step_t hang = {0};
+        fake_node_script(a, &hang, 1);
+        fake_node_script(b, &hang, 1);
+        c = fake_mux_get(t.m, routes[r].path, NULL);
+        fake_mux_advance(t.m, 1679);
+        assert_false(c->done);
+        fake_mux_advance(t.m, 1);
+        fake_mux_wait(t.m, c);
+        assert_int_equal(c->status, 503);
+        assert_int_equal(fake_call_ms(c), 1680);
+        pfx_free(&t);
+    }
+}
+
 static void test_ssz_v3_and_v4(void **state)
 {
     (void)state;
@@ -770,6 +905,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_json),
         cmocka_unit_test(test_parse_ssz_per_fork),
+        cmocka_unit_test(test_parse_legacy_forms),
         cmocka_unit_test(test_parent_rule),
         cmocka_unit_test(test_value_order),
         cmocka_unit_test(test_fresh_beats_stale),
@@ -778,6 +914,7 @@ int main(void)
         cmocka_unit_test(test_deadline_first_2xx),
         cmocka_unit_test(test_best_value),
         cmocka_unit_test(test_nothing_usable_answers_by_the_end),
+        cmocka_unit_test(test_legacy_routes),
         cmocka_unit_test(test_ssz_v3_and_v4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
