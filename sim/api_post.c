@@ -452,11 +452,17 @@ static void block_verdict(ctx_t *x, uint64_t slot, const bs_root_t *parent, bool
     api_reply_empty(x, 200);
 }
 
-static void publish(ctx_t *x, bool blinded)
+/* A block publish. `versioned` (v2): Eth-Consensus-Version is required; the legacy v1
+ * routes take the fork of the current slot when it is absent. */
+static void publish(ctx_t *x, bool blinded, bool versioned)
 {
-    if (!need_version(x) || !broadcast_validation_ok(x))
-        return;
     const char *v = bm_req_header(x->req, "Eth-Consensus-Version");
+    if (!v && !versioned)
+        v = bs_fork_name(bs_chain_fork_at(x->c, x->slot_now));
+    else if (!need_version(x))
+        return;
+    if (!broadcast_validation_ok(x))
+        return;
     bool contents =
         !blinded && strcmp(v, "gloas") != 0 &&
         (strcmp(v, "deneb") == 0 || strcmp(v, "electra") == 0 || strcmp(v, "fulu") == 0);
@@ -499,12 +505,22 @@ static void publish(ctx_t *x, bool blinded)
 
 void h_publish_block(ctx_t *x)
 {
-    publish(x, false);
+    publish(x, false, true);
 }
 
 void h_publish_blinded(ctx_t *x)
 {
-    publish(x, true);
+    publish(x, true, true);
+}
+
+void h_publish_block_v1(ctx_t *x)
+{
+    publish(x, false, false);
+}
+
+void h_publish_blinded_v1(ctx_t *x)
+{
+    publish(x, true, false);
 }
 
 void h_publish_envelope(ctx_t *x)

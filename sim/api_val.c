@@ -508,8 +508,10 @@ static bool parse_hex_exact(const char *s, uint8_t *out, size_t n)
     return true;
 }
 
-/* Common checks and the block description of a production request. */
-static bool prepare_block(ctx_t *x, bs_fork_t want, bs_block_desc_t *d, uint64_t *slot_out)
+/* Common checks and the block description of a production request; `op` names it in the
+ * error when the slot's fork is not `want`. */
+static bool prepare_block(ctx_t *x, bs_fork_t want, const char *op, bs_block_desc_t *d,
+                          uint64_t *slot_out)
 {
     uint64_t slot;
     char v[256];
@@ -524,10 +526,10 @@ static bool prepare_block(ctx_t *x, bs_fork_t want, bs_block_desc_t *d, uint64_t
     }
     bs_fork_t f = bs_chain_fork_at(x->c, slot);
     if (f != want) {
-        api_reply_error(x, 400, "%s",
-                        want == BS_FORK_FULU
-                            ? "produceBlockV3 is not available from the gloas fork: use v4"
-                            : "produceBlockV4 needs a gloas slot: use v3 before the fork");
+        if (want == BS_FORK_FULU)
+            api_reply_error(x, 400, "%s is not available from the gloas fork: use v4", op);
+        else
+            api_reply_error(x, 400, "%s needs a gloas slot: use v3 before the fork", op);
         return false;
     }
     uint8_t randao[96];
@@ -569,7 +571,7 @@ void h_produce_v3(ctx_t *x)
 {
     bs_block_desc_t d;
     uint64_t slot;
-    if (!prepare_block(x, BS_FORK_FULU, &d, &slot))
+    if (!prepare_block(x, BS_FORK_FULU, "produceBlockV3", &d, &slot))
         return;
     bs_u128_t ev, cv;
     bs_chain_block_values(x->c, x->n->index, slot, x->n->behav.big_values, &ev, &cv);
@@ -599,6 +601,45 @@ void h_produce_v3(ctx_t *x)
     bm_hdrs_dispose(&h);
 }
 
+/* The legacy forms (removed from the spec after Electra, still asked by validator clients in
+ * service): v2 a full block (BlockContents, JSON or SSZ), v1 blinded_blocks a
+ * BlindedBeaconBlock (JSON). Only Eth-Consensus-Version, as the clients of that time sent. */
+static void produce_legacy(ctx_t *x, bool blinded)
+{
+    bs_block_desc_t d;
+    uint64_t slot;
+    if (!prepare_block(x, BS_FORK_FULU, blinded ? "produceBlindedBlock" : "produceBlockV2", &d,
+                       &slot))
+        return;
+    d.blinded = blinded;
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Eth-Consensus-Version", "fulu");
+    bm_str_t s = BM_STR_INIT;
+    if (x->want_ssz && !blinded) {
+        bs_block_contents_ssz(&s, &d, NULL);
+        api_reply_ssz(x, &s, &h);
+    } else {
+        bm_str_puts(&s, "{\"version\":\"fulu\",\"data\":");
+        if (!blinded)
+            bm_str_puts(&s, "{\"block\":");
+        bs_block_json(&s, &d);
+        bm_str_puts(&s, blinded ? "}" : ",\"kzg_proofs\":[],\"blobs\":[]}}");
+        api_reply_str(x, 200, &s, &h);
+    }
+    bm_hdrs_dispose(&h);
+}
+
+void h_produce_v2(ctx_t *x)
+{
+    produce_legacy(x, false);
+}
+
+void h_produce_blinded_v1(ctx_t *x)
+{
+    produce_legacy(x, true);
+}
+
 void h_produce_v4(ctx_t *x)
 {
     char v[16];
@@ -611,7 +652,7 @@ void h_produce_v4(ctx_t *x)
     include = strcmp(v, "true") == 0;
     bs_block_desc_t d;
     uint64_t slot;
-    if (!prepare_block(x, BS_FORK_GLOAS, &d, &slot))
+    if (!prepare_block(x, BS_FORK_GLOAS, "produceBlockV4", &d, &slot))
         return;
     bs_u128_t ev, cv;
     bs_chain_block_values(x->c, x->n->index, slot, x->n->behav.big_values, &ev, &cv);

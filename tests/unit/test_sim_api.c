@@ -200,6 +200,14 @@ static void shape(resp_t *r, int status, const char *sh, const char *what)
 #define FULU_BLOCK                                                                                 \
     "{" BLOCK_HEAD "body:{" BODY_COMMON ",execution_payload:{" PAYLOAD_DENEB                       \
     "},blob_kzg_commitments:[h48],execution_requests:" REQUESTS "}}"
+#define PAYLOAD_HEADER_DENEB                                                                       \
+    "parent_hash:h32,fee_recipient:h20,state_root:h32,receipts_root:h32,logs_bloom:h256,"          \
+    "prev_randao:h32,block_number:u,gas_limit:u,gas_used:u,timestamp:u,extra_data:hx,"             \
+    "base_fee_per_gas:u,blob_gas_used:u,excess_blob_gas:u,block_hash:h32,transactions_root:h32,"   \
+    "withdrawals_root:h32"
+#define FULU_BLINDED_BLOCK                                                                         \
+    "{" BLOCK_HEAD "body:{" BODY_COMMON ",execution_payload_header:{" PAYLOAD_HEADER_DENEB         \
+    "},blob_kzg_commitments:[h48],execution_requests:" REQUESTS "}}"
 #define GLOAS_BLOCK                                                                                \
     "{" BLOCK_HEAD "body:{" BODY_COMMON                                                            \
     ",signed_execution_payload_bid:{message:{parent_block_hash:h32,parent_block_root:h32,"         \
@@ -574,6 +582,22 @@ static void test_production(void **state)
     snprintf(t, sizeof t, "/eth/v3/validator/blocks/19?randao_reveal=0x12");
     get(0, t, &r);
     shape(&r, 400, ERR, "bad randao");
+    /* the legacy forms: v2 a full block (JSON or SSZ BlockContents), v1 a blinded one */
+    snprintf(t, sizeof t, "/eth/v2/validator/blocks/19?randao_reveal=%s", rv);
+    get(0, t, &r);
+    assert_non_null(strcasestr(r.head, "Eth-Consensus-Version: fulu"));
+    shape(&r, 200, "{version:s,data:{block:" FULU_BLOCK ",kzg_proofs:[h48],blobs:[hx]}}",
+          "produce v2");
+    http(&F.loop, F.port[0], "GET", t, "Accept: application/octet-stream\r\n", NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    p = (const uint8_t *)bm_str_data(&r.body);
+    assert_int_equal(p[0], 12); /* BlockContents */
+    assert_int_equal(p[12], 19);
+    bm_str_dispose(&r.body);
+    snprintf(t, sizeof t, "/eth/v1/validator/blinded_blocks/19?randao_reveal=%s", rv);
+    get(0, t, &r);
+    assert_non_null(strcasestr(r.head, "Eth-Consensus-Version: fulu"));
+    shape(&r, 200, "{version:s,data:" FULU_BLINDED_BLOCK "}", "produce blinded v1");
     uint64_t slot = bs_chain_slot_at(F.sim->chain, bs_sim_now()) + 1;
     snprintf(t, sizeof t, "/eth/v4/validator/blocks/%llu?randao_reveal=%s&include_payload=true",
              (unsigned long long)slot, rv);
