@@ -292,12 +292,11 @@ static unsigned race_note(rctx_t *c, const bm_node_t *node, const bm_checkpoint_
     return n;
 }
 
-/* Whether an answer's checkpoints may be served (see attest.h): notes them in the book (and
- * the race's count), then applies the mode's rule. */
-static bool checkpoints_ok(rctx_t *c, const bm_race_answer_t *an, const bm_attest_data_t *d)
+/* Notes an answer's checkpoints in the book; an agreement that contradicts what was served
+ * before it is counted and logged. */
+static void book_note(rctx_t *c, const bm_race_answer_t *an, const bm_checkpoint_pair_t *cp)
 {
     bm_attest_t *a = c->a;
-    const bm_checkpoint_pair_t *cp = &d->checkpoints;
     size_t node = an->node && an->node->index >= 0 ? (size_t)an->node->index : SIZE_MAX;
     size_t contradicted = bm_checkpoints_note(a->book, node, cp, c->quorum);
     if (contradicted) {
@@ -307,6 +306,27 @@ static bool checkpoints_ok(rctx_t *c, const bm_race_answer_t *an, const bm_attes
                        "agreed on its checkpoints named others",
                        (unsigned long long)cp->target.epoch, contradicted);
     }
+}
+
+/* Every answer of an attestation data race, the ones that come after its decision included
+ * (keep_losers): the book learns each node's checkpoints. */
+static void data_observe(bm_race_t *r, const bm_race_answer_t *an, void *ud)
+{
+    (void)r;
+    rctx_t *c = ud;
+    bm_attest_data_t d;
+    if (!an->err && is_2xx(an->status) && bm_attest_parse_data(an->headers, an->body, &d) == 0 &&
+        d.slot == c->slot)
+        book_note(c, an, &d.checkpoints);
+}
+
+/* Whether an answer's checkpoints may be served (see attest.h): notes them in the book (and
+ * the race's count), then applies the mode's rule. */
+static bool checkpoints_ok(rctx_t *c, const bm_race_answer_t *an, const bm_attest_data_t *d)
+{
+    bm_attest_t *a = c->a;
+    const bm_checkpoint_pair_t *cp = &d->checkpoints;
+    book_note(c, an, cp);
     unsigned same = race_note(c, an->node, cp);
     bool ok = a->opts.checkpoint_mode == BM_ATTEST_CHECKPOINTS_STRICT
                   ? same >= c->quorum
@@ -525,6 +545,9 @@ static void route_data(bm_req_t *req, const bm_route_params_t *params, void *ud)
     pol.accept = data_accept;
     pol.usable = data_usable;
     pol.score = data_score;
+    /* the checkpoints of every node's answer are wanted, the slower ones too */
+    pol.observe = data_observe;
+    pol.keep_losers = true;
     serve(a, req, kp, &t, &pol);
 }
 

@@ -756,7 +756,7 @@ static void decide(bm_race_t *r, ans_t *an)
     ans_set(&r->final, an);
     set_state(r, RS_DECIDED);
     drop_judgement(r);
-    if (!r->pol.write)
+    if (!r->pol.write && !r->pol.keep_losers)
         cancel_all(r, BM_ECANCELED, false);
 }
 

@@ -161,6 +161,11 @@ typedef struct bm_race_policy {
      * answer is the engine's 503 naming each node's failure (its status and error message,
      * its network error, or that it gave no answer), rather than one node's 5xx */
     bool name_failures;
+    /* a read that decided lets the transfers still running finish (at most until the hard
+     * timeout) instead of cancelling them: their answers change nothing but reach observe
+     * (a policy that learns from every node's answer). A read abandoned by its waiters is
+     * still cancelled */
+    bool keep_losers;
     uint32_t connect_timeout_ms;  /* per transfer (default timeouts.connect) */
     uint32_t transfer_timeout_ms; /* per transfer (default: until the hard timeout); a node
                                      that times out counts as failed (sequential: next) */

@@ -39,16 +39,28 @@ static char bodies[32][512];
 static int n_bodies;
 
 /* An attestation_data JSON body (kept for the test's lifetime). */
-static const char *att_json(uint64_t slot, uint64_t index, unsigned root)
+/* Attestation data of `slot` on block `root`, with the source (epoch 0, block `source`) and
+ * target (epoch 1, block `target`) given. */
+static const char *att_cp_json(uint64_t slot, uint64_t index, unsigned root, unsigned source,
+                               unsigned target)
 {
-    char hex[67], *b = bodies[n_bodies++ % 32];
+    char hex[67], src[67], tgt[67], *b = bodies[n_bodies++ % 32];
     fake_root_hex(root, hex);
+    fake_root_hex(source, src);
+    fake_root_hex(target, tgt);
     snprintf(b, 512,
              "{\"data\":{\"slot\":\"%llu\",\"index\":\"%llu\",\"beacon_block_root\":\"%s\","
-             "\"source\":{\"epoch\":\"0\",\"root\":\"%s\"},\"target\":{\"epoch\":\"0\",\"root\":"
+             "\"source\":{\"epoch\":\"0\",\"root\":\"%s\"},\"target\":{\"epoch\":\"1\",\"root\":"
              "\"%s\"}}}",
-             (unsigned long long)slot, (unsigned long long)index, hex, hex, hex);
+             (unsigned long long)slot, (unsigned long long)index, hex, src, tgt);
     return b;
+}
+
+/* Attestation data with the checkpoints every honest node of the chain gives (source: block
+ * 1 of epoch 0, target: block 8, the first of epoch 1). */
+static const char *att_json(uint64_t slot, uint64_t index, unsigned root)
+{
+    return att_cp_json(slot, index, root, 1, 8);
 }
 
 static const char *root_json(unsigned root)
@@ -80,8 +92,9 @@ static void att_ssz(uint8_t out[128], uint64_t slot, uint64_t index, unsigned ro
         out[8 + i] = (uint8_t)(index >> (8 * i));
     }
     fake_root(root, out + 16);
-    fake_root(root, out + 56);
-    fake_root(root, out + 96);
+    fake_root(1, out + 56); /* source: epoch 0, block 1 */
+    out[88] = 1;            /* target: epoch 1, block 8 */
+    fake_root(8, out + 96);
 }
 
 static bm_buf_t *buf(const char *s)
@@ -110,6 +123,10 @@ static void test_parse_data(void **state)
     assert_int_equal(d.slot, 12);
     assert_int_equal(d.index, 1);
     assert_memory_equal(d.beacon_block_root, r7, 32);
+    assert_int_equal(d.checkpoints.source.epoch, 0);
+    assert_int_equal(d.checkpoints.source.root[2], 1);
+    assert_int_equal(d.checkpoints.target.epoch, 1);
+    assert_int_equal(d.checkpoints.target.root[2], 8);
     /* without a Content-Type a body is read as JSON; as SSZ it is refused */
     assert_int_equal(bm_attest_parse_data(NULL, b, &d), 0);
     assert_int_equal(bm_attest_parse_data(&ssz, b, &d), BM_EINVAL);
@@ -123,6 +140,10 @@ static void test_parse_data(void **state)
     assert_int_equal(d.slot, 0x0102030405060708ull);
     assert_int_equal(d.index, 1);
     assert_int_equal(d.beacon_block_root[2], 9);
+    assert_int_equal(d.checkpoints.source.epoch, 0);
+    assert_int_equal(d.checkpoints.source.root[2], 1);
+    assert_int_equal(d.checkpoints.target.epoch, 1);
+    assert_int_equal(d.checkpoints.target.root[2], 8);
     assert_int_equal(bm_attest_parse_data(&ssz_param, b, &d), 0);
     assert_int_equal(bm_attest_parse_data(&json, b, &d), BM_EINVAL);
     bm_buf_unref(b);
@@ -341,10 +362,11 @@ static void free_attest(void *p)
     bm_attest_free(p);
 }
 
-/* beaconmux with the attest policy; the wall clock is `into_ms` into slot 10 of a chain
- * whose gloas epoch is `gloas_epoch`; `hold` (NULL: defaults) for every duty. */
-static void tfx_init(tfx_t *t, uint64_t into_ms, uint64_t electra_epoch, uint64_t gloas_epoch,
-                     const bm_hint_hold_t *hold)
+/* beaconmux with the attest policy (options `ao`, NULL: defaults); the wall clock is
+ * `into_ms` into slot 10 of a chain whose gloas epoch is `gloas_epoch`; `hold` (NULL:
+ * defaults) for every duty. */
+static void tfx_init_opts(tfx_t *t, uint64_t into_ms, uint64_t electra_epoch, uint64_t gloas_epoch,
+                          const bm_hint_hold_t *hold, const bm_attest_opts_t *ao)
 {
     memset(t, 0, sizeof *t);
     t->m = fake_mux_new_manual(false);
@@ -361,11 +383,17 @@ static void tfx_init(tfx_t *t, uint64_t into_ms, uint64_t electra_epoch, uint64_
     assert_non_null(t->hint);
     bm_hint_set_chain(t->hint, &t->c.info);
     bm_hint_set_head(t->hint, t->c.t);
-    t->a = bm_attest_new(t->m->clock, t->m->eng, t->m->pool, t->hint, NULL);
+    t->a = bm_attest_new(t->m->clock, t->m->eng, t->m->pool, t->hint, ao);
     assert_non_null(t->a);
     t->m->module = t->a;
     t->m->module_free = free_attest;
     assert_int_equal(bm_attest_register(t->a, t->m->router), 0);
+}
+
+static void tfx_init(tfx_t *t, uint64_t into_ms, uint64_t electra_epoch, uint64_t gloas_epoch,
+                     const bm_hint_hold_t *hold)
+{
+    tfx_init_opts(t, into_ms, electra_epoch, gloas_epoch, hold, NULL);
 }
 
 /* The cluster chain 7, 8, 9, 10 (one block per slot, id = slot); the head is `head`. */
@@ -818,6 +846,105 @@ static void test_failing_node_recovers(void **state)
     tfx_free(&t);
 }
 
+/* Live checkpoints: before the nodes agreed on the epoch's checkpoints the answer on the head
+ * is served, whatever they are; the slower nodes' answers are still taken (the race lets them
+ * finish), their agreement contradicts what was served and is counted; from then on an answer
+ * with other checkpoints is neither accepted nor a fallback, and costs no time. */
+static void test_checkpoints_live(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
+    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    /* c is fast and names another source (block 66); a and b agree */
+    fake_step_t good_a = FAKE_STATUS(200, 20, att_json(10, 0, 10));
+    fake_step_t good_b = FAKE_STATUS(200, 30, att_json(10, 0, 10));
+    fake_step_t bad = FAKE_STATUS(200, 5, att_cp_json(10, 0, 10, 66, 8));
+    fake_mux_node(t.m, &good_a, 1);
+    fake_mux_node(t.m, &good_b, 1);
+    fake_mux_node(t.m, &bad, 1);
+    const char *path = "/eth/v1/validator/attestation_data?slot=10";
+    fake_call_t *c = fake_mux_get(t.m, path, NULL);
+    fake_mux_advance(t.m, 5);
+    fake_mux_wait(t.m, c);
+    assert_int_equal(fake_call_ms(c), 5);           /* served at once: nothing was agreed yet */
+    assert_non_null(strstr(c->body, "0xb0004200")); /* block 66: the bad source */
+    assert_int_equal(bm_attest_stats(t.a).checkpoint_disagreements, 0);
+    fake_mux_advance(t.m, 25); /* a and b answer the finished race: the epoch is agreed */
+    assert_int_equal(bm_attest_stats(t.a).checkpoint_disagreements, 1);
+    /* the next request: c's answer is refused at once, a's served when it comes */
+    c = fake_mux_get(t.m, path, NULL);
+    fake_mux_advance(t.m, 19);
+    assert_false(c->done);
+    fake_mux_advance(t.m, 1);
+    fake_mux_wait(t.m, c);
+    assert_int_equal(fake_call_ms(c), 20);
+    assert_string_equal(c->body, att_json(10, 0, 10));
+    assert_true(bm_attest_stats(t.a).checkpoint_refused >= 1);
+    /* the bad node alone (the others hung): never served, not even at the deadline */
+    fake_step_t hang = FAKE_HANG;
+    fake_node_script(&t.m->nodes.node[0], &hang, 1);
+    fake_node_script(&t.m->nodes.node[1], &hang, 1);
+    c = fake_mux_get(t.m, path, NULL);
+    fake_mux_advance(t.m, 1000);
+    fake_mux_wait(t.m, c);
+    assert_int_equal(c->status, 503);
+    assert_non_null(strstr(c->body, "c: 200, not usable"));
+    tfx_free(&t);
+}
+
+/* Strict checkpoints: an answer is served only when a quorum of the race's nodes gave the
+ * same source and target; meanwhile the race keeps asking; without a quorum the error. */
+static void test_checkpoints_strict(void **state)
+{
+    (void)state;
+    bm_attest_opts_t ao;
+    bm_attest_opts_default(&ao);
+    ao.checkpoint_mode = BM_ATTEST_CHECKPOINTS_STRICT;
+    tfx_t t;
+    tfx_init_opts(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL, &ao);
+    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    fake_step_t good_a = FAKE_STATUS(200, 20, att_json(10, 0, 10));
+    fake_step_t good_b = FAKE_STATUS(200, 40, att_json(10, 0, 10));
+    fake_step_t bad = FAKE_STATUS(200, 5, att_cp_json(10, 0, 10, 1, 77)); /* another target */
+    fake_node_t *a = fake_mux_node(t.m, &good_a, 1);
+    fake_node_t *b = fake_mux_node(t.m, &good_b, 1);
+    fake_mux_node(t.m, &bad, 1);
+    const char *path = "/eth/v1/validator/attestation_data?slot=10";
+    /* c at 5 (alone with its checkpoints), a at 20 (alone with its own): neither is served;
+     * b at 40 makes the quorum (2 of 3): its whole answer is served */
+    fake_call_t *c = fake_mux_get(t.m, path, NULL);
+    fake_mux_advance(t.m, 39);
+    assert_false(c->done);
+    fake_mux_advance(t.m, 1);
+    fake_mux_wait(t.m, c);
+    assert_int_equal(fake_call_ms(c), 40);
+    assert_string_equal(c->body, att_json(10, 0, 10));
+    /* with a quorum of 3, no answer of the cluster ever qualifies: the nodes are asked again
+     * until the hold ends (the deadline, 400 ms: past the due time, the floor); the last
+     * re-asks start at 350 and b's answers at 390, when nothing more can come: the error
+     * names each node */
+    tfx_free(&t);
+    ao.checkpoint_quorum = 3;
+    tfx_init_opts(&t, 6000, 0, BM_FAR_FUTURE_EPOCH, NULL, &ao);
+    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    a = fake_mux_node(t.m, &good_a, 1);
+    b = fake_mux_node(t.m, &good_b, 1);
+    fake_mux_node(t.m, &bad, 1);
+    c = fake_mux_get(t.m, path, NULL);
+    fake_mux_advance(t.m, 389);
+    assert_false(c->done);
+    fake_mux_advance(t.m, 1);
+    fake_mux_wait(t.m, c);
+    assert_int_equal(fake_call_ms(c), 390);
+    assert_int_equal(c->status, 503);
+    assert_string_equal(c->body, "{\"code\":503,\"message\":\"no usable answer: a: 200, not "
+                                 "usable; b: 200, not usable; c: 200, not usable\"}");
+    assert_int_equal(a->requests, 8); /* at 0, 50, ..., 350 */
+    assert_int_equal(b->requests, 8);
+    tfx_free(&t);
+}
+
 static void test_bad_requests(void **state)
 {
     (void)state;
@@ -885,6 +1012,8 @@ int main(void)
         cmocka_unit_test(test_payload_attestation),
         cmocka_unit_test(test_nothing_usable_answers_by_the_end),
         cmocka_unit_test(test_failing_node_recovers),
+        cmocka_unit_test(test_checkpoints_live),
+        cmocka_unit_test(test_checkpoints_strict),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_client_leaves),
     };
