@@ -30,6 +30,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/ssz.h"
+#include "duties/indexed.h"
 
 #define MAX_CAND 64
 #define MAX_WRITE_ANSWER (1u << 20) /* write answers are empty or an error object */
@@ -171,6 +172,8 @@ struct wctx {
     bool fed;              /* the write was given to replay */
     kept_t err;            /* the most specific non-2xx answer so far */
     kept_t r415;           /* a node's 415 */
+    bm_indexed_t *merge;   /* pool and publish writes: the nodes' indexed errors, item by
+                              item (NULL: not merged) */
     wctx_t *prev, *next;
 };
 
@@ -307,6 +310,8 @@ static wctx_t *ctx_new(bm_broadcast_t *b, bm_req_t *req, size_t route)
     }
     c->body = bm_buf_ref(bm_req_body(req));
     c->ssz = content_is_ssz(bm_req_header(req, "Content-Type"));
+    if (c->rt->cls == BM_BCAST_POOL || c->rt->cls == BM_BCAST_PUBLISH)
+        c->merge = bm_indexed_new(); /* NULL on allocation failure: not merged */
     c->next = b->ctxs;
     if (b->ctxs)
         b->ctxs->prev = c;
@@ -327,6 +332,7 @@ static void ctx_free(wctx_t *c)
     b->n_ctxs--;
     kept_dispose(&c->err);
     kept_dispose(&c->r415);
+    bm_indexed_free(c->merge);
     bm_hdrs_dispose(&c->hdrs);
     bm_buf_unref(c->body);
     free(c->target);
@@ -509,6 +515,45 @@ static bool phases_pending(const wctx_t *c)
     return c->two_phase && (!c->phase2_started || !c->answered[1]);
 }
 
+/* Answers the client with the merge of the nodes' indexed errors: 200 when every item was
+ * taken somewhere, else a 400 with the items that failed on every node that answered. */
+static void respond_merged(wctx_t *c)
+{
+    bm_buf_t *body = NULL;
+    int status = bm_indexed_answer(c->merge, &body);
+    c->b->stats.indexed_merged++;
+    if (status == 200) {
+        respond(c, 200, NULL, NULL);
+        return;
+    }
+    if (status < 0) {
+        respond_error(c, 503, "cannot merge the nodes' answers: out of memory");
+        return;
+    }
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", "application/json");
+    respond(c, status, &h, body);
+    bm_hdrs_dispose(&h);
+    bm_buf_unref(body);
+}
+
+/* Every answer of a pool or publish write: an indexed error is merged item by item, and once
+ * every item was taken by some node the client has its 200, without waiting for the nodes
+ * that have not answered (or the other phase). */
+static void on_write_observe(bm_race_t *r, const bm_race_answer_t *a, void *ud)
+{
+    (void)r;
+    wctx_t *c = ud;
+    if (a->err || !a->node || a->node->index < 0)
+        return;
+    bm_indexed_add(c->merge, (size_t)a->node->index, a->node->id, a->status, a->body);
+    if (c->req && !is_2xx(a->status) && bm_indexed_active(c->merge) &&
+        bm_indexed_all_taken(c->merge) &&
+        !(c->ssz && (c->r415.set || c->skipped_refusers || a->status == 415)))
+        respond_merged(c);
+}
+
 /* Every phase answered without a 2xx: the most specific error, with the 415 rules. */
 static void answer_failure(wctx_t *c)
 {
@@ -522,6 +567,10 @@ static void answer_failure(wctx_t *c)
             respond_error(c, 415,
                           "no upstream took the SSZ body and some refuse SSZ on this endpoint: "
                           "resend it as JSON");
+        return;
+    }
+    if (bm_indexed_active(c->merge)) {
+        respond_merged(c);
         return;
     }
     if (c->err.set)
@@ -674,6 +723,10 @@ static int start_write(wctx_t *c, int p, bm_node_t *const *nodes, size_t n, uint
     bm_broadcast_t *b = c->b;
     bm_race_policy_t pol;
     write_policy(b, &pol);
+    if (c->merge) {
+        pol.observe = on_write_observe;
+        pol.ud = c; /* borrowed: the context outlives its races (they hold references) */
+    }
     if (grace_ms) {
         pol.score = zero_score;
         pol.grace_ms = grace_ms;

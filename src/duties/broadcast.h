@@ -13,6 +13,13 @@
  * other nodes). When no node took the write, the client gets the most specific error (the
  * race engine's rule: a 4xx body beats a 5xx beats a network error).
  *
+ * Batches (pool and publish writes) whose nodes refuse some items with the Beacon API's
+ * indexed error ({"failures":[{"index":N,"message":...}]}) are merged item by item
+ * (duties/indexed.h): an item failed only if it failed on every node that answered, and one
+ * a node calls duplicate, already known or already seen counts as taken. The client gets 200
+ * as soon as every item was taken somewhere (the nodes still running carry on), else, once
+ * every node answered, 400 with only the items that failed everywhere.
+ *
  * Exceptions, each for a reason:
  *   - blinded blocks go first to the node that produced the block (only it may be able to
  *     unblind it), then to everyone else: when the producer answered or after
@@ -159,6 +166,7 @@ typedef struct bm_broadcast_stats {
     uint64_t node_deliveries;     /* node answers 2xx to a write */
     uint64_t node_failures;       /* node answers non-2xx or no answer to a write */
     uint64_t producer_first;      /* writes and reads sent to the producing node first */
+    uint64_t indexed_merged;      /* answered with the merge of the nodes' indexed errors */
 } bm_broadcast_stats_t;
 
 /** Copies the counters into `out`. */

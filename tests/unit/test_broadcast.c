@@ -421,6 +421,75 @@ static void test_most_specific_error_when_none_took_it(void **state)
     assert_int_equal(f->nodes[2].requests, 1); /* wrong network: never asked again */
 }
 
+/* Batches refused item by item (the indexed error): the answers are merged. Each node
+ * refuses items the other took, or calls them duplicates (another node gossiped them: a
+ * real Lodestar answers 500 with PublishError.Duplicate): 200, as soon as every item was
+ * taken somewhere, without waiting for a hung node. An item that failed on every node that
+ * answered is a 400 with only that item, each node's message in it. */
+static void test_indexed_errors_merged(void **state)
+{
+    fx_t *f = *state;
+    const char *batch = "[{\"x\":0},{\"x\":1},{\"x\":2}]";
+    script(&f->nodes[0], 1,
+           FAKE_STATUS(400, 0,
+                       "{\"code\":400,\"message\":\"some failed\",\"failures\":[{\"index\":0,"
+                       "\"message\":\"invalid signature\"}]}"));
+    script(&f->nodes[1], 1,
+           FAKE_STATUS(500, 10,
+                       "{\"code\":500,\"message\":\"x\",\"failures\":[{\"index\":1,\"message\":"
+                       "\"PublishError.Duplicate\"},{\"index\":2,\"message\":\"bad\"}]}"));
+    script(&f->nodes[2], 1, FAKE_HANG);
+    fake_call_t *c = post_json(f, "/eth/v1/validator/contribution_and_proofs", batch);
+    go(f, 9);
+    assert_false(c->done); /* item 0 was refused by a, and b has not answered */
+    go(f, 1);
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+    assert_int_equal(c->body_len, 0);
+    assert_int_equal(fake_call_ms(c), 10);
+    assert_int_equal(f->nodes[2].requests, 1); /* the hung node still has it */
+    bm_broadcast_stats_t st;
+    bm_broadcast_stats(f->b, &st);
+    assert_int_equal(st.indexed_merged, 1);
+
+    /* the Lodestar case: every node calls some items duplicates */
+    const char *dup = "{\"code\":500,\"message\":\"Error processing contributions\",\"failures\":"
+                      "[{\"index\":1,\"message\":\"PublishError.Duplicate\"}]}";
+    for (int i = 0; i < 3; i++)
+        script(&f->nodes[i], 1, FAKE_STATUS(500, 0, dup));
+    c = post_json(f, "/eth/v1/validator/contribution_and_proofs", batch);
+    go(f, 0);
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+
+    /* item 0 fails on every node that answered (c: a plain error takes nothing) */
+    script(&f->nodes[0], 1,
+           FAKE_STATUS(400, 0,
+                       "{\"code\":400,\"message\":\"x\",\"failures\":[{\"index\":0,\"message\":"
+                       "\"invalid signature\"}]}"));
+    script(&f->nodes[1], 1,
+           FAKE_STATUS(400, 0,
+                       "{\"code\":400,\"message\":\"x\",\"failures\":[{\"index\":\"0\",\"message\":"
+                       "\"unknown block\"},{\"index\":1,\"message\":\"already known\"}]}"));
+    script(&f->nodes[2], 1, FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"syncing\"}"));
+    c = post_json(f, "/eth/v1/beacon/pool/sync_committees", batch);
+    go(f, 0);
+    wait_client(f, c);
+    assert_int_equal(c->status, 400);
+    assert_string_equal(c->body, "{\"code\":400,\"message\":\"1 item(s) failed on every node that "
+                                 "answered\",\"failures\":[{\"index\":0,\"message\":\"a: invalid "
+                                 "signature; b: unknown block; c: 503 syncing\"}]}");
+    assert_string_equal(fake_call_header(c, "content-type"), "application/json");
+    /* plain errors only: the most specific one, as before */
+    for (int i = 0; i < 3; i++)
+        script(&f->nodes[i], 1, FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"));
+    c = post_json(f, "/eth/v1/beacon/pool/sync_committees", batch);
+    go(f, 0);
+    wait_client(f, c);
+    assert_int_equal(c->status, 500);
+    assert_string_equal(c->body, "{\"code\":500,\"message\":\"boom\"}");
+}
+
 static void test_client_hangup_does_not_stop_a_block(void **state)
 {
     fx_t *f = *state;
@@ -830,6 +899,7 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_most_specific_error_when_none_took_it, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_indexed_errors_merged, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_client_hangup_does_not_stop_a_block, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_ssz_block_never_415_when_a_node_took_it, fx_setup,
