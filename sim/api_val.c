@@ -17,6 +17,7 @@
 typedef struct val_cache {
     bool att_valid;
     uint64_t att_slot, att_gen;
+    bool att_bad_source, att_bad_target; /* the behaviours the cached answer was made with */
     bm_buf_t *att_json, *att_ssz, *att_gz;
     struct {
         bool used;
@@ -100,9 +101,17 @@ void h_attestation_data(ctx_t *x)
         api_reply_error(x, 500, "out of memory");
         return;
     }
-    if (!vc->att_valid || vc->att_slot != slot || vc->att_gen != x->n->head_gen) {
+    const bs_behav_t *bh = &x->n->behav;
+    if (!vc->att_valid || vc->att_slot != slot || vc->att_gen != x->n->head_gen ||
+        vc->att_bad_source != bh->bad_source || vc->att_bad_target != bh->bad_target) {
         bs_att_data_t d;
         bs_node_attestation_data(x->n, slot, &d);
+        /* a fork-choice bug in justification: the head is right, a checkpoint is not */
+        uint64_t seed = bs_chain_config(x->c)->seed;
+        if (bh->bad_source)
+            d.source.root = bs_hash(seed, BS_TAG_WRONG, 1, d.source.epoch, 0);
+        if (bh->bad_target)
+            d.target.root = bs_hash(seed, BS_TAG_WRONG, 2, d.target.epoch, 0);
         bs_node_memo_att(x->n, &d);
         bm_buf_unref(vc->att_json);
         bm_buf_unref(vc->att_ssz);
@@ -117,6 +126,8 @@ void h_attestation_data(ctx_t *x)
         vc->att_ssz = bm_str_finish(&s);
         vc->att_slot = slot;
         vc->att_gen = x->n->head_gen;
+        vc->att_bad_source = bh->bad_source;
+        vc->att_bad_target = bh->bad_target;
         vc->att_valid = vc->att_json && vc->att_ssz;
     }
     if (x->want_ssz)

@@ -52,7 +52,11 @@ enum {
     BS_B_PRUNE = 1u << 19,
     BS_B_THROTTLE = 1u << 20,
     BS_B_RETRY_AFTER = 1u << 21,
-    BS_B_ALL = (1u << 22) - 1,
+    BS_B_BAD_SOURCE = 1u << 22,
+    BS_B_BAD_TARGET = 1u << 23,
+    BS_B_FAIL_ITEMS = 1u << 24,
+    BS_B_DUP_ITEMS = 1u << 25,
+    BS_B_ALL = (1u << 26) - 1,
 };
 
 typedef struct bs_behav {
@@ -79,6 +83,10 @@ typedef struct bs_behav {
     int64_t prune_slots;      /* history older than this many slots is gone (0: keeps all) */
     double throttle;          /* probability of a 429 per request */
     int64_t retry_after_s;    /* the 429's Retry-After (seconds; 0: none sent) */
+    bool bad_source;          /* attestation data names a wrong source (justified) checkpoint */
+    bool bad_target;          /* attestation data names a wrong target checkpoint */
+    uint64_t fail_items;      /* pool batches: these item indices (bit i) fail validation */
+    uint64_t dup_items;       /* pool batches: these items are refused as duplicates */
 } bs_behav_t;
 
 /** The default behaviour: everything off, client lighthouse, payload delay auto. */

@@ -811,6 +811,45 @@ static void test_errors_and_behaviours(void **state)
     bs_behav_default(&b);
     bs_sim_set_behav(F.sim, 0, &b, true); /* reset */
     assert_false(F.sim->nodes[0].node.behav.optimistic);
+    /* bad-source / bad-target: the same head, a wrong checkpoint */
+    get(0, "/eth/v1/validator/attestation_data?slot=21", &r);
+    char good[1024];
+    snprintf(good, sizeof good, "%s", body_of(&r));
+    bm_str_dispose(&r.body);
+    bs_behav_parse("bad-source", &b, err, sizeof err);
+    bs_sim_set_behav(F.sim, 0, &b, false);
+    get(0, "/eth/v1/validator/attestation_data?slot=21", &r);
+    assert_string_not_equal(body_of(&r), good);
+    assert_memory_equal(body_of(&r), good, strstr(good, "\"source\"") - good); /* same head */
+    assert_non_null(strstr(body_of(&r), strstr(good, "\"target\""))); /* same target */
+    bm_str_dispose(&r.body);
+    bs_behav_parse("bad-source=false,bad-target", &b, err, sizeof err);
+    bs_sim_set_behav(F.sim, 0, &b, false);
+    get(0, "/eth/v1/validator/attestation_data?slot=21", &r);
+    assert_null(strstr(body_of(&r), strstr(good, "\"target\"")));
+    assert_memory_equal(body_of(&r), good, strstr(good, "\"target\"") - good); /* same source */
+    bm_str_dispose(&r.body);
+    /* fail-items and dup-items: an indexed error for those items of a pool batch */
+    const char *msgs = "[{\"slot\":\"21\",\"beacon_block_root\":\"0x"
+                       "1111111111111111111111111111111111111111111111111111111111111111\","
+                       "\"validator_index\":\"3\",\"signature\":\"0x00\"},"
+                       "{\"slot\":\"21\",\"beacon_block_root\":\"0x"
+                       "1111111111111111111111111111111111111111111111111111111111111111\","
+                       "\"validator_index\":\"4\",\"signature\":\"0x00\"}]";
+    bs_behav_parse("bad-target=false,fail-items=1", &b, err, sizeof err);
+    bs_sim_set_behav(F.sim, 0, &b, false);
+    post(0, "/eth/v1/beacon/pool/sync_committees", NULL, msgs, &r);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(body_of(&r), "\"failures\":[{\"index\":1,"));
+    shape(&r, 400, "{code:n,message:s,failures:[{index:n,message:s}]}", "fail-items");
+    bs_behav_parse("fail-items=,dup-items=0+1", &b, err, sizeof err);
+    bs_sim_set_behav(F.sim, 0, &b, false);
+    post(0, "/eth/v1/beacon/pool/sync_committees", NULL, msgs, &r);
+    assert_int_equal(r.status, 500); /* only duplicates: as Lodestar */
+    assert_non_null(strstr(body_of(&r), "PublishError.Duplicate"));
+    shape(&r, 500, "{code:n,message:s,failures:[{index:n,message:s}]}", "dup-items");
+    bs_behav_default(&b);
+    bs_sim_set_behav(F.sim, 0, &b, true);
 }
 
 int main(void)
