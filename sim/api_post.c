@@ -453,10 +453,11 @@ static bool ssz_signed_block(const uint8_t *p, size_t len, size_t base, uint64_t
     return true;
 }
 
-/* 200 when the node knows the parent (imported), else 202 (broadcast, not imported). */
-static void block_verdict(ctx_t *x, uint64_t slot, const bs_root_t *parent, bool blinded)
+/* 200 when the node knows the parent (imported), else 202 (broadcast, not imported). `v` is
+ * the block's fork name (the header, or the current fork for a legacy v1 publish). */
+static void block_verdict(ctx_t *x, const char *v, uint64_t slot, const bs_root_t *parent,
+                          bool blinded)
 {
-    const char *v = bm_req_header(x->req, "Eth-Consensus-Version");
     bs_fork_t f = bs_chain_fork_at(x->c, slot);
     if (strcmp(v, bs_fork_name(f)) != 0) {
         api_reply_error(x, 400, "Eth-Consensus-Version %s does not match the block's fork %s", v,
@@ -527,7 +528,7 @@ static void publish(ctx_t *x, bool blinded, bool versioned)
             return;
         }
     }
-    block_verdict(x, slot, &parent, blinded);
+    block_verdict(x, v, slot, &parent, blinded);
 }
 
 void h_publish_block(ctx_t *x)
