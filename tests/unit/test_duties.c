@@ -510,6 +510,29 @@ static void test_hung_nodes_bounded(void **state)
     }
 }
 
+/* A node that failed is asked again and serves the duties once it recovers, before the
+ * majority time: the failure did not end the race, nor did it wait for the bound. */
+static void test_failed_node_recovers(void **state)
+{
+    fake_mux_t *f = *state;
+    bm_duties_t *d = make(f, 1000, 40);
+    fake_step_t s[2] = {FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"),
+                        duty(5, Rhex(31))};
+    fake_node_t *a = fake_node_add(&f->nodes, s, 2);
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    ready_all(f);
+    fake_call_t *c = fake_mux_send(f, "POST", ATT, IDX, NULL);
+    fake_mux_advance(f, 254);
+    assert_false(c->done);
+    assert_int_equal(a->requests, 2); /* at 0 and 250 */
+    fake_mux_advance(f, 1);
+    fake_mux_wait(f, c);
+    assert_int_equal(c->status, 200);
+    assert_non_null(strstr(c->body, Rhex(31)));
+    assert_int_equal(fake_call_ms(c), 255);
+    assert_int_equal(bm_duties_stats(d)->by_root, 1);
+}
+
 static void test_hung_node_does_not_delay(void **state)
 {
     fake_mux_t *f = *state;
@@ -711,6 +734,7 @@ int main(void)
         T(test_optimistic_answer_waits),
         T(test_errors_are_relayed_at_once),
         T(test_hung_nodes_bounded),
+        T(test_failed_node_recovers),
         T(test_hung_node_does_not_delay),
         T(test_only_ready_nodes_while_one_is),
         T(test_bad_epoch),
