@@ -695,15 +695,18 @@ static void on_live_respond(bm_req_t *req, const bm_race_answer_t *as, size_t n,
         }
     }
     if (nb == 0) {
+        /* a 4xx (the request is wrong) as it is; otherwise a 503 naming each node's failure,
+         * as every duty read answers (a node's 5xx would hide what the others did) */
         d->stats.errors++;
-        if (err) {
+        if (err && error_rank(err->status) == 0) {
             bm_serve_reply(req, err);
         } else {
             bm_str_t m = BM_STR_INIT;
-            for (size_t i = 0; i < n; i++)
-                bm_str_printf(&m, "%s%s: %s", i ? "; " : "", as[i].node->id,
-                              bm_strerror(as[i].err ? as[i].err : BM_EIO));
-            bm_resp_error(req, 503, "no upstream answered: %s",
+            for (size_t i = 0; i < n; i++) {
+                bm_str_printf(&m, "%s%s: ", i ? "; " : "", as[i].node->id);
+                bm_race_describe(&m, &as[i]);
+            }
+            bm_resp_error(req, 503, "%s%s", err ? "no usable answer: " : "no upstream answered: ",
                           n ? bm_str_data(&m) : "no upstream available");
             bm_str_dispose(&m);
         }

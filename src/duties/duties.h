@@ -33,7 +33,8 @@
  * unless one node that answered was `ready` continuously since the start of the queried
  * epoch (ready-since times are tracked from the pool's state changes), so that
  * doppelganger protection never passes on the word of a node, or of a beaconmux, that
- * just restarted and could not have seen the validator's messages.
+ * just restarted and could not have seen the validator's messages. Without any 2xx, a node's
+ * 4xx is relayed, else a 503 names each node's failure.
  */
 #ifndef BM_DUTIES_H
 #define BM_DUTIES_H

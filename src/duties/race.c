@@ -667,11 +667,12 @@ static bool pending(const bm_race_t *r)
     return false;
 }
 
-/* What a node's HTTP answer said, for a 503 that names each node's failure: its status,
- * and the `message` of a Beacon API error body (cut short, quotes and controls dropped). */
-static void describe_http(bm_str_t *m, const bm_race_t *r, const ans_t *an)
+void bm_race_describe(bm_str_t *m, const bm_race_answer_t *a)
 {
-    const bm_race_answer_t *a = &an->a;
+    if (a->err) {
+        bm_str_puts(m, bm_strerror(a->err));
+        return;
+    }
     if (is_2xx(a->status)) {
         bm_str_printf(m, "%d, not usable", a->status);
         return;
@@ -688,7 +689,6 @@ static void describe_http(bm_str_t *m, const bm_race_t *r, const ans_t *an)
             bm_str_putc(m, (unsigned char)*c < 0x20 || *c == '"' || *c == '\\' ? ' ' : *c);
     }
     json_object_put(j);
-    (void)r;
 }
 
 /* The 503 answered when no node gave an HTTP answer (or, with name_failures, none a usable
@@ -715,10 +715,8 @@ static ans_t *synthesize(bm_race_t *r)
     for (size_t i = 0; i < r->n; i++) {
         const slot_t *s = &r->slots[i];
         bm_str_printf(&m, "%s%s: ", i ? "; " : "", s->node->id);
-        if (s->last && !s->last->a.err)
-            describe_http(&m, r, s->last);
-        else if (s->last && s->last->a.err)
-            bm_str_puts(&m, bm_strerror(s->last->a.err));
+        if (s->last)
+            bm_race_describe(&m, &s->last->a);
         else if (s->xfer)
             bm_str_puts(&m, "no answer yet");
         else if (!s->tried)

@@ -152,7 +152,7 @@ typedef struct bm_race_policy {
     uint64_t hard_timeout_ms; /* wall time after which the race ends whatever it has;
                                  0: deadline + 10 s (or 30 s without a deadline) */
     bm_race_repoll_t repoll;
-    uint32_t repoll_interval_ms;  /* default 50 */
+    uint32_t repoll_interval_ms; /* default 50 */
     /* a node whose answer was a failure a later attempt may not repeat (a 5xx, a 429, a
      * network error) is asked again every repoll_interval until the hard timeout, while
      * the race runs: a node that recovers can still answer. A 4xx is an answer */
@@ -283,5 +283,12 @@ int bm_race_at(bm_race_t *r, uint64_t at_ms, void (*fn)(bm_race_t *r, void *ud),
 /** Formats the engine's own error answer ({"code":N,"message":...}, the message JSON
  *  escaped) into a new buffer (caller owns the reference). NULL on allocation failure. */
 bm_buf_t *bm_race_error_body(int code, const char *message);
+
+/**
+ * Appends what one node's answer said, as the 503 of name_failures names it: its network
+ * error ("timed out"), "<status>, not usable" for a 2xx, or the status and the `message` of
+ * a Beacon API error body (at most 120 characters, quotes and controls replaced).
+ */
+void bm_race_describe(bm_str_t *m, const bm_race_answer_t *a);
 
 #endif /* BM_RACE_H */

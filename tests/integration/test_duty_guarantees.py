@@ -6,8 +6,9 @@
   never by the race's 10 s hard timeout: a duty read (attestation data, head root,
   aggregates, contributions) at the later of maxHold and the duty's due time, a block
   production (v3 and the legacy v2 and blinded forms) at the later of the proposal deadline
-  and maxHold, duties at dutiesMajorityAfter + 500 ms, liveness at 1.5 s, a write at
-  writeTimeout. The duty reads answer a 503 naming each node. Each answer time is measured
+  and maxHold, duties at dutiesMajorityAfter + 500 ms, liveness at 1.5 s, a write (pool,
+  block publish, DVT selection) at writeTimeout. The duty reads and liveness answer a 503
+  naming each node. Each answer time is measured
   and compared with the bound computed from the slot times of /sim/v1/truth; the table is
   printed.
 - The legacy production forms (Legacy): GET /eth/v2/validator/blocks and
@@ -185,9 +186,14 @@ class Bounds(unittest.TestCase):
             ("sync", "POST", "/eth/v1/validator/duties/sync/%d" % epoch, IDX, js,
              lambda t0: t0 + MAJORITY_MS + 500, True),
             ("liveness", "POST", "/eth/v1/validator/liveness/%d" % epoch, IDX, js,
-             lambda t0: t0 + LIVENESS_MS, False),
+             lambda t0: t0 + LIVENESS_MS, True),
             ("pool_attestations", "POST", "/eth/v2/beacon/pool/attestations", json.dumps(att),
              {"Content-Type": "application/json", "Eth-Consensus-Version": "fulu"},
+             lambda t0: t0 + WRITE_MS, False),
+            ("publish_block", "POST", "/eth/v2/beacon/blocks", "{}",
+             {"Content-Type": "application/json", "Eth-Consensus-Version": "fulu"},
+             lambda t0: t0 + WRITE_MS, False),
+            ("selections", "POST", "/eth/v1/validator/beacon_committee_selections", "[]", js,
              lambda t0: t0 + WRITE_MS, False),
         ]
 

@@ -421,6 +421,60 @@ static void test_most_specific_error_when_none_took_it(void **state)
     assert_int_equal(f->nodes[2].requests, 1); /* wrong network: never asked again */
 }
 
+/* No node can take it: a pool write, a block publish and a DVT selection (one node at a
+ * time) keep their bound, writeTimeout, with all nodes hung, one hung and the others
+ * failing, one hung and the others down. A write relays the most specific answer (the
+ * nodes' 500), or the engine's 503 naming each node when none gave an HTTP answer. */
+static void test_no_node_takes_it_bounded(void **state)
+{
+    fx_t *f = *state;
+    static const char *const targets[] = {"/eth/v1/beacon/pool/sync_committees",
+                                          "/eth/v2/beacon/blocks",
+                                          "/eth/v1/validator/beacon_committee_selections"};
+    static const char *const bodies[] = {"[]", "{}", "[]"};
+    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
+    for (int kase = 0; kase < 3; kase++) {
+        if (kase == 2) {
+            fake_node_down(&f->nodes[1]);
+            fake_node_down(&f->nodes[2]);
+        }
+        for (size_t r = 0; r < 3; r++) {
+            /* each from reachable nodes (the earlier time-outs would change the order) */
+            for (int i = 0; i < 3; i++)
+                bm_pool_record(f->pool, f->nodes[i].node, BM_OUTCOME_OK, false, 1000, NULL);
+            script(&f->nodes[0], 1, FAKE_HANG);
+            fake_step_t other =
+                kase == 0 ? FAKE_HANG : FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}");
+            if (kase < 2) {
+                script(&f->nodes[1], 1, other);
+                script(&f->nodes[2], 1, other);
+            }
+            fake_call_t *c = post_json(f, targets[r], bodies[r]);
+            go(f, WRITE_TIMEOUT_MS - 1);
+            assert_false(c->done);
+            go(f, 1);
+            wait_client(f, c);
+            assert_int_equal(fake_call_ms(c), WRITE_TIMEOUT_MS);
+            char want[256];
+            if (r == 2) /* one at a time: the hung first node holds the bound */
+                snprintf(want, sizeof want,
+                         "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: not asked; "
+                         "c: not asked\"}",
+                         to);
+            else if (kase == 1)
+                snprintf(want, sizeof want, "{\"code\":500,\"message\":\"boom\"}");
+            else
+                snprintf(want, sizeof want,
+                         "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: "
+                         "%s\"}",
+                         to, kase ? refused : to, kase ? refused : to);
+            if (strcmp(c->body, want) != 0)
+                fail_msg("%s, case %d: %d %s", targets[r], kase, c->status, c->body);
+            go(f, WRITE_TIMEOUT_MS); /* the detached rest is over */
+        }
+    }
+}
+
 /* Batches refused item by item (the indexed error): the answers are merged. Each node
  * refuses items the other took, or calls them duplicates (another node gossiped them: a
  * real Lodestar answers 500 with PublishError.Duplicate): 200, as soon as every item was
@@ -899,6 +953,7 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_most_specific_error_when_none_took_it, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_no_node_takes_it_bounded, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_indexed_errors_merged, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_client_hangup_does_not_stop_a_block, fx_setup,
                                         fx_teardown),

@@ -652,6 +652,50 @@ static void test_liveness_or_over_every_node(void **state)
     assert_int_equal(fake_call_ms(c), 60);
 }
 
+/* Liveness keeps its bound (livenessTimeout, 300 ms here) with all nodes hung, one hung
+ * and the others failing, one hung and the others down; the answer names every node. */
+static void test_liveness_no_node_can_answer(void **state)
+{
+    fake_mux_t *f = *state;
+    make(f, 1000, 0);
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_HANG);
+    ready_all(f);
+    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
+    char want[512];
+    for (int kase = 0; kase < 3; kase++) {
+        /* each case from reachable nodes (the earlier cases' time-outs would leave a out) */
+        for (int i = 0; i < f->nodes.n; i++)
+            bm_pool_record(f->pool, f->nodes.node[i].node, BM_OUTCOME_OK, false, 1000, NULL);
+        if (kase == 1) {
+            fake_node_script(b, &FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"), 1);
+            fake_node_script(c3, &FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), 1);
+        }
+        if (kase == 2) {
+            fake_node_down(b);
+            fake_node_down(c3);
+        }
+        fake_call_t *c = fake_mux_send(f, "POST", LIVE, "[\"1\"]", NULL);
+        fake_mux_advance(f, 299);
+        assert_false(c->done);
+        fake_mux_advance(f, 1);
+        fake_mux_wait(f, c);
+        assert_int_equal(c->status, 503);
+        assert_int_equal(fake_call_ms(c), 300);
+        if (kase == 1)
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 503 "
+                     "busy\"}",
+                     to);
+        else
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                     kase ? refused : to, kase ? refused : to);
+        assert_string_equal(c->body, want);
+    }
+}
+
 static void test_liveness_503_unless_ready_through_the_epoch(void **state)
 {
     fake_mux_t *f = *state;
@@ -740,6 +784,7 @@ int main(void)
         T(test_bad_epoch),
         cmocka_unit_test(test_liveness_merge),
         T(test_liveness_or_over_every_node),
+        T(test_liveness_no_node_can_answer),
         T(test_liveness_503_unless_ready_through_the_epoch),
         T(test_liveness_errors_and_bad_bodies),
     };
