@@ -475,6 +475,47 @@ static void test_no_node_takes_it_bounded(void **state)
     }
 }
 
+/* The envelope read with no node able to serve it: one node at a time, each for at most the
+ * read timeout, the whole bounded by writeTimeout. */
+static void test_envelope_read_no_node_has_it_bounded(void **state)
+{
+    fx_t *f = *state;
+    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
+    const char *target = "/eth/v1/validator/execution_payload_envelopes/12/0xab";
+    static const uint64_t at[] = {WRITE_TIMEOUT_MS, READ_TIMEOUT_MS, READ_TIMEOUT_MS};
+    for (int kase = 0; kase < 3; kase++) {
+        if (kase == 2) {
+            fake_node_down(&f->nodes[1]);
+            fake_node_down(&f->nodes[2]);
+        }
+        for (int i = 0; i < 3; i++)
+            bm_pool_record(f->pool, f->nodes[i].node, BM_OUTCOME_OK, false, 1000, NULL);
+        script(&f->nodes[0], 1, FAKE_HANG);
+        fake_step_t other =
+            kase == 0 ? FAKE_HANG : FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}");
+        if (kase < 2) {
+            script(&f->nodes[1], 1, other);
+            script(&f->nodes[2], 1, other);
+        }
+        fake_call_t *c = send_req(f, "GET", target, NULL, NULL, 0, NULL);
+        go(f, at[kase] - 1);
+        assert_false(c->done);
+        go(f, 1);
+        wait_client(f, c);
+        assert_int_equal(fake_call_ms(c), at[kase]);
+        char want[256];
+        if (kase == 1)
+            snprintf(want, sizeof want, "{\"code\":500,\"message\":\"boom\"}");
+        else
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                     kase ? refused : to, kase ? refused : to);
+        if (strcmp(c->body, want) != 0)
+            fail_msg("case %d: %d %s", kase, c->status, c->body);
+        go(f, WRITE_TIMEOUT_MS);
+    }
+}
+
 /* Batches refused item by item (the indexed error): the answers are merged. Each node
  * refuses items the other took, or calls them duplicates (another node gossiped them: a
  * real Lodestar answers 500 with PublishError.Duplicate): 200, as soon as every item was
@@ -954,6 +995,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_most_specific_error_when_none_took_it, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_no_node_takes_it_bounded, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_envelope_read_no_node_has_it_bounded, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_indexed_errors_merged, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_client_hangup_does_not_stop_a_block, fx_setup,
                                         fx_teardown),
