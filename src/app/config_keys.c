@@ -536,8 +536,8 @@ static const bm_cfg_enum_t rule_strategy_enum = {"load balancing strategy", rule
                                                  NULL};
 
 _Static_assert(BM_LOG_OFF == 4 && BM_LOG_JSON == 1 && BM_PRODUCE_BEST_VALUE == 1 &&
-                   BM_ATTEST_CHECKPOINTS_STRICT == 1 &&
-                   BM_BALANCE_LEAST_CONN == 3 && BM_BALANCE_COUNT == 4,
+                   BM_ATTEST_CHECKPOINTS_STRICT == 1 && BM_BALANCE_LEAST_CONN == 3 &&
+                   BM_BALANCE_COUNT == 4,
                "every value of an enumerated key has its name");
 
 /* ---- the key table -------------------------------------------------------------------

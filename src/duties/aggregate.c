@@ -187,9 +187,8 @@ static uint64_t due_of(const bm_aggregate_t *m, bm_aggregate_kind_t kind, bool h
 {
     if (!has_slot || !m->chain || !m->chain->known)
         return 0;
-    return bm_chain_due_ms(m->chain, slot,
-                           kind == BM_AGGREGATE_ATTESTATION ? BM_DUE_AGGREGATE
-                                                            : BM_DUE_CONTRIBUTION);
+    return bm_chain_due_ms(
+        m->chain, slot, kind == BM_AGGREGATE_ATTESTATION ? BM_DUE_AGGREGATE : BM_DUE_CONTRIBUTION);
 }
 
 /* Every usable node, best rank first; nodes known unreachable only when nothing else is. */
@@ -259,7 +258,8 @@ static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
     /* the hint's deadline (min(max(now + holdFloor, due), now + maxHold)) and end
      * (max(now + maxHold, due)): docs/duties.md */
     uint64_t now = bm_clock_wall_now(m->clock), due = due_of(m, kind, has_slot, slot);
-    uint64_t deadline = bm_hint_deadline_at(now, due, m->o.hold_floor_ms[kind], m->o.max_hold_ms[kind]);
+    uint64_t deadline =
+        bm_hint_deadline_at(now, due, m->o.hold_floor_ms[kind], m->o.max_hold_ms[kind]);
     uint64_t end = bm_hint_end_at(now, due, m->o.max_hold_ms[kind]);
     bm_node_t *cand[MAX_CANDIDATES];
     bm_serve_t s = {

@@ -821,7 +821,7 @@ static void test_errors_and_behaviours(void **state)
     get(0, "/eth/v1/validator/attestation_data?slot=21", &r);
     assert_string_not_equal(body_of(&r), good);
     assert_memory_equal(body_of(&r), good, strstr(good, "\"source\"") - good); /* same head */
-    assert_non_null(strstr(body_of(&r), strstr(good, "\"target\""))); /* same target */
+    assert_non_null(strstr(body_of(&r), strstr(good, "\"target\"")));          /* same target */
     bm_str_dispose(&r.body);
     bs_behav_parse("bad-source=false,bad-target", &b, err, sizeof err);
     bs_sim_set_behav(F.sim, 0, &b, false);
