@@ -373,6 +373,16 @@ static void respond(wctx_t *c, int status, const bm_hdrs_t *hdrs, bm_buf_t *body
     ctx_unref(c);
 }
 
+/* Answers a JSON body of our own (an error, or the merge of indexed errors). */
+static void respond_json(wctx_t *c, int status, bm_buf_t *body)
+{
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", "application/json");
+    respond(c, status, &h, body);
+    bm_hdrs_dispose(&h);
+}
+
 static void respond_error(wctx_t *c, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void respond_error(wctx_t *c, int status, const char *fmt, ...)
@@ -383,11 +393,7 @@ static void respond_error(wctx_t *c, int status, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     bm_buf_t *body = bm_race_error_body(status, msg);
-    bm_hdrs_t h;
-    bm_hdrs_init(&h);
-    bm_hdrs_add_z(&h, "Content-Type", "application/json");
-    respond(c, status, &h, body);
-    bm_hdrs_dispose(&h);
+    respond_json(c, status, body);
     bm_buf_unref(body);
 }
 
@@ -530,11 +536,7 @@ static void respond_merged(wctx_t *c)
         respond_error(c, 503, "cannot merge the nodes' answers: out of memory");
         return;
     }
-    bm_hdrs_t h;
-    bm_hdrs_init(&h);
-    bm_hdrs_add_z(&h, "Content-Type", "application/json");
-    respond(c, status, &h, body);
-    bm_hdrs_dispose(&h);
+    respond_json(c, status, body);
     bm_buf_unref(body);
 }
 
