@@ -103,6 +103,7 @@
 #define BM_DEFAULT_DUTIES_WRITE_TIMEOUT_MS 12000 /* one slot */
 #define BM_DEFAULT_DUTIES_MAJORITY_AFTER_MS 1000
 #define BM_DEFAULT_DUTIES_AGGREGATE_GRACE_MS 100
+#define BM_DEFAULT_DUTIES_CHECKPOINT_QUORUM 0 /* 0 = automatic */
 
 /* cache: the response cache of the edge (edge/cache.h) */
 #define BM_DEFAULT_CACHE_ENABLED true
