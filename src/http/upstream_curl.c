@@ -108,6 +108,7 @@ struct cx {
 
     uint64_t t_start, t_head;
     bool in_multi;
+    bool retried; /* sent once more after its reused connection broke (see handle_done) */
 
     /* Queue of transfers with pending operations, and the list of all live transfers. */
     bool queued;
@@ -503,6 +504,11 @@ static void release(bm_upcurl_t *up, cx_t *x)
 static void finish(bm_upcurl_t *up, cx_t *x, CURLcode code)
 {
     int err = x->local_err ? x->local_err : map_curl(code);
+    if (!err && !x->head_done) {
+        /* libcurl 7.88 ends a transfer whose head the node cut short without an error */
+        err = BM_ECONNRESET;
+        x->local_detail = "connection closed before the response head was complete";
+    }
     /* Only a handle whose transfer ran to a normal end is reused without a reset. */
     x->clean = err == 0 && code == CURLE_OK && !x->curl_paused && !x->kill;
     x->state = XS_DONE;
@@ -852,6 +858,22 @@ static void apply(bm_upcurl_t *up, cx_t *x)
     }
 }
 
+/*
+ * A request whose reused connection broke before any byte of an answer came (the node
+ * closed or reset an idle keep-alive as we sent) is sent once more, on a fresh connection,
+ * whatever its method: the native transport's rule (h1client.h). libcurl retries by itself
+ * only when the reused connection ends cleanly, not when it is reset.
+ */
+static bool should_retry(cx_t *x, CURLcode code)
+{
+    if (x->retried || x->local_err || x->head_bytes > 0 || x->head_done ||
+        (code != CURLE_RECV_ERROR && code != CURLE_SEND_ERROR && code != CURLE_GOT_NOTHING))
+        return false;
+    long connects = 1;
+    curl_easy_getinfo(x->easy, CURLINFO_NUM_CONNECTS, &connects);
+    return connects == 0; /* the transfer ran on a connection it did not open */
+}
+
 static void handle_done(bm_upcurl_t *up, CURL *easy, CURLcode code)
 {
     char *priv = NULL;
@@ -864,6 +886,15 @@ static void handle_done(bm_upcurl_t *up, CURL *easy, CURLcode code)
     curl_multi_remove_handle(up->multi, easy);
     up->in_curl--;
     x->in_multi = false;
+    if (should_retry(x, code)) {
+        x->retried = true;
+        x->curl_paused = false;
+        int rc = add(up, x); /* the same options: the same request, on a new connection */
+        if (rc == 0)
+            return;
+        x->local_err = rc;
+        x->local_detail = "could not send the request again";
+    }
     finish(up, x, code);
 }
 

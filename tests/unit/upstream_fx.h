@@ -69,14 +69,14 @@
 /* Whether http:// goes through libcurl (true) or the native client (false). */
 static bool g_via_curl;
 
-static int use_native(void **state)
+static inline int use_native(void **state)
 {
     (void)state;
     g_via_curl = false;
     return 0;
 }
 
-static int use_curl(void **state)
+static inline int use_curl(void **state)
 {
     (void)state;
     g_via_curl = true;
@@ -84,13 +84,13 @@ static int use_curl(void **state)
 }
 
 /* Client options for the transport under test. */
-static void fx_opts(bm_upstream_opts_t *o)
+static inline void fx_opts(bm_upstream_opts_t *o)
 {
     bm_upstream_opts_default(o);
     o->http_via_curl = g_via_curl;
 }
 
-static void free_handle(uv_handle_t *h)
+static inline void free_handle(uv_handle_t *h)
 {
     free(h->data == NULL ? (void *)h : h->data);
 }
@@ -101,7 +101,7 @@ typedef struct later {
     void *arg;
 } later_t;
 
-static void on_later(uv_timer_t *t)
+static inline void on_later(uv_timer_t *t)
 {
     later_t *l = t->data;
     l->fn(l->arg);
@@ -109,7 +109,7 @@ static void on_later(uv_timer_t *t)
 }
 
 /* Calls fn(arg) once after `ms`. */
-static void after(uv_loop_t *loop, uint64_t ms, void (*fn)(void *), void *arg)
+static inline void after(uv_loop_t *loop, uint64_t ms, void (*fn)(void *), void *arg)
 {
     later_t *l = calloc(1, sizeof *l);
     assert_non_null(l);
@@ -120,7 +120,7 @@ static void after(uv_loop_t *loop, uint64_t ms, void (*fn)(void *), void *arg)
     uv_timer_start(&l->t, on_later, ms, 0);
 }
 
-static unsigned char pat(size_t i)
+static inline unsigned char pat(size_t i)
 {
     return (unsigned char)(i * 31u + 7u);
 }
@@ -170,7 +170,7 @@ struct srv {
     sconn_t *conns;
 };
 
-static void conn_closed(uv_handle_t *h)
+static inline void conn_closed(uv_handle_t *h)
 {
     sconn_t *c = h->data;
     if (--c->handles == 0) {
@@ -179,7 +179,7 @@ static void conn_closed(uv_handle_t *h)
     }
 }
 
-static void sconn_close(sconn_t *c)
+static inline void sconn_close(sconn_t *c)
 {
     if (c->closed)
         return;
@@ -196,7 +196,7 @@ static void sconn_close(sconn_t *c)
 }
 
 /* Closes with a reset (RST) instead of a FIN. */
-static void sconn_reset(sconn_t *c)
+static inline void sconn_reset(sconn_t *c)
 {
     if (c->closed)
         return;
@@ -218,13 +218,13 @@ typedef struct wreq {
     char data[];
 } wreq_t;
 
-static void on_written(uv_write_t *w, int status)
+static inline void on_written(uv_write_t *w, int status)
 {
     (void)status;
     free(w->data);
 }
 
-static void sconn_write(sconn_t *c, const void *p, size_t n)
+static inline void sconn_write(sconn_t *c, const void *p, size_t n)
 {
     if (c->closed || n == 0)
         return;
@@ -237,7 +237,7 @@ static void sconn_write(sconn_t *c, const void *p, size_t n)
         free(w);
 }
 
-static void sconn_printf(sconn_t *c, const char *fmt, ...)
+static inline void sconn_printf(sconn_t *c, const char *fmt, ...)
 {
     char buf[2048];
     va_list ap;
@@ -248,7 +248,7 @@ static void sconn_printf(sconn_t *c, const char *fmt, ...)
     sconn_write(c, buf, (size_t)n);
 }
 
-static void on_shutdown(uv_shutdown_t *r, int status)
+static inline void on_shutdown(uv_shutdown_t *r, int status)
 {
     (void)status;
     sconn_close(r->data);
@@ -256,7 +256,7 @@ static void on_shutdown(uv_shutdown_t *r, int status)
 }
 
 /* Closes after everything written so far has gone out. */
-static void sconn_end(sconn_t *c)
+static inline void sconn_end(sconn_t *c)
 {
     if (c->closed)
         return;
@@ -269,7 +269,7 @@ static void sconn_end(sconn_t *c)
     }
 }
 
-static void send_chunk(sconn_t *c)
+static inline void send_chunk(sconn_t *c)
 {
     size_t n = c->size;
     char *b = malloc(n + 32);
@@ -283,7 +283,7 @@ static void send_chunk(sconn_t *c)
     free(b);
 }
 
-static void on_stream_tick(uv_timer_t *t)
+static inline void on_stream_tick(uv_timer_t *t)
 {
     sconn_t *c = t->data;
     send_chunk(c);
@@ -293,7 +293,7 @@ static void on_stream_tick(uv_timer_t *t)
     }
 }
 
-static void respond(sconn_t *c, const char *head_fields, const void *body, size_t n)
+static inline void respond(sconn_t *c, const char *head_fields, const void *body, size_t n)
 {
     sconn_printf(c, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%s\r\n", n, head_fields);
     sconn_write(c, body, n);
@@ -301,9 +301,9 @@ static void respond(sconn_t *c, const char *head_fields, const void *body, size_
 
 static const unsigned char ssz_reply[] = {0x00, 0x01, 0x00, 0xff, 0x00, 0x00, 0x7f, 0x80, 0x00};
 
-static void handle_faults(srv_t *s, sconn_t *c, sreq_t *r);
+static inline void handle_faults(srv_t *s, sconn_t *c, sreq_t *r);
 
-static void handle(srv_t *s, sconn_t *c, sreq_t *r)
+static inline void handle(srv_t *s, sconn_t *c, sreq_t *r)
 {
     (void)s;
     const char *t = r->target;
@@ -383,7 +383,7 @@ static void handle(srv_t *s, sconn_t *c, sreq_t *r)
 }
 
 /* The scripts of unusual and broken answers. */
-static void handle_faults(srv_t *s, sconn_t *c, sreq_t *r)
+static inline void handle_faults(srv_t *s, sconn_t *c, sreq_t *r)
 {
     (void)s;
     const char *t = r->target;
@@ -447,7 +447,7 @@ static void handle_faults(srv_t *s, sconn_t *c, sreq_t *r)
 }
 
 /* Records the request whose head is c->in[0..head_len) with `body_len` body bytes after it. */
-static sreq_t *record_request(sconn_t *c, size_t head_len, size_t body_len)
+static inline sreq_t *record_request(sconn_t *c, size_t head_len, size_t body_len)
 {
     srv_t *s = c->srv;
     assert_true(s->nreqs < MAX_REQS);
@@ -474,14 +474,14 @@ static sreq_t *record_request(sconn_t *c, size_t head_len, size_t body_len)
     return r;
 }
 
-static void consume(sconn_t *c, size_t n)
+static inline void consume(sconn_t *c, size_t n)
 {
     memmove(c->in, c->in + n, c->in_len - n);
     c->in_len -= n;
 }
 
 /* Parses complete requests from the connection's input and answers them. */
-static void parse_input(sconn_t *c)
+static inline void parse_input(sconn_t *c)
 {
     srv_t *s = c->srv;
     while (!c->closed && c->in_len > 0) {
@@ -525,14 +525,14 @@ static void parse_input(sconn_t *c)
     }
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+static inline void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
 {
     (void)h;
     b->base = malloc(suggested);
     b->len = b->base ? suggested : 0;
 }
 
-static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
+static inline void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
 {
     sconn_t *c = st->data;
     if (nread < 0) {
@@ -554,7 +554,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     free(b->base);
 }
 
-static void on_accept(uv_stream_t *l, int status)
+static inline void on_accept(uv_stream_t *l, int status)
 {
     srv_t *s = l->data;
     if (status < 0)
@@ -579,7 +579,7 @@ static void on_accept(uv_stream_t *l, int status)
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
-static void srv_start(srv_t *s, uv_loop_t *loop)
+static inline void srv_start(srv_t *s, uv_loop_t *loop)
 {
     memset(s, 0, sizeof *s);
     s->loop = loop;
@@ -595,7 +595,7 @@ static void srv_start(srv_t *s, uv_loop_t *loop)
     s->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
-static void srv_close(srv_t *s)
+static inline void srv_close(srv_t *s)
 {
     while (s->conns)
         sconn_close(s->conns);
@@ -607,7 +607,7 @@ static void srv_close(srv_t *s)
 }
 
 /* Number of fields named `name` in a recorded request. */
-static int count_fields(const sreq_t *r, const char *name)
+static inline int count_fields(const sreq_t *r, const char *name)
 {
     int n = 0;
     for (size_t i = 0; i < r->h.n; i++)
@@ -629,13 +629,13 @@ typedef struct fx {
 static char g_url[1024];
 
 /* The server's URL for `path` (a static buffer, valid until the next call). */
-static const char *url(fx_t *f, const char *path)
+static inline const char *url(fx_t *f, const char *path)
 {
     snprintf(g_url, sizeof g_url, "%s%.900s", f->base, path);
     return g_url;
 }
 
-static int fx_setup(void **state)
+static inline int fx_setup(void **state)
 {
     fx_t *f = calloc(1, sizeof *f);
     assert_non_null(f);
@@ -650,12 +650,12 @@ static int fx_setup(void **state)
     return 0;
 }
 
-static void on_drain_guard(uv_timer_t *t)
+static inline void on_drain_guard(uv_timer_t *t)
 {
     uv_stop(t->loop);
 }
 
-static int fx_teardown(void **state)
+static inline int fx_teardown(void **state)
 {
     fx_t *f = *state;
     if (f->up)
@@ -704,7 +704,7 @@ struct rec {
     const char *next_path;
 };
 
-static void rec_init(rec_t *r, fx_t *f)
+static inline void rec_init(rec_t *r, fx_t *f)
 {
     memset(r, 0, sizeof *r);
     r->f = f;
@@ -712,14 +712,14 @@ static void rec_init(rec_t *r, fx_t *f)
     bm_hdrs_init(&r->hdrs);
 }
 
-static void rec_dispose(rec_t *r)
+static inline void rec_dispose(rec_t *r)
 {
     bm_buf_unref(r->body);
     bm_hdrs_dispose(&r->hdrs);
     bm_str_dispose(&r->data);
 }
 
-static void rec_head(bm_xfer_t *x, int status, const bm_hdrs_t *h, void *ud)
+static inline void rec_head(bm_xfer_t *x, int status, const bm_hdrs_t *h, void *ud)
 {
     rec_t *r = ud;
     assert_ptr_equal(x, r->x);
@@ -730,14 +730,14 @@ static void rec_head(bm_xfer_t *x, int status, const bm_hdrs_t *h, void *ud)
         r->head_hook(r);
 }
 
-static void resume_later(void *arg)
+static inline void resume_later(void *arg)
 {
     rec_t *r = arg;
     r->paused = false;
     bm_upstream_resume(r->x);
 }
 
-static int rec_data(bm_xfer_t *x, const char *p, size_t n, void *ud)
+static inline int rec_data(bm_xfer_t *x, const char *p, size_t n, void *ud)
 {
     rec_t *r = ud;
     assert_ptr_equal(x, r->x);
@@ -766,7 +766,7 @@ static int rec_data(bm_xfer_t *x, const char *p, size_t n, void *ud)
     return 0;
 }
 
-static void rec_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
+static inline void rec_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
 {
     rec_t *r = ud;
     assert_ptr_equal(x, r->x);
@@ -786,7 +786,7 @@ static void rec_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
 
 static const bm_xfer_cbs_t rec_cbs = {rec_head, rec_data, rec_done};
 
-static bm_xfer_req_t req_get(const char *u)
+static inline bm_xfer_req_t req_get(const char *u)
 {
     bm_xfer_req_t q;
     memset(&q, 0, sizeof q);
@@ -795,19 +795,19 @@ static bm_xfer_req_t req_get(const char *u)
     return q;
 }
 
-static bm_xfer_t *start(fx_t *f, rec_t *r, const bm_xfer_req_t *q)
+static inline bm_xfer_t *start(fx_t *f, rec_t *r, const bm_xfer_req_t *q)
 {
     r->x = bm_upstream_start(f->up, q, &rec_cbs, r);
     return r->x;
 }
 
-static bool body_is(const rec_t *r, const void *p, size_t n)
+static inline bool body_is(const rec_t *r, const void *p, size_t n)
 {
     return r->body && r->body->len == n && memcmp(r->body->data, p, n) == 0;
 }
 
 /* A loopback port nobody listens on (bound, read, closed). */
-static int closed_port(uv_loop_t *loop)
+static inline int closed_port(uv_loop_t *loop)
 {
     uv_tcp_t t;
     struct sockaddr_in a;
@@ -823,7 +823,7 @@ static int closed_port(uv_loop_t *loop)
     return port;
 }
 
-static void check_pattern(const rec_t *r, size_t n)
+static inline void check_pattern(const rec_t *r, size_t n)
 {
     assert_int_equal(bm_str_len(&r->data), n);
     const unsigned char *d = (const unsigned char *)bm_str_data(&r->data);
@@ -833,7 +833,7 @@ static void check_pattern(const rec_t *r, size_t n)
 }
 
 /* Runs one request to completion and returns its error code (the record is disposed). */
-static int run_one(fx_t *f, const bm_xfer_req_t *q, size_t *body_len)
+static inline int run_one(fx_t *f, const bm_xfer_req_t *q, size_t *body_len)
 {
     rec_t r;
     rec_init(&r, f);
