@@ -901,7 +901,7 @@ static void conn_open(pool_t *pl, h1x_t *x, int addr_idx, uint64_t deadline)
 {
     bm_h1client_t *c = pl->c;
     conn_t *k = calloc(1, sizeof *k);
-    bm_h1resp_t *resp = k ? bm_h1resp_new() : NULL;
+    bm_h1resp_t *resp = k ? bm_h1resp_new(BM_UPRULES_MAX_HEAD_BYTES) : NULL;
     if (!resp) {
         free(k);
         fail_later(x, BM_ENOMEM, "out of memory for a connection");
@@ -986,26 +986,46 @@ static void on_write(uv_write_t *req, int status)
 }
 
 /* Sends the request of the connection's transfer: its request line, the node's fixed
- * fields, its own fields and the body, in one write. */
+ * fields, its own fields and the body, with one writev. What the kernel does not take at
+ * once goes to one uv_write (a try first: a uv_write that completes at once still costs an
+ * epoll_ctl and a pending callback in libuv 1.44). */
 static void conn_send(conn_t *k)
 {
     h1x_t *x = k->x;
     const char *h = bm_str_data(&x->head);
     size_t hl = bm_str_len(&x->head);
+    const bm_str_t *fixed = &x->node->o.fixed;
     uv_buf_t b[4];
     unsigned nb = 0;
     b[nb++] = uv_buf_init((char *)h, (unsigned)x->line_len);
-    b[nb++] = uv_buf_init((char *)bm_str_data(&x->node->o.fixed),
-                          (unsigned)bm_str_len(&x->node->o.fixed));
+    b[nb++] = uv_buf_init((char *)bm_str_data(fixed), (unsigned)bm_str_len(fixed));
     b[nb++] = uv_buf_init((char *)h + x->line_len, (unsigned)(hl - x->line_len));
     if (x->req_body && x->req_body->len)
         b[nb++] = uv_buf_init(x->req_body->data, (unsigned)x->req_body->len);
-    k->write_req.data = k;
     k->write_failed = false;
-    int rc = uv_write(&k->write_req, (uv_stream_t *)&k->tcp, b, nb, on_write);
-    if (rc) {
-        /* libuv refuses only a handle it cannot write to: treat it as a reset. */
+    int sent = uv_try_write((uv_stream_t *)&k->tcp, b, nb);
+    if (sent == UV_EAGAIN)
+        sent = 0;
+    if (sent < 0) {
+        /* The node closed or reset the connection: the read side reports it next (and a
+         * reused connection gets the request sent again). */
         k->write_failed = true;
+        conn_timer_update(k);
+        return;
+    }
+    size_t left = (size_t)sent;
+    unsigned first = 0;
+    while (first < nb && left >= b[first].len)
+        left -= b[first++].len;
+    if (first == nb) {
+        conn_timer_update(k);
+        return; /* all of it went out */
+    }
+    b[first].base += left;
+    b[first].len -= left;
+    k->write_req.data = k;
+    if (uv_write(&k->write_req, (uv_stream_t *)&k->tcp, b + first, nb - first, on_write) != 0) {
+        /* libuv refuses only a handle it cannot write to: treat it as a reset */
         conn_close(k);
         fail_later(x, BM_ECONNRESET, "could not send the request");
         return;

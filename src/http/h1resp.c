@@ -6,8 +6,8 @@
  * the rest later. Pausing keeps the caller's callbacks outside http_parser_execute and
  * keeps the byte accounting exact, which is what makes the limits independent of how the
  * input was split:
- *   - while a head is being read, at most the bytes left of BM_UPRULES_MAX_HEAD_BYTES are
- *     given to http-parser, so a head that does not end within the limit fails at the
+ *   - while a head is being read, at most the bytes left of max_head_bytes are given to
+ *     http-parser, so a head that does not end within the limit fails at the
  *     same byte whatever the split;
  *   - in the body, the same allowance bounds the framing bytes between two runs of data.
  *
@@ -45,6 +45,7 @@ typedef enum { FLD_NONE, FLD_NAME, FLD_VALUE } field_state_t;
 
 struct bm_h1resp {
     http_parser hp;
+    size_t max_head;
     phase_t phase;
     bool head_request;
     bm_hdrs_t *hdrs;
@@ -56,6 +57,7 @@ struct bm_h1resp {
 
     field_state_t field;
     bool value_open; /* the last value span ended with the input: its line goes on */
+    bool fold_ws;    /* after an obs-fold: leading whitespace is still being dropped */
     bm_str_t name, value;
 
     event_t ev; /* set by a callback of the running http_parser_execute */
@@ -129,17 +131,21 @@ static int on_header_value(http_parser *hp, const char *at, size_t len)
     if (r->field == FLD_NAME) {
         bm_str_clear(&r->value);
         r->field = FLD_VALUE;
+        r->fold_ws = false;
     } else if (r->field == FLD_VALUE && !r->value_open) {
         /* The previous line ended and this span continues the value (obs-fold): the
          * fold and the continuation's leading whitespace become one space. */
-        while (len && (*at == ' ' || *at == '\t')) {
-            at++;
-            len--;
-        }
         bm_str_putc(&r->value, ' ');
+        r->fold_ws = true;
     }
-    bm_str_append(&r->value, at, len);
     r->value_open = at + len == r->exec_end;
+    while (r->fold_ws && len && (*at == ' ' || *at == '\t')) {
+        at++; /* the continuation's leading whitespace, in whatever pieces it comes */
+        len--;
+    }
+    if (len)
+        r->fold_ws = false;
+    bm_str_append(&r->value, at, len);
     return 0;
 }
 
@@ -202,7 +208,7 @@ static int on_message_complete(http_parser *hp)
 
 /* ---- the parser --------------------------------------------------------------------- */
 
-bm_h1resp_t *bm_h1resp_new(void)
+bm_h1resp_t *bm_h1resp_new(size_t max_head_bytes)
 {
     if (!g_settings_ready) {
         /* One loop per process uses this (single-threaded), like http1.c's settings. */
@@ -214,7 +220,10 @@ bm_h1resp_t *bm_h1resp_new(void)
         g_settings.on_message_complete = on_message_complete;
         g_settings_ready = true;
     }
-    return calloc(1, sizeof(bm_h1resp_t));
+    bm_h1resp_t *r = calloc(1, sizeof *r);
+    if (r)
+        r->max_head = max_head_bytes;
+    return r;
 }
 
 void bm_h1resp_free(bm_h1resp_t *r)
@@ -280,10 +289,10 @@ bm_h1resp_ev_t bm_h1resp_next(bm_h1resp_t *r, const char *p, size_t n, size_t *u
         if (off == n)
             return BM_H1RESP_MORE;
         size_t spent = r->phase == PH_HEAD ? r->head_bytes : r->framing;
-        size_t room = BM_UPRULES_MAX_HEAD_BYTES - spent;
+        size_t room = r->max_head - spent;
         if (room == 0)
             return r->phase == PH_HEAD ? fail(r, BM_EPROTO, "response head larger than 64 KiB")
-                                       : fail(r, BM_ECONNRESET, "chunk framing longer than 64 KiB");
+                                       : fail(r, BM_ECONNRESET, "chunk framing too long");
         size_t give = n - off < room ? n - off : room;
         r->ev = EV_NONE;
         r->exec_end = p + off + give;

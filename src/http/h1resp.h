@@ -10,9 +10,10 @@
  * free anything) outside http-parser, and adds what the client needs on top:
  *   - interim heads: 100, 102 and 103 are skipped (their fields dropped); 101 or another
  *     1xx fails (bm_uprules_interim_skipped);
- *   - each head is at most BM_UPRULES_MAX_HEAD_BYTES; between two runs of body data the
- *     framing bytes (chunk-size lines, extensions, trailers) too, since http-parser
- *     accepts endless chunk extensions without delivering a byte;
+ *   - each head is at most max_head_bytes (BM_UPRULES_MAX_HEAD_BYTES in the client);
+ *     between two runs of body data the framing bytes (chunk-size lines, extensions,
+ *     trailers) too, since http-parser accepts endless chunk extensions without
+ *     delivering a byte;
  *   - header fields are collected in order, duplicates kept, values trimmed of OWS, an
  *     obs-fold continuation joined with one space; trailer fields are ignored;
  *   - HEAD responses, 204 and 304 have no body whatever their Content-Length says.
@@ -40,8 +41,12 @@ typedef enum {
     BM_H1RESP_ERROR, /* bm_h1resp_error says why; nothing more is parsed */
 } bm_h1resp_ev_t;
 
-/** A parser; NULL on allocation failure. Call bm_h1resp_reset before each response. */
-bm_h1resp_t *bm_h1resp_new(void);
+/**
+ * A parser whose heads (and framing runs) may be at most `max_head_bytes` (the client uses
+ * BM_UPRULES_MAX_HEAD_BYTES; the fuzzer a small value to reach it). NULL on allocation
+ * failure. Call bm_h1resp_reset before each response.
+ */
+bm_h1resp_t *bm_h1resp_new(size_t max_head_bytes);
 
 /** Frees the parser (NULL is ignored). */
 void bm_h1resp_free(bm_h1resp_t *r);
