@@ -121,52 +121,52 @@ static bool valid_hostport(const char *p, size_t n)
     return h == n || valid_port(p + h, n - h);
 }
 
-/* A path segment that is "." or ".." (dots possibly written as %2e). */
-static bool dot_segment(const char *p, size_t n)
-{
-    size_t dots = 0;
-    for (size_t i = 0; i < n;) {
-        if (p[i] == '.') {
-            i++;
-        } else if (n - i >= 3 && p[i] == '%' && p[i + 1] == '2' && (p[i + 2] | 0x20) == 'e') {
-            i += 3;
-        } else {
-            return false;
-        }
-        dots++;
-    }
-    return dots == 1 || dots == 2;
-}
-
 /*
  * Checks an absolute path with an optional query (when `query_ok`): printable ASCII
  * only, no fragment, no backslash, well-formed percent escapes and no dot segments in
- * the path part. The query part is passed on as the client wrote it.
+ * the path part. The query part is passed on as the client wrote it. One pass: this runs
+ * for every proxied request.
  */
 static bool valid_path(const char *p, bool query_ok)
 {
-    size_t n = strlen(p);
-    size_t path_end = strcspn(p, "?");
-    if (path_end < n && !query_ok)
+    if (p[0] != '\0' && p[0] != '/' && p[0] != '?')
         return false;
-    for (size_t i = 0; i < n; i++) {
+    bool in_path = true;
+    int dots = 0;          /* "." or "%2e" in the current segment */
+    bool only_dots = true; /* and nothing else */
+    for (size_t i = p[0] == '/' ? 1 : 0;; i++) {
         unsigned char c = (unsigned char)p[i];
+        if (in_path && (c == '/' || c == '?' || c == '\0')) {
+            if (i > 0 && only_dots && (dots == 1 || dots == 2))
+                return false; /* "." or ".." would climb out of a path prefix */
+            dots = 0;
+            only_dots = true;
+            if (c == '?') {
+                if (!query_ok)
+                    return false;
+                in_path = false;
+            }
+        }
+        if (c == '\0')
+            return true;
         if (c <= 0x20 || c >= 0x7f || c == '#' || c == '\\')
             return false;
-        if (c == '%' && i < path_end && !pct_ok(p, path_end, i))
-            return false;
-    }
-    if (path_end > 0 && p[0] != '/')
-        return false;
-    size_t seg = 1;
-    for (size_t i = 1; i <= path_end; i++) {
-        if (i == path_end || p[i] == '/') {
-            if (dot_segment(p + seg, i - seg))
+        if (!in_path || c == '/' || c == '?')
+            continue;
+        if (c == '.') {
+            dots++;
+        } else if (c == '%') {
+            if (!is_hex((unsigned char)p[i + 1]) || !is_hex((unsigned char)p[i + 2]))
                 return false;
-            seg = i + 1;
+            if (p[i + 1] == '2' && (p[i + 2] | 0x20) == 'e')
+                dots++;
+            else
+                only_dots = false;
+            i += 2;
+        } else {
+            only_dots = false;
         }
     }
-    return true;
 }
 
 /* Offsets of the authority of an absolute http(s) URL: [*auth, *auth + *len). */

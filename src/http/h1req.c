@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/log.h"
 
 #define LIT(s) s, sizeof(s) - 1
 
@@ -151,15 +152,19 @@ static bool has_dot_segment(const char *p, size_t n)
     return false;
 }
 
-/* Appends the path p[0..n) (starting with '/') with dot segments removed (RFC 3986 5.2.4). */
-static void append_without_dots(bm_str_t *s, const char *p, size_t n)
+static char *put(char *w, const void *p, size_t n)
 {
-    char *o = malloc(n + 1);
-    if (!o) {
-        s->oom = true;
-        return;
-    }
-    size_t olen = 0;
+    memcpy(w, p, n);
+    return w + n;
+}
+
+#define PUT_LIT(w, s) put((w), s, sizeof(s) - 1)
+
+/* Writes the path p[0..n) (starting with '/') with dot segments removed (RFC 3986
+ * 5.2.4); never more than n bytes. */
+static char *put_without_dots(char *o, const char *p, size_t n)
+{
+    char *start = o;
     const char *seg = p + 1, *end = p + n;
     for (;;) {
         const char *slash = memchr(seg, '/', (size_t)(end - seg));
@@ -168,83 +173,100 @@ static void append_without_dots(bm_str_t *s, const char *p, size_t n)
         bool last = slash == NULL;
         if (slen == 1 && seg[0] == '.') {
             if (last)
-                o[olen++] = '/';
+                *o++ = '/';
         } else if (slen == 2 && seg[0] == '.' && seg[1] == '.') {
-            while (olen > 0 && o[--olen] != '/')
+            while (o > start && *--o != '/')
                 ;
             if (last)
-                o[olen++] = '/';
+                *o++ = '/';
         } else {
-            o[olen++] = '/';
-            memcpy(o + olen, seg, slen);
-            olen += slen;
+            *o++ = '/';
+            o = put(o, seg, slen);
         }
         if (last)
             break;
         seg = slash + 1;
     }
-    if (olen == 0)
-        o[olen++] = '/';
-    bm_str_append(s, o, olen);
-    free(o);
+    if (o == start)
+        *o++ = '/';
+    return o;
 }
 
-/* Appends the request target made from the URL's part after the origin. */
-static void append_target(bm_str_t *s, const char *t)
+/* Writes the request target made from the URL's part after the origin: at most
+ * strlen(t) + 1 bytes. */
+static char *put_target(char *w, const char *t)
 {
     size_t tlen = strcspn(t, "#");
     const char *q = memchr(t, '?', tlen);
     size_t plen = q ? (size_t)(q - t) : tlen;
     if (plen == 0)
-        bm_str_putc(s, '/');
-    else if (has_dot_segment(t, plen))
-        append_without_dots(s, t, plen);
+        *w++ = '/';
+    else if (memchr(t, '.', plen) && has_dot_segment(t, plen))
+        w = put_without_dots(w, t, plen);
     else
-        bm_str_append(s, t, plen);
+        w = put(w, t, plen);
     if (q)
-        bm_str_append(s, q, tlen - plen);
+        w = put(w, q, tlen - plen);
+    return w;
 }
 
+/* bm_uprules_fields' emitter: "Name: value\r\n" at the cursor. */
 static void emit_field(void *ctx, const char *name, size_t nlen, const char *value, size_t vlen)
 {
-    bm_str_t *s = ctx;
-    bm_str_append(s, name, nlen);
-    bm_str_append(s, LIT(": "));
-    bm_str_append(s, value, vlen);
-    bm_str_append(s, LIT("\r\n"));
+    char **w = ctx;
+    *w = put(*w, name, nlen);
+    *w = PUT_LIT(*w, ": ");
+    *w = put(*w, value, vlen);
+    *w = PUT_LIT(*w, "\r\n");
+}
+
+static char *put_u64(char *w, uint64_t v)
+{
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return put(w, tmp + i, sizeof tmp - i);
 }
 
 int bm_h1req_build(bm_str_t *out, size_t *line_len, const char *method, const char *target,
                    const bm_xfer_req_t *req, bool drop_auth, bool has_body, size_t body_len)
 {
-    static const char fixed_tail[] = "Accept: */*\r\nAccept-Encoding: identity\r\n"
-                                     "Content-Length: 18446744073709551615\r\n\r\n";
+    static const char tail[] = "Accept: */*\r\nAccept-Encoding: identity\r\n"
+                               "Content-Length: 18446744073709551615\r\n\r\n";
     bm_str_clear(out);
-    /* One reservation for the worst case, so the appends below never reallocate. */
-    size_t need = strlen(method) + strlen(target) + 16 + bm_uprules_fields_bytes(req->headers) +
-                  bm_uprules_fields_bytes(req->extra) + sizeof fixed_tail;
+    /* One reservation for the worst case; then the head is written in place. */
+    size_t mlen = strlen(method);
+    size_t need = mlen + strlen(target) + 16 + bm_uprules_fields_bytes(req->headers) +
+                  bm_uprules_fields_bytes(req->extra) + sizeof tail;
     if (bm_str_reserve(out, need) != 0)
         return BM_ENOMEM;
-    bm_str_puts(out, method);
-    bm_str_putc(out, ' ');
-    append_target(out, target);
-    bm_str_append(out, LIT(" HTTP/1.1\r\n"));
-    *line_len = bm_str_len(out);
+    char *start = out->b->data, *w = start;
+    w = put(w, method, mlen);
+    *w++ = ' ';
+    w = put_target(w, target);
+    w = PUT_LIT(w, " HTTP/1.1\r\n");
+    *line_len = (size_t)(w - start);
 
     unsigned saw = 0;
-    int rc = bm_uprules_fields(req->headers, drop_auth, emit_field, out, &saw);
+    int rc = bm_uprules_fields(req->headers, drop_auth, emit_field, &w, &saw);
     if (!rc)
-        rc = bm_uprules_fields(req->extra, false, emit_field, out, &saw);
+        rc = bm_uprules_fields(req->extra, false, emit_field, &w, &saw);
     if (rc)
         return rc;
     if (!(saw & BM_UPRULES_SAW_ACCEPT))
-        bm_str_append(out, LIT("Accept: */*\r\n"));
-    bm_str_append(out, LIT("Accept-Encoding: identity\r\n"));
+        w = PUT_LIT(w, "Accept: */*\r\n");
+    w = PUT_LIT(w, "Accept-Encoding: identity\r\n");
     if (has_body) {
-        bm_str_append(out, LIT("Content-Length: "));
-        bm_str_u64(out, body_len);
-        bm_str_append(out, LIT("\r\n"));
+        w = PUT_LIT(w, "Content-Length: ");
+        w = put_u64(w, body_len);
+        w = PUT_LIT(w, "\r\n");
     }
-    bm_str_append(out, LIT("\r\n"));
-    return out->oom ? BM_ENOMEM : 0;
+    w = PUT_LIT(w, "\r\n");
+    out->b->len = (size_t)(w - start);
+    bm_assert(out->b->len <= need);
+    *w = '\0';
+    return 0;
 }

@@ -43,6 +43,16 @@ typedef enum {
 
 typedef enum { FLD_NONE, FLD_NAME, FLD_VALUE } field_state_t;
 
+/* The name or the value of the field being collected: a span of the running
+ * http_parser_execute's input while it lies there (nearly always: no copy), else a copy,
+ * made when the span goes on in a later input or is joined with another. */
+typedef struct {
+    const char *p; /* the span, while !copied */
+    size_t n;
+    bool copied; /* the text is in buf */
+    bm_str_t buf;
+} part_t;
+
 struct bm_h1resp {
     http_parser hp;
     size_t max_head;
@@ -58,7 +68,7 @@ struct bm_h1resp {
     field_state_t field;
     bool value_open; /* the last value span ended with the input: its line goes on */
     bool fold_ws;    /* after an obs-fold: leading whitespace is still being dropped */
-    bm_str_t name, value;
+    part_t name, value;
 
     event_t ev; /* set by a callback of the running http_parser_execute */
     const char *data;
@@ -91,14 +101,50 @@ static void trim(const char **p, size_t *n)
         (*n)--;
 }
 
+static void part_start(part_t *pt, const char *at, size_t len)
+{
+    pt->p = at;
+    pt->n = len;
+    pt->copied = false;
+}
+
+/* Moves the part's text out of the input into its own buffer. */
+static void part_copy(part_t *pt)
+{
+    if (pt->copied)
+        return;
+    bm_str_clear(&pt->buf);
+    bm_str_append(&pt->buf, pt->p, pt->n);
+    pt->copied = true;
+}
+
+static void part_append(part_t *pt, const char *at, size_t len)
+{
+    part_copy(pt);
+    bm_str_append(&pt->buf, at, len);
+}
+
+/* The part's text; false when a copy ran out of memory. */
+static bool part_get(const part_t *pt, const char **p, size_t *n)
+{
+    if (!pt->copied) {
+        *p = pt->p;
+        *n = pt->n;
+        return true;
+    }
+    *p = bm_str_data(&pt->buf);
+    *n = bm_str_len(&pt->buf);
+    return !pt->buf.oom;
+}
+
 /* Adds the field collected in name/value to the head. */
 static int commit_field(bm_h1resp_t *r)
 {
     r->field = FLD_NONE;
-    if (r->name.oom || r->value.oom)
+    const char *n, *v;
+    size_t nl, vl;
+    if (!part_get(&r->name, &n, &nl) || !part_get(&r->value, &v, &vl))
         return fail_cb(r, BM_ENOMEM, "out of memory for response headers");
-    const char *n = bm_str_data(&r->name), *v = bm_str_data(&r->value);
-    size_t nl = bm_str_len(&r->name), vl = bm_str_len(&r->value);
     trim(&n, &nl);
     trim(&v, &vl);
     if (nl == 0)
@@ -115,11 +161,12 @@ static int on_header_field(http_parser *hp, const char *at, size_t len)
         return 0; /* trailer fields: not part of the head */
     if (r->field == FLD_VALUE && commit_field(r) != 0)
         return -1;
-    if (r->field != FLD_NAME) {
-        bm_str_clear(&r->name);
+    if (r->field == FLD_NAME) {
+        part_append(&r->name, at, len); /* the name went on in this input */
+    } else {
+        part_start(&r->name, at, len);
         r->field = FLD_NAME;
     }
-    bm_str_append(&r->name, at, len);
     return 0;
 }
 
@@ -129,13 +176,20 @@ static int on_header_value(http_parser *hp, const char *at, size_t len)
     if (r->phase != PH_HEAD)
         return 0;
     if (r->field == FLD_NAME) {
-        bm_str_clear(&r->value);
+        /* http-parser 2.9 takes the first byte of a value without checking it (the rest it
+         * refuses when it is a control): a NUL there would cut the value short. */
+        if (len && !bm_uprules_value_byte_ok((unsigned char)at[0]))
+            return fail_cb(r, BM_EPROTO, "invalid character in a header value");
+        part_start(&r->value, at, len);
         r->field = FLD_VALUE;
         r->fold_ws = false;
-    } else if (r->field == FLD_VALUE && !r->value_open) {
+        r->value_open = at + len == r->exec_end;
+        return 0;
+    }
+    if (!r->value_open) {
         /* The previous line ended and this span continues the value (obs-fold): the
          * fold and the continuation's leading whitespace become one space. */
-        bm_str_putc(&r->value, ' ');
+        part_append(&r->value, " ", 1);
         r->fold_ws = true;
     }
     r->value_open = at + len == r->exec_end;
@@ -145,8 +199,18 @@ static int on_header_value(http_parser *hp, const char *at, size_t len)
     }
     if (len)
         r->fold_ws = false;
-    bm_str_append(&r->value, at, len);
+    part_append(&r->value, at, len);
     return 0;
+}
+
+/* The input of an http_parser_execute ended inside a field: keep what it holds of it. */
+static void park_field(bm_h1resp_t *r)
+{
+    if (r->field == FLD_NONE)
+        return;
+    part_copy(&r->name);
+    if (r->field == FLD_VALUE)
+        part_copy(&r->value);
 }
 
 static int on_headers_complete(http_parser *hp)
@@ -230,8 +294,8 @@ void bm_h1resp_free(bm_h1resp_t *r)
 {
     if (!r)
         return;
-    bm_str_dispose(&r->name);
-    bm_str_dispose(&r->value);
+    bm_str_dispose(&r->name.buf);
+    bm_str_dispose(&r->value.buf);
     free(r);
 }
 
@@ -297,6 +361,7 @@ bm_h1resp_ev_t bm_h1resp_next(bm_h1resp_t *r, const char *p, size_t n, size_t *u
         r->ev = EV_NONE;
         r->exec_end = p + off + give;
         size_t k = http_parser_execute(&r->hp, &g_settings, p + off, give);
+        park_field(r);
         enum http_errno e = HTTP_PARSER_ERRNO(&r->hp);
         if (e == HPE_PAUSED)
             http_parser_pause(&r->hp, 0);

@@ -53,6 +53,13 @@ bool bm_uprules_token(const char *p, size_t n);
 /** True for a field value that may be sent: no CR, LF or NUL. */
 bool bm_uprules_value(const char *p, size_t n);
 
+/** True for a byte a response field value may hold (RFC 9110 5.5: visible, SP, HTAB,
+ *  obs-text); a control byte fails the response with BM_EPROTO on both transports. */
+static inline bool bm_uprules_value_byte_ok(unsigned char c)
+{
+    return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
 /** What bm_uprules_fields saw among the fields it let through. */
 #define BM_UPRULES_SAW_CONTENT_TYPE 1u
 #define BM_UPRULES_SAW_ACCEPT 2u

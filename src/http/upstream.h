@@ -123,7 +123,9 @@ typedef struct bm_xfer_result {
 #define BM_XFER_PAUSE 1
 
 typedef struct bm_xfer_cbs {
-    /** Optional: the final response head arrived (1xx interim responses are skipped). */
+    /** Optional: the final response head arrived (1xx interim responses are skipped).
+     *  `headers` stay valid and unchanged until on_done has returned (they are the
+     *  result's `headers`), unless the transfer is cancelled first. */
     void (*on_head)(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud);
     /** Stream mode: a piece of the body. Return 0, or BM_XFER_PAUSE to stop receiving. */
     int (*on_data)(bm_xfer_t *x, const char *p, size_t n, void *ud);

@@ -650,6 +650,9 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
             return refuse_head(x, "invalid status code");
         return n;
     }
+    for (size_t i = 0; i < len; i++)
+        if (!bm_uprules_value_byte_ok((unsigned char)p[i]))
+            return refuse_head(x, "invalid character in a header value");
     if ((p[0] == ' ' || p[0] == '\t') && x->hdrs.n > 0) {
         /* obs-fold: a continuation line joins the previous value with one space. */
         bm_header_t last = x->hdrs.items[x->hdrs.n - 1];

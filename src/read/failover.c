@@ -69,7 +69,8 @@ struct exchange {
     int kept_status;
 
     /* Storage kept when the exchange is reused (exchange_new clears everything above). */
-    bm_hdrs_t held_hdrs;
+    bm_header_t *view; /* the held answer's fields: pointers into the transfer's storage */
+    size_t view_n, view_cap;
     bm_str_t held_body;
     bm_hdrs_t kept_hdrs;
     bm_str_t kept_body;
@@ -105,9 +106,9 @@ bm_failover_t *bm_failover_new(bm_upstream_t *up, bm_pool_t *pool, const bm_fail
 
 static void exchange_destroy(exchange_t *ex)
 {
+    free(ex->view);
     bm_hdrs_dispose(&ex->kept_hdrs);
     bm_str_dispose(&ex->kept_body);
-    bm_hdrs_dispose(&ex->held_hdrs);
     bm_str_dispose(&ex->held_body);
     bm_str_dispose(&ex->errors);
     free(ex);
@@ -134,12 +135,11 @@ static exchange_t *exchange_new(bm_failover_t *f)
     exchange_t *ex;
     if (f->n_spare) {
         ex = f->spare[--f->n_spare];
-        memset(ex, 0, offsetof(exchange_t, held_hdrs));
+        memset(ex, 0, offsetof(exchange_t, view));
     } else {
         ex = calloc(1, sizeof *ex);
         if (!ex)
             return NULL;
-        bm_hdrs_init(&ex->held_hdrs);
         bm_hdrs_init(&ex->kept_hdrs);
     }
     ex->f = f;
@@ -154,7 +154,6 @@ static void exchange_free(exchange_t *ex)
         exchange_destroy(ex);
         return;
     }
-    bm_hdrs_clear(&ex->held_hdrs);
     bm_hdrs_clear(&ex->kept_hdrs);
     bm_str_clear(&ex->held_body);
     /* a large kept answer is not worth keeping for the next request */
@@ -254,23 +253,55 @@ static void scan_head(const bm_hdrs_t *h, head_info_t *hi)
 }
 
 /*
- * Header fields of a node's answer that go to the client. The server drops the hop-by-hop
- * fields of a response head itself (bm_resp_start), so only what it cannot know is dropped
- * here: the Connection field (the node's "close" is not the client's) and the fields it
- * lists, which are hop-by-hop for this message only.
+ * Whether a header field of a node's answer goes to the client. The server drops the
+ * hop-by-hop fields of a response head itself (bm_resp_start), so only what it cannot know
+ * is dropped here: the Connection field (the node's "close" is not the client's) and the
+ * fields it lists, which are hop-by-hop for this message only.
  */
+static bool goes_to_client(const bm_header_t *h, const head_info_t *hi)
+{
+    if (!hi->connection)
+        return true;
+    if (h->name_len == 10 && strncasecmp(h->name, "connection", 10) == 0)
+        return false;
+    return !bm_header_listed_in_connection(hi->connection, h->name, h->name_len);
+}
+
+/* Copies the fields that go to the client: for an answer kept beyond its transfer. */
 static void copy_response_headers(bm_hdrs_t *dst, const bm_hdrs_t *src, const head_info_t *hi)
 {
-    for (size_t i = 0; i < src->n; i++) {
-        const bm_header_t *h = &src->items[i];
-        if (hi->connection) {
-            if (h->name_len == 10 && strncasecmp(h->name, "connection", 10) == 0)
-                continue;
-            if (bm_header_listed_in_connection(hi->connection, h->name, h->name_len))
-                continue;
-        }
-        bm_hdrs_add(dst, h->name, h->name_len, h->value, h->value_len);
+    for (size_t i = 0; i < src->n; i++)
+        if (goes_to_client(&src->items[i], hi))
+            bm_hdrs_add(dst, src->items[i].name, src->items[i].name_len, src->items[i].value,
+                        src->items[i].value_len);
+}
+
+/*
+ * Lists the fields that go to the client without copying their text: the held answer is
+ * sent (commit, or on_done) while its transfer's fields are still valid (upstream.h).
+ * False when out of memory.
+ */
+static bool view_response_headers(exchange_t *ex, const bm_hdrs_t *src, const head_info_t *hi)
+{
+    if (src->n > ex->view_cap) {
+        size_t cap = src->n > 32 ? src->n : 32;
+        bm_header_t *v = realloc(ex->view, cap * sizeof *v);
+        if (!v)
+            return false;
+        ex->view = v;
+        ex->view_cap = cap;
     }
+    ex->view_n = 0;
+    for (size_t i = 0; i < src->n; i++)
+        if (goes_to_client(&src->items[i], hi))
+            ex->view[ex->view_n++] = src->items[i];
+    return true;
+}
+
+/* The held answer's fields, for bm_resp_start/bm_resp_send. */
+static bm_hdrs_t held_fields(const exchange_t *ex)
+{
+    return (bm_hdrs_t){.items = ex->view, .n = ex->view_n, .cap = ex->view_n};
 }
 
 /* Content-Length of an answer, or -1 when it is chunked, absent or unusable. */
@@ -295,7 +326,8 @@ static void commit(exchange_t *ex)
 {
     ex->phase = PH_STREAM;
     ex->committed = true;
-    if (bm_resp_start(ex->req, ex->held_status, &ex->held_hdrs, ex->held_length) != 0) {
+    bm_hdrs_t fields = held_fields(ex);
+    if (bm_resp_start(ex->req, ex->held_status, &fields, ex->held_length) != 0) {
         cancel_attempt(ex); /* the client is gone; on_client_abort ends the request */
         return;
     }
@@ -335,10 +367,11 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
         ex->phase = PH_BUFFER;
         ex->held_status = status;
         ex->held_length = response_length(&hi);
-        bm_hdrs_clear(&ex->held_hdrs);
-        copy_response_headers(&ex->held_hdrs, headers, &hi);
         bm_str_clear(&ex->held_body);
-        if (stream_at_once(ex, &hi, ex->held_length))
+        if (!view_response_headers(ex, headers, &hi)) {
+            cancel_attempt(ex);
+            finish_abort(ex); /* nothing was sent: the client gets a 502 */
+        } else if (stream_at_once(ex, &hi, ex->held_length))
             commit(ex);
         else if (ex->held_length > 0)
             bm_str_reserve(&ex->held_body, (size_t)ex->held_length); /* one allocation */
@@ -422,7 +455,8 @@ static void on_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
         /* the whole answer arrived while held: send it with its exact length */
         bm_buf_t *body = bm_str_finish(&ex->held_body);
         ex->finished = true;
-        bm_resp_send(ex->req, ex->held_status, NULL, body, &ex->held_hdrs);
+        bm_hdrs_t fields = held_fields(ex);
+        bm_resp_send(ex->req, ex->held_status, NULL, body, &fields);
         bm_buf_unref(body);
     } else if (!ex->finished) {
         if (res->err) {

@@ -79,9 +79,9 @@ static void test_interim_responses(void **state)
     assert_int_equal(r.status, 200);
     assert_true(body_is(&r, "ok", 2));
     rec_dispose(&r);
-    /* 101 and an unassigned 1xx: the node broke the exchange */
-    static const char *const bad[] = {"/switch", "/interim199"};
-    for (size_t i = 0; i < 2; i++) {
+    /* 101 and an unassigned 1xx, or a control byte in a field: the node broke the exchange */
+    static const char *const bad[] = {"/switch", "/interim199", "/ctlvalue"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         get(f, &r, bad[i]);
         if (r.err != BM_EPROTO)
             fail_msg("%s: err %d (%s)", bad[i], r.err, r.detail);

@@ -26,6 +26,7 @@
  *                   C=long says 0x40 and sends 5, then closes
  *   /longhead?kb=N  a 200 whose head carries N KiB of fields
  *   /fold           a field continued on the next line (obs-fold)
+ *   /ctlvalue       a field value that starts with a control byte
  *   /nocontent      204 with a Content-Length that must be ignored
  *   /closedelim     a body without length, delimited by the server's close
  *   /trailers       chunked with trailer fields
@@ -417,6 +418,9 @@ static inline void handle_faults(srv_t *s, sconn_t *c, sreq_t *r)
             sconn_write(c, line, sizeof line);
         }
         sconn_printf(c, "Content-Length: 2\r\n\r\nok");
+    } else if (strcmp(t, "/ctlvalue") == 0) {
+        static const char head[] = "HTTP/1.1 200 OK\r\nX-A: \001ab\r\nContent-Length: 2\r\n\r\nok";
+        sconn_write(c, head, sizeof head - 1);
     } else if (strcmp(t, "/fold") == 0) {
         sconn_printf(c, "HTTP/1.1 200 OK\r\nX-Fold: a\r\n   b\r\nContent-Length: 2\r\n\r\nok");
     } else if (strcmp(t, "/nocontent") == 0) {
