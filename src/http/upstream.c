@@ -89,7 +89,9 @@ bm_upstream_t *bm_upstream_new(uv_loop_t *loop, const bm_upstream_opts_t *opts)
     }
     up->opts.ca_file = up->ca_file;
     up->loop = loop;
-    bm_h1client_opts_t ho = {.max_connections = up->opts.node_max_connections};
+    bm_h1client_opts_t ho = {.max_connections = up->opts.node_max_connections,
+                             .idle_close_ms = up->opts.node_idle_close_ms,
+                             .max_requests = up->opts.node_max_requests};
     up->h1 = bm_h1client_new(loop, &ho, on_transport_closed, up);
     if (!up->h1 || (up->opts.http_via_curl && !curl_transport(up))) {
         bm_log(BM_LOG_ERROR, "upstream: cannot create the client");

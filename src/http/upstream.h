@@ -54,6 +54,10 @@ typedef struct bm_upstream_opts {
     uint32_t max_host_connections; /* libcurl (https): per host at once; 0 = unlimited */
     uint32_t node_max_connections; /* http://: connections per node unless set per node
                                       (bm_upstream_set_node_limit); default 64; 0: 64 */
+    uint32_t node_idle_close_ms;   /* http://: an idle pooled connection closes after this
+                                      (default 30 s; 0: 30 s) */
+    uint32_t node_max_requests;    /* http://: requests per connection before it is replaced
+                                      (default 1000; 0: 1000) */
     bool http_via_curl;            /* send http:// through libcurl as well (tests compare the two
                                       transports with it; default false) */
     bool tls_verify;               /* verify peer certificates and host names (default true) */

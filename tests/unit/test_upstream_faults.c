@@ -131,6 +131,21 @@ static void test_response_shapes(void **state)
     rec_dispose(&r);
 }
 
+/* A URL whose port cannot be: the transfer starts and fails, it is not refused at once. */
+static void test_malformed_port(void **state)
+{
+    fx_t *f = *state;
+    rec_t r;
+    rec_init(&r, f);
+    bm_xfer_req_t q = req_get("http://127.0.0.1:99999/x");
+    assert_non_null(start(f, &r, &q));
+    RUN_UNTIL(&f->loop, r.dones, 3000);
+    assert_int_equal(r.err, BM_EINVAL);
+    assert_int_equal(r.heads, 0);
+    assert_true(r.detail[0] != '\0');
+    rec_dispose(&r);
+}
+
 static void test_reset_on_fresh_connection(void **state)
 {
     fx_t *f = *state;
@@ -236,6 +251,7 @@ int main(void)
         T(test_head_size_limit),
         T(test_interim_responses),
         T(test_response_shapes),
+        T(test_malformed_port),
         T(test_reset_on_fresh_connection),
         T(test_reset_on_reused_connection_retried),
         T(test_answer_before_body_read),

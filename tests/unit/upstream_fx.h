@@ -165,7 +165,9 @@ struct srv {
     uv_tcp_t listener;
     int port;
     int accepts;
-    int eofs; /* connections the client closed */
+    int eofs;     /* connections the client closed */
+    int open_now; /* connections open at the moment, and the most at once */
+    int max_open;
     sreq_t reqs[MAX_REQS];
     int nreqs;
     sconn_t *conns;
@@ -186,6 +188,7 @@ static inline void sconn_close(sconn_t *c)
         return;
     c->closed = true;
     srv_t *s = c->srv;
+    s->open_now--;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -203,6 +206,7 @@ static inline void sconn_reset(sconn_t *c)
         return;
     c->closed = true;
     srv_t *s = c->srv;
+    s->open_now--;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -575,6 +579,8 @@ static inline void on_accept(uv_stream_t *l, int status)
     if (s->conns)
         s->conns->prev = c;
     s->conns = c;
+    if (++s->open_now > s->max_open)
+        s->max_open = s->open_now;
     if (uv_accept(l, (uv_stream_t *)&c->tcp) != 0) {
         sconn_close(c);
         return;
