@@ -14,10 +14,31 @@
  */
 #include "base/url.h"
 
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/err.h"
+
+bool bm_url_printable(const char *p, size_t n)
+{
+    /* Eight bytes at a time: a byte below 0x21 or above 0x7e sets its high bit in one of
+     * the two masks (the classic "has less than" / "has more than" word tricks). */
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        uint64_t below = (x - ones * 0x21) & ~x & highs;
+        uint64_t above = ((x + ones * (127 - 0x7e)) | x) & highs;
+        if (below | above)
+            return false;
+    }
+    for (; i < n; i++)
+        if ((unsigned char)p[i] <= 0x20 || (unsigned char)p[i] >= 0x7f)
+            return false;
+    return true;
+}
 
 /* Length of "http://" or "https://" at the start of `url` (any case), else 0. */
 static size_t scheme_len(const char *url)
@@ -131,6 +152,13 @@ static bool valid_path(const char *p, bool query_ok)
 {
     if (p[0] != '\0' && p[0] != '/' && p[0] != '?')
         return false;
+    size_t n = strlen(p);
+    if (!memchr(p, '.', n) && !memchr(p, '%', n)) {
+        /* Without '.' or '%' there is no dot segment and no escape to check: only the
+         * bytes themselves (the usual Beacon API path takes this way). */
+        return bm_url_printable(p, n) && !memchr(p, '#', n) && !memchr(p, '\\', n) &&
+               (query_ok || !memchr(p, '?', n));
+    }
     bool in_path = true;
     int dots = 0;          /* "." or "%2e" in the current segment */
     bool only_dots = true; /* and nothing else */
@@ -189,11 +217,8 @@ bool bm_url_valid(const char *url)
         return false;
     const char *auth = url + a;
     /* The authority itself must be printable; the path is checked by valid_path. */
-    for (size_t i = 0; i < alen; i++) {
-        unsigned char c = (unsigned char)auth[i];
-        if (c <= 0x20 || c >= 0x7f)
-            return false;
-    }
+    if (!bm_url_printable(auth, alen))
+        return false;
     const char *at = memrchr(auth, '@', alen);
     const char *host = auth;
     if (at) {

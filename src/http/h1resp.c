@@ -177,9 +177,11 @@ static int on_header_value(http_parser *hp, const char *at, size_t len)
         return 0;
     if (r->field == FLD_NAME) {
         /* http-parser 2.9 takes the first byte of a value without checking it (the rest it
-         * refuses when it is a control): a NUL there would cut the value short. */
+         * refuses when it is a control): a NUL there would cut the value short. Refused
+         * with http-parser's own words, so the outcome reads the same whichever of the two
+         * sees the bad byte first. */
         if (len && !bm_uprules_value_byte_ok((unsigned char)at[0]))
-            return fail_cb(r, BM_EPROTO, "invalid character in a header value");
+            return fail_cb(r, BM_EPROTO, http_errno_description(HPE_INVALID_HEADER_TOKEN));
         part_start(&r->value, at, len);
         r->field = FLD_VALUE;
         r->fold_ws = false;

@@ -26,9 +26,8 @@ bool bm_uprules_parse_url(const char *url, bm_uprules_url_t *out)
     } else {
         return false;
     }
-    for (const unsigned char *p = (const unsigned char *)url; *p; p++)
-        if (*p <= 0x20 || *p >= 0x7f)
-            return false;
+    if (!bm_url_printable(url, strlen(url)))
+        return false;
     const char *auth = url + s;
     size_t alen = strcspn(auth, "/?#");
     const char *at = memrchr(auth, '@', alen);
