@@ -379,7 +379,9 @@ bm_h1resp_ev_t bm_h1resp_next(bm_h1resp_t *r, const char *p, size_t n, size_t *u
             r->framing = 0;
             return BM_H1RESP_HEAD;
         case EV_DATA:
-            r->framing = 0;
+            /* Framing counts from the end of the data, by position: a chunk's CR taken
+             * in the same call counts as it would when it came alone. */
+            r->framing = p + off > r->data + r->len ? (size_t)(p + off - (r->data + r->len)) : 0;
             *data = r->data;
             *len = r->len;
             return BM_H1RESP_DATA;

@@ -221,7 +221,26 @@ typedef struct head_info {
     const char *content_length; /* the first Content-Length field's value, or NULL */
     const char *content_type;   /* the first Content-Type field's value, or NULL */
     bool chunked;               /* a Transfer-Encoding field is present */
+    bool connection_lists;      /* the Connection value names a field (not only
+                                   keep-alive or close, which a node sends every time) */
 } head_info_t;
+
+/* Whether a Connection value holds a token other than keep-alive and close. */
+static bool names_fields(const char *conn)
+{
+    for (const char *p = conn; *p;) {
+        p += strspn(p, " \t,");
+        size_t n = strcspn(p, ",");
+        size_t t = n;
+        while (t && (p[t - 1] == ' ' || p[t - 1] == '\t'))
+            t--;
+        if (t && !(t == 10 && strncasecmp(p, "keep-alive", 10) == 0) &&
+            !(t == 5 && strncasecmp(p, "close", 5) == 0))
+            return true;
+        p += n;
+    }
+    return false;
+}
 
 static void scan_head(const bm_hdrs_t *h, head_info_t *hi)
 {
@@ -231,8 +250,10 @@ static void scan_head(const bm_hdrs_t *h, head_info_t *hi)
         /* the length decides which single name to compare with */
         switch (f->name_len) {
         case 10:
-            if (!hi->connection && strncasecmp(f->name, "connection", 10) == 0)
+            if (!hi->connection && strncasecmp(f->name, "connection", 10) == 0) {
                 hi->connection = f->value;
+                hi->connection_lists = names_fields(f->value);
+            }
             break;
         case 12:
             if (!hi->content_type && strncasecmp(f->name, "content-type", 12) == 0)
@@ -262,6 +283,8 @@ static bool goes_to_client(const bm_header_t *h, const head_info_t *hi)
 {
     if (!hi->connection)
         return true;
+    if (!hi->connection_lists) /* only "keep-alive" or "close" (hop-by-hop anyway) */
+        return h->name_len != 10 || strncasecmp(h->name, "connection", 10) != 0;
     if (h->name_len == 10 && strncasecmp(h->name, "connection", 10) == 0)
         return false;
     return !bm_header_listed_in_connection(hi->connection, h->name, h->name_len);
