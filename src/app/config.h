@@ -1,20 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * config: everything beaconmux can be told, and the one way it gets told.
+ * config: everything beaconmux can be told in its configuration file, and how it is told.
  *
  * The model (bm_config_t) is plain data with owned strings, freed by one bm_config_free.
- * It is filled in a fixed order so that every source of a value ends up in the same
- * shape: bm_config_new() applies every default (the BM_CONFIG_DEFAULT_* constants below,
- * in one function), the YAML file overwrites the keys it names, the command line
- * overwrites what its flags name, and bm_config_validate() checks the result. A key absent
- * from the file and a configuration built from flags alone therefore hold the very same
- * default.
+ * It is filled in a fixed order so that every source of a value ends up in the same shape:
+ * bm_config_new() gives every key its default (from the key table, whose default column
+ * names the constants of base/defaults.h), the YAML file overwrites the keys it names, the
+ * command line (app/cli.h) overwrites what its flags name, and bm_config_validate() checks
+ * the result. A key absent from the file and a configuration built from flags alone
+ * therefore hold the very same default, and so does a module created without any
+ * configuration, whose `_opts_default()` reads the same constants. app/options.h turns the
+ * model into each module's options.
  *
- * The YAML file is loaded with libcyaml (the schema decides the data and rejects unknown
- * keys), and walked once more with libyaml over the same schema so that every error names
- * its key and its line and column: `beaconmux.yaml:7:3: unknown key "upstrem" in
- * "upstreams[0]"`. `${VAR}` in a value is replaced by the environment variable's value
- * ("$$" is a literal '$'); see docs/configuration.md for every key.
+ * The file is walked once with libyaml against the key table (app/config_keys.h), so that
+ * every error names its key and its line and column: `beaconmux.yaml:7:3: unknown key
+ * "upstrem" in "upstreams[0]"`. `${VAR}` in a value is replaced by the environment
+ * variable's value ("$$" is a literal '$'); see docs/configuration.md for every key.
  *
  * Errors are reported in a fixed buffer the caller provides (bm_config_err_t): nothing to
  * free, never NULL, and the message never contains a password or a header value.
@@ -28,6 +29,7 @@
 
 #include "base/buf.h"
 #include "base/log.h"
+#include "duties/produce.h"
 
 /* ---- limits ------------------------------------------------------------------------ */
 
@@ -36,53 +38,12 @@
 #define BM_CONFIG_MAX_ID_LEN 64             /* characters in an upstream id */
 #define BM_CONFIG_MAX_FILE_BYTES (1u << 20) /* a larger configuration file is refused */
 
-/* ---- defaults (applied in one place: bm_config_new) ------------------------------- */
-
-#define BM_CONFIG_DEFAULT_LISTEN_HOST "127.0.0.1"
-#define BM_CONFIG_DEFAULT_LISTEN_PORT 5555
-#define BM_CONFIG_DEFAULT_LOG_LEVEL BM_LOG_INFO
-#define BM_CONFIG_DEFAULT_LOG_FORMAT BM_LOG_TEXT
-#define BM_CONFIG_DEFAULT_MAX_BODY_BYTES (32ull << 20)        /* server.maxBodyBytes: 32MiB */
-#define BM_CONFIG_DEFAULT_MAX_HEADER_BYTES (16ull << 10)      /* server.maxHeaderBytes: 16KiB */
-#define BM_CONFIG_DEFAULT_MAX_TARGET_BYTES (64ull << 10)      /* server.maxTargetBytes: 64KiB */
-#define BM_CONFIG_DEFAULT_HEADER_TIMEOUT_MS 10000             /* server.headerTimeout: 10s */
-#define BM_CONFIG_DEFAULT_BODY_TIMEOUT_MS 30000               /* server.bodyTimeout: 30s */
-#define BM_CONFIG_DEFAULT_IDLE_TIMEOUT_MS 120000              /* server.idleTimeout: 120s */
-#define BM_CONFIG_DEFAULT_MAX_CONNECTIONS 10000               /* server.maxConnections */
-#define BM_CONFIG_DEFAULT_SHUTDOWN_TIMEOUT_MS 10000           /* server.shutdownTimeout: 10s */
-#define BM_CONFIG_DEFAULT_CONNECT_TIMEOUT_MS 1000             /* timeouts.connect: 1s */
-#define BM_CONFIG_DEFAULT_READ_TIMEOUT_MS 2000                /* timeouts.read: 2s */
-#define BM_CONFIG_DEFAULT_WRITE_TIMEOUT_MS 12000              /* timeouts.write: 12s (one slot) */
-#define BM_CONFIG_DEFAULT_MAX_ATTEMPTS 3                      /* failover.maxAttempts */
-#define BM_CONFIG_DEFAULT_RETRY_INTERVAL_MS 5000              /* discovery.retryInterval: 5s */
-#define BM_CONFIG_DEFAULT_TLS_VERIFY true                     /* tls.verify */
-#define BM_CONFIG_DEFAULT_MAX_HEAD_LAG 1                      /* health.maxHeadLag (slots) */
-#define BM_CONFIG_DEFAULT_HEAD_QUORUM 0                       /* health.headQuorum: 0 = auto */
-#define BM_CONFIG_DEFAULT_KEEPALIVE_MS 15000                  /* events.keepalive: 15s */
-#define BM_CONFIG_DEFAULT_SUBSCRIBER_MAX_PENDING (1ull << 20) /* events.subscriberMaxPending */
-#define BM_CONFIG_DEFAULT_DEDUP_WINDOW 4096                   /* events.dedupWindow (entries) */
-#define BM_CONFIG_DEFAULT_HEADERS_TIMEOUT_MS 5000             /* events.headersTimeout: 5s */
-#define BM_CONFIG_DEFAULT_HOLD_FLOOR_MS 400                   /* duties.holdFloor */
-#define BM_CONFIG_DEFAULT_MAX_HOLD_MS 1000                    /* duties.maxHold */
-#define BM_CONFIG_DEFAULT_PROPOSAL_DEADLINE_MS 2000           /* duties.proposalDeadline */
-#define BM_CONFIG_DEFAULT_BLOCK_SELECTION BM_BLOCK_SELECTION_FIRST /* duties.blockSelection */
-#define BM_CONFIG_DEFAULT_BEST_VALUE_GRACE_MS 100                  /* duties.bestValueGrace */
-#define BM_CONFIG_DEFAULT_DUTY_WRITE_TIMEOUT_MS 12000              /* duties.writeTimeout */
-#define BM_CONFIG_DEFAULT_DUTIES_MAJORITY_AFTER_MS 1000            /* duties.dutiesMajorityAfter */
-#define BM_CONFIG_DEFAULT_AGGREGATE_GRACE_MS 100                   /* duties.aggregateGrace */
-
 /* A per-duty duration that is not set: it inherits the section's value (duties.holdFloor,
  * duties.maxHold). Never a valid duration (those stop at 24 hours). */
 #define BM_CONFIG_UNSET UINT32_MAX
 
 /* ---- the model ----------------------------------------------------------------------
  * Durations are milliseconds (uint32_t, at most 24 hours), sizes are bytes (uint64_t). */
-
-/** How a block proposal is chosen among the nodes' acceptable blocks. */
-typedef enum bm_block_selection {
-    BM_BLOCK_SELECTION_FIRST = 0,      /* "first": the first acceptable block */
-    BM_BLOCK_SELECTION_BEST_VALUE = 1, /* "best-value": highest value within bestValueGrace */
-} bm_block_selection_t;
 
 /** One extra request header sent to an upstream (an API key of a hosted provider). */
 typedef struct bm_config_header {
@@ -165,7 +126,7 @@ typedef struct bm_config_duties {
     uint32_t hold_floor_ms; /* every duty's holdFloor unless its own is set */
     uint32_t max_hold_ms;   /* every duty's maxHold unless its own is set */
     uint32_t proposal_deadline_ms;
-    bm_block_selection_t block_selection;
+    bm_produce_selection_t block_selection; /* first or best-value (duties/produce.h) */
     uint32_t best_value_grace_ms;
     uint32_t write_timeout_ms;
     uint32_t duties_majority_after_ms;
@@ -213,7 +174,8 @@ void bm_config_free(bm_config_t *cfg);
  * positions ("name:line:col: ..."). `env` resolves `${VAR}` (NULL: the process
  * environment, via getenv). Every value is checked here, with its position; what depends
  * on the whole configuration (at least one upstream, head quorum against the number of
- * upstreams, ...) is left to bm_config_validate, because flags may still change it.
+ * upstreams, ...) is left to bm_config_validate, because flags may still change it. The
+ * first error in reading order is the one reported.
  * Returns a new configuration (caller frees) or NULL with `err` set.
  */
 bm_config_t *bm_config_parse(const char *text, size_t len, const char *name,
@@ -244,46 +206,27 @@ void bm_config_duty_hold(const bm_config_t *cfg, bm_config_duty_t duty, uint32_t
 /** The YAML name of a duty ("attestationData", ...), or "?" for a bad value. */
 const char *bm_config_duty_name(bm_config_duty_t duty);
 
-/* ---- the command line -------------------------------------------------------------- */
+/**
+ * Reads the file at `path` and parses it (bm_config_parse, `${VAR}` from the process
+ * environment); the configuration remembers `path`. Not validated: the command line may
+ * still change it. Returns a new configuration (caller frees) or NULL with `err` set.
+ */
+bm_config_t *bm_config_read(const char *path, bm_config_err_t *err);
 
-/** What the command line said. Strings are borrowed from argv. */
-typedef struct bm_cli {
-    const char *config_path;                        /* --config FILE, or NULL */
-    const char *upstreams[BM_CONFIG_MAX_UPSTREAMS]; /* --upstream URL, in order */
-    size_t n_upstreams;
-    const char *listen; /* --listen HOST:PORT, or NULL */
-    bool has_log_level;
-    bm_log_level_t log_level; /* --log-level, when has_log_level */
-    bool has_log_format;
-    bm_log_format_t log_format; /* --log-format, when has_log_format */
-    bool check;                 /* --check: validate, report, exit */
-    bool help;                  /* --help / -h */
-    bool version;               /* --version */
-} bm_cli_t;
+/** What a key of the file holds. */
+typedef enum bm_config_key_shape {
+    BM_CONFIG_KEY_VALUE,   /* a single value ("server.maxBodyBytes") */
+    BM_CONFIG_KEY_SECTION, /* a mapping of other keys ("server", "duties.headRoot") */
+    BM_CONFIG_KEY_LIST,    /* a list of mappings of other keys ("upstreams") */
+    BM_CONFIG_KEY_MAP,     /* a mapping of free-form names to values ("upstreams[].headers") */
+} bm_config_key_shape_t;
 
 /**
- * Parses argv[1..argc) into `cli` (zeroed first). Accepts "--flag value" and
- * "--flag=value". Unknown flags, missing values, repeated single flags and stray
- * arguments are errors whose message ends with a usage hint. Returns 0 or BM_EINVAL.
+ * Calls `fn` for every key of the file in file order, with its dotted path
+ * ("server.maxBodyBytes"; a key of a list's entries as "upstreams[].url") and its shape.
+ * For the check that the documentation describes every key and nothing else.
  */
-int bm_config_parse_args(int argc, char *const argv[], bm_cli_t *cli, bm_config_err_t *err);
-
-/** The --help text (every flag), ending with a newline. Static storage. */
-const char *bm_config_help(void);
-
-/**
- * Overlays the command line on `cfg`: --listen, --log-level and --log-format replace the
- * file's values; --upstream, when given at least once, replaces the file's whole upstream
- * list (ids node1, node2, ... by position, no extra headers). Returns 0 or BM_EINVAL.
- */
-int bm_config_apply_cli(bm_config_t *cfg, const bm_cli_t *cli, bm_config_err_t *err);
-
-/**
- * The whole load for main: reads cli->config_path when set (else starts from the
- * defaults), substitutes `${VAR}` from the process environment, overlays the command line
- * and validates. Returns a new configuration (caller frees) or NULL with `err` set.
- */
-bm_config_t *bm_config_load(const bm_cli_t *cli, bm_config_err_t *err);
+void bm_config_keys(void (*fn)(void *ud, const char *path, bm_config_key_shape_t shape), void *ud);
 
 /* ---- value syntax, shared with whoever reads durations and sizes -------------------- */
 

@@ -9,6 +9,8 @@
  *   monitor (per-node event streams) -> head tracker -> health (cluster-relative states)
  *   router -> duty policies (attest, produce: fresh head) -> race engine -> upstream
  *
+ * docs/architecture.md draws the whole.
+ *
  * It owns nothing else: no module is reached through a global. SIGTERM/SIGINT start a
  * graceful shutdown (stop accepting, finish in-flight requests within the configured
  * bound); a second signal exits at once.
@@ -20,7 +22,9 @@
 #include <uv.h>
 
 #include "app/admin.h"
+#include "app/cli.h"
 #include "app/config.h"
+#include "app/options.h"
 #include "app/report.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -46,24 +50,25 @@
 typedef struct app {
     uv_loop_t loop;
     bm_config_t *cfg;
+    bm_options_t opts; /* every module's options, from cfg */
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_health_t *health;
-    bm_head_t *head;       /* monitor: the cluster head tracker */
-    bm_monitor_t *monitor; /* monitor: per-node event streams feeding it */
-    bm_events_t *events;   /* events: the cluster event stream */
+    bm_head_t *head;       /* the cluster head tracker */
+    bm_monitor_t *monitor; /* per-node event streams feeding it */
+    bm_events_t *events;   /* the cluster event stream for subscribers */
     bm_discovery_t *disc;
     bm_failover_t *failover;
-    /* duties: aggregation reads, duties and liveness */
+    /* aggregation reads, duties and liveness */
     bm_aggregate_t *aggregate;
     bm_duties_t *duties;
     bm_admin_t *admin;
     bm_race_engine_t *race; /* the shared race engine (duty policies, broadcast) */
-    /* fresh: the expected head and hold of duty reads, and the fresh-head policies */
+    /* the expected head and hold of duty reads, and the fresh-head policies */
     bm_hint_t *hint;
     bm_attest_t *attest;
     bm_produce_t *produce;
-    /* broadcast (owner: bcast): every write to every node; replay of node-local state */
+    /* every write to every node; replay of node-local state */
     bm_replay_t *replay;
     bm_broadcast_t *bcast;
     bm_router_t *router;
@@ -96,19 +101,6 @@ static int build_pool(app_t *a)
     return 0;
 }
 
-static int parse_root(const char *hex, uint8_t out[32])
-{
-    if (!hex || strlen(hex) != 66)
-        return BM_EINVAL;
-    for (int i = 0; i < 32; i++) {
-        unsigned v;
-        if (sscanf(hex + 2 + 2 * i, "%2x", &v) != 1)
-            return BM_EINVAL;
-        out[i] = (uint8_t)v;
-    }
-    return 0;
-}
-
 static int build_routes(app_t *a)
 {
     static const char *const statics[] = {"/eth/v1/beacon/genesis", "/eth/v1/config/spec",
@@ -126,19 +118,19 @@ static int build_routes(app_t *a)
         rc = bm_router_add(r, NULL, client_paths[i], bm_failover_route_client, a->failover);
     if (!rc)
         rc = bm_admin_register(a->admin, r);
-    /* duties: aggregation reads, duties and liveness */
+    /* aggregation reads, duties and liveness */
     if (!rc)
         rc = bm_aggregate_register(a->aggregate, r);
     if (!rc)
         rc = bm_duties_register(a->duties, r);
     if (!rc)
-        rc = bm_events_register(a->events, r); /* events */
-    /* fresh: attestation data, head root, payload attestation data, block production */
+        rc = bm_events_register(a->events, r); /* the cluster event stream */
+    /* attestation data, head root, payload attestation data, block production */
     if (!rc)
         rc = bm_attest_register(a->attest, r);
     if (!rc)
         rc = bm_produce_register(a->produce, r);
-    /* broadcast (owner: bcast): pool and publish POSTs, subscriptions, preparations,
+    /* broadcast: pool and publish POSTs, subscriptions, preparations,
      * registrations, preferences, DVT selections, the stateful envelope read */
     if (!rc)
         rc = bm_broadcast_register(a->bcast, r);
@@ -146,31 +138,22 @@ static int build_routes(app_t *a)
     return rc;
 }
 
-/* broadcast (owner: bcast): the producing node of a slot, for blinded blocks and the
+/* broadcast: the producing node of a slot, for blinded blocks and the
  * stateful envelope read, from block production's memory. */
 static int producer_of_slot(void *ud, uint64_t slot, uint8_t state_root[32], bool *has_state_root)
 {
     return bm_produce_node_for_slot(ud, slot, state_root, has_state_root);
 }
 
-/* broadcast (owner: bcast): replay state fed by broadcast's successful writes, replayed
+/* broadcast: replay state fed by broadcast's successful writes, replayed
  * to a node that comes back, is first discovered or becomes ready after syncing (pool
  * states) and to a node whose event stream reconnects (the monitor's connection listener);
  * blinded blocks and the stateful envelope read first to the producing node. */
 static int build_broadcast(app_t *a)
 {
-    const bm_config_t *c = a->cfg;
-    bm_replay_opts_t ro;
-    bm_replay_opts_default(&ro);
-    ro.timeout_ms = c->duties.write_timeout_ms;
-    ro.connect_timeout_ms = c->timeouts.connect_ms;
-    a->replay = bm_replay_new(&a->loop, a->up, a->pool, bm_discovery_chain(a->disc), &ro);
-    bm_broadcast_opts_t bo;
-    bm_broadcast_opts_default(&bo);
-    bo.write_timeout_ms = c->duties.write_timeout_ms;
-    bo.connect_timeout_ms = c->timeouts.connect_ms;
-    bo.read_timeout_ms = c->timeouts.read_ms;
-    a->bcast = bm_broadcast_new(&a->loop, a->race, a->pool, a->replay, &bo);
+    a->replay =
+        bm_replay_new(&a->loop, a->up, a->pool, bm_discovery_chain(a->disc), &a->opts.replay);
+    a->bcast = bm_broadcast_new(&a->loop, a->race, a->pool, a->replay, &a->opts.broadcast);
     if (!a->replay || !a->bcast)
         return BM_ENOMEM;
     bm_broadcast_set_producer(a->bcast, producer_of_slot, a->produce);
@@ -182,88 +165,36 @@ static int build_broadcast(app_t *a)
     return rc;
 }
 
-/* fresh: the hint (expected head from the monitor's tracker, due times from discovery's
+/* The hint (expected head from the monitor's tracker, due times from discovery's
  * chain, per-duty holds), attestation data / head root / payload attestation data, and
  * block production, all racing on the shared engine. */
 static int build_fresh(app_t *a)
 {
-    const bm_config_t *c = a->cfg;
-    static const struct {
-        bm_hint_duty_t hint;
-        bm_config_duty_t cfg;
-    } duties[] = {
-        {BM_HINT_ATTESTATION_DATA, BM_CONFIG_DUTY_ATTESTATION_DATA},
-        {BM_HINT_HEAD_ROOT, BM_CONFIG_DUTY_HEAD_ROOT},
-        {BM_HINT_PAYLOAD_ATTESTATION, BM_CONFIG_DUTY_PAYLOAD_ATTESTATION_DATA},
-        {BM_HINT_AGGREGATE, BM_CONFIG_DUTY_AGGREGATE_ATTESTATION},
-        {BM_HINT_SYNC_CONTRIBUTION, BM_CONFIG_DUTY_SYNC_COMMITTEE_CONTRIBUTION},
-    };
-    bm_hint_opts_t ho;
-    bm_hint_opts_default(&ho);
-    for (size_t i = 0; i < sizeof duties / sizeof duties[0]; i++)
-        bm_config_duty_hold(c, duties[i].cfg, &ho.hold[duties[i].hint].hold_floor_ms,
-                            &ho.hold[duties[i].hint].max_hold_ms);
-    a->hint = bm_hint_new(&ho);
+    a->hint = bm_hint_new(&a->opts.hint);
     if (!a->hint)
         return BM_ENOMEM;
     bm_hint_set_chain(a->hint, bm_discovery_chain(a->disc));
     bm_hint_set_head(a->hint, bm_monitor_head(a->monitor));
-
-    bm_attest_opts_t ao;
-    bm_attest_opts_default(&ao);
-    ao.connect_timeout_ms = c->timeouts.connect_ms;
-    a->attest = bm_attest_new(a->race, a->pool, a->hint, &ao);
-
-    bm_produce_opts_t po;
-    bm_produce_opts_default(&po);
-    po.proposal_deadline_ms = c->duties.proposal_deadline_ms;
-    po.selection = c->duties.block_selection == BM_BLOCK_SELECTION_BEST_VALUE
-                       ? BM_PRODUCE_BEST_VALUE
-                       : BM_PRODUCE_FIRST;
-    po.best_value_grace_ms = c->duties.best_value_grace_ms;
-    po.connect_timeout_ms = c->timeouts.connect_ms;
-    a->produce = bm_produce_new(a->race, a->pool, a->hint, &po);
+    a->attest = bm_attest_new(a->race, a->pool, a->hint, &a->opts.attest);
+    a->produce = bm_produce_new(a->race, a->pool, a->hint, &a->opts.produce);
     return a->attest && a->produce ? 0 : BM_ENOMEM;
 }
 
 static int build(app_t *a)
 {
     const bm_config_t *c = a->cfg;
-    bm_upstream_opts_t uo;
-    bm_upstream_opts_default(&uo);
-    uo.tls_verify = c->tls.verify;
-    uo.ca_file = c->tls.ca_file;
-    a->up = bm_upstream_new(&a->loop, &uo);
-    if (!a->up)
-        return BM_EIO;
-    int rc = build_pool(a);
+    bm_options_t *o = &a->opts;
+    int rc = bm_options_from_config(o, c);
     if (rc)
         return rc;
-
-    bm_health_opts_t ho;
-    bm_health_opts_default(&ho);
-    ho.max_head_lag = c->health.max_head_lag;
-    ho.head_quorum = c->health.head_quorum; /* monitor: 0 = automatic */
-    a->health = bm_health_new(a->pool, &ho);
-
-    bm_discovery_opts_t dopt;
-    bm_discovery_opts_default(&dopt);
-    dopt.retry_interval_ms = c->discovery.retry_interval_ms;
-    dopt.connect_timeout_ms = c->timeouts.connect_ms;
-    if (c->genesis_validators_root) {
-        if (parse_root(c->genesis_validators_root, dopt.genesis_root) != 0)
-            return BM_EINVAL;
-        dopt.has_genesis_root = true;
-    }
-    a->disc = bm_discovery_new(&a->loop, a->up, a->pool, &dopt);
-
-    bm_failover_opts_t fo;
-    bm_failover_opts_default(&fo);
-    fo.connect_timeout_ms = c->timeouts.connect_ms;
-    fo.read_timeout_ms = c->timeouts.read_ms;
-    fo.write_timeout_ms = c->timeouts.write_ms;
-    fo.max_attempts = c->failover.max_attempts;
-    a->failover = bm_failover_new(a->up, a->pool, &fo);
+    a->up = bm_upstream_new(&a->loop, &o->upstream);
+    if (!a->up)
+        return BM_EIO;
+    if ((rc = build_pool(a)) != 0)
+        return rc;
+    a->health = bm_health_new(a->pool, &o->health);
+    a->disc = bm_discovery_new(&a->loop, a->up, a->pool, &o->discovery);
+    a->failover = bm_failover_new(a->up, a->pool, &o->failover);
     a->admin = bm_admin_new(a->pool, a->disc);
     if (!a->health || !a->disc || !a->failover || !a->admin)
         return BM_ENOMEM;
@@ -272,12 +203,7 @@ static int build(app_t *a)
     a->head = bm_head_new(bm_pool_count(a->pool), NULL);
     if (!a->head || (rc = bm_health_set_head(a->health, a->head)) != 0)
         return a->head ? rc : BM_ENOMEM;
-    bm_monitor_opts_t mo;
-    bm_monitor_opts_default(&mo);
-    mo.connect_timeout_ms = c->timeouts.connect_ms;
-    mo.headers_timeout_ms = c->events.headers_timeout_ms;
-    mo.request_timeout_ms = c->timeouts.read_ms;
-    a->monitor = bm_monitor_new(&a->loop, a->up, a->pool, a->disc, a->head, a->health, &mo);
+    a->monitor = bm_monitor_new(&a->loop, a->up, a->pool, a->disc, a->head, a->health, &o->monitor);
     if (!a->monitor)
         return BM_ENOMEM;
     bm_admin_set_monitor(a->admin, a->monitor);
@@ -288,35 +214,14 @@ static int build(app_t *a)
     if ((rc = build_fresh(a)) != 0)
         return rc;
 
-    /* duties: aggregation reads (most bits), duties (dependent root) and liveness (OR) */
-    bm_aggregate_opts_t ago;
-    bm_aggregate_opts_default(&ago);
-    bm_config_duty_hold(c, BM_CONFIG_DUTY_AGGREGATE_ATTESTATION,
-                        &ago.hold_floor_ms[BM_AGGREGATE_ATTESTATION],
-                        &ago.max_hold_ms[BM_AGGREGATE_ATTESTATION]);
-    bm_config_duty_hold(c, BM_CONFIG_DUTY_SYNC_COMMITTEE_CONTRIBUTION,
-                        &ago.hold_floor_ms[BM_AGGREGATE_CONTRIBUTION],
-                        &ago.max_hold_ms[BM_AGGREGATE_CONTRIBUTION]);
-    ago.grace_ms = c->duties.aggregate_grace_ms;
-    ago.connect_timeout_ms = c->timeouts.connect_ms;
-    a->aggregate = bm_aggregate_new(a->race, a->pool, bm_discovery_chain(a->disc), &ago);
-    bm_duties_opts_t duo;
-    bm_duties_opts_default(&duo);
-    duo.majority_after_ms = c->duties.duties_majority_after_ms;
-    duo.connect_timeout_ms = c->timeouts.connect_ms;
-    a->duties = bm_duties_new(a->race, a->pool, bm_discovery_chain(a->disc), &duo);
+    /* aggregation reads (most bits), duties (dependent root) and liveness (OR) */
+    a->aggregate = bm_aggregate_new(a->race, a->pool, bm_discovery_chain(a->disc), &o->aggregate);
+    a->duties = bm_duties_new(a->race, a->pool, bm_discovery_chain(a->disc), &o->duties);
     if (!a->aggregate || !a->duties)
         return BM_ENOMEM;
     bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
-    /* events: the cluster stream, fed by the tracker and every node's streams */
-    bm_events_opts_t eo;
-    bm_events_opts_default(&eo);
-    eo.keepalive_ms = c->events.keepalive_ms;
-    eo.subscriber_max_pending = c->events.subscriber_max_pending;
-    eo.dedup_window = c->events.dedup_window;
-    eo.headers_timeout_ms = c->events.headers_timeout_ms;
-    eo.connect_timeout_ms = c->timeouts.connect_ms;
-    a->events = bm_events_new(&a->loop, &eo);
+    /* the cluster event stream, fed by the tracker and every node's streams */
+    a->events = bm_events_new(&a->loop, &o->events);
     if (!a->events || bm_events_attach_head(a->events, a->head) != 0 ||
         bm_monitor_on_event(a->monitor, bm_events_node_event, a->events) != 0 ||
         bm_monitor_on_connection(a->monitor, bm_events_node_conn, a->events) != 0)
@@ -333,16 +238,7 @@ static int build(app_t *a)
     if ((rc = bm_report_register(a->admin, &rs)) != 0)
         return rc;
 
-    bm_server_opts_t so;
-    bm_server_opts_default(&so);
-    so.max_body_bytes = c->server.max_body_bytes;
-    so.max_header_bytes = c->server.max_header_bytes;
-    so.max_target_bytes = c->server.max_target_bytes;
-    so.header_timeout_ms = c->server.header_timeout_ms;
-    so.body_timeout_ms = c->server.body_timeout_ms;
-    so.idle_timeout_ms = c->server.idle_timeout_ms;
-    so.max_connections = c->server.max_connections;
-    a->server = bm_server_new(&a->loop, &so, bm_router_dispatch, a->router);
+    a->server = bm_server_new(&a->loop, &o->server, bm_router_dispatch, a->router);
     if (!a->server)
         return BM_ENOMEM;
     rc = bm_server_listen(a->server, c->listen_host, c->listen_port);
@@ -407,14 +303,14 @@ static void on_signal(uv_signal_t *s, int signum)
     }
     bm_log(BM_LOG_INFO, "%s: shutting down (in-flight requests get up to %u ms)",
            signum == SIGTERM ? "SIGTERM" : "SIGINT", a->cfg->server.shutdown_timeout_ms);
-    bm_events_shutdown(a->events); /* events: streams end now, not after the grace period */
+    bm_events_shutdown(a->events); /* streams end now, not after the grace period */
     bm_server_shutdown(a->server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
 }
 
 static void teardown(app_t *a)
 {
     bm_monitor_stop(a->monitor); /* monitor */
-    bm_events_free(a->events);   /* events: after the monitor, before curl and the tracker */
+    bm_events_free(a->events);   /* after the monitor, before curl and the tracker */
     a->events = NULL;
     if (a->disc)
         bm_discovery_stop(a->disc);
@@ -433,19 +329,19 @@ static void teardown(app_t *a)
     bm_discovery_free(a->disc);
     uv_run(&a->loop, UV_RUN_DEFAULT);
     bm_admin_free(a->admin);
-    bm_attest_free(a->attest); /* fresh: after the engine, whose races they judge */
+    bm_attest_free(a->attest); /* after the engine, whose races they judge */
     bm_produce_free(a->produce);
     bm_hint_free(a->hint);
     bm_broadcast_free(a->bcast);
     bm_replay_free(a->replay);
     bm_failover_free(a->failover);
     bm_router_free(a->router);
-    bm_monitor_free(a->monitor); /* monitor: its handles closed in the runs above */
+    bm_monitor_free(a->monitor); /* its handles closed in the runs above */
     bm_health_free(a->health);
     if (a->head)
-        bm_head_free(a->head); /* monitor: after health, which listens to it */
-    /* duties: after the engine (they release what it never completed), right before the
-     * pool (whose state listener they hold) */
+        bm_head_free(a->head); /* after health, which listens to it */
+    /* aggregation reads and duties: after the engine (its races judged with their rules),
+     * right before the pool (whose state listener they hold) */
     bm_aggregate_free(a->aggregate);
     bm_duties_free(a->duties);
     bm_pool_free(a->pool);
@@ -457,12 +353,12 @@ int main(int argc, char **argv)
 {
     bm_cli_t cli;
     bm_config_err_t err;
-    if (bm_config_parse_args(argc, argv, &cli, &err) != 0) {
+    if (bm_cli_parse(argc, argv, &cli, &err) != 0) {
         fprintf(stderr, "beaconmux: %s\n", err.msg); /* the message carries the usage */
         return 2;
     }
     if (cli.help) {
-        fputs(bm_config_help(), stdout);
+        fputs(bm_cli_help(), stdout);
         return 0;
     }
     if (cli.version) {
@@ -471,7 +367,7 @@ int main(int argc, char **argv)
     }
     app_t a;
     memset(&a, 0, sizeof a);
-    a.cfg = bm_config_load(&cli, &err);
+    a.cfg = bm_cli_load(&cli, &err);
     if (!a.cfg) {
         fprintf(stderr, "beaconmux: %s\n", err.msg);
         return 2;

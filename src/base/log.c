@@ -12,10 +12,11 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 
-static bm_log_level_t g_level = BM_LOG_INFO;
-static bm_log_format_t g_format = BM_LOG_TEXT;
+static bm_log_level_t g_level = BM_DEFAULT_LOG_LEVEL;
+static bm_log_format_t g_format = BM_DEFAULT_LOG_FORMAT;
 static FILE *g_out;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};

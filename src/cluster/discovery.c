@@ -14,6 +14,7 @@
 
 #include "base/buf.h"
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/url.h"
@@ -68,9 +69,9 @@ struct bm_discovery {
 void bm_discovery_opts_default(bm_discovery_opts_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->retry_interval_ms = 5000;
+    o->retry_interval_ms = BM_DEFAULT_DISCOVERY_RETRY_INTERVAL_MS;
     o->probe_interval_ms = 0;
-    o->connect_timeout_ms = 1000;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
     o->timeout_ms = 5000;
 }
 

@@ -34,9 +34,9 @@
 typedef struct bm_discovery bm_discovery_t;
 
 typedef struct bm_discovery_opts {
-    uint32_t retry_interval_ms;  /* a node that failed is asked again after (default 5000) */
+    uint32_t retry_interval_ms;  /* a failed node is asked again after (discovery.retryInterval) */
     uint32_t probe_interval_ms;  /* version probe of a discovered node; 0: once a slot */
-    uint32_t connect_timeout_ms; /* default 1000 */
+    uint32_t connect_timeout_ms; /* default timeouts.connect */
     uint32_t timeout_ms;         /* each discovery request (default 5000) */
     bool has_genesis_root;       /* genesis_root below is set (genesisValidatorsRoot) */
     uint8_t genesis_root[32];

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/fork.h"
 #include "base/json.h"
@@ -421,11 +422,11 @@ struct bm_events {
 void bm_events_opts_default(bm_events_opts_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->keepalive_ms = 15000;
-    o->subscriber_max_pending = 1u << 20;
-    o->dedup_window = 4096;
-    o->headers_timeout_ms = 5000;
-    o->connect_timeout_ms = 1000;
+    o->keepalive_ms = BM_DEFAULT_EVENTS_KEEPALIVE_MS;
+    o->subscriber_max_pending = BM_DEFAULT_EVENTS_SUBSCRIBER_MAX_PENDING;
+    o->dedup_window = BM_DEFAULT_EVENTS_DEDUP_WINDOW;
+    o->headers_timeout_ms = BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
     o->extra_idle_ms = 60000;
     o->reprobe_ms = 60000;
     o->linger_ms = 1000;

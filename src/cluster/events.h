@@ -98,11 +98,13 @@ int bm_events_parse_topics(const char *query, size_t len, bm_topic_mask_t *mask,
 bm_buf_t *bm_events_serialise(const char *topic, const char *data, size_t len);
 
 typedef struct bm_events_opts {
-    uint32_t keepalive_ms;             /* ':' comment interval (default 15000; 0: default) */
-    uint64_t subscriber_max_pending;   /* unsent bytes before a subscriber is dropped (1 MiB) */
-    uint32_t dedup_window;             /* events remembered for first-copy-wins (4096) */
-    uint32_t headers_timeout_ms;       /* extra streams and probes: response head within (5000) */
-    uint32_t connect_timeout_ms;       /* extra streams and probes (1000) */
+    uint32_t keepalive_ms; /* ':' comment interval (events.keepalive; 0: default) */
+    uint64_t
+        subscriber_max_pending; /* unsent bytes: subscriber dropped (events.subscriberMaxPending) */
+    uint32_t dedup_window;      /* events remembered for first-copy-wins (events.dedupWindow) */
+    uint32_t headers_timeout_ms;       /* extra streams, probes: response head within
+                                          (events.headersTimeout) */
+    uint32_t connect_timeout_ms;       /* extra streams and probes (timeouts.connect) */
     uint32_t extra_idle_ms;            /* extra streams: longest silence before a reconnect;
                                           rare topics are quiet, so longer than the main
                                           stream's (default 60000) */

@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "base/defaults.h"
 #include "base/err.h"
 
 struct bm_health {
@@ -28,8 +29,8 @@ struct bm_health {
 
 void bm_health_opts_default(bm_health_opts_t *o)
 {
-    o->max_head_lag = 1;
-    o->head_quorum = 0;
+    o->max_head_lag = BM_DEFAULT_HEALTH_MAX_HEAD_LAG;
+    o->head_quorum = BM_DEFAULT_HEALTH_HEAD_QUORUM;
 }
 
 static void run(bm_health_t *h, bm_node_t *n);

@@ -26,8 +26,8 @@
 typedef struct bm_health bm_health_t;
 
 typedef struct bm_health_opts {
-    uint32_t max_head_lag; /* slots behind the cluster head still counted ready (default 1) */
-    uint32_t head_quorum;  /* headQuorum; 0 = automatic (default) */
+    uint32_t max_head_lag; /* slots behind the cluster head still ready (health.maxHeadLag) */
+    uint32_t head_quorum;  /* health.headQuorum; 0 = automatic (default) */
 } bm_health_opts_t;
 
 /** Fills `o` with the defaults. */

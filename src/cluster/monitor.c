@@ -32,6 +32,7 @@
 
 #include "base/buf.h"
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/fork.h"
 #include "base/json.h"
@@ -107,9 +108,9 @@ struct bm_monitor {
 
 void bm_monitor_opts_default(bm_monitor_opts_t *o)
 {
-    o->connect_timeout_ms = 1000;
-    o->headers_timeout_ms = 5000;
-    o->request_timeout_ms = 2000;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
+    o->headers_timeout_ms = BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS;
+    o->request_timeout_ms = BM_DEFAULT_TIMEOUTS_READ_MS;
     o->idle_slots = 2;
     o->gloas_lead_epochs = 1;
 }

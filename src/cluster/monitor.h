@@ -31,9 +31,9 @@
 typedef struct bm_monitor bm_monitor_t;
 
 typedef struct bm_monitor_opts {
-    uint32_t connect_timeout_ms; /* streams and requests (default 1000) */
-    uint32_t headers_timeout_ms; /* events.headersTimeout (default 5000) */
-    uint32_t request_timeout_ms; /* headers and syncing requests (default 2000) */
+    uint32_t connect_timeout_ms; /* streams and requests (default timeouts.connect) */
+    uint32_t headers_timeout_ms; /* default events.headersTimeout */
+    uint32_t request_timeout_ms; /* headers and syncing requests (default timeouts.read) */
     uint32_t idle_slots;         /* stream idle timeout in slots (default 2, minimum 2) */
     uint32_t gloas_lead_epochs;  /* subscribe to execution_payload_available this many
                                     epochs before the Gloas fork epoch (default 1) */

@@ -27,6 +27,7 @@
 
 #include "base/buf.h"
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/url.h"
@@ -77,8 +78,8 @@ const char *bm_nodestream_state_name(bm_nodestream_state_t st)
 void bm_nodestream_opts_default(bm_nodestream_opts_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->connect_timeout_ms = 1000;
-    o->headers_timeout_ms = 5000;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
+    o->headers_timeout_ms = BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS;
     o->idle_timeout_ms = 24000;
     o->backoff_min_ms = 1000;
     o->backoff_max_ms = 16000;
@@ -453,24 +454,26 @@ bm_nodestream_t *bm_nodestream_new(uv_loop_t *loop, bm_upstream_t *up, const cha
     s->ud = ud;
     if (cbs)
         s->cbs = *cbs;
-    bm_nodestream_opts_default(&s->opts);
+    bm_nodestream_opts_t def;
+    bm_nodestream_opts_default(&def);
+    s->opts = def;
     if (opts) {
-        const char *path = s->opts.path;
+        /* A zero or NULL means "not set": take the default. */
         s->opts = *opts;
         if (!s->opts.path)
-            s->opts.path = path;
+            s->opts.path = def.path;
         if (!s->opts.connect_timeout_ms)
-            s->opts.connect_timeout_ms = 1000;
+            s->opts.connect_timeout_ms = def.connect_timeout_ms;
         if (!s->opts.headers_timeout_ms)
-            s->opts.headers_timeout_ms = 5000;
+            s->opts.headers_timeout_ms = def.headers_timeout_ms;
         if (!s->opts.idle_timeout_ms)
-            s->opts.idle_timeout_ms = 24000;
+            s->opts.idle_timeout_ms = def.idle_timeout_ms;
         if (!s->opts.backoff_min_ms)
-            s->opts.backoff_min_ms = 1000;
+            s->opts.backoff_min_ms = def.backoff_min_ms;
         if (s->opts.backoff_max_ms < s->opts.backoff_min_ms)
             s->opts.backoff_max_ms = s->opts.backoff_min_ms;
         if (!s->opts.max_event_bytes)
-            s->opts.max_event_bytes = BM_SSE_DEFAULT_MAX_DATA;
+            s->opts.max_event_bytes = def.max_event_bytes;
     }
     bm_hdrs_init(&s->hdrs);
     bm_hdrs_init(&s->extra);

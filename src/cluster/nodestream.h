@@ -41,8 +41,8 @@
 typedef struct bm_nodestream bm_nodestream_t;
 
 typedef struct bm_nodestream_opts {
-    uint32_t connect_timeout_ms; /* TCP/TLS connect (default 1000) */
-    uint32_t headers_timeout_ms; /* response head must arrive within (default 5000) */
+    uint32_t connect_timeout_ms; /* TCP/TLS connect (default timeouts.connect) */
+    uint32_t headers_timeout_ms; /* response head within (default events.headersTimeout) */
     uint32_t idle_timeout_ms;    /* longest silence, comments count as bytes (default 24000:
                                     two 12 s slots; the owner sets it from the slot) */
     uint32_t backoff_min_ms;     /* first reconnect step (default 1000) */

@@ -4,11 +4,10 @@
  * raced over every usable node, best = most participants. See aggregate.h for the rules.
  *
  * How it is built: one race per distinct request (target + Accept), joined by identical
- * requests while it runs. The race's policy judges each 2xx once: accept, usable, score
+ * requests while it runs (duties/serve.h, which carries the race's context and answers
+ * every waiting request). The race's policy judges each 2xx once: accept, usable, score
  * and complete are called one after the other on the same answer, so the last judgement
- * is cached per (node, attempt). The race context lives until the engine's completion
- * callback; each client request has its own small context that ends with its answer (or
- * with the client leaving, which removes only that waiter).
+ * is cached per (node, attempt).
  */
 #include "duties/aggregate.h"
 
@@ -18,18 +17,17 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/ssz.h"
 #include "duties/hint.h"
-#include "duties/reply.h"
+#include "duties/serve.h"
 #include "http/server.h"
 
 #define MAX_CANDIDATES 64
 #define KEY_MAX 1024
-
-typedef struct agg_race agg_race_t;
 
 struct bm_aggregate {
     bm_race_engine_t *race;
@@ -37,12 +35,11 @@ struct bm_aggregate {
     const bm_chain_info_t *chain;
     bm_aggregate_opts_t o;
     bm_aggregate_stats_t stats;
-    agg_race_t *races; /* live race contexts */
     bm_log_limit_t lim;
 };
 
-/* One race, shared by its coalesced waiters; freed by the completion callback. */
-struct agg_race {
+/* The context of one race, shared by its coalesced waiters. */
+typedef struct agg_race {
     bm_aggregate_t *m;
     bm_aggregate_kind_t kind;
     char fork[16]; /* the requested slot's fork, for SSZ answers without a version header */
@@ -51,28 +48,18 @@ struct agg_race {
     unsigned c_attempt;
     bool c_valid, c_ok;
     size_t c_set, c_len;
-    agg_race_t *prev, *next;
-};
-
-/* One client request. */
-typedef struct agg_req {
-    bm_aggregate_t *m;
-    bm_req_t *req;
-    bm_race_waiter_t *w;
-    bm_aggregate_kind_t kind;
-    char fork[16]; /* as in agg_race_t */
-} agg_req_t;
+} agg_race_t;
 
 void bm_aggregate_opts_default(bm_aggregate_opts_t *o)
 {
     memset(o, 0, sizeof *o);
     for (int k = 0; k < BM_AGGREGATE_KINDS; k++) {
-        o->hold_floor_ms[k] = 400;
-        o->max_hold_ms[k] = 1000;
+        o->hold_floor_ms[k] = BM_DEFAULT_DUTIES_HOLD_FLOOR_MS;
+        o->max_hold_ms[k] = BM_DEFAULT_DUTIES_MAX_HOLD_MS;
     }
-    o->grace_ms = 100;
+    o->grace_ms = BM_DEFAULT_DUTIES_AGGREGATE_GRACE_MS;
     o->tail_ms = 500;
-    o->connect_timeout_ms = 1000;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
 }
 
 /* ---- counting bits ------------------------------------------------------------------------ */
@@ -194,9 +181,9 @@ static bool query_u64(const char *q, size_t qlen, const char *name, uint64_t *ou
 }
 
 /*
- * The hint's deadline (docs/architecture.md, "The race engine"): min(max(now + holdFloor, due), now +
- * maxHold), due being the slot's aggregate or contribution due time. Without a known
- * chain or slot, now + holdFloor.
+ * The hint's deadline (docs/architecture.md, "The race engine"):
+ * min(max(now + holdFloor, due), now + maxHold), due being the slot's aggregate or
+ * contribution due time. Without a known chain or slot, now + holdFloor.
  */
 static uint64_t hold_deadline(const bm_aggregate_t *m, bm_aggregate_kind_t kind, bool has_slot,
                               uint64_t slot, uint64_t now)
@@ -231,37 +218,17 @@ static size_t pick_candidates(const bm_aggregate_t *m, bm_node_t **out)
     return n;
 }
 
-static void race_unlink(agg_race_t *ar)
+/* Counts the answer served. */
+static void on_answer(bm_req_t *req, const bm_race_answer_t *a, void *ctx)
 {
+    agg_race_t *ar = ctx;
     bm_aggregate_t *m = ar->m;
-    if (ar->prev)
-        ar->prev->next = ar->next;
-    else
-        m->races = ar->next;
-    if (ar->next)
-        ar->next->prev = ar->prev;
-    free(ar);
-}
-
-static void on_complete(bm_race_t *r, const bm_race_answer_t *answers, size_t n, void *ud)
-{
-    (void)r;
-    (void)answers;
-    (void)n;
-    race_unlink(ud);
-}
-
-static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
-{
-    agg_req_t *q = ud;
-    (void)w;
-    bm_aggregate_t *m = q->m;
     size_t set = 0, total = 0;
     bool ok = false;
     if (a->status >= 200 && a->status <= 299 && a->body) {
         const char *fork = bm_hdrs_get(a->headers, "eth-consensus-version");
-        ok = bm_aggregate_count_bits(q->kind, bm_hdrs_get(a->headers, "content-type"),
-                                     fork && *fork ? fork : q->fork, a->body->data, a->body->len,
+        ok = bm_aggregate_count_bits(ar->kind, bm_hdrs_get(a->headers, "content-type"),
+                                     fork && *fork ? fork : ar->fork, a->body->data, a->body->len,
                                      &set, &total) == 0 &&
              set > 0;
     }
@@ -272,76 +239,20 @@ static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
     else
         m->stats.errors++;
     bm_log(BM_LOG_DEBUG, "aggregate %s: %d from %s, %zu of %zu bits, after %llu ms",
-           bm_req_target(q->req), a->status, a->node ? a->node->id : "-", set, total,
+           bm_req_target(req), a->status, a->node ? a->node->id : "-", set, total,
            (unsigned long long)(a->elapsed_us / 1000));
-    bm_reply_answer(q->req, a);
-    free(q);
-}
-
-static void on_abort(bm_req_t *req, void *ud)
-{
-    agg_req_t *q = ud;
-    bm_race_leave(q->w);
-    bm_resp_end(req);
-    free(q);
-}
-
-/* Starts the race for `q`'s request under `key` (NULL: not joinable). */
-static bm_race_t *start_race(bm_aggregate_t *m, agg_req_t *q, bool has_slot, uint64_t slot,
-                             const char *key)
-{
-    agg_race_t *ar = calloc(1, sizeof *ar);
-    if (!ar)
-        return NULL;
-    ar->m = m;
-    ar->kind = q->kind;
-    memcpy(ar->fork, q->fork, sizeof ar->fork);
-    uint64_t deadline = hold_deadline(m, q->kind, has_slot, slot, bm_clock_now_ms());
-    bm_race_policy_t pol = {
-        .accept = p_accept,
-        .usable = p_accept, /* an answer with no bit set is no fallback either */
-        .score = p_score,
-        .complete = p_complete,
-        .ud = ar,
-        .grace_ms = m->o.grace_ms,
-        .deadline_ms = deadline,
-        .hard_timeout_ms = deadline + m->o.tail_ms,
-        .connect_timeout_ms = m->o.connect_timeout_ms,
-    };
-    bm_node_t *cand[MAX_CANDIDATES];
-    size_t n = pick_candidates(m, cand);
-    bm_race_request_t rq = {bm_req_method(q->req), bm_req_target(q->req), bm_req_headers(q->req),
-                            NULL};
-    bm_race_t *r = bm_race_start(m->race, &rq, cand, n, &pol, key, on_complete, ar);
-    if (!r) {
-        free(ar);
-        return NULL;
-    }
-    ar->next = m->races;
-    if (m->races)
-        m->races->prev = ar;
-    m->races = ar;
-    m->stats.races++;
-    return r;
 }
 
 static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
 {
     m->stats.requests[kind]++;
-    agg_req_t *q = calloc(1, sizeof *q);
-    if (!q) {
-        bm_resp_error(req, 500, "out of memory");
-        return;
-    }
-    q->m = m;
-    q->req = req;
-    q->kind = kind;
+    agg_race_t ar = {.m = m, .kind = kind};
     size_t qlen = 0;
     const char *query = bm_req_query(req, &qlen);
     uint64_t slot = 0;
     bool has_slot = query_u64(query, qlen, "slot", &slot);
     if (has_slot && m->chain && m->chain->known)
-        snprintf(q->fork, sizeof q->fork, "%s",
+        snprintf(ar.fork, sizeof ar.fork, "%s",
                  bm_fork_name(bm_chain_fork_at_slot(m->chain, slot)));
 
     /* identical requests (the aggregators of one committee) share one race */
@@ -349,22 +260,30 @@ static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
     char key[KEY_MAX];
     int kl =
         snprintf(key, sizeof key, "aggregate %s\n%s", bm_req_target(req), accept ? accept : "");
-    bool keyed = kl > 0 && (size_t)kl < sizeof key;
-    bm_race_t *r = keyed ? bm_race_find(m->race, key) : NULL;
-    if (r)
-        q->w = bm_race_wait(r, on_answer, q);
-    if (!q->w) {
-        r = start_race(m, q, has_slot, slot, keyed ? key : NULL);
-        if (r)
-            q->w = bm_race_wait(r, on_answer, q);
-    }
-    if (!q->w) {
-        /* the race (if any) has no waiter: a read without waiters ends by itself */
-        free(q);
-        bm_resp_error(req, 503, "cannot start the aggregate race");
-        return;
-    }
-    bm_req_on_abort(req, on_abort, q);
+    uint64_t deadline = hold_deadline(m, kind, has_slot, slot, bm_clock_now_ms());
+    bm_node_t *cand[MAX_CANDIDATES];
+    bm_serve_t s = {
+        .policy =
+            {
+                .accept = p_accept,
+                .usable = p_accept, /* an answer with no bit set is no fallback either */
+                .score = p_score,
+                .complete = p_complete,
+                .grace_ms = m->o.grace_ms,
+                .deadline_ms = deadline,
+                .hard_timeout_ms = deadline + m->o.tail_ms,
+                .connect_timeout_ms = m->o.connect_timeout_ms,
+            },
+        .key = kl > 0 && (size_t)kl < sizeof key ? key : NULL,
+        .nodes = cand,
+        .n = pick_candidates(m, cand),
+        .ctx = &ar,
+        .ctx_size = sizeof ar,
+        .on_answer = on_answer,
+    };
+    bool joined;
+    if (bm_serve(m->race, req, &s, &joined) && !joined)
+        m->stats.races++;
 }
 
 static void route_attestation(bm_req_t *req, const bm_route_params_t *params, void *ud)
@@ -406,13 +325,6 @@ bm_aggregate_t *bm_aggregate_new(bm_race_engine_t *race, bm_pool_t *pool,
 
 void bm_aggregate_free(bm_aggregate_t *m)
 {
-    if (!m)
-        return;
-    /* what the engine never completed (it was freed first) */
-    for (agg_race_t *ar = m->races, *next; ar; ar = next) {
-        next = ar->next;
-        free(ar);
-    }
     free(m);
 }
 

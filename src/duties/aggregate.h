@@ -50,13 +50,13 @@ typedef enum bm_aggregate_kind {
 
 typedef struct bm_aggregate_opts {
     /* per kind: duties.aggregateAttestation.* and duties.syncCommitteeContribution.*
-     * (defaults 400 and 1000, inheriting duties.holdFloor and duties.maxHold) */
+     * (defaults duties.holdFloor and duties.maxHold) */
     uint32_t hold_floor_ms[BM_AGGREGATE_KINDS];
     uint32_t max_hold_ms[BM_AGGREGATE_KINDS];
-    uint32_t grace_ms;           /* duties.aggregateGrace (default 100) */
+    uint32_t grace_ms;           /* default duties.aggregateGrace */
     uint32_t tail_ms;            /* past the deadline without a usable answer, wait at most
                                     this long for one (default 500) */
-    uint32_t connect_timeout_ms; /* per node (default 1000) */
+    uint32_t connect_timeout_ms; /* per node (default timeouts.connect) */
 } bm_aggregate_opts_t;
 
 /** Counters for the status page. */
@@ -82,8 +82,8 @@ bm_aggregate_t *bm_aggregate_new(bm_race_engine_t *race, bm_pool_t *pool,
 
 /**
  * Frees the policy. Every client request it served must have ended (free it after the
- * server drained). Races whose completion never ran (the engine was freed first) are
- * released here; free the engine before this when both go.
+ * server drained), and the race engine must be freed first: its races judge with this
+ * policy (their contexts are the races' own and go with them).
  */
 void bm_aggregate_free(bm_aggregate_t *a);
 

@@ -3,14 +3,10 @@
  * attest: attestation_data, blocks/head/root and payload_attestation_data as races judged
  * against the expected head (see attest.h for the rules, docs/duties.md for why).
  *
- * How it is built:
- *   - one judging context per race (the policy's `ud`): which endpoint, which slot, the
- *     fork rule. The predicates re-read the expected head at every answer, so a cluster
- *     head that moves during a race moves what it accepts. Contexts are kept in a list and
- *     freed by the race's completion, or by bm_attest_free for races the engine dropped;
- *   - one waiter per client request: it forwards the race's single answer (status,
- *     headers, body) and leaves the race if its client goes away first. A race shared by
- *     several requests (coalescing) answers each of them with the same bytes.
+ * How it is built: one judging context per race (which endpoint, which slot, the fork
+ * rule), carried by the race (duties/serve.h), which also answers every request waiting on
+ * it with the same bytes. The predicates re-read the expected head at every answer, so a
+ * cluster head that moves during a race moves what it accepts.
  */
 #include "duties/attest.h"
 
@@ -20,11 +16,12 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/ssz.h"
-#include "duties/reply.h"
+#include "duties/serve.h"
 
 #define MAX_CANDIDATES 64
 #define KEY_MAX 512
@@ -34,18 +31,9 @@ typedef enum endpoint { EP_DATA, EP_HEAD_ROOT, EP_PAYLOAD } endpoint_t;
 typedef struct rctx {
     bm_attest_t *a;
     endpoint_t ep;
-    uint64_t slot;   /* the requested slot (EP_HEAD_ROOT: UINT64_MAX, any head) */
-    bool gloas;      /* the slot's fork is Gloas or later */
-    bm_race_t *race; /* the race judged with it (valid until its completion) */
-    struct rctx *prev, *next;
+    uint64_t slot; /* the requested slot (EP_HEAD_ROOT: UINT64_MAX, any head) */
+    bool gloas;    /* the slot's fork is Gloas or later */
 } rctx_t;
-
-typedef struct wreq {
-    bm_attest_t *a;
-    bm_req_t *req;
-    bm_race_waiter_t *w;
-    rctx_t *ctx;
-} wreq_t;
 
 struct bm_attest {
     bm_race_engine_t *race;
@@ -53,14 +41,13 @@ struct bm_attest {
     bm_hint_t *hint;
     bm_attest_opts_t opts;
     bm_attest_stats_t stats;
-    rctx_t *ctxs;
     bm_log_limit_t lim;
 };
 
 void bm_attest_opts_default(bm_attest_opts_t *o)
 {
     o->repoll_interval_ms = 50;
-    o->connect_timeout_ms = 1000;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
 }
 
 bm_attest_t *bm_attest_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
@@ -87,13 +74,6 @@ bm_attest_t *bm_attest_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *h
 
 void bm_attest_free(bm_attest_t *a)
 {
-    if (!a)
-        return;
-    while (a->ctxs) {
-        rctx_t *c = a->ctxs;
-        a->ctxs = c->next;
-        free(c);
-    }
     free(a);
 }
 
@@ -343,28 +323,7 @@ static double payload_score(const bm_race_answer_t *an, void *ud)
     return e.known && memcmp(e.root, p.beacon_block_root, 32) == 0 ? 2 : 1;
 }
 
-/* ---- requests and races ----------------------------------------------------------------- */
-
-static void ctx_unlink(rctx_t *c)
-{
-    bm_attest_t *a = c->a;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        a->ctxs = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-}
-
-static void on_race_complete(bm_race_t *r, const bm_race_answer_t *answers, size_t n, void *ud)
-{
-    (void)r;
-    (void)answers;
-    (void)n;
-    rctx_t *c = ud;
-    ctx_unlink(c);
-    free(c);
-}
+/* ---- requests ------------------------------------------------------------------------------ */
 
 static bool judged_accepted(rctx_t *c, const bm_race_answer_t *an)
 {
@@ -381,98 +340,41 @@ static bool judged_accepted(rctx_t *c, const bm_race_answer_t *an)
     return false;
 }
 
-static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *an, void *ud)
+/* Counts an answer served without the expected head. */
+static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
 {
-    (void)w;
-    wreq_t *q = ud;
-    bm_attest_t *a = q->a;
-    if (!judged_accepted(q->ctx, an)) {
+    rctx_t *c = ctx;
+    bm_attest_t *a = c->a;
+    if (!judged_accepted(c, an)) {
         a->stats.fallback++;
         bm_log_limited(&a->lim, BM_LOG_INFO, "%s: served %s %d without the expected head",
-                       bm_req_target(q->req), an->node ? an->node->id : "beaconmux", an->status);
+                       bm_req_target(req), an->node ? an->node->id : "beaconmux", an->status);
     }
-    bm_reply_answer(q->req, an);
-    free(q);
 }
 
-static void on_client_abort(bm_req_t *req, void *ud)
+/* Serves `req` from the race under `key` (NULL: its own), judged with context `c`. */
+static void serve(bm_attest_t *a, bm_req_t *req, const char *key, rctx_t *c,
+                  const bm_race_policy_t *pol)
 {
-    wreq_t *q = ud;
-    bm_race_leave(q->w);
-    bm_resp_end(req);
-    free(q);
-}
-
-/* Joins the race running under `key`, or starts one with `pol` (its ud set to a new
- * context built from `tmpl`). Ends the request with an error when neither works. */
-static void race_or_join(bm_attest_t *a, bm_req_t *req, const char *key, const rctx_t *tmpl,
-                         bm_race_policy_t *pol)
-{
-    wreq_t *q = calloc(1, sizeof *q);
-    if (!q) {
-        bm_resp_error(req, 503, "out of memory");
-        return;
-    }
-    q->a = a;
-    q->req = req;
-    a->stats.requests++;
-    bm_race_t *r = key ? bm_race_find(a->race, key) : NULL;
-    if (r && (q->w = bm_race_wait(r, on_answer, q)) != NULL) {
-        /* the race's own context: the waiter needs it to judge the answer */
-        for (rctx_t *c = a->ctxs; c && !q->ctx; c = c->next)
-            if (c->race == r)
-                q->ctx = c;
-        if (q->ctx) {
-            a->stats.joined++;
-            bm_req_on_abort(req, on_client_abort, q);
-            return;
-        }
-        bm_race_leave(q->w);
-        q->w = NULL;
-    }
-    rctx_t *c = calloc(1, sizeof *c);
-    if (!c) {
-        free(q);
-        bm_resp_error(req, 503, "out of memory");
-        return;
-    }
-    *c = *tmpl;
-    c->a = a;
-    c->prev = NULL;
-    c->next = a->ctxs;
-    if (a->ctxs)
-        a->ctxs->prev = c;
-    a->ctxs = c;
-    pol->ud = c;
-
     bm_node_t *nodes[MAX_CANDIDATES];
-    size_t n = bm_hint_candidates(a->pool, nodes, MAX_CANDIDATES);
-    bm_race_request_t rq = {
-        .method = "GET",
-        .target = bm_req_target(req),
-        .headers = bm_req_headers(req),
-        .body = NULL,
+    c->a = a;
+    bm_serve_t s = {
+        .policy = *pol,
+        .key = key,
+        .nodes = nodes,
+        .n = bm_hint_candidates(a->pool, nodes, MAX_CANDIDATES),
+        .ctx = c,
+        .ctx_size = sizeof *c,
+        .on_answer = on_answer,
     };
-    r = bm_race_start(a->race, &rq, nodes, n, pol, key, on_race_complete, c);
-    if (!r) {
-        ctx_unlink(c);
-        free(c);
-        free(q);
-        bm_resp_error(req, 503, "cannot start a race");
-        return;
+    bool joined;
+    a->stats.requests++;
+    if (bm_serve(a->race, req, &s, &joined)) {
+        if (joined)
+            a->stats.joined++;
+        else
+            a->stats.races++;
     }
-    a->stats.races++;
-    c->race = r;
-    q->ctx = c;
-    q->w = bm_race_wait(r, on_answer, q);
-    if (!q->w) {
-        /* only on allocation failure: the race has no waiter and is dropped by the engine
-         * once it answers (its completion frees the context) */
-        free(q);
-        bm_resp_error(req, 503, "out of memory");
-        return;
-    }
-    bm_req_on_abort(req, on_client_abort, q);
 }
 
 static void base_policy(const bm_attest_t *a, bm_race_policy_t *p, uint64_t deadline)
@@ -524,7 +426,7 @@ static void route_data(bm_req_t *req, const bm_route_params_t *params, void *ud)
     pol.accept = data_accept;
     pol.usable = data_usable;
     pol.score = data_score;
-    race_or_join(a, req, kp, &t, &pol);
+    serve(a, req, kp, &t, &pol);
 }
 
 static void route_head_root(bm_req_t *req, const bm_route_params_t *params, void *ud)
@@ -547,7 +449,7 @@ static void route_head_root(bm_req_t *req, const bm_route_params_t *params, void
     base_policy(a, &pol, deadline);
     pol.accept = root_accept;
     pol.usable = root_usable;
-    race_or_join(a, req, n > 0 && (size_t)n < sizeof key ? key : NULL, &t, &pol);
+    serve(a, req, n > 0 && (size_t)n < sizeof key ? key : NULL, &t, &pol);
 }
 
 static void route_payload(bm_req_t *req, const bm_route_params_t *params, void *ud)
@@ -572,7 +474,7 @@ static void route_payload(bm_req_t *req, const bm_route_params_t *params, void *
     pol.accept = payload_accept;
     pol.usable = payload_usable;
     pol.score = payload_score;
-    race_or_join(a, req, n > 0 && (size_t)n < sizeof key ? key : NULL, &t, &pol);
+    serve(a, req, n > 0 && (size_t)n < sizeof key ? key : NULL, &t, &pol);
 }
 
 int bm_attest_register(bm_attest_t *a, bm_router_t *r)

@@ -41,7 +41,7 @@
 
 typedef struct bm_attest_opts {
     uint32_t repoll_interval_ms; /* default 50 */
-    uint32_t connect_timeout_ms; /* default 1000 */
+    uint32_t connect_timeout_ms; /* default timeouts.connect */
 } bm_attest_opts_t;
 
 /** Fills `o` with the defaults above. */
@@ -54,7 +54,8 @@ typedef struct bm_attest bm_attest_t;
 bm_attest_t *bm_attest_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
                            const bm_attest_opts_t *opts);
 
-/** Frees the policy. Free the race engine first when shutting down (races hold state). */
+/** Frees the policy. Free the race engine first when shutting down: its races judge with
+ *  this policy (their contexts are the races' own and go with them). */
 void bm_attest_free(bm_attest_t *a);
 
 /** Registers the three routes above (GET). */

@@ -25,6 +25,7 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -176,9 +177,9 @@ struct wctx {
 
 void bm_broadcast_opts_default(bm_broadcast_opts_t *o)
 {
-    o->write_timeout_ms = 12000;
-    o->connect_timeout_ms = 1000;
-    o->read_timeout_ms = 2000;
+    o->write_timeout_ms = BM_DEFAULT_DUTIES_WRITE_TIMEOUT_MS;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
+    o->read_timeout_ms = BM_DEFAULT_TIMEOUTS_READ_MS;
     o->producer_headstart_ms = 1000;
     o->ssz_probe_grace_ms = 100;
     o->ssz_memory_ms = 3600000;

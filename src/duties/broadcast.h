@@ -90,9 +90,9 @@ typedef int (*bm_broadcast_producer_fn)(void *ud, uint64_t slot, uint8_t state_r
 
 typedef struct bm_broadcast_opts {
     uint32_t write_timeout_ms;      /* duties.writeTimeout: a write's transfers run at most
-                                       this long (default 12000) */
-    uint32_t connect_timeout_ms;    /* default 1000 */
-    uint32_t read_timeout_ms;       /* per node, for the sequential reads (default 2000) */
+                                       this long (default duties.writeTimeout) */
+    uint32_t connect_timeout_ms;    /* default timeouts.connect */
+    uint32_t read_timeout_ms;       /* per node, for the sequential reads (default timeouts.read) */
     uint32_t producer_headstart_ms; /* blinded blocks: the others get the block when the
                                        producer answered or after this (default 1000) */
     uint32_t ssz_probe_grace_ms;    /* an SSZ write to an endpoint some node's SSZ support

@@ -14,12 +14,12 @@
  * node has failed it relays the most specific error at once instead of waiting, and at
  * the majority time it decides by majority among the 2xx answers in hand (bm_race_answers
  * + bm_race_decide); with none in hand, the first 2xx to come is accepted from then on.
- * The completion callback compares every node's answer for the disagreement counter and
- * frees the request's context.
+ * The completion compares every node's answer for the disagreement counter. The race
+ * carries the request's context and answers it (duties/serve.h).
  *
- * Liveness is a race without waiters and with an accept predicate that accepts nothing:
- * it ends when every node answered (or at its bound), and its completion callback, which
- * sees every node's answer, builds the OR and applies the ready-through-the-epoch rule.
+ * Liveness is a race served from every node's answer, with an accept predicate that
+ * accepts nothing: it ends when every node answered (or at its bound), and the answer is
+ * built from all of them: the OR, and the ready-through-the-epoch rule.
  */
 #include "duties/duties.h"
 
@@ -28,18 +28,16 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
-#include "duties/reply.h"
+#include "duties/serve.h"
 #include "http/server.h"
 
 #define MAX_CANDIDATES 64
 #define CHECK_MS 50 /* how often a duty race looks at what it has before the majority time */
 #define MAX_INDICES 1000000
-
-typedef struct duty duty_t;
-typedef struct live live_t;
 
 /* Why a duty answer was accepted. */
 enum { ACC_NONE = 0, ACC_ROOT, ACC_FIRST, ACC_LATE };
@@ -53,8 +51,6 @@ struct bm_duties {
     bm_duties_stats_t stats;
     uint64_t *ready_since; /* per node index; 0: not ready */
     size_t n_ready;
-    duty_t *duties; /* duty races whose completion has not run */
-    live_t *lives;  /* liveness races whose completion has not run */
     bm_log_limit_t lim_mismatch, lim_disagree;
 };
 
@@ -73,29 +69,26 @@ typedef struct seen {
                           last) */
 } seen_t;
 
-struct duty {
+/* The context of one duty race. */
+typedef struct duty {
     bm_duties_t *d;
     bm_duty_kind_t kind;
     uint64_t epoch;
-    bm_req_t *req; /* NULL once answered or left by its client */
-    bm_race_waiter_t *w;
     uint64_t majority_at, next_check;
     bool majority_ran; /* from then on the first readable 2xx is accepted */
     bool by_majority;  /* the answer was decided by the majority rule */
     int accepted_as;   /* why the last accepted answer was accepted (ACC_*) */
     size_t n;
     seen_t seen[MAX_CANDIDATES];
-    duty_t *prev, *next;
-};
+} duty_t;
 
-struct live {
+/* The context of one liveness race. */
+typedef struct live {
     bm_duties_t *d;
-    bm_req_t *req; /* NULL once the client left */
     uint64_t epoch;
     uint64_t *indices;
     size_t n_indices;
-    live_t *prev, *next;
-};
+} live_t;
 
 static const char *const kind_names[BM_DUTY_KINDS] = {"attester", "proposer v1", "proposer v2",
                                                       "sync", "ptc"};
@@ -103,11 +96,11 @@ static const char *const kind_names[BM_DUTY_KINDS] = {"attester", "proposer v1",
 void bm_duties_opts_default(bm_duties_opts_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->majority_after_ms = 1000;
+    o->majority_after_ms = BM_DEFAULT_DUTIES_MAJORITY_AFTER_MS;
     o->repoll_ms = 250;
     o->tail_ms = 500;
     o->liveness_timeout_ms = 1500;
-    o->connect_timeout_ms = 1000;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
 }
 
 /* ---- dependent roots ------------------------------------------------------------------------ */
@@ -414,22 +407,10 @@ static void on_check(bm_race_t *r, void *ud)
 
 /* ---- duty requests --------------------------------------------------------------------------- */
 
-static void duty_unlink(duty_t *q)
+/* Every node's answer: counts a disagreement among them. */
+static void on_duty_complete(const bm_race_answer_t *answers, size_t n, void *ctx)
 {
-    bm_duties_t *d = q->d;
-    if (q->prev)
-        q->prev->next = q->next;
-    else
-        d->duties = q->next;
-    if (q->next)
-        q->next->prev = q->prev;
-    free(q);
-}
-
-static void on_duty_complete(bm_race_t *r, const bm_race_answer_t *answers, size_t n, void *ud)
-{
-    duty_t *q = ud;
-    (void)r;
+    duty_t *q = ctx;
     (void)answers;
     (void)n;
     const seen_t *ref = NULL;
@@ -466,14 +447,13 @@ static void on_duty_complete(bm_race_t *r, const bm_race_answer_t *answers, size
             bm_str_dispose(&m);
         }
     }
-    duty_unlink(q);
 }
 
-static void on_duty_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
+/* Counts how the answer served was chosen. */
+static void on_duty_answer(bm_req_t *req, const bm_race_answer_t *a, void *ctx)
 {
-    duty_t *q = ud;
-    (void)w;
-    q->w = NULL;
+    duty_t *q = ctx;
+    (void)req;
     bm_duties_stats_t *st = &q->d->stats;
     const seen_t *s = !a->err && is_2xx(a->status) ? seen_of(q, a->node) : NULL;
     const char *how;
@@ -496,20 +476,6 @@ static void on_duty_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void 
     bm_log(BM_LOG_DEBUG, "duties %s epoch %llu: %d from %s (%s) after %llu ms", kind_names[q->kind],
            (unsigned long long)q->epoch, a->status, a->node ? a->node->id : "-", how,
            (unsigned long long)(a->elapsed_us / 1000));
-    bm_req_t *req = q->req;
-    q->req = NULL;
-    if (req)
-        bm_reply_answer(req, a);
-}
-
-static void on_duty_abort(bm_req_t *req, void *ud)
-{
-    duty_t *q = ud;
-    q->req = NULL;
-    bm_race_waiter_t *w = q->w;
-    q->w = NULL;
-    bm_race_leave(w); /* a read: the race is cancelled; its completion frees q */
-    bm_resp_end(req);
 }
 
 /* The {epoch} parameter, or a 400 answered. */
@@ -531,53 +497,38 @@ static void handle_duty(bm_duties_t *d, bm_req_t *req, const bm_route_params_t *
     uint64_t epoch;
     if (!epoch_param(req, params, &epoch))
         return;
-    duty_t *q = calloc(1, sizeof *q);
-    if (!q) {
-        bm_resp_error(req, 500, "out of memory");
-        return;
-    }
-    q->d = d;
-    q->kind = kind;
-    q->epoch = epoch;
-    q->req = req;
+    duty_t q = {.d = d, .kind = kind, .epoch = epoch};
     bm_node_t *cand[MAX_CANDIDATES];
-    q->n = duty_candidates(d, cand);
-    for (size_t i = 0; i < q->n; i++)
-        q->seen[i].node = cand[i];
+    q.n = duty_candidates(d, cand);
+    for (size_t i = 0; i < q.n; i++)
+        q.seen[i].node = cand[i];
     uint64_t now = bm_clock_now_ms();
-    q->majority_at = now + d->o.majority_after_ms;
-    q->next_check = now + CHECK_MS < q->majority_at ? now + CHECK_MS : q->majority_at;
-    bm_race_policy_t pol = {
-        .accept = p_accept,
-        .usable = p_usable,
-        .ud = q,
-        .hard_timeout_ms = q->majority_at + d->o.tail_ms,
-        .repoll = BM_REPOLL_UNTIL_ACCEPTED,
-        .repoll_interval_ms = d->o.repoll_ms,
-        .connect_timeout_ms = d->o.connect_timeout_ms,
+    q.majority_at = now + d->o.majority_after_ms;
+    q.next_check = now + CHECK_MS < q.majority_at ? now + CHECK_MS : q.majority_at;
+    bm_serve_t s = {
+        .policy =
+            {
+                .accept = p_accept,
+                .usable = p_usable,
+                .hard_timeout_ms = q.majority_at + d->o.tail_ms,
+                .repoll = BM_REPOLL_UNTIL_ACCEPTED,
+                .repoll_interval_ms = d->o.repoll_ms,
+                .connect_timeout_ms = d->o.connect_timeout_ms,
+            },
+        .nodes = cand,
+        .n = q.n,
+        .forward_body = true,
+        .ctx = &q,
+        .ctx_size = sizeof q,
+        .on_answer = on_duty_answer,
+        .on_complete = on_duty_complete,
     };
-    bm_race_request_t rq = {bm_req_method(req), bm_req_target(req), bm_req_headers(req),
-                            bm_req_body(req)};
-    bm_race_t *r = bm_race_start(d->race, &rq, cand, q->n, &pol, NULL, on_duty_complete, q);
-    if (!r) {
-        free(q);
-        bm_resp_error(req, 503, "cannot start the duties race");
+    bm_race_t *r = bm_serve(d->race, req, &s, NULL);
+    if (!r)
         return;
-    }
-    q->next = d->duties;
-    if (d->duties)
-        d->duties->prev = q;
-    d->duties = q;
-    if (q->n == 0 || bm_race_at(r, q->next_check, on_check, q) != 0)
-        q->majority_ran = true;
-    q->w = bm_race_wait(r, on_duty_answer, q);
-    if (!q->w) {
-        /* the race runs on without a waiter and its completion frees q */
-        q->req = NULL;
-        bm_resp_error(req, 500, "out of memory");
-        return;
-    }
-    bm_req_on_abort(req, on_duty_abort, q);
+    duty_t *rq = bm_race_ctx(r);
+    if (rq->n == 0 || bm_race_at(r, rq->next_check, on_check, rq) != 0)
+        rq->majority_ran = true;
 }
 
 static void route_attester(bm_req_t *req, const bm_route_params_t *p, void *ud)
@@ -698,17 +649,11 @@ int bm_duties_liveness_merge(const uint64_t *indices, size_t n_indices, bm_buf_t
     return out->oom ? BM_ENOMEM : readable;
 }
 
-static void live_unlink(live_t *q)
+/* What a liveness context holds (serve.h ctx_dispose). */
+static void live_dispose(void *ctx)
 {
-    bm_duties_t *d = q->d;
-    if (q->prev)
-        q->prev->next = q->next;
-    else
-        d->lives = q->next;
-    if (q->next)
-        q->next->prev = q->prev;
+    live_t *q = ctx;
     free(q->indices);
-    free(q);
 }
 
 /* Wall time at which `epoch` starts; UINT64_MAX when it is too far to compute. */
@@ -722,17 +667,11 @@ static uint64_t epoch_start_ms(const bm_slot_clock_t *c, uint64_t epoch)
     return c->genesis_ms + slot * c->slot_ms;
 }
 
-static void on_live_complete(bm_race_t *r, const bm_race_answer_t *as, size_t n, void *ud)
+/* Answers a liveness request from every node's answer. */
+static void on_live_respond(bm_req_t *req, const bm_race_answer_t *as, size_t n, void *ctx)
 {
-    live_t *q = ud;
-    (void)r;
+    live_t *q = ctx;
     bm_duties_t *d = q->d;
-    bm_req_t *req = q->req;
-    q->req = NULL;
-    if (!req) {
-        live_unlink(q);
-        return;
-    }
     bm_buf_t *bodies[MAX_CANDIDATES];
     bool valid[MAX_CANDIDATES];
     const bm_race_answer_t *err = NULL;
@@ -752,7 +691,7 @@ static void on_live_complete(bm_race_t *r, const bm_race_answer_t *as, size_t n,
     if (nb == 0) {
         d->stats.errors++;
         if (err) {
-            bm_reply_answer(req, err);
+            bm_serve_reply(req, err);
         } else {
             bm_str_t m = BM_STR_INIT;
             for (size_t i = 0; i < n; i++)
@@ -762,7 +701,6 @@ static void on_live_complete(bm_race_t *r, const bm_race_answer_t *as, size_t n,
                           n ? bm_str_data(&m) : "no upstream available");
             bm_str_dispose(&m);
         }
-        live_unlink(q);
         return;
     }
     bm_str_t out = BM_STR_INIT;
@@ -805,14 +743,6 @@ static void on_live_complete(bm_race_t *r, const bm_race_answer_t *as, size_t n,
         bm_buf_unref(b);
     }
     bm_str_dispose(&out);
-    live_unlink(q);
-}
-
-static void on_live_abort(bm_req_t *req, void *ud)
-{
-    live_t *q = ud;
-    q->req = NULL; /* the race is bounded: it runs on and its completion frees q */
-    bm_resp_end(req);
 }
 
 static bool accept_none(const bm_race_answer_t *a, void *ud)
@@ -855,44 +785,32 @@ static void route_liveness(bm_req_t *req, const bm_route_params_t *params, void 
     uint64_t epoch;
     if (!epoch_param(req, params, &epoch))
         return;
-    live_t *q = calloc(1, sizeof *q);
-    if (!q) {
-        bm_resp_error(req, 500, "out of memory");
-        return;
-    }
-    int rc = read_indices(req, &q->indices, &q->n_indices);
+    live_t q = {.d = d, .epoch = epoch};
+    int rc = read_indices(req, &q.indices, &q.n_indices);
     if (rc != 0) {
-        free(q);
         if (rc == BM_ENOMEM)
             bm_resp_error(req, 500, "out of memory");
         else
             bm_resp_error(req, 400, "body must be a non-empty JSON array of validator indices");
         return;
     }
-    q->d = d;
-    q->req = req;
-    q->epoch = epoch;
     bm_node_t *cand[MAX_CANDIDATES];
-    size_t n = live_candidates(d, cand);
-    bm_race_policy_t pol = {
-        .accept = accept_none, /* every node's answer is wanted */
-        .hard_timeout_ms = bm_clock_now_ms() + d->o.liveness_timeout_ms,
-        .connect_timeout_ms = d->o.connect_timeout_ms,
+    bm_serve_t s = {
+        .policy =
+            {
+                .accept = accept_none, /* every node's answer is wanted */
+                .hard_timeout_ms = bm_clock_now_ms() + d->o.liveness_timeout_ms,
+                .connect_timeout_ms = d->o.connect_timeout_ms,
+            },
+        .nodes = cand,
+        .n = live_candidates(d, cand),
+        .forward_body = true,
+        .ctx = &q,
+        .ctx_size = sizeof q,
+        .ctx_dispose = live_dispose,
+        .respond = on_live_respond, /* the race runs on when the client leaves: it is bounded */
     };
-    bm_race_request_t rq = {bm_req_method(req), bm_req_target(req), bm_req_headers(req),
-                            bm_req_body(req)};
-    bm_race_t *r = bm_race_start(d->race, &rq, cand, n, &pol, NULL, on_live_complete, q);
-    if (!r) {
-        free(q->indices);
-        free(q);
-        bm_resp_error(req, 503, "cannot start the liveness race");
-        return;
-    }
-    q->next = d->lives;
-    if (d->lives)
-        d->lives->prev = q;
-    d->lives = q;
-    bm_req_on_abort(req, on_live_abort, q);
+    bm_serve(d->race, req, &s, NULL);
 }
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
@@ -941,16 +859,6 @@ void bm_duties_free(bm_duties_t *d)
 {
     if (!d)
         return;
-    /* what the engine never completed (it was freed first) */
-    for (duty_t *q = d->duties, *next; q; q = next) {
-        next = q->next;
-        free(q);
-    }
-    for (live_t *q = d->lives, *next; q; q = next) {
-        next = q->next;
-        free(q->indices);
-        free(q);
-    }
     free(d->ready_since);
     free(d);
 }

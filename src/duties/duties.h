@@ -62,13 +62,13 @@ typedef enum bm_duty_kind {
 } bm_duty_kind_t;
 
 typedef struct bm_duties_opts {
-    uint32_t majority_after_ms;   /* duties.dutiesMajorityAfter (default 1000) */
+    uint32_t majority_after_ms;   /* default duties.dutiesMajorityAfter */
     uint32_t repoll_ms;           /* re-ask interval of a node whose 2xx was not accepted
                                      (default 250) */
     uint32_t tail_ms;             /* after the majority time with no 2xx at all, wait at
                                      most this long for one (default 500) */
     uint32_t liveness_timeout_ms; /* liveness waits for every node at most (default 1500) */
-    uint32_t connect_timeout_ms;  /* per node (default 1000) */
+    uint32_t connect_timeout_ms;  /* per node (default timeouts.connect) */
 } bm_duties_opts_t;
 
 /** Counters for the status page. */
@@ -104,8 +104,8 @@ void bm_duties_set_head(bm_duties_t *d, const bm_head_t *head);
 /**
  * Frees the policy. Every client request it served must have ended (free it after the
  * server drained), and the pool must not change a node's state afterwards (the pool has
- * no way to remove the listener: free this right before the pool). Races whose
- * completion never ran (the engine was freed first) are released here.
+ * no way to remove the listener: free this right before the pool). Free the race engine
+ * first: its races judge with this policy (their contexts are the races' own).
  */
 void bm_duties_free(bm_duties_t *d);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 
 struct bm_hint {
     bm_hint_opts_t opts;
@@ -19,8 +20,8 @@ struct bm_hint {
 void bm_hint_opts_default(bm_hint_opts_t *o)
 {
     for (int i = 0; i < BM_HINT_DUTY_COUNT; i++) {
-        o->hold[i].hold_floor_ms = BM_HINT_DEFAULT_HOLD_FLOOR_MS;
-        o->hold[i].max_hold_ms = BM_HINT_DEFAULT_MAX_HOLD_MS;
+        o->hold[i].hold_floor_ms = BM_DEFAULT_DUTIES_HOLD_FLOOR_MS;
+        o->hold[i].max_hold_ms = BM_DEFAULT_DUTIES_MAX_HOLD_MS;
     }
 }
 
@@ -70,7 +71,7 @@ const bm_chain_info_t *bm_hint_chain(const bm_hint_t *h)
 bm_hint_hold_t bm_hint_get_hold(const bm_hint_t *h, bm_hint_duty_t duty)
 {
     if ((int)duty < 0 || duty >= BM_HINT_DUTY_COUNT)
-        return (bm_hint_hold_t){BM_HINT_DEFAULT_HOLD_FLOOR_MS, BM_HINT_DEFAULT_MAX_HOLD_MS};
+        return (bm_hint_hold_t){BM_DEFAULT_DUTIES_HOLD_FLOOR_MS, BM_DEFAULT_DUTIES_MAX_HOLD_MS};
     return h->opts.hold[duty];
 }
 

@@ -42,9 +42,6 @@ typedef enum bm_hint_duty {
     BM_HINT_DUTY_COUNT
 } bm_hint_duty_t;
 
-#define BM_HINT_DEFAULT_HOLD_FLOOR_MS 400
-#define BM_HINT_DEFAULT_MAX_HOLD_MS 1000
-
 /** How long a race may hold a client, for one duty. */
 typedef struct bm_hint_hold {
     uint32_t hold_floor_ms; /* hold at least this long (when nothing was accepted) */
@@ -55,7 +52,7 @@ typedef struct bm_hint_opts {
     bm_hint_hold_t hold[BM_HINT_DUTY_COUNT];
 } bm_hint_opts_t;
 
-/** Fills `o` with the defaults (400 ms and 1000 ms for every duty). */
+/** Fills `o` with the defaults (duties.holdFloor and duties.maxHold for every duty). */
 void bm_hint_opts_default(bm_hint_opts_t *o);
 
 /** The head a duty read is expected to be built on. */

@@ -4,10 +4,9 @@
  * rules, docs/duties.md for why).
  *
  * How it is built:
- *   - one judging context per race (the policy's `ud`), kept in a list and freed by the
- *     race's completion or by bm_produce_free. It caches the last answer it parsed,
- *     because the engine asks accept, usable and score about the same answer in a row and
- *     a JSON block with blobs is megabytes;
+ *   - one judging context per race, carried by the race (duties/serve.h). It caches the
+ *     last answer it parsed, because the engine asks accept, usable and score about the
+ *     same answer in a row and a JSON block with blobs is megabytes;
  *   - best value is a total order on 256-bit values, but the engine compares scores as
  *     doubles, which cannot tell 2^64 from 2^64 + 1. So each race keeps the values it has
  *     seen in order and gives every new value a double placed between its neighbours'
@@ -24,11 +23,12 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/ssz.h"
-#include "duties/reply.h"
+#include "duties/serve.h"
 
 #define MAX_CANDIDATES 64
 
@@ -52,15 +52,7 @@ typedef struct pctx {
     bm_produce_block_t last;
     value_rank_t *ranks; /* sorted by value, ascending */
     size_t n_ranks, cap_ranks;
-    struct pctx *prev, *next;
 } pctx_t;
-
-typedef struct wreq {
-    bm_produce_t *p;
-    bm_req_t *req;
-    bm_race_waiter_t *w;
-    pctx_t *ctx;
-} wreq_t;
 
 typedef struct memo {
     bool used;
@@ -76,18 +68,17 @@ struct bm_produce {
     bm_hint_t *hint;
     bm_produce_opts_t opts;
     bm_produce_stats_t stats;
-    pctx_t *ctxs;
     memo_t memo[BM_PRODUCE_MEMORY_SLOTS];
     bm_log_limit_t lim;
 };
 
 void bm_produce_opts_default(bm_produce_opts_t *o)
 {
-    o->proposal_deadline_ms = 2000;
-    o->selection = BM_PRODUCE_FIRST;
-    o->best_value_grace_ms = 100;
+    o->proposal_deadline_ms = BM_DEFAULT_DUTIES_PROPOSAL_DEADLINE_MS;
+    o->selection = BM_PRODUCE_DEFAULT_SELECTION;
+    o->best_value_grace_ms = BM_DEFAULT_DUTIES_BEST_VALUE_GRACE_MS;
     o->repoll_interval_ms = 250;
-    o->connect_timeout_ms = 1000;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
 }
 
 bm_produce_t *bm_produce_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
@@ -112,21 +103,8 @@ bm_produce_t *bm_produce_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t 
     return p;
 }
 
-static void ctx_free(pctx_t *c)
-{
-    free(c->ranks);
-    free(c);
-}
-
 void bm_produce_free(bm_produce_t *p)
 {
-    if (!p)
-        return;
-    while (p->ctxs) {
-        pctx_t *c = p->ctxs;
-        p->ctxs = c->next;
-        ctx_free(c);
-    }
     free(p);
 }
 
@@ -420,36 +398,21 @@ static double block_score(const bm_race_answer_t *an, void *ud)
     return s;
 }
 
-/* ---- requests ---------------------------------------------------------------------------------
- */
+/* ---- requests ------------------------------------------------------------------------------ */
 
-static void ctx_unlink(pctx_t *c)
+/* What a context holds (serve.h ctx_dispose). */
+static void ctx_dispose(void *ctx)
 {
+    pctx_t *c = ctx;
+    free(c->ranks);
+}
+
+/* Counts the answer served and remembers which node produced the block. */
+static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
+{
+    (void)req;
+    pctx_t *c = ctx;
     bm_produce_t *p = c->p;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        p->ctxs = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-}
-
-static void on_race_complete(bm_race_t *r, const bm_race_answer_t *answers, size_t n, void *ud)
-{
-    (void)r;
-    (void)answers;
-    (void)n;
-    pctx_t *c = ud;
-    ctx_unlink(c);
-    ctx_free(c);
-}
-
-static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *an, void *ud)
-{
-    (void)w;
-    wreq_t *q = ud;
-    bm_produce_t *p = q->p;
-    pctx_t *c = q->ctx;
     bm_produce_block_t b;
     bool ok2xx = !an->err && an->status >= 200 && an->status < 300;
     if (ok2xx && an->node) {
@@ -470,16 +433,6 @@ static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *an, void *ud)
     } else {
         p->stats.failed++;
     }
-    bm_reply_answer(q->req, an);
-    free(q);
-}
-
-static void on_client_abort(bm_req_t *req, void *ud)
-{
-    wreq_t *q = ud;
-    bm_race_leave(q->w);
-    bm_resp_end(req);
-    free(q);
 }
 
 static void route(bm_req_t *req, const bm_route_params_t *params, bool v4, bm_produce_t *p)
@@ -491,68 +444,36 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bool v4, bm_pr
         bm_resp_error(req, 400, "Invalid slot: %s", n > 0 ? sv : "(none)");
         return;
     }
-    wreq_t *q = calloc(1, sizeof *q);
-    pctx_t *c = calloc(1, sizeof *c);
-    if (!q || !c) {
-        free(q);
-        free(c);
-        bm_resp_error(req, 503, "out of memory");
-        return;
-    }
     size_t qlen;
     const char *query = bm_req_query(req, &qlen);
-    c->p = p;
-    c->slot = slot;
-    c->v4 = v4;
-    c->boost = bm_produce_boost(query, qlen);
-    c->next = p->ctxs;
-    if (p->ctxs)
-        p->ctxs->prev = c;
-    p->ctxs = c;
+    pctx_t c = {.p = p, .slot = slot, .v4 = v4, .boost = bm_produce_boost(query, qlen)};
 
     uint64_t now = bm_clock_now_ms();
     const bm_chain_info_t *chain = bm_hint_chain(p->hint);
-    bm_race_policy_t pol;
-    memset(&pol, 0, sizeof pol);
-    pol.accept = block_accept;
-    pol.usable = block_usable;
-    if (p->opts.selection == BM_PRODUCE_BEST_VALUE) {
-        pol.score = block_score;
-        pol.grace_ms = p->opts.best_value_grace_ms;
-    }
-    pol.ud = c;
-    pol.deadline_ms =
-        (chain ? bm_slot_start_ms(&chain->clock, slot) : now) + p->opts.proposal_deadline_ms;
-    pol.repoll = BM_REPOLL_UNTIL_ACCEPTED;
-    pol.repoll_interval_ms = p->opts.repoll_interval_ms;
-    pol.connect_timeout_ms = p->opts.connect_timeout_ms;
-
     bm_node_t *nodes[MAX_CANDIDATES];
-    size_t nn = bm_hint_candidates(p->pool, nodes, MAX_CANDIDATES);
-    bm_race_request_t rq = {
-        .method = "GET",
-        .target = bm_req_target(req),
-        .headers = bm_req_headers(req),
-        .body = NULL,
+    bm_serve_t s = {
+        .policy =
+            {
+                .accept = block_accept,
+                .usable = block_usable,
+                .deadline_ms = (chain ? bm_slot_start_ms(&chain->clock, slot) : now) +
+                               p->opts.proposal_deadline_ms,
+                .repoll = BM_REPOLL_UNTIL_ACCEPTED,
+                .repoll_interval_ms = p->opts.repoll_interval_ms,
+                .connect_timeout_ms = p->opts.connect_timeout_ms,
+            },
+        .nodes = nodes,
+        .n = bm_hint_candidates(p->pool, nodes, MAX_CANDIDATES),
+        .ctx = &c,
+        .ctx_size = sizeof c,
+        .ctx_dispose = ctx_dispose,
+        .on_answer = on_answer,
     };
-    bm_race_t *r = bm_race_start(p->race, &rq, nodes, nn, &pol, NULL, on_race_complete, c);
-    if (!r) {
-        ctx_unlink(c);
-        ctx_free(c);
-        free(q);
-        bm_resp_error(req, 503, "cannot start a race");
-        return;
+    if (p->opts.selection == BM_PRODUCE_BEST_VALUE) {
+        s.policy.score = block_score;
+        s.policy.grace_ms = p->opts.best_value_grace_ms;
     }
-    q->p = p;
-    q->req = req;
-    q->ctx = c;
-    q->w = bm_race_wait(r, on_answer, q);
-    if (!q->w) {
-        free(q);
-        bm_resp_error(req, 503, "out of memory");
-        return;
-    }
-    bm_req_on_abort(req, on_client_abort, q);
+    bm_serve(p->race, req, &s, NULL);
 }
 
 static void route_v3(bm_req_t *req, const bm_route_params_t *params, void *ud)

@@ -42,18 +42,23 @@
 /* Slots remembered by bm_produce_node_for_slot (4 mainnet epochs). */
 #define BM_PRODUCE_MEMORY_SLOTS 128
 
+/** How a block proposal is chosen among the nodes' acceptable blocks (duties.blockSelection). */
 typedef enum bm_produce_selection {
-    BM_PRODUCE_FIRST = 0,  /* the first accepted block */
-    BM_PRODUCE_BEST_VALUE, /* the most valuable accepted block within the grace */
+    BM_PRODUCE_FIRST = 0,  /* "first": the first accepted block */
+    BM_PRODUCE_BEST_VALUE, /* "best-value": the most valuable accepted block within the grace */
 } bm_produce_selection_t;
 
+/* The default of duties.blockSelection. It lives beside its type rather than in
+ * base/defaults.h with the other defaults, which cannot name this layer's types. */
+#define BM_PRODUCE_DEFAULT_SELECTION BM_PRODUCE_FIRST
+
 typedef struct bm_produce_opts {
-    uint32_t proposal_deadline_ms; /* after slot start (default 2000) */
+    uint32_t proposal_deadline_ms; /* after slot start (default duties.proposalDeadline) */
     bm_produce_selection_t selection;
-    uint32_t best_value_grace_ms; /* default 100 */
+    uint32_t best_value_grace_ms; /* default duties.bestValueGrace */
     uint32_t repoll_interval_ms;  /* re-asking a node whose block was on a stale parent
                                      (default 250: a block production is not cheap) */
-    uint32_t connect_timeout_ms;  /* default 1000 */
+    uint32_t connect_timeout_ms;  /* default timeouts.connect */
 } bm_produce_opts_t;
 
 /** Fills `o` with the defaults above. */
@@ -66,8 +71,8 @@ typedef struct bm_produce bm_produce_t;
 bm_produce_t *bm_produce_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
                              const bm_produce_opts_t *opts);
 
-/** Frees the policy. Races still running keep their own state and end normally (free
- *  the race engine first when shutting down). */
+/** Frees the policy. Free the race engine first when shutting down: its races judge with
+ *  this policy (their contexts are the races' own and go with them). */
 void bm_produce_free(bm_produce_t *p);
 
 /** Registers GET /eth/v3/validator/blocks/{slot} and GET /eth/v4/validator/blocks/{slot}. */

@@ -27,12 +27,12 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/url.h"
 
 #define DEFAULT_REPOLL_MS 50
-#define DEFAULT_CONNECT_MS 1000
 #define HARD_AFTER_DEADLINE_MS 10000
 #define HARD_WITHOUT_DEADLINE_MS 30000
 #define KEY_BUCKETS 256 /* keyed races at once are few (coalesced duty reads) */
@@ -348,6 +348,8 @@ static void on_race_closed(uv_handle_t *h)
         ans_set(&r->slots[i].last, NULL);
     if (r->synth.refs)
         ans_dispose(&r->synth); /* built: only the race's own reference is left */
+    if (r->pol.ud_dispose)
+        r->pol.ud_dispose(r->pol.ud); /* the policy's context, last: see race.h */
     bm_hdrs_dispose(&r->req_hdrs);
     bm_buf_unref(r->req_body);
     free(r->method);
@@ -1063,7 +1065,7 @@ bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_n
     if (!r->pol.repoll_interval_ms)
         r->pol.repoll_interval_ms = DEFAULT_REPOLL_MS;
     if (!r->pol.connect_timeout_ms)
-        r->pol.connect_timeout_ms = DEFAULT_CONNECT_MS;
+        r->pol.connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
     r->complete = complete;
     r->complete_ud = complete_ud;
     r->start_ms = bm_clock_now_ms(); /* the only wall clock read of a race: see race_now */
@@ -1104,6 +1106,11 @@ bm_race_t *bm_race_find(bm_race_engine_t *e, const char *key)
         if ((r->state == RS_RUNNING || r->state == RS_DECIDED) && strcmp(r->key, key) == 0)
             return r;
     return NULL;
+}
+
+void *bm_race_ctx(const bm_race_t *r)
+{
+    return r ? r->pol.ud : NULL;
 }
 
 bm_race_waiter_t *bm_race_wait(bm_race_t *r, bm_race_answer_fn fn, void *ud)

@@ -23,7 +23,9 @@
  * whose last waiter left is cancelled. A write race (detached) runs on without waiters
  * until every node answered or the hard timeout passed, and its completion callback
  * reports every node's outcome (for broadcast bookkeeping). Nothing here knows about
- * HTTP connections or policies: policies give callbacks, the engine gives answers.
+ * HTTP connections or policies: policies give callbacks (and may hand a race their
+ * judging context to own), the engine gives answers. Serving a client request from a
+ * race is duties/serve.h, above this.
  *
  * Cancellation of losing transfers goes through bm_upstream_cancel, which defers the
  * libcurl work until curl's socket action has returned.
@@ -122,7 +124,14 @@ typedef struct bm_race_policy {
     double (*score)(const bm_race_answer_t *a, void *ud);
     /* optional: an answer with this score ends the grace early (e.g. all bits set) */
     bool (*complete)(const bm_race_answer_t *a, void *ud);
-    void *ud;                 /* passed to the callbacks above */
+    void *ud; /* the policy's context for the race, passed to the callbacks above (and
+                 returned by bm_race_ctx): borrowed, unless ud_dispose is set */
+    /* optional: the race owns `ud` from a successful bm_race_start on, and calls
+     * ud_dispose(ud) once when it is freed, whatever ended it (completion, cancellation,
+     * bm_race_engine_free): from the loop, in the race's close callback, after every other
+     * callback of the race. It must only release the context's own memory: the policy
+     * that made it may be gone by then. When bm_race_start fails, `ud` stays the caller's */
+    void (*ud_dispose)(void *ud);
     uint32_t grace_ms;        /* after the first accepted answer, wait this long for a
                                  better-scoring one (0: answer at once); never past
                                  the deadline */
@@ -133,7 +142,7 @@ typedef struct bm_race_policy {
                                  0: deadline + 10 s (or 30 s without a deadline) */
     bm_race_repoll_t repoll;
     uint32_t repoll_interval_ms;  /* default 50 */
-    uint32_t connect_timeout_ms;  /* per transfer (default 1000) */
+    uint32_t connect_timeout_ms;  /* per transfer (default timeouts.connect) */
     uint32_t transfer_timeout_ms; /* per transfer (default: until the hard timeout); a node
                                      that times out counts as failed (sequential: next) */
     size_t max_response_bytes;    /* per transfer (default 64 MiB) */
@@ -197,6 +206,11 @@ bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_n
 
 /** The running race registered under `key` that has not answered yet, or NULL. */
 bm_race_t *bm_race_find(bm_race_engine_t *e, const char *key);
+
+/** The policy context of a race (its policy's `ud`), e.g. for a request that joins a race
+ *  found by key and judges its answer with the same context. Valid while the race is (see
+ *  bm_race_start for how long a race pointer may be kept). */
+void *bm_race_ctx(const bm_race_t *r);
 
 /**
  * Adds a waiter to a race that has not answered yet. `fn` runs exactly once with the

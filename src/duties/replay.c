@@ -23,6 +23,7 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -379,8 +380,8 @@ void bm_replay_opts_default(bm_replay_opts_t *o)
     o->registration_ttl_epochs = 4;
     o->chunk = 512;
     o->debounce_ms = 200;
-    o->timeout_ms = 12000;
-    o->connect_timeout_ms = 1000;
+    o->timeout_ms = BM_DEFAULT_DUTIES_WRITE_TIMEOUT_MS;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
 }
 
 /* ---- time -------------------------------------------------------------------------------- */

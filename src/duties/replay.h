@@ -73,8 +73,8 @@ typedef struct bm_replay_opts {
                                                  epochs is dropped (default 4) */
     size_t chunk;                             /* entries per replay POST (default 512) */
     uint32_t debounce_ms;                     /* triggers closer than this coalesce (default 200) */
-    uint32_t timeout_ms;                      /* per replay POST (default 12000: writeTimeout) */
-    uint32_t connect_timeout_ms;              /* default 1000 */
+    uint32_t timeout_ms;                      /* per replay POST (default duties.writeTimeout) */
+    uint32_t connect_timeout_ms;              /* default timeouts.connect */
     uint32_t reconnect_min_interval_ms;       /* a stream reconnect replays at most once per this
                                                  long, later ones are deferred (0: one slot) */
     bool json_c_only; /* tests: read every JSON body with json-c, never with the fast scanner

@@ -44,6 +44,7 @@
 
 #include "base/buf.h"
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/hdrs.h"
 #include "base/log.h"
@@ -54,7 +55,6 @@
 #define DEFAULT_MAX_CONNECTIONS 64
 #define DEFAULT_IDLE_CLOSE_MS 30000
 #define DEFAULT_MAX_REQUESTS 1000
-#define DEFAULT_CONNECT_TIMEOUT_MS 1000
 #define DEFAULT_MAX_RESPONSE ((size_t)64 << 20)
 #define READ_BUF_SIZE (64 * 1024)
 #define XFER_POOL_MAX 64
@@ -1486,7 +1486,8 @@ bm_xfer_t *bm_h1client_start(bm_h1client_t *c, const bm_xfer_req_t *req, const b
     x->ud = ud;
     x->stream = req->stream;
     x->max_bytes = req->max_response_bytes ? req->max_response_bytes : DEFAULT_MAX_RESPONSE;
-    x->connect_ms = req->connect_timeout_ms ? req->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
+    x->connect_ms =
+        req->connect_timeout_ms ? req->connect_timeout_ms : BM_DEFAULT_TIMEOUTS_CONNECT_MS;
     x->timeout_ms = req->timeout_ms;
     x->idle_ms = req->idle_timeout_ms;
     size_t mlen = strlen(req->method); /* at most BM_UPRULES_METHOD_MAX: checked by the caller */

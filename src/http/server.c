@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "http/http1.h"
@@ -198,13 +199,13 @@ static void dirty_remove(conn_t *c);
 
 void bm_server_opts_default(bm_server_opts_t *o)
 {
-    o->max_target_bytes = 64 * 1024;
-    o->max_header_bytes = 16 * 1024;
-    o->max_body_bytes = 32 * 1024 * 1024;
-    o->header_timeout_ms = 10 * 1000;
-    o->body_timeout_ms = 30 * 1000;
-    o->idle_timeout_ms = 120 * 1000;
-    o->max_connections = 10000;
+    o->max_target_bytes = BM_DEFAULT_SERVER_MAX_TARGET_BYTES;
+    o->max_header_bytes = BM_DEFAULT_SERVER_MAX_HEADER_BYTES;
+    o->max_body_bytes = BM_DEFAULT_SERVER_MAX_BODY_BYTES;
+    o->header_timeout_ms = BM_DEFAULT_SERVER_HEADER_TIMEOUT_MS;
+    o->body_timeout_ms = BM_DEFAULT_SERVER_BODY_TIMEOUT_MS;
+    o->idle_timeout_ms = BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS;
+    o->max_connections = BM_DEFAULT_SERVER_MAX_CONNECTIONS;
     o->write_high_water = 1024 * 1024;
 }
 

@@ -35,15 +35,15 @@ typedef struct bm_server bm_server_t;
 typedef struct bm_req bm_req_t;
 
 typedef struct bm_server_opts {
-    size_t max_target_bytes;    /* request target longer than this: 414 (default 64 KiB) */
-    size_t max_header_bytes;    /* all header fields together longer: 431 (default 16 KiB) */
-    size_t max_body_bytes;      /* body longer: 413 (default 32 MiB) */
-    uint32_t header_timeout_ms; /* the whole request head must arrive within (default 10 s);
+    size_t max_target_bytes;    /* longer request target: 414 (server.maxTargetBytes) */
+    size_t max_header_bytes;    /* all header fields together longer: 431 (server.maxHeaderBytes) */
+    size_t max_body_bytes;      /* body longer: 413 (server.maxBodyBytes) */
+    uint32_t header_timeout_ms; /* the whole request head must arrive within (server.headerTimeout);
                                    also the wait for the first byte of a new connection */
-    uint32_t body_timeout_ms;   /* max gap between body bytes (default 30 s) */
-    uint32_t idle_timeout_ms;   /* keep-alive idle between requests (default 120 s) */
-    uint32_t max_connections;   /* accepted at once; more are closed at accept (default 10000) */
-    size_t write_high_water;    /* bm_resp_writable() turns false above this (default 1 MiB) */
+    uint32_t body_timeout_ms;   /* max gap between body bytes (server.bodyTimeout) */
+    uint32_t idle_timeout_ms;   /* keep-alive idle between requests (server.idleTimeout) */
+    uint32_t max_connections; /* accepted at once; more closed at accept (server.maxConnections) */
+    size_t write_high_water;  /* bm_resp_writable() turns false above this (default 1 MiB) */
 } bm_server_opts_t;
 
 /** Fills `o` with the defaults above. (bm_server_new also takes a zero field as its default.) */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "http/h1client.h"
@@ -45,7 +46,7 @@ void bm_upstream_opts_default(bm_upstream_opts_t *o)
     memset(o, 0, sizeof *o);
     o->max_connects = DEFAULT_MAX_CONNECTS;
     o->max_host_connections = 0;
-    o->tls_verify = true;
+    o->tls_verify = BM_DEFAULT_TLS_VERIFY;
     o->ca_file = NULL;
     o->node_max_connections = DEFAULT_NODE_MAX_CONNECTIONS;
     o->http_via_curl = false;

@@ -60,7 +60,7 @@ typedef struct bm_upstream_opts {
                                       (default 1000; 0: 1000) */
     bool http_via_curl;            /* send http:// through libcurl as well (tests compare the two
                                       transports with it; default false) */
-    bool tls_verify;               /* verify peer certificates and host names (default true) */
+    bool tls_verify;               /* verify peer certificates and host names (tls.verify) */
     const char *ca_file;           /* CA bundle (PEM) used instead of the system bundle; Debian's
                                       libcurl still reads /etc/ssl/certs (CAPATH); copied */
 } bm_upstream_opts_t;
@@ -100,7 +100,7 @@ typedef struct bm_xfer_req {
     const bm_hdrs_t *headers; /* end-to-end fields to send (filtered as described above) */
     const bm_hdrs_t *extra;   /* per-node fields added after `headers` (API keys), or NULL */
     bm_buf_t *body;           /* request body (a reference is taken), or NULL */
-    uint32_t connect_timeout_ms; /* 0: 1000 */
+    uint32_t connect_timeout_ms; /* 0: the default of timeouts.connect */
     uint32_t timeout_ms;         /* whole transfer; 0: none (long-lived streams) */
     uint32_t idle_timeout_ms;    /* no byte received for this long fails BM_ETIMEDOUT; 0: none.
                                     Counts from the start; never fires while paused by us */

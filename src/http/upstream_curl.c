@@ -44,12 +44,12 @@
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "http/upstream_impl.h"
 
 #define DEFAULT_MAX_CONNECTS 256
-#define DEFAULT_CONNECT_TIMEOUT_MS 1000
 #define DEFAULT_MAX_RESPONSE ((size_t)64 << 20)
 #define XFER_POOL_MAX 64
 #define CU_CACHE 8 /* parsed URL prefixes kept: one per node is enough */
@@ -1240,8 +1240,9 @@ static int setup(cx_t *x, const bm_xfer_req_t *req, bool https, bool has_userinf
     SETOPT(CURLOPT_URL, req->url);
     x->curlu = url_handle(x->up, req->url);
     SETOPT(CURLOPT_CURLU, x->curlu); /* NULL: libcurl parses the string */
-    SETOPT(CURLOPT_CONNECTTIMEOUT_MS,
-           (long)(req->connect_timeout_ms ? req->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS));
+    SETOPT(
+        CURLOPT_CONNECTTIMEOUT_MS,
+        (long)(req->connect_timeout_ms ? req->connect_timeout_ms : BM_DEFAULT_TIMEOUTS_CONNECT_MS));
     SETOPT(CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
     /* Wait for the first TLS connection to a host to learn whether it multiplexes (h2)
      * rather than opening one connection per concurrent transfer. */

@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include "base/buf.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/url.h"
@@ -79,10 +80,10 @@ struct exchange {
 
 void bm_failover_opts_default(bm_failover_opts_t *o)
 {
-    o->connect_timeout_ms = 1000;
-    o->read_timeout_ms = 2000;
-    o->write_timeout_ms = 12000;
-    o->max_attempts = 3;
+    o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
+    o->read_timeout_ms = BM_DEFAULT_TIMEOUTS_READ_MS;
+    o->write_timeout_ms = BM_DEFAULT_TIMEOUTS_WRITE_MS;
+    o->max_attempts = BM_DEFAULT_FAILOVER_MAX_ATTEMPTS;
     o->hold_bytes = 1 << 20;
 }
 

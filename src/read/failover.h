@@ -23,10 +23,10 @@
 typedef struct bm_failover bm_failover_t;
 
 typedef struct bm_failover_opts {
-    uint32_t connect_timeout_ms; /* per attempt (default 1000) */
-    uint32_t read_timeout_ms;    /* GET/HEAD: longest silence from a node (default 2000) */
-    uint32_t write_timeout_ms;   /* other methods: whole attempt (default 12000) */
-    uint32_t max_attempts;       /* nodes tried per request (default 3) */
+    uint32_t connect_timeout_ms; /* per attempt (default timeouts.connect) */
+    uint32_t read_timeout_ms;    /* GET/HEAD: longest silence from a node (timeouts.read) */
+    uint32_t write_timeout_ms;   /* other methods: whole attempt (timeouts.write) */
+    uint32_t max_attempts;       /* nodes tried per request (failover.maxAttempts) */
     size_t hold_bytes;           /* answers up to this size are held until complete, so a
                                     node failing mid-body can still be replaced (1 MiB) */
 } bm_failover_opts_t;

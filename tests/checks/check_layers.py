@@ -18,7 +18,7 @@ LAYERS = ["base", "http", "cluster", "duties", "read", "edge", "observe", "app"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 # Modules of duties/ that are shared machinery, not policies: every policy may include them.
-DUTY_MACHINERY = {"race", "hint", "reply"}
+DUTY_MACHINERY = {"race", "hint", "serve"}
 # Policy -> policy includes that are allowed, each with its reason.
 POLICY_EXCEPTIONS = {
     ("broadcast", "replay"): "a broadcast write feeds the replay memory it passes through",

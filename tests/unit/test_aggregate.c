@@ -3,12 +3,32 @@
  * test_aggregate: the aggregation read policy. Bit counting is tested on synthetic bodies
  * (JSON Bitlists and Bitvectors, SSZ phase0 and Electra Attestations, SSZ sync
  * contributions); the race rules end to end through the front server against scripted
- * fake nodes (test_duties_fixture.h): most bits wins, zero-bit and unreadable answers are
+ * fake nodes (fake_node.h): most bits wins, zero-bit and unreadable answers are
  * ignored, a full answer ends the wait early, the grace is counted from the first usable
  * answer, the deadline caps the grace, a 404 never beats a 2xx, identical requests share
  * one race, and the answer keeps the winner's headers.
  */
-#include "test_duties_fixture.h"
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "fake_chain.h"
+#include "fake_node.h"
+
+#define BOUND_MS 5000 /* every wait ends within this, or the test fails */
+#define SLACK_MS 150  /* allowed lateness of a timed decision on a shared machine */
 
 #include "duties/aggregate.h"
 
@@ -19,9 +39,9 @@
 /* A JSON v2 aggregate whose aggregation_bits is `bits` (hex with 0x). */
 static char *agg_json(const char *bits)
 {
-    static char buf[MAX_NODES * 4][512];
+    static char buf[FAKE_MAX_NODES * 4][512];
     static int next;
-    char *b = buf[next++ % (MAX_NODES * 4)];
+    char *b = buf[next++ % (FAKE_MAX_NODES * 4)];
     snprintf(b, 512,
              "{\"version\":\"electra\",\"data\":{\"aggregation_bits\":\"%s\",\"data\":{\"slot\":"
              "\"1\"},\"signature\":\"0x00\",\"committee_bits\":\"0x0100000000000000\"}}",
@@ -29,15 +49,15 @@ static char *agg_json(const char *bits)
     return b;
 }
 
-static step_t agg(uint32_t ms, const char *bits)
+static fake_step_t agg(uint32_t ms, const char *bits)
 {
-    step_t s = OK(ms, agg_json(bits));
-    s.hname = "Eth-Consensus-Version";
-    s.hvalue = "electra";
+    fake_step_t s = FAKE_OK(ms, agg_json(bits));
+    s.hdrs[0][0] = "Eth-Consensus-Version";
+    s.hdrs[0][1] = "electra";
     return s;
 }
 
-static bm_aggregate_t *make(fx_t *f, uint32_t floor_ms, uint32_t max_ms, uint32_t grace_ms)
+static bm_aggregate_t *make(fake_mux_t *f, uint32_t floor_ms, uint32_t max_ms, uint32_t grace_ms)
 {
     bm_aggregate_opts_t o;
     bm_aggregate_opts_default(&o);
@@ -182,45 +202,46 @@ static void test_count_ssz(void **state)
 
 static void test_most_bits_wins(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_aggregate_t *a = make(f, 400, 1000, 100);
-    tnode_t *n0 = add1(f, agg(5, "0x0301"));  /* 2 bits, first */
-    tnode_t *n1 = add1(f, agg(30, "0x3f01")); /* 6 bits */
-    tnode_t *n2 = add1(f, agg(50, "0x1f01")); /* 5 bits */
-    call_t *c = call_wait(f, "GET", target(1), NULL, NULL);
+    fake_node_t *n0 = fake_node_add1(&f->nodes, agg(5, "0x0301"));  /* 2 bits, first */
+    fake_node_t *n1 = fake_node_add1(&f->nodes, agg(30, "0x3f01")); /* 6 bits */
+    fake_node_t *n2 = fake_node_add1(&f->nodes, agg(50, "0x1f01")); /* 5 bits */
+    fake_call_t *c = fake_mux_send_wait(f, "GET", target(1), NULL, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), "0x3f01"));
-    assert_string_equal(c->version, "electra"); /* the winner's headers */
+    assert_non_null(strstr(c->body, "0x3f01"));
+    assert_string_equal(fake_call_header(c, "eth-consensus-version"),
+                        "electra"); /* the winner's headers */
     assert_int_equal(n0->requests + n1->requests + n2->requests, 3);
-    assert_true(elapsed(c) < 100 + SLACK_MS); /* everybody answered: no need to wait */
+    assert_true(fake_call_ms(c) < 100 + SLACK_MS); /* everybody answered: no need to wait */
     assert_int_equal(bm_aggregate_stats(a)->partial, 1);
     assert_int_equal(bm_aggregate_stats(a)->requests[BM_AGGREGATE_ATTESTATION], 1);
 }
 
 static void test_zero_bits_and_unreadable_ignored(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_aggregate_t *a = make(f, 400, 1000, 100);
-    add1(f, agg(5, "0x01"));                   /* a 2xx with no participant */
-    add1(f, OK(5, "{\"data\":\"nonsense\"}")); /* unreadable */
-    add1(f, agg(60, "0x0201"));                /* one bit, last */
-    call_t *c = call_wait(f, "GET", target(2), NULL, NULL);
+    fake_node_add1(&f->nodes, agg(5, "0x01")); /* a 2xx with no participant */
+    fake_node_add1(&f->nodes, FAKE_OK(5, "{\"data\":\"nonsense\"}")); /* unreadable */
+    fake_node_add1(&f->nodes, agg(60, "0x0201"));                     /* one bit, last */
+    fake_call_t *c = fake_mux_send_wait(f, "GET", target(2), NULL, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), "0x0201"));
+    assert_non_null(strstr(c->body, "0x0201"));
     assert_int_equal(bm_aggregate_stats(a)->ignored, 2);
 }
 
 static void test_full_answer_ends_the_grace(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_aggregate_t *a = make(f, 2000, 3000, 1500);
-    add1(f, agg(5, "0x0301"));
-    add1(f, agg(40, "0xff01")); /* all 8 of 8 */
-    tnode_t *slow = add1(f, HANG);
-    call_t *c = call_wait(f, "GET", target(3), NULL, NULL);
+    fake_node_add1(&f->nodes, agg(5, "0x0301"));
+    fake_node_add1(&f->nodes, agg(40, "0xff01")); /* all 8 of 8 */
+    fake_node_t *slow = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_call_t *c = fake_mux_send_wait(f, "GET", target(3), NULL, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), "0xff01"));
-    assert_true(elapsed(c) < 40 + SLACK_MS + 100); /* not the 1.5 s grace, nor the deadline */
+    assert_non_null(strstr(c->body, "0xff01"));
+    assert_true(fake_call_ms(c) < 40 + SLACK_MS + 100); /* not the 1.5 s grace, nor the deadline */
     assert_int_equal(bm_aggregate_stats(a)->full, 1);
     RUN_UNTIL(&f->loop, slow->aborted == 1, BOUND_MS); /* the loser was cancelled */
     assert_int_equal(slow->aborted, 1);
@@ -228,100 +249,101 @@ static void test_full_answer_ends_the_grace(void **state)
 
 static void test_grace_counts_from_first_usable(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 2000, 3000, 100);
-    add1(f, agg(5, "0x0301"));
-    add1(f, agg(600, "0x7f01")); /* better, but far past the grace */
-    call_t *c = call_wait(f, "GET", target(4), NULL, NULL);
+    fake_node_add1(&f->nodes, agg(5, "0x0301"));
+    fake_node_add1(&f->nodes, agg(600, "0x7f01")); /* better, but far past the grace */
+    fake_call_t *c = fake_mux_send_wait(f, "GET", target(4), NULL, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), "0x0301"));
-    assert_true(elapsed(c) >= 100);
-    assert_true(elapsed(c) < 100 + SLACK_MS + 100);
+    assert_non_null(strstr(c->body, "0x0301"));
+    assert_true(fake_call_ms(c) >= 100);
+    assert_true(fake_call_ms(c) < 100 + SLACK_MS + 100);
 }
 
 static void test_deadline_caps_the_grace(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 200, 1000, 1500); /* deadline now + 200 (the slot's due time is over) */
-    add1(f, agg(10, "0x0301"));
-    add1(f, HANG);
-    call_t *c = call_wait(f, "GET", target(5), NULL, NULL);
+    fake_node_add1(&f->nodes, agg(10, "0x0301"));
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_call_t *c = fake_mux_send_wait(f, "GET", target(5), NULL, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), "0x0301"));
-    assert_true(elapsed(c) >= 190);
-    assert_true(elapsed(c) < 200 + SLACK_MS + 100);
+    assert_non_null(strstr(c->body, "0x0301"));
+    assert_true(fake_call_ms(c) >= 190);
+    assert_true(fake_call_ms(c) < 200 + SLACK_MS + 100);
 }
 
 static void test_deadline_from_due_time(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     /* 1 s slots: slot 40 is half gone, slot 41's aggregate is due 667 ms into it, i.e.
      * about 1167 ms from now, past maxHold: the deadline is now + 600 */
-    fx_chain(f, 1000, 8, 40, BM_FORK_FULU);
+    fake_chain_now(&f->chain, 1000, 8, 40, BM_FORK_FULU);
     make(f, 100, 600, 5000);
-    add1(f, agg(10, "0x0301"));
-    add1(f, HANG);
+    fake_node_add1(&f->nodes, agg(10, "0x0301"));
+    fake_node_add1(&f->nodes, FAKE_HANG);
     char t[256];
     snprintf(t, sizeof t, AGG_T, 6, 41);
-    call_t *c = call_wait(f, "GET", t, NULL, NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "GET", t, NULL, NULL);
     assert_int_equal(c->status, 200);
-    assert_true(elapsed(c) >= 590);
-    assert_true(elapsed(c) < 600 + SLACK_MS + 100);
+    assert_true(fake_call_ms(c) >= 590);
+    assert_true(fake_call_ms(c) < 600 + SLACK_MS + 100);
 }
 
 static void test_404_never_beats_a_2xx(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 400, 1000, 100);
-    add1(f, ST(404, 5, "{\"code\":404,\"message\":\"No aggregate\"}"));
-    add1(f, agg(150, "0x0101"));
-    call_t *c = call_wait(f, "GET", target(7), NULL, NULL);
+    fake_node_add1(&f->nodes, FAKE_STATUS(404, 5, "{\"code\":404,\"message\":\"No aggregate\"}"));
+    fake_node_add1(&f->nodes, agg(150, "0x0101"));
+    fake_call_t *c = fake_mux_send_wait(f, "GET", target(7), NULL, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), "0x0101"));
+    assert_non_null(strstr(c->body, "0x0101"));
 }
 
 static void test_only_errors_relay_the_most_specific(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_aggregate_t *a = make(f, 400, 1000, 100);
-    add1(f, ST(503, 5, "{\"code\":503,\"message\":\"optimistic\"}"));
-    add1(f, ST(404, 10, "{\"code\":404,\"message\":\"No aggregate\"}"));
-    add1(f, agg(10, "0x01")); /* 2xx with nothing in it ranks below a 404 */
-    call_t *c = call_wait(f, "GET", target(8), NULL, NULL);
+    fake_node_add1(&f->nodes, FAKE_STATUS(503, 5, "{\"code\":503,\"message\":\"optimistic\"}"));
+    fake_node_add1(&f->nodes, FAKE_STATUS(404, 10, "{\"code\":404,\"message\":\"No aggregate\"}"));
+    fake_node_add1(&f->nodes, agg(10, "0x01")); /* 2xx with nothing in it ranks below a 404 */
+    fake_call_t *c = fake_mux_send_wait(f, "GET", target(8), NULL, NULL);
     assert_int_equal(c->status, 404);
-    assert_non_null(strstr(body_of(c), "No aggregate"));
-    assert_true(elapsed(c) < 100 + SLACK_MS); /* nothing more could come */
+    assert_non_null(strstr(c->body, "No aggregate"));
+    assert_true(fake_call_ms(c) < 100 + SLACK_MS); /* nothing more could come */
     assert_int_equal(bm_aggregate_stats(a)->errors, 1);
 }
 
 static void test_hung_nodes_answer_by_the_tail(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 200, 300, 100); /* deadline now + 200, hard timeout 500 ms later */
-    add1(f, ST(404, 5, "{\"code\":404,\"message\":\"No aggregate\"}"));
-    add1(f, HANG);
-    add1(f, HANG);
-    call_t *c = call_wait(f, "GET", target(9), NULL, NULL);
+    fake_node_add1(&f->nodes, FAKE_STATUS(404, 5, "{\"code\":404,\"message\":\"No aggregate\"}"));
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_call_t *c = fake_mux_send_wait(f, "GET", target(9), NULL, NULL);
     assert_int_equal(c->status, 404);
-    assert_true(elapsed(c) >= 690);
-    assert_true(elapsed(c) < 700 + SLACK_MS + 100);
+    assert_true(fake_call_ms(c) >= 690);
+    assert_true(fake_call_ms(c) < 700 + SLACK_MS + 100);
 }
 
 static void test_identical_requests_share_one_race(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_aggregate_t *a = make(f, 400, 1000, 100);
-    tnode_t *n0 = add1(f, agg(80, "0x0701"));
-    tnode_t *n1 = add1(f, agg(90, "0x0301"));
-    call_t *c1 = call(f, "GET", target(10), NULL, NULL);
-    call_t *c2 = call(f, "GET", target(10), NULL, NULL);
-    call_t *c3 = call(f, "GET", target(10), NULL, "application/octet-stream"); /* another key */
+    fake_node_t *n0 = fake_node_add1(&f->nodes, agg(80, "0x0701"));
+    fake_node_t *n1 = fake_node_add1(&f->nodes, agg(90, "0x0301"));
+    fake_call_t *c1 = fake_mux_send(f, "GET", target(10), NULL, NULL);
+    fake_call_t *c2 = fake_mux_send(f, "GET", target(10), NULL, NULL);
+    fake_call_t *c3 =
+        fake_mux_send(f, "GET", target(10), NULL, "application/octet-stream"); /* another key */
     RUN_UNTIL(&f->loop, c1->done && c2->done && c3->done, BOUND_MS);
     assert_true(c1->done && c2->done && c3->done);
     assert_int_equal(c1->status, 200);
     assert_int_equal(c2->status, 200);
-    assert_string_equal(body_of(c1), body_of(c2));
-    assert_non_null(strstr(body_of(c2), "0x0701"));
+    assert_string_equal(c1->body, c2->body);
+    assert_non_null(strstr(c2->body, "0x0701"));
     assert_int_equal(n0->requests, 2); /* one race for c1 + c2, one for c3 */
     assert_int_equal(n1->requests, 2);
     assert_int_equal(bm_aggregate_stats(a)->races, 2);
@@ -330,59 +352,70 @@ static void test_identical_requests_share_one_race(void **state)
 
 static void test_ssz_answers_by_their_own_content_type(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 400, 1000, 100);
     static uint8_t small[300], big[300];
     const uint8_t b1[] = {0x03, 0x01}, b2[] = {0x1f, 0x01};
     size_t n1 = ssz_att(small, true, b1, sizeof b1);
     size_t n2 = ssz_att(big, true, b2, sizeof b2);
-    step_t s1 = {
-        200,      5, (const char *)small, n1, "application/octet-stream", "Eth-Consensus-Version",
-        "electra"};
+    fake_step_t s1 = {.status = 200,
+                      .delay_ms = 5,
+                      .body = small,
+                      .len = n1,
+                      .ctype = "application/octet-stream",
+                      .hdrs = {{"Eth-Consensus-Version", "electra"}}};
     /* no version header: the fork of the requested slot (fulu from genesis) is used */
-    step_t s2 = {200, 20, (const char *)big, n2, "application/octet-stream", NULL, NULL};
-    add1(f, s1);
-    add1(f, s2);
-    add1(f, agg(30, "0x0701")); /* JSON from a node that does not do SSZ: 3 bits */
-    call_t *c = call_wait(f, "GET", target(11), NULL, "application/octet-stream");
+    fake_step_t s2 = {
+        .status = 200, .delay_ms = 20, .body = big, .len = n2, .ctype = "application/octet-stream"};
+    fake_node_add1(&f->nodes, s1);
+    fake_node_add1(&f->nodes, s2);
+    fake_node_add1(&f->nodes,
+                   agg(30, "0x0701")); /* JSON from a node that does not do SSZ: 3 bits */
+    fake_call_t *c = fake_mux_send_wait(f, "GET", target(11), NULL, "application/octet-stream");
     assert_int_equal(c->status, 200);
-    assert_string_equal(c->ctype, "application/octet-stream");
-    assert_int_equal(c->body->len, n2);
-    assert_memory_equal(c->body->data, big, n2);
+    assert_string_equal(fake_call_header(c, "content-type"), "application/octet-stream");
+    assert_int_equal(c->body_len, n2);
+    assert_memory_equal(c->body, big, n2);
 }
 
 static void test_contribution(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_aggregate_t *a = make(f, 400, 1000, 100);
-    add1(f, OK(5, "{\"data\":{\"aggregation_bits\":\"0x0f000000000000000000000000000000\"}}"));
-    add1(f, OK(20, "{\"data\":{\"aggregation_bits\":\"0xff0f0000000000000000000000000000\"}}"));
-    add1(f, OK(20, "{\"data\":{\"aggregation_bits\":\"0x00000000000000000000000000000000\"}}"));
-    call_t *c = call_wait(f, "GET",
-                          "/eth/v1/validator/sync_committee_contribution?slot=30&"
-                          "subcommittee_index=1&beacon_block_root=0x01",
-                          NULL, NULL);
+    fake_node_add1(
+        &f->nodes,
+        FAKE_OK(5, "{\"data\":{\"aggregation_bits\":\"0x0f000000000000000000000000000000\"}}"));
+    fake_node_add1(
+        &f->nodes,
+        FAKE_OK(20, "{\"data\":{\"aggregation_bits\":\"0xff0f0000000000000000000000000000\"}}"));
+    fake_node_add1(
+        &f->nodes,
+        FAKE_OK(20, "{\"data\":{\"aggregation_bits\":\"0x00000000000000000000000000000000\"}}"));
+    fake_call_t *c = fake_mux_send_wait(f, "GET",
+                                        "/eth/v1/validator/sync_committee_contribution?slot=30&"
+                                        "subcommittee_index=1&beacon_block_root=0x01",
+                                        NULL, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), "0xff0f"));
+    assert_non_null(strstr(c->body, "0xff0f"));
     assert_int_equal(bm_aggregate_stats(a)->requests[BM_AGGREGATE_CONTRIBUTION], 1);
     assert_int_equal(bm_aggregate_stats(a)->ignored, 1);
 }
 
 static void test_no_node(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 400, 1000, 100);
-    call_t *c = call_wait(f, "GET", target(12), NULL, NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "GET", target(12), NULL, NULL);
     assert_int_equal(c->status, 503);
-    assert_non_null(strstr(body_of(c), "\"code\":503"));
+    assert_non_null(strstr(c->body, "\"code\":503"));
 }
 
 static void test_client_leaving_cancels_the_race(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 400, 1000, 100);
-    tnode_t *n = add1(f, HANG);
-    call_t *c = call(f, "GET", target(13), NULL, NULL);
+    fake_node_t *n = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_call_t *c = fake_mux_send(f, "GET", target(13), NULL, NULL);
     RUN_UNTIL(&f->loop, n->requests == 1, BOUND_MS);
     assert_int_equal(n->requests, 1);
     bm_upstream_cancel(c->x); /* the client hangs up */
@@ -393,7 +426,7 @@ static void test_client_leaving_cancels_the_race(void **state)
     assert_int_equal(bm_race_engine_active(f->eng), 0);
 }
 
-#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fake_mux_setup, fake_mux_teardown)
 
 int main(void)
 {

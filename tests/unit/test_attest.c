@@ -7,10 +7,27 @@
  * a head tracker fed by hand. Each test asserts who answered, what, how many requests
  * each node saw and, with generous slack, when.
  */
-#include "duties/attest.h"
-#include "fresh_fx.h"
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/hdrs.h"
 #include "base/json.h"
 #include "base/ssz.h"
+#include "duties/attest.h"
+#include "fake_chain.h"
+#include "fake_node.h"
 
 #define SLOT_MS 12000u
 #define SPE 8u
@@ -25,7 +42,7 @@ static int n_bodies;
 static const char *att_json(uint64_t slot, uint64_t index, unsigned root)
 {
     char hex[67], *b = bodies[n_bodies++ % 32];
-    fx_root_hex(root, hex);
+    fake_root_hex(root, hex);
     snprintf(b, 512,
              "{\"data\":{\"slot\":\"%llu\",\"index\":\"%llu\",\"beacon_block_root\":\"%s\","
              "\"source\":{\"epoch\":\"0\",\"root\":\"%s\"},\"target\":{\"epoch\":\"0\",\"root\":"
@@ -37,7 +54,7 @@ static const char *att_json(uint64_t slot, uint64_t index, unsigned root)
 static const char *root_json(unsigned root)
 {
     char hex[67], *b = bodies[n_bodies++ % 32];
-    fx_root_hex(root, hex);
+    fake_root_hex(root, hex);
     snprintf(b, 512,
              "{\"execution_optimistic\":false,\"finalized\":false,\"data\":{\"root\":\"%s\"}}",
              hex);
@@ -47,7 +64,7 @@ static const char *root_json(unsigned root)
 static const char *payload_json(uint64_t slot, unsigned root, bool present)
 {
     char hex[67], *b = bodies[n_bodies++ % 32];
-    fx_root_hex(root, hex);
+    fake_root_hex(root, hex);
     snprintf(b, 512,
              "{\"version\":\"gloas\",\"data\":{\"beacon_block_root\":\"%s\",\"slot\":\"%llu\","
              "\"payload_present\":%s,\"blob_data_available\":true}}",
@@ -62,9 +79,9 @@ static void att_ssz(uint8_t out[128], uint64_t slot, uint64_t index, unsigned ro
         out[i] = (uint8_t)(slot >> (8 * i));
         out[8 + i] = (uint8_t)(index >> (8 * i));
     }
-    fx_root(root, out + 16);
-    fx_root(root, out + 56);
-    fx_root(root, out + 96);
+    fake_root(root, out + 16);
+    fake_root(root, out + 56);
+    fake_root(root, out + 96);
 }
 
 static bm_buf_t *buf(const char *s)
@@ -86,7 +103,7 @@ static void test_parse_data(void **state)
     bm_hdrs_add_z(&ssz_param, "content-type", " Application/Octet-Stream; q=1");
     bm_attest_data_t d;
     uint8_t r7[32];
-    fx_root(7, r7);
+    fake_root(7, r7);
 
     bm_buf_t *b = buf(att_json(12, 1, 7));
     assert_int_equal(bm_attest_parse_data(&json, b, &d), 0);
@@ -145,7 +162,7 @@ static bm_expected_t expect_head(unsigned root, uint64_t slot, bool cluster, boo
     bm_expected_t e;
     memset(&e, 0, sizeof e);
     e.known = true;
-    fx_root(root, e.root);
+    fake_root(root, e.root);
     e.slot = slot;
     e.slot_known = slot_known;
     e.is_cluster_head = cluster;
@@ -158,7 +175,7 @@ static bm_attest_data_t data(uint64_t slot, uint64_t index, unsigned root)
     bm_attest_data_t d;
     d.slot = slot;
     d.index = index;
-    fx_root(root, d.beacon_block_root);
+    fake_root(root, d.beacon_block_root);
     return d;
 }
 
@@ -237,7 +254,7 @@ static void test_payload_rules(void **state)
     bm_buf_unref(b);
 
     uint8_t raw[42] = {0};
-    fx_root(4, raw);
+    fake_root(4, raw);
     raw[32] = 20;
     raw[40] = 0;
     raw[41] = 1;
@@ -258,7 +275,7 @@ static void test_payload_rules(void **state)
     bm_expected_t none;
     memset(&none, 0, sizeof none);
     p.slot = 20;
-    fx_root(4, p.beacon_block_root);
+    fake_root(4, p.beacon_block_root);
     p.payload_present = false;
     assert_true(bm_attest_payload_ok(&none, 20, &p));
     assert_false(bm_attest_payload_ok(&none, 21, &p)); /* another slot's data: never */
@@ -312,8 +329,9 @@ static void test_coalescing_key(void **state)
 /* ---- the policy end to end ------------------------------------------------------------- */
 
 typedef struct tfx {
-    fx_t *f;
-    fx_chain_t c;
+    fake_mux_t *m;
+    bm_hint_t *hint;
+    fake_chain_t c;
     bm_attest_t *a;
     uint64_t slot; /* the current slot */
 } tfx_t;
@@ -329,26 +347,25 @@ static void tfx_init(tfx_t *t, uint64_t into_ms, uint64_t electra_epoch, uint64_
                      const bm_hint_hold_t *hold)
 {
     memset(t, 0, sizeof *t);
-    t->f = fx_new();
+    t->m = fake_mux_new(false);
     uint64_t now = bm_clock_now_ms();
     t->slot = 10;
     bm_chain_info_t info;
-    fx_chain_info(&info, now - 10 * SLOT_MS - into_ms, SLOT_MS, SPE, electra_epoch, gloas_epoch);
-    fx_chain_init(&t->c, 3, &info, now);
-    if (hold) {
-        bm_hint_opts_t o;
+    fake_chain_info(&info, now - 10 * SLOT_MS - into_ms, SLOT_MS, SPE, electra_epoch, gloas_epoch);
+    fake_chain_init(&t->c, 3, &info, now);
+    bm_hint_opts_t o;
+    if (hold)
         for (int d = 0; d < BM_HINT_DUTY_COUNT; d++)
             o.hold[d] = *hold;
-        bm_hint_free(t->f->hint);
-        t->f->hint = bm_hint_new(&o);
-        assert_non_null(t->f->hint);
-    }
-    bm_hint_set_chain(t->f->hint, &t->c.info);
-    bm_hint_set_head(t->f->hint, t->c.t);
-    t->a = bm_attest_new(t->f->eng, t->f->pool, t->f->hint, NULL);
+    t->hint = bm_hint_new(hold ? &o : NULL);
+    assert_non_null(t->hint);
+    bm_hint_set_chain(t->hint, &t->c.info);
+    bm_hint_set_head(t->hint, t->c.t);
+    t->a = bm_attest_new(t->m->eng, t->m->pool, t->hint, NULL);
     assert_non_null(t->a);
-    assert_int_equal(bm_attest_register(t->a, t->f->router), 0);
-    fx_listen(t->f);
+    t->m->module = t->a;
+    t->m->module_free = free_attest;
+    assert_int_equal(bm_attest_register(t->a, t->m->router), 0);
 }
 
 /* The cluster chain 7, 8, 9, 10 (one block per slot, id = slot); the head is `head`. */
@@ -356,22 +373,20 @@ static void tfx_chain(tfx_t *t, unsigned head, bm_payload_status_t payload)
 {
     uint64_t now = bm_clock_now_ms();
     for (unsigned id = 7; id <= 10; id++)
-        fx_block(&t->c, id, id, id - 1);
+        fake_block(&t->c, id, id, id - 1);
     for (unsigned id = 7; id <= head; id++)
-        fx_head(&t->c, 0, id, now, id == head ? payload : BM_PAYLOAD_UNKNOWN);
-    assert_int_equal(fx_cluster_id(&t->c), (int)head);
+        fake_head(&t->c, 0, id, now, id == head ? payload : BM_PAYLOAD_UNKNOWN);
+    assert_int_equal(fake_cluster_id(&t->c), (int)head);
 }
 
 static void tfx_free(tfx_t *t)
 {
-    fx_free(t->f, free_attest, t->a);
-    fx_chain_dispose(&t->c);
+    fake_mux_free(t->m);
+    bm_hint_free(t->hint);
+    fake_chain_dispose(&t->c);
 }
 
-#define STEP(st, ms, text) ((fx_step_t){.status = (st), .delay_ms = (ms), .body = (text)})
-#define HANG ((fx_step_t){0})
-
-static int body_root(const fx_client_t *c)
+static int body_root(const fake_call_t *c)
 {
     bm_attest_data_t d;
     bm_buf_t *b = bm_buf_copy(c->body, c->body_len);
@@ -387,20 +402,20 @@ static void test_stale_node_loses(void **state)
     tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
     /* a: fast and stale; b: fresh after 150 ms; c: hung */
-    fx_step_t sa = STEP(200, 5, att_json(10, 0, 9));
-    fx_step_t sb = STEP(200, 150, att_json(10, 0, 10));
-    fx_step_t sc = HANG;
-    fx_node_t *a = fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-    fx_add_node(t.f, &sc, 1, BM_NODE_READY);
-    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
-    fx_wait(t.f, c);
+    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
+    fake_step_t sb = FAKE_STATUS(200, 150, att_json(10, 0, 10));
+    fake_step_t sc = FAKE_HANG;
+    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
+    fake_mux_node(t.m, &sb, 1);
+    fake_mux_node(t.m, &sc, 1);
+    fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 200);
     assert_int_equal(body_root(c), 10);
     assert_string_equal(bm_hdrs_get(&c->hdrs, "content-type"), "application/json");
     /* the stale node was re-asked while the fresh one was on its way */
     assert_true(a->requests >= 2);
-    assert_true(c->end_ms - c->start_ms < 150 + SLACK_MS);
+    assert_true(fake_call_ms(c) < 150 + SLACK_MS);
     bm_attest_stats_t st = bm_attest_stats(t.a);
     assert_int_equal(st.requests, 1);
     assert_int_equal(st.races, 1);
@@ -415,13 +430,14 @@ static void test_stale_node_catches_up(void **state)
     tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
     /* the only answering node is stale twice, then has the head: the re-ask wins */
-    fx_step_t sa[] = {STEP(200, 5, att_json(10, 0, 9)), STEP(200, 5, att_json(10, 0, 9)),
-                      STEP(200, 5, att_json(10, 0, 10))};
-    fx_step_t sb = HANG;
-    fx_node_t *a = fx_add_node(t.f, sa, 3, BM_NODE_READY);
-    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
-    fx_wait(t.f, c);
+    fake_step_t sa[] = {FAKE_STATUS(200, 5, att_json(10, 0, 9)),
+                        FAKE_STATUS(200, 5, att_json(10, 0, 9)),
+                        FAKE_STATUS(200, 5, att_json(10, 0, 10))};
+    fake_step_t sb = FAKE_HANG;
+    fake_node_t *a = fake_mux_node(t.m, sa, 3);
+    fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(body_root(c), 10);
     assert_int_equal(a->requests, 3);
     tfx_free(&t);
@@ -430,7 +446,7 @@ static void test_stale_node_catches_up(void **state)
 static void release_headers(uv_timer_t *timer)
 {
     tfx_t *t = timer->data;
-    fx_chain_release(&t->c, bm_clock_now_ms());
+    fake_chain_release(&t->c, bm_clock_now_ms());
 }
 
 static void test_head_moving_holds_the_old_head(void **state)
@@ -441,21 +457,21 @@ static void test_head_moving_holds_the_old_head(void **state)
     tfx_chain(&t, 9, BM_PAYLOAD_UNKNOWN);
     /* node 1 just announced block 10; its header is on the way (released at 100 ms) */
     t.c.defer = true;
-    fx_head(&t.c, 1, 10, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
-    assert_int_equal(fx_cluster_id(&t.c), 9);
+    fake_head(&t.c, 1, 10, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
+    assert_int_equal(fake_cluster_id(&t.c), 9);
     uv_timer_t timer;
-    uv_timer_init(&t.f->loop, &timer);
+    uv_timer_init(&t.m->loop, &timer);
     timer.data = &t;
     uv_timer_start(&timer, release_headers, 100, 0);
     /* a answers block 9 (still the cluster head) at once; b answers block 10 */
-    fx_step_t sa = STEP(200, 5, att_json(10, 0, 9));
-    fx_step_t sb = STEP(200, 20, att_json(10, 0, 10));
-    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
-    fx_wait(t.f, c);
+    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
+    fake_step_t sb = FAKE_STATUS(200, 20, att_json(10, 0, 10));
+    fake_mux_node(t.m, &sa, 1);
+    fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(body_root(c), 10);
-    assert_int_equal(fx_cluster_id(&t.c), 10);
+    assert_int_equal(fake_cluster_id(&t.c), 10);
     uv_close((uv_handle_t *)&timer, NULL);
     tfx_free(&t);
 }
@@ -468,16 +484,16 @@ static void test_deadline_fallback(void **state)
     /* 6 s into the slot: past the attestation due time, so the floor is the deadline */
     tfx_init(&t, 6000, 0, BM_FAR_FUTURE_EPOCH, &hold);
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
-    fx_step_t sa = STEP(200, 5, att_json(10, 0, 9));
-    fx_step_t sb = STEP(503, 5, "{\"code\":503,\"message\":\"syncing\"}");
-    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
-    fx_wait(t.f, c);
+    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
+    fake_step_t sb = FAKE_STATUS(503, 5, "{\"code\":503,\"message\":\"syncing\"}");
+    fake_mux_node(t.m, &sa, 1);
+    fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_wait(t.m, c);
     /* voting stale beats not voting: the stale 200, at the deadline */
     assert_int_equal(c->status, 200);
     assert_int_equal(body_root(c), 9);
-    uint64_t took = c->end_ms - c->start_ms;
+    uint64_t took = fake_call_ms(c);
     assert_true(took >= 250);
     assert_true(took < 300 + SLACK_MS);
     assert_int_equal(bm_attest_stats(t.a).fallback, 1);
@@ -490,15 +506,15 @@ static void test_no_cluster_head_first_2xx(void **state)
     tfx_t t;
     tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
     /* no head event yet: the first 2xx wins at once, whatever its root */
-    fx_step_t sa = STEP(200, 5, att_json(10, 0, 9));
-    fx_step_t sb = STEP(200, 400, att_json(10, 0, 10));
-    fx_node_t *a = fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
-    fx_wait(t.f, c);
+    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
+    fake_step_t sb = FAKE_STATUS(200, 400, att_json(10, 0, 10));
+    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
+    fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(body_root(c), 9);
     assert_int_equal(a->requests, 1);
-    assert_true(c->end_ms - c->start_ms < 400);
+    assert_true(fake_call_ms(c) < 400);
     tfx_free(&t);
 }
 
@@ -510,18 +526,18 @@ static void test_coalescing(void **state)
         /* electra from epoch 0, or (pre) not scheduled */
         tfx_init(&t, 3000, pre ? BM_FAR_FUTURE_EPOCH : 0, BM_FAR_FUTURE_EPOCH, NULL);
         tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
-        fx_step_t s = STEP(200, 300, att_json(10, 0, 10));
-        fx_node_t *a = fx_add_node(t.f, &s, 1, BM_NODE_READY);
-        fx_node_t *b = fx_add_node(t.f, &s, 1, BM_NODE_READY);
-        fx_client_t *c[8];
+        fake_step_t s = FAKE_STATUS(200, 300, att_json(10, 0, 10));
+        fake_node_t *a = fake_mux_node(t.m, &s, 1);
+        fake_node_t *b = fake_mux_node(t.m, &s, 1);
+        fake_call_t *c[8];
         for (int i = 0; i < 8; i++) {
             char path[128];
             snprintf(path, sizeof path,
                      "/eth/v1/validator/attestation_data?slot=10&committee_index=%d", i % 2);
-            c[i] = fx_get(t.f, path, "application/json");
+            c[i] = fake_mux_get(t.m, path, "application/json");
         }
         for (int i = 0; i < 8; i++) {
-            fx_wait(t.f, c[i]);
+            fake_mux_wait(t.m, c[i]);
             assert_int_equal(c[i]->status, 200);
             assert_int_equal(body_root(c[i]), 10);
             assert_string_equal(c[i]->body, c[0]->body);
@@ -546,25 +562,25 @@ static void test_ssz_and_headers(void **state)
     static uint8_t stale[128], fresh[128];
     att_ssz(stale, 10, 0, 9);
     att_ssz(fresh, 10, 0, 10);
-    fx_step_t sa = {.status = 200,
-                    .delay_ms = 5,
-                    .body = stale,
-                    .body_len = 128,
-                    .ctype = "application/octet-stream"};
-    fx_step_t sb = {.status = 200,
-                    .delay_ms = 100,
-                    .body = fresh,
-                    .body_len = 128,
-                    .ctype = "application/octet-stream",
-                    .h = {{"Eth-Consensus-Version", "fulu"}, {"X-Node", "b"}}};
-    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-    fx_node_t *b = fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-    fx_client_t *c[3];
+    fake_step_t sa = {.status = 200,
+                      .delay_ms = 5,
+                      .body = stale,
+                      .len = 128,
+                      .ctype = "application/octet-stream"};
+    fake_step_t sb = {.status = 200,
+                      .delay_ms = 100,
+                      .body = fresh,
+                      .len = 128,
+                      .ctype = "application/octet-stream",
+                      .hdrs = {{"Eth-Consensus-Version", "fulu"}, {"X-Node", "b"}}};
+    fake_mux_node(t.m, &sa, 1);
+    fake_node_t *b = fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c[3];
     for (int i = 0; i < 3; i++)
-        c[i] =
-            fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", "application/octet-stream");
+        c[i] = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10",
+                            "application/octet-stream");
     for (int i = 0; i < 3; i++) {
-        fx_wait(t.f, c[i]);
+        fake_mux_wait(t.m, c[i]);
         assert_int_equal(c[i]->status, 200);
         assert_int_equal(c[i]->body_len, 128);
         assert_memory_equal(c[i]->body, fresh, 128);
@@ -573,7 +589,7 @@ static void test_ssz_and_headers(void **state)
         assert_string_equal(bm_hdrs_get(&c[i]->hdrs, "eth-consensus-version"), "fulu");
         assert_string_equal(bm_hdrs_get(&c[i]->hdrs, "x-node"), "b");
     }
-    assert_string_equal(b->accept, "application/octet-stream");
+    assert_string_equal(fake_node_last(b)->accept, "application/octet-stream");
     assert_int_equal(b->requests, 1);
     tfx_free(&t);
 }
@@ -585,17 +601,17 @@ static void test_gloas_index(void **state)
     tfx_init(&t, 3000, 0, 0, NULL); /* Gloas from genesis */
     /* the head is the block of slot 9 with its payload full; data for slot 10 */
     for (unsigned id = 7; id <= 9; id++)
-        fx_block(&t.c, id, id, id - 1);
+        fake_block(&t.c, id, id, id - 1);
     uint64_t now = bm_clock_now_ms();
     for (unsigned id = 7; id <= 9; id++)
-        fx_head(&t.c, 0, id, now, BM_PAYLOAD_EMPTY);
-    fx_head(&t.c, 0, 9, now, BM_PAYLOAD_FULL);
-    fx_step_t sa = STEP(200, 5, att_json(10, 0, 9));  /* says empty */
-    fx_step_t sb = STEP(200, 80, att_json(10, 1, 9)); /* says full */
-    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
-    fx_wait(t.f, c);
+        fake_head(&t.c, 0, id, now, BM_PAYLOAD_EMPTY);
+    fake_head(&t.c, 0, 9, now, BM_PAYLOAD_FULL);
+    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));  /* says empty */
+    fake_step_t sb = FAKE_STATUS(200, 80, att_json(10, 1, 9)); /* says full */
+    fake_mux_node(t.m, &sa, 1);
+    fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_wait(t.m, c);
     bm_attest_data_t d;
     bm_buf_t *bb = bm_buf_copy(c->body, c->body_len);
     assert_int_equal(bm_attest_parse_data(NULL, bb, &d), 0);
@@ -611,12 +627,12 @@ static void test_head_root(void **state)
     tfx_t t;
     tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
-    fx_step_t sa = STEP(200, 5, root_json(9));
-    fx_step_t sb = STEP(200, 60, root_json(10));
-    fx_node_t *a = fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-    fx_client_t *c = fx_get(t.f, "/eth/v1/beacon/blocks/head/root", NULL);
-    fx_wait(t.f, c);
+    fake_step_t sa = FAKE_STATUS(200, 5, root_json(9));
+    fake_step_t sb = FAKE_STATUS(200, 60, root_json(10));
+    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
+    fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, "/eth/v1/beacon/blocks/head/root", NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 200);
     uint8_t root[32];
     bm_buf_t *bb = bm_buf_copy(c->body, c->body_len);
@@ -635,41 +651,41 @@ static void test_payload_attestation(void **state)
     tfx_init(&t, 9500, 0, 0, &hold); /* past the PTC due time (9 s): deadline = floor */
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
     /* a: no block seen (204) at once; b: the block of slot 10 after 100 ms */
-    fx_step_t sa = STEP(204, 5, "");
-    fx_step_t sb = STEP(200, 100, payload_json(10, 10, true));
-    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-    fx_node_t *b = fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
-    fx_wait(t.f, c);
+    fake_step_t sa = FAKE_STATUS(204, 5, "");
+    fake_step_t sb = FAKE_STATUS(200, 100, payload_json(10, 10, true));
+    fake_mux_node(t.m, &sa, 1);
+    fake_node_t *b = fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "\"payload_present\":true"));
-    assert_true(c->end_ms - c->start_ms < 100 + SLACK_MS);
+    assert_true(fake_call_ms(c) < 100 + SLACK_MS);
 
     /* everyone says 204: the 204 is served at the deadline, never as accepted */
-    fx_step_t s204 = STEP(204, 5, "");
-    fx_script(b, &s204, 1);
-    c = fx_get(t.f, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
-    fx_wait(t.f, c);
+    fake_step_t s204 = FAKE_STATUS(204, 5, "");
+    fake_node_script(b, &s204, 1);
+    c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 204);
-    assert_true(c->end_ms - c->start_ms >= 250);
+    assert_true(fake_call_ms(c) >= 250);
 
     /* the cluster knows the payload is full: a 200 without payload_present loses to one
      * with it, and to the deadline a 200 beats a 204 */
-    fx_head(&t.c, 0, 10, bm_clock_now_ms(), BM_PAYLOAD_FULL);
-    fx_step_t absent = STEP(200, 5, payload_json(10, 10, false));
-    fx_script(b, &absent, 1);
-    c = fx_get(t.f, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
-    fx_wait(t.f, c);
+    fake_head(&t.c, 0, 10, bm_clock_now_ms(), BM_PAYLOAD_FULL);
+    fake_step_t absent = FAKE_STATUS(200, 5, payload_json(10, 10, false));
+    fake_node_script(b, &absent, 1);
+    c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "\"payload_present\":false"));
-    assert_true(c->end_ms - c->start_ms >= 250);
-    fx_step_t present[] = {STEP(200, 5, payload_json(10, 10, false)),
-                           STEP(200, 5, payload_json(10, 10, true))};
-    fx_script(b, present, 2);
-    c = fx_get(t.f, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
-    fx_wait(t.f, c);
+    assert_true(fake_call_ms(c) >= 250);
+    fake_step_t present[] = {FAKE_STATUS(200, 5, payload_json(10, 10, false)),
+                             FAKE_STATUS(200, 5, payload_json(10, 10, true))};
+    fake_node_script(b, present, 2);
+    c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
+    fake_mux_wait(t.m, c);
     assert_non_null(strstr(c->body, "\"payload_present\":true"));
-    assert_true(c->end_ms - c->start_ms < 250);
+    assert_true(fake_call_ms(c) < 250);
     tfx_free(&t);
 }
 
@@ -678,23 +694,23 @@ static void test_bad_requests(void **state)
     (void)state;
     tfx_t t;
     tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
-    fx_step_t s = STEP(200, 5, att_json(10, 0, 10));
-    fx_node_t *a = fx_add_node(t.f, &s, 1, BM_NODE_READY);
+    fake_step_t s = FAKE_STATUS(200, 5, att_json(10, 0, 10));
+    fake_node_t *a = fake_mux_node(t.m, &s, 1);
     const char *paths[] = {"/eth/v1/validator/attestation_data",
                            "/eth/v1/validator/attestation_data?slot=abc",
                            "/eth/v1/validator/attestation_data?slot=99999999999999999999",
                            "/eth/v1/validator/payload_attestation_data?slot="};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-        fx_client_t *c = fx_get(t.f, paths[i], NULL);
-        fx_wait(t.f, c);
+        fake_call_t *c = fake_mux_get(t.m, paths[i], NULL);
+        fake_mux_wait(t.m, c);
         assert_int_equal(c->status, 400);
         assert_non_null(strstr(c->body, "\"code\":400"));
     }
     assert_int_equal(a->requests, 0);
     /* every node down: the engine's 503 in the Beacon API shape */
     a->node->state = BM_NODE_WRONG_NETWORK;
-    fx_client_t *c = fx_get(t.f, "/eth/v1/validator/attestation_data?slot=10", NULL);
-    fx_wait(t.f, c);
+    fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 503);
     assert_non_null(strstr(c->body, "\"code\":503"));
     tfx_free(&t);
@@ -706,25 +722,17 @@ static void test_client_leaves(void **state)
     tfx_t t;
     tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
-    fx_step_t s = HANG;
-    fx_add_node(t.f, &s, 1, BM_NODE_READY);
+    fake_step_t s = FAKE_HANG;
+    fake_mux_node(t.m, &s, 1);
     /* a client that gives up: its race (it was the only waiter) stops asking the node */
-    char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/eth/v1/validator/attestation_data?slot=10",
-             t.f->mux_port);
-    bm_xfer_req_t xr = {.method = "GET", .url = url, .timeout_ms = 150};
-    fx_client_t gone;
-    memset(&gone, 0, sizeof gone);
-    bm_hdrs_init(&gone.hdrs);
-    static const bm_xfer_cbs_t cbs = {.on_done = fx_client_done};
-    assert_non_null(bm_upstream_start(t.f->up, &xr, &cbs, &gone));
-    FX_RUN_UNTIL(&t.f->loop, gone.done && t.f->preqs == 0, FX_BOUND_MS);
-    assert_true(gone.done);
-    assert_int_equal(gone.err, BM_ETIMEDOUT);
-    assert_int_equal(t.f->preqs, 0); /* the node saw its request cancelled */
-    FX_RUN_UNTIL(&t.f->loop, bm_race_engine_active(t.f->eng) == 0, FX_BOUND_MS);
-    assert_int_equal(bm_race_engine_active(t.f->eng), 0);
-    bm_hdrs_dispose(&gone.hdrs);
+    fake_request_t rq = {.target = "/eth/v1/validator/attestation_data?slot=10", .timeout_ms = 150};
+    fake_call_t *gone = fake_mux_call(t.m, &rq);
+    RUN_UNTIL(&t.m->loop, gone->done && t.m->nodes.held == 0, FAKE_BOUND_MS);
+    assert_true(gone->done);
+    assert_int_equal(gone->err, BM_ETIMEDOUT);
+    assert_int_equal(t.m->nodes.held, 0); /* the node saw its request cancelled */
+    RUN_UNTIL(&t.m->loop, bm_race_engine_active(t.m->eng) == 0, FAKE_BOUND_MS);
+    assert_int_equal(bm_race_engine_active(t.m->eng), 0);
     tfx_free(&t);
 }
 

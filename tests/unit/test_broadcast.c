@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_broadcast: the broadcast policy end to end on loopback. A front server (the
- * project's HTTP server with the router and the broadcast routes) stands where beaconmux
- * listens; fake beacon nodes (the same server, answering from a script: request i gets
- * step i, the last step repeats; a step is a status, a body and a delay, or no answer)
- * stand behind it; the test's client is the project's upstream client. Every request a
- * node receives and every answer it sends goes into one ordered log ("a>" request to a,
- * "a<" answer from a, "a!" the request's client went away), so sequencing is asserted.
+ * test_broadcast: the broadcast policy end to end on loopback, in the miniature beaconmux
+ * of fake_node.h: a front server with the router and the broadcast routes stands where
+ * beaconmux listens; fake beacon nodes (answering from a script: request i gets step i,
+ * the last step repeats; a step is a status, a body and a delay, or no answer) stand
+ * behind it; the test's client is the project's upstream client. Every request a node
+ * receives and every answer it sends goes into one ordered log ("a>" request to a, "a<"
+ * answer from a, "a!" the request's client went away), so sequencing is asserted.
  *
  * Nothing sleeps: the loop runs until a condition holds, with a bound. Each test ends
  * with uv_loop_close() == 0 (in the teardown).
@@ -35,165 +35,35 @@
 #include "http/router.h"
 #include "http/server.h"
 #include "http/upstream.h"
+#include "fake_node.h"
 
 #define BOUND_MS 5000
-#define MAX_NODES 3
-#define MAX_STEPS 6
 
-/* ---- loop helpers ---------------------------------------------------------------------- */
-
-#include "loop_guard.h"
-
-/* ---- fake nodes --------------------------------------------------------------------------- */
-
-typedef struct step {
-    int status; /* 0: never answer */
-    uint32_t delay_ms;
-    const char *body;
-} step_t;
-
-typedef struct fx fx_t;
-
-typedef struct tnode {
-    fx_t *f;
-    char id[4];
-    bm_server_t *srv;
-    bool srv_done;
-    bm_node_t *node;
-    step_t steps[MAX_STEPS];
-    int nsteps;
-    int requests, answered, aborted;
-    char target[256];
-    char ctype[64];
-    char version[32];
-    char body[512];
-    size_t body_len;
-} tnode_t;
-
-typedef struct preq {
-    uv_timer_t t;
-    tnode_t *tn;
-    bm_req_t *req;
-    step_t st;
-    bool ended;
-} preq_t;
-
-/* The test's client request. */
-typedef struct creq {
-    fx_t *f;
-    bm_xfer_t *x;
-    bool done;
-    int err, status;
-    char body[512];
-    char ctype[64];
-    uint64_t sent_ms, done_ms;
-} creq_t;
-
-struct fx {
-    uv_loop_t loop;
-    bm_upstream_t *up;
-    bm_pool_t *pool;
-    bm_race_engine_t *eng;
+typedef struct fx {
+    fake_mux_t *m;
+    uv_loop_t *loop;    /* m's */
+    bm_pool_t *pool;    /* m's */
+    fake_node_t *nodes; /* m's: a, b, c */
+    char *log;          /* the nodes' log */
     bm_replay_t *replay;
     bm_broadcast_t *b;
-    bm_router_t *router;
-    bm_server_t *front;
-    bool front_done;
-    int front_port;
-    tnode_t nodes[MAX_NODES];
-    int n_nodes;
-    int preqs;
-    char log[2048];
     /* the producer lookup's answer */
     int producer;
     uint64_t producer_slot;
     bool producer_has_root;
     uint8_t producer_root[32];
-};
+} fx_t;
 
-static void logf_(fx_t *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(fx_t *f, const char *fmt, ...)
+/* Node `tn` answers from the `n` steps given (its request count restarts). */
+static void script(fake_node_t *tn, int n, ...)
 {
-    size_t n = strlen(f->log);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->log + n, sizeof f->log - n, fmt, ap);
-    va_end(ap);
-}
-
-static void preq_closed(uv_handle_t *h)
-{
-    preq_t *p = h->data;
-    p->tn->f->preqs--;
-    free(p);
-}
-
-static void on_answer_due(uv_timer_t *t)
-{
-    preq_t *p = t->data;
-    if (p->ended)
-        return;
-    p->ended = true;
-    bm_buf_t *b = bm_buf_from_str(p->st.body ? p->st.body : "");
-    p->tn->answered++;
-    logf_(p->tn->f, "%s<", p->tn->id);
-    bm_resp_send(p->req, p->st.status, p->st.body ? "application/json" : NULL, b, NULL);
-    bm_buf_unref(b);
-    uv_close((uv_handle_t *)&p->t, preq_closed);
-}
-
-static void on_req_abort(bm_req_t *req, void *ud)
-{
-    preq_t *p = ud;
-    if (p->ended)
-        return;
-    p->ended = true;
-    p->tn->aborted++;
-    logf_(p->tn->f, "%s!", p->tn->id);
-    bm_resp_end(req);
-    uv_close((uv_handle_t *)&p->t, preq_closed);
-}
-
-static void on_node_request(bm_req_t *req, void *ud)
-{
-    tnode_t *tn = ud;
-    int i = tn->requests++;
-    logf_(tn->f, "%s>", tn->id);
-    const char *h;
-    snprintf(tn->target, sizeof tn->target, "%s", bm_req_target(req));
-    snprintf(tn->ctype, sizeof tn->ctype, "%s", (h = bm_req_header(req, "Content-Type")) ? h : "");
-    snprintf(tn->version, sizeof tn->version, "%s",
-             (h = bm_req_header(req, "Eth-Consensus-Version")) ? h : "");
-    bm_buf_t *body = bm_req_body(req);
-    tn->body_len = body ? body->len : 0;
-    memset(tn->body, 0, sizeof tn->body);
-    if (body)
-        memcpy(tn->body, body->data, body->len < sizeof tn->body ? body->len : sizeof tn->body - 1);
-    preq_t *p = calloc(1, sizeof *p);
-    assert_non_null(p);
-    p->tn = tn;
-    p->req = req;
-    p->st = tn->steps[i < tn->nsteps ? i : tn->nsteps - 1];
-    uv_timer_init(&tn->f->loop, &p->t);
-    p->t.data = p;
-    tn->f->preqs++;
-    bm_req_on_abort(req, on_req_abort, p);
-    if (p->st.status)
-        uv_timer_start(&p->t, on_answer_due, p->st.delay_ms, 0);
-}
-
-#define HANG ((step_t){0, 0, NULL})
-#define ST(code, ms, body) ((step_t){(code), (ms), (body)})
-#define OK(ms) ((step_t){200, (ms), NULL})
-
-static void script(tnode_t *tn, int n, ...)
-{
+    fake_step_t steps[FAKE_MAX_STEPS];
     va_list ap;
     va_start(ap, n);
     for (int i = 0; i < n; i++)
-        tn->steps[i] = va_arg(ap, step_t);
+        steps[i] = va_arg(ap, fake_step_t);
     va_end(ap);
-    tn->nsteps = n;
+    fake_node_script(tn, steps, n);
 }
 
 static int producer_lookup(void *ud, uint64_t slot, uint8_t state_root[32], bool *has_state_root)
@@ -209,6 +79,20 @@ static int producer_lookup(void *ud, uint64_t slot, uint8_t state_root[32], bool
 
 /* ---- fixture ---------------------------------------------------------------------------- */
 
+static void module_stop(void *ud)
+{
+    fx_t *f = ud;
+    bm_broadcast_stop(f->b);
+    bm_replay_stop(f->replay);
+}
+
+static void module_free(void *ud)
+{
+    fx_t *f = ud;
+    bm_broadcast_free(f->b);
+    bm_replay_free(f->replay);
+}
+
 /* Three nodes a, b, c (all answering 200 at once unless scripted otherwise), broadcast with
  * short timeouts, the front server listening. */
 static int fx_setup(void **state)
@@ -216,171 +100,82 @@ static int fx_setup(void **state)
     fx_t *f = calloc(1, sizeof *f);
     if (!f)
         return -1;
-    bm_log_setup(BM_LOG_ERROR, BM_LOG_TEXT, NULL);
-    if (uv_loop_init(&f->loop) != 0)
-        return -1;
-    bm_upstream_opts_t uo;
-    bm_upstream_opts_default(&uo);
-    f->up = bm_upstream_new(&f->loop, &uo);
-    f->pool = bm_pool_new();
+    f->m = fake_mux_new(true);
+    f->loop = &f->m->loop;
+    f->pool = f->m->pool;
+    f->nodes = f->m->nodes.node;
+    f->log = f->m->nodes.log;
     f->producer = -1;
-    for (int i = 0; i < MAX_NODES; i++) {
-        tnode_t *tn = &f->nodes[i];
-        tn->f = f;
-        snprintf(tn->id, sizeof tn->id, "%c", 'a' + i);
-        tn->steps[0] = OK(0);
-        tn->nsteps = 1;
-        tn->srv = bm_server_new(&f->loop, NULL, on_node_request, tn);
-        if (!tn->srv || bm_server_listen(tn->srv, "127.0.0.1", 0) != 0)
-            return -1;
-        char url[64];
-        snprintf(url, sizeof url, "http://127.0.0.1:%d", bm_server_port(tn->srv));
-        tn->node = bm_pool_add(f->pool, tn->id, url, NULL);
-        if (!tn->node)
-            return -1;
-        f->n_nodes++;
-    }
-    f->eng = bm_race_engine_new(&f->loop, f->up, f->pool);
+    for (int i = 0; i < 3; i++)
+        fake_node_add1(&f->m->nodes, FAKE_OK(0, NULL));
     bm_replay_opts_t ro;
     bm_replay_opts_default(&ro);
     ro.debounce_ms = 10;
-    f->replay = bm_replay_new(&f->loop, f->up, f->pool, NULL, &ro);
+    f->replay = bm_replay_new(f->loop, f->m->up, f->pool, NULL, &ro);
     bm_broadcast_opts_t bo;
     bm_broadcast_opts_default(&bo);
     bo.write_timeout_ms = 800;
     bo.read_timeout_ms = 300;
     bo.producer_headstart_ms = 250;
     bo.ssz_probe_grace_ms = 100;
-    f->b = bm_broadcast_new(&f->loop, f->eng, f->pool, f->replay, &bo);
-    f->router = bm_router_new();
-    if (!f->eng || !f->replay || !f->b || !f->router)
+    f->b = bm_broadcast_new(f->loop, f->m->eng, f->pool, f->replay, &bo);
+    if (!f->replay || !f->b)
         return -1;
+    f->m->module = f;
+    f->m->module_stop = module_stop;
+    f->m->module_free = module_free;
     bm_broadcast_set_producer(f->b, producer_lookup, f);
-    if (bm_broadcast_register(f->b, f->router) != 0)
+    if (bm_broadcast_register(f->b, f->m->router) != 0)
         return -1;
-    f->front = bm_server_new(&f->loop, NULL, bm_router_dispatch, f->router);
-    if (!f->front || bm_server_listen(f->front, "127.0.0.1", 0) != 0)
-        return -1;
-    f->front_port = bm_server_port(f->front);
     *state = f;
     return 0;
-}
-
-static void on_front_done(bm_server_t *srv, void *ud)
-{
-    (void)srv;
-    ((fx_t *)ud)->front_done = true;
-}
-
-static void on_srv_done(bm_server_t *srv, void *ud)
-{
-    (void)srv;
-    ((tnode_t *)ud)->srv_done = true;
-}
-
-static bool all_done(fx_t *f)
-{
-    for (int i = 0; i < f->n_nodes; i++)
-        if (!f->nodes[i].srv_done)
-            return false;
-    return f->front_done && f->preqs == 0;
 }
 
 static int fx_teardown(void **state)
 {
     fx_t *f = *state;
     /* every write has finished: nothing of the broadcast is left */
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     assert_int_equal(bm_broadcast_active(f->b), 0);
-    bm_server_shutdown(f->front, 20, on_front_done, f);
-    bm_broadcast_stop(f->b);
-    bm_replay_stop(f->replay);
-    bm_race_engine_free(f->eng);
-    bm_upstream_free(f->up);
-    for (int i = 0; i < f->n_nodes; i++)
-        bm_server_shutdown(f->nodes[i].srv, 20, on_srv_done, &f->nodes[i]);
-    RUN_UNTIL(&f->loop, all_done(f), BOUND_MS);
-    assert_true(all_done(f));
-    for (int i = 0; i < f->n_nodes; i++)
-        bm_server_free(f->nodes[i].srv);
-    bm_server_free(f->front);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    bm_broadcast_free(f->b);
-    bm_replay_free(f->replay);
-    bm_router_free(f->router);
-    assert_int_equal(uv_loop_close(&f->loop), 0);
-    bm_pool_free(f->pool);
+    fake_mux_free(f->m);
     free(f);
     return 0;
 }
 
 /* ---- the client ---------------------------------------------------------------------------- */
 
-static void on_client_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
+static fake_call_t *send_req(fx_t *f, const char *method, const char *target, const char *ctype,
+                             const void *body, size_t len, const char *version)
 {
-    creq_t *c = ud;
-    (void)x;
-    c->x = NULL;
-    c->done = true;
-    c->err = res->err;
-    c->status = res->status;
-    c->done_ms = bm_clock_now_ms();
-    if (res->body)
-        snprintf(c->body, sizeof c->body, "%.*s", (int)res->body->len, res->body->data);
-    const char *ct = res->headers ? bm_hdrs_get(res->headers, "content-type") : NULL;
-    snprintf(c->ctype, sizeof c->ctype, "%s", ct ? ct : "");
+    fake_request_t rq = {.method = method,
+                         .target = target,
+                         .ctype = ctype,
+                         .version = version,
+                         .body = body,
+                         .len = len,
+                         .timeout_ms = BOUND_MS};
+    return fake_mux_call(f->m, &rq);
 }
 
-static void send_req(fx_t *f, creq_t *c, const char *method, const char *target, const char *ctype,
-                     const void *body, size_t len, const char *version)
+static fake_call_t *post_json(fx_t *f, const char *target, const char *json)
 {
-    memset(c, 0, sizeof *c);
-    c->f = f;
-    char url[512];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", f->front_port, target);
-    bm_hdrs_t h;
-    bm_hdrs_init(&h);
-    if (ctype)
-        bm_hdrs_add_z(&h, "Content-Type", ctype);
-    if (version)
-        bm_hdrs_add_z(&h, "Eth-Consensus-Version", version);
-    bm_buf_t *b = body ? bm_buf_copy(body, len) : NULL;
-    bm_xfer_req_t xr = {
-        .method = method,
-        .url = url,
-        .headers = &h,
-        .body = b,
-        .timeout_ms = BOUND_MS,
-    };
-    static const bm_xfer_cbs_t cbs = {NULL, NULL, on_client_done};
-    c->sent_ms = bm_clock_now_ms();
-    c->x = bm_upstream_start(f->up, &xr, &cbs, c);
-    assert_non_null(c->x);
-    bm_hdrs_dispose(&h);
-    bm_buf_unref(b);
+    return send_req(f, "POST", target, "application/json", json, strlen(json), "electra");
 }
 
-static void post_json(fx_t *f, creq_t *c, const char *target, const char *json)
+static fake_call_t *post_ssz(fx_t *f, const char *target, const void *p, size_t n)
 {
-    send_req(f, c, "POST", target, "application/json", json, strlen(json), "electra");
+    return send_req(f, "POST", target, "application/octet-stream", p, n, "electra");
 }
 
-static void post_ssz(fx_t *f, creq_t *c, const char *target, const void *p, size_t n)
+static void wait_client(fx_t *f, fake_call_t *c)
 {
-    send_req(f, c, "POST", target, "application/octet-stream", p, n, "electra");
-}
-
-static void wait_client(fx_t *f, creq_t *c)
-{
-    RUN_UNTIL(&f->loop, c->done, BOUND_MS);
-    assert_true(c->done);
-    assert_int_equal(c->err, 0);
+    fake_mux_wait(f->m, c);
 }
 
 static int total_requests(fx_t *f)
 {
     int n = 0;
-    for (int i = 0; i < f->n_nodes; i++)
+    for (int i = 0; i < f->m->nodes.n; i++)
         n += f->nodes[i].requests;
     return n;
 }
@@ -388,7 +183,7 @@ static int total_requests(fx_t *f)
 static int total_answered(fx_t *f)
 {
     int n = 0;
-    for (int i = 0; i < f->n_nodes; i++)
+    for (int i = 0; i < f->m->nodes.n; i++)
         n += f->nodes[i].answered + f->nodes[i].aborted;
     return n;
 }
@@ -526,26 +321,27 @@ static void test_write_reaches_every_node_lagging_and_syncing_included(void **st
     bm_pool_set_state(f->pool, f->nodes[1].node, BM_NODE_LAGGING, "test");
     bm_pool_set_state(f->pool, f->nodes[2].node, BM_NODE_SYNCING, "test");
     static const char *block = "{\"message\":{\"slot\":\"5\"},\"signature\":\"0x01\"}";
-    creq_t c;
-    send_req(f, &c, "POST", "/eth/v2/beacon/blocks?broadcast_validation=consensus",
-             "application/json", block, strlen(block), "fulu");
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200);
-    RUN_UNTIL(&f->loop, total_answered(f) == 3, BOUND_MS);
+    fake_call_t *c;
+    c = send_req(f, "POST", "/eth/v2/beacon/blocks?broadcast_validation=consensus",
+                 "application/json", block, strlen(block), "fulu");
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+    RUN_UNTIL(f->loop, total_answered(f) == 3, BOUND_MS);
     for (int i = 0; i < 3; i++) {
-        tnode_t *tn = &f->nodes[i];
+        fake_node_t *tn = &f->nodes[i];
         assert_int_equal(tn->requests, 1);
         /* query string, headers and body unchanged */
-        assert_string_equal(tn->target, "/eth/v2/beacon/blocks?broadcast_validation=consensus");
-        assert_string_equal(tn->version, "fulu");
-        assert_string_equal(tn->ctype, "application/json");
-        assert_string_equal(tn->body, block);
+        assert_string_equal(fake_node_last(tn)->target,
+                            "/eth/v2/beacon/blocks?broadcast_validation=consensus");
+        assert_string_equal(fake_node_last(tn)->version, "fulu");
+        assert_string_equal(fake_node_last(tn)->ctype, "application/json");
+        assert_string_equal(fake_node_last(tn)->body, block);
     }
     /* an unreachable node is left out while another one is usable */
     bm_pool_set_state(f->pool, f->nodes[2].node, BM_NODE_UNREACHABLE, "test");
-    post_json(f, &c, "/eth/v2/beacon/pool/attestations", "[]");
-    wait_client(f, &c);
-    RUN_UNTIL(&f->loop, total_answered(f) == 5, BOUND_MS);
+    c = post_json(f, "/eth/v2/beacon/pool/attestations", "[]");
+    wait_client(f, c);
+    RUN_UNTIL(f->loop, total_answered(f) == 5, BOUND_MS);
     assert_int_equal(f->nodes[2].requests, 1);
     assert_int_equal(f->nodes[0].requests + f->nodes[1].requests, 4);
     bm_broadcast_stats_t st;
@@ -557,51 +353,51 @@ static void test_write_reaches_every_node_lagging_and_syncing_included(void **st
 static void test_answered_at_first_2xx_with_a_hung_node(void **state)
 {
     fx_t *f = *state;
-    script(&f->nodes[0], 1, HANG);
-    script(&f->nodes[1], 1, OK(150));
-    script(&f->nodes[2], 1, OK(10));
-    creq_t c;
-    post_json(f, &c, "/eth/v1/beacon/pool/sync_committees", "[]");
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200);
+    script(&f->nodes[0], 1, FAKE_HANG);
+    script(&f->nodes[1], 1, FAKE_OK(150, NULL));
+    script(&f->nodes[2], 1, FAKE_OK(10, NULL));
+    fake_call_t *c;
+    c = post_json(f, "/eth/v1/beacon/pool/sync_committees", "[]");
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
     /* the fastest 2xx, neither the slow one nor the hung one */
-    assert_true(c.done_ms - c.sent_ms < 140);
+    assert_true(fake_call_ms(c) < 140);
     assert_int_equal(f->nodes[2].answered, 1);
     assert_int_equal(f->nodes[1].answered, 0);
     assert_int_equal(f->nodes[0].requests, 1);
     /* the rest runs detached: the slow node still answers, the hung one is cut at the
      * write timeout (800 ms here) and only then is the write over */
-    RUN_UNTIL(&f->loop, f->nodes[1].answered == 1, BOUND_MS);
+    RUN_UNTIL(f->loop, f->nodes[1].answered == 1, BOUND_MS);
     assert_int_equal(f->nodes[0].aborted, 0);
     assert_int_equal(bm_broadcast_active(f->b), 1);
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
-    assert_true(bm_clock_now_ms() - c.sent_ms >= 750);
-    RUN_UNTIL(&f->loop, f->nodes[0].aborted == 1, BOUND_MS);
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    assert_true(bm_clock_now_ms() - c->start_ms >= 750);
+    RUN_UNTIL(f->loop, f->nodes[0].aborted == 1, BOUND_MS);
     assert_int_equal(f->nodes[0].aborted, 1);
 }
 
 static void test_most_specific_error_when_none_took_it(void **state)
 {
     fx_t *f = *state;
-    script(&f->nodes[0], 1, ST(500, 0, "{\"code\":500,\"message\":\"boom\"}"));
-    script(&f->nodes[1], 1, ST(400, 20, "{\"code\":400,\"message\":\"bad exit\"}"));
-    script(&f->nodes[2], 1, ST(503, 0, "{\"code\":503,\"message\":\"syncing\"}"));
-    creq_t c;
-    post_json(f, &c, "/eth/v1/beacon/pool/voluntary_exits", "{}");
-    wait_client(f, &c);
-    assert_int_equal(c.status, 400);
-    assert_string_equal(c.body, "{\"code\":400,\"message\":\"bad exit\"}");
-    assert_string_equal(c.ctype, "application/json");
+    script(&f->nodes[0], 1, FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"));
+    script(&f->nodes[1], 1, FAKE_STATUS(400, 20, "{\"code\":400,\"message\":\"bad exit\"}"));
+    script(&f->nodes[2], 1, FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"syncing\"}"));
+    fake_call_t *c;
+    c = post_json(f, "/eth/v1/beacon/pool/voluntary_exits", "{}");
+    wait_client(f, c);
+    assert_int_equal(c->status, 400);
+    assert_string_equal(c->body, "{\"code\":400,\"message\":\"bad exit\"}");
+    assert_string_equal(fake_call_header(c, "content-type"), "application/json");
     /* nobody answers at all: the engine's 503 naming each node */
     bm_pool_set_state(f->pool, f->nodes[0].node, BM_NODE_UNREACHABLE, "test");
     bm_pool_set_state(f->pool, f->nodes[1].node, BM_NODE_UNREACHABLE, "test");
     bm_pool_set_state(f->pool, f->nodes[2].node, BM_NODE_WRONG_NETWORK, "test");
-    script(&f->nodes[0], 1, HANG);
-    script(&f->nodes[1], 1, HANG);
-    post_json(f, &c, "/eth/v1/beacon/pool/voluntary_exits", "{}");
-    wait_client(f, &c);
-    assert_int_equal(c.status, 503);
-    assert_non_null(strstr(c.body, "\"code\":503"));
+    script(&f->nodes[0], 1, FAKE_HANG);
+    script(&f->nodes[1], 1, FAKE_HANG);
+    c = post_json(f, "/eth/v1/beacon/pool/voluntary_exits", "{}");
+    wait_client(f, c);
+    assert_int_equal(c->status, 503);
+    assert_non_null(strstr(c->body, "\"code\":503"));
     assert_int_equal(f->nodes[2].requests, 1); /* wrong network: never asked again */
 }
 
@@ -609,20 +405,20 @@ static void test_client_hangup_does_not_stop_a_block(void **state)
 {
     fx_t *f = *state;
     for (int i = 0; i < 3; i++)
-        script(&f->nodes[i], 1, OK(150));
+        script(&f->nodes[i], 1, FAKE_OK(150, NULL));
     static const char *block = "{\"message\":{\"slot\":\"9\"},\"signature\":\"0x02\"}";
-    creq_t c;
-    send_req(f, &c, "POST", "/eth/v2/beacon/blocks", "application/json", block, strlen(block),
-             "fulu");
-    RUN_UNTIL(&f->loop, total_requests(f) == 3, BOUND_MS);
-    bm_upstream_cancel(c.x); /* the client times out and hangs up */
-    c.x = NULL;
-    RUN_UNTIL(&f->loop, total_answered(f) == 3, BOUND_MS);
+    fake_call_t *c;
+    c = send_req(f, "POST", "/eth/v2/beacon/blocks", "application/json", block, strlen(block),
+                 "fulu");
+    RUN_UNTIL(f->loop, total_requests(f) == 3, BOUND_MS);
+    bm_upstream_cancel(c->x); /* the client times out and hangs up */
+    c->x = NULL;
+    RUN_UNTIL(f->loop, total_answered(f) == 3, BOUND_MS);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(f->nodes[i].answered, 1);
         assert_int_equal(f->nodes[i].aborted, 0);
     }
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     bm_broadcast_stats_t st;
     bm_broadcast_stats(f->b, &st);
     assert_int_equal(st.node_deliveries, 3);
@@ -637,39 +433,39 @@ static void test_ssz_block_never_415_when_a_node_took_it(void **state)
 {
     fx_t *f = *state;
     size_t route = route_index("POST", "/eth/v2/beacon/blocks");
-    script(&f->nodes[0], 1, ST(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"));
-    script(&f->nodes[1], 1, OK(40));
-    script(&f->nodes[2], 1, OK(60));
-    creq_t c;
-    post_ssz(f, &c, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200); /* b took it */
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    script(&f->nodes[0], 1, FAKE_STATUS(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"));
+    script(&f->nodes[1], 1, FAKE_OK(40, NULL));
+    script(&f->nodes[2], 1, FAKE_OK(60, NULL));
+    fake_call_t *c;
+    c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    wait_client(f, c);
+    assert_int_equal(c->status, 200); /* b took it */
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_REFUSED);
     assert_int_equal(bm_broadcast_ssz_support(f->b, 1, route), BM_SSZ_ACCEPTED);
     assert_int_equal(bm_broadcast_ssz_support(f->b, 2, route), BM_SSZ_ACCEPTED);
-    assert_int_equal(f->nodes[1].body_len, sizeof SSZ_BODY);
-    assert_string_equal(f->nodes[1].ctype, "application/octet-stream");
+    assert_int_equal(fake_node_last(&f->nodes[1])->body_len, sizeof SSZ_BODY);
+    assert_string_equal(fake_node_last(&f->nodes[1])->ctype, "application/octet-stream");
     /* remembered: the next SSZ block is not sent to a at all, and still answered 200 */
-    post_ssz(f, &c, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200);
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     assert_int_equal(f->nodes[0].requests, 1);
     assert_int_equal(f->nodes[1].requests, 2);
     /* a JSON block still goes to a */
-    post_json(f, &c, "/eth/v2/beacon/blocks", "{}");
-    wait_client(f, &c);
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    c = post_json(f, "/eth/v2/beacon/blocks", "{}");
+    wait_client(f, c);
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     assert_int_equal(f->nodes[0].requests, 2);
     /* when no other node takes the block, the answer is 415: a JSON resend may reach a */
-    script(&f->nodes[1], 1, ST(500, 0, "{\"code\":500,\"message\":\"x\"}"));
-    script(&f->nodes[2], 1, ST(503, 0, "{\"code\":503,\"message\":\"y\"}"));
+    script(&f->nodes[1], 1, FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"x\"}"));
+    script(&f->nodes[2], 1, FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"y\"}"));
     f->nodes[1].requests = f->nodes[2].requests = 0;
-    post_ssz(f, &c, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
-    wait_client(f, &c);
-    assert_int_equal(c.status, 415);
-    assert_non_null(strstr(c.body, "\"code\":415"));
+    c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    wait_client(f, c);
+    assert_int_equal(c->status, 415);
+    assert_non_null(strstr(c->body, "\"code\":415"));
     /* forgetting the node (it came back from unreachable: maybe upgraded) asks it again */
     bm_pool_set_state(f->pool, f->nodes[0].node, BM_NODE_UNREACHABLE, "test");
     bm_pool_set_state(f->pool, f->nodes[0].node, BM_NODE_READY, "test");
@@ -681,30 +477,30 @@ static void test_ssz_pool_write_refused_then_415_at_once(void **state)
 {
     fx_t *f = *state;
     size_t route = route_index("POST", "/eth/v2/beacon/pool/attestations");
-    script(&f->nodes[0], 1, ST(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"));
-    script(&f->nodes[1], 1, OK(20));
-    script(&f->nodes[2], 1, OK(0));
-    creq_t c;
-    post_ssz(f, &c, "/eth/v2/beacon/pool/attestations", SSZ_BODY, sizeof SSZ_BODY);
-    wait_client(f, &c);
+    script(&f->nodes[0], 1, FAKE_STATUS(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"));
+    script(&f->nodes[1], 1, FAKE_OK(20, NULL));
+    script(&f->nodes[2], 1, FAKE_OK(0, NULL));
+    fake_call_t *c;
+    c = post_ssz(f, "/eth/v2/beacon/pool/attestations", SSZ_BODY, sizeof SSZ_BODY);
+    wait_client(f, c);
     /* the nodes that take SSZ got it; the client is told to resend JSON for a's sake */
-    assert_int_equal(c.status, 415);
-    assert_string_equal(c.body, "{\"code\":415,\"message\":\"no ssz\"}");
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    assert_int_equal(c->status, 415);
+    assert_string_equal(c->body, "{\"code\":415,\"message\":\"no ssz\"}");
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     assert_int_equal(f->nodes[1].answered, 1);
     assert_int_equal(f->nodes[2].answered, 1);
     assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_REFUSED);
     /* from now on an SSZ copy is refused before anything is sent: no double delivery */
     int before = total_requests(f);
-    post_ssz(f, &c, "/eth/v2/beacon/pool/attestations", SSZ_BODY, sizeof SSZ_BODY);
-    wait_client(f, &c);
-    assert_int_equal(c.status, 415);
+    c = post_ssz(f, "/eth/v2/beacon/pool/attestations", SSZ_BODY, sizeof SSZ_BODY);
+    wait_client(f, c);
+    assert_int_equal(c->status, 415);
     assert_int_equal(total_requests(f), before);
     /* the JSON resend reaches everyone, a included */
-    post_json(f, &c, "/eth/v2/beacon/pool/attestations", "[{\"x\":1}]");
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200);
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    c = post_json(f, "/eth/v2/beacon/pool/attestations", "[{\"x\":1}]");
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     assert_int_equal(total_requests(f), before + 3);
     bm_broadcast_stats_t st;
     bm_broadcast_stats(f->b, &st);
@@ -729,31 +525,33 @@ static void test_ssz_late_refusal_replays_state_as_json(void **state)
     }
     memset(reg + 36, 0xaa, 48);
     memset(reg + 84, 0xcc, 96);
-    creq_t c;
-    post_ssz(f, &c, "/eth/v1/validator/register_validator", reg, sizeof reg);
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200);
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    fake_call_t *c;
+    c = post_ssz(f, "/eth/v1/validator/register_validator", reg, sizeof reg);
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     for (size_t i = 0; i < 3; i++)
         assert_int_equal(bm_broadcast_ssz_support(f->b, i, route), BM_SSZ_ACCEPTED);
     assert_int_equal(bm_replay_count(f->replay, BM_REPLAY_REGISTRATION), 1);
     /* a is replaced by a build without SSZ; it refuses after the client had its 200 */
-    script(&f->nodes[0], 2, ST(415, 300, "{\"code\":415,\"message\":\"no ssz\"}"), OK(0));
+    script(&f->nodes[0], 2, FAKE_STATUS(415, 300, "{\"code\":415,\"message\":\"no ssz\"}"),
+           FAKE_OK(0, NULL));
     f->nodes[0].requests = 0;
-    post_ssz(f, &c, "/eth/v1/validator/register_validator", reg, sizeof reg);
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200); /* every node's SSZ support was known: no grace */
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    c = post_ssz(f, "/eth/v1/validator/register_validator", reg, sizeof reg);
+    wait_client(f, c);
+    assert_int_equal(c->status, 200); /* every node's SSZ support was known: no grace */
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     bm_broadcast_stats_t st;
     bm_broadcast_stats(f->b, &st);
     assert_int_equal(st.ssz_refused_late, 1);
     /* the replay gives a its registration as JSON */
-    RUN_UNTIL(&f->loop, f->nodes[0].requests == 2 && !bm_replay_busy(f->replay, 0), BOUND_MS);
+    RUN_UNTIL(f->loop, f->nodes[0].requests == 2 && !bm_replay_busy(f->replay, 0), BOUND_MS);
     assert_int_equal(f->nodes[0].requests, 2);
-    assert_string_equal(f->nodes[0].target, "/eth/v1/validator/register_validator");
-    assert_string_equal(f->nodes[0].ctype, "application/json");
-    assert_non_null(strstr(f->nodes[0].body, "\"gas_limit\":\"30000000\""));
-    assert_non_null(strstr(f->nodes[0].body, "\"timestamp\":\"1700000000\""));
+    assert_string_equal(fake_node_last(&f->nodes[0])->target,
+                        "/eth/v1/validator/register_validator");
+    assert_string_equal(fake_node_last(&f->nodes[0])->ctype, "application/json");
+    assert_non_null(strstr(fake_node_last(&f->nodes[0])->body, "\"gas_limit\":\"30000000\""));
+    assert_non_null(strstr(fake_node_last(&f->nodes[0])->body, "\"timestamp\":\"1700000000\""));
     assert_int_equal(f->nodes[1].requests, 2); /* nobody else was replayed to */
 }
 
@@ -777,22 +575,22 @@ static void test_blinded_block_goes_first_to_its_producer(void **state)
     f->producer_slot = 77;
     f->producer_has_root = true;
     memset(f->producer_root, 0x5e, 32);
-    script(&f->nodes[2], 1, OK(60));
+    script(&f->nodes[2], 1, FAKE_OK(60, NULL));
     char body[256];
-    creq_t c;
-    post_json(f, &c, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 77, 0x5e));
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200);
-    RUN_UNTIL(&f->loop, total_answered(f) == 3, BOUND_MS);
+    fake_call_t *c;
+    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 77, 0x5e));
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+    RUN_UNTIL(f->loop, total_answered(f) == 3, BOUND_MS);
     /* the producer alone, then everyone else once it answered */
     assert_true(strncmp(f->log, "c>c<", 4) == 0);
     assert_int_equal(f->nodes[0].requests, 1);
     assert_int_equal(f->nodes[1].requests, 1);
     /* another node's block for that slot (other state_root): everyone at once */
     f->log[0] = '\0';
-    post_json(f, &c, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 77, 0x01));
-    wait_client(f, &c);
-    RUN_UNTIL(&f->loop, total_answered(f) == 6, BOUND_MS);
+    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 77, 0x01));
+    wait_client(f, c);
+    RUN_UNTIL(f->loop, total_answered(f) == 6, BOUND_MS);
     assert_null(strstr(f->log, "c>c<"));
     bm_broadcast_stats_t st;
     bm_broadcast_stats(f->b, &st);
@@ -804,19 +602,19 @@ static void test_blinded_producer_hung_others_after_head_start(void **state)
     fx_t *f = *state;
     f->producer = 0;
     f->producer_slot = 8;
-    script(&f->nodes[0], 1, OK(600));
+    script(&f->nodes[0], 1, FAKE_OK(600, NULL));
     char body[256];
-    creq_t c;
-    post_json(f, &c, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 8, 1));
+    fake_call_t *c;
+    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 8, 1));
     /* the client hangs up while only the producer has it */
-    RUN_UNTIL(&f->loop, f->nodes[0].requests == 1, BOUND_MS);
-    bm_upstream_cancel(c.x);
-    c.x = NULL;
+    RUN_UNTIL(f->loop, f->nodes[0].requests == 1, BOUND_MS);
+    bm_upstream_cancel(c->x);
+    c->x = NULL;
     /* after the 250 ms head start the others get it anyway */
-    RUN_UNTIL(&f->loop, f->nodes[1].answered == 1 && f->nodes[2].answered == 1, BOUND_MS);
+    RUN_UNTIL(f->loop, f->nodes[1].answered == 1 && f->nodes[2].answered == 1, BOUND_MS);
     assert_int_equal(f->nodes[0].answered, 0);
     assert_true(strncmp(f->log, "a>", 2) == 0); /* the producer was asked first */
-    RUN_UNTIL(&f->loop, f->nodes[0].answered == 1, BOUND_MS);
+    RUN_UNTIL(f->loop, f->nodes[0].answered == 1, BOUND_MS);
     assert_int_equal(f->nodes[0].aborted, 0);
 }
 
@@ -825,21 +623,21 @@ static void test_blinded_producer_fails_answer_from_the_others(void **state)
     fx_t *f = *state;
     f->producer = 1;
     f->producer_slot = 3;
-    script(&f->nodes[1], 1, ST(500, 0, "{\"code\":500,\"message\":\"relay down\"}"));
-    script(&f->nodes[0], 1, ST(400, 0, "{\"code\":400,\"message\":\"unknown payload\"}"));
-    script(&f->nodes[2], 1, OK(30));
+    script(&f->nodes[1], 1, FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"relay down\"}"));
+    script(&f->nodes[0], 1, FAKE_STATUS(400, 0, "{\"code\":400,\"message\":\"unknown payload\"}"));
+    script(&f->nodes[2], 1, FAKE_OK(30, NULL));
     char body[256];
-    creq_t c;
-    post_json(f, &c, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 3, 1));
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200); /* c took it after the producer failed */
+    fake_call_t *c;
+    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 3, 1));
+    wait_client(f, c);
+    assert_int_equal(c->status, 200); /* c took it after the producer failed */
     assert_true(strncmp(f->log, "b>b<", 4) == 0);
     /* every node refuses: the most specific error of both phases */
-    script(&f->nodes[2], 1, ST(503, 0, "{\"code\":503,\"message\":\"z\"}"));
-    post_json(f, &c, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 3, 1));
-    wait_client(f, &c);
-    assert_int_equal(c.status, 400);
-    assert_string_equal(c.body, "{\"code\":400,\"message\":\"unknown payload\"}");
+    script(&f->nodes[2], 1, FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"z\"}"));
+    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 3, 1));
+    wait_client(f, c);
+    assert_int_equal(c->status, 400);
+    assert_string_equal(c->body, "{\"code\":400,\"message\":\"unknown payload\"}");
 }
 
 static void test_envelope_read_goes_first_to_the_producer(void **state)
@@ -847,42 +645,43 @@ static void test_envelope_read_goes_first_to_the_producer(void **state)
     fx_t *f = *state;
     f->producer = 2;
     f->producer_slot = 12;
-    script(&f->nodes[2], 1, ST(404, 0, "{\"code\":404,\"message\":\"not cached\"}"));
-    script(&f->nodes[0], 1, ST(200, 0, "{\"version\":\"gloas\",\"data\":{}}"));
-    creq_t c;
-    send_req(f, &c, "GET", "/eth/v1/validator/execution_payload_envelopes/12/0xab", NULL, NULL, 0,
-             NULL);
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200);
-    assert_string_equal(c.body, "{\"version\":\"gloas\",\"data\":{}}");
+    script(&f->nodes[2], 1, FAKE_STATUS(404, 0, "{\"code\":404,\"message\":\"not cached\"}"));
+    script(&f->nodes[0], 1, FAKE_STATUS(200, 0, "{\"version\":\"gloas\",\"data\":{}}"));
+    fake_call_t *c;
+    c = send_req(f, "GET", "/eth/v1/validator/execution_payload_envelopes/12/0xab", NULL, NULL, 0,
+                 NULL);
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+    assert_string_equal(c->body, "{\"version\":\"gloas\",\"data\":{}}");
     /* one at a time, the producer first; b never asked */
     assert_string_equal(f->log, "c>c<a>a<");
     assert_int_equal(f->nodes[1].requests, 0);
     /* a hung producer costs one read timeout (300 ms here), not the slot */
     f->log[0] = '\0';
-    script(&f->nodes[2], 1, HANG);
-    send_req(f, &c, "GET", "/eth/v1/validator/execution_payload_envelopes/12/0xab", NULL, NULL, 0,
-             NULL);
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200);
-    assert_true(c.done_ms - c.sent_ms < 700);
+    script(&f->nodes[2], 1, FAKE_HANG);
+    c = send_req(f, "GET", "/eth/v1/validator/execution_payload_envelopes/12/0xab", NULL, NULL, 0,
+                 NULL);
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+    assert_true(fake_call_ms(c) < 700);
     assert_true(strncmp(f->log, "c>", 2) == 0);
     assert_non_null(strstr(f->log, "a>a<"));
-    RUN_UNTIL(&f->loop, f->nodes[2].aborted == 1, BOUND_MS); /* cut at its read timeout */
+    RUN_UNTIL(f->loop, f->nodes[2].aborted == 1, BOUND_MS); /* cut at its read timeout */
     assert_int_equal(f->nodes[2].aborted, 1);
 }
 
 static void test_dvt_selections_one_node_at_a_time(void **state)
 {
     fx_t *f = *state;
-    script(&f->nodes[0], 1, ST(501, 0, "{\"code\":501,\"message\":\"not a DVT middleware\"}"));
-    script(&f->nodes[1], 1, ST(200, 10, "{\"data\":[{\"selection_proof\":\"0x01\"}]}"));
-    creq_t c;
-    post_json(f, &c, "/eth/v1/validator/beacon_committee_selections",
-              "[{\"validator_index\":\"1\",\"slot\":\"2\",\"selection_proof\":\"0x00\"}]");
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200);
-    assert_string_equal(c.body, "{\"data\":[{\"selection_proof\":\"0x01\"}]}");
+    script(&f->nodes[0], 1,
+           FAKE_STATUS(501, 0, "{\"code\":501,\"message\":\"not a DVT middleware\"}"));
+    script(&f->nodes[1], 1, FAKE_STATUS(200, 10, "{\"data\":[{\"selection_proof\":\"0x01\"}]}"));
+    fake_call_t *c;
+    c = post_json(f, "/eth/v1/validator/beacon_committee_selections",
+                  "[{\"validator_index\":\"1\",\"slot\":\"2\",\"selection_proof\":\"0x00\"}]");
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+    assert_string_equal(c->body, "{\"data\":[{\"selection_proof\":\"0x01\"}]}");
     assert_string_equal(f->log, "a>a<b>b<");
     assert_int_equal(f->nodes[2].requests, 0); /* not broadcast */
 }
@@ -893,43 +692,46 @@ static void test_dvt_selections_one_node_at_a_time(void **state)
 static void test_successful_state_writes_feed_replay(void **state)
 {
     fx_t *f = *state;
-    creq_t c;
-    post_json(f, &c, "/eth/v1/validator/prepare_beacon_proposer",
-              "[{\"validator_index\":\"1\",\"fee_recipient\":\"0x1111111111111111111111111111111111"
-              "111111\"},{\"validator_index\":\"2\",\"fee_recipient\":\"0x2222222222222222222222222"
-              "222222222222222\"}]");
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200);
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    fake_call_t *c;
+    c = post_json(
+        f, "/eth/v1/validator/prepare_beacon_proposer",
+        "[{\"validator_index\":\"1\",\"fee_recipient\":\"0x1111111111111111111111111111111111"
+        "111111\"},{\"validator_index\":\"2\",\"fee_recipient\":\"0x2222222222222222222222222"
+        "222222222222222\"}]");
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     assert_int_equal(bm_replay_count(f->replay, BM_REPLAY_PREPARATION), 2);
     /* a write that no node took is not remembered */
     for (int i = 0; i < 3; i++)
-        script(&f->nodes[i], 1, ST(400, 0, "{\"code\":400,\"message\":\"bad\"}"));
-    post_json(f, &c, "/eth/v1/validator/prepare_beacon_proposer",
-              "[{\"validator_index\":\"3\",\"fee_recipient\":\"0x3333333333333333333333333333333333"
-              "333333\"}]");
-    wait_client(f, &c);
-    assert_int_equal(c.status, 400);
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+        script(&f->nodes[i], 1, FAKE_STATUS(400, 0, "{\"code\":400,\"message\":\"bad\"}"));
+    c = post_json(
+        f, "/eth/v1/validator/prepare_beacon_proposer",
+        "[{\"validator_index\":\"3\",\"fee_recipient\":\"0x3333333333333333333333333333333333"
+        "333333\"}]");
+    wait_client(f, c);
+    assert_int_equal(c->status, 400);
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     assert_int_equal(bm_replay_count(f->replay, BM_REPLAY_PREPARATION), 2);
     /* fed at the first 2xx, not when a hung node finally gives up */
-    script(&f->nodes[0], 1, OK(0));
-    script(&f->nodes[1], 1, OK(0));
-    script(&f->nodes[2], 1, HANG);
-    post_json(f, &c, "/eth/v1/validator/prepare_beacon_proposer",
-              "[{\"validator_index\":\"9\",\"fee_recipient\":\"0x9999999999999999999999999999999999"
-              "999999\"}]");
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200);
+    script(&f->nodes[0], 1, FAKE_OK(0, NULL));
+    script(&f->nodes[1], 1, FAKE_OK(0, NULL));
+    script(&f->nodes[2], 1, FAKE_HANG);
+    c = post_json(
+        f, "/eth/v1/validator/prepare_beacon_proposer",
+        "[{\"validator_index\":\"9\",\"fee_recipient\":\"0x9999999999999999999999999999999999"
+        "999999\"}]");
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
     assert_int_equal(bm_broadcast_active(f->b), 1); /* the hung node's transfer still runs */
     assert_int_equal(bm_replay_count(f->replay, BM_REPLAY_PREPARATION), 3);
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     /* a pool write is never fed */
     for (int i = 0; i < 3; i++)
-        script(&f->nodes[i], 1, OK(0));
-    post_json(f, &c, "/eth/v1/beacon/pool/sync_committees", "[]");
-    wait_client(f, &c);
-    RUN_UNTIL(&f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+        script(&f->nodes[i], 1, FAKE_OK(0, NULL));
+    c = post_json(f, "/eth/v1/beacon/pool/sync_committees", "[]");
+    wait_client(f, c);
+    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
     for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++)
         if (k != BM_REPLAY_PREPARATION)
             assert_int_equal(bm_replay_count(f->replay, (bm_replay_kind_t)k), 0);
@@ -940,18 +742,18 @@ static void test_stop_sends_waiting_blinded_blocks_on(void **state)
     fx_t *f = *state;
     f->producer = 0;
     f->producer_slot = 4;
-    script(&f->nodes[0], 1, OK(400));
+    script(&f->nodes[0], 1, FAKE_OK(400, NULL));
     char body[256];
-    creq_t c;
-    post_json(f, &c, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 4, 1));
-    RUN_UNTIL(&f->loop, f->nodes[0].requests == 1, BOUND_MS);
+    fake_call_t *c;
+    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 4, 1));
+    RUN_UNTIL(f->loop, f->nodes[0].requests == 1, BOUND_MS);
     /* shutdown begins: the others get the block without waiting for the head start */
     uint64_t t0 = bm_clock_now_ms();
     bm_broadcast_stop(f->b);
-    RUN_UNTIL(&f->loop, f->nodes[1].answered == 1 && f->nodes[2].answered == 1, BOUND_MS);
+    RUN_UNTIL(f->loop, f->nodes[1].answered == 1 && f->nodes[2].answered == 1, BOUND_MS);
     assert_true(bm_clock_now_ms() - t0 < 200);
-    wait_client(f, &c);
-    assert_int_equal(c.status, 200);
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
 }
 
 int main(void)

@@ -4,14 +4,34 @@
  * directly (per endpoint and epoch, proposer v1 against v2, underflow at genesis, empty
  * slots, the head itself for slots at or after it) with a real head tracker fed a
  * synthetic chain; the race rules end to end through the front server against scripted
- * fake nodes (test_duties_fixture.h): the answer with the cluster's dependent root wins
+ * fake nodes (fake_node.h): the answer with the cluster's dependent root wins
  * over faster wrong ones, a node one block behind is re-asked until it has the block,
  * the majority after dutiesMajorityAfter (by dependent root, or by the canonical hash of
  * the data for sync duties), disagreements counted, only ready nodes asked while one is,
  * errors relayed at once; liveness OR-ed over every node with a bound, and 503 unless a
  * node that answered was ready since the queried epoch started.
  */
-#include "test_duties_fixture.h"
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "fake_chain.h"
+#include "fake_node.h"
+
+#define BOUND_MS 5000 /* every wait ends within this, or the test fails */
+#define SLACK_MS 150  /* allowed lateness of a timed decision on a shared machine */
 
 #include "base/json.h"
 #include "cluster/head.h"
@@ -58,7 +78,7 @@ static void on_fetch(const uint8_t root[32], uint64_t slot, size_t node, void *u
 }
 
 /* A one-node tracker whose cluster head is the block of `head_slot`, on f's clock. */
-static bm_head_t *make_head(fx_t *f, uint64_t head_slot)
+static bm_head_t *make_head(fake_mux_t *f, uint64_t head_slot)
 {
     bm_head_opts_t o;
     bm_head_opts_default(&o);
@@ -91,7 +111,7 @@ static void free_module(void *p)
     free(m);
 }
 
-static bm_duties_t *make(fx_t *f, uint32_t majority_ms, uint64_t head_slot)
+static bm_duties_t *make(fake_mux_t *f, uint32_t majority_ms, uint64_t head_slot)
 {
     memset(skipped, 0, sizeof skipped);
     dfx_t *m = calloc(1, sizeof *m);
@@ -125,15 +145,15 @@ static const char *duty_json(const char *root, bool optimistic)
     return b;
 }
 
-static step_t duty(uint32_t ms, const char *root)
+static fake_step_t duty(uint32_t ms, const char *root)
 {
-    return OK(ms, duty_json(root, false));
+    return FAKE_OK(ms, duty_json(root, false));
 }
 
-static void ready_all(fx_t *f)
+static void ready_all(fake_mux_t *f)
 {
-    for (int i = 0; i < f->n_nodes; i++)
-        set_ready(f, &f->nodes[i], BM_NODE_READY);
+    for (int i = 0; i < f->nodes.n; i++)
+        bm_pool_set_state(f->pool, (&f->nodes.node[i])->node, BM_NODE_READY, "test");
 }
 
 #define ATT "/eth/v1/validator/duties/attester/5"
@@ -177,7 +197,7 @@ static void test_dependent_slots(void **state)
 
 static void test_expected_roots_from_the_tracker(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     memset(skipped, 0, sizeof skipped);
     skipped[31] = true; /* an empty slot: the block before it is the root at 31 */
     bm_head_t *t = make_head(f, 40);
@@ -215,9 +235,9 @@ static void test_expected_roots_from_the_tracker(void **state)
 
 static void test_expected_root_underflow_at_genesis(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     memset(skipped, 0, sizeof skipped);
-    fx_chain(f, 12000, 8, 9, BM_FORK_FULU);
+    fake_chain_now(&f->chain, 12000, 8, 9, BM_FORK_FULU);
     bm_head_t *t = make_head(f, 9);
     uint8_t got[32], genesis[32], want[32];
     R(0, genesis);
@@ -244,17 +264,17 @@ static void test_expected_root_underflow_at_genesis(void **state)
 
 static void test_answer_with_the_clusters_root_wins(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_duties_t *d = make(f, 1000, 40);
-    tnode_t *a = add1(f, duty(5, Rhex(30)));   /* fast, but another root */
-    tnode_t *b = add1(f, duty(100, Rhex(31))); /* the cluster's */
+    fake_node_t *a = fake_node_add1(&f->nodes, duty(5, Rhex(30)));   /* fast, but another root */
+    fake_node_t *b = fake_node_add1(&f->nodes, duty(100, Rhex(31))); /* the cluster's */
     ready_all(f);
-    call_t *c = call_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), Rhex(31)));
-    assert_true(elapsed(c) < 100 + SLACK_MS + 100); /* not the majority time */
-    assert_string_equal(b->body, IDX);              /* the body is passed on */
-    assert_string_equal(a->target, ATT);
+    assert_non_null(strstr(c->body, Rhex(31)));
+    assert_true(fake_call_ms(c) < 100 + SLACK_MS + 100); /* not the majority time */
+    assert_string_equal(fake_node_last(b)->body, IDX);   /* the body is passed on */
+    assert_string_equal(fake_node_last(a)->target, ATT);
     const bm_duties_stats_t *st = bm_duties_stats(d);
     assert_int_equal(st->by_root, 1);
     assert_true(st->mismatches >= 1);
@@ -264,63 +284,65 @@ static void test_answer_with_the_clusters_root_wins(void **state)
 
 static void test_proposer_v1_and_v2_roots(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 1000, 40);
-    step_t s[2] = {duty(5, Rhex(31)), duty(60, Rhex(39))};
-    tnode_t *a = add1(f, s[0]);
-    tnode_t *b = add1(f, s[1]);
+    fake_step_t s[2] = {duty(5, Rhex(31)), duty(60, Rhex(39))};
+    fake_node_t *a = fake_node_add1(&f->nodes, s[0]);
+    fake_node_t *b = fake_node_add1(&f->nodes, s[1]);
     ready_all(f);
     /* v1 for epoch 5 depends on slot 39: b's answer */
-    call_t *c = call_wait(f, "GET", "/eth/v1/validator/duties/proposer/5", NULL, NULL);
+    fake_call_t *c =
+        fake_mux_send_wait(f, "GET", "/eth/v1/validator/duties/proposer/5", NULL, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), Rhex(39)));
+    assert_non_null(strstr(c->body, Rhex(39)));
     /* v2 for epoch 5 depends on slot 31: a's answer */
-    set_steps(a, &s[0], 1);
-    set_steps(b, &s[1], 1);
-    c = call_wait(f, "GET", "/eth/v2/validator/duties/proposer/5", NULL, NULL);
+    fake_node_script(a, &s[0], 1);
+    fake_node_script(b, &s[1], 1);
+    c = fake_mux_send_wait(f, "GET", "/eth/v2/validator/duties/proposer/5", NULL, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), Rhex(31)));
-    assert_true(elapsed(c) < 60);
+    assert_non_null(strstr(c->body, Rhex(31)));
+    assert_true(fake_call_ms(c) < 60);
     /* ptc for epoch 6 depends on slot 39 */
-    set_steps(a, &s[0], 1);
-    set_steps(b, &s[1], 1);
-    c = call_wait(f, "POST", "/eth/v1/validator/duties/ptc/6", IDX, NULL);
+    fake_node_script(a, &s[0], 1);
+    fake_node_script(b, &s[1], 1);
+    c = fake_mux_send_wait(f, "POST", "/eth/v1/validator/duties/ptc/6", IDX, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), Rhex(39)));
+    assert_non_null(strstr(c->body, Rhex(39)));
 }
 
 static void test_node_one_block_behind_is_reasked(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_duties_t *d = make(f, 1000, 40);
     /* attester for epoch 6 depends on slot 39: a has only 38 at first */
-    step_t s[2] = {duty(5, Rhex(38)), duty(5, Rhex(39))};
-    tnode_t *a = add_node(f, s, 2);
-    add1(f, HANG);
+    fake_step_t s[2] = {duty(5, Rhex(38)), duty(5, Rhex(39))};
+    fake_node_t *a = fake_node_add(&f->nodes, s, 2);
+    fake_node_add1(&f->nodes, FAKE_HANG);
     ready_all(f);
-    call_t *c = call_wait(f, "POST", "/eth/v1/validator/duties/attester/6", IDX, NULL);
+    fake_call_t *c =
+        fake_mux_send_wait(f, "POST", "/eth/v1/validator/duties/attester/6", IDX, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), Rhex(39)));
+    assert_non_null(strstr(c->body, Rhex(39)));
     assert_int_equal(a->requests, 2);
-    assert_true(elapsed(c) >= 250);                 /* the re-ask interval */
-    assert_true(elapsed(c) < 250 + SLACK_MS + 100); /* long before the majority time */
+    assert_true(fake_call_ms(c) >= 250);                 /* the re-ask interval */
+    assert_true(fake_call_ms(c) < 250 + SLACK_MS + 100); /* long before the majority time */
     assert_int_equal(bm_duties_stats(d)->by_root, 1);
 }
 
 static void test_majority_after_the_majority_time(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_duties_t *d = make(f, 300, 40);
     /* nobody has the cluster's root (31): two say 20, one says 21 */
-    tnode_t *a = add1(f, duty(5, Rhex(20)));
-    add1(f, duty(10, Rhex(21)));
-    tnode_t *c3 = add1(f, duty(15, Rhex(20)));
+    fake_node_t *a = fake_node_add1(&f->nodes, duty(5, Rhex(20)));
+    fake_node_add1(&f->nodes, duty(10, Rhex(21)));
+    fake_node_t *c3 = fake_node_add1(&f->nodes, duty(15, Rhex(20)));
     ready_all(f);
-    call_t *c = call_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), Rhex(20)));
-    assert_true(elapsed(c) >= 290);
-    assert_true(elapsed(c) < 300 + SLACK_MS + 100);
+    assert_non_null(strstr(c->body, Rhex(20)));
+    assert_true(fake_call_ms(c) >= 290);
+    assert_true(fake_call_ms(c) < 300 + SLACK_MS + 100);
     assert_true(a->requests >= 2 && c3->requests >= 2); /* re-asked meanwhile */
     const bm_duties_stats_t *st = bm_duties_stats(d);
     assert_int_equal(st->majority, 1);
@@ -330,34 +352,34 @@ static void test_majority_after_the_majority_time(void **state)
 
 static void test_majority_tie_goes_to_the_first(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 300, 40);
-    step_t late = duty(40, Rhex(21)), early = duty(5, Rhex(20));
-    tnode_t *a = add1(f, late);
-    tnode_t *b = add1(f, early);
+    fake_step_t late = duty(40, Rhex(21)), early = duty(5, Rhex(20));
+    fake_node_t *a = fake_node_add1(&f->nodes, late);
+    fake_node_t *b = fake_node_add1(&f->nodes, early);
     ready_all(f);
-    call_t *c = call_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), Rhex(20)));
+    assert_non_null(strstr(c->body, Rhex(20)));
     /* the other way round: arrival decides, not the order of the nodes */
-    set_steps(a, &early, 1);
-    set_steps(b, &late, 1);
-    c = call_wait(f, "POST", ATT, IDX, NULL);
+    fake_node_script(a, &early, 1);
+    fake_node_script(b, &late, 1);
+    c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), Rhex(20)));
+    assert_non_null(strstr(c->body, Rhex(20)));
 }
 
 static void test_without_a_known_root_the_first_2xx(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_duties_t *d = make(f, 1000, 0); /* no tracker */
-    tnode_t *a = add1(f, duty(300, Rhex(30)));
-    add1(f, duty(5, Rhex(20)));
+    fake_node_t *a = fake_node_add1(&f->nodes, duty(300, Rhex(30)));
+    fake_node_add1(&f->nodes, duty(5, Rhex(20)));
     ready_all(f);
-    call_t *c = call_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), Rhex(20)));
-    assert_true(elapsed(c) < 5 + SLACK_MS);
+    assert_non_null(strstr(c->body, Rhex(20)));
+    assert_true(fake_call_ms(c) < 5 + SLACK_MS);
     assert_int_equal(bm_duties_stats(d)->first, 1);
     RUN_UNTIL(&f->loop, a->aborted == 1, BOUND_MS); /* the loser is cancelled */
     assert_int_equal(a->aborted, 1);
@@ -365,7 +387,7 @@ static void test_without_a_known_root_the_first_2xx(void **state)
 
 static void test_sync_duties_first_and_majority_by_data(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_duties_t *d = make(f, 300, 40);
     const char *d1 = "{\"execution_optimistic\":true,\"data\":[{\"validator_index\":\"1\","
                      "\"validator_sync_committee_indices\":[\"3\"]}]}";
@@ -373,113 +395,116 @@ static void test_sync_duties_first_and_majority_by_data(void **state)
                       "\"validator_index\":\"1\"}],\"execution_optimistic\":true}";
     const char *d2 = "{\"execution_optimistic\":true,\"data\":[{\"validator_index\":\"1\","
                      "\"validator_sync_committee_indices\":[\"4\"]}]}";
-    tnode_t *a = add1(f, OK(20, d1));
-    tnode_t *b = add1(f, OK(5, d2));
-    tnode_t *c3 = add1(f, OK(30, d1b)); /* the same data in another key order */
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(20, d1));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(5, d2));
+    fake_node_t *c3 =
+        fake_node_add1(&f->nodes, FAKE_OK(30, d1b)); /* the same data in another key order */
     ready_all(f);
     /* optimistic answers are never accepted: the majority by data decides */
-    call_t *c = call_wait(f, "POST", "/eth/v1/validator/duties/sync/5", IDX, NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "POST", "/eth/v1/validator/duties/sync/5", IDX, NULL);
     assert_int_equal(c->status, 200);
-    assert_string_equal(body_of(c), d1);
-    assert_true(elapsed(c) >= 290);
+    assert_string_equal(c->body, d1);
+    assert_true(fake_call_ms(c) >= 290);
     assert_int_equal(bm_duties_stats(d)->majority, 1);
     assert_int_equal(bm_duties_stats(d)->disagreements, 1);
     /* not optimistic: the first 2xx at once (no dependent root to check) */
-    step_t s1 = OK(30, "{\"execution_optimistic\":false,\"data\":[]}");
-    step_t s2 = OK(5, "{\"execution_optimistic\":false,\"data\":[{\"validator_index\":\"1\"}]}");
-    set_steps(a, &s1, 1);
-    set_steps(b, &s2, 1);
-    set_steps(c3, &s1, 1);
-    c = call_wait(f, "POST", "/eth/v1/validator/duties/sync/5", IDX, NULL);
+    fake_step_t s1 = FAKE_OK(30, "{\"execution_optimistic\":false,\"data\":[]}");
+    fake_step_t s2 =
+        FAKE_OK(5, "{\"execution_optimistic\":false,\"data\":[{\"validator_index\":\"1\"}]}");
+    fake_node_script(a, &s1, 1);
+    fake_node_script(b, &s2, 1);
+    fake_node_script(c3, &s1, 1);
+    c = fake_mux_send_wait(f, "POST", "/eth/v1/validator/duties/sync/5", IDX, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), "validator_index"));
-    assert_true(elapsed(c) < 5 + SLACK_MS);
+    assert_non_null(strstr(c->body, "validator_index"));
+    assert_true(fake_call_ms(c) < 5 + SLACK_MS);
     assert_int_equal(bm_duties_stats(d)->first, 1);
 }
 
 static void test_optimistic_answer_waits(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 1000, 40);
-    add1(f, OK(5, duty_json(Rhex(31), true)));
-    add1(f, duty(80, Rhex(31)));
+    fake_node_add1(&f->nodes, FAKE_OK(5, duty_json(Rhex(31), true)));
+    fake_node_add1(&f->nodes, duty(80, Rhex(31)));
     ready_all(f);
-    call_t *c = call_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), "\"execution_optimistic\":false"));
+    assert_non_null(strstr(c->body, "\"execution_optimistic\":false"));
 }
 
 static void test_errors_are_relayed_at_once(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_duties_t *d = make(f, 1000, 40);
-    add1(f, ST(503, 5, "{\"code\":503,\"message\":\"syncing\"}"));
-    add1(f, ST(400, 20, "{\"code\":400,\"message\":\"epoch too far\"}"));
+    fake_node_add1(&f->nodes, FAKE_STATUS(503, 5, "{\"code\":503,\"message\":\"syncing\"}"));
+    fake_node_add1(&f->nodes, FAKE_STATUS(400, 20, "{\"code\":400,\"message\":\"epoch too far\"}"));
     ready_all(f);
-    call_t *c = call_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
     assert_int_equal(c->status, 400);
-    assert_non_null(strstr(body_of(c), "epoch too far"));
-    assert_true(elapsed(c) < 20 + 50 + SLACK_MS); /* one check interval, not the majority */
+    assert_non_null(strstr(c->body, "epoch too far"));
+    assert_true(fake_call_ms(c) < 20 + 50 + SLACK_MS); /* one check interval, not the majority */
     assert_int_equal(bm_duties_stats(d)->errors, 1);
 }
 
 static void test_hung_nodes_bounded(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 300, 40); /* answers by majority time + tail (200) */
-    add1(f, HANG);
-    add1(f, HANG);
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_add1(&f->nodes, FAKE_HANG);
     ready_all(f);
-    call_t *c = call_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
     assert_int_equal(c->status, 503);
-    assert_true(elapsed(c) >= 490);
-    assert_true(elapsed(c) < 500 + SLACK_MS + 100);
+    assert_true(fake_call_ms(c) >= 490);
+    assert_true(fake_call_ms(c) < 500 + SLACK_MS + 100);
 }
 
 static void test_hung_node_does_not_delay(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 1000, 40);
-    add1(f, HANG);
-    add1(f, duty(10, Rhex(31)));
-    add1(f, HANG);
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_add1(&f->nodes, duty(10, Rhex(31)));
+    fake_node_add1(&f->nodes, FAKE_HANG);
     ready_all(f);
-    call_t *c = call_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
     assert_int_equal(c->status, 200);
-    assert_true(elapsed(c) < 10 + SLACK_MS);
+    assert_true(fake_call_ms(c) < 10 + SLACK_MS);
 }
 
 static void test_only_ready_nodes_while_one_is(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 1000, 40);
-    tnode_t *a = add1(f, duty(60, Rhex(31)));
-    tnode_t *b = add1(f, duty(5, Rhex(31)));
-    tnode_t *c3 = add1(f, duty(5, Rhex(31)));
-    set_ready(f, a, BM_NODE_READY);
-    set_ready(f, b, BM_NODE_LAGGING);
-    set_ready(f, c3, BM_NODE_OPTIMISTIC);
-    call_t *c = call_wait(f, "POST", ATT, IDX, NULL);
+    fake_node_t *a = fake_node_add1(&f->nodes, duty(60, Rhex(31)));
+    fake_node_t *b = fake_node_add1(&f->nodes, duty(5, Rhex(31)));
+    fake_node_t *c3 = fake_node_add1(&f->nodes, duty(5, Rhex(31)));
+    bm_pool_set_state(f->pool, (a)->node, BM_NODE_READY, "test");
+    bm_pool_set_state(f->pool, (b)->node, BM_NODE_LAGGING, "test");
+    bm_pool_set_state(f->pool, (c3)->node, BM_NODE_OPTIMISTIC, "test");
+    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
     assert_int_equal(c->status, 200);
     assert_int_equal(a->requests, 1);
     assert_int_equal(b->requests + c3->requests, 0);
     /* none ready: every usable node */
-    set_ready(f, a, BM_NODE_FORKED);
-    c = call_wait(f, "POST", ATT, IDX, NULL);
+    bm_pool_set_state(f->pool, (a)->node, BM_NODE_FORKED, "test");
+    c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
     assert_int_equal(c->status, 200);
     assert_int_equal(b->requests + c3->requests, 2);
 }
 
 static void test_bad_epoch(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 1000, 40);
-    tnode_t *a = add1(f, duty(5, Rhex(31)));
+    fake_node_t *a = fake_node_add1(&f->nodes, duty(5, Rhex(31)));
     ready_all(f);
-    call_t *c = call_wait(f, "POST", "/eth/v1/validator/duties/attester/x5", IDX, NULL);
+    fake_call_t *c =
+        fake_mux_send_wait(f, "POST", "/eth/v1/validator/duties/attester/x5", IDX, NULL);
     assert_int_equal(c->status, 400);
-    assert_non_null(strstr(body_of(c), "Invalid epoch"));
-    c = call_wait(f, "POST", "/eth/v1/validator/liveness/99999999999999999999", IDX, NULL);
+    assert_non_null(strstr(c->body, "Invalid epoch"));
+    c = fake_mux_send_wait(f, "POST", "/eth/v1/validator/liveness/99999999999999999999", IDX, NULL);
     assert_int_equal(c->status, 400);
     assert_int_equal(a->requests, 0);
 }
@@ -518,106 +543,108 @@ static void test_liveness_merge(void **state)
 #define LIVE "/eth/v1/validator/liveness/5"
 
 /* Moves the chain so that epoch 5 starts at `start_ms`. */
-static void epoch5_starts_at(fx_t *f, uint64_t start_ms)
+static void epoch5_starts_at(fake_mux_t *f, uint64_t start_ms)
 {
     f->chain.clock.genesis_ms = start_ms - 5 * 8 * (uint64_t)f->chain.clock.slot_ms;
 }
 
 static void test_liveness_or_over_every_node(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_duties_t *d = make(f, 1000, 0);
-    tnode_t *a = add1(f, OK(5, "{\"data\":[{\"index\":\"1\",\"is_live\":true},{\"index\":\"2\","
-                               "\"is_live\":false},{\"index\":\"3\",\"is_live\":false}]}"));
-    tnode_t *b = add1(f, OK(60, "{\"data\":[{\"index\":\"1\",\"is_live\":false},{\"index\":\"2\","
-                                "\"is_live\":true},{\"index\":\"3\",\"is_live\":false}]}"));
-    tnode_t *h = add1(f, HANG);
+    fake_node_t *a = fake_node_add1(
+        &f->nodes, FAKE_OK(5, "{\"data\":[{\"index\":\"1\",\"is_live\":true},{\"index\":\"2\","
+                              "\"is_live\":false},{\"index\":\"3\",\"is_live\":false}]}"));
+    fake_node_t *b = fake_node_add1(
+        &f->nodes, FAKE_OK(60, "{\"data\":[{\"index\":\"1\",\"is_live\":false},{\"index\":\"2\","
+                               "\"is_live\":true},{\"index\":\"3\",\"is_live\":false}]}"));
+    fake_node_t *h = fake_node_add1(&f->nodes, FAKE_HANG);
     ready_all(f);
     epoch5_starts_at(f, bm_clock_now_ms() + 1000); /* ready before the epoch started */
     const char *body = "[\"1\",\"2\",\"3\"]";
-    call_t *c = call_wait(f, "POST", LIVE, body, NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "POST", LIVE, body, NULL);
     assert_int_equal(c->status, 200);
-    assert_string_equal(body_of(c),
-                        "{\"data\":[{\"index\":\"1\",\"is_live\":true},{\"index\":"
-                        "\"2\",\"is_live\":true},{\"index\":\"3\",\"is_live\":false}]}");
+    assert_string_equal(c->body, "{\"data\":[{\"index\":\"1\",\"is_live\":true},{\"index\":"
+                                 "\"2\",\"is_live\":true},{\"index\":\"3\",\"is_live\":false}]}");
     /* every node was asked; the hung one bounds the wait */
     assert_int_equal(a->requests + b->requests + h->requests, 3);
-    assert_string_equal(b->body, body);
-    assert_true(elapsed(c) >= 290);
-    assert_true(elapsed(c) < 300 + SLACK_MS + 100);
+    assert_string_equal(fake_node_last(b)->body, body);
+    assert_true(fake_call_ms(c) >= 290);
+    assert_true(fake_call_ms(c) < 300 + SLACK_MS + 100);
     assert_int_equal(bm_duties_stats(d)->liveness, 1);
     /* all answered: no waiting */
-    h->steps[0] = OK(5, "{\"data\":[{\"index\":\"3\",\"is_live\":true}]}");
-    c = call_wait(f, "POST", LIVE, body, NULL);
+    h->steps[0] = FAKE_OK(5, "{\"data\":[{\"index\":\"3\",\"is_live\":true}]}");
+    c = fake_mux_send_wait(f, "POST", LIVE, body, NULL);
     assert_int_equal(c->status, 200);
-    assert_non_null(strstr(body_of(c), "{\"index\":\"3\",\"is_live\":true}"));
-    assert_true(elapsed(c) < 60 + SLACK_MS);
+    assert_non_null(strstr(c->body, "{\"index\":\"3\",\"is_live\":true}"));
+    assert_true(fake_call_ms(c) < 60 + SLACK_MS);
 }
 
 static void test_liveness_503_unless_ready_through_the_epoch(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     bm_duties_t *d = make(f, 1000, 0);
     const char *yes = "{\"data\":[{\"index\":\"1\",\"is_live\":true}]}";
-    tnode_t *a = add1(f, OK(5, yes));
-    tnode_t *b = add1(f, OK(5, yes));
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(5, yes));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(5, yes));
     uint64_t t0 = bm_clock_now_ms();
     ready_all(f);
     assert_true(bm_duties_ready_since(d, a->node) >= t0);
     /* the epoch started before the nodes became ready (a restart within the epoch) */
     epoch5_starts_at(f, t0 - 1000);
-    call_t *c = call_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
     assert_int_equal(c->status, 503);
-    assert_non_null(strstr(body_of(c), "ready since the epoch started"));
+    assert_non_null(strstr(c->body, "ready since the epoch started"));
     assert_int_equal(bm_duties_stats(d)->liveness_unavailable, 1);
     /* the next epoch: they were ready through it */
     epoch5_starts_at(f, t0 + 10);
-    c = call_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
     assert_int_equal(c->status, 200);
     /* only a node that was ready through the epoch and answered vouches: a answers an
      * error, b answers but is not ready now */
-    a->steps[0] = ST(500, 5, "{\"code\":500,\"message\":\"x\"}");
-    set_ready(f, b, BM_NODE_LAGGING);
+    a->steps[0] = FAKE_STATUS(500, 5, "{\"code\":500,\"message\":\"x\"}");
+    bm_pool_set_state(f->pool, (b)->node, BM_NODE_LAGGING, "test");
     assert_int_equal(bm_duties_ready_since(d, b->node), 0);
-    c = call_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
     assert_int_equal(c->status, 503);
     assert_int_equal(b->requests, 3); /* asked all the same */
     /* b is ready again, but only from now on: the epoch started before */
-    set_ready(f, b, BM_NODE_READY);
+    bm_pool_set_state(f->pool, (b)->node, BM_NODE_READY, "test");
     assert_true(bm_duties_ready_since(d, b->node) >= t0);
     epoch5_starts_at(f, bm_duties_ready_since(d, b->node) - 1);
-    c = call_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
     assert_int_equal(c->status, 503);
     /* a answers again: it has been ready since t0 */
-    a->steps[0] = OK(5, yes);
+    a->steps[0] = FAKE_OK(5, yes);
     epoch5_starts_at(f, t0 + 1);
-    c = call_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
     assert_int_equal(c->status, 200);
     /* an unknown chain clock: nothing can vouch */
     f->chain.clock.slot_ms = 0;
-    c = call_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
     assert_int_equal(c->status, 503);
 }
 
 static void test_liveness_errors_and_bad_bodies(void **state)
 {
-    fx_t *f = *state;
+    fake_mux_t *f = *state;
     make(f, 1000, 0);
-    tnode_t *a = add1(f, ST(400, 5, "{\"code\":400,\"message\":\"Invalid epoch\"}"));
-    add1(f, ST(500, 5, "{\"code\":500,\"message\":\"boom\"}"));
+    fake_node_t *a = fake_node_add1(
+        &f->nodes, FAKE_STATUS(400, 5, "{\"code\":400,\"message\":\"Invalid epoch\"}"));
+    fake_node_add1(&f->nodes, FAKE_STATUS(500, 5, "{\"code\":500,\"message\":\"boom\"}"));
     ready_all(f);
-    call_t *c = call_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    fake_call_t *c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
     assert_int_equal(c->status, 400);
-    assert_non_null(strstr(body_of(c), "Invalid epoch"));
+    assert_non_null(strstr(c->body, "Invalid epoch"));
     static const char *const bad[] = {"[]", "{}", "[\"x\"]", "[-1]", "[\"1\",true]", "nope"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        c = call_wait(f, "POST", LIVE, bad[i], NULL);
+        c = fake_mux_send_wait(f, "POST", LIVE, bad[i], NULL);
         assert_int_equal(c->status, 400);
     }
     assert_int_equal(a->requests, 1);
 }
 
-#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fake_mux_setup, fake_mux_teardown)
 
 int main(void)
 {

@@ -3,7 +3,7 @@
  * Unit tests of events, the cluster event stream. The pure parts (topic names, both query
  * forms, serialisation) are tested directly. The stream itself runs on a real server on
  * loopback with libuv clients on the same loop, so every wait is "run the loop until a
- * condition holds", bounded by a watchdog timer: 400 answers, headers at once, one
+ * condition holds", with a bound (loop_guard.h): 400 answers, headers at once, one
  * serialised buffer fanned out to several subscribers, first copy wins within a bounded
  * window (checked against a model), a subscriber that stops reading dropped while the
  * others receive everything, keepalive comments, and the cluster head events driven by a
@@ -37,6 +37,7 @@
 #include "cluster/head.h"
 #include "http/router.h"
 #include "http/server.h"
+#include "loop_guard.h"
 
 #define BOUND_MS 10000 /* every wait ends within this, or the test fails */
 
@@ -158,9 +159,7 @@ typedef struct cli cli_t;
 
 typedef struct fx {
     uv_loop_t loop;
-    uv_timer_t watchdog;
     uv_timer_t tick;
-    bool timed_out;
     bm_server_t *srv;
     bm_router_t *router;
     bm_events_t *ev;
@@ -197,19 +196,11 @@ struct cli {
     char request[1024];
 };
 
-static void on_watchdog(uv_timer_t *t)
-{
-    ((fx_t *)t->data)->timed_out = true;
-}
-
 static void fx_init(fx_t *f, const bm_events_opts_t *eo)
 {
     memset(f, 0, sizeof *f);
     bm_log_setup(BM_LOG_WARN, BM_LOG_TEXT, NULL);
     assert_int_equal(uv_loop_init(&f->loop), 0);
-    uv_timer_init(&f->loop, &f->watchdog);
-    f->watchdog.data = f;
-    uv_timer_start(&f->watchdog, on_watchdog, BOUND_MS, 0);
     uv_timer_init(&f->loop, &f->tick);
     f->tick.data = f;
     f->ev = bm_events_new(&f->loop, eo);
@@ -227,11 +218,11 @@ static void fx_init(fx_t *f, const bm_events_opts_t *eo)
 
 typedef bool (*pred_fn)(void *arg);
 
+/* Runs the loop until p(arg) holds (asserted), with a bound. */
 static void run_until(fx_t *f, pred_fn p, void *arg)
 {
-    while (!p(arg) && !f->timed_out)
-        uv_run(&f->loop, UV_RUN_ONCE);
-    assert_false(f->timed_out);
+    RUN_UNTIL(&f->loop, p(arg), BOUND_MS);
+    assert_true(p(arg));
 }
 
 /* Runs the loop for whatever is ready now (a few turns), without blocking. */
@@ -275,7 +266,6 @@ static void fx_done(fx_t *f)
     run_until(f, flag_set, &f->server_done);
     bm_server_free(f->srv);
     bm_router_free(f->router);
-    uv_close((uv_handle_t *)&f->watchdog, NULL);
     uv_close((uv_handle_t *)&f->tick, NULL);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     for (int i = 0; i < f->ncli; i++) {
@@ -521,11 +511,8 @@ static void test_route_400s(void **state)
         char *e = memmem(c->raw, c->rlen, "\r\n\r\n", 4);
         assert_non_null(e);
         const char *want = cases[i].body;
-        bool ok = c->rlen >= c->hdr_end + strlen(want);
-        while (!ok && !f.timed_out) {
-            uv_run(&f.loop, UV_RUN_ONCE);
-            ok = c->rlen >= c->hdr_end + strlen(want);
-        }
+        RUN_UNTIL(&f.loop, c->rlen >= c->hdr_end + strlen(want), BOUND_MS);
+        assert_true(c->rlen >= c->hdr_end + strlen(want));
         assert_memory_equal(c->raw + c->hdr_end, want, strlen(want));
         assert_non_null(memmem(c->raw, c->hdr_end, "application/json", 16));
     }

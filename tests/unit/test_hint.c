@@ -4,7 +4,20 @@
  * fed by hand over a synthetic chain and chain information with chosen forks; plus the
  * candidate choice and the query parameter reader the policies share.
  */
-#include "fresh_fx.h"
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "cluster/pool.h"
+#include "duties/hint.h"
+#include "fake_chain.h"
 
 #define G 1700000000000ull /* genesis */
 #define SLOT 12000u
@@ -37,7 +50,7 @@ static void test_deadline_per_duty(void **state)
 {
     (void)state;
     bm_chain_info_t info;
-    fx_chain_info(&info, G, SLOT, SPE, 0, 10); /* gloas from epoch 10 = slot 80 */
+    fake_chain_info(&info, G, SLOT, SPE, 0, 10); /* gloas from epoch 10 = slot 80 */
     bm_hint_opts_t o;
     bm_hint_opts_default(&o);
     for (int d = 0; d < BM_HINT_DUTY_COUNT; d++) {
@@ -113,9 +126,9 @@ static void test_expected_head(void **state)
 {
     (void)state;
     bm_chain_info_t info;
-    fx_chain_info(&info, G, SLOT, SPE, 0, BM_FAR_FUTURE_EPOCH);
-    fx_chain_t c;
-    fx_chain_init(&c, 2, &info, start_of(1));
+    fake_chain_info(&info, G, SLOT, SPE, 0, BM_FAR_FUTURE_EPOCH);
+    fake_chain_t c;
+    fake_chain_init(&c, 2, &info, start_of(1));
     bm_hint_t *h = bm_hint_new(NULL);
     bm_expected_t e;
 
@@ -127,19 +140,19 @@ static void test_expected_head(void **state)
     assert_false(bm_hint_expected(h, 5, &e));
 
     /* blocks 1, 2, 3 and 5 (slot 4 is empty), each announced 1 s into its slot */
-    fx_block(&c, 1, 1, 0);
-    fx_block(&c, 2, 2, 1);
-    fx_block(&c, 3, 3, 2);
-    fx_block(&c, 5, 5, 3);
+    fake_block(&c, 1, 1, 0);
+    fake_block(&c, 2, 2, 1);
+    fake_block(&c, 3, 3, 2);
+    fake_block(&c, 5, 5, 3);
     unsigned ids[] = {1, 2, 3, 5};
     for (size_t i = 0; i < 4; i++)
-        fx_head(&c, 0, ids[i], start_of(c.slot[ids[i]]) + 1000, BM_PAYLOAD_UNKNOWN);
-    assert_int_equal(fx_cluster_id(&c), 5);
+        fake_head(&c, 0, ids[i], start_of(c.slot[ids[i]]) + 1000, BM_PAYLOAD_UNKNOWN);
+    assert_int_equal(fake_cluster_id(&c), 5);
 
     uint8_t r5[32], r3[32], r2[32];
-    fx_root(5, r5);
-    fx_root(3, r3);
-    fx_root(2, r2);
+    fake_root(5, r5);
+    fake_root(3, r3);
+    fake_root(2, r2);
     /* at the head's slot and after it: the cluster head itself */
     for (uint64_t s = 5; s <= 7; s++) {
         assert_true(bm_hint_expected(h, s, &e));
@@ -165,13 +178,13 @@ static void test_expected_head(void **state)
     assert_false(e.is_cluster_head);
 
     /* the payload of the head becomes known full (Gloas head_v2 "full") */
-    fx_head(&c, 0, 5, start_of(5) + 1500, BM_PAYLOAD_FULL);
+    fake_head(&c, 0, 5, start_of(5) + 1500, BM_PAYLOAD_FULL);
     assert_true(bm_hint_expected(h, 6, &e));
     assert_true(e.payload_full);
 
     /* the head moves on: the expected head is read live */
-    fx_block(&c, 6, 6, 5);
-    fx_head(&c, 1, 6, start_of(6) + 300, BM_PAYLOAD_UNKNOWN);
+    fake_block(&c, 6, 6, 5);
+    fake_head(&c, 1, 6, start_of(6) + 300, BM_PAYLOAD_UNKNOWN);
     assert_true(bm_hint_expected(h, 6, &e));
     assert_int_equal(e.root[2], 6);
     assert_false(e.payload_full);
@@ -184,25 +197,25 @@ static void test_expected_head(void **state)
     /* a node announces block 7 and its header is on its way: the head is moving (for
      * duty reads about slot 7 or later); once the header is in, it moved */
     assert_false(bm_hint_head_moving(h, 7));
-    fx_block(&c, 7, 7, 6);
+    fake_block(&c, 7, 7, 6);
     c.defer = true;
-    fx_head(&c, 1, 7, start_of(7) + 200, BM_PAYLOAD_UNKNOWN);
-    assert_int_equal(fx_cluster_id(&c), 6);
+    fake_head(&c, 1, 7, start_of(7) + 200, BM_PAYLOAD_UNKNOWN);
+    assert_int_equal(fake_cluster_id(&c), 6);
     assert_true(bm_hint_head_moving(h, 7));
     assert_true(bm_hint_head_moving(h, UINT64_MAX));
     assert_false(bm_hint_head_moving(h, 6)); /* not for an older slot's reads */
-    fx_chain_release(&c, start_of(7) + 205);
-    assert_int_equal(fx_cluster_id(&c), 7);
+    fake_chain_release(&c, start_of(7) + 205);
+    assert_int_equal(fake_cluster_id(&c), 7);
     assert_false(bm_hint_head_moving(h, 7));
     /* a header that never comes (request failed): not moving any more */
-    fx_block(&c, 8, 8, 7);
+    fake_block(&c, 8, 8, 7);
     c.defer = true;
-    fx_head(&c, 1, 8, start_of(8) + 200, BM_PAYLOAD_UNKNOWN);
+    fake_head(&c, 1, 8, start_of(8) + 200, BM_PAYLOAD_UNKNOWN);
     assert_true(bm_hint_head_moving(h, 8));
     c.defer = false;
     c.n_held = 0;
     uint8_t r8[32];
-    fx_root(8, r8);
+    fake_root(8, r8);
     assert_int_equal(bm_head_on_parent_failed(c.t, 1, r8, start_of(8) + 300), 0);
     assert_false(bm_hint_head_moving(h, 8));
 
@@ -211,31 +224,31 @@ static void test_expected_head(void **state)
     assert_false(bm_hint_node_behind(h, 0));
     assert_false(bm_hint_head_moving(h, 8));
     bm_hint_free(h);
-    fx_chain_dispose(&c);
+    fake_chain_dispose(&c);
 }
 
 static void test_arrived_late(void **state)
 {
     (void)state;
     bm_chain_info_t info;
-    fx_chain_info(&info, G, SLOT, SPE, 0, 10);
-    fx_chain_t c;
-    fx_chain_init(&c, 1, &info, start_of(1));
+    fake_chain_info(&info, G, SLOT, SPE, 0, 10);
+    fake_chain_t c;
+    fake_chain_init(&c, 1, &info, start_of(1));
     bm_hint_t *h = bm_hint_new(NULL);
     bm_hint_set_head(h, c.t);
     bm_expected_t e;
 
-    fx_block(&c, 1, 1, 0);
-    fx_block(&c, 2, 2, 1);
-    fx_block(&c, 3, 3, 2);
-    fx_head(&c, 0, 1, start_of(1) + 100, BM_PAYLOAD_UNKNOWN);
+    fake_block(&c, 1, 1, 0);
+    fake_block(&c, 2, 2, 1);
+    fake_block(&c, 3, 3, 2);
+    fake_head(&c, 0, 1, start_of(1) + 100, BM_PAYLOAD_UNKNOWN);
     /* on time: 1 ms before the attestation due time (3999 ms) */
-    fx_head(&c, 0, 2, start_of(2) + 3998, BM_PAYLOAD_UNKNOWN);
+    fake_head(&c, 0, 2, start_of(2) + 3998, BM_PAYLOAD_UNKNOWN);
     assert_true(bm_hint_expected(h, 3, &e));
     assert_false(bm_hint_arrived_late(h, &e));
     /* no chain information: never late */
     bm_hint_set_chain(h, NULL);
-    fx_head(&c, 0, 3, start_of(3) + 5000, BM_PAYLOAD_UNKNOWN);
+    fake_head(&c, 0, 3, start_of(3) + 5000, BM_PAYLOAD_UNKNOWN);
     assert_true(bm_hint_expected(h, 4, &e));
     assert_false(bm_hint_arrived_late(h, &e));
     bm_hint_set_chain(h, &info);
@@ -245,12 +258,12 @@ static void test_arrived_late(void **state)
     assert_true(bm_hint_expected(h, 2, &e));
     assert_false(bm_hint_arrived_late(h, &e));
     /* in Gloas the due time is a quarter slot: 3001 ms is late */
-    fx_block(&c, 80, 80, 3);
-    fx_head(&c, 0, 80, start_of(80) + 3001, BM_PAYLOAD_UNKNOWN);
+    fake_block(&c, 80, 80, 3);
+    fake_head(&c, 0, 80, start_of(80) + 3001, BM_PAYLOAD_UNKNOWN);
     assert_true(bm_hint_expected(h, 81, &e));
     assert_true(bm_hint_arrived_late(h, &e));
     bm_hint_free(h);
-    fx_chain_dispose(&c);
+    fake_chain_dispose(&c);
 }
 
 static void test_candidates(void **state)

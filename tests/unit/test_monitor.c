@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_monitor: the monitor with the real pool, health, tracker and discovery, against
- * fake beacon nodes on loopback (the project's HTTP server on the test's loop). A fake
+ * fake beacon nodes on loopback (fake_node.h, answering from this file's handler). A fake
  * node serves what discovery reads (a 500 ms slot chain), /eth/v1/node/syncing, block
  * headers from a small shared chain, and /eth/v1/events: it records the topics asked,
  * refuses the topics it is told to refuse with 400 {"code":400,"message":"Invalid topic: X"},
@@ -38,6 +38,7 @@
 #include "cluster/pool.h"
 #include "http/server.h"
 #include "http/upstream.h"
+#include "fake_node.h"
 
 #define BOUND_MS 5000
 #define SLOT_MS 500
@@ -77,9 +78,7 @@ static void hex_of(int i, char out[BM_ROOT_HEX_LEN + 1])
 typedef struct fnode {
     fx_t *f;
     int idx;
-    bm_server_t *srv;
-    bool srv_done;
-    char url[64];
+    fake_node_t *n;
     const char *refuse[4]; /* topics answered with 400 */
     int head_block;        /* its head, index into the chain */
     bool syncing;
@@ -89,7 +88,6 @@ typedef struct fnode {
     uint64_t genesis_at;           /* bm_clock_now_ms of the last genesis request */
     char topics[MAX_STREAMS][256]; /* query of each event-stream request */
     int n_streams;
-    bm_req_t *stream; /* the open event stream, or NULL */
 } fnode_t;
 
 struct fx {
@@ -100,6 +98,7 @@ struct fx {
     bm_head_t *head;
     bm_discovery_t *disc;
     bm_monitor_t *mon;
+    fake_nodes_t set;
     fnode_t nodes[MAX_NODES];
     int n;
     uint64_t gloas_epoch; /* UINT64_MAX: not scheduled */
@@ -111,45 +110,24 @@ struct fx {
     uint64_t up_at[MAX_NODES]; /* bm_clock_now_ms of the last up */
 };
 
-static void send_json(bm_req_t *req, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void send_json(bm_req_t *req, int status, const char *fmt, ...)
-{
-    bm_str_t s = BM_STR_INIT;
-    va_list ap;
-    va_start(ap, fmt);
-    bm_str_vprintf(&s, fmt, ap);
-    va_end(ap);
-    bm_buf_t *b = bm_str_finish(&s);
-    bm_resp_send(req, status, "application/json", b, NULL);
-    bm_buf_unref(b);
-}
-
 static void send_header(bm_req_t *req, int i)
 {
     char r[BM_ROOT_HEX_LEN + 1], p[BM_ROOT_HEX_LEN + 1];
     hex_of(i, r);
     hex_of(i - 1, p);
-    send_json(req, 200,
-              "{\"execution_optimistic\":false,\"finalized\":false,\"data\":{\"root\":\"%s\","
-              "\"canonical\":true,\"header\":{\"message\":{\"slot\":\"%llu\",\"proposer_index\":"
-              "\"1\",\"parent_root\":\"%s\",\"state_root\":\"%s\",\"body_root\":\"%s\"},"
-              "\"signature\":\"0x00\"}}}",
-              r, (unsigned long long)(g_base_slot + (uint64_t)i), p, r, r);
+    fake_send_json(
+        req, 200,
+        "{\"execution_optimistic\":false,\"finalized\":false,\"data\":{\"root\":\"%s\","
+        "\"canonical\":true,\"header\":{\"message\":{\"slot\":\"%llu\",\"proposer_index\":"
+        "\"1\",\"parent_root\":\"%s\",\"state_root\":\"%s\",\"body_root\":\"%s\"},"
+        "\"signature\":\"0x00\"}}}",
+        r, (unsigned long long)(g_base_slot + (uint64_t)i), p, r, r);
 }
 
-static void on_stream_abort(bm_req_t *req, void *ud)
+static void on_request(fake_node_t *n, bm_req_t *req, void *ud)
 {
     fnode_t *fn = ud;
-    if (fn->stream == req) {
-        fn->stream = NULL;
-        bm_resp_end(req);
-    }
-}
-
-static void on_request(bm_req_t *req, void *ud)
-{
-    fnode_t *fn = ud;
+    (void)n;
     fx_t *f = fn->f;
     size_t plen;
     const char *p = bm_req_path(req, &plen);
@@ -157,36 +135,38 @@ static void on_request(bm_req_t *req, void *ud)
     snprintf(path, sizeof path, "%.*s", (int)plen, p);
     if (strcmp(path, "/eth/v1/node/version") == 0) {
         fn->version_reqs++;
-        send_json(req, 200, "{\"data\":{\"version\":\"%s\"}}", fn->version);
+        fake_send_json(req, 200, "{\"data\":{\"version\":\"%s\"}}", fn->version);
     } else if (strcmp(path, "/eth/v1/beacon/genesis") == 0) {
         fn->genesis_reqs++;
         fn->genesis_at = bm_clock_now_ms();
-        send_json(req, 200,
-                  "{\"data\":{\"genesis_time\":\"%llu\",\"genesis_validators_root\":\"0x%064d\","
-                  "\"genesis_fork_version\":\"0x10000000\"}}",
-                  (unsigned long long)g_genesis_s, 7);
+        fake_send_json(
+            req, 200,
+            "{\"data\":{\"genesis_time\":\"%llu\",\"genesis_validators_root\":\"0x%064d\","
+            "\"genesis_fork_version\":\"0x10000000\"}}",
+            (unsigned long long)g_genesis_s, 7);
     } else if (strcmp(path, "/eth/v1/config/spec") == 0) {
         char gloas[32];
         if (f->gloas_epoch == UINT64_MAX)
             snprintf(gloas, sizeof gloas, "18446744073709551615");
         else
             snprintf(gloas, sizeof gloas, "%llu", (unsigned long long)f->gloas_epoch);
-        send_json(req, 200,
-                  "{\"data\":{\"SLOT_DURATION_MS\":\"%d\",\"SECONDS_PER_SLOT\":\"1\","
-                  "\"SLOTS_PER_EPOCH\":\"%d\",\"FULU_FORK_EPOCH\":\"0\","
-                  "\"GLOAS_FORK_EPOCH\":\"%s\"}}",
-                  SLOT_MS, SPE, gloas);
+        fake_send_json(req, 200,
+                       "{\"data\":{\"SLOT_DURATION_MS\":\"%d\",\"SECONDS_PER_SLOT\":\"1\","
+                       "\"SLOTS_PER_EPOCH\":\"%d\",\"FULU_FORK_EPOCH\":\"0\","
+                       "\"GLOAS_FORK_EPOCH\":\"%s\"}}",
+                       SLOT_MS, SPE, gloas);
     } else if (strcmp(path, "/eth/v1/config/fork_schedule") == 0) {
-        send_json(req, 200, "{\"data\":[]}");
+        fake_send_json(req, 200, "{\"data\":[]}");
     } else if (strcmp(path, "/eth/v1/config/deposit_contract") == 0) {
-        send_json(req, 200, "{\"data\":{\"chain_id\":\"1\",\"address\":\"0x%040d\"}}", 0);
+        fake_send_json(req, 200, "{\"data\":{\"chain_id\":\"1\",\"address\":\"0x%040d\"}}", 0);
     } else if (strcmp(path, "/eth/v1/node/syncing") == 0) {
         fn->syncing_reqs++;
-        send_json(req, 200,
-                  "{\"data\":{\"head_slot\":\"%llu\",\"sync_distance\":\"0\",\"is_syncing\":%s,"
-                  "\"is_optimistic\":false,\"el_offline\":false}}",
-                  (unsigned long long)(g_base_slot + (uint64_t)fn->head_block),
-                  fn->syncing ? "true" : "false");
+        fake_send_json(
+            req, 200,
+            "{\"data\":{\"head_slot\":\"%llu\",\"sync_distance\":\"0\",\"is_syncing\":%s,"
+            "\"is_optimistic\":false,\"el_offline\":false}}",
+            (unsigned long long)(g_base_slot + (uint64_t)fn->head_block),
+            fn->syncing ? "true" : "false");
     } else if (strcmp(path, "/eth/v1/beacon/headers/head") == 0) {
         fn->head_reqs++;
         send_header(req, fn->head_block);
@@ -205,7 +185,7 @@ static void on_request(bm_req_t *req, void *ud)
         if (found > 0)
             send_header(req, found);
         else
-            send_json(req, 404, "{\"code\":404,\"message\":\"not found\"}");
+            fake_send_json(req, 404, "{\"code\":404,\"message\":\"not found\"}");
     } else if (strcmp(path, "/eth/v1/events") == 0) {
         size_t ql;
         const char *q = bm_req_query(req, &ql);
@@ -217,36 +197,21 @@ static void on_request(bm_req_t *req, void *ud)
             snprintf(needle, sizeof needle, "topics=%s", fn->refuse[i]);
             const char *hit = q ? strstr(q, needle) : NULL;
             if (hit && (hit[strlen(needle)] == '&' || hit[strlen(needle)] == '\0')) {
-                send_json(req, 400, "{\"code\":400,\"message\":\"Invalid topic: %s\"}",
-                          fn->refuse[i]);
+                fake_send_json(req, 400, "{\"code\":400,\"message\":\"Invalid topic: %s\"}",
+                               fn->refuse[i]);
                 return;
             }
         }
-        bm_hdrs_t h;
-        bm_hdrs_init(&h);
-        bm_hdrs_add_z(&h, "Content-Type", "text/event-stream");
-        bm_resp_start(req, 200, &h, -1);
-        bm_hdrs_dispose(&h);
-        if (fn->stream) {
-            bm_req_t *old = fn->stream;
-            fn->stream = NULL;
-            bm_resp_end(old);
-        }
-        fn->stream = req;
-        bm_req_on_abort(req, on_stream_abort, fn);
+        fake_stream_open(fn->n, req);
     } else {
-        send_json(req, 404, "{\"code\":404,\"message\":\"no route\"}");
+        fake_send_json(req, 404, "{\"code\":404,\"message\":\"no route\"}");
     }
 }
 
 /* Pushes one event on node i's open stream. */
 static void push(fx_t *f, int i, const char *topic, const char *data)
 {
-    fnode_t *fn = &f->nodes[i];
-    assert_non_null(fn->stream);
-    char buf[1024];
-    int n = snprintf(buf, sizeof buf, "event: %s\ndata: %s\n\n", topic, data);
-    assert_int_equal(bm_resp_write_copy(fn->stream, buf, (size_t)n), 0);
+    fake_stream_event(f->nodes[i].n, topic, data);
 }
 
 /* A head event of chain block b from node i. */
@@ -272,11 +237,7 @@ static void push_head(fx_t *f, int i, const char *topic, int b)
 /* Ends node i's open stream (the node closes it). */
 static void cut(fx_t *f, int i)
 {
-    fnode_t *fn = &f->nodes[i];
-    assert_non_null(fn->stream);
-    bm_req_t *r = fn->stream;
-    fn->stream = NULL;
-    bm_resp_end(r);
+    fake_stream_end(f->nodes[i].n);
 }
 
 /* ---- listeners ------------------------------------------------------------------------------ */
@@ -336,19 +297,14 @@ static fx_t *fx_new(int n, uint64_t gloas_epoch)
     assert_non_null(f->up);
     assert_non_null(f->pool);
     f->n = n;
+    fake_nodes_init(&f->set, &f->loop, f->pool);
     for (int i = 0; i < n; i++) {
         fnode_t *fn = &f->nodes[i];
         fn->f = f;
         fn->idx = i;
         fn->head_block = 2;
         snprintf(fn->version, sizeof fn->version, "Lighthouse/v7.0.0/x86_64-linux");
-        fn->srv = bm_server_new(&f->loop, NULL, on_request, fn);
-        assert_non_null(fn->srv);
-        assert_int_equal(bm_server_listen(fn->srv, "127.0.0.1", 0), 0);
-        snprintf(fn->url, sizeof fn->url, "http://127.0.0.1:%d", bm_server_port(fn->srv));
-        char id[16];
-        snprintf(id, sizeof id, "n%d", i);
-        assert_non_null(bm_pool_add(f->pool, id, fn->url, NULL));
+        fn->n = fake_node_add_handler(&f->set, on_request, fn);
     }
     f->health = bm_health_new(f->pool, NULL);
     f->head = bm_head_new((size_t)n, NULL);
@@ -387,7 +343,7 @@ static bool all_connected(fx_t *f)
     for (int i = 0; i < f->n; i++) {
         bm_monitor_node_info_t mi;
         if (bm_monitor_node_info(f->mon, (size_t)i, &mi) != 0 || !mi.connected ||
-            !f->nodes[i].stream)
+            !f->nodes[i].n->stream)
             return false;
     }
     return true;
@@ -401,31 +357,12 @@ static bool cluster_is(fx_t *f, int b)
     return bm_head_cluster(f->head, &h) && memcmp(h.root, r, 32) == 0;
 }
 
-static void on_srv_done(bm_server_t *srv, void *ud)
-{
-    (void)srv;
-    ((fnode_t *)ud)->srv_done = true;
-}
-
-static bool servers_done(fx_t *f)
-{
-    for (int i = 0; i < f->n; i++)
-        if (!f->nodes[i].srv_done)
-            return false;
-    return true;
-}
-
 static void fx_free(fx_t *f)
 {
     bm_monitor_stop(f->mon);
     bm_discovery_stop(f->disc);
     bm_upstream_free(f->up);
-    for (int i = 0; i < f->n; i++)
-        bm_server_shutdown(f->nodes[i].srv, 20, on_srv_done, &f->nodes[i]);
-    RUN_UNTIL(&f->loop, servers_done(f), BOUND_MS);
-    assert_true(servers_done(f));
-    for (int i = 0; i < f->n; i++)
-        bm_server_free(f->nodes[i].srv);
+    fake_nodes_close(&f->set);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     bm_monitor_free(f->mon);
     bm_discovery_free(f->disc);

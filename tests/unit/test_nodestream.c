@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_nodestream: the reconnecting event stream against a scripted node on loopback.
- * The node is the project's HTTP server (src/http/server.h) on 127.0.0.1 port 0, on the test's
- * own loop; request i plays act i of its script (the last act repeats): never answer, an
- * error status with a body, or a 200 event stream written as a list of pieces with a gap
- * between them and then ended, cut, or held open (optionally with keep-alive comments).
+ * test_nodestream: the reconnecting event stream against a scripted fake node on loopback
+ * (fake_node.h); request i plays step i of its script (the last step repeats): never
+ * answer, an error status with a body, or a 200 event stream written as a list of pieces
+ * with a gap between them and then ended, cut, or held open (optionally with keep-alive
+ * comments).
  * Timeouts and backoff steps are scaled down (tens to hundreds of milliseconds) so the
  * tests are quick; timing assertions are lower bounds plus generous upper bounds.
  *
@@ -30,11 +30,10 @@
 #include "cluster/nodestream.h"
 #include "http/server.h"
 #include "http/upstream.h"
+#include "fake_node.h"
 
 #define BOUND_MS 5000
 #define SLACK_MS 250 /* lateness allowed on a shared machine */
-#define MAX_ACTS 8
-#define MAX_PIECES 16
 #define MAX_REQS 64
 #define MAX_EVENTS 64
 
@@ -55,51 +54,17 @@ static uint64_t now_ms(uv_loop_t *loop)
     return uv_now(loop);
 }
 
-/* ---- the scripted node ------------------------------------------------------------------ */
-
-enum { END_HANG = 0, END_CLOSE, END_ABORT };
-
-typedef struct act {
-    int status; /* 0: never answer */
-    const char *body;
-    const char *pieces[MAX_PIECES];
-    uint32_t gap_ms; /* between pieces (and before the first) */
-    int end;
-    uint32_t keepalive_ms; /* ":\n" every this long once the pieces are out (END_HANG) */
-    uint32_t end_after_ms; /* END_CLOSE/END_ABORT this long after the last piece */
-} act_t;
-
-typedef struct fx fx_t;
-
-typedef struct sreq {
-    uv_timer_t t;
-    fx_t *f;
-    bm_req_t *req;
-    act_t act;
-    int next; /* next piece */
-    bool ended;
-    bool last_out;
-} sreq_t;
-
 typedef struct ev {
     char topic[32];
     char data[256];
 } ev_t;
 
-struct fx {
+typedef struct fx {
     uv_loop_t loop;
     bm_upstream_t *up;
-    bm_server_t *srv;
-    bool srv_done;
-    int port;
-    char url[64];
-    act_t acts[MAX_ACTS];
-    int nacts;
-    int requests;
-    uint64_t req_ms[MAX_REQS];
-    char target[MAX_REQS][256];
-    char accept[64];
-    int live; /* scripted requests not yet ended */
+    fake_nodes_t nodes;
+    fake_node_t *node; /* the scripted node */
+    const char *url;   /* where the stream connects: the node, or a refused port */
 
     bm_nodestream_t *s;
     ev_t evs[MAX_EVENTS];
@@ -114,101 +79,7 @@ struct fx {
     size_t n_fallback;
     bool free_on_event;
     bool freed;
-};
-
-static void sreq_closed(uv_handle_t *h)
-{
-    sreq_t *r = h->data;
-    r->f->live--;
-    free(r);
-}
-
-static void sreq_end(sreq_t *r, int how)
-{
-    if (r->ended)
-        return;
-    r->ended = true;
-    if (how == END_ABORT)
-        bm_resp_abort(r->req);
-    else
-        bm_resp_end(r->req);
-    uv_close((uv_handle_t *)&r->t, sreq_closed);
-}
-
-static void on_step(uv_timer_t *t)
-{
-    sreq_t *r = t->data;
-    if (r->ended)
-        return;
-    if (r->last_out) {
-        if (r->act.end == END_HANG) {
-            bm_resp_write_copy(r->req, ":\n", 2);
-            uv_timer_start(&r->t, on_step, r->act.keepalive_ms, 0);
-        } else {
-            sreq_end(r, r->act.end);
-        }
-        return;
-    }
-    const char *p = r->act.pieces[r->next];
-    if (p) {
-        bm_resp_write_copy(r->req, p, strlen(p));
-        r->next++;
-    }
-    if (r->next < MAX_PIECES && r->act.pieces[r->next]) {
-        uv_timer_start(&r->t, on_step, r->act.gap_ms, 0);
-        return;
-    }
-    r->last_out = true;
-    if (r->act.end == END_HANG) {
-        if (r->act.keepalive_ms)
-            uv_timer_start(&r->t, on_step, r->act.keepalive_ms, 0);
-    } else {
-        uv_timer_start(&r->t, on_step, r->act.end_after_ms, 0);
-    }
-}
-
-static void on_req_abort(bm_req_t *req, void *ud)
-{
-    (void)req;
-    sreq_end(ud, END_CLOSE);
-}
-
-static void on_request(bm_req_t *req, void *ud)
-{
-    fx_t *f = ud;
-    int i = f->requests++;
-    if (i < MAX_REQS) {
-        f->req_ms[i] = now_ms(&f->loop);
-        snprintf(f->target[i], sizeof f->target[i], "%s", bm_req_target(req));
-    }
-    const char *acc = bm_req_header(req, "Accept");
-    snprintf(f->accept, sizeof f->accept, "%s", acc ? acc : "");
-    sreq_t *r = calloc(1, sizeof *r);
-    assert_non_null(r);
-    r->f = f;
-    r->req = req;
-    r->act = f->acts[i < f->nacts ? i : f->nacts - 1];
-    uv_timer_init(&f->loop, &r->t);
-    r->t.data = r;
-    f->live++;
-    bm_req_on_abort(req, on_req_abort, r);
-    if (r->act.status == 0)
-        return; /* hang until the client goes */
-    if (r->act.status != 200) {
-        bm_buf_t *b = bm_buf_from_str(r->act.body ? r->act.body : "");
-        r->ended = true;
-        bm_resp_send(req, r->act.status, "application/json", b, NULL);
-        bm_buf_unref(b);
-        uv_close((uv_handle_t *)&r->t, sreq_closed);
-        return;
-    }
-    bm_hdrs_t h;
-    bm_hdrs_init(&h);
-    bm_hdrs_add_z(&h, "Content-Type", "text/event-stream");
-    bm_resp_start(req, 200, &h, -1);
-    bm_hdrs_dispose(&h);
-    uv_timer_start(&r->t, on_step, r->act.gap_ms, 0);
-}
+} fx_t;
 
 /* ---- the owner's callbacks --------------------------------------------------------------- */
 
@@ -283,19 +154,7 @@ static bm_nodestream_t *open_stream(fx_t *f, const char *const *topics, size_t n
     return f->s;
 }
 
-static void script(fx_t *f, const act_t *acts, int n)
-{
-    assert_true(n > 0 && n <= MAX_ACTS);
-    memcpy(f->acts, acts, sizeof *acts * (size_t)n);
-    f->nacts = n;
-}
-
 /* ---- fixture ------------------------------------------------------------------------------ */
-
-static void on_probe_closed(uv_handle_t *h)
-{
-    (void)h;
-}
 
 static int fx_setup(void **state)
 {
@@ -306,19 +165,13 @@ static int fx_setup(void **state)
     if (uv_loop_init(&f->loop) != 0)
         return -1;
     f->up = bm_upstream_new(&f->loop, NULL);
-    f->srv = bm_server_new(&f->loop, NULL, on_request, f);
-    if (!f->up || !f->srv || bm_server_listen(f->srv, "127.0.0.1", 0) != 0)
+    if (!f->up)
         return -1;
-    f->port = bm_server_port(f->srv);
-    snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d", f->port);
+    fake_nodes_init(&f->nodes, &f->loop, NULL);
+    f->node = fake_node_add1(&f->nodes, FAKE_HANG);
+    f->url = f->node->url;
     *state = f;
     return 0;
-}
-
-static void on_srv_done(bm_server_t *srv, void *ud)
-{
-    (void)srv;
-    ((fx_t *)ud)->srv_done = true;
 }
 
 static int fx_teardown(void **state)
@@ -327,38 +180,11 @@ static int fx_teardown(void **state)
     if (f->s && !f->freed)
         bm_nodestream_free(f->s);
     bm_upstream_free(f->up);
-    if (f->srv) {
-        bm_server_shutdown(f->srv, 20, on_srv_done, f);
-        RUN_UNTIL(&f->loop, f->srv_done && f->live == 0, BOUND_MS);
-        assert_true(f->srv_done);
-        bm_server_free(f->srv);
-    }
-    assert_int_equal(f->live, 0);
+    fake_nodes_close(&f->nodes);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     free(f);
     return 0;
-}
-
-/* Replaces the server with a refused port (bound once, closed). */
-static void refuse(fx_t *f)
-{
-    bm_server_shutdown(f->srv, 0, on_srv_done, f);
-    RUN_UNTIL(&f->loop, f->srv_done, BOUND_MS);
-    assert_true(f->srv_done);
-    bm_server_free(f->srv);
-    f->srv = NULL;
-    uv_tcp_t probe;
-    struct sockaddr_in sa;
-    uv_ip4_addr("127.0.0.1", 0, &sa);
-    assert_int_equal(uv_tcp_init(&f->loop, &probe), 0);
-    assert_int_equal(uv_tcp_bind(&probe, (const struct sockaddr *)&sa, 0), 0);
-    struct sockaddr_in got;
-    int len = sizeof got;
-    assert_int_equal(uv_tcp_getsockname(&probe, (struct sockaddr *)&got, &len), 0);
-    uv_close((uv_handle_t *)&probe, on_probe_closed);
-    uv_run(&f->loop, UV_RUN_NOWAIT);
-    snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d", ntohs(got.sin_port));
 }
 
 /* ---- tests ---------------------------------------------------------------------------------- */
@@ -370,19 +196,20 @@ static const char *const head_block[] = {"head", "block"};
 static void test_fragmented_crlf(void **state)
 {
     fx_t *f = *state;
-    act_t a = {.status = 200,
-               .gap_ms = 3,
-               .pieces = {": hello\r\n\r\n", "event: he", "ad\r", "\ndata: {\"slot\":", "\"1\"}\r",
-                          "\n\r", "\nevent: block\r\ndata: {\"slot\":\"1\",", "\r\n",
-                          "data: \"x\":1}\r\n\r\n", "ev",
-                          "ent: head\r\ndata: {\"slot\":\"2\"}\r\n\r", "\n"},
-               .end = END_HANG};
-    script(f, &a, 1);
+    fake_step_t a = {
+        .status = 200,
+        .stream = true,
+        .gap_ms = 3,
+        .pieces = {": hello\r\n\r\n", "event: he", "ad\r", "\ndata: {\"slot\":", "\"1\"}\r", "\n\r",
+                   "\nevent: block\r\ndata: {\"slot\":\"1\",", "\r\n", "data: \"x\":1}\r\n\r\n",
+                   "ev", "ent: head\r\ndata: {\"slot\":\"2\"}\r\n\r", "\n"},
+        .end = FAKE_HOLD};
+    fake_node_script(f->node, &a, 1);
     open_stream(f, head_block, 2);
     RUN_UNTIL(&f->loop, f->nev >= 3, BOUND_MS);
     assert_int_equal(f->nev, 3);
-    assert_string_equal(f->target[0], "/eth/v1/events?topics=head&topics=block");
-    assert_string_equal(f->accept, "text/event-stream, */*;q=0.1");
+    assert_string_equal(f->node->reqs[0].target, "/eth/v1/events?topics=head&topics=block");
+    assert_string_equal(fake_node_last(f->node)->accept, "text/event-stream, */*;q=0.1");
     assert_string_equal(f->evs[0].topic, "head");
     assert_string_equal(f->evs[0].data, "{\"slot\":\"1\"}");
     assert_string_equal(f->evs[1].topic, "block");
@@ -401,12 +228,13 @@ static void test_fragmented_crlf(void **state)
 static void test_lighthouse_style(void **state)
 {
     fx_t *f = *state;
-    act_t a = {.status = 200,
-               .gap_ms = 2,
-               .pieces = {"event:head\ndata:{\"slot\":\"7\"}\n\n", "event:chain_reorg\n",
-                          "data:{\"depth\":\"1\"}\n\n"},
-               .end = END_HANG};
-    script(f, &a, 1);
+    fake_step_t a = {.status = 200,
+                     .stream = true,
+                     .gap_ms = 2,
+                     .pieces = {"event:head\ndata:{\"slot\":\"7\"}\n\n", "event:chain_reorg\n",
+                                "data:{\"depth\":\"1\"}\n\n"},
+                     .end = FAKE_HOLD};
+    fake_node_script(f->node, &a, 1);
     static const char *const t[] = {"head", "chain_reorg"};
     open_stream(f, t, 2);
     RUN_UNTIL(&f->loop, f->nev >= 2, BOUND_MS);
@@ -422,9 +250,10 @@ static void test_lighthouse_style(void **state)
 static void test_headers_timeout(void **state)
 {
     fx_t *f = *state;
-    act_t acts[] = {{.status = 0},
-                    {.status = 200, .pieces = {"event: head\ndata: {}\n\n"}, .end = END_HANG}};
-    script(f, acts, 2);
+    fake_step_t acts[] = {
+        {.status = 0},
+        {.status = 200, .stream = true, .pieces = {"event: head\ndata: {}\n\n"}, .end = FAKE_HOLD}};
+    fake_node_script(f->node, acts, 2);
     uint64_t t0 = now_ms(&f->loop);
     open_stream(f, head_block, 2);
     RUN_UNTIL(&f->loop, f->ups == 1 && f->nev == 1, BOUND_MS);
@@ -436,13 +265,13 @@ static void test_headers_timeout(void **state)
     assert_true(f->down_ms[0] - t0 >= T_HEADERS - 5);
     assert_true(f->down_ms[0] - t0 <= T_HEADERS + SLACK_MS);
     /* the retry waited its backoff step */
-    assert_int_equal(f->requests, 2);
-    assert_true(f->req_ms[1] - f->down_ms[0] + 5 >= T_MIN * 3 / 4);
+    assert_int_equal(f->node->requests, 2);
+    assert_true(f->node->reqs[1].at_ms - f->down_ms[0] + 5 >= T_MIN * 3 / 4);
     bm_nodestream_stats_t st = bm_nodestream_stats(f->s);
     assert_int_equal(st.header_timeouts, 1);
     assert_int_equal(st.attempts, 2);
     assert_int_equal(st.connects, 1);
-    assert_int_equal(f->live, 1); /* the hung request was given up (client went away) */
+    assert_int_equal(f->nodes.held, 1); /* the hung request was given up (client went away) */
 }
 
 /* A stream that goes silent is dropped after idle_timeout_ms and reconnected; a stream
@@ -450,10 +279,14 @@ static void test_headers_timeout(void **state)
 static void test_idle_timeout(void **state)
 {
     fx_t *f = *state;
-    act_t acts[] = {
-        {.status = 200, .pieces = {"event: head\ndata: {}\n\n"}, .end = END_HANG},
-        {.status = 200, .pieces = {": up\n\n"}, .end = END_HANG, .keepalive_ms = T_IDLE / 4}};
-    script(f, acts, 2);
+    fake_step_t acts[] = {
+        {.status = 200, .stream = true, .pieces = {"event: head\ndata: {}\n\n"}, .end = FAKE_HOLD},
+        {.status = 200,
+         .stream = true,
+         .pieces = {": up\n\n"},
+         .end = FAKE_HOLD,
+         .keepalive_ms = T_IDLE / 4}};
+    fake_node_script(f->node, acts, 2);
     open_stream(f, head_block, 2);
     RUN_UNTIL(&f->loop, f->ups == 2, BOUND_MS);
     assert_int_equal(f->ups, 2);
@@ -493,7 +326,7 @@ static void test_backoff_function(void **state)
 static void test_backoff_schedule(void **state)
 {
     fx_t *f = *state;
-    refuse(f);
+    f->url = fake_node_add_refused(&f->nodes)->url;
     open_stream(f, head_block, 2);
     RUN_UNTIL(&f->loop, f->downs >= 6, BOUND_MS);
     assert_int_equal(f->downs, 6);
@@ -516,14 +349,17 @@ static void test_backoff_schedule(void **state)
 static void test_backoff_reset_after_stable(void **state)
 {
     fx_t *f = *state;
-    act_t acts[] = {{.status = 200, .pieces = {": a\n"}, .end = END_CLOSE}, /* short */
-                    {.status = 200, .pieces = {": b\n"}, .end = END_CLOSE}, /* short */
-                    {.status = 200, /* long: comments keep it up past stable_ms, then it ends */
-                     .pieces = {": c\n", ": c\n", ": c\n", ": c\n"},
-                     .gap_ms = T_STABLE / 3,
-                     .end = END_CLOSE},
-                    {.status = 200, .pieces = {": d\n"}, .end = END_HANG, .keepalive_ms = 50}};
-    script(f, acts, 4);
+    fake_step_t acts[] = {
+        {.status = 200, .stream = true, .pieces = {": a\n"}, .end = FAKE_FINISH}, /* short */
+        {.status = 200, .stream = true, .pieces = {": b\n"}, .end = FAKE_FINISH}, /* short */
+        /* long: comments keep it up past stable_ms, then it ends */
+        {.status = 200,
+         .stream = true,
+         .pieces = {": c\n", ": c\n", ": c\n", ": c\n"},
+         .gap_ms = T_STABLE / 3,
+         .end = FAKE_FINISH},
+        {.status = 200, .stream = true, .pieces = {": d\n"}, .end = FAKE_HOLD, .keepalive_ms = 50}};
+    fake_node_script(f->node, acts, 4);
     open_stream(f, head_block, 2);
     RUN_UNTIL(&f->loop, f->ups == 4, BOUND_MS);
     assert_int_equal(f->ups, 4);
@@ -544,10 +380,13 @@ static void test_backoff_reset_after_stable(void **state)
 static void test_rejected_fallback(void **state)
 {
     fx_t *f = *state;
-    act_t acts[] = {
+    fake_step_t acts[] = {
         {.status = 400, .body = "{\"code\":400,\"message\":\"Invalid topic: head_v2\"}"},
-        {.status = 200, .pieces = {"event: head\ndata: {\"slot\":\"3\"}\n\n"}, .end = END_HANG}};
-    script(f, acts, 2);
+        {.status = 200,
+         .stream = true,
+         .pieces = {"event: head\ndata: {\"slot\":\"3\"}\n\n"},
+         .end = FAKE_HOLD}};
+    fake_node_script(f->node, acts, 2);
     static const char *const v2[] = {"head_v2", "block"};
     static const char *const v1[] = {"head", "block"};
     f->fallback = v1;
@@ -557,10 +396,10 @@ static void test_rejected_fallback(void **state)
     assert_int_equal(f->rejects, 1);
     assert_string_equal(f->reject_body, "{\"code\":400,\"message\":\"Invalid topic: head_v2\"}");
     assert_int_equal(f->downs, 0); /* a refusal is not a failure */
-    assert_int_equal(f->requests, 2);
-    assert_string_equal(f->target[0], "/eth/v1/events?topics=head_v2&topics=block");
-    assert_string_equal(f->target[1], "/eth/v1/events?topics=head&topics=block");
-    assert_true(f->req_ms[1] - f->req_ms[0] < T_MIN); /* at once, no backoff */
+    assert_int_equal(f->node->requests, 2);
+    assert_string_equal(f->node->reqs[0].target, "/eth/v1/events?topics=head_v2&topics=block");
+    assert_string_equal(f->node->reqs[1].target, "/eth/v1/events?topics=head&topics=block");
+    assert_true(f->node->reqs[1].at_ms - f->node->reqs[0].at_ms < T_MIN); /* at once, no backoff */
     assert_string_equal(bm_nodestream_topic(f->s, 0), "head");
     bm_nodestream_stats_t st = bm_nodestream_stats(f->s);
     assert_int_equal(st.rejections, 1);
@@ -572,15 +411,15 @@ static void test_rejected_fallback(void **state)
 static void test_rejected_parked(void **state)
 {
     fx_t *f = *state;
-    act_t acts[] = {{.status = 400, .body = "{\"code\":400,\"message\":\"bad topic\"}"},
-                    {.status = 503, .body = "{\"code\":503,\"message\":\"syncing\"}"},
-                    {.status = 200, .pieces = {": ok\n"}, .end = END_HANG}};
-    script(f, acts, 3);
+    fake_step_t acts[] = {{.status = 400, .body = "{\"code\":400,\"message\":\"bad topic\"}"},
+                          {.status = 503, .body = "{\"code\":503,\"message\":\"syncing\"}"},
+                          {.status = 200, .stream = true, .pieces = {": ok\n"}, .end = FAKE_HOLD}};
+    fake_node_script(f->node, acts, 3);
     open_stream(f, head_block, 2);
     RUN_UNTIL(&f->loop, f->ups == 1, BOUND_MS);
     assert_int_equal(f->rejects, 1);
-    assert_int_equal(f->requests, 3);
-    assert_true(f->req_ms[1] - f->req_ms[0] + 5 >= T_MAX * 3 / 4);
+    assert_int_equal(f->node->requests, 3);
+    assert_true(f->node->reqs[1].at_ms - f->node->reqs[0].at_ms + 5 >= T_MAX * 3 / 4);
     assert_int_equal(f->downs, 1);
     assert_int_equal(f->downs_f[0].err, BM_EPROTO);
     assert_int_equal(f->downs_f[0].status, 503);
@@ -592,13 +431,19 @@ static void test_rejected_parked(void **state)
 static void test_reconnect_after_close(void **state)
 {
     fx_t *f = *state;
-    act_t acts[] = {
-        {.status = 200, .pieces = {"event: head\ndata: {\"slot\":\"1\"}\n\n"}, .end = END_CLOSE},
-        {.status = 200,
-         .pieces = {"event: head\ndata: {\"slot\":\"2\"}\n\nevent: he"},
-         .end = END_ABORT},
-        {.status = 200, .pieces = {"event: head\ndata: {\"slot\":\"3\"}\n\n"}, .end = END_HANG}};
-    script(f, acts, 3);
+    fake_step_t acts[] = {{.status = 200,
+                           .stream = true,
+                           .pieces = {"event: head\ndata: {\"slot\":\"1\"}\n\n"},
+                           .end = FAKE_FINISH},
+                          {.status = 200,
+                           .stream = true,
+                           .pieces = {"event: head\ndata: {\"slot\":\"2\"}\n\nevent: he"},
+                           .end = FAKE_CUT},
+                          {.status = 200,
+                           .stream = true,
+                           .pieces = {"event: head\ndata: {\"slot\":\"3\"}\n\n"},
+                           .end = FAKE_HOLD}};
+    fake_node_script(f->node, acts, 3);
     open_stream(f, head_block, 2);
     RUN_UNTIL(&f->loop, f->nev == 3, BOUND_MS);
     assert_int_equal(f->nev, 3);
@@ -617,11 +462,12 @@ static void test_reconnect_after_close(void **state)
 static void test_free_inside_event(void **state)
 {
     fx_t *f = *state;
-    act_t a = {.status = 200,
-               .pieces = {"event: head\ndata: 1\n\nevent: head\ndata: 2\n\n"},
-               .end = END_HANG,
-               .keepalive_ms = 20};
-    script(f, &a, 1);
+    fake_step_t a = {.status = 200,
+                     .stream = true,
+                     .pieces = {"event: head\ndata: 1\n\nevent: head\ndata: 2\n\n"},
+                     .end = FAKE_HOLD,
+                     .keepalive_ms = 20};
+    fake_node_script(f->node, &a, 1);
     f->free_on_event = true;
     open_stream(f, head_block, 2);
     RUN_UNTIL(&f->loop, f->freed, BOUND_MS);
@@ -635,18 +481,18 @@ static void test_free_inside_event(void **state)
 static void test_stop(void **state)
 {
     fx_t *f = *state;
-    act_t a = {.status = 0};
-    script(f, &a, 1);
+    fake_step_t a = {.status = 0};
+    fake_node_script(f->node, &a, 1);
     open_stream(f, head_block, 2);
-    RUN_UNTIL(&f->loop, f->requests == 1, BOUND_MS);
+    RUN_UNTIL(&f->loop, f->node->requests == 1, BOUND_MS);
     bm_nodestream_stop(f->s);
     assert_int_equal(bm_nodestream_state(f->s), BM_NODESTREAM_STOPPED);
     assert_int_equal(bm_nodestream_start(f->s), BM_ECLOSED);
     RUN_FOR(&f->loop, T_HEADERS + 100);
     assert_int_equal(f->downs, 0);
-    assert_int_equal(f->requests, 1);
-    RUN_UNTIL(&f->loop, f->live == 0, BOUND_MS); /* the hung request saw the client go */
-    assert_int_equal(f->live, 0);
+    assert_int_equal(f->node->requests, 1);
+    RUN_UNTIL(&f->loop, f->nodes.held == 0, BOUND_MS); /* the hung request saw the client go */
+    assert_int_equal(f->nodes.held, 0);
 }
 
 /* Bad arguments are refused up front. */

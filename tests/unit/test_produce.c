@@ -7,8 +7,25 @@
  * server, a head tracker fed by hand): fresh beats stale, a late head re-orged by the
  * proposer, the deadline, best value, SSZ, and the producing node remembered per slot.
  */
-#include "fresh_fx.h"
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/hdrs.h"
 #include "duties/produce.h"
+#include "fake_chain.h"
+#include "fake_node.h"
 
 #define SLOT_MS 12000u
 #define SPE 8u
@@ -24,8 +41,8 @@ static const char *block_json(uint64_t slot, unsigned parent, unsigned state, bo
                               const char *evalue, const char *cvalue)
 {
     char p[67], s[67], *b = bodies[n_bodies++ % 32];
-    fx_root_hex(parent, p);
-    fx_root_hex(state, s);
+    fake_root_hex(parent, p);
+    fake_root_hex(state, s);
     char blk[400];
     snprintf(blk, sizeof blk,
              "{\"slot\":\"%llu\",\"proposer_index\":\"3\",\"parent_root\":\"%s\",\"state_root\":"
@@ -68,8 +85,8 @@ static size_t ssz_block(uint8_t *out, uint64_t slot, unsigned parent, unsigned s
     memset(out, 0, 100);
     put_u64(out, slot);
     put_u64(out + 8, 3);
-    fx_root(parent, out + 16);
-    fx_root(state, out + 48);
+    fake_root(parent, out + 16);
+    fake_root(state, out + 48);
     put_u32(out + 80, 84);
     memset(out + 84, 0xEE, 16);
     return 100;
@@ -157,7 +174,7 @@ static void test_parse_json(void **state)
 
     /* no values at all is fine (has_value false); broken ones are not */
     char r10[67], text[512];
-    fx_root_hex(10, r10);
+    fake_root_hex(10, r10);
     snprintf(text, sizeof text, "{\"data\":{\"slot\":\"11\",\"parent_root\":\"%s\"}}", r10);
     body = bm_buf_from_str(text);
     assert_int_equal(bm_produce_parse(&h, body, false, &b), 0);
@@ -259,21 +276,21 @@ static void test_parent_rule(void **state)
     bm_expected_t e;
     uint8_t p[32];
     memset(&e, 0, sizeof e);
-    fx_root(4, p);
+    fake_root(4, p);
     assert_true(bm_produce_parent_ok(&e, false, p)); /* no expected head: any block */
     e.known = true;
-    fx_root(10, e.root);
+    fake_root(10, e.root);
     e.parent_known = true;
-    fx_root(9, e.parent);
-    fx_root(10, p);
+    fake_root(9, e.parent);
+    fake_root(10, p);
     assert_true(bm_produce_parent_ok(&e, false, p));
     assert_true(bm_produce_parent_ok(&e, true, p));
-    fx_root(9, p);
+    fake_root(9, p);
     assert_false(bm_produce_parent_ok(&e, false, p)); /* the head was on time */
     assert_true(bm_produce_parent_ok(&e, true, p));   /* late: honest proposers re-org it */
     e.parent_known = false;
     assert_false(bm_produce_parent_ok(&e, true, p));
-    fx_root(8, p);
+    fake_root(8, p);
     e.parent_known = true;
     assert_false(bm_produce_parent_ok(&e, true, p)); /* never the grandparent */
 }
@@ -347,8 +364,9 @@ static void test_value_order(void **state)
 /* ---- the policy end to end ------------------------------------------------------------- */
 
 typedef struct pfx {
-    fx_t *f;
-    fx_chain_t c;
+    fake_mux_t *m;
+    bm_hint_t *hint;
+    fake_chain_t c;
     bm_produce_t *p;
 } pfx_t;
 
@@ -362,53 +380,57 @@ static void free_produce(void *p)
 static void pfx_init(pfx_t *t, uint64_t into_ms, uint64_t head_at_ms, const bm_produce_opts_t *o)
 {
     memset(t, 0, sizeof *t);
-    t->f = fx_new();
+    t->m = fake_mux_new(false);
     uint64_t now = bm_clock_now_ms();
     uint64_t genesis = now - 11 * SLOT_MS - into_ms;
     bm_chain_info_t info;
-    fx_chain_info(&info, genesis, SLOT_MS, SPE, 0, BM_FAR_FUTURE_EPOCH);
-    fx_chain_init(&t->c, 2, &info, now);
+    fake_chain_info(&info, genesis, SLOT_MS, SPE, 0, BM_FAR_FUTURE_EPOCH);
+    fake_chain_init(&t->c, 2, &info, now);
     for (unsigned id = 7; id <= 10; id++)
-        fx_block(&t->c, id, id, id - 1);
+        fake_block(&t->c, id, id, id - 1);
     for (unsigned id = 7; id <= 9; id++)
-        fx_head(&t->c, 0, id, genesis + id * SLOT_MS + 500, BM_PAYLOAD_UNKNOWN);
-    fx_head(&t->c, 0, 10, genesis + 10 * SLOT_MS + head_at_ms, BM_PAYLOAD_UNKNOWN);
-    assert_int_equal(fx_cluster_id(&t->c), 10);
-    bm_hint_set_chain(t->f->hint, &t->c.info);
-    bm_hint_set_head(t->f->hint, t->c.t);
-    t->p = bm_produce_new(t->f->eng, t->f->pool, t->f->hint, o);
+        fake_head(&t->c, 0, id, genesis + id * SLOT_MS + 500, BM_PAYLOAD_UNKNOWN);
+    fake_head(&t->c, 0, 10, genesis + 10 * SLOT_MS + head_at_ms, BM_PAYLOAD_UNKNOWN);
+    assert_int_equal(fake_cluster_id(&t->c), 10);
+    t->hint = bm_hint_new(NULL);
+    assert_non_null(t->hint);
+    bm_hint_set_chain(t->hint, &t->c.info);
+    bm_hint_set_head(t->hint, t->c.t);
+    t->p = bm_produce_new(t->m->eng, t->m->pool, t->hint, o);
     assert_non_null(t->p);
-    assert_int_equal(bm_produce_register(t->p, t->f->router), 0);
-    fx_listen(t->f);
+    t->m->module = t->p;
+    t->m->module_free = free_produce;
+    assert_int_equal(bm_produce_register(t->p, t->m->router), 0);
 }
 
 static void pfx_free(pfx_t *t)
 {
-    fx_free(t->f, free_produce, t->p);
-    fx_chain_dispose(&t->c);
+    fake_mux_free(t->m);
+    bm_hint_free(t->hint);
+    fake_chain_dispose(&t->c);
 }
 
 #define V3 "/eth/v3/validator/blocks/11?randao_reveal=0x00"
 
 /* A v3 JSON step with the value headers. */
-static fx_step_t step_v3(uint32_t delay, unsigned parent, unsigned state, const char *ev,
-                         const char *cv)
+static fake_step_t step_v3(uint32_t delay, unsigned parent, unsigned state, const char *ev,
+                           const char *cv)
 {
-    fx_step_t s = {.status = 200,
-                   .delay_ms = delay,
-                   .body = block_json(11, parent, state, false, false, ev, cv)};
-    s.h[0][0] = "Eth-Consensus-Version";
-    s.h[0][1] = "fulu";
-    s.h[1][0] = "Eth-Execution-Payload-Blinded";
-    s.h[1][1] = "false";
-    s.h[2][0] = "Eth-Execution-Payload-Value";
-    s.h[2][1] = ev;
-    s.h[3][0] = "Eth-Consensus-Block-Value";
-    s.h[3][1] = cv;
+    fake_step_t s = {.status = 200,
+                     .delay_ms = delay,
+                     .body = block_json(11, parent, state, false, false, ev, cv)};
+    s.hdrs[0][0] = "Eth-Consensus-Version";
+    s.hdrs[0][1] = "fulu";
+    s.hdrs[1][0] = "Eth-Execution-Payload-Blinded";
+    s.hdrs[1][1] = "false";
+    s.hdrs[2][0] = "Eth-Execution-Payload-Value";
+    s.hdrs[2][1] = ev;
+    s.hdrs[3][0] = "Eth-Consensus-Block-Value";
+    s.hdrs[3][1] = cv;
     return s;
 }
 
-static int served_parent(const fx_client_t *c)
+static int served_parent(const fake_call_t *c)
 {
     bm_produce_block_t b;
     bm_buf_t *body = bm_buf_copy(c->body, c->body_len);
@@ -422,18 +444,18 @@ static void test_fresh_beats_stale(void **state)
     (void)state;
     pfx_t t;
     pfx_init(&t, 200, 1000, NULL);
-    fx_step_t sa = step_v3(5, 9, 41, "900", "900");    /* fast, on a stale parent */
-    fx_step_t sb = step_v3(120, 10, 42, "100", "100"); /* on the head */
-    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-    fx_node_t *b = fx_add_node(t.f, &sb, 1, BM_NODE_READY);
+    fake_step_t sa = step_v3(5, 9, 41, "900", "900");    /* fast, on a stale parent */
+    fake_step_t sb = step_v3(120, 10, 42, "100", "100"); /* on the head */
+    fake_mux_node(t.m, &sa, 1);
+    fake_node_t *b = fake_mux_node(t.m, &sb, 1);
     assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), -1);
-    fx_client_t *c = fx_get(t.f, V3, NULL);
-    fx_wait(t.f, c);
+    fake_call_t *c = fake_mux_get(t.m, V3, NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 200);
     assert_int_equal(served_parent(c), 10);
     assert_string_equal(bm_hdrs_get(&c->hdrs, "eth-consensus-version"), "fulu");
     assert_string_equal(bm_hdrs_get(&c->hdrs, "eth-execution-payload-value"), "100");
-    assert_true(c->end_ms - c->start_ms < 120 + SLACK_MS);
+    assert_true(fake_call_ms(c) < 120 + SLACK_MS);
     /* the producing node is remembered, with its block's state_root */
     uint8_t sr[32];
     bool has;
@@ -457,14 +479,14 @@ static void test_late_head_reorged(void **state)
      * (4 s): the proposer of slot 11 builds on block 9, and that block is accepted at once */
     pfx_t t;
     pfx_init(&t, 200, 5000, NULL);
-    fx_step_t sa = step_v3(5, 9, 43, "1", "1");
-    fx_step_t sb = {0}; /* hung */
-    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-    fx_client_t *c = fx_get(t.f, V3, NULL);
-    fx_wait(t.f, c);
+    fake_step_t sa = step_v3(5, 9, 43, "1", "1");
+    fake_step_t sb = {0}; /* hung */
+    fake_mux_node(t.m, &sa, 1);
+    fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, V3, NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(served_parent(c), 9);
-    assert_true(c->end_ms - c->start_ms < 1000); /* not held until the deadline (~1.8 s) */
+    assert_true(fake_call_ms(c) < 1000); /* not held until the deadline (~1.8 s) */
     assert_int_equal(bm_produce_stats(t.p).accepted, 1);
     pfx_free(&t);
 
@@ -472,25 +494,25 @@ static void test_late_head_reorged(void **state)
      * block 9): its block on 9 is stale, not a re-org; the node holding 10 and building on 9
      * on purpose wins */
     pfx_init(&t, 200, 5000, NULL);
-    fx_head(&t.c, 1, 9, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
-    fx_step_t deliberate = step_v3(150, 9, 43, "1", "1");
-    fx_step_t stale = step_v3(5, 9, 44, "1", "1");
-    fx_add_node(t.f, &deliberate, 1, BM_NODE_READY); /* index 0: holds block 10 */
-    fx_add_node(t.f, &stale, 1, BM_NODE_READY);      /* index 1: behind */
-    c = fx_get(t.f, V3, NULL);
-    fx_wait(t.f, c);
+    fake_head(&t.c, 1, 9, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
+    fake_step_t deliberate = step_v3(150, 9, 43, "1", "1");
+    fake_step_t stale = step_v3(5, 9, 44, "1", "1");
+    fake_mux_node(t.m, &deliberate, 1); /* index 0: holds block 10 */
+    fake_mux_node(t.m, &stale, 1);      /* index 1: behind */
+    c = fake_mux_get(t.m, V3, NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(served_parent(c), 9);
     assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), 0);
     pfx_free(&t);
 
     /* the same block while the head was on time (3 s): not accepted, the head's wins */
     pfx_init(&t, 200, 3000, NULL);
-    fx_step_t sc = step_v3(5, 9, 43, "1", "1");
-    fx_step_t sd = step_v3(150, 10, 44, "1", "1");
-    fx_add_node(t.f, &sc, 1, BM_NODE_READY);
-    fx_add_node(t.f, &sd, 1, BM_NODE_READY);
-    c = fx_get(t.f, V3, NULL);
-    fx_wait(t.f, c);
+    fake_step_t sc = step_v3(5, 9, 43, "1", "1");
+    fake_step_t sd = step_v3(150, 10, 44, "1", "1");
+    fake_mux_node(t.m, &sc, 1);
+    fake_mux_node(t.m, &sd, 1);
+    c = fake_mux_get(t.m, V3, NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(served_parent(c), 10);
     pfx_free(&t);
 }
@@ -498,7 +520,7 @@ static void test_late_head_reorged(void **state)
 static void release_headers(uv_timer_t *timer)
 {
     pfx_t *t = timer->data;
-    fx_chain_release(&t->c, bm_clock_now_ms());
+    fake_chain_release(&t->c, bm_clock_now_ms());
 }
 
 static void test_head_moving_holds_the_old_parent(void **state)
@@ -508,21 +530,21 @@ static void test_head_moving_holds_the_old_parent(void **state)
     pfx_init(&t, 200, 1000, NULL);
     /* node 1 announced block 11 (header on its way, released at 100 ms); a block for
      * slot 12 on block 10 (still the cluster head) must wait for it */
-    fx_block(&t.c, 11, 11, 10);
+    fake_block(&t.c, 11, 11, 10);
     t.c.defer = true;
-    fx_head(&t.c, 1, 11, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
+    fake_head(&t.c, 1, 11, bm_clock_now_ms(), BM_PAYLOAD_UNKNOWN);
     uv_timer_t timer;
-    uv_timer_init(&t.f->loop, &timer);
+    uv_timer_init(&t.m->loop, &timer);
     timer.data = &t;
     uv_timer_start(&timer, release_headers, 100, 0);
-    fx_step_t sa = {
+    fake_step_t sa = {
         .status = 200, .delay_ms = 5, .body = block_json(12, 10, 40, false, false, "1", "1")};
-    fx_step_t sb = {
+    fake_step_t sb = {
         .status = 200, .delay_ms = 20, .body = block_json(12, 11, 41, false, false, "1", "1")};
-    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-    fx_client_t *c = fx_get(t.f, "/eth/v3/validator/blocks/12?randao_reveal=0x00", NULL);
-    fx_wait(t.f, c);
+    fake_mux_node(t.m, &sa, 1);
+    fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, "/eth/v3/validator/blocks/12?randao_reveal=0x00", NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(served_parent(c), 11);
     uv_close((uv_handle_t *)&timer, NULL);
     pfx_free(&t);
@@ -538,12 +560,12 @@ static void test_deadline_first_2xx(void **state)
     o.repoll_interval_ms = 100;
     pfx_t t;
     pfx_init(&t, 200, 1000, &o);
-    fx_step_t sa = step_v3(5, 8, 45, "1", "1");
-    fx_step_t sb = step_v3(40, 9, 46, "1", "1");
-    fx_node_t *a = fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-    fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-    fx_client_t *c = fx_get(t.f, V3, NULL);
-    fx_wait(t.f, c);
+    fake_step_t sa = step_v3(5, 8, 45, "1", "1");
+    fake_step_t sb = step_v3(40, 9, 46, "1", "1");
+    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
+    fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, V3, NULL);
+    fake_mux_wait(t.m, c);
     /* nothing acceptable: held until the deadline (stale nodes re-asked), then the first;
      * once the last re-ask before the deadline is answered nothing more can come, so the
      * answer may leave up to one re-ask interval early */
@@ -569,14 +591,14 @@ static void test_best_value(void **state)
         pfx_t t;
         pfx_init(&t, 200, 1000, &o);
         /* a: first, 2^64 + 1; b: 2^64 + 2 (a double sees them equal); c: stale and richest */
-        fx_step_t sa = step_v3(5, 10, 47, "18446744073709551617", "0");
-        fx_step_t sb = step_v3(60, 10, 48, "18446744073709551617", "1");
-        fx_step_t sc = step_v3(10, 9, 49, "99999999999999999999999", "0");
-        fx_node_t *a = fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-        fx_node_t *b = fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-        fx_add_node(t.f, &sc, 1, BM_NODE_READY);
-        fx_client_t *c = fx_get(t.f, V3, NULL);
-        fx_wait(t.f, c);
+        fake_step_t sa = step_v3(5, 10, 47, "18446744073709551617", "0");
+        fake_step_t sb = step_v3(60, 10, 48, "18446744073709551617", "1");
+        fake_step_t sc = step_v3(10, 9, 49, "99999999999999999999999", "0");
+        fake_node_t *a = fake_mux_node(t.m, &sa, 1);
+        fake_node_t *b = fake_mux_node(t.m, &sb, 1);
+        fake_mux_node(t.m, &sc, 1);
+        fake_call_t *c = fake_mux_get(t.m, V3, NULL);
+        fake_mux_wait(t.m, c);
         assert_int_equal(served_parent(c), 10);
         if (mode) {
             assert_string_equal(bm_hdrs_get(&c->hdrs, "eth-consensus-block-value"), "1");
@@ -594,20 +616,20 @@ static void test_best_value(void **state)
     o.best_value_grace_ms = 200;
     pfx_t t;
     pfx_init(&t, 200, 1000, &o);
-    fx_step_t builder = {.status = 200,
-                         .delay_ms = 5,
-                         .body = block_json(11, 10, 50, false, true, "5000", "0"),
-                         .h = {{"Eth-Execution-Payload-Blinded", "true"}}};
-    fx_step_t local = step_v3(50, 10, 51, "10", "0");
-    fx_add_node(t.f, &builder, 1, BM_NODE_READY);
-    fx_node_t *l = fx_add_node(t.f, &local, 1, BM_NODE_READY);
-    fx_client_t *c = fx_get(t.f, V3 "&builder_boost_factor=0", NULL);
-    fx_wait(t.f, c);
+    fake_step_t builder = {.status = 200,
+                           .delay_ms = 5,
+                           .body = block_json(11, 10, 50, false, true, "5000", "0"),
+                           .hdrs = {{"Eth-Execution-Payload-Blinded", "true"}}};
+    fake_step_t local = step_v3(50, 10, 51, "10", "0");
+    fake_mux_node(t.m, &builder, 1);
+    fake_node_t *l = fake_mux_node(t.m, &local, 1);
+    fake_call_t *c = fake_mux_get(t.m, V3 "&builder_boost_factor=0", NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), l->node->index);
     /* ... and with the default (100) the builder's block wins */
-    fx_script(l, &local, 1);
-    c = fx_get(t.f, V3, NULL);
-    fx_wait(t.f, c);
+    fake_node_script(l, &local, 1);
+    c = fake_mux_get(t.m, V3, NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(bm_produce_node_for_slot(t.p, 11, NULL, NULL), 0);
     pfx_free(&t);
 }
@@ -620,24 +642,24 @@ static void test_ssz_v3_and_v4(void **state)
     static uint8_t stale[256], fresh[256];
     size_t ls = ssz_contents(stale, 3, 11, 9, 70);
     size_t lf = ssz_contents(fresh, 3, 11, 10, 71);
-    fx_step_t sa = {
+    fake_step_t sa = {
         .status = 200,
         .delay_ms = 5,
         .body = stale,
-        .body_len = ls,
+        .len = ls,
         .ctype = "application/octet-stream",
-        .h = {{"Eth-Consensus-Version", "fulu"}, {"Eth-Execution-Payload-Blinded", "false"}}};
-    fx_step_t sb = sa;
+        .hdrs = {{"Eth-Consensus-Version", "fulu"}, {"Eth-Execution-Payload-Blinded", "false"}}};
+    fake_step_t sb = sa;
     sb.delay_ms = 80;
     sb.body = fresh;
-    sb.body_len = lf;
-    fx_add_node(t.f, &sa, 1, BM_NODE_READY);
-    fx_node_t *b = fx_add_node(t.f, &sb, 1, BM_NODE_READY);
-    fx_client_t *c = fx_get(t.f, V3, "application/octet-stream");
-    fx_wait(t.f, c);
+    sb.len = lf;
+    fake_mux_node(t.m, &sa, 1);
+    fake_node_t *b = fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, V3, "application/octet-stream");
+    fake_mux_wait(t.m, c);
     assert_int_equal(c->body_len, lf);
     assert_memory_equal(c->body, fresh, lf);
-    assert_string_equal(b->accept, "application/octet-stream");
+    assert_string_equal(fake_node_last(b)->accept, "application/octet-stream");
     uint8_t sr[32];
     bool has;
     assert_int_equal(bm_produce_node_for_slot(t.p, 11, sr, &has), b->node->index);
@@ -647,29 +669,29 @@ static void test_ssz_v3_and_v4(void **state)
     /* v4 (Gloas BlockContents with the envelope) */
     static uint8_t g[256];
     size_t lg = ssz_contents(g, 4, 11, 10, 72);
-    fx_step_t sg = {
+    fake_step_t sg = {
         .status = 200,
         .delay_ms = 5,
         .body = g,
-        .body_len = lg,
+        .len = lg,
         .ctype = "application/octet-stream",
-        .h = {{"Eth-Consensus-Version", "gloas"}, {"Eth-Execution-Payload-Included", "true"}}};
-    fx_script(&t.f->nodes[0], &sg, 1);
-    fx_step_t hang = {0};
-    fx_script(b, &hang, 1);
-    c = fx_get(t.f, "/eth/v4/validator/blocks/11?randao_reveal=0x00&include_payload=true",
-               "application/octet-stream");
-    fx_wait(t.f, c);
+        .hdrs = {{"Eth-Consensus-Version", "gloas"}, {"Eth-Execution-Payload-Included", "true"}}};
+    fake_node_script(&t.m->nodes.node[0], &sg, 1);
+    fake_step_t hang = {0};
+    fake_node_script(b, &hang, 1);
+    c = fake_mux_get(t.m, "/eth/v4/validator/blocks/11?randao_reveal=0x00&include_payload=true",
+                     "application/octet-stream");
+    fake_mux_wait(t.m, c);
     assert_int_equal(c->body_len, lg);
     assert_int_equal(bm_produce_node_for_slot(t.p, 11, sr, &has), 0);
     assert_int_equal(sr[2], 72);
 
     /* a bad slot is refused here */
-    c = fx_get(t.f, "/eth/v3/validator/blocks/x1", NULL);
-    fx_wait(t.f, c);
+    c = fake_mux_get(t.m, "/eth/v3/validator/blocks/x1", NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 400);
-    c = fx_get(t.f, "/eth/v4/validator/blocks/0", NULL);
-    fx_wait(t.f, c);
+    c = fake_mux_get(t.m, "/eth/v4/validator/blocks/0", NULL);
+    fake_mux_wait(t.m, c);
     assert_int_equal(c->status, 400);
     pfx_free(&t);
 }

@@ -1,13 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_race: the race engine against real beacon-node stand-ins on loopback. Each fake
- * node is the project's HTTP server (src/http/server.h) on 127.0.0.1 port 0, on the test's own
- * loop, answering from a script: request i gets step i (the last step repeats), a step
- * being a status, a body and an extra header field after a delay, or no answer at all
- * (hang). A node can also be "refused": a port that was bound once and closed. Each node
- * counts its requests, its answers and the requests whose client went away before the
- * answer (the engine cancelled the transfer), and every event goes into one ordered log
- * ("a>" request to a, "a<" answer from a), so sequencing is asserted, not guessed.
+ * test_race: the race engine against real beacon-node stand-ins on loopback: the fake
+ * nodes of fake_node.h, answering from scripts (status, body, header fields, delay, or
+ * never; a sequence across re-asks; or a refused port). Each node counts its requests,
+ * its answers and the requests whose client went away before the answer (the engine
+ * cancelled the transfer), and every event goes into one ordered log ("a>" request to a,
+ * "a<" answer from a), so sequencing is asserted, not guessed.
  *
  * Nothing waits on sleeps: the loop runs until a condition holds, with a bound; times
  * are measured with the wall clock the engine uses, and only upper bounds with generous
@@ -34,198 +32,21 @@
 #include "duties/race.h"
 #include "http/server.h"
 #include "http/upstream.h"
+#include "fake_node.h"
 
 #define BOUND_MS 5000 /* every wait ends within this, or the test fails */
 #define SLACK_MS 150  /* allowed lateness of a timed decision on a shared machine */
-#define MAX_NODES 4
-#define MAX_STEPS 8
-#define MAX_REQS 128
+#define MAX_NODES FAKE_MAX_NODES
 
-/* ---- loop helpers --------------------------------------------------------------------- */
+/* ---- fixture ------------------------------------------------------------------------------ */
 
-#include "loop_guard.h"
-
-/* ---- fake nodes ------------------------------------------------------------------------ */
-
-typedef struct step {
-    int status; /* 0: never answer */
-    uint32_t delay_ms;
-    const char *body;
-    const char *hname, *hvalue; /* an extra response header field, or NULL */
-} step_t;
-
-typedef struct fx fx_t;
-
-typedef struct tnode {
-    fx_t *f;
-    char id[8];
-    bm_server_t *srv; /* NULL for a refused node */
-    bool srv_done;
-    int port;
-    bm_node_t *node;
-    step_t steps[MAX_STEPS];
-    int nsteps;
-    int requests, answered, aborted;
-    uint64_t req_ms[MAX_REQS];
-    char method[16];
-    char target[256];
-    char body[256];
-} tnode_t;
-
-typedef struct preq {
-    uv_timer_t t;
-    tnode_t *tn;
-    bm_req_t *req;
-    step_t st;
-    bool ended;
-} preq_t;
-
-struct fx {
+typedef struct fx {
     uv_loop_t loop;
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_race_engine_t *eng;
-    tnode_t nodes[MAX_NODES];
-    int n_nodes;
-    int preqs; /* requests held by fake nodes, freed */
-    char log[1024];
-};
-
-static void logf_(fx_t *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(fx_t *f, const char *fmt, ...)
-{
-    size_t n = strlen(f->log);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->log + n, sizeof f->log - n, fmt, ap);
-    va_end(ap);
-}
-
-static void preq_closed(uv_handle_t *h)
-{
-    preq_t *p = h->data;
-    p->tn->f->preqs--;
-    free(p);
-}
-
-static void on_answer_due(uv_timer_t *t)
-{
-    preq_t *p = t->data;
-    tnode_t *tn = p->tn;
-    if (p->ended)
-        return;
-    p->ended = true;
-    bm_hdrs_t h;
-    bm_hdrs_init(&h);
-    if (p->st.hname)
-        bm_hdrs_add_z(&h, p->st.hname, p->st.hvalue);
-    bm_buf_t *b = bm_buf_from_str(p->st.body ? p->st.body : "");
-    tn->answered++;
-    logf_(tn->f, "%s<", tn->id);
-    bm_resp_send(p->req, p->st.status, "application/json", b, &h);
-    bm_buf_unref(b);
-    bm_hdrs_dispose(&h);
-    uv_close((uv_handle_t *)&p->t, preq_closed);
-}
-
-static void on_req_abort(bm_req_t *req, void *ud)
-{
-    preq_t *p = ud;
-    if (p->ended)
-        return;
-    p->ended = true;
-    p->tn->aborted++;
-    logf_(p->tn->f, "%s!", p->tn->id);
-    bm_resp_end(req);
-    uv_close((uv_handle_t *)&p->t, preq_closed);
-}
-
-static void on_request(bm_req_t *req, void *ud)
-{
-    tnode_t *tn = ud;
-    int i = tn->requests++;
-    if (i < MAX_REQS)
-        tn->req_ms[i] = bm_clock_now_ms();
-    logf_(tn->f, "%s>", tn->id);
-    snprintf(tn->method, sizeof tn->method, "%s", bm_req_method(req));
-    snprintf(tn->target, sizeof tn->target, "%s", bm_req_target(req));
-    bm_buf_t *body = bm_req_body(req);
-    snprintf(tn->body, sizeof tn->body, "%.*s", body ? (int)body->len : 0, body ? body->data : "");
-    preq_t *p = calloc(1, sizeof *p);
-    assert_non_null(p);
-    p->tn = tn;
-    p->req = req;
-    p->st = tn->steps[i < tn->nsteps ? i : tn->nsteps - 1];
-    uv_timer_init(&tn->f->loop, &p->t);
-    p->t.data = p;
-    tn->f->preqs++;
-    bm_req_on_abort(req, on_req_abort, p);
-    if (p->st.status)
-        uv_timer_start(&p->t, on_answer_due, p->st.delay_ms, 0);
-}
-
-/* A node answering from `steps` (at least one). */
-static tnode_t *add_node(fx_t *f, const step_t *steps, int nsteps)
-{
-    assert_true(f->n_nodes < MAX_NODES && nsteps > 0 && nsteps <= MAX_STEPS);
-    tnode_t *tn = &f->nodes[f->n_nodes];
-    snprintf(tn->id, sizeof tn->id, "%c", 'a' + f->n_nodes);
-    f->n_nodes++;
-    tn->f = f;
-    memcpy(tn->steps, steps, sizeof *steps * (size_t)nsteps);
-    tn->nsteps = nsteps;
-    tn->srv = bm_server_new(&f->loop, NULL, on_request, tn);
-    assert_non_null(tn->srv);
-    assert_int_equal(bm_server_listen(tn->srv, "127.0.0.1", 0), 0);
-    tn->port = bm_server_port(tn->srv);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", tn->port);
-    tn->node = bm_pool_add(f->pool, tn->id, url, NULL);
-    assert_non_null(tn->node);
-    return tn;
-}
-
-static tnode_t *add1(fx_t *f, step_t s)
-{
-    return add_node(f, &s, 1);
-}
-
-static void on_probe_closed(uv_handle_t *h)
-{
-    (void)h;
-}
-
-/* A node whose port refuses connections: bound once to learn a free port, then closed. */
-static tnode_t *add_refused(fx_t *f)
-{
-    assert_true(f->n_nodes < MAX_NODES);
-    tnode_t *tn = &f->nodes[f->n_nodes];
-    snprintf(tn->id, sizeof tn->id, "%c", 'a' + f->n_nodes);
-    f->n_nodes++;
-    tn->f = f;
-    uv_tcp_t probe;
-    struct sockaddr_in sa;
-    uv_ip4_addr("127.0.0.1", 0, &sa);
-    assert_int_equal(uv_tcp_init(&f->loop, &probe), 0);
-    assert_int_equal(uv_tcp_bind(&probe, (const struct sockaddr *)&sa, 0), 0);
-    struct sockaddr_in got;
-    int len = sizeof got;
-    assert_int_equal(uv_tcp_getsockname(&probe, (struct sockaddr *)&got, &len), 0);
-    tn->port = ntohs(got.sin_port);
-    uv_close((uv_handle_t *)&probe, on_probe_closed);
-    uv_run(&f->loop, UV_RUN_NOWAIT);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", tn->port);
-    tn->node = bm_pool_add(f->pool, tn->id, url, NULL);
-    assert_non_null(tn->node);
-    return tn;
-}
-
-#define HANG ((step_t){0})
-#define OK(ms, body) ((step_t){200, (ms), (body), NULL, NULL})
-#define ST(code, ms, body) ((step_t){(code), (ms), (body), NULL, NULL})
-
-/* ---- fixture ------------------------------------------------------------------------------ */
+    fake_nodes_t nodes;
+} fx_t;
 
 static int fx_setup(void **state)
 {
@@ -244,23 +65,9 @@ static int fx_setup(void **state)
     f->eng = bm_race_engine_new(&f->loop, f->up, f->pool);
     if (!f->eng)
         return -1;
+    fake_nodes_init(&f->nodes, &f->loop, f->pool);
     *state = f;
     return 0;
-}
-
-static void on_srv_done(bm_server_t *srv, void *ud)
-{
-    tnode_t *tn = ud;
-    (void)srv;
-    tn->srv_done = true;
-}
-
-static bool all_servers_done(fx_t *f)
-{
-    for (int i = 0; i < f->n_nodes; i++)
-        if (f->nodes[i].srv && !f->nodes[i].srv_done)
-            return false;
-    return true;
 }
 
 static int fx_teardown(void **state)
@@ -269,15 +76,7 @@ static int fx_teardown(void **state)
     if (f->eng)
         bm_race_engine_free(f->eng);
     bm_upstream_free(f->up);
-    for (int i = 0; i < f->n_nodes; i++)
-        if (f->nodes[i].srv)
-            bm_server_shutdown(f->nodes[i].srv, 20, on_srv_done, &f->nodes[i]);
-    RUN_UNTIL(&f->loop, all_servers_done(f) && f->preqs == 0, BOUND_MS);
-    assert_true(all_servers_done(f));
-    assert_int_equal(f->preqs, 0);
-    for (int i = 0; i < f->n_nodes; i++)
-        if (f->nodes[i].srv)
-            bm_server_free(f->nodes[i].srv);
+    fake_nodes_close(&f->nodes);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     bm_pool_free(f->pool);
@@ -339,7 +138,7 @@ static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
     if (r->restart_key) {
         /* the answered race is not joinable any more: a new one starts */
         assert_null(bm_race_find(r->f->eng, r->restart_key));
-        bm_node_t *n = r->f->nodes[0].node;
+        bm_node_t *n = r->f->nodes.node[0].node;
         bm_race_request_t q = {"GET", "/again", NULL, NULL};
         r->restarted = bm_race_start(r->f->eng, &q, &n, 1, &plain_read, r->restart_key, NULL, NULL);
         assert_non_null(r->restarted);
@@ -427,11 +226,11 @@ static bm_race_t *start(fx_t *f, const char *method, const char *target, const b
                         const char *key, crec_t *c)
 {
     bm_node_t *nodes[MAX_NODES];
-    for (int i = 0; i < f->n_nodes; i++)
-        nodes[i] = f->nodes[i].node;
+    for (int i = 0; i < f->nodes.n; i++)
+        nodes[i] = f->nodes.node[i].node;
     bm_race_request_t q = {method, target, NULL, NULL};
     bm_race_t *r =
-        bm_race_start(f->eng, &q, nodes, (size_t)f->n_nodes, p, key, c ? on_complete : NULL, c);
+        bm_race_start(f->eng, &q, nodes, (size_t)f->nodes.n, p, key, c ? on_complete : NULL, c);
     assert_non_null(r);
     return r;
 }
@@ -439,8 +238,8 @@ static bm_race_t *start(fx_t *f, const char *method, const char *target, const b
 static uint64_t in_flight(fx_t *f)
 {
     uint64_t n = 0;
-    for (int i = 0; i < f->n_nodes; i++)
-        n += f->nodes[i].node->stats.in_flight;
+    for (int i = 0; i < f->nodes.n; i++)
+        n += f->nodes.node[i].node->stats.in_flight;
     return n;
 }
 
@@ -451,8 +250,8 @@ static uint64_t in_flight(fx_t *f)
 static void test_hung_node_deadline(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, HANG);
-    add1(f, OK(10, "{\"root\":\"stale\"}"));
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_add1(&f->nodes, FAKE_OK(10, "{\"root\":\"stale\"}"));
     bm_race_policy_t p = {.accept = accept_fresh};
     uint64_t t0 = bm_clock_now_ms();
     p.deadline_ms = t0 + 200;
@@ -465,7 +264,7 @@ static void test_hung_node_deadline(void **state)
     assert_int_equal(w.calls, 1);
     assert_int_equal(w.status, 200);
     assert_string_equal(w.body, "{\"root\":\"stale\"}");
-    assert_ptr_equal(w.node, f->nodes[1].node);
+    assert_ptr_equal(w.node, f->nodes.node[1].node);
     assert_true(w.at_ms >= p.deadline_ms);
     assert_true(w.at_ms <= p.deadline_ms + SLACK_MS);
     /* the hung node's server sees its client go away; the completion reports it */
@@ -485,8 +284,8 @@ static void test_hung_node_deadline(void **state)
 static void test_one_answer_coalesced(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, OK(30, "{\"root\":\"fresh\"}"));
-    add1(f, OK(60, "{\"root\":\"fresh\",\"other\":1}"));
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(30, "{\"root\":\"fresh\"}"));
+    fake_node_add1(&f->nodes, FAKE_OK(60, "{\"root\":\"fresh\",\"other\":1}"));
     rec_t w[3];
     crec_t c = {0};
     bm_race_t *race = start(f, "GET", "/att?slot=1", &plain_read, "att:1", &c);
@@ -513,7 +312,7 @@ static void test_one_answer_coalesced(void **state)
         assert_int_equal(w[i].calls, 1);
     assert_int_equal(c.calls, 1);
     assert_int_equal(a->requests, 1);
-    assert_int_equal(f->nodes[1].requests, 1);
+    assert_int_equal(f->nodes.node[1].requests, 1);
     for (int i = 0; i < 3; i++)
         rec_dispose(&w[i]);
 }
@@ -547,9 +346,9 @@ static void test_no_candidates(void **state)
 static void test_accept_wins_cancels_losers(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, OK(300, "{\"root\":\"fresh\",\"n\":\"a\"}"));
-    tnode_t *b = add1(f, OK(20, "{\"root\":\"fresh\",\"n\":\"b\"}"));
-    tnode_t *c3 = add1(f, HANG);
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(300, "{\"root\":\"fresh\",\"n\":\"a\"}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(20, "{\"root\":\"fresh\",\"n\":\"b\"}"));
+    fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_HANG);
     bm_race_policy_t p = {.accept = accept_fresh};
     uint64_t t0 = bm_clock_now_ms();
     p.deadline_ms = t0 + 2000;
@@ -580,9 +379,9 @@ static void test_accept_wins_cancels_losers(void **state)
 static void test_score_grace(void **state)
 {
     fx_t *f = *state;
-    add1(f, OK(10, "{\"root\":\"fresh\",\"score\":1}"));
-    tnode_t *b = add1(f, OK(60, "{\"root\":\"fresh\",\"score\":5}"));
-    tnode_t *c3 = add1(f, OK(800, "{\"root\":\"fresh\",\"score\":9}"));
+    fake_node_add1(&f->nodes, FAKE_OK(10, "{\"root\":\"fresh\",\"score\":1}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(60, "{\"root\":\"fresh\",\"score\":5}"));
+    fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_OK(800, "{\"root\":\"fresh\",\"score\":9}"));
     bm_race_policy_t p = {.accept = accept_fresh, .score = score_field, .grace_ms = 200};
     uint64_t t0 = bm_clock_now_ms();
     p.deadline_ms = t0 + 3000;
@@ -604,9 +403,9 @@ static void test_score_grace(void **state)
 static void test_complete_ends_grace(void **state)
 {
     fx_t *f = *state;
-    add1(f, OK(10, "{\"root\":\"fresh\",\"score\":1}"));
-    tnode_t *b = add1(f, OK(50, "{\"root\":\"fresh\",\"score\":5}"));
-    add1(f, HANG);
+    fake_node_add1(&f->nodes, FAKE_OK(10, "{\"root\":\"fresh\",\"score\":1}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(50, "{\"root\":\"fresh\",\"score\":5}"));
+    fake_node_add1(&f->nodes, FAKE_HANG);
     bm_race_policy_t p = {
         .accept = accept_fresh, .score = score_field, .complete = complete_at_5, .grace_ms = 3000};
     uint64_t t0 = bm_clock_now_ms();
@@ -637,10 +436,10 @@ static void test_complete_ends_grace(void **state)
 static void test_deadline_best_usable(void **state)
 {
     fx_t *f = *state;
-    add1(f, OK(10, "{\"root\":\"stale\",\"score\":2}"));
-    tnode_t *b = add1(f, OK(30, "{\"root\":\"stale\",\"score\":7}"));
-    add1(f, OK(20, "{\"root\":\"empty\",\"score\":99}"));
-    add1(f, HANG);
+    fake_node_add1(&f->nodes, FAKE_OK(10, "{\"root\":\"stale\",\"score\":2}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(30, "{\"root\":\"stale\",\"score\":7}"));
+    fake_node_add1(&f->nodes, FAKE_OK(20, "{\"root\":\"empty\",\"score\":99}"));
+    fake_node_add1(&f->nodes, FAKE_HANG);
     bm_race_policy_t p = {.accept = accept_fresh, .usable = usable_not_empty, .score = score_field};
     uint64_t t0 = bm_clock_now_ms();
     p.deadline_ms = t0 + 200;
@@ -658,9 +457,9 @@ static void test_deadline_best_usable(void **state)
 static void test_past_deadline_first_usable(void **state)
 {
     fx_t *f = *state;
-    add1(f, ST(500, 10, "{\"code\":500,\"message\":\"boom\"}"));
-    tnode_t *b = add1(f, OK(400, "{\"root\":\"stale\"}"));
-    tnode_t *c3 = add1(f, OK(900, "{\"root\":\"stale\",\"n\":3}"));
+    fake_node_add1(&f->nodes, FAKE_STATUS(500, 10, "{\"code\":500,\"message\":\"boom\"}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(400, "{\"root\":\"stale\"}"));
+    fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_OK(900, "{\"root\":\"stale\",\"n\":3}"));
     bm_race_policy_t p = {.accept = accept_fresh};
     uint64_t t0 = bm_clock_now_ms();
     p.deadline_ms = t0 + 150;
@@ -677,8 +476,8 @@ static void test_past_deadline_first_usable(void **state)
 static void test_all_failed_before_deadline(void **state)
 {
     fx_t *f = *state;
-    add1(f, ST(404, 10, "{\"code\":404,\"message\":\"nope\"}"));
-    add1(f, ST(500, 20, "{\"code\":500,\"message\":\"boom\"}"));
+    fake_node_add1(&f->nodes, FAKE_STATUS(404, 10, "{\"code\":404,\"message\":\"nope\"}"));
+    fake_node_add1(&f->nodes, FAKE_STATUS(500, 20, "{\"code\":500,\"message\":\"boom\"}"));
     bm_race_policy_t p = {.accept = accept_fresh};
     uint64_t t0 = bm_clock_now_ms();
     p.deadline_ms = t0 + 2000;
@@ -696,10 +495,10 @@ static void test_all_failed_before_deadline(void **state)
 static void test_repoll_until_accepted(void **state)
 {
     fx_t *f = *state;
-    step_t s[] = {OK(0, "{\"root\":\"stale\"}"), OK(0, "{\"root\":\"stale\"}"),
-                  OK(0, "{\"root\":\"fresh\"}")};
-    tnode_t *a = add_node(f, s, 3);
-    add1(f, HANG);
+    fake_step_t s[] = {FAKE_OK(0, "{\"root\":\"stale\"}"), FAKE_OK(0, "{\"root\":\"stale\"}"),
+                       FAKE_OK(0, "{\"root\":\"fresh\"}")};
+    fake_node_t *a = fake_node_add(&f->nodes, s, 3);
+    fake_node_add1(&f->nodes, FAKE_HANG);
     bm_race_policy_t p = {.accept = accept_fresh, .repoll = BM_REPOLL_UNTIL_ACCEPTED};
     uint64_t t0 = bm_clock_now_ms();
     p.deadline_ms = t0 + 1500;
@@ -713,7 +512,7 @@ static void test_repoll_until_accepted(void **state)
     assert_int_equal(a->requests, 3);
     assert_true(w.at_ms < t0 + 600);
     for (int i = 1; i < 3; i++) {
-        uint64_t gap = a->req_ms[i] - a->req_ms[i - 1];
+        uint64_t gap = a->reqs[i].at_ms - a->reqs[i - 1].at_ms;
         assert_true(gap >= 40); /* never faster than the interval (minus connect jitter) */
         assert_true(gap <= 50 + SLACK_MS); /* and not much slower */
     }
@@ -725,7 +524,7 @@ static void test_repoll_until_accepted(void **state)
 static void test_repolls_stop_at_deadline(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, OK(0, "{\"root\":\"stale\"}"));
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(0, "{\"root\":\"stale\"}"));
     bm_race_policy_t p = {.accept = accept_fresh, .repoll = BM_REPOLL_UNTIL_ACCEPTED};
     uint64_t t0 = bm_clock_now_ms();
     p.deadline_ms = t0 + 250;
@@ -752,12 +551,12 @@ static void test_repolls_stop_at_deadline(void **state)
 static void test_repoll_until_any_2xx(void **state)
 {
     fx_t *f = *state;
-    step_t s[] = {OK(0, "{\"root\":\"empty\"}"), OK(0, "{\"root\":\"empty\"}"),
-                  OK(0, "{\"root\":\"empty\"}"), OK(0, "{\"root\":\"empty\"}"),
-                  OK(0, "{\"root\":\"empty\"}"), OK(0, "{\"root\":\"empty\"}"),
-                  OK(0, "{\"root\":\"stale\"}")};
-    tnode_t *a = add_node(f, s, 7);
-    add1(f, ST(500, 5, "{\"code\":500,\"message\":\"boom\"}"));
+    fake_step_t s[] = {FAKE_OK(0, "{\"root\":\"empty\"}"), FAKE_OK(0, "{\"root\":\"empty\"}"),
+                       FAKE_OK(0, "{\"root\":\"empty\"}"), FAKE_OK(0, "{\"root\":\"empty\"}"),
+                       FAKE_OK(0, "{\"root\":\"empty\"}"), FAKE_OK(0, "{\"root\":\"empty\"}"),
+                       FAKE_OK(0, "{\"root\":\"stale\"}")};
+    fake_node_t *a = fake_node_add(&f->nodes, s, 7);
+    fake_node_add1(&f->nodes, FAKE_STATUS(500, 5, "{\"code\":500,\"message\":\"boom\"}"));
     bm_race_policy_t p = {
         .accept = accept_fresh, .usable = usable_not_empty, .repoll = BM_REPOLL_UNTIL_ANY_2XX};
     uint64_t t0 = bm_clock_now_ms();
@@ -795,10 +594,11 @@ static void test_repoll_until_any_2xx(void **state)
 static void test_error_priority(void **state)
 {
     fx_t *f = *state;
-    add1(f, ST(500, 5, "{\"code\":500,\"message\":\"boom\"}"));
-    tnode_t *b = add1(f, ST(404, 60, "{\"code\":404,\"message\":\"not here\"}"));
-    add_refused(f);
-    add1(f, ST(400, 120, "{\"code\":400,\"message\":\"later\"}"));
+    fake_node_add1(&f->nodes, FAKE_STATUS(500, 5, "{\"code\":500,\"message\":\"boom\"}"));
+    fake_node_t *b =
+        fake_node_add1(&f->nodes, FAKE_STATUS(404, 60, "{\"code\":404,\"message\":\"not here\"}"));
+    fake_node_add_refused(&f->nodes);
+    fake_node_add1(&f->nodes, FAKE_STATUS(400, 120, "{\"code\":400,\"message\":\"later\"}"));
     rec_t w;
     rec_init(&w, f);
     wait_on(&w, start(f, "GET", "/x", &plain_read, NULL, NULL));
@@ -812,9 +612,10 @@ static void test_error_priority(void **state)
 static void test_error_priority_5xx(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, ST(502, 5, "{\"code\":502,\"message\":\"first\"}"));
-    add1(f, ST(500, 40, "{\"code\":500,\"message\":\"second\"}"));
-    add_refused(f);
+    fake_node_t *a =
+        fake_node_add1(&f->nodes, FAKE_STATUS(502, 5, "{\"code\":502,\"message\":\"first\"}"));
+    fake_node_add1(&f->nodes, FAKE_STATUS(500, 40, "{\"code\":500,\"message\":\"second\"}"));
+    fake_node_add_refused(&f->nodes);
     rec_t w;
     rec_init(&w, f);
     wait_on(&w, start(f, "GET", "/x", &plain_read, NULL, NULL));
@@ -826,11 +627,52 @@ static void test_error_priority_5xx(void **state)
 }
 
 /* Only network errors: a synthesized 503 in the Beacon API shape naming each node. */
+/* A node that cuts its answer mid-body gave no answer: its truncated body is never
+ * served; another node's answer wins, and with none the 503 names the failure. */
+static void test_cut_mid_body(void **state)
+{
+    fx_t *f = *state;
+    fake_step_t cut = FAKE_OK(5, "{\"root\":\"fresh\",\"pad\":\"0123456789\"}");
+    cut.cut = true;
+    cut.cut_at = 10;
+    fake_node_t *a = fake_node_add1(&f->nodes, cut);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(80, "{\"root\":\"fresh\"}"));
+    crec_t c = {0};
+    rec_t w;
+    rec_init(&w, f);
+    wait_on(&w, start(f, "GET", "/x", &plain_read, NULL, &c));
+    RUN_UNTIL(&f->loop, w.calls == 1 && c.calls == 1, BOUND_MS);
+    assert_int_equal(a->answered, 1);
+    assert_ptr_equal(w.node, b->node);
+    assert_string_equal(w.body, "{\"root\":\"fresh\"}");
+    assert_int_equal(c.status[0], 0);
+    assert_int_not_equal(c.err[0], 0);
+
+    /* the cutting node alone: a 503 naming its failure, never the 10 bytes it sent */
+    crec_t c2 = {0};
+    rec_t w2;
+    rec_init(&w2, f);
+    bm_node_t *one = a->node;
+    bm_race_request_t q = {"GET", "/x", NULL, NULL};
+    wait_on(&w2, bm_race_start(f->eng, &q, &one, 1, &plain_read, NULL, on_complete, &c2));
+    RUN_UNTIL(&f->loop, w2.calls == 1 && c2.calls == 1, BOUND_MS);
+    assert_int_equal(w2.status, 503);
+    assert_null(w2.node);
+    char want[256];
+    snprintf(want, sizeof want, "{\"code\":503,\"message\":\"no upstream answered: a: %s\"}",
+             bm_strerror(c2.err[0]));
+    assert_string_equal(w2.body, want);
+    assert_int_not_equal(c2.err[0], 0);
+    assert_int_equal(a->answered, 2);
+    rec_dispose(&w);
+    rec_dispose(&w2);
+}
+
 static void test_all_network_errors(void **state)
 {
     fx_t *f = *state;
-    add_refused(f);
-    add_refused(f);
+    fake_node_add_refused(&f->nodes);
+    fake_node_add_refused(&f->nodes);
     crec_t c = {0};
     rec_t w;
     rec_init(&w, f);
@@ -847,8 +689,8 @@ static void test_all_network_errors(void **state)
     assert_int_equal(c.err[0], BM_ECONNREFUSED);
     assert_int_equal(c.err[1], BM_ECONNREFUSED);
     /* recorded: a refused connection makes a node unreachable at once */
-    assert_false(f->nodes[0].node->reachable);
-    assert_int_equal(f->nodes[0].node->stats.errors, 1);
+    assert_false(f->nodes.node[0].node->reachable);
+    assert_int_equal(f->nodes.node[0].node->stats.errors, 1);
     rec_dispose(&w);
 }
 
@@ -857,9 +699,9 @@ static void test_all_network_errors(void **state)
 static void test_sequential(void **state)
 {
     fx_t *f = *state;
-    add1(f, ST(500, 20, "{\"code\":500,\"message\":\"boom\"}"));
-    tnode_t *b = add1(f, OK(20, "{\"root\":\"fresh\"}"));
-    tnode_t *c3 = add1(f, OK(0, "{\"root\":\"fresh\"}"));
+    fake_node_add1(&f->nodes, FAKE_STATUS(500, 20, "{\"code\":500,\"message\":\"boom\"}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(20, "{\"root\":\"fresh\"}"));
+    fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_OK(0, "{\"root\":\"fresh\"}"));
     bm_race_policy_t p = {.sequential = true};
     crec_t c = {0};
     rec_t w;
@@ -867,7 +709,7 @@ static void test_sequential(void **state)
     wait_on(&w, start(f, "GET", "/x", &p, NULL, &c));
     RUN_UNTIL(&f->loop, w.calls == 1 && c.calls == 1, BOUND_MS);
     assert_ptr_equal(w.node, b->node);
-    assert_string_equal(f->log, "a>a<b>b<");
+    assert_string_equal(f->nodes.log, "a>a<b>b<");
     assert_int_equal(c3->requests, 0);
     assert_int_equal(c.err[2], BM_ECANCELED); /* never asked */
     assert_int_equal(c.status[0], 500);
@@ -879,8 +721,8 @@ static void test_sequential(void **state)
 static void test_sequential_deadline(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, OK(10, "{\"root\":\"stale\"}"));
-    tnode_t *b = add1(f, HANG);
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(10, "{\"root\":\"stale\"}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
     bm_race_policy_t p = {.sequential = true, .accept = accept_fresh};
     uint64_t t0 = bm_clock_now_ms();
     p.deadline_ms = t0 + 200;
@@ -891,7 +733,7 @@ static void test_sequential_deadline(void **state)
     assert_ptr_equal(w.node, a->node);
     assert_true(w.at_ms >= p.deadline_ms && w.at_ms <= p.deadline_ms + SLACK_MS);
     RUN_UNTIL(&f->loop, b->aborted == 1, BOUND_MS);
-    assert_string_equal(f->log, "a>a<b>b!");
+    assert_string_equal(f->nodes.log, "a>a<b>b!");
     rec_dispose(&w);
 }
 
@@ -900,10 +742,10 @@ static void test_sequential_deadline(void **state)
 static void test_sequential_repoll(void **state)
 {
     fx_t *f = *state;
-    step_t s[] = {OK(0, "{\"root\":\"stale\"}"), OK(0, "{\"root\":\"stale\"}"),
-                  OK(0, "{\"root\":\"fresh\"}")};
-    tnode_t *a = add_node(f, s, 3);
-    tnode_t *b = add1(f, OK(0, "{\"root\":\"stale\"}"));
+    fake_step_t s[] = {FAKE_OK(0, "{\"root\":\"stale\"}"), FAKE_OK(0, "{\"root\":\"stale\"}"),
+                       FAKE_OK(0, "{\"root\":\"fresh\"}")};
+    fake_node_t *a = fake_node_add(&f->nodes, s, 3);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(0, "{\"root\":\"stale\"}"));
     bm_race_policy_t p = {
         .sequential = true, .accept = accept_fresh, .repoll = BM_REPOLL_UNTIL_ACCEPTED};
     p.deadline_ms = bm_clock_now_ms() + 2000;
@@ -915,7 +757,7 @@ static void test_sequential_repoll(void **state)
     assert_string_equal(w.body, "{\"root\":\"fresh\"}");
     assert_int_equal(a->requests, 3);
     assert_int_equal(b->requests, 2);
-    assert_string_equal(f->log, "a>a<b>b<a>a<b>b<a>a<"); /* never two at once */
+    assert_string_equal(f->nodes.log, "a>a<b>b<a>a<b>b<a>a<"); /* never two at once */
     rec_dispose(&w);
 }
 
@@ -924,16 +766,17 @@ static void test_sequential_repoll(void **state)
 static void test_sequential_not_accepted(void **state)
 {
     fx_t *f = *state;
-    add_refused(f);
-    tnode_t *b = add1(f, OK(10, "{\"root\":\"stale\"}"));
-    tnode_t *c3 = add1(f, ST(503, 10, "{\"code\":503,\"message\":\"syncing\"}"));
+    fake_node_add_refused(&f->nodes);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(10, "{\"root\":\"stale\"}"));
+    fake_node_t *c3 =
+        fake_node_add1(&f->nodes, FAKE_STATUS(503, 10, "{\"code\":503,\"message\":\"syncing\"}"));
     bm_race_policy_t p = {.sequential = true, .accept = accept_fresh};
     rec_t w;
     rec_init(&w, f);
     wait_on(&w, start(f, "GET", "/x", &p, NULL, NULL));
     RUN_UNTIL(&f->loop, w.calls == 1, BOUND_MS);
     assert_ptr_equal(w.node, b->node);
-    assert_string_equal(f->log, "b>b<c>c<");
+    assert_string_equal(f->nodes.log, "b>b<c>c<");
     assert_int_equal(c3->requests, 1);
     rec_dispose(&w);
 }
@@ -943,8 +786,8 @@ static void test_sequential_not_accepted(void **state)
 static void test_leave_read(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, HANG);
-    tnode_t *b = add1(f, HANG);
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
     crec_t c = {0};
     rec_t w1, w2;
     rec_init(&w1, f);
@@ -982,9 +825,10 @@ static void test_leave_read(void **state)
 static void test_write_detached(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, OK(10, "{}"));
-    tnode_t *b = add1(f, OK(300, "{}"));
-    tnode_t *c3 = add1(f, ST(500, 100, "{\"code\":500,\"message\":\"boom\"}"));
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(10, "{}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(300, "{}"));
+    fake_node_t *c3 =
+        fake_node_add1(&f->nodes, FAKE_STATUS(500, 100, "{\"code\":500,\"message\":\"boom\"}"));
     bm_race_policy_t p = {.write = true};
     bm_node_t *nodes[3] = {a->node, b->node, c3->node};
     bm_buf_t *body = bm_buf_from_str("{\"block\":1}");
@@ -1005,13 +849,14 @@ static void test_write_detached(void **state)
     assert_int_equal(c.calls, 1);
     assert_int_equal(w.calls, 0);
     for (int i = 0; i < 3; i++) {
-        tnode_t *tn = &f->nodes[i];
+        fake_node_t *tn = &f->nodes.node[i];
         assert_int_equal(tn->requests, 1);
         assert_int_equal(tn->answered, 1);
         assert_int_equal(tn->aborted, 0);
-        assert_string_equal(tn->method, "POST");
-        assert_string_equal(tn->target, "/eth/v2/beacon/blocks?broadcast_validation=gossip");
-        assert_string_equal(tn->body, "{\"block\":1}");
+        assert_string_equal(fake_node_last(tn)->method, "POST");
+        assert_string_equal(fake_node_last(tn)->target,
+                            "/eth/v2/beacon/blocks?broadcast_validation=gossip");
+        assert_string_equal(fake_node_last(tn)->body, "{\"block\":1}");
     }
     assert_int_equal(c.status[0], 200);
     assert_int_equal(c.status[1], 200);
@@ -1024,8 +869,8 @@ static void test_write_detached(void **state)
 static void test_write_answers_first_then_runs_on(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, OK(10, "{}"));
-    tnode_t *b = add1(f, OK(300, "{}"));
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(10, "{}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(300, "{}"));
     bm_race_policy_t p = {.write = true};
     crec_t c = {0};
     rec_t w;
@@ -1048,7 +893,7 @@ static void test_write_answers_first_then_runs_on(void **state)
 static void test_hard_timeout(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, HANG);
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_HANG);
     bm_race_policy_t p = {.write = true};
     uint64_t t0 = bm_clock_now_ms();
     p.hard_timeout_ms = t0 + 200;
@@ -1110,10 +955,10 @@ static bool accept_none(const bm_race_answer_t *a, void *ud)
 static void test_decide_at_majority(void **state)
 {
     fx_t *f = *state;
-    add1(f, OK(10, "{\"dependent_root\":\"x\"}"));
-    tnode_t *b = add1(f, OK(20, "{\"dependent_root\":\"y\"}"));
-    add1(f, OK(30, "{\"dependent_root\":\"y\"}"));
-    add1(f, OK(40, "{\"dependent_root\":\"y\"}"));
+    fake_node_add1(&f->nodes, FAKE_OK(10, "{\"dependent_root\":\"x\"}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(20, "{\"dependent_root\":\"y\"}"));
+    fake_node_add1(&f->nodes, FAKE_OK(30, "{\"dependent_root\":\"y\"}"));
+    fake_node_add1(&f->nodes, FAKE_OK(40, "{\"dependent_root\":\"y\"}"));
     bm_race_policy_t p = {.accept = accept_none};
     uint64_t t0 = bm_clock_now_ms();
     crec_t c = {0};
@@ -1159,8 +1004,8 @@ static void on_decide_check(bm_race_t *r, void *ud)
 static void test_decide_checks(void **state)
 {
     fx_t *f = *state;
-    add_refused(f);
-    tnode_t *b = add1(f, OK(5, "{}"));
+    fake_node_add_refused(&f->nodes);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(5, "{}"));
     bm_race_policy_t p = {.accept = accept_none};
     rec_t w;
     rec_init(&w, f);
@@ -1196,8 +1041,9 @@ static void on_drained(bm_race_engine_t *e, void *ud)
 static void test_drain_bounds_writes(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, ST(500, 10, "{\"code\":500,\"message\":\"boom\"}"));
-    tnode_t *b = add1(f, HANG);
+    fake_node_t *a =
+        fake_node_add1(&f->nodes, FAKE_STATUS(500, 10, "{\"code\":500,\"message\":\"boom\"}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
     bm_race_policy_t p = {.write = true};
     crec_t c = {0};
     rec_t w;
@@ -1222,8 +1068,8 @@ static void test_drain_bounds_writes(void **state)
 static void test_drain_waits_for_writes(void **state)
 {
     fx_t *f = *state;
-    add1(f, OK(10, "{}"));
-    tnode_t *b = add1(f, OK(150, "{}"));
+    fake_node_add1(&f->nodes, FAKE_OK(10, "{}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(150, "{}"));
     bm_race_policy_t p = {.write = true};
     crec_t c = {0};
     start(f, "POST", "/eth/v1/validator/prepare_beacon_proposer", &p, NULL, &c);
@@ -1247,8 +1093,8 @@ static void test_drain_waits_for_writes(void **state)
 static void test_free_in_flight(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, HANG);
-    tnode_t *b = add1(f, OK(100, "{}"));
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(100, "{}"));
     crec_t c1 = {0}, c2 = {0};
     rec_t w1, w2;
     rec_init(&w1, f);
@@ -1274,7 +1120,7 @@ static void test_free_in_flight(void **state)
 static void test_waiter_reentrancy(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, OK(10, "{}"));
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(10, "{}"));
     rec_t w1, w2, w3;
     rec_init(&w1, f);
     rec_init(&w2, f);
@@ -1304,17 +1150,119 @@ static void test_waiter_reentrancy(void **state)
     assert_null(f->eng);
     assert_int_equal(w5.calls, 0);
     assert_int_equal(a->requests, 2);
-    assert_string_equal(a->target, "/again");
+    assert_string_equal(fake_node_last(a)->target, "/again");
     rec_t *all[] = {&w1, &w2, &w3, &w4, &w5};
     for (size_t i = 0; i < 5; i++)
         rec_dispose(all[i]);
+}
+
+/* A context a race owns (ud_dispose). */
+typedef struct owned {
+    int *disposed; /* incremented by dispose */
+    int judged;    /* predicates called with it, copied to *judged_out by dispose */
+    int *judged_out;
+} owned_t;
+
+static void owned_dispose(void *ud)
+{
+    owned_t *o = ud;
+    (*o->disposed)++;
+    if (o->judged_out)
+        *o->judged_out = o->judged;
+    free(o);
+}
+
+static bool owned_accept(const bm_race_answer_t *a, void *ud)
+{
+    (void)a;
+    ((owned_t *)ud)->judged++;
+    return true;
+}
+
+static owned_t *owned_new(int *disposed)
+{
+    owned_t *o = calloc(1, sizeof *o);
+    assert_non_null(o);
+    o->disposed = disposed;
+    return o;
+}
+
+/* A race may own its policy's context: the predicates get it, bm_race_ctx returns it, and
+ * it is released once, after every callback, however the race ended (answered, cancelled
+ * by its last waiter leaving, the engine freed); a race that did not start leaves it to
+ * the caller. */
+static void test_owned_context(void **state)
+{
+    fx_t *f = *state;
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(10, "{}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
+    int disposed[3] = {0};
+
+    /* answered: released after the completion */
+    owned_t *o = owned_new(&disposed[0]);
+    int judged = -1;
+    o->judged_out = &judged;
+    bm_race_policy_t p = {.accept = owned_accept, .ud = o, .ud_dispose = owned_dispose};
+    crec_t c = {0};
+    bm_node_t *one = a->node;
+    bm_race_request_t q = {"GET", "/x", NULL, NULL};
+    bm_race_t *race = bm_race_start(f->eng, &q, &one, 1, &p, "owned", on_complete, &c);
+    assert_non_null(race);
+    assert_ptr_equal(bm_race_ctx(race), o);
+    assert_ptr_equal(bm_race_ctx(bm_race_find(f->eng, "owned")), o);
+    assert_null(bm_race_ctx(NULL));
+    rec_t w;
+    rec_init(&w, f);
+    wait_on(&w, race);
+    RUN_UNTIL(&f->loop, w.calls == 1 && c.calls == 1, BOUND_MS);
+    assert_int_equal(c.calls, 1);
+    RUN_UNTIL(&f->loop, disposed[0] == 1, BOUND_MS);
+    assert_int_equal(disposed[0], 1);
+    assert_int_equal(judged, 1); /* the predicate had it */
+
+    /* cancelled: the last waiter leaves a read */
+    one = b->node;
+    p.ud = owned_new(&disposed[1]);
+    race = bm_race_start(f->eng, &q, &one, 1, &p, NULL, NULL, NULL);
+    assert_non_null(race);
+    rec_t w2;
+    rec_init(&w2, f);
+    wait_on(&w2, race);
+    RUN_UNTIL(&f->loop, b->requests == 1, BOUND_MS);
+    bm_race_leave(w2.w);
+    assert_int_equal(disposed[1], 0); /* never inside a call */
+    RUN_UNTIL(&f->loop, disposed[1] == 1 && b->aborted == 1, BOUND_MS);
+    assert_int_equal(disposed[1], 1);
+    assert_int_equal(w2.calls, 0);
+
+    /* not started: the context stays the caller's */
+    owned_t *kept = owned_new(&disposed[2]);
+    p.ud = kept;
+    assert_null(bm_race_start(f->eng, NULL, &one, 1, &p, NULL, NULL, NULL));
+
+    /* the engine freed with the race running: released from the loop all the same */
+    p.ud = kept;
+    race = bm_race_start(f->eng, &q, &one, 1, &p, NULL, NULL, NULL);
+    assert_non_null(race);
+    RUN_UNTIL(&f->loop, b->requests == 2, BOUND_MS);
+    bm_race_engine_free(f->eng);
+    f->eng = NULL;
+    assert_int_equal(disposed[2], 0);
+    RUN_UNTIL(&f->loop, disposed[2] == 1, BOUND_MS);
+    assert_int_equal(disposed[2], 1);
+    RUN_FOR(&f->loop, 50);
+    assert_int_equal(disposed[0] + disposed[1] + disposed[2], 3);
+    rec_dispose(&w);
+    rec_dispose(&w2);
 }
 
 /* Answers carry the node's end-to-end header fields, never the hop-by-hop ones. */
 static void test_answer_headers(void **state)
 {
     fx_t *f = *state;
-    add1(f, (step_t){200, 0, "{\"data\":1}", "Eth-Consensus-Version", "fulu"});
+    fake_node_add1(&f->nodes, (fake_step_t){.status = 200,
+                                            .body = "{\"data\":1}",
+                                            .hdrs = {{"Eth-Consensus-Version", "fulu"}}});
     rec_t w;
     rec_init(&w, f);
     wait_on(&w, start(f, "GET", "/x", &plain_read, NULL, NULL));
@@ -1332,8 +1280,8 @@ static void test_answer_headers(void **state)
 static void test_pool_records(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, OK(10, "{}"));
-    tnode_t *b = add1(f, ST(500, 10, "{}"));
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(10, "{}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_STATUS(500, 10, "{}"));
     bm_race_policy_t wp = {.write = true};
     crec_t c = {0};
     start(f, "POST", "/x", &wp, NULL, &c);
@@ -1352,7 +1300,7 @@ static void test_pool_records(void **state)
 static void test_bad_args_and_error_body(void **state)
 {
     fx_t *f = *state;
-    tnode_t *a = add1(f, OK(0, "{}"));
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(0, "{}"));
     bm_race_request_t q = {"GET", "/x", NULL, NULL};
     bm_node_t *nodes[2] = {a->node, NULL};
     assert_null(bm_race_start(NULL, &q, nodes, 1, &plain_read, NULL, NULL, NULL));
@@ -1407,6 +1355,7 @@ int main(void)
         T(test_error_priority),
         T(test_error_priority_5xx),
         T(test_all_network_errors),
+        T(test_cut_mid_body),
         T(test_sequential),
         T(test_sequential_deadline),
         T(test_sequential_repoll),
@@ -1421,6 +1370,7 @@ int main(void)
         T(test_drain_waits_for_writes),
         T(test_free_in_flight),
         T(test_waiter_reentrancy),
+        T(test_owned_context),
         T(test_answer_headers),
         T(test_pool_records),
         T(test_bad_args_and_error_body),

@@ -6,8 +6,8 @@
  * validator, the newest registration per key, ...), when it expires (driven by explicit
  * wall times against a slot clock, never by waiting), the caps, malformed input, and a
  * randomized run of inserts and sweeps against a model to hold the hash index honest.
- * Replays are tested against fake nodes on loopback (the project's HTTP server recording
- * every POST): chunking, order, headers, the triggers of pool states and stream
+ * Replays are tested against fake nodes on loopback (fake_node.h, recording every POST;
+ * each must be a JSON array): chunking, order, headers, the triggers of pool states and stream
  * reconnects, debouncing, and a node that cannot be reached. The loop runs until a
  * condition holds, with a bound; every test ends with uv_loop_close() == 0.
  */
@@ -34,34 +34,10 @@
 #include "duties/replay.h"
 #include "http/server.h"
 #include "http/upstream.h"
+#include "fake_node.h"
 
 #define BOUND_MS 5000
-#define MAX_POSTS 64
-
-/* ---- loop helpers ------------------------------------------------------------------------- */
-
-#include "loop_guard.h"
-
 /* ---- fixture: a replay state, optionally with fake nodes ----------------------------------- */
-
-typedef struct post {
-    char target[128];
-    char version[32];
-    char ctype[64];
-    size_t entries; /* items of the JSON array body */
-    char *body;
-} post_t;
-
-typedef struct fnode {
-    struct fx *f;
-    bm_server_t *srv;
-    bool srv_done;
-    bm_node_t *node;
-    post_t posts[MAX_POSTS];
-    int n_posts;
-    uint32_t delay_ms;
-    int pending;
-} fnode_t;
 
 typedef struct fx {
     uv_loop_t loop;
@@ -69,60 +45,18 @@ typedef struct fx {
     bm_pool_t *pool;
     bm_replay_t *rp;
     bm_chain_info_t chain;
-    fnode_t nodes[2];
-    int n_nodes;
-    bool refused_node;
+    fake_nodes_t nodes;
 } fx_t;
 
-typedef struct delayed {
-    uv_timer_t t;
-    fnode_t *fn;
-    bm_req_t *req;
-} delayed_t;
-
-static void delayed_closed(uv_handle_t *h)
+/* The items of a POST's body, which must be a JSON array. */
+static size_t entries(const fake_req_t *r)
 {
-    delayed_t *d = h->data;
-    d->fn->pending--;
-    free(d);
-}
-
-static void on_delay(uv_timer_t *t)
-{
-    delayed_t *d = t->data;
-    bm_resp_send(d->req, 200, NULL, NULL, NULL);
-    uv_close((uv_handle_t *)&d->t, delayed_closed);
-}
-
-static void on_post(bm_req_t *req, void *ud)
-{
-    fnode_t *fn = ud;
-    assert_true(fn->n_posts < MAX_POSTS);
-    post_t *p = &fn->posts[fn->n_posts++];
-    const char *h;
-    snprintf(p->target, sizeof p->target, "%s", bm_req_target(req));
-    snprintf(p->version, sizeof p->version, "%s",
-             (h = bm_req_header(req, "Eth-Consensus-Version")) ? h : "");
-    snprintf(p->ctype, sizeof p->ctype, "%s", (h = bm_req_header(req, "Content-Type")) ? h : "");
-    bm_buf_t *b = bm_req_body(req);
-    p->body = strndup(b ? b->data : "", b ? b->len : 0);
-    json_object *o = json_tokener_parse(p->body);
+    json_object *o = json_tokener_parse(r->body);
     assert_non_null(o);
     assert_true(json_object_is_type(o, json_type_array));
-    p->entries = json_object_array_length(o);
+    size_t n = json_object_array_length(o);
     json_object_put(o);
-    if (!fn->delay_ms) {
-        bm_resp_send(req, 200, NULL, NULL, NULL);
-        return;
-    }
-    delayed_t *d = calloc(1, sizeof *d);
-    assert_non_null(d);
-    d->fn = fn;
-    d->req = req;
-    fn->pending++;
-    uv_timer_init(&fn->f->loop, &d->t);
-    d->t.data = d;
-    uv_timer_start(&d->t, on_delay, fn->delay_ms, 0);
+    return n;
 }
 
 /* genesis at a round time, 1 s slots, 8 slots per epoch */
@@ -141,19 +75,9 @@ static fx_t *fx_make(int nodes, const bm_replay_opts_t *opts, bool with_clock)
     f->pool = bm_pool_new();
     assert_non_null(f->up);
     assert_non_null(f->pool);
-    for (int i = 0; i < nodes; i++) {
-        fnode_t *fn = &f->nodes[i];
-        fn->f = f;
-        fn->srv = bm_server_new(&f->loop, NULL, on_post, fn);
-        assert_non_null(fn->srv);
-        assert_int_equal(bm_server_listen(fn->srv, "127.0.0.1", 0), 0);
-        char url[64], id[16];
-        snprintf(url, sizeof url, "http://127.0.0.1:%d", bm_server_port(fn->srv));
-        snprintf(id, sizeof id, "n%d", i);
-        fn->node = bm_pool_add(f->pool, id, url, NULL);
-        assert_non_null(fn->node);
-        f->n_nodes++;
-    }
+    fake_nodes_init(&f->nodes, &f->loop, f->pool);
+    for (int i = 0; i < nodes; i++)
+        fake_node_add1(&f->nodes, FAKE_OK(0, NULL));
     if (with_clock) {
         f->chain.known = true;
         f->chain.clock.genesis_ms = GENESIS_MS;
@@ -170,33 +94,15 @@ static fx_t *fx_make(int nodes, const bm_replay_opts_t *opts, bool with_clock)
     return f;
 }
 
-static void on_srv_done(bm_server_t *srv, void *ud)
-{
-    (void)srv;
-    ((fnode_t *)ud)->srv_done = true;
-}
-
-static bool servers_done(fx_t *f)
-{
-    for (int i = 0; i < f->n_nodes; i++)
-        if (!f->nodes[i].srv_done || f->nodes[i].pending)
-            return false;
-    return true;
-}
-
 static void fx_free(fx_t *f)
 {
     bm_replay_stop(f->rp);
     bm_upstream_free(f->up);
-    for (int i = 0; i < f->n_nodes; i++)
-        bm_server_shutdown(f->nodes[i].srv, 20, on_srv_done, &f->nodes[i]);
-    RUN_UNTIL(&f->loop, servers_done(f), BOUND_MS);
-    assert_true(servers_done(f));
-    for (int i = 0; i < f->n_nodes; i++) {
-        bm_server_free(f->nodes[i].srv);
-        for (int k = 0; k < f->nodes[i].n_posts; k++)
-            free(f->nodes[i].posts[k].body);
-    }
+    /* every POST a node took was a JSON array */
+    for (int i = 0; i < f->nodes.n; i++)
+        for (int k = 0; k < f->nodes.node[i].requests; k++)
+            entries(&f->nodes.node[i].reqs[k]);
+    fake_nodes_close(&f->nodes);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     bm_replay_free(f->rp);
     assert_int_equal(uv_loop_close(&f->loop), 0);
@@ -642,15 +548,15 @@ static void test_replay_batches_every_kind_in_chunks(void **state)
     o.chunk = 100;
     fx_t *f = fx_make(2, &o, false);
     fill_state(f);
-    bm_replay_node(f->rp, f->nodes[0].node, "test");
+    bm_replay_node(f->rp, f->nodes.node[0].node, "test");
     RUN_UNTIL(&f->loop, stats(f).replays_completed == 1, BOUND_MS);
     bm_replay_stats_t st = stats(f);
     assert_int_equal(st.replays_completed, 1);
     assert_int_equal(st.posts, 8);
     assert_int_equal(st.entries_sent, 250 + 3 + 3 + 2 + 1);
     assert_int_equal(st.posts_rejected, 0);
-    fnode_t *n = &f->nodes[0];
-    assert_int_equal(n->n_posts, 8);
+    fake_node_t *n = &f->nodes.node[0];
+    assert_int_equal(n->requests, 8);
     static const struct {
         const char *target;
         size_t entries;
@@ -666,18 +572,18 @@ static void test_replay_batches_every_kind_in_chunks(void **state)
         {"/eth/v1/validator/sync_committee_subscriptions", 1, ""},
     };
     for (int i = 0; i < 8; i++) {
-        assert_string_equal(n->posts[i].target, want[i].target);
-        assert_int_equal(n->posts[i].entries, want[i].entries);
-        assert_string_equal(n->posts[i].version, want[i].version);
-        assert_string_equal(n->posts[i].ctype, "application/json");
+        assert_string_equal(n->reqs[i].target, want[i].target);
+        assert_int_equal(entries(&n->reqs[i]), want[i].entries);
+        assert_string_equal(n->reqs[i].version, want[i].version);
+        assert_string_equal(n->reqs[i].ctype, "application/json");
     }
     /* every validator once, in the endpoint's shape */
-    assert_non_null(strstr(n->posts[2].body, "{\"validator_index\":\"249\",\"fee_recipient\""));
-    assert_non_null(strstr(n->posts[7].body, "\"sync_committee_indices\":[\"1\",\"300\"],"
-                                             "\"until_epoch\":\"12\""));
-    assert_non_null(strstr(n->posts[6].body, "\"is_aggregator\":true"));
+    assert_non_null(strstr(n->reqs[2].body, "{\"validator_index\":\"249\",\"fee_recipient\""));
+    assert_non_null(strstr(n->reqs[7].body, "\"sync_committee_indices\":[\"1\",\"300\"],"
+                                            "\"until_epoch\":\"12\""));
+    assert_non_null(strstr(n->reqs[6].body, "\"is_aggregator\":true"));
     /* nobody else was replayed to */
-    assert_int_equal(f->nodes[1].n_posts, 0);
+    assert_int_equal(f->nodes.node[1].requests, 0);
     fx_free(f);
 }
 
@@ -686,7 +592,7 @@ static void test_triggers_and_debounce(void **state)
     (void)state;
     fx_t *f = fx_make(1, NULL, false);
     assert_int_equal(bm_pool_on_state(f->pool, bm_replay_node_state, f->rp), 0);
-    bm_node_t *node = f->nodes[0].node;
+    bm_node_t *node = f->nodes.node[0].node;
     /* with nothing to replay, a trigger sends nothing */
     bm_pool_set_state(f->pool, node, BM_NODE_READY, "discovered");
     RUN_UNTIL(&f->loop, !bm_replay_busy(f->rp, 0), BOUND_MS);
@@ -725,7 +631,7 @@ static void test_triggers_and_debounce(void **state)
     bm_replay_node(f->rp, node, "test");
     RUN_FOR(&f->loop, 50);
     assert_int_equal(stats(f).replays_started, 3);
-    assert_int_equal(f->nodes[0].n_posts, 3);
+    assert_int_equal(f->nodes.node[0].requests, 3);
     fx_free(f);
 }
 
@@ -752,8 +658,8 @@ static void test_reconnects_replay_at_most_once_per_interval(void **state)
     assert_true(bm_clock_mono_ms() - t1 >= 290);
     /* a node coming back is replayed to at once all the same */
     uint64_t t2 = bm_clock_mono_ms();
-    bm_pool_set_state(f->pool, f->nodes[0].node, BM_NODE_UNREACHABLE, "down");
-    bm_pool_set_state(f->pool, f->nodes[0].node, BM_NODE_READY, "back");
+    bm_pool_set_state(f->pool, f->nodes.node[0].node, BM_NODE_UNREACHABLE, "down");
+    bm_pool_set_state(f->pool, f->nodes.node[0].node, BM_NODE_READY, "back");
     RUN_UNTIL(&f->loop, stats(f).replays_completed == 3, BOUND_MS);
     assert_int_equal(stats(f).replays_completed, 3);
     assert_true(bm_clock_mono_ms() - t2 < 250);
@@ -767,14 +673,14 @@ static void test_trigger_while_running_runs_again(void **state)
     bm_replay_opts_default(&o);
     o.chunk = 100;
     fx_t *f = fx_make(1, &o, false);
-    f->nodes[0].delay_ms = 60;
+    fake_node_script(&f->nodes.node[0], &FAKE_OK(60, NULL), 1);
     fill_state(f);
-    bm_replay_node(f->rp, f->nodes[0].node, "first");
-    RUN_UNTIL(&f->loop, f->nodes[0].n_posts == 1, BOUND_MS);
-    bm_replay_node(f->rp, f->nodes[0].node, "second");
+    bm_replay_node(f->rp, f->nodes.node[0].node, "first");
+    RUN_UNTIL(&f->loop, f->nodes.node[0].requests == 1, BOUND_MS);
+    bm_replay_node(f->rp, f->nodes.node[0].node, "second");
     RUN_UNTIL(&f->loop, stats(f).replays_completed == 2, BOUND_MS);
     assert_int_equal(stats(f).replays_started, 2);
-    assert_int_equal(f->nodes[0].n_posts, 16);
+    assert_int_equal(f->nodes.node[0].requests, 16);
     /* a write arriving during a replay is kept: positions in the table never move under a
      * replay's cursor, new entries are appended */
     fx_free(f);
@@ -784,25 +690,12 @@ static void test_unreachable_node_fails_the_replay(void **state)
 {
     (void)state;
     fx_t *f = fx_make(0, NULL, false);
-    /* a node on a port nobody listens on */
-    uv_tcp_t probe;
-    struct sockaddr_in sa;
-    uv_ip4_addr("127.0.0.1", 0, &sa);
-    uv_tcp_init(&f->loop, &probe);
-    uv_tcp_bind(&probe, (const struct sockaddr *)&sa, 0);
-    struct sockaddr_in got;
-    int len = sizeof got;
-    uv_tcp_getsockname(&probe, (struct sockaddr *)&got, &len);
-    uv_close((uv_handle_t *)&probe, NULL);
-    uv_run(&f->loop, UV_RUN_NOWAIT);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(got.sin_port));
-    /* the replay state sized its nodes at creation: make a new one with the node */
+    /* the replay state sized its nodes at creation: make a new one with a node on a port
+     * nobody listens on */
     bm_replay_stop(f->rp);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     bm_replay_free(f->rp);
-    bm_node_t *node = bm_pool_add(f->pool, "gone", url, NULL);
-    assert_non_null(node);
+    bm_node_t *node = fake_node_add_refused(&f->nodes)->node;
     f->rp = bm_replay_new(&f->loop, f->up, f->pool, NULL, NULL);
     assert_non_null(f->rp);
     char a[128], body[300];

@@ -35,6 +35,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "http/server.h"
+#include "loop_guard.h"
 
 #define BOUND_MS 10000 /* every wait in a test ends within this, or the test fails */
 
@@ -48,12 +49,11 @@ struct fx {
     bm_server_t *srv;
     int port;
     uv_async_t async;
-    uv_timer_t watchdog;
     uv_timer_t t1; /* used by handlers that answer later */
     pthread_t th;
     client_fn client;
     bool client_done;
-    bool timed_out;
+    bool timed_out; /* a wait of the loop passed its bound (reported by fx_finish) */
     bool shut_down; /* the test itself called bm_server_shutdown */
     bool done_called;
     sem_t sem; /* loop -> client: "the server reached the point the client waits for" */
@@ -82,12 +82,6 @@ static void on_async(uv_async_t *a)
 {
     fx_t *f = a->data;
     f->client_done = true;
-}
-
-static void on_watchdog(uv_timer_t *t)
-{
-    fx_t *f = t->data;
-    f->timed_out = true;
 }
 
 static void *client_main(void *arg)
@@ -128,9 +122,6 @@ static void fx_start(fx_t *f, const bm_server_opts_t *opts, client_fn client)
     assert_true(f->port > 0);
     uv_async_init(&f->loop, &f->async, on_async);
     f->async.data = f;
-    uv_timer_init(&f->loop, &f->watchdog);
-    f->watchdog.data = f;
-    uv_timer_start(&f->watchdog, on_watchdog, BOUND_MS, 0);
     uv_timer_init(&f->loop, &f->t1);
     f->t1.data = f;
     sem_init(&f->sem, 0, 0);
@@ -138,10 +129,15 @@ static void fx_start(fx_t *f, const bm_server_opts_t *opts, client_fn client)
     assert_int_equal(pthread_create(&f->th, NULL, client_main, f), 0);
 }
 
+/* Runs the loop until *flag, with a bound. A miss is only remembered: fx_finish reports it
+ * once the client thread was let go (failing here would leave the thread running). */
 static void fx_run_until(fx_t *f, bool *flag)
 {
-    while (!*flag && !f->timed_out)
-        uv_run(&f->loop, UV_RUN_ONCE);
+    if (f->timed_out)
+        return;
+    RUN_UNTIL(&f->loop, *flag, BOUND_MS);
+    if (!*flag)
+        f->timed_out = true;
 }
 
 static void on_server_done(bm_server_t *srv, void *ud)
@@ -168,7 +164,6 @@ static void fx_finish(fx_t *f)
     if (f->big_piece)
         bm_buf_unref(f->big_piece);
     uv_close((uv_handle_t *)&f->async, NULL);
-    uv_close((uv_handle_t *)&f->watchdog, NULL);
     uv_close((uv_handle_t *)&f->t1, NULL);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
@@ -1058,6 +1053,39 @@ static void server_done_flag(bm_server_t *srv, void *ud)
     *(bool *)ud = true;
 }
 
+/* A client on a plain non-blocking socket, driven by the loop through a poll watcher: it
+ * sends `request` once the socket is writable and collects what comes back. */
+typedef struct raw_client {
+    uv_poll_t poll;
+    int fd;
+    const char *request;
+    bool sent;
+    char buf[1024];
+    size_t got;
+} raw_client_t;
+
+static void on_raw_io(uv_poll_t *p, int status, int events)
+{
+    raw_client_t *c = p->data;
+    if (status < 0) {
+        uv_poll_stop(p);
+        return;
+    }
+    if ((events & UV_WRITABLE) && !c->sent) {
+        c->sent = send(c->fd, c->request, strlen(c->request), MSG_NOSIGNAL) > 0;
+        if (c->sent)
+            uv_poll_start(p, UV_READABLE, on_raw_io);
+    }
+    if (events & UV_READABLE) {
+        ssize_t r = recv(c->fd, c->buf + c->got, sizeof c->buf - 1 - c->got, 0);
+        if (r > 0)
+            c->got += (size_t)r;
+        c->buf[c->got] = '\0';
+        if (r == 0 || c->got == sizeof c->buf - 1)
+            uv_poll_stop(p);
+    }
+}
+
 /* Listens, answers one request from a client on `family`, shuts down cleanly. */
 static void one_request_on(const char *host, int family)
 {
@@ -1092,35 +1120,24 @@ static void one_request_on(const char *host, int family)
     }
     int rc = connect(fd, (struct sockaddr *)&ss, sl);
     assert_true(rc == 0 || errno == EINPROGRESS);
-    /* Drive the loop until the answer is in: the loop accepts, the socket is non-blocking. */
-    char buf[1024];
-    size_t got = 0;
-    bool sent = false;
-    uint64_t until = uv_now(&loop) + BOUND_MS;
-    while (uv_now(&loop) < until) {
-        uv_run(&loop, UV_RUN_NOWAIT);
-        if (!sent)
-            sent = send(fd, get_hello, strlen(get_hello), MSG_NOSIGNAL) > 0;
-        ssize_t r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
-        if (r > 0)
-            got += (size_t)r;
-        buf[got] = '\0';
-        if (strstr(buf, hello))
-            break;
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        poll(&pfd, 1, 5); /* bounded wait for either side's progress */
-        uv_update_time(&loop);
-    }
-    assert_non_null(strstr(buf, "HTTP/1.1 200 OK\r\n"));
-    assert_non_null(strstr(buf, hello));
+    /* The loop runs both sides until the answer is in: the server and the client's socket. */
+    raw_client_t c = {.fd = fd, .request = get_hello};
+    assert_int_equal(uv_poll_init_socket(&loop, &c.poll, fd), 0);
+    c.poll.data = &c;
+    assert_int_equal(uv_poll_start(&c.poll, UV_WRITABLE | UV_READABLE, on_raw_io), 0);
+    RUN_UNTIL(&loop, strstr(c.buf, hello) != NULL, BOUND_MS);
+    assert_non_null(strstr(c.buf, "HTTP/1.1 200 OK\r\n"));
+    assert_non_null(strstr(c.buf, hello));
     assert_int_equal(f.handled, 1);
+    uv_close((uv_handle_t *)&c.poll, NULL);
+    uv_run(&loop, UV_RUN_NOWAIT); /* the watcher is closed before its socket */
     close(fd);
 
     bool done = false;
     bm_server_shutdown(srv, 0, server_done_flag, &done);
     bm_server_shutdown(srv, 0, server_done_flag, &done); /* the second call does nothing */
-    while (!done)
-        uv_run(&loop, UV_RUN_ONCE);
+    RUN_UNTIL(&loop, done, BOUND_MS);
+    assert_true(done);
     bm_server_free(srv);
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&loop), 0);
@@ -1145,8 +1162,8 @@ static void listen_addresses(void **state)
     assert_int_equal(bm_server_port(b), -1);
     bool done = false;
     bm_server_shutdown(a, 0, server_done_flag, &done);
-    while (!done)
-        uv_run(&loop, UV_RUN_ONCE);
+    RUN_UNTIL(&loop, done, BOUND_MS);
+    assert_true(done);
     bm_server_free(a);
     bm_server_free(b); /* never listened: free is valid without a shutdown */
     uv_run(&loop, UV_RUN_DEFAULT);

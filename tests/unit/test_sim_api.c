@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "loop_guard.h"
 #include "sim.h"
 #include "test_sim_shape.h"
 
@@ -138,8 +139,8 @@ static void http(uv_loop_t *loop, int port, const char *method, const char *targ
     uv_ip4_addr("127.0.0.1", port, &a);
     uv_tcp_connect(&c.conn, &c.tcp, (const struct sockaddr *)&a, cl_connected);
     uv_timer_start(&c.timer, cl_timeout, 5000, 0);
-    while (c.open_handles > 0)
-        uv_run(loop, UV_RUN_ONCE);
+    RUN_UNTIL(loop, c.open_handles == 0, 10000); /* the client's own timeout comes first */
+    assert_int_equal(c.open_handles, 0);
     assert_false(c.timed_out);
     const char *in = bm_str_data(&c.in);
     size_t n = bm_str_len(&c.in);
@@ -265,8 +266,8 @@ static int teardown(void **state)
 {
     (void)state;
     bs_sim_stop(F.sim, on_stopped, &F);
-    while (!F.stopped)
-        uv_run(&F.loop, UV_RUN_ONCE);
+    RUN_UNTIL(&F.loop, F.stopped, 5000);
+    assert_true(F.stopped);
     uv_run(&F.loop, UV_RUN_DEFAULT);
     bs_sim_free(F.sim);
     assert_int_equal(uv_loop_close(&F.loop), 0);

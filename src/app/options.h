@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * options: every module's options, as the configuration sets them.
+ *
+ * A module's options start at its `_opts_default()` (whose configurable values are the
+ * constants of base/defaults.h, the same ones the key table gives a key absent from the
+ * file), and then every key that feeds a module option overwrites it. Which key feeds which
+ * option is one table in options.c (timeouts.connect feeds ten modules), so main only
+ * wires modules together and a new key reaches its modules by adding a line there.
+ */
+#ifndef BM_OPTIONS_H
+#define BM_OPTIONS_H
+
+#include "app/config.h"
+#include "cluster/discovery.h"
+#include "cluster/events.h"
+#include "cluster/health.h"
+#include "cluster/monitor.h"
+#include "duties/aggregate.h"
+#include "duties/attest.h"
+#include "duties/broadcast.h"
+#include "duties/duties.h"
+#include "duties/hint.h"
+#include "duties/produce.h"
+#include "duties/replay.h"
+#include "http/server.h"
+#include "http/upstream.h"
+#include "read/failover.h"
+
+/** The options of every module main creates. */
+typedef struct bm_options {
+    bm_upstream_opts_t upstream;
+    bm_server_opts_t server;
+    bm_health_opts_t health;
+    bm_discovery_opts_t discovery;
+    bm_failover_opts_t failover;
+    bm_monitor_opts_t monitor;
+    bm_events_opts_t events;
+    bm_hint_opts_t hint;
+    bm_attest_opts_t attest;
+    bm_produce_opts_t produce;
+    bm_aggregate_opts_t aggregate;
+    bm_duties_opts_t duties;
+    bm_replay_opts_t replay;
+    bm_broadcast_opts_t broadcast;
+} bm_options_t;
+
+/**
+ * Fills `o` (zeroed first) with every module's defaults, then with what `cfg` sets.
+ * Strings are borrowed from `cfg` (tls.caFile), which must outlive `o`. Returns 0, or
+ * BM_EINVAL when cfg holds a value its validation refuses (genesisValidatorsRoot).
+ */
+int bm_options_from_config(bm_options_t *o, const bm_config_t *cfg);
+
+#endif /* BM_OPTIONS_H */

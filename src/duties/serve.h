@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * serve: one client request served from a race, end to end. The race engine knows nothing
+ * of clients (it sits below the router); every duty policy answers its clients the same
+ * way, so that way lives here once: join the race already running under the request's key
+ * or start one, carry the policy's judging context with the race, send the race's answer
+ * to every request that waits for it, and leave the race when a client goes away. A duty
+ * policy is then its rules (accept, usable, score, complete, the deadline and the
+ * candidates) and the counters it keeps; it holds no list of races or requests.
+ *
+ * Two ways to answer:
+ *   - the race's single answer (bm_serve with `respond` NULL): every request waiting on the
+ *     race gets the chosen answer as it is (status, headers, body); requests with the same
+ *     key share one race. A client that goes away leaves the race: a read whose last waiter
+ *     left is cancelled (see race.h);
+ *   - every node's answer (`respond` set): the race has no waiter and the request is
+ *     answered by `respond` from the race's completion, which sees each node's answer (e.g.
+ *     an OR over the nodes). A client that goes away does not stop the race; its answers
+ *     still reach `on_complete`.
+ *
+ * Lifetime: the context is copied into memory the race owns (race.h `ud_dispose`) and
+ * freed with the race, whatever ended it, so nothing of a request or a race outlives the
+ * engine's own bookkeeping. The client requests must end before the engine is freed (a
+ * server shutdown ends them): serving state is reachable from a request's abort callback
+ * only while its race lives.
+ *
+ * Callbacks: on_answer, respond and on_complete run from the loop (inside the engine's
+ * waiter and completion callbacks), never inside bm_serve. serve reads no clock: every
+ * point in time comes in the policy (deadline, hard timeout), from the caller's clock.
+ */
+#ifndef BM_SERVE_H
+#define BM_SERVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cluster/pool.h"
+#include "duties/race.h"
+#include "http/server.h"
+
+/** How to serve one request. Read during bm_serve only; nothing is kept but copies (and
+ *  what the context holds, see ctx_dispose). */
+typedef struct bm_serve {
+    /* the race: its rules (copied; `ud` and `ud_dispose` are serve's and ignored here) */
+    bm_race_policy_t policy;
+    /* requests with the same key share one race while it runs (copied; NULL: a race of its
+     * own). Keys must name the policy (e.g. start with its path) so that a joined race's
+     * context is one of the caller's. Ignored when `respond` is set */
+    const char *key;
+    bm_node_t *const *nodes; /* candidates in order (borrowed for the call; the pool owns them) */
+    size_t n;
+    bool forward_body; /* send the request body to the nodes (false: none) */
+
+    /* the policy's judging context, handed to the predicates as their `ud` and to the
+     * callbacks below as `ctx`: ctx_size bytes moved from `ctx` into memory the race owns
+     * (a joined race keeps the context it was started with). ctx_dispose (may be NULL)
+     * releases what a context holds (not the context itself) and runs exactly once per
+     * bm_serve call: on the race's copy from its close callback (see race.h ud_dispose:
+     * the policy may be gone by then), or on `ctx` itself, before bm_serve returns, when
+     * no race took it (the request joined a running race, or bm_serve failed) */
+    void *ctx;
+    size_t ctx_size;
+    void (*ctx_dispose)(void *ctx);
+
+    /* optional: sees the race's answer right before it goes to `req`'s client (counters,
+     * logs); it must not answer `req` */
+    void (*on_answer)(bm_req_t *req, const bm_race_answer_t *a, void *ctx);
+    /* set: the request is answered from every node's answer instead (see above), by this
+     * callback, which must answer `req` (it runs only while the client still waits) */
+    void (*respond)(bm_req_t *req, const bm_race_answer_t *answers, size_t n, void *ctx);
+    /* optional: every node's answer when the race completes, in candidate order (as
+     * race.h's completion), after `respond`; for bookkeeping only */
+    void (*on_complete)(const bm_race_answer_t *answers, size_t n, void *ctx);
+} bm_serve_t;
+
+/**
+ * Serves `req` from a race: joins the race running under `s->key`, or starts one over
+ * `s->nodes` with a copy of the context. The request is answered later, from the loop; on
+ * failure (allocation, or the engine refused to start a race) it is answered at once with
+ * a 503 and NULL is returned. Otherwise returns the race (valid until the loop runs again:
+ * e.g. to set a policy timer with bm_race_at and bm_race_ctx) and sets `*joined` (may be
+ * NULL) to whether it was already running.
+ */
+bm_race_t *bm_serve(bm_race_engine_t *e, bm_req_t *req, const bm_serve_t *s, bool *joined);
+
+/**
+ * Answers `req` with the race answer `a`: its status, headers (hop-by-hop fields already
+ * removed by the engine) and body, as they are, the body without a copy; a status a
+ * client cannot be given (outside 200..599) becomes 502. Ends the request.
+ */
+void bm_serve_reply(bm_req_t *req, const bm_race_answer_t *a);
+
+#endif /* BM_SERVE_H */

@@ -1,0 +1,619 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fake_node: fake beacon nodes, the test client and beaconmux in miniature (see
+ * fake_node.h for what each gives a test).
+ *
+ * How it is built: every request a scripted node takes is held in a record with one timer
+ * (the delay, the gaps of a stream, its keep-alive) until the node ends it or its client
+ * goes away; the set counts the records, so a teardown can wait until none is left. A
+ * record is freed in its timer's close callback, like every uv handle.
+ */
+#include "fake_node.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "fake_chain.h"
+
+/* A request a scripted node has not ended yet (or an event stream a handler opened). */
+struct fake_held {
+    uv_timer_t t;
+    fake_node_t *n;
+    bm_req_t *req;
+    fake_step_t st;
+    int next;      /* the next piece of a stream */
+    bool last_out; /* every piece of a stream is out */
+    bool ended;
+};
+
+static void logf_(fake_nodes_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(fake_nodes_t *s, const char *fmt, ...)
+{
+    size_t n = strlen(s->log);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->log + n, sizeof s->log - n, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- held requests ----------------------------------------------------------------------- */
+
+static void held_closed(uv_handle_t *h)
+{
+    fake_held_t *p = h->data;
+    p->n->set->held--;
+    free(p);
+}
+
+/* Ends the held request: cut (the connection closes at once) or finished. */
+static void held_end(fake_held_t *p, bool cut)
+{
+    if (p->ended)
+        return;
+    p->ended = true;
+    fake_node_t *n = p->n;
+    if (n->stream_held == p) {
+        n->stream = NULL;
+        n->stream_held = NULL;
+    }
+    if (cut)
+        bm_resp_abort(p->req);
+    else
+        bm_resp_end(p->req);
+    uv_close((uv_handle_t *)&p->t, held_closed);
+}
+
+static void on_client_gone(bm_req_t *req, void *ud)
+{
+    fake_held_t *p = ud;
+    (void)req;
+    if (p->ended)
+        return;
+    p->n->aborted++;
+    logf_(p->n->set, "%s!", p->n->id);
+    held_end(p, false);
+}
+
+static fake_held_t *held_new(fake_node_t *n, bm_req_t *req)
+{
+    fake_held_t *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->n = n;
+    p->req = req;
+    uv_timer_init(n->set->loop, &p->t);
+    p->t.data = p;
+    n->set->held++;
+    bm_req_on_abort(req, on_client_gone, p);
+    return p;
+}
+
+/* The response header fields of a step, with its Content-Type (`ctype`, may be NULL). */
+static void step_headers(const fake_step_t *st, const char *ctype, bm_hdrs_t *h)
+{
+    bm_hdrs_init(h);
+    if (ctype)
+        bm_hdrs_add_z(h, "Content-Type", ctype);
+    for (int i = 0; i < FAKE_MAX_HDRS && st->hdrs[i][0]; i++)
+        bm_hdrs_add_z(h, st->hdrs[i][0], st->hdrs[i][1]);
+}
+
+static size_t step_len(const fake_step_t *st)
+{
+    return st->body ? (st->len ? st->len : strlen(st->body)) : 0;
+}
+
+/* A stream's next event: a piece, then its end (or a keep-alive comment while held). */
+static void on_stream_step(uv_timer_t *t)
+{
+    fake_held_t *p = t->data;
+    if (p->ended)
+        return;
+    const fake_step_t *st = &p->st;
+    if (p->last_out) {
+        if (st->end == FAKE_HOLD) {
+            bm_resp_write_copy(p->req, ":\n", 2);
+            uv_timer_start(&p->t, on_stream_step, st->keepalive_ms, 0);
+        } else {
+            held_end(p, st->end == FAKE_CUT);
+        }
+        return;
+    }
+    const char *piece = p->next < FAKE_MAX_PIECES ? st->pieces[p->next] : NULL;
+    if (piece) {
+        bm_resp_write_copy(p->req, piece, strlen(piece));
+        p->next++;
+    }
+    if (p->next < FAKE_MAX_PIECES && st->pieces[p->next]) {
+        uv_timer_start(&p->t, on_stream_step, st->gap_ms, 0);
+        return;
+    }
+    p->last_out = true;
+    if (st->end != FAKE_HOLD)
+        uv_timer_start(&p->t, on_stream_step, st->end_after_ms, 0);
+    else if (st->keepalive_ms)
+        uv_timer_start(&p->t, on_stream_step, st->keepalive_ms, 0);
+}
+
+/* The step's time has come: its answer (or the head of its stream). */
+static void on_due(uv_timer_t *t)
+{
+    fake_held_t *p = t->data;
+    if (p->ended)
+        return;
+    fake_node_t *n = p->n;
+    const fake_step_t *st = &p->st;
+    n->answered++;
+    logf_(n->set, "%s<", n->id);
+    bm_hdrs_t h;
+    if (st->stream) {
+        step_headers(st, st->ctype ? st->ctype : "text/event-stream", &h);
+        bm_resp_start(p->req, st->status, &h, -1);
+        bm_hdrs_dispose(&h);
+        n->stream = p->req;
+        n->stream_held = p;
+        uv_timer_start(&p->t, on_stream_step, st->gap_ms, 0);
+        return;
+    }
+    size_t len = step_len(st);
+    if (st->cut) {
+        step_headers(st, st->ctype ? st->ctype : "application/json", &h);
+        bm_resp_start(p->req, st->status, &h, (int64_t)len);
+        bm_hdrs_dispose(&h);
+        if (st->cut_at)
+            bm_resp_write_copy(p->req, st->body, st->cut_at < len ? st->cut_at : len);
+        held_end(p, true);
+        return;
+    }
+    bool empty = st->status == 204 || !st->body; /* a 204 has neither body nor type */
+    step_headers(st, NULL, &h);
+    bm_buf_t *b = empty ? NULL : bm_buf_copy(st->body, len);
+    const char *ctype = st->status == 204 ? NULL
+                        : st->ctype       ? st->ctype
+                        : st->body        ? "application/json"
+                                          : NULL;
+    p->ended = true;
+    bm_resp_send(p->req, st->status, ctype, b, &h);
+    bm_buf_unref(b);
+    bm_hdrs_dispose(&h);
+    uv_close((uv_handle_t *)&p->t, held_closed);
+}
+
+/* ---- nodes ---------------------------------------------------------------------------------- */
+
+static void record(fake_node_t *n, bm_req_t *req)
+{
+    int i = n->requests++;
+    logf_(n->set, "%s>", n->id);
+    if (i >= FAKE_MAX_RECORDS)
+        return;
+    fake_req_t *r = &n->reqs[i];
+    free(r->body);
+    memset(r, 0, sizeof *r);
+    const char *h;
+    snprintf(r->method, sizeof r->method, "%s", bm_req_method(req));
+    snprintf(r->target, sizeof r->target, "%s", bm_req_target(req));
+    snprintf(r->accept, sizeof r->accept, "%s", (h = bm_req_header(req, "accept")) ? h : "");
+    snprintf(r->ctype, sizeof r->ctype, "%s", (h = bm_req_header(req, "content-type")) ? h : "");
+    snprintf(r->version, sizeof r->version, "%s",
+             (h = bm_req_header(req, "eth-consensus-version")) ? h : "");
+    bm_buf_t *b = bm_req_body(req);
+    r->body_len = b ? b->len : 0;
+    r->body = malloc(r->body_len + 1);
+    assert_non_null(r->body);
+    if (r->body_len)
+        memcpy(r->body, b->data, r->body_len);
+    r->body[r->body_len] = '\0';
+    uv_update_time(n->set->loop);
+    r->at_ms = uv_now(n->set->loop);
+}
+
+static void on_request(bm_req_t *req, void *ud)
+{
+    fake_node_t *n = ud;
+    int i = n->requests;
+    record(n, req);
+    if (n->handler) {
+        n->handler(n, req, n->ud);
+        return;
+    }
+    fake_held_t *p = held_new(n, req);
+    p->st = n->steps[i < n->nsteps ? i : n->nsteps - 1];
+    if (p->st.status)
+        uv_timer_start(&p->t, on_due, p->st.delay_ms, 0);
+}
+
+void fake_nodes_init(fake_nodes_t *s, uv_loop_t *loop, bm_pool_t *pool)
+{
+    memset(s, 0, sizeof *s);
+    s->loop = loop;
+    s->pool = pool;
+}
+
+/* The next node of the set, named after its place. */
+static fake_node_t *node_new(fake_nodes_t *s)
+{
+    assert_true(s->n < FAKE_MAX_NODES);
+    fake_node_t *n = &s->node[s->n];
+    memset(n, 0, sizeof *n);
+    snprintf(n->id, sizeof n->id, "%c", 'a' + s->n);
+    s->n++;
+    n->set = s;
+    return n;
+}
+
+/* Gives the node its port, and its pool entry when the set has a pool. */
+static void node_at(fake_node_t *n, int port)
+{
+    n->port = port;
+    snprintf(n->url, sizeof n->url, "http://127.0.0.1:%d", port);
+    if (n->set->pool) {
+        n->node = bm_pool_add(n->set->pool, n->id, n->url, NULL);
+        assert_non_null(n->node);
+    }
+}
+
+static fake_node_t *node_listening(fake_nodes_t *s)
+{
+    fake_node_t *n = node_new(s);
+    n->srv = bm_server_new(s->loop, NULL, on_request, n);
+    assert_non_null(n->srv);
+    assert_int_equal(bm_server_listen(n->srv, "127.0.0.1", 0), 0);
+    node_at(n, bm_server_port(n->srv));
+    return n;
+}
+
+fake_node_t *fake_node_add(fake_nodes_t *s, const fake_step_t *steps, int nsteps)
+{
+    fake_node_t *n = node_listening(s);
+    fake_node_script(n, steps, nsteps);
+    return n;
+}
+
+fake_node_t *fake_node_add1(fake_nodes_t *s, fake_step_t step)
+{
+    return fake_node_add(s, &step, 1);
+}
+
+fake_node_t *fake_node_add_handler(fake_nodes_t *s, fake_handler_fn fn, void *ud)
+{
+    assert_non_null(fn);
+    fake_node_t *n = node_listening(s);
+    n->handler = fn;
+    n->ud = ud;
+    return n;
+}
+
+static void on_probe_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+fake_node_t *fake_node_add_refused(fake_nodes_t *s)
+{
+    uv_tcp_t probe;
+    struct sockaddr_in sa;
+    uv_ip4_addr("127.0.0.1", 0, &sa);
+    assert_int_equal(uv_tcp_init(s->loop, &probe), 0);
+    assert_int_equal(uv_tcp_bind(&probe, (const struct sockaddr *)&sa, 0), 0);
+    struct sockaddr_in got;
+    int len = sizeof got;
+    assert_int_equal(uv_tcp_getsockname(&probe, (struct sockaddr *)&got, &len), 0);
+    uv_close((uv_handle_t *)&probe, on_probe_closed);
+    uv_run(s->loop, UV_RUN_NOWAIT);
+    fake_node_t *n = node_new(s);
+    node_at(n, ntohs(got.sin_port));
+    return n;
+}
+
+void fake_node_script(fake_node_t *n, const fake_step_t *steps, int nsteps)
+{
+    assert_true(nsteps > 0 && nsteps <= FAKE_MAX_STEPS);
+    memcpy(n->steps, steps, sizeof *steps * (size_t)nsteps);
+    n->nsteps = nsteps;
+    n->requests = 0;
+}
+
+const fake_req_t *fake_node_last(const fake_node_t *n)
+{
+    assert_true(n->requests > 0);
+    int i = n->requests - 1;
+    return &n->reqs[i < FAKE_MAX_RECORDS ? i : FAKE_MAX_RECORDS - 1];
+}
+
+static void on_srv_done(bm_server_t *srv, void *ud)
+{
+    (void)srv;
+    ((fake_node_t *)ud)->srv_done = true;
+}
+
+static bool nodes_closed(const fake_nodes_t *s)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->node[i].srv && !s->node[i].srv_done)
+            return false;
+    return s->held == 0;
+}
+
+void fake_nodes_close(fake_nodes_t *s)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->node[i].srv)
+            bm_server_shutdown(s->node[i].srv, 20, on_srv_done, &s->node[i]);
+    RUN_UNTIL(s->loop, nodes_closed(s), FAKE_BOUND_MS);
+    assert_true(nodes_closed(s));
+    for (int i = 0; i < s->n; i++) {
+        fake_node_t *n = &s->node[i];
+        if (n->srv)
+            bm_server_free(n->srv);
+        n->srv = NULL;
+        for (int k = 0; k < FAKE_MAX_RECORDS; k++) {
+            free(n->reqs[k].body);
+            n->reqs[k].body = NULL;
+        }
+    }
+}
+
+/* ---- answering from a handler ------------------------------------------------------------- */
+
+void fake_send_json(bm_req_t *req, int status, const char *fmt, ...)
+{
+    bm_str_t s = BM_STR_INIT;
+    va_list ap;
+    va_start(ap, fmt);
+    bm_str_vprintf(&s, fmt, ap);
+    va_end(ap);
+    bm_buf_t *b = bm_str_finish(&s);
+    assert_non_null(b);
+    bm_resp_send(req, status, "application/json", b, NULL);
+    bm_buf_unref(b);
+}
+
+void fake_stream_open(fake_node_t *n, bm_req_t *req)
+{
+    if (n->stream_held)
+        held_end(n->stream_held, false);
+    fake_held_t *p = held_new(n, req);
+    p->last_out = true; /* nothing scripted: the test writes */
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", "text/event-stream");
+    bm_resp_start(req, 200, &h, -1);
+    bm_hdrs_dispose(&h);
+    n->answered++;
+    n->stream = req;
+    n->stream_held = p;
+}
+
+void fake_stream_write(fake_node_t *n, const char *text)
+{
+    assert_non_null(n->stream);
+    assert_int_equal(bm_resp_write_copy(n->stream, text, strlen(text)), 0);
+}
+
+void fake_stream_event(fake_node_t *n, const char *topic, const char *data)
+{
+    char buf[1024];
+    int len = snprintf(buf, sizeof buf, "event: %s\ndata: %s\n\n", topic, data);
+    assert_true(len > 0 && (size_t)len < sizeof buf);
+    fake_stream_write(n, buf);
+}
+
+void fake_stream_end(fake_node_t *n)
+{
+    assert_non_null(n->stream_held);
+    held_end(n->stream_held, false);
+}
+
+/* ---- the client ------------------------------------------------------------------------------ */
+
+static void on_call_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
+{
+    fake_call_t *c = ud;
+    (void)x;
+    c->x = NULL;
+    c->done = true;
+    c->err = res->err;
+    c->status = res->status;
+    c->end_ms = bm_clock_now_ms();
+    if (res->headers)
+        assert_int_equal(bm_hdrs_copy(&c->hdrs, res->headers), 0);
+    c->body_len = res->body ? res->body->len : 0;
+    free(c->body);
+    c->body = malloc(c->body_len + 1);
+    assert_non_null(c->body);
+    if (c->body_len)
+        memcpy(c->body, res->body->data, c->body_len);
+    c->body[c->body_len] = '\0';
+}
+
+void fake_call_start(fake_call_t *c, bm_upstream_t *up, int port, const fake_request_t *rq)
+{
+    memset(c, 0, sizeof *c);
+    bm_hdrs_init(&c->hdrs);
+    c->body = calloc(1, 1);
+    assert_non_null(c->body);
+    char url[1024];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, rq->target);
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    if (rq->accept)
+        bm_hdrs_add_z(&h, "Accept", rq->accept);
+    if (rq->ctype)
+        bm_hdrs_add_z(&h, "Content-Type", rq->ctype);
+    if (rq->version)
+        bm_hdrs_add_z(&h, "Eth-Consensus-Version", rq->version);
+    bm_buf_t *b = NULL;
+    if (rq->body) {
+        b = bm_buf_copy(rq->body, rq->len ? rq->len : strlen(rq->body));
+        assert_non_null(b);
+    }
+    bm_xfer_req_t xr = {
+        .method = rq->method ? rq->method : "GET",
+        .url = url,
+        .headers = &h,
+        .body = b,
+        .timeout_ms = rq->timeout_ms ? rq->timeout_ms : 10000,
+    };
+    static const bm_xfer_cbs_t cbs = {.on_done = on_call_done};
+    c->start_ms = bm_clock_now_ms();
+    c->x = bm_upstream_start(up, &xr, &cbs, c);
+    assert_non_null(c->x);
+    bm_buf_unref(b);
+    bm_hdrs_dispose(&h);
+}
+
+const char *fake_call_header(const fake_call_t *c, const char *name)
+{
+    const char *v = bm_hdrs_get(&c->hdrs, name);
+    return v ? v : "";
+}
+
+uint64_t fake_call_ms(const fake_call_t *c)
+{
+    return c->end_ms - c->start_ms;
+}
+
+void fake_call_dispose(fake_call_t *c)
+{
+    if (c->x)
+        bm_upstream_cancel(c->x);
+    c->x = NULL;
+    bm_hdrs_dispose(&c->hdrs);
+    free(c->body);
+    c->body = NULL;
+}
+
+/* ---- beaconmux in miniature ----------------------------------------------------------------- */
+
+fake_mux_t *fake_mux_new(bool pool_records)
+{
+    fake_mux_t *m = calloc(1, sizeof *m);
+    assert_non_null(m);
+    bm_log_setup(BM_LOG_ERROR, BM_LOG_TEXT, NULL);
+    assert_int_equal(uv_loop_init(&m->loop), 0);
+    bm_upstream_opts_t o;
+    bm_upstream_opts_default(&o);
+    m->up = bm_upstream_new(&m->loop, &o);
+    m->cup = bm_upstream_new(&m->loop, &o);
+    m->pool = bm_pool_new();
+    m->router = bm_router_new();
+    assert_non_null(m->up);
+    assert_non_null(m->cup);
+    assert_non_null(m->pool);
+    assert_non_null(m->router);
+    m->eng = bm_race_engine_new(&m->loop, m->up, pool_records ? m->pool : NULL);
+    assert_non_null(m->eng);
+    m->front = bm_server_new(&m->loop, NULL, bm_router_dispatch, m->router);
+    assert_non_null(m->front);
+    assert_int_equal(bm_server_listen(m->front, "127.0.0.1", 0), 0);
+    m->front_port = bm_server_port(m->front);
+    fake_nodes_init(&m->nodes, &m->loop, m->pool);
+    fake_chain_now(&m->chain, 12000, 8, 40, BM_FORK_FULU);
+    return m;
+}
+
+int fake_mux_setup(void **state)
+{
+    *state = fake_mux_new(true);
+    return 0;
+}
+
+int fake_mux_teardown(void **state)
+{
+    fake_mux_free(*state);
+    return 0;
+}
+
+fake_node_t *fake_mux_node(fake_mux_t *m, const fake_step_t *steps, int n)
+{
+    fake_node_t *node = fake_node_add(&m->nodes, steps, n);
+    node->node->state = BM_NODE_READY;
+    return node;
+}
+
+fake_call_t *fake_mux_call(fake_mux_t *m, const fake_request_t *rq)
+{
+    assert_true(m->n_calls < FAKE_MAX_CALLS);
+    fake_call_t *c = &m->calls[m->n_calls++];
+    fake_call_start(c, m->cup, m->front_port, rq);
+    return c;
+}
+
+fake_call_t *fake_mux_send(fake_mux_t *m, const char *method, const char *target, const char *json,
+                           const char *accept)
+{
+    fake_request_t rq = {.method = method,
+                         .target = target,
+                         .accept = accept,
+                         .ctype = json ? "application/json" : NULL,
+                         .body = json};
+    return fake_mux_call(m, &rq);
+}
+
+fake_call_t *fake_mux_send_wait(fake_mux_t *m, const char *method, const char *target,
+                                const char *json, const char *accept)
+{
+    fake_call_t *c = fake_mux_send(m, method, target, json, accept);
+    fake_mux_wait(m, c);
+    return c;
+}
+
+void fake_mux_wait(fake_mux_t *m, fake_call_t *c)
+{
+    RUN_UNTIL(&m->loop, c->done, FAKE_BOUND_MS);
+    assert_true(c->done);
+    assert_int_equal(c->err, 0);
+}
+
+fake_call_t *fake_mux_get(fake_mux_t *m, const char *target, const char *accept)
+{
+    fake_request_t rq = {.target = target, .accept = accept};
+    return fake_mux_call(m, &rq);
+}
+
+static void on_front_done(bm_server_t *srv, void *ud)
+{
+    (void)srv;
+    ((fake_mux_t *)ud)->front_done = true;
+}
+
+void fake_mux_free(fake_mux_t *m)
+{
+    /* calls still running are cancelled (a test that failed midway) */
+    for (int i = 0; i < m->n_calls; i++)
+        if (m->calls[i].x) {
+            bm_upstream_cancel(m->calls[i].x);
+            m->calls[i].x = NULL;
+        }
+    /* the front first: its requests end and leave their races */
+    bm_server_shutdown(m->front, 20, on_front_done, m);
+    RUN_UNTIL(&m->loop, m->front_done, FAKE_BOUND_MS);
+    assert_true(m->front_done);
+    if (m->module_stop)
+        m->module_stop(m->module);
+    bm_race_engine_free(m->eng);
+    bm_upstream_free(m->up);
+    bm_upstream_free(m->cup);
+    fake_nodes_close(&m->nodes);
+    bm_server_free(m->front);
+    uv_run(&m->loop, UV_RUN_DEFAULT);
+    if (m->module_free)
+        m->module_free(m->module);
+    assert_int_equal(uv_loop_close(&m->loop), 0);
+    for (int i = 0; i < m->n_calls; i++)
+        fake_call_dispose(&m->calls[i]);
+    bm_router_free(m->router);
+    bm_pool_free(m->pool);
+    free(m);
+}
