@@ -57,6 +57,7 @@ typedef struct bm_config_upstream {
     char *url;                   /* owned; absolute http(s) URL, may carry user:password */
     bm_config_header_t *headers; /* owned array of n_headers */
     size_t n_headers;
+    uint32_t max_connections; /* http://: connections to the node at once (its pool) */
 } bm_config_upstream_t;
 
 typedef struct bm_config_log {

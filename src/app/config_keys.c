@@ -483,6 +483,7 @@ static const bm_cfg_key_t upstream_keys[] = {
     TEXT(T, "id",      id,  bm_cfg_id_problem,  0), /* row 0: upstream_finish reads it */
     TEXT(T, "url",     url, bm_cfg_url_problem, BM_CFG_REQUIRED | BM_CFG_MASK_URL),
     MAP(T,  "headers", headers, n_headers, header_map),
+    COUNT(T, "maxConnections", max_connections, 1, 10000, BM_DEFAULT_UPSTREAMS_MAX_CONNECTIONS),
 };
 #undef T
 

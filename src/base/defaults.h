@@ -31,6 +31,9 @@
 #define BM_DEFAULT_LOG_LEVEL BM_LOG_INFO
 #define BM_DEFAULT_LOG_FORMAT BM_LOG_TEXT
 
+/* upstreams[]: per node (http/upstream.h) */
+#define BM_DEFAULT_UPSTREAMS_MAX_CONNECTIONS 64 /* an http:// node's keep-alive pool */
+
 /* server: the listener (http/server.h), and the shutdown bound (app/main.c) */
 #define BM_DEFAULT_SERVER_MAX_BODY_BYTES (32ull << 20)   /* 32 MiB */
 #define BM_DEFAULT_SERVER_MAX_HEADER_BYTES (16ull << 10) /* 16 KiB */
