@@ -514,8 +514,9 @@ bm_xfer_t *bm_h1client_start(bm_h1client_t *c, const bm_xfer_req_t *req, const b
     }
     if (x->has_body)
         x->req_body = bm_buf_ref(req->body);
-    x->t_start_us = bm_clock_mono_us();
-    x->start_ms = x->last_rx_ms = bm_h1client_now(c);
+    uint64_t hr = uv_hrtime();
+    x->t_start_us = hr / 1000; /* CLOCK_MONOTONIC, as bm_clock_mono_us */
+    x->start_ms = x->last_rx_ms = bm_h1client_deadline_base(hr);
     x->live = true;
     x->a_next = c->live;
     if (c->live)

@@ -501,7 +501,8 @@ void bm_h1conn_open(pool_t *pl, h1x_t *x, int addr_idx, uint64_t deadline)
     c->conns = k;
     pl->n_conns++;
     k->addr_idx = addr_idx;
-    k->connect_deadline = deadline ? deadline : bm_h1client_now(c) + x->connect_ms;
+    k->connect_deadline =
+        deadline ? deadline : bm_h1client_deadline_base(uv_hrtime()) + x->connect_ms;
     attach(x, k);
     if (addrs_fresh(pl)) {
         conn_connect(k);

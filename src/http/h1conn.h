@@ -190,6 +190,17 @@ static inline uint64_t bm_h1client_now(const bm_h1client_t *c)
     return uv_now(c->loop);
 }
 
+/**
+ * The loop time from which a deadline starting now is counted: the precise clock
+ * (uv_hrtime) rounded up, because the loop's cached time (uv_now) may be a whole loop
+ * turn old, or on a coarse clock. A deadline counted from it never expires early: a
+ * timeout of 200 ms fires after at least 200 ms, as with libcurl.
+ */
+static inline uint64_t bm_h1client_deadline_base(uint64_t hrtime_ns)
+{
+    return hrtime_ns / 1000000 + 1;
+}
+
 /** Closes the client's own handles once, then frees it when everything came back. */
 void bm_h1client_teardown(bm_h1client_t *c);
 

@@ -73,8 +73,8 @@ static void test_waiting_transfer_times_out_or_is_cancelled(void **state)
     bm_upstream_cancel(gone.x); /* waiting: no callback, never sent */
     RUN_UNTIL(&f->loop, late.dones, 3000);
     assert_int_equal(late.err, BM_ETIMEDOUT);
-    assert_true(late.elapsed_us >= 90 * 1000);
-    assert_int_equal(f->srv.nreqs, 1); /* only /silent reached the node */
+    assert_true(late.elapsed_us >= 100 * 1000); /* never early */
+    assert_int_equal(f->srv.nreqs, 1);          /* only /silent reached the node */
     assert_int_equal(bm_upstream_active(f->up), 1);
     bm_upstream_cancel(busy.x);
     RUN_FOR(&f->loop, 20);

@@ -269,7 +269,7 @@ static void test_timeout_no_answer(void **state)
     assert_int_equal(r.err, BM_ETIMEDOUT);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.heads, 0);
-    assert_true(r.elapsed_us >= 190 * 1000);
+    assert_true(r.elapsed_us >= 200 * 1000); /* never early, whatever the loop did before */
     assert_true(r.elapsed_us < 2000 * 1000);
     assert_int_equal(f->srv.nreqs, 1);
     rec_dispose(&r);
