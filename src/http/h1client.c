@@ -322,14 +322,9 @@ static void wait_timer_update(bm_h1client_t *c)
     uint64_t d = 0;
     for (pool_t *pl = c->pools; pl; pl = pl->next)
         for (h1x_t *x = pl->wait_head; x; x = x->w_next) {
-            if (x->timeout_ms) {
-                uint64_t t = x->start_ms + x->timeout_ms;
-                d = d && d < t ? d : t;
-            }
-            if (x->idle_ms && !x->want_paused) {
-                uint64_t t = x->last_rx_ms + x->idle_ms;
-                d = d && d < t ? d : t;
-            }
+            uint64_t t = bm_h1conn_xfer_deadline(x);
+            if (t && (!d || t < d))
+                d = t;
         }
     if (!d || (c->wait_due && c->wait_due <= d))
         return;

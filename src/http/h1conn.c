@@ -328,6 +328,20 @@ void bm_h1conn_close(conn_t *k)
 
 static void on_conn_timer(uv_timer_t *t);
 
+/* The earlier of two deadlines, 0 standing for none. */
+static uint64_t earlier(uint64_t a, uint64_t b)
+{
+    return a && (!b || a < b) ? a : b;
+}
+
+uint64_t bm_h1conn_xfer_deadline(const h1x_t *x)
+{
+    uint64_t d = x->timeout_ms ? x->start_ms + x->timeout_ms : 0;
+    if (x->idle_ms && !x->want_paused)
+        d = earlier(d, x->last_rx_ms + x->idle_ms);
+    return d;
+}
+
 /* The earliest deadline of the connection, 0 when it has none. */
 static uint64_t conn_deadline(const conn_t *k)
 {
@@ -336,17 +350,9 @@ static uint64_t conn_deadline(const conn_t *k)
         d = k->connect_deadline;
     const h1x_t *x = k->x;
     if (x) {
-        if (x->timeout_ms) {
-            uint64_t t = x->start_ms + x->timeout_ms;
-            d = d && d < t ? d : t;
-        }
-        if (x->idle_ms && !x->want_paused) {
-            uint64_t t = x->last_rx_ms + x->idle_ms;
-            d = d && d < t ? d : t;
-        }
+        d = earlier(d, bm_h1conn_xfer_deadline(x));
     } else if (k->pooled) {
-        uint64_t t = k->idle_since + k->c->opts.idle_close_ms;
-        d = d && d < t ? d : t;
+        d = earlier(d, k->idle_since + k->c->opts.idle_close_ms);
     }
     return d;
 }

@@ -262,6 +262,10 @@ void bm_h1conn_close(conn_t *k);
 /** Arms the connection's timer for its earliest deadline, unless it fires earlier. */
 void bm_h1conn_timer_update(conn_t *k);
 
+/** The earliest of a transfer's own deadlines (overall, idle unless paused; loop time),
+ *  0 when it has none. */
+uint64_t bm_h1conn_xfer_deadline(const h1x_t *x);
+
 /** What expired for a transfer at `now` (loop time), or NULL. */
 const char *bm_h1conn_expired(h1x_t *x, uint64_t now);
 

@@ -220,17 +220,6 @@ static void emit_field(void *ctx, const char *name, size_t nlen, const char *val
     *w = PUT_LIT(*w, "\r\n");
 }
 
-static char *put_u64(char *w, uint64_t v)
-{
-    char tmp[24];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return put(w, tmp + i, sizeof tmp - i);
-}
-
 int bm_h1req_build(bm_str_t *out, size_t *line_len, const char *method, const char *target,
                    const bm_xfer_req_t *req, bool drop_auth, bool has_body, size_t body_len)
 {
@@ -259,14 +248,13 @@ int bm_h1req_build(bm_str_t *out, size_t *line_len, const char *method, const ch
     if (!(saw & BM_UPRULES_SAW_ACCEPT))
         w = PUT_LIT(w, "Accept: */*\r\n");
     w = PUT_LIT(w, "Accept-Encoding: identity\r\n");
-    if (has_body) {
-        w = PUT_LIT(w, "Content-Length: ");
-        w = put_u64(w, body_len);
-        w = PUT_LIT(w, "\r\n");
-    }
-    w = PUT_LIT(w, "\r\n");
     out->b->len = (size_t)(w - start);
+    if (has_body) { /* within the room reserved above: nothing moves */
+        bm_str_append(out, LIT("Content-Length: "));
+        bm_str_u64(out, body_len);
+        bm_str_append(out, LIT("\r\n"));
+    }
+    bm_str_append(out, LIT("\r\n"));
     bm_assert(out->b->len <= need);
-    *w = '\0';
     return 0;
 }
