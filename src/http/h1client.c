@@ -113,7 +113,7 @@ void bm_h1client_release(h1x_t *x)
     bm_buf_unref(x->req_body);
     x->req_body = NULL;
     bm_str_dispose(&x->body);
-    x->state = XS_FREE;
+    bm_h1client_set_state(x, XS_FREE);
     if (!c->dying && c->n_xfer < BM_H1_XFER_POOL_MAX && bm_str_len(&x->head) < 16 * 1024) {
         bm_hdrs_clear(&x->hdrs);
         c->xfer_pool[c->n_xfer++] = x;
@@ -169,7 +169,7 @@ void bm_h1client_finish(h1x_t *x)
     bm_h1client_t *c = x->c;
     int err = x->err;
     c->active--;
-    x->state = XS_DONE;
+    bm_h1client_set_state(x, XS_DONE);
 
     char detail[256];
     detail[0] = '\0';
@@ -231,7 +231,7 @@ void bm_h1client_fail_later(h1x_t *x, int err, const char *detail)
     detach_failed(x);
     x->err = err;
     x->detail = detail;
-    x->state = XS_FAILING;
+    bm_h1client_set_state(x, XS_FAILING);
     x->f_next = NULL;
     if (c->fail_tail)
         c->fail_tail->f_next = x;
@@ -419,9 +419,9 @@ void bm_h1client_free(bm_h1client_t *c)
         if (x->state == XS_DONE)
             continue; /* its on_done is running; bm_h1client_finish() releases it */
         if (x->in_cb) {
-            x->state = XS_CANCELLED;
+            bm_h1client_set_state(x, XS_CANCELLED);
         } else {
-            x->state = XS_CANCELLED;
+            bm_h1client_set_state(x, XS_CANCELLED);
             bm_h1client_release(x);
         }
     }
@@ -465,7 +465,7 @@ static void acquire(h1x_t *x)
     if (bm_h1conn_acquire(x))
         return;
     pool_t *pl = x->node->pool;
-    x->state = XS_WAITING;
+    bm_h1client_set_state(x, XS_WAITING);
     x->w_next = NULL;
     x->w_prev = pl->wait_tail;
     if (pl->wait_tail)
@@ -547,7 +547,7 @@ void bm_h1client_cancel(bm_xfer_t *bx)
         if (k->state == CS_OPEN)
             bm_h1conn_close(k);
     }
-    x->state = XS_CANCELLED;
+    bm_h1client_set_state(x, XS_CANCELLED);
     if (!x->in_cb)
         bm_h1client_release(x);
 }

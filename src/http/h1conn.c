@@ -240,7 +240,7 @@ void bm_h1conn_kick(pool_t *pl)
 
 static void attach(h1x_t *x, conn_t *k)
 {
-    x->state = XS_ATTACHED;
+    bm_h1client_set_state(x, XS_ATTACHED);
     x->conn = k;
     k->x = x;
     k->got_bytes = false;
@@ -311,7 +311,7 @@ void bm_h1conn_close(conn_t *k)
         k->x->conn = NULL;
         k->x = NULL;
     }
-    k->state = CS_CLOSED;
+    bm_h1conn_set_state(k, CS_CLOSED);
     if (k->all_prev)
         k->all_prev->all_next = k->all_next;
     else
@@ -460,7 +460,7 @@ static void on_connect(uv_connect_t *req, int status)
     } else {
         uv_tcp_nodelay(&k->tcp, 1);
         uv_tcp_keepalive(&k->tcp, 1, TCP_KEEPALIVE_S);
-        k->state = CS_OPEN;
+        bm_h1conn_set_state(k, CS_OPEN);
         read_start(k);
         if (k->x)
             conn_send(k);
@@ -473,7 +473,7 @@ static void on_connect(uv_connect_t *req, int status)
 static void conn_connect(conn_t *k)
 {
     pool_t *pl = k->pool;
-    k->state = CS_CONNECTING;
+    bm_h1conn_set_state(k, CS_CONNECTING);
     k->connect_req.data = k;
     int rc = k->addr_idx < pl->n_addrs
                  ? uv_tcp_connect(&k->connect_req, &k->tcp,
@@ -513,7 +513,7 @@ void bm_h1conn_open(pool_t *pl, h1x_t *x, int addr_idx, uint64_t deadline)
     if (addrs_fresh(pl)) {
         conn_connect(k);
     } else {
-        k->state = CS_RESOLVING;
+        bm_h1conn_set_state(k, CS_RESOLVING);
         k->rw_next = pl->resolve_waiters;
         pl->resolve_waiters = k;
         pool_resolve(pl);

@@ -182,6 +182,33 @@ struct bm_h1client {
     void *closed_ud;
 };
 
+/* ---- state changes ------------------------------------------------------------------ */
+
+/** The one place a transfer's state changes; transitions are logged in debug builds. */
+static inline void bm_h1client_set_state(h1x_t *x, xstate_t to)
+{
+#ifdef BM_DEBUG
+    static const char *const names[] = {"free",    "waiting", "attached",
+                                        "failing", "done",    "cancelled"};
+    if (x->state != to && bm_log_enabled(BM_LOG_DEBUG))
+        bm_log(BM_LOG_DEBUG, "h1client: transfer %p %s -> %s", (void *)x, names[x->state],
+               names[to]);
+#endif
+    x->state = to;
+}
+
+/** The one place a connection's state changes; transitions are logged in debug builds. */
+static inline void bm_h1conn_set_state(conn_t *k, cstate_t to)
+{
+#ifdef BM_DEBUG
+    static const char *const names[] = {"resolving", "connecting", "open", "closed"};
+    if (k->state != to && bm_log_enabled(BM_LOG_DEBUG))
+        bm_log(BM_LOG_DEBUG, "h1client: connection %p %s -> %s", (void *)k, names[k->state],
+               names[to]);
+#endif
+    k->state = to;
+}
+
 /* ---- h1client.c --------------------------------------------------------------------- */
 
 /** Loop time in milliseconds (what the timers count in). */

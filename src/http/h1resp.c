@@ -24,6 +24,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "http/uprules.h"
 
 typedef enum {
@@ -81,6 +82,17 @@ struct bm_h1resp {
 
 static http_parser_settings g_settings;
 static bool g_settings_ready;
+
+/* The one place the phase changes; transitions are logged in debug builds. */
+static void set_phase(bm_h1resp_t *r, phase_t to)
+{
+#ifdef BM_DEBUG
+    static const char *const names[] = {"head", "body", "done", "failed"};
+    if (r->phase != to && bm_log_enabled(BM_LOG_DEBUG))
+        bm_log(BM_LOG_DEBUG, "h1resp %p: %s -> %s", (void *)r, names[r->phase], names[to]);
+#endif
+    r->phase = to;
+}
 
 /* ---- callbacks ---------------------------------------------------------------------- */
 
@@ -305,7 +317,7 @@ void bm_h1resp_reset(bm_h1resp_t *r, bool head_request, bm_hdrs_t *hdrs)
 {
     http_parser_init(&r->hp, HTTP_RESPONSE);
     r->hp.data = r;
-    r->phase = PH_HEAD;
+    set_phase(r, PH_HEAD);
     r->head_request = head_request;
     r->hdrs = hdrs;
     bm_hdrs_clear(hdrs);
@@ -322,7 +334,7 @@ void bm_h1resp_reset(bm_h1resp_t *r, bool head_request, bm_hdrs_t *hdrs)
 
 static bm_h1resp_ev_t fail(bm_h1resp_t *r, int err, const char *detail)
 {
-    r->phase = PH_FAILED;
+    set_phase(r, PH_FAILED);
     if (!r->err) {
         r->err = err;
         r->detail = detail;
@@ -375,7 +387,7 @@ bm_h1resp_ev_t bm_h1resp_next(bm_h1resp_t *r, const char *p, size_t n, size_t *u
         *used = off;
         switch (r->ev) {
         case EV_HEAD:
-            r->phase = PH_BODY;
+            set_phase(r, PH_BODY);
             r->framing = 0;
             return BM_H1RESP_HEAD;
         case EV_DATA:
@@ -386,7 +398,7 @@ bm_h1resp_ev_t bm_h1resp_next(bm_h1resp_t *r, const char *p, size_t n, size_t *u
             *len = r->len;
             return BM_H1RESP_DATA;
         case EV_DONE:
-            r->phase = PH_DONE;
+            set_phase(r, PH_DONE);
             return BM_H1RESP_DONE;
         case EV_INTERIM:
             bm_hdrs_clear(r->hdrs);
@@ -420,7 +432,7 @@ bm_h1resp_ev_t bm_h1resp_eof(bm_h1resp_t *r)
     if (e == HPE_PAUSED)
         http_parser_pause(&r->hp, 0);
     if (r->ev == EV_DONE) {
-        r->phase = PH_DONE;
+        set_phase(r, PH_DONE);
         r->keep_alive = false;
         return BM_H1RESP_DONE;
     }
