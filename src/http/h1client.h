@@ -29,6 +29,8 @@
  * and re-entrancy rules. In particular on_done never runs inside a call into this module
  * (failures found there are delivered from the loop), no callback runs after a cancel,
  * and bm_h1client_free inside a callback defers the teardown until the stack unwinds.
+ * Like every libuv program that writes to sockets, the process must ignore SIGPIPE
+ * (beaconmux's main does): a write to a connection the node reset returns an error then.
  * Internal to src/http/; upstream.c is the only caller.
  */
 #ifndef BM_H1CLIENT_H
