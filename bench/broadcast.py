@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """The added latency of a broadcast write: the same small POST straight to one beacon node,
-through beaconmux to one node (failover, for comparison), and through beaconmux to all three
+through beaconmux to one node (the read path, for comparison), and through beaconmux to all three
 (broadcast). Three beaconsim nodes, one keep-alive client per path, N sequential requests
 each, two rounds (the first warms up). Prints p50/p90/p99 per path.
 
@@ -64,7 +64,7 @@ def main():
         harness.wait_for(lambda: states() == ["ready"] * 3, 15, what="three ready nodes")
         node = int(sim.nodes[0].rsplit(":", 1)[1])
         paths = [("straight to one node", node, "/eth/v1/beacon/pool/sync_committees", SYNC_MSG),
-                 ("beaconmux, failover to one node", port, "/eth/v1/beacon/states/head/validators",
+                 ("beaconmux, read path to one node", port, "/eth/v1/beacon/states/head/validators",
                   b'{"ids":["1","2"]}'),
                  ("beaconmux, broadcast to 3 nodes", port, "/eth/v1/beacon/pool/sync_committees",
                   SYNC_MSG)]

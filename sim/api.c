@@ -32,6 +32,7 @@ static void h_peers(ctx_t *x);
 static void h_headers(ctx_t *x);
 static void h_header(ctx_t *x);
 static void h_block_root(ctx_t *x);
+static void h_blob_sidecars(ctx_t *x);
 static void h_block(ctx_t *x);
 static void h_state_root(ctx_t *x);
 static void h_state_fork(ctx_t *x);
@@ -69,6 +70,7 @@ static const route_t ROUTES[] = {
     {"GET", "/eth/v1/beacon/headers/{block_id}", "getBlockHeader", h_header, 0},
     {"GET", "/eth/v1/beacon/blocks/{block_id}/root", "getBlockRoot", h_block_root, 0},
     {"GET", "/eth/v2/beacon/blocks/{block_id}", "getBlockV2", h_block, R_SSZ_RESP},
+    {"GET", "/eth/v1/beacon/blob_sidecars/{block_id}", "getBlobSidecars", h_blob_sidecars, 0},
     {"GET", "/eth/v1/beacon/states/{state_id}/root", "getStateRoot", h_state_root, 0},
     {"GET", "/eth/v1/beacon/states/{state_id}/fork", "getStateFork", h_state_fork, 0},
     {"GET", "/eth/v1/beacon/states/{state_id}/finality_checkpoints", "getStateFinalityCheckpoints",
@@ -570,8 +572,18 @@ void bs_api_dispatch(bs_simnode_t *sn, bm_req_t *req, int r)
         rec_blob = (h = bm_req_header(req, "Eth-Blob-Data-Included")) ? strdup(h) : NULL;
         rec_body = bm_buf_ref(bm_req_body(req));
     }
-    if (n->behav.error_rate > 0 && bs_rng_unit(&n->rng) < n->behav.error_rate) {
+    const char *why_pruned;
+    if (n->behav.throttle > 0 && bs_rng_unit(&n->rng) < n->behav.throttle) {
+        api_reply_throttled(&x);
+    } else if (n->behav.error_rate > 0 && bs_rng_unit(&n->rng) < n->behav.error_rate) {
         api_reply_error(&x, 500, "Internal server error (simulated by error-rate)");
+    } else if ((why_pruned = api_pruned(&x, path, plen))) {
+        if (strstr(path, "/blob_sidecars/"))
+            api_reply_error(&x, 400,
+                            "Requested blob sidecars are outside the custody window "
+                            "of this node");
+        else
+            api_reply_error(&x, 404, "%s not found: pruned by this node", why_pruned);
     } else {
         bool ssz_pref;
         /* a real node streams events to `Accept: text/event-stream` (what EventSource
@@ -1128,6 +1140,19 @@ static void h_block_root(ctx_t *x)
     bm_str_puts(&s, ",\"data\":{\"root\":");
     api_put_root(&s, &r);
     bm_str_puts(&s, "}}");
+    api_reply_str(x, 200, &s, NULL);
+}
+
+/* Blob sidecars: the sim's blocks carry no blobs, so a kept block has an empty list. */
+static void h_blob_sidecars(ctx_t *x)
+{
+    bs_block_id_t id;
+    if (!block_param(x, &id))
+        return;
+    bm_str_t s = BM_STR_INIT;
+    bm_str_putc(&s, '{');
+    meta(&s, x, id);
+    bm_str_puts(&s, ",\"data\":[]}");
     api_reply_str(x, 200, &s, NULL);
 }
 

@@ -52,6 +52,10 @@ void api_reply_ssz(ctx_t *x, bm_str_t *ssz, const bm_hdrs_t *h);
 void api_reply_ssz_buf(ctx_t *x, bm_buf_t *ssz, const bm_hdrs_t *h);
 void api_reply_empty(ctx_t *x, int status);
 
+/* faults (api_faults.c): a 429 with the node's Retry-After; what a pruned node lost */
+void api_reply_throttled(ctx_t *x);
+const char *api_pruned(ctx_t *x, const char *path, size_t plen);
+
 /* query parameters: first value of `name` into out; false when absent */
 bool api_query(ctx_t *x, const char *name, char *out, size_t outlen);
 /* strict unsigned decimal */

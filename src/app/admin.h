@@ -3,13 +3,16 @@
  * admin: beaconmux's own endpoints. /healthz for load balancers and orchestrators (200
  * when at least one upstream is usable for requests, else 503) and /beaconmux/v1/status,
  * the operator's view: per upstream its id, masked URL, state and why, client, version,
- * requests, errors and latency; with the monitor attached also the cluster head and, per
- * node, its head, lag, event stream and recent arrival delays. Credentials never appear:
- * only masked URLs are printed.
+ * requests, errors and latency; with the monitor attached also the cluster head, whether
+ * the freshness guarantee holds (`head_guarantee`: off when the chain runs without a
+ * cluster head) and, per node, its head (and whether it was polled rather than announced
+ * by its stream), lag, event stream, head polls and recent arrival delays. Credentials
+ * never appear: only masked URLs are printed.
  *
  * The node endpoints a validator client asks its beacon node about itself are answered
- * for the cluster (docs/head-tracker.md, "Health"): /eth/v1/node/health (200 when a node is ready,
- * 206 or `syncing_status` when the best is syncing, lagging or optimistic, else 503),
+ * for the cluster (docs/head-tracker.md, "Health"): /eth/v1/node/health (200 when a node is
+ * ready and the cluster head is known, 206 or `syncing_status` when the best is syncing,
+ * lagging, optimistic or no-head, or when the chain runs without a cluster head, else 503),
  * /eth/v1/node/syncing from the cluster head and the clock (all five fields), and
  * /eth/v1/node/peer_count forwarded to the best ready node.
  */
@@ -22,7 +25,7 @@
 
 typedef struct bm_admin bm_admin_t;
 struct bm_monitor;
-struct bm_failover;
+struct bm_readpath;
 
 /** Creates the admin endpoints over `pool` and `disc` (both must outlive it). */
 bm_admin_t *bm_admin_new(bm_pool_t *pool, bm_discovery_t *disc);
@@ -36,8 +39,9 @@ void bm_admin_free(bm_admin_t *a);
  */
 void bm_admin_set_monitor(bm_admin_t *a, struct bm_monitor *m);
 
-/** Attaches the failover policy (not owned) that forwards /eth/v1/node/peer_count. */
-void bm_admin_set_failover(bm_admin_t *a, struct bm_failover *f);
+/** Attaches the read path (not owned): it forwards /eth/v1/node/peer_count to ready nodes,
+ *  and each upstream on the status page shows its read-path figures. */
+void bm_admin_set_readpath(bm_admin_t *a, struct bm_readpath *rp);
 
 /**
  * The status code of /eth/v1/node/health for the cluster now: 200, 206 or 503 (before

@@ -200,11 +200,10 @@ static int apply_upstreams(bm_config_t *cfg, const bm_cli_t *cli, bm_config_err_
     bm_config_upstream_t *ups = calloc(n, sizeof *ups);
     bool ok = ups != NULL;
     for (size_t i = 0; ok && i < n; i++) {
-        /* every key an entry of the file would default (maxConnections, ...) */
-        ok = bm_cfg_defaults(list->sub, &ups[i]) == 0;
+        ok = bm_cfg_defaults(list->sub, &ups[i]) == 0; /* priority, weight, ... */
         ups[i].id = bm_cfg_default_id(i);
         ups[i].url = strdup(cli->upstreams[i]);
-        ok = ups[i].id && ups[i].url;
+        ok = ok && ups[i].id && ups[i].url;
     }
     if (!ok) {
         free_upstreams(list, ups, ups ? n : 0);

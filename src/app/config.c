@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "app/config_keys.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/url.h"
 
@@ -104,7 +105,7 @@ static int check_keys(const bm_cfg_section_t *sec, const void *obj, const char *
         if (k->kind == BM_CFG_SECTION) {
             if (check_keys(k->sub, (const char *)obj + k->off, path, err) != 0)
                 return BM_EINVAL;
-        } else if (k->kind != BM_CFG_LIST && k->kind != BM_CFG_MAP &&
+        } else if (k->kind != BM_CFG_LIST && k->kind != BM_CFG_MAP && k->kind != BM_CFG_STRINGS &&
                    !bm_cfg_check(k, obj, msg, sizeof msg)) {
             bm_cfg_err(err, "%s: %s", path, msg);
             return BM_EINVAL;
@@ -210,6 +211,92 @@ static int check_holds(const bm_config_t *cfg, bm_config_err_t *err)
     return 0;
 }
 
+/* The position of upstream `id`, or -1. */
+static long upstream_index(const bm_config_t *cfg, const char *id)
+{
+    for (size_t i = 0; i < cfg->n_upstreams; i++)
+        if (cfg->upstreams[i].id && strcmp(cfg->upstreams[i].id, id) == 0)
+            return (long)i;
+    return -1;
+}
+
+static int check_ids(const bm_config_t *cfg, const char *where, char *const *ids, size_t n,
+                     bm_config_err_t *err)
+{
+    bm_cfg_quote_t q;
+    for (size_t j = 0; j < n; j++) {
+        if (upstream_index(cfg, ids[j]) < 0) {
+            bm_cfg_err(err, "%s.upstreams[%zu]: no upstream has the id %s", where, j,
+                       bm_cfg_quote(&q, ids[j]));
+            return BM_EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* Upstream read settings, client routes and route rules: what one value cannot say alone. */
+static int check_read_path(const bm_config_t *cfg, bm_config_err_t *err)
+{
+    char where[64];
+    for (size_t i = 0; i < cfg->n_upstreams; i++) {
+        const bm_config_autotune_t *a = &cfg->upstreams[i].auto_tune;
+        if (a->max && a->min > a->max) {
+            bm_cfg_err(err,
+                       "upstreams[%zu] (%s): autoTune.min (%u) must not be greater than "
+                       "autoTune.max (%u)",
+                       i, cfg->upstreams[i].id, a->min, a->max);
+            return BM_EINVAL;
+        }
+    }
+    for (size_t i = 0; i < cfg->n_client_routes; i++) {
+        const bm_config_client_route_t *r = &cfg->client_routes[i];
+        snprintf(where, sizeof where, "clientRoutes[%zu]", i);
+        if ((r->n_upstreams > 0) == (r->client != NULL)) {
+            bm_cfg_err(err, "%s: give either upstreams or client", where);
+            return BM_EINVAL;
+        }
+        if (check_ids(cfg, where, r->upstreams, r->n_upstreams, err) != 0)
+            return BM_EINVAL;
+    }
+    for (size_t i = 0; i < cfg->n_route_rules; i++) {
+        const bm_config_route_rule_t *r = &cfg->route_rules[i];
+        snprintf(where, sizeof where, "routeRules[%zu]", i);
+        if (check_ids(cfg, where, r->upstreams, r->n_upstreams, err) != 0)
+            return BM_EINVAL;
+        const bm_config_consensus_t *c = &r->consensus;
+        if ((c->query == 0) != (c->agree == 0) || c->agree > c->query) {
+            bm_cfg_err(err, "%s.consensus: agree (%u) must be between 1 and query (%u), both given",
+                       where, c->agree, c->query);
+            return BM_EINVAL;
+        }
+        if (c->query > cfg->n_upstreams) {
+            bm_cfg_err(err, "%s.consensus: query (%u) is more than the %zu upstreams", where,
+                       c->query, cfg->n_upstreams);
+            return BM_EINVAL;
+        }
+    }
+    return 0;
+}
+
+uint32_t bm_config_max_attempts(const bm_config_t *cfg)
+{
+    if (cfg->failsafe.retry.max_attempts != BM_CONFIG_UNSET)
+        return cfg->failsafe.retry.max_attempts;
+    if (cfg->failover.max_attempts != BM_CONFIG_UNSET)
+        return cfg->failover.max_attempts;
+    return BM_DEFAULT_FAILOVER_MAX_ATTEMPTS;
+}
+
+const char *bm_config_deprecation(const bm_config_t *cfg)
+{
+    if (cfg->failover.max_attempts == BM_CONFIG_UNSET)
+        return NULL;
+    if (cfg->failsafe.retry.max_attempts != BM_CONFIG_UNSET)
+        return "failover.maxAttempts is deprecated and ignored: failsafe.retry.maxAttempts is "
+               "set";
+    return "failover.maxAttempts is deprecated: write failsafe.retry.maxAttempts instead";
+}
+
 int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err)
 {
     if (!cfg) {
@@ -217,7 +304,7 @@ int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err)
         return BM_EINVAL;
     }
     if (check_keys(&bm_cfg_root, cfg, "", err) != 0 || check_upstreams(cfg, err) != 0 ||
-        check_holds(cfg, err) != 0)
+        check_holds(cfg, err) != 0 || check_read_path(cfg, err) != 0)
         return BM_EINVAL;
     if (cfg->health.head_quorum > cfg->n_upstreams) {
         bm_cfg_err(err,
@@ -382,6 +469,20 @@ static void dump_key(bm_str_t *out, const bm_cfg_key_t *k, const void *obj, bool
     case BM_CFG_MAP:
         dump_map(out, k, obj, mask, indent);
         return;
+    case BM_CFG_STRINGS: {
+        char *const *arr = *(char **const *)((const char *)obj + k->off);
+        size_t count = *(const size_t *)((const char *)obj + k->aux);
+        if (count == 0)
+            return;
+        bm_str_printf(out, "%*s%s: [", (int)indent, "", k->name);
+        for (size_t i = 0; i < count; i++) {
+            if (i)
+                bm_str_puts(out, ", ");
+            dump_quoted(out, arr[i], true);
+        }
+        bm_str_puts(out, "]\n");
+        return;
+    }
     case BM_CFG_LISTEN: {
         const char *h = (s = bm_cfg_str(k, obj)) ? s : "";
         bool v6 = strchr(h, ':') != NULL;
@@ -399,7 +500,7 @@ static void dump_key(bm_str_t *out, const bm_cfg_key_t *k, const void *obj, bool
         bm_str_putc(out, '\n');
         return;
     default:
-        if (k->kind == BM_CFG_DURATION_OPT && bm_cfg_num(k, obj) == BM_CONFIG_UNSET)
+        if (bm_cfg_unset(k, obj))
             return; /* inherited: absent from the file reads back the same */
         bm_cfg_format(b, sizeof b, k, bm_cfg_num(k, obj));
         bm_str_printf(out, "%*s%s: %s\n", (int)indent, "", k->name, b);

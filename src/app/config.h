@@ -30,6 +30,7 @@
 #include "base/buf.h"
 #include "base/log.h"
 #include "duties/produce.h"
+#include "read/balance.h"
 
 /* ---- limits ------------------------------------------------------------------------ */
 
@@ -37,10 +38,17 @@
 #define BM_CONFIG_MAX_HEADERS 64            /* extra request headers per upstream */
 #define BM_CONFIG_MAX_ID_LEN 64             /* characters in an upstream id */
 #define BM_CONFIG_MAX_FILE_BYTES (1u << 20) /* a larger configuration file is refused */
+#define BM_CONFIG_MAX_RULES 256             /* routeRules, clientRoutes, blockedPaths entries */
 
-/* A per-duty duration that is not set: it inherits the section's value (duties.holdFloor,
- * duties.maxHold). Never a valid duration (those stop at 24 hours). */
+/* A duration that is not set: a per-duty one inherits the section's value (duties.holdFloor,
+ * duties.maxHold); events.headersTimeout follows the slot (two slots). Never a valid
+ * duration (those stop at 24 hours). Route rules use it for every number they leave to
+ * failsafe. */
 #define BM_CONFIG_UNSET UINT32_MAX
+
+/* Decimal values (failsafe.retry.backoff, failsafe.hedge.maxRatio, ...) are stored in
+ * thousandths: 2.0 is 2000, 10 % is 100. */
+#define BM_CONFIG_MILLI 1000u
 
 /* ---- the model ----------------------------------------------------------------------
  * Durations are milliseconds (uint32_t, at most 24 hours), sizes are bytes (uint64_t). */
@@ -51,12 +59,22 @@ typedef struct bm_config_header {
     char *value; /* owned; no CR, LF or other control character except tab */
 } bm_config_header_t;
 
+/** A hosted provider's auto-tuned request rate (upstreams[].autoTune), requests per second. */
+typedef struct bm_config_autotune {
+    uint32_t min;
+    uint32_t max; /* 0: no auto-tuned bucket */
+} bm_config_autotune_t;
+
 /** One beacon node. */
 typedef struct bm_config_upstream {
     char *id;                    /* owned; [A-Za-z0-9][A-Za-z0-9._-]*, unique */
     char *url;                   /* owned; absolute http(s) URL, may carry user:password */
     bm_config_header_t *headers; /* owned array of n_headers */
     size_t n_headers;
+    uint32_t priority; /* read-path tier: lower is used first */
+    uint32_t weight;   /* share within its tier */
+    bool archive;      /* keeps full history */
+    bm_config_autotune_t auto_tune;
     uint32_t max_connections; /* http://: connections to the node at once (its pool) */
 } bm_config_upstream_t;
 
@@ -83,8 +101,91 @@ typedef struct bm_config_timeouts {
 } bm_config_timeouts_t;
 
 typedef struct bm_config_failover {
-    uint32_t max_attempts; /* upstreams tried per request, 1..16 */
+    uint32_t max_attempts; /* deprecated (failsafe.retry.maxAttempts); BM_CONFIG_UNSET: not given */
 } bm_config_failover_t;
+
+/** routing.scoreWeights */
+typedef struct bm_config_score_weights {
+    uint32_t error_rate, latency, head_lag, sync_distance;
+} bm_config_score_weights_t;
+
+/** routing.stickySessions */
+typedef struct bm_config_sticky {
+    bool enabled;
+    char *key;                 /* owned; "address" or a header name; NULL: address */
+    uint32_t rebalance_factor; /* thousandths */
+} bm_config_sticky_t;
+
+/** routing.retention: how long pruned nodes keep history */
+typedef struct bm_config_retention {
+    uint32_t blob_epochs, block_epochs, state_slots;
+} bm_config_retention_t;
+
+typedef struct bm_config_routing {
+    bm_balance_strategy_t load_balancing;
+    bm_config_score_weights_t score_weights;
+    bm_config_sticky_t sticky;
+    bm_config_retention_t retention;
+} bm_config_routing_t;
+
+/** failsafe.retry, and a route rule's retry (there, BM_CONFIG_UNSET inherits) */
+typedef struct bm_config_retry {
+    uint32_t max_attempts; /* BM_CONFIG_UNSET: failover.maxAttempts, else 3 */
+    uint32_t delay_ms;
+    uint32_t backoff; /* thousandths */
+    uint32_t max_delay_ms;
+    uint32_t jitter_ms;
+} bm_config_retry_t;
+
+/** failsafe.hedge, and a route rule's hedge (delay and maxCount; BM_CONFIG_UNSET inherits) */
+typedef struct bm_config_hedge {
+    uint32_t delay_ms;
+    uint32_t max_count;
+    uint32_t max_ratio;    /* thousandths of reads */
+    uint32_t max_priority; /* hedges go to tiers up to this one */
+} bm_config_hedge_t;
+
+/** failsafe.circuitBreaker */
+typedef struct bm_config_breaker {
+    uint32_t failure_threshold, success_threshold, half_open_after_ms;
+} bm_config_breaker_t;
+
+typedef struct bm_config_failsafe {
+    uint32_t timeout_ms; /* a read's total deadline */
+    bm_config_retry_t retry;
+    bm_config_hedge_t hedge;
+    bm_config_breaker_t circuit_breaker;
+} bm_config_failsafe_t;
+
+/** clientRoutes[]: a path prefix served by some nodes only. */
+typedef struct bm_config_client_route {
+    char *prefix;     /* owned; "/lighthouse" */
+    char **upstreams; /* owned ids, n_upstreams */
+    size_t n_upstreams;
+    char *client; /* owned; a client brand ("lighthouse"), instead of upstreams */
+    bool strip_prefix;
+} bm_config_client_route_t;
+
+/** routeRules[].consensus */
+typedef struct bm_config_consensus {
+    uint32_t query, agree; /* 0: no consensus */
+} bm_config_consensus_t;
+
+/** routeRules[]: method and path pattern -> settings; numbers at BM_CONFIG_UNSET inherit. */
+typedef struct bm_config_route_rule {
+    char *method; /* owned; NULL: any */
+    char *path;   /* owned; a pattern (read/rules.h) */
+    uint32_t timeout_ms;
+    bm_config_retry_t retry;
+    bm_config_hedge_t hedge; /* only delay_ms and max_count */
+    bm_config_consensus_t consensus;
+    int strategy;     /* 0: inherit; else bm_balance_strategy_t + 1 */
+    char **upstreams; /* owned ids */
+    size_t n_upstreams;
+    char **tiers; /* owned priorities, as text */
+    size_t n_tiers;
+    bool blocked;
+} bm_config_route_rule_t;
 
 typedef struct bm_config_discovery {
     uint32_t retry_interval_ms; /* how often a down upstream is retried at start-up */
@@ -104,7 +205,9 @@ typedef struct bm_config_events {
     uint32_t keepalive_ms;           /* ':' comment interval on the cluster stream */
     uint64_t subscriber_max_pending; /* bytes unsent to a subscriber before it is dropped */
     uint32_t dedup_window;           /* events remembered for first-copy-wins */
-    uint32_t headers_timeout_ms;     /* an upstream stream must answer within */
+    uint32_t headers_timeout_ms;     /* an upstream stream must send its response head within
+                                        this, never less than two slots (BM_CONFIG_UNSET: two
+                                        slots) */
 } bm_config_events_t;
 
 /** The duty reads a race may hold, each with its own hold (duties.<name>.holdFloor/maxHold). */
@@ -152,6 +255,14 @@ typedef struct bm_config {
     bm_config_health_t health;
     bm_config_events_t events;
     bm_config_duties_t duties;
+    bm_config_routing_t routing;
+    bm_config_failsafe_t failsafe;
+    char **blocked_paths; /* owned patterns */
+    size_t n_blocked_paths;
+    bm_config_client_route_t *client_routes; /* owned array */
+    size_t n_client_routes;
+    bm_config_route_rule_t *route_rules; /* owned array */
+    size_t n_route_rules;
 } bm_config_t;
 
 /** An error message; set by every function below that fails. Never contains secrets. */
@@ -203,6 +314,15 @@ int bm_config_dump(const bm_config_t *cfg, bool mask_secrets, bm_str_t *out);
  */
 void bm_config_duty_hold(const bm_config_t *cfg, bm_config_duty_t duty, uint32_t *hold_floor_ms,
                          uint32_t *max_hold_ms);
+
+/**
+ * The read path's attempts per read: failsafe.retry.maxAttempts when set, else the
+ * deprecated failover.maxAttempts when set, else 3.
+ */
+uint32_t bm_config_max_attempts(const bm_config_t *cfg);
+
+/** A deprecation notice for keys still read but replaced (failover.maxAttempts), or NULL. */
+const char *bm_config_deprecation(const bm_config_t *cfg);
 
 /** The YAML name of a duty ("attestationData", ...), or "?" for a bad value. */
 const char *bm_config_duty_name(bm_config_duty_t duty);

@@ -21,6 +21,8 @@
 #include "base/err.h"
 #include "base/hdrs.h"
 #include "base/url.h"
+#include "cluster/pool.h"
+#include "read/rules.h"
 
 #define DURATION_MAX_MS 86400000u   /* 24 hours: durations are uint32_t milliseconds */
 #define SIZE_MAX_BYTES (1ull << 40) /* 1 TiB */
@@ -158,6 +160,56 @@ int bm_config_parse_size(const char *s, uint64_t *bytes)
         return BM_EINVAL;
     *bytes = n * mul;
     return 0;
+}
+
+/* A decimal in thousandths: "2", "2.5", "0.125", or a percentage "10%" (0.1). */
+static int parse_decimal(const char *s, uint32_t *out)
+{
+    uint64_t whole = 0, frac = 0, scale = 1000;
+    if (!parse_digits(&s, &whole))
+        return BM_EINVAL;
+    if (*s == '.') {
+        s++;
+        if (!is_digit(*s))
+            return BM_EINVAL;
+        for (; is_digit(*s); s++) {
+            if (scale == 1)
+                return BM_EINVAL; /* more than three decimals */
+            scale /= 10;
+            frac += (uint64_t)(*s - '0') * scale;
+        }
+    }
+    uint64_t v;
+    if (*s == '%' && s[1] == '\0') {
+        if (whole > 1000000)
+            return BM_EINVAL;
+        v = whole * 10 + frac / 100; /* percent to thousandths */
+        if (frac % 100)
+            return BM_EINVAL;
+    } else if (*s == '\0') {
+        if (whole > 1000000)
+            return BM_EINVAL;
+        v = whole * 1000 + frac;
+    } else {
+        return BM_EINVAL;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static void fmt_decimal(char *b, size_t n, uint64_t v)
+{
+    if (v % 1000 == 0) {
+        snprintf(b, n, "%" PRIu64, v / 1000);
+        return;
+    }
+    unsigned frac = (unsigned)(v % 1000);
+    int digits = 3;
+    while (frac % 10 == 0) {
+        frac /= 10;
+        digits--;
+    }
+    snprintf(b, n, "%" PRIu64 ".%0*u", v / 1000, digits, frac);
 }
 
 static int parse_count(const char *s, uint32_t *out)
@@ -364,6 +416,58 @@ const char *bm_cfg_header_value_problem(const char *value)
     return NULL;
 }
 
+/* A route rule's method: an HTTP token in upper case ("GET", "POST"). */
+static const char *method_problem(const char *m)
+{
+    size_t n = strlen(m);
+    if (n == 0 || n > 7)
+        return "must be an HTTP method such as GET or POST";
+    for (size_t i = 0; i < n; i++)
+        if (m[i] < 'A' || m[i] > 'Z')
+            return "must be an HTTP method in upper case, such as GET or POST";
+    return NULL;
+}
+
+static const char *tier_problem(const char *t)
+{
+    uint64_t v;
+    const char *p = t;
+    if (!parse_digits(&p, &v) || *p || v > 1000)
+        return "must be a priority, a whole number from 0 to 1000";
+    return NULL;
+}
+
+static const char *prefix_problem(const char *p)
+{
+    size_t n = strlen(p);
+    if (n < 2 || p[0] != '/' || p[n - 1] == '/')
+        return "must start with '/' and not end with one (\"/lighthouse\")";
+    if (bm_pattern_problem(p) || strchr(p, '*'))
+        return "must be a plain path: no '*', '?', '#', '%', '//' or spaces";
+    return NULL;
+}
+
+static const char *client_problem(const char *c)
+{
+    if (bm_client_parse(c, strlen(c)) == BM_CLIENT_UNKNOWN)
+        return "is not a client (lighthouse, prysm, teku, nimbus, lodestar, grandine, caplin)";
+    return NULL;
+}
+
+/* stickySessions.key: "address", or the name of a request header. */
+static const char *sticky_key_problem(const char *k)
+{
+    if (strcmp(k, "address") == 0)
+        return NULL;
+    size_t n = strlen(k);
+    if (n == 0 || n > HEADER_NAME_MAX_BYTES)
+        return "must be \"address\" or a header name";
+    for (size_t i = 0; i < n; i++)
+        if (!is_tchar((unsigned char)k[i]))
+            return "must be \"address\" or a header name";
+    return NULL;
+}
+
 char *bm_cfg_default_id(size_t i)
 {
     char b[32];
@@ -421,8 +525,15 @@ static const char *const selection_names[] = {"first", "best-value"};
 static const bm_cfg_enum_t level_enum = {"log level", level_names, 5, parse_level};
 static const bm_cfg_enum_t format_enum = {"log format", format_names, 2, parse_format};
 static const bm_cfg_enum_t selection_enum = {"block selection", selection_names, 2, NULL};
+static const char *const balance_names[] = {"score", "round-robin", "random", "least-conn"};
+static const bm_cfg_enum_t balance_enum = {"load balancing strategy", balance_names, 4, NULL};
+static const char *const rule_strategy_names[] = {"inherit", "score", "round-robin", "random",
+                                                  "least-conn"};
+static const bm_cfg_enum_t rule_strategy_enum = {"load balancing strategy", rule_strategy_names, 5,
+                                                 NULL};
 
-_Static_assert(BM_LOG_OFF == 4 && BM_LOG_JSON == 1 && BM_PRODUCE_BEST_VALUE == 1,
+_Static_assert(BM_LOG_OFF == 4 && BM_LOG_JSON == 1 && BM_PRODUCE_BEST_VALUE == 1 &&
+                   BM_BALANCE_LEAST_CONN == 3 && BM_BALANCE_COUNT == 4,
                "every value of an enumerated key has its name");
 
 /* ---- the key table -------------------------------------------------------------------
@@ -443,6 +554,17 @@ _Static_assert(BM_LOG_OFF == 4 && BM_LOG_JSON == 1 && BM_PRODUCE_BEST_VALUE == 1
     {.name = key, .kind = BM_CFG_SIZE, .off = AT(T, f, uint64_t), .min = lo, .max = hi, .def = d}
 #define COUNT(T, key, f, lo, hi, d)                                                                \
     {.name = key, .kind = BM_CFG_COUNT, .off = AT(T, f, uint32_t), .min = lo, .max = hi, .def = d}
+#define COUNT_INH(T, key, f, lo, hi)                                                               \
+    {.name = key, .kind = BM_CFG_COUNT, .off = AT(T, f, uint32_t), .min = lo, .max = hi,           \
+     .def = BM_CONFIG_UNSET, .flags = BM_CFG_INHERIT}
+#define DECIMAL(T, key, f, lo, hi, d)                                                              \
+    {.name = key, .kind = BM_CFG_DECIMAL, .off = AT(T, f, uint32_t), .min = lo, .max = hi, .def = d}
+#define DECIMAL_INH(T, key, f, lo, hi)                                                             \
+    {.name = key, .kind = BM_CFG_DECIMAL, .off = AT(T, f, uint32_t), .min = lo, .max = hi,         \
+     .def = BM_CONFIG_UNSET, .flags = BM_CFG_INHERIT}
+#define STRINGS(T, key, f, count, most, check)                                                     \
+    {.name = key, .kind = BM_CFG_STRINGS, .off = AT(T, f, char **), .aux = AT(T, count, size_t),   \
+     .max = most, .problem = check}
 #define BOOL(T, key, f, d)                                                                         \
     {.name = key, .kind = BM_CFG_BOOL, .off = AT(T, f, bool), .def = d}
 #define ENUM(T, key, f, type, e, d)                                                                \
@@ -478,12 +600,23 @@ static const bm_cfg_key_t log_keys[] = {
 
 static const bm_cfg_map_t header_map = {"header", BM_CONFIG_MAX_HEADERS,
                                         bm_cfg_header_name_problem, bm_cfg_header_value_problem};
+static const bm_cfg_key_t autotune_keys[] = {
+    COUNT(bm_config_autotune_t, "min", min, 1, 1000000, BM_DEFAULT_UPSTREAM_AUTOTUNE_MIN),
+    COUNT(bm_config_autotune_t, "max", max, 0, 1000000, BM_DEFAULT_UPSTREAM_AUTOTUNE_MAX),
+};
+static const bm_cfg_section_t autotune_section =
+    SECTION_OF(bm_config_autotune_t, autotune_keys, NULL);
+
 #define T bm_config_upstream_t
 static const bm_cfg_key_t upstream_keys[] = {
-    TEXT(T, "id",      id,  bm_cfg_id_problem,  0), /* row 0: upstream_finish reads it */
-    TEXT(T, "url",     url, bm_cfg_url_problem, BM_CFG_REQUIRED | BM_CFG_MASK_URL),
-    MAP(T,  "headers", headers, n_headers, header_map),
-    COUNT(T, "maxConnections", max_connections, 1, 10000, BM_DEFAULT_UPSTREAMS_MAX_CONNECTIONS),
+    TEXT(T, "id",       id,  bm_cfg_id_problem,  0), /* row 0: upstream_finish reads it */
+    TEXT(T, "url",      url, bm_cfg_url_problem, BM_CFG_REQUIRED | BM_CFG_MASK_URL),
+    MAP(T,  "headers",  headers, n_headers, header_map),
+    COUNT(T, "priority", priority, 0, 1000, BM_DEFAULT_UPSTREAM_PRIORITY),
+    COUNT(T, "weight",   weight,   1, 1000, BM_DEFAULT_UPSTREAM_WEIGHT),
+    BOOL(T,  "archive",  archive,  BM_DEFAULT_UPSTREAM_ARCHIVE),
+    SECTION(T, "autoTune", auto_tune, bm_config_autotune_t, autotune_section),
+    COUNT(T, "maxConnections", max_connections, 1, 10000, BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS),
 };
 #undef T
 
@@ -515,9 +648,148 @@ static const bm_cfg_key_t timeouts_keys[] = {
 #undef T
 
 static const bm_cfg_key_t failover_keys[] = {
-    COUNT(bm_config_failover_t, "maxAttempts", max_attempts, 1, 16,
-          BM_DEFAULT_FAILOVER_MAX_ATTEMPTS),
+    COUNT_INH(bm_config_failover_t, "maxAttempts", max_attempts, 1, 16), /* deprecated */
 };
+
+/* ---- the read path: routing, failsafe, blockedPaths, clientRoutes, routeRules ---- */
+
+#define T bm_config_score_weights_t
+static const bm_cfg_key_t score_weight_keys[] = {
+    COUNT(T, "errorRate",    error_rate,    0, 100, BM_DEFAULT_ROUTING_SCORE_WEIGHT_ERROR_RATE),
+    COUNT(T, "latency",      latency,       0, 100, BM_DEFAULT_ROUTING_SCORE_WEIGHT_LATENCY),
+    COUNT(T, "headLag",      head_lag,      0, 100, BM_DEFAULT_ROUTING_SCORE_WEIGHT_HEAD_LAG),
+    COUNT(T, "syncDistance", sync_distance, 0, 100, BM_DEFAULT_ROUTING_SCORE_WEIGHT_SYNC_DISTANCE),
+};
+#undef T
+
+#define T bm_config_sticky_t
+static const bm_cfg_key_t sticky_keys[] = {
+    BOOL(T,    "enabled",         enabled, BM_DEFAULT_ROUTING_STICKY_ENABLED),
+    TEXT(T,    "key",             key, sticky_key_problem, 0),
+    DECIMAL(T, "rebalanceFactor", rebalance_factor, 1000, 1000000,
+            BM_DEFAULT_ROUTING_STICKY_REBALANCE_FACTOR),
+};
+#undef T
+
+#define T bm_config_retention_t
+static const bm_cfg_key_t retention_keys[] = {
+    COUNT(T, "blobEpochs",  blob_epochs,  1, UINT32_MAX, BM_DEFAULT_ROUTING_RETENTION_BLOB_EPOCHS),
+    COUNT(T, "blockEpochs", block_epochs, 1, UINT32_MAX, BM_DEFAULT_ROUTING_RETENTION_BLOCK_EPOCHS),
+    COUNT(T, "stateSlots",  state_slots,  1, UINT32_MAX, BM_DEFAULT_ROUTING_RETENTION_STATE_SLOTS),
+};
+#undef T
+
+static const bm_cfg_section_t score_weights_section =
+    SECTION_OF(bm_config_score_weights_t, score_weight_keys, NULL);
+static const bm_cfg_section_t sticky_section = SECTION_OF(bm_config_sticky_t, sticky_keys, NULL);
+static const bm_cfg_section_t retention_section =
+    SECTION_OF(bm_config_retention_t, retention_keys, NULL);
+
+#define T bm_config_routing_t
+static const bm_cfg_key_t routing_keys[] = {
+    ENUM(T,    "loadBalancing",  load_balancing, bm_balance_strategy_t, balance_enum,
+         BM_BALANCE_SCORE),
+    SECTION(T, "scoreWeights",   score_weights, bm_config_score_weights_t, score_weights_section),
+    SECTION(T, "stickySessions", sticky,        bm_config_sticky_t,        sticky_section),
+    SECTION(T, "retention",      retention,     bm_config_retention_t,     retention_section),
+};
+#undef T
+
+#define T bm_config_retry_t
+static const bm_cfg_key_t retry_keys[] = {
+    COUNT_INH(T, "maxAttempts", max_attempts, 1, 16),
+    DURATION(T,  "delay",       delay_ms,     0, D_MAX, BM_DEFAULT_FAILSAFE_RETRY_DELAY_MS),
+    DECIMAL(T,   "backoff",     backoff,      1000, 100000, BM_DEFAULT_FAILSAFE_RETRY_BACKOFF),
+    DURATION(T,  "maxDelay",    max_delay_ms, 0, D_MAX, BM_DEFAULT_FAILSAFE_RETRY_MAX_DELAY_MS),
+    DURATION(T,  "jitter",      jitter_ms,    0, D_MAX, BM_DEFAULT_FAILSAFE_RETRY_JITTER_MS),
+};
+static const bm_cfg_key_t rule_retry_keys[] = {
+    COUNT_INH(T,    "maxAttempts", max_attempts, 1, 16),
+    DURATION_OPT(T, "delay",       delay_ms,     0, D_MAX),
+    DECIMAL_INH(T,  "backoff",     backoff,      1000, 100000),
+    DURATION_OPT(T, "maxDelay",    max_delay_ms, 0, D_MAX),
+    DURATION_OPT(T, "jitter",      jitter_ms,    0, D_MAX),
+};
+#undef T
+
+#define T bm_config_hedge_t
+static const bm_cfg_key_t hedge_keys[] = {
+    DURATION(T, "delay",       delay_ms,     1, D_MAX, BM_DEFAULT_FAILSAFE_HEDGE_DELAY_MS),
+    COUNT(T,    "maxCount",    max_count,    0, 8, BM_DEFAULT_FAILSAFE_HEDGE_MAX_COUNT),
+    DECIMAL(T,  "maxRatio",    max_ratio,    0, 1000, BM_DEFAULT_FAILSAFE_HEDGE_MAX_RATIO),
+    COUNT(T,    "maxPriority", max_priority, 0, 1000, BM_DEFAULT_FAILSAFE_HEDGE_MAX_PRIORITY),
+};
+static const bm_cfg_key_t rule_hedge_keys[] = {
+    DURATION_OPT(T, "delay",    delay_ms,  1, D_MAX),
+    COUNT_INH(T,    "maxCount", max_count, 0, 8),
+};
+#undef T
+
+#define T bm_config_breaker_t
+static const bm_cfg_key_t breaker_keys[] = {
+    COUNT(T,    "failureThreshold", failure_threshold,  0, 1000,
+          BM_DEFAULT_FAILSAFE_CB_FAILURE_THRESHOLD),
+    COUNT(T,    "successThreshold", success_threshold,  1, 1000,
+          BM_DEFAULT_FAILSAFE_CB_SUCCESS_THRESHOLD),
+    DURATION(T, "halfOpenAfter",    half_open_after_ms, 1, D_MAX,
+             BM_DEFAULT_FAILSAFE_CB_HALF_OPEN_AFTER_MS),
+};
+#undef T
+
+static const bm_cfg_section_t retry_section = SECTION_OF(bm_config_retry_t, retry_keys, NULL);
+static const bm_cfg_section_t rule_retry_section =
+    SECTION_OF(bm_config_retry_t, rule_retry_keys, NULL);
+static const bm_cfg_section_t hedge_section = SECTION_OF(bm_config_hedge_t, hedge_keys, NULL);
+static const bm_cfg_section_t rule_hedge_section =
+    SECTION_OF(bm_config_hedge_t, rule_hedge_keys, NULL);
+static const bm_cfg_section_t breaker_section =
+    SECTION_OF(bm_config_breaker_t, breaker_keys, NULL);
+
+#define T bm_config_failsafe_t
+static const bm_cfg_key_t failsafe_keys[] = {
+    DURATION(T, "timeout",        timeout_ms, 1, D_MAX, BM_DEFAULT_FAILSAFE_TIMEOUT_MS),
+    SECTION(T,  "retry",          retry,           bm_config_retry_t,   retry_section),
+    SECTION(T,  "hedge",          hedge,           bm_config_hedge_t,   hedge_section),
+    SECTION(T,  "circuitBreaker", circuit_breaker, bm_config_breaker_t, breaker_section),
+};
+#undef T
+
+#define T bm_config_client_route_t
+static const bm_cfg_key_t client_route_keys[] = {
+    TEXT(T,    "prefix",      prefix, prefix_problem, BM_CFG_REQUIRED),
+    STRINGS(T, "upstreams",   upstreams, n_upstreams, BM_CONFIG_MAX_UPSTREAMS, bm_cfg_id_problem),
+    TEXT(T,    "client",      client, client_problem, 0),
+    BOOL(T,    "stripPrefix", strip_prefix, false),
+};
+#undef T
+
+static const bm_cfg_key_t consensus_keys[] = {
+    COUNT(bm_config_consensus_t, "query", query, 0, BM_CONFIG_MAX_UPSTREAMS, 0),
+    COUNT(bm_config_consensus_t, "agree", agree, 0, BM_CONFIG_MAX_UPSTREAMS, 0),
+};
+static const bm_cfg_section_t consensus_section =
+    SECTION_OF(bm_config_consensus_t, consensus_keys, NULL);
+
+#define T bm_config_route_rule_t
+static const bm_cfg_key_t route_rule_keys[] = {
+    TEXT(T,         "method",    method, method_problem, 0),
+    TEXT(T,         "path",      path, bm_pattern_problem, BM_CFG_REQUIRED),
+    DURATION_OPT(T, "timeout",   timeout_ms, 1, D_MAX),
+    SECTION(T,      "retry",     retry,     bm_config_retry_t,     rule_retry_section),
+    SECTION(T,      "hedge",     hedge,     bm_config_hedge_t,     rule_hedge_section),
+    SECTION(T,      "consensus", consensus, bm_config_consensus_t, consensus_section),
+    ENUM(T,         "strategy",  strategy,  int, rule_strategy_enum, 0),
+    STRINGS(T,      "upstreams", upstreams, n_upstreams, BM_CONFIG_MAX_UPSTREAMS,
+            bm_cfg_id_problem),
+    STRINGS(T,      "tiers",     tiers, n_tiers, 64, tier_problem),
+    BOOL(T,         "blocked",   blocked, false),
+};
+#undef T
+
+static const bm_cfg_section_t client_route_section =
+    SECTION_OF(bm_config_client_route_t, client_route_keys, NULL);
+static const bm_cfg_section_t route_rule_section =
+    SECTION_OF(bm_config_route_rule_t, route_rule_keys, NULL);
 
 static const bm_cfg_key_t discovery_keys[] = {
     DURATION(bm_config_discovery_t, "retryInterval", retry_interval_ms, 100, D_MAX,
@@ -544,8 +816,9 @@ static const bm_cfg_key_t events_keys[] = {
          BM_DEFAULT_EVENTS_SUBSCRIBER_MAX_PENDING),
     COUNT(T,    "dedupWindow",          dedup_window,           1, 1u << 20,
           BM_DEFAULT_EVENTS_DEDUP_WINDOW),
-    DURATION(T, "headersTimeout",       headers_timeout_ms,     1, D_MAX,
-             BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS),
+    /* unset: two slots, the streams' own rule (bm_nodestream_head_wait_ms); a value below
+     * two slots is raised to two slots once the slot is known */
+    DURATION_OPT(T, "headersTimeout",   headers_timeout_ms,     1, D_MAX),
 };
 #undef T
 
@@ -600,6 +873,9 @@ static const bm_cfg_section_t tls_section = SECTION_OF(bm_config_tls_t, tls_keys
 static const bm_cfg_section_t health_section = SECTION_OF(bm_config_health_t, health_keys, NULL);
 static const bm_cfg_section_t events_section = SECTION_OF(bm_config_events_t, events_keys, NULL);
 static const bm_cfg_section_t duties_section = SECTION_OF(bm_config_duties_t, duties_keys, NULL);
+static const bm_cfg_section_t routing_section = SECTION_OF(bm_config_routing_t, routing_keys, NULL);
+static const bm_cfg_section_t failsafe_section =
+    SECTION_OF(bm_config_failsafe_t, failsafe_keys, NULL);
 
 #define T bm_config_t
 static const bm_cfg_key_t root_keys[] = {
@@ -616,6 +892,14 @@ static const bm_cfg_key_t root_keys[] = {
     SECTION(T, "health",    health,    bm_config_health_t,    health_section),
     SECTION(T, "events",    events,    bm_config_events_t,    events_section),
     SECTION(T, "duties",    duties,    bm_config_duties_t,    duties_section),
+    SECTION(T, "routing",   routing,   bm_config_routing_t,   routing_section),
+    SECTION(T, "failsafe",  failsafe,  bm_config_failsafe_t,  failsafe_section),
+    STRINGS(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
+            bm_pattern_problem),
+    LIST(T,    "clientRoutes", client_routes, bm_config_client_route_t, n_client_routes,
+         client_route_section, BM_CONFIG_MAX_RULES),
+    LIST(T,    "routeRules",   route_rules,   bm_config_route_rule_t,   n_route_rules,
+         route_rule_section, BM_CONFIG_MAX_RULES),
 };
 #undef T
 // clang-format on
@@ -638,6 +922,7 @@ uint64_t bm_cfg_num(const bm_cfg_key_t *k, const void *obj)
     case BM_CFG_DURATION:
     case BM_CFG_DURATION_OPT:
     case BM_CFG_COUNT:
+    case BM_CFG_DECIMAL:
         return *(const uint32_t *)p;
     case BM_CFG_BOOL:
         return *(const bool *)p;
@@ -658,6 +943,7 @@ static void set_num(const bm_cfg_key_t *k, void *obj, uint64_t v)
     case BM_CFG_DURATION:
     case BM_CFG_DURATION_OPT:
     case BM_CFG_COUNT:
+    case BM_CFG_DECIMAL:
         *(uint32_t *)p = (uint32_t)v;
         break;
     case BM_CFG_BOOL:
@@ -673,7 +959,8 @@ static void set_num(const bm_cfg_key_t *k, void *obj, uint64_t v)
 
 /* Enumerations are stored as the enum types of their fields, which are int-sized here. */
 _Static_assert(sizeof(bm_log_level_t) == sizeof(int) && sizeof(bm_log_format_t) == sizeof(int) &&
-                   sizeof(bm_produce_selection_t) == sizeof(int),
+                   sizeof(bm_produce_selection_t) == sizeof(int) &&
+                   sizeof(bm_balance_strategy_t) == sizeof(int),
                "an enumerated key is stored as an int");
 
 static char **str_field(const bm_cfg_key_t *k, void *obj)
@@ -722,6 +1009,9 @@ void bm_cfg_format(char *b, size_t n, const bm_cfg_key_t *k, uint64_t v)
     case BM_CFG_SIZE:
         fmt_size(b, n, v);
         break;
+    case BM_CFG_DECIMAL:
+        fmt_decimal(b, n, v);
+        break;
     case BM_CFG_BOOL:
         snprintf(b, n, "%s", v ? "true" : "false");
         break;
@@ -763,13 +1053,20 @@ static bool enum_parse(const bm_cfg_enum_t *e, const char *s, int *v)
 static bool is_number(bm_cfg_kind_t kind)
 {
     return kind == BM_CFG_DURATION || kind == BM_CFG_DURATION_OPT || kind == BM_CFG_SIZE ||
-           kind == BM_CFG_COUNT;
+           kind == BM_CFG_COUNT || kind == BM_CFG_DECIMAL;
+}
+
+bool bm_cfg_unset(const bm_cfg_key_t *k, const void *obj)
+{
+    return (k->kind == BM_CFG_DURATION_OPT || (k->flags & BM_CFG_INHERIT)) &&
+           bm_cfg_num(k, obj) == BM_CONFIG_UNSET;
 }
 
 static bool check_number(const bm_cfg_key_t *k, uint64_t v, char *msg, size_t n)
 {
     char lo[32], hi[32], got[32];
-    if ((v >= k->min && v <= k->max) || (k->kind == BM_CFG_DURATION_OPT && v == BM_CONFIG_UNSET))
+    if ((v >= k->min && v <= k->max) ||
+        ((k->kind == BM_CFG_DURATION_OPT || (k->flags & BM_CFG_INHERIT)) && v == BM_CONFIG_UNSET))
         return true;
     bm_cfg_format(lo, sizeof lo, k, k->min);
     bm_cfg_format(hi, sizeof hi, k, k->max);
@@ -895,6 +1192,16 @@ static bool parse_scalar(const bm_cfg_key_t *k, const char *v, uint64_t *out, ch
         }
         snprintf(msg, n, "invalid number %s (use a whole number)", bm_cfg_quote(&q, v));
         return false;
+    case BM_CFG_DECIMAL:
+        if (parse_decimal(v, &u32) == 0) {
+            *out = u32;
+            return true;
+        }
+        snprintf(msg, n,
+                 "invalid number %s (use a decimal number with at most three decimals, such as "
+                 "2.5, or a percentage, such as 10%%)",
+                 bm_cfg_quote(&q, v));
+        return false;
     case BM_CFG_BOOL:
         if (parse_bool(v, &b) == 0) {
             *out = b;
@@ -954,6 +1261,7 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw
     case BM_CFG_SECTION:
     case BM_CFG_LIST:
     case BM_CFG_MAP:
+    case BM_CFG_STRINGS:
         snprintf(msg, n, "is not a single value");
         return false;
     default:
@@ -963,6 +1271,25 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw
         break;
     }
     return bm_cfg_check(k, obj, msg, n);
+}
+
+const char *bm_cfg_add_string(const bm_cfg_key_t *k, void *obj, const char *v)
+{
+    char ***arr = at_off(obj, k->off);
+    size_t *count = at_off(obj, k->aux);
+    const char *why;
+    if (k->problem && (why = k->problem(v)))
+        return why;
+    if (*count >= k->max)
+        return "is one entry too many";
+    char **grown = realloc(*arr, (*count + 1) * sizeof *grown);
+    if (!grown)
+        return "out of memory";
+    *arr = grown;
+    if (!(grown[*count] = strdup(v)))
+        return "out of memory";
+    (*count)++;
+    return NULL;
 }
 
 /* ---- the table as a whole ----------------------------------------------------------- */
@@ -1006,6 +1333,16 @@ void bm_cfg_dispose(const bm_cfg_section_t *sec, void *obj)
             size_t *count = at_off(obj, k->aux);
             for (size_t j = 0; *arr && j < *count; j++)
                 bm_cfg_dispose(k->sub, *arr + j * k->sub->size);
+            free(*arr);
+            *arr = NULL;
+            *count = 0;
+            break;
+        }
+        case BM_CFG_STRINGS: {
+            char ***arr = at_off(obj, k->off);
+            size_t *count = at_off(obj, k->aux);
+            for (size_t j = 0; *arr && j < *count; j++)
+                free((*arr)[j]);
             free(*arr);
             *arr = NULL;
             *count = 0;

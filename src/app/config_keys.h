@@ -32,9 +32,11 @@
 
 typedef enum bm_cfg_kind {
     BM_CFG_DURATION,     /* uint32_t milliseconds, min..max */
-    BM_CFG_DURATION_OPT, /* the same, or BM_CONFIG_UNSET (inherits; not dumped) */
+    BM_CFG_DURATION_OPT, /* the same, or BM_CONFIG_UNSET (inherits, or follows the slot;
+                            not dumped) */
     BM_CFG_SIZE,         /* uint64_t bytes, min..max */
     BM_CFG_COUNT,        /* uint32_t, min..max */
+    BM_CFG_DECIMAL,      /* uint32_t thousandths, min..max: "2", "2.5", "0.1" or "10%" */
     BM_CFG_BOOL,         /* bool */
     BM_CFG_ENUM,         /* an enum, written by name (`names`) */
     BM_CFG_LISTEN,       /* "HOST:PORT": char *host at `off`, uint16_t port at `aux` */
@@ -46,11 +48,14 @@ typedef enum bm_cfg_kind {
                             count at `aux`, at most `max` entries */
     BM_CFG_MAP,          /* free-form "name: value" pairs: a bm_config_header_t array at `off`,
                             its size_t count at `aux`, described by `map` */
+    BM_CFG_STRINGS,      /* a list of single values: a char * array at `off`, its size_t count
+                            at `aux`, at most `max`, each accepted by `problem` */
 } bm_cfg_kind_t;
 
 enum {
     BM_CFG_REQUIRED = 1 << 0, /* a mapping that holds this section's keys must give it */
     BM_CFG_MASK_URL = 1 << 1, /* a URL whose password is masked in messages and masked dumps */
+    BM_CFG_INHERIT = 1 << 2,  /* COUNT, DECIMAL: BM_CONFIG_UNSET (the default) inherits */
 };
 
 /** An enumerated value: the names a user writes. */
@@ -143,6 +148,13 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *text, const char *
 
 /** Checks the current value of leaf key `k` in `obj`; false with the reason in msg. */
 bool bm_cfg_check(const bm_cfg_key_t *k, const void *obj, char *msg, size_t n);
+
+/** True for an inheriting key (DURATION_OPT, or BM_CFG_INHERIT) that holds BM_CONFIG_UNSET. */
+bool bm_cfg_unset(const bm_cfg_key_t *k, const void *obj);
+
+/** Appends the text of a STRINGS item to its list (copied), after `problem` accepted it.
+ *  Returns NULL or why not (for the item at its position); "out of memory" on failure. */
+const char *bm_cfg_add_string(const bm_cfg_key_t *k, void *obj, const char *v);
 
 /** The value of a number, BOOL or ENUM key. */
 uint64_t bm_cfg_num(const bm_cfg_key_t *k, const void *obj);

@@ -474,6 +474,44 @@ static int walk_list(walk_t *w, const bm_cfg_key_t *k, void *obj, const char *pa
     }
 }
 
+/* A list of single values (blockedPaths, upstreams of a rule): each checked by the row. */
+static int walk_strings(walk_t *w, const bm_cfg_key_t *k, void *obj, const char *path)
+{
+    if (is_null(&w->ev))
+        return 0;
+    if (w->ev.type != YAML_SEQUENCE_START_EVENT)
+        return fail_at(w, &w->ev.start_mark, "\"%s\" must be a list of values, not %s", path,
+                       shape_of(&w->ev));
+    for (size_t index = 0;; index++) {
+        int rc = walk_next(w);
+        if (rc != 0)
+            return rc;
+        if (w->ev.type == YAML_SEQUENCE_END_EVENT)
+            return 0;
+        char entry[PATH_MAX_CHARS];
+        path_of(entry, path, NULL, index);
+        if (w->ev.type != YAML_SCALAR_EVENT || plain_null(&w->ev))
+            return fail_at(w, &w->ev.start_mark, "\"%s\" must be a single value, not %s", entry,
+                           w->ev.type == YAML_SCALAR_EVENT ? "null" : shape_of(&w->ev));
+        char *raw;
+        char *v = value_text(w, entry, &raw, &rc);
+        if (!v)
+            return rc;
+        bm_cfg_quote_t q;
+        bm_cfg_quote(&q, v);
+        const char *why = bm_cfg_add_string(k, obj, v);
+        free(v);
+        free(raw);
+        if (why && strcmp(why, "out of memory") == 0)
+            return fail_oom(w);
+        if (why && strcmp(why, "is one entry too many") == 0)
+            return fail_at(w, &w->ev.start_mark, "\"%s\" has more than %" PRIu64 " entries", path,
+                           k->max);
+        if (why)
+            return fail_at(w, &w->ev.start_mark, "%s: %s %s", entry, q.s, why);
+    }
+}
+
 /* The value of row `k`, the current event being its first. */
 static int walk_value(walk_t *w, const bm_cfg_key_t *k, void *obj, const char *path,
                       const char *parent, bool *given)
@@ -490,6 +528,8 @@ static int walk_value(walk_t *w, const bm_cfg_key_t *k, void *obj, const char *p
         return walk_list(w, k, obj, path);
     case BM_CFG_MAP:
         return walk_map(w, k, obj, path);
+    case BM_CFG_STRINGS:
+        return walk_strings(w, k, obj, path);
     default:
         return walk_leaf(w, k, obj, path, parent, given);
     }

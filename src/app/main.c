@@ -3,7 +3,7 @@
  * main: parses the command line, loads the configuration, creates the loop and wires the
  * modules together in the direction data flows:
  *
- *   server -> router -> policies (discovery's static endpoints, admin, failover)
+ *   server -> router -> policies (discovery's static endpoints, admin, the read path)
  *                                  -> pool -> upstream (libcurl multi on the loop)
  *   discovery -> pool (network verdicts) -> health (states)
  *   monitor (per-node event streams) -> head tracker -> health (cluster-relative states)
@@ -45,7 +45,7 @@
 #include "http/router.h"
 #include "http/server.h"
 #include "http/upstream.h"
-#include "read/failover.h"
+#include "read/readpath.h"
 
 typedef struct app {
     uv_loop_t loop;
@@ -58,7 +58,7 @@ typedef struct app {
     bm_monitor_t *monitor; /* per-node event streams feeding it */
     bm_events_t *events;   /* the cluster event stream for subscribers */
     bm_discovery_t *disc;
-    bm_failover_t *failover;
+    bm_readpath_t *readpath;
     /* aggregation reads, duties and liveness */
     bm_aggregate_t *aggregate;
     bm_duties_t *duties;
@@ -111,16 +111,12 @@ static int build_routes(app_t *a)
     static const char *const statics[] = {"/eth/v1/beacon/genesis", "/eth/v1/config/spec",
                                           "/eth/v1/config/fork_schedule",
                                           "/eth/v1/config/deposit_contract"};
-    static const char *const client_paths[] = {"/lighthouse/*", "/prysm/*", "/teku/*", "/nimbus/*",
-                                               "/lodestar/*"};
     bm_router_t *r = a->router = bm_router_new();
     if (!r)
         return BM_ENOMEM;
     int rc = 0;
     for (size_t i = 0; i < sizeof statics / sizeof statics[0] && !rc; i++)
         rc = bm_router_add(r, "GET", statics[i], bm_discovery_route, a->disc);
-    for (size_t i = 0; i < sizeof client_paths / sizeof client_paths[0] && !rc; i++)
-        rc = bm_router_add(r, NULL, client_paths[i], bm_failover_route_client, a->failover);
     if (!rc)
         rc = bm_admin_register(a->admin, r);
     /* aggregation reads, duties and liveness */
@@ -139,7 +135,8 @@ static int build_routes(app_t *a)
      * registrations, preferences, DVT selections, the stateful envelope read */
     if (!rc)
         rc = bm_broadcast_register(a->bcast, r);
-    bm_router_set_fallback(r, bm_failover_route, a->failover);
+    /* the read path (owner: readpath): everything else, client routes included */
+    bm_router_set_fallback(r, bm_readpath_route, a->readpath);
     return rc;
 }
 
@@ -185,6 +182,25 @@ static int build_fresh(app_t *a)
     return a->attest && a->produce ? 0 : BM_ENOMEM;
 }
 
+/* readpath: ordinary reads, with each upstream's tier, weight, archive flag and bucket, and
+ * the rules (blocked paths, route rules, client routes) compiled from the configuration. */
+static int build_readpath(app_t *a)
+{
+    a->readpath = bm_readpath_new(&a->loop, a->up, a->pool, a->disc, &a->opts.readpath);
+    bm_rules_t *rules = bm_options_rules(a->cfg);
+    if (!a->readpath || !rules) {
+        bm_rules_free(rules);
+        return BM_ENOMEM;
+    }
+    bm_readpath_set_rules(a->readpath, rules);
+    for (size_t i = 0; i < a->cfg->n_upstreams; i++) {
+        bm_readpath_node_opts_t no;
+        bm_options_readpath_node(a->cfg, i, &no);
+        bm_readpath_set_node(a->readpath, i, &no);
+    }
+    return bm_admin_add_section(a->admin, "read_path", bm_readpath_status_json, a->readpath);
+}
+
 static int build(app_t *a)
 {
     const bm_config_t *c = a->cfg;
@@ -199,10 +215,9 @@ static int build(app_t *a)
         return rc;
     a->health = bm_health_new(a->pool, &o->health);
     a->disc = bm_discovery_new(&a->loop, a->up, a->pool, &o->discovery);
-    a->failover = bm_failover_new(a->up, a->pool, &o->failover);
     a->admin = bm_admin_new(a->pool, a->disc);
-    if (!a->health || !a->disc || !a->failover || !a->admin)
-        return BM_ENOMEM;
+    if (!a->health || !a->disc || !a->admin || (rc = build_readpath(a)) != 0)
+        return rc ? rc : BM_ENOMEM;
 
     /* monitor: the head tracker, health judged against it, the per-node streams */
     a->head = bm_head_new(bm_pool_count(a->pool), NULL);
@@ -212,7 +227,7 @@ static int build(app_t *a)
     if (!a->monitor)
         return BM_ENOMEM;
     bm_admin_set_monitor(a->admin, a->monitor);
-    bm_admin_set_failover(a->admin, a->failover);
+    bm_admin_set_readpath(a->admin, a->readpath);
     a->race = bm_race_engine_new(&a->loop, a->up, a->pool);
     if (!a->race)
         return BM_ENOMEM;
@@ -339,7 +354,7 @@ static void teardown(app_t *a)
     bm_hint_free(a->hint);
     bm_broadcast_free(a->bcast);
     bm_replay_free(a->replay);
-    bm_failover_free(a->failover);
+    bm_readpath_free(a->readpath);
     bm_router_free(a->router);
     bm_monitor_free(a->monitor); /* its handles closed in the runs above */
     bm_health_free(a->health);
@@ -377,7 +392,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "beaconmux: %s\n", err.msg);
         return 2;
     }
+    const char *deprecated = bm_config_deprecation(a.cfg);
     if (cli.check) {
+        if (deprecated)
+            fprintf(stderr, "beaconmux: warning: %s\n", deprecated);
         bm_str_t dump = BM_STR_INIT;
         bm_config_dump(a.cfg, true, &dump);
         printf("configuration OK%s%s\n%s", a.cfg->path ? ": " : "", a.cfg->path ? a.cfg->path : "",
@@ -387,6 +405,8 @@ int main(int argc, char **argv)
         return 0;
     }
     bm_log_setup(a.cfg->log.level, a.cfg->log.format, NULL);
+    if (deprecated)
+        bm_log(BM_LOG_WARN, "%s", deprecated);
     signal(SIGPIPE, SIG_IGN);
     uv_loop_init(&a.loop);
     uv_signal_init(&a.loop, &a.sigterm);

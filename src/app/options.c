@@ -4,8 +4,11 @@
  */
 #include "app/options.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/defaults.h"
 #include "base/err.h"
 
 /*
@@ -29,7 +32,7 @@
     B(server.max_connections,            server.max_connections)                                   \
     /* timeouts.connect: every module that connects to nodes */                                    \
     B(timeouts.connect_ms,               discovery.connect_timeout_ms)                             \
-    B(timeouts.connect_ms,               failover.connect_timeout_ms)                              \
+    B(timeouts.connect_ms,               readpath.connect_timeout_ms)                              \
     B(timeouts.connect_ms,               monitor.connect_timeout_ms)                               \
     B(timeouts.connect_ms,               events.connect_timeout_ms)                                \
     B(timeouts.connect_ms,               attest.connect_timeout_ms)                                \
@@ -39,12 +42,34 @@
     B(timeouts.connect_ms,               replay.connect_timeout_ms)                                \
     B(timeouts.connect_ms,               broadcast.connect_timeout_ms)                             \
     /* timeouts.read, timeouts.write */                                                            \
-    B(timeouts.read_ms,                  failover.read_timeout_ms)                                 \
+    B(timeouts.read_ms,                  readpath.read_timeout_ms)                                 \
     B(timeouts.read_ms,                  monitor.request_timeout_ms)                               \
     B(timeouts.read_ms,                  broadcast.read_timeout_ms)                                \
-    B(timeouts.write_ms,                 failover.write_timeout_ms)                                \
-    /* failover, discovery, health */                                                              \
-    B(failover.max_attempts,             failover.max_attempts)                                    \
+    B(timeouts.write_ms,                 readpath.write_timeout_ms)                                \
+    /* the read path (failsafe.retry.maxAttempts is in bm_options_from_config) */                  \
+    B(failsafe.timeout_ms,               readpath.timeout_ms)                                      \
+    B(failsafe.retry.delay_ms,           readpath.retry_delay_ms)                                  \
+    B(failsafe.retry.backoff,            readpath.retry_backoff_milli)                             \
+    B(failsafe.retry.max_delay_ms,       readpath.retry_max_delay_ms)                              \
+    B(failsafe.retry.jitter_ms,          readpath.retry_jitter_ms)                                 \
+    B(failsafe.hedge.delay_ms,           readpath.hedge_delay_ms)                                  \
+    B(failsafe.hedge.max_count,          readpath.hedge_max_count)                                 \
+    B(failsafe.hedge.max_ratio,          readpath.hedge_max_ratio_milli)                           \
+    B(failsafe.hedge.max_priority,       readpath.hedge_max_priority)                              \
+    B(failsafe.circuit_breaker.failure_threshold, readpath.breaker.failure_threshold)              \
+    B(failsafe.circuit_breaker.success_threshold, readpath.breaker.success_threshold)              \
+    B(failsafe.circuit_breaker.half_open_after_ms, readpath.breaker.half_open_after_ms)            \
+    B(routing.load_balancing,            readpath.strategy)                                        \
+    B(routing.score_weights.error_rate,  readpath.weights.error_rate)                              \
+    B(routing.score_weights.latency,     readpath.weights.latency)                                 \
+    B(routing.score_weights.head_lag,    readpath.weights.head_lag)                                \
+    B(routing.score_weights.sync_distance, readpath.weights.sync_distance)                         \
+    B(routing.sticky.enabled,            readpath.sticky)                                          \
+    B(routing.sticky.rebalance_factor,   readpath.sticky_factor_milli)                             \
+    B(routing.retention.blob_epochs,     readpath.retention.blob_epochs)                           \
+    B(routing.retention.block_epochs,    readpath.retention.block_epochs)                          \
+    B(routing.retention.state_slots,     readpath.retention.state_slots)                           \
+    /* discovery, health */                                                                        \
     B(discovery.retry_interval_ms,       discovery.retry_interval_ms)                              \
     B(health.max_head_lag,               health.max_head_lag)                                      \
     B(health.head_quorum,                health.head_quorum)                                       \
@@ -109,7 +134,7 @@ int bm_options_from_config(bm_options_t *o, const bm_config_t *cfg)
     bm_server_opts_default(&o->server);
     bm_health_opts_default(&o->health);
     bm_discovery_opts_default(&o->discovery);
-    bm_failover_opts_default(&o->failover);
+    bm_readpath_opts_default(&o->readpath);
     bm_monitor_opts_default(&o->monitor);
     bm_events_opts_default(&o->events);
     bm_hint_opts_default(&o->hint);
@@ -121,6 +146,15 @@ int bm_options_from_config(bm_options_t *o, const bm_config_t *cfg)
     bm_broadcast_opts_default(&o->broadcast);
 
     BINDINGS(ASSIGN)
+    o->readpath.max_attempts = bm_config_max_attempts(cfg);
+    const char *sk = cfg->routing.sticky.key;
+    o->readpath.sticky_header = sk && strcmp(sk, "address") != 0 ? sk : NULL;
+
+    /* events.headersTimeout unset: the streams' own rule alone (at least two slots) */
+    if (cfg->events.headers_timeout_ms == BM_CONFIG_UNSET) {
+        o->events.headers_timeout_ms = BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS;
+        o->monitor.headers_timeout_ms = BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS;
+    }
 
     for (size_t i = 0; i < sizeof hint_holds / sizeof hint_holds[0]; i++)
         bm_config_duty_hold(cfg, hint_holds[i].cfg, &o->hint.hold[hint_holds[i].hint].hold_floor_ms,
@@ -137,4 +171,82 @@ int bm_options_from_config(bm_options_t *o, const bm_config_t *cfg)
         o->discovery.has_genesis_root = true;
     }
     return 0;
+}
+
+void bm_options_readpath_node(const bm_config_t *cfg, size_t i, bm_readpath_node_opts_t *o)
+{
+    const bm_config_upstream_t *u = &cfg->upstreams[i];
+    *o = (bm_readpath_node_opts_t){u->priority, u->weight, u->archive, u->auto_tune.min,
+                                   u->auto_tune.max};
+}
+
+/* The node positions named by ids and by tiers (priorities given as text). */
+static uint64_t nodes_of(const bm_config_t *cfg, char *const *ids, size_t n_ids, char *const *tiers,
+                         size_t n_tiers)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < cfg->n_upstreams && i < 64; i++) {
+        for (size_t j = 0; j < n_ids; j++)
+            if (strcmp(cfg->upstreams[i].id, ids[j]) == 0)
+                m |= 1ull << i;
+        for (size_t j = 0; j < n_tiers; j++)
+            if (strtoul(tiers[j], NULL, 10) == cfg->upstreams[i].priority)
+                m |= 1ull << i;
+    }
+    return m;
+}
+
+static int add_route_rule(bm_rules_t *t, const bm_config_t *cfg, const bm_config_route_rule_t *c)
+{
+    bm_rule_t r;
+    bm_rule_init(&r);
+    if (c->method)
+        snprintf(r.method, sizeof r.method, "%s", c->method);
+    if (!(r.path = bm_pattern_compile(c->path)))
+        return BM_ENOMEM;
+    r.timeout_ms = c->timeout_ms;
+    r.max_attempts = c->retry.max_attempts;
+    r.delay_ms = c->retry.delay_ms;
+    r.backoff_milli = c->retry.backoff;
+    r.max_delay_ms = c->retry.max_delay_ms;
+    r.jitter_ms = c->retry.jitter_ms;
+    r.hedge_delay_ms = c->hedge.delay_ms;
+    r.hedge_max_count = c->hedge.max_count;
+    r.consensus_query = c->consensus.query;
+    r.consensus_agree = c->consensus.agree;
+    r.strategy = c->strategy - 1;
+    r.restrict_nodes = c->n_upstreams > 0 || c->n_tiers > 0;
+    r.nodes = nodes_of(cfg, c->upstreams, c->n_upstreams, c->tiers, c->n_tiers);
+    r.blocked = c->blocked;
+    return bm_rules_add_rule(t, &r);
+}
+
+bm_rules_t *bm_options_rules(const bm_config_t *cfg)
+{
+    static const char *const builtin[] = {"lighthouse", "prysm",    "teku",  "nimbus",
+                                          "lodestar",   "grandine", "caplin"};
+    bm_rules_t *t = bm_rules_new();
+    int rc = t ? 0 : BM_ENOMEM;
+    for (size_t i = 0; !rc && i < cfg->n_blocked_paths; i++)
+        rc = bm_rules_add_blocked(t, cfg->blocked_paths[i]);
+    for (size_t i = 0; !rc && i < cfg->n_route_rules; i++)
+        rc = add_route_rule(t, cfg, &cfg->route_rules[i]);
+    for (size_t i = 0; !rc && i < cfg->n_client_routes; i++) {
+        const bm_config_client_route_t *c = &cfg->client_routes[i];
+        int client = c->client ? (int)bm_client_parse(c->client, strlen(c->client)) : 0;
+        rc = bm_rules_add_client_route(t, c->prefix, client,
+                                       nodes_of(cfg, c->upstreams, c->n_upstreams, NULL, 0),
+                                       c->strip_prefix);
+    }
+    for (size_t i = 0; !rc && i < sizeof builtin / sizeof builtin[0]; i++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "/%s", builtin[i]);
+        rc = bm_rules_add_client_route(
+            t, prefix, (int)bm_client_parse(builtin[i], strlen(builtin[i])), 0, false);
+    }
+    if (rc) {
+        bm_rules_free(t);
+        return NULL;
+    }
+    return t;
 }

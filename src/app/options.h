@@ -25,7 +25,8 @@
 #include "duties/replay.h"
 #include "http/server.h"
 #include "http/upstream.h"
-#include "read/failover.h"
+#include "read/readpath.h"
+#include "read/rules.h"
 
 /** The options of every module main creates. */
 typedef struct bm_options {
@@ -33,7 +34,7 @@ typedef struct bm_options {
     bm_server_opts_t server;
     bm_health_opts_t health;
     bm_discovery_opts_t discovery;
-    bm_failover_opts_t failover;
+    bm_readpath_opts_t readpath;
     bm_monitor_opts_t monitor;
     bm_events_opts_t events;
     bm_hint_opts_t hint;
@@ -51,5 +52,17 @@ typedef struct bm_options {
  * BM_EINVAL when cfg holds a value its validation refuses (genesisValidatorsRoot).
  */
 int bm_options_from_config(bm_options_t *o, const bm_config_t *cfg);
+
+/** Upstream i's read-path options (priority, weight, archive, autoTune). */
+void bm_options_readpath_node(const bm_config_t *cfg, size_t i, bm_readpath_node_opts_t *o);
+
+/**
+ * The read path's rules from the configuration: blockedPaths, route rules (upstream ids and
+ * tiers resolved to node positions), client routes, then the built-in client routes
+ * (/lighthouse, /prysm, /teku, /nimbus, /lodestar, /grandine, /caplin: nodes of that
+ * client, path unchanged) unless a configured one has the same prefix. NULL on allocation
+ * failure (the configuration was validated, so nothing else can fail).
+ */
+bm_rules_t *bm_options_rules(const bm_config_t *cfg);
 
 #endif /* BM_OPTIONS_H */

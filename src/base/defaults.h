@@ -31,9 +31,6 @@
 #define BM_DEFAULT_LOG_LEVEL BM_LOG_INFO
 #define BM_DEFAULT_LOG_FORMAT BM_LOG_TEXT
 
-/* upstreams[]: per node (http/upstream.h) */
-#define BM_DEFAULT_UPSTREAMS_MAX_CONNECTIONS 64 /* an http:// node's keep-alive pool */
-
 /* server: the listener (http/server.h), and the shutdown bound (app/main.c) */
 #define BM_DEFAULT_SERVER_MAX_BODY_BYTES (32ull << 20)   /* 32 MiB */
 #define BM_DEFAULT_SERVER_MAX_HEADER_BYTES (16ull << 10) /* 16 KiB */
@@ -49,18 +46,55 @@
 #define BM_DEFAULT_TIMEOUTS_READ_MS 2000
 #define BM_DEFAULT_TIMEOUTS_WRITE_MS 12000 /* one slot */
 
-/* failover, discovery, tls, health */
+/* failover (deprecated: failsafe.retry.maxAttempts), discovery, tls, health */
 #define BM_DEFAULT_FAILOVER_MAX_ATTEMPTS 3
 #define BM_DEFAULT_DISCOVERY_RETRY_INTERVAL_MS 5000
 #define BM_DEFAULT_TLS_VERIFY true
 #define BM_DEFAULT_HEALTH_MAX_HEAD_LAG 1 /* slots */
 #define BM_DEFAULT_HEALTH_HEAD_QUORUM 0  /* 0 = automatic */
 
+/* upstreams[]: per-node read-path settings, and the node's connection pool */
+#define BM_DEFAULT_UPSTREAM_PRIORITY 0 /* tier: lower is used first */
+#define BM_DEFAULT_UPSTREAM_WEIGHT 1
+#define BM_DEFAULT_UPSTREAM_ARCHIVE false
+#define BM_DEFAULT_UPSTREAM_AUTOTUNE_MIN 1 /* requests per second */
+#define BM_DEFAULT_UPSTREAM_AUTOTUNE_MAX 0 /* 0: no auto-tuned bucket */
+#define BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS 64 /* an http:// node's keep-alive pool (http/upstream.h) */
+
+/* routing: how the read path picks among candidates */
+#define BM_DEFAULT_ROUTING_SCORE_WEIGHT_ERROR_RATE 4
+#define BM_DEFAULT_ROUTING_SCORE_WEIGHT_LATENCY 8
+#define BM_DEFAULT_ROUTING_SCORE_WEIGHT_HEAD_LAG 2
+#define BM_DEFAULT_ROUTING_SCORE_WEIGHT_SYNC_DISTANCE 1
+#define BM_DEFAULT_ROUTING_STICKY_ENABLED false
+#define BM_DEFAULT_ROUTING_STICKY_KEY "address"
+#define BM_DEFAULT_ROUTING_STICKY_REBALANCE_FACTOR 2000 /* thousandths: 2.0 */
+#define BM_DEFAULT_ROUTING_RETENTION_BLOB_EPOCHS 4096   /* MIN_EPOCHS_FOR_BLOB_SIDECARS_REQUESTS */
+#define BM_DEFAULT_ROUTING_RETENTION_BLOCK_EPOCHS 33024 /* MIN_EPOCHS_FOR_BLOCK_REQUESTS */
+#define BM_DEFAULT_ROUTING_RETENTION_STATE_SLOTS 8192   /* SLOTS_PER_HISTORICAL_ROOT */
+
+/* failsafe: the read path's deadline, retries, hedges and breakers */
+#define BM_DEFAULT_FAILSAFE_TIMEOUT_MS 4000
+#define BM_DEFAULT_FAILSAFE_RETRY_DELAY_MS 50
+#define BM_DEFAULT_FAILSAFE_RETRY_BACKOFF 2000 /* thousandths: 2.0 */
+#define BM_DEFAULT_FAILSAFE_RETRY_MAX_DELAY_MS 1000
+#define BM_DEFAULT_FAILSAFE_RETRY_JITTER_MS 25
+#define BM_DEFAULT_FAILSAFE_HEDGE_DELAY_MS 250
+#define BM_DEFAULT_FAILSAFE_HEDGE_MAX_COUNT 1
+#define BM_DEFAULT_FAILSAFE_HEDGE_MAX_RATIO 100  /* thousandths: 10 % of reads */
+#define BM_DEFAULT_FAILSAFE_HEDGE_MAX_PRIORITY 0 /* hedges go to tier 0 only */
+#define BM_DEFAULT_FAILSAFE_CB_FAILURE_THRESHOLD 5
+#define BM_DEFAULT_FAILSAFE_CB_SUCCESS_THRESHOLD 2
+#define BM_DEFAULT_FAILSAFE_CB_HALF_OPEN_AFTER_MS 30000
+
 /* events: the cluster event stream and the nodes' streams */
 #define BM_DEFAULT_EVENTS_KEEPALIVE_MS 15000
 #define BM_DEFAULT_EVENTS_SUBSCRIBER_MAX_PENDING (1ull << 20) /* 1 MiB */
 #define BM_DEFAULT_EVENTS_DEDUP_WINDOW 4096                   /* events */
-#define BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS 5000
+/* events.headersTimeout: 0 is "not set": an event stream then waits two slots for its
+ * response head (cluster/nodestream.h, bm_nodestream_head_wait_ms), never less; the key is
+ * unset in the configuration unless the file names it */
+#define BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS 0
 
 /* duties: the duty policies and the broadcast */
 #define BM_DEFAULT_DUTIES_HOLD_FLOOR_MS 400

@@ -181,11 +181,60 @@ void bm_pool_set_network(bm_pool_t *p, bm_node_t *n, bm_network_verdict_t verdic
     inputs_changed(p, n);
 }
 
+/* Pushes one outcome (and, for a success, its latency) into the rolling windows. */
+static void record_recent(bm_node_stats_t *s, bool failed, uint64_t latency_us)
+{
+    uint64_t bit = 1ull << s->recent_pos;
+    s->recent_failed = failed ? s->recent_failed | bit : s->recent_failed & ~bit;
+    s->recent_pos = (s->recent_pos + 1) % BM_RECENT_WINDOW;
+    if (s->recent_n < BM_RECENT_WINDOW)
+        s->recent_n++;
+    if (failed)
+        return;
+    s->recent_lat_us[s->recent_lat_pos] =
+        latency_us > UINT32_MAX ? UINT32_MAX : (uint32_t)latency_us;
+    s->recent_lat_pos = (s->recent_lat_pos + 1) % BM_RECENT_WINDOW;
+    if (s->recent_lat_n < BM_RECENT_WINDOW)
+        s->recent_lat_n++;
+}
+
+double bm_node_recent_error_rate(const bm_node_t *n)
+{
+    const bm_node_stats_t *s = &n->stats;
+    if (s->recent_n == 0)
+        return 0;
+    return (double)__builtin_popcountll(s->recent_failed) / (double)s->recent_n;
+}
+
+double bm_node_recent_latency_ms(const bm_node_t *n, double pct)
+{
+    const bm_node_stats_t *s = &n->stats;
+    uint32_t v[BM_RECENT_WINDOW];
+    uint32_t k = s->recent_lat_n;
+    if (k == 0)
+        return 0;
+    memcpy(v, s->recent_lat_us, k * sizeof v[0]);
+    for (uint32_t i = 1; i < k; i++) { /* insertion sort: 64 values at most */
+        uint32_t x = v[i], j = i;
+        while (j > 0 && v[j - 1] > x) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = x;
+    }
+    uint32_t idx = (uint32_t)ceil((double)k * pct / 100.0);
+    idx = idx == 0 ? 0 : idx - 1;
+    if (idx >= k)
+        idx = k - 1;
+    return (double)v[idx] / 1000.0;
+}
+
 void bm_pool_record(bm_pool_t *p, bm_node_t *n, bm_outcome_t outcome, bool refused,
                     uint64_t latency_us, const char *detail)
 {
     bm_node_stats_t *s = &n->stats;
     s->requests++;
+    record_recent(s, outcome != BM_OUTCOME_OK, latency_us);
     if (outcome == BM_OUTCOME_NET_ERROR) {
         s->errors++;
         s->consecutive_failures++;
@@ -235,6 +284,7 @@ int bm_node_rank(const bm_node_t *n)
     case BM_NODE_READY:
         return 0;
     case BM_NODE_LAGGING:
+    case BM_NODE_NO_HEAD: /* answers; whether it is behind is unknown, not proven */
         return 1;
     case BM_NODE_OPTIMISTIC:
     case BM_NODE_SYNCING:
@@ -279,7 +329,7 @@ const char *bm_node_state_name(bm_node_state_t s)
 {
     static const char *const names[BM_NODE_STATE_COUNT] = {
         "unknown",          "ready",       "lagging",       "syncing", "optimistic", "forked",
-        "time-discrepancy", "unreachable", "wrong-network",
+        "time-discrepancy", "unreachable", "wrong-network", "no-head",
     };
     return (unsigned)s < BM_NODE_STATE_COUNT ? names[s] : "invalid";
 }

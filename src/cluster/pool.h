@@ -27,6 +27,7 @@ typedef enum bm_node_state {
     BM_NODE_TIME_DISCREPANCY,
     BM_NODE_UNREACHABLE,
     BM_NODE_WRONG_NETWORK,
+    BM_NODE_NO_HEAD, /* the chain runs and its head is unknown: its freshness cannot be judged */
     BM_NODE_STATE_COUNT
 } bm_node_state_t;
 
@@ -45,6 +46,9 @@ typedef enum bm_client {
 
 /* Latency buckets in milliseconds (upper bounds) for per-node histograms. */
 #define BM_LATENCY_BUCKETS 16
+
+/* Exchanges in a node's rolling windows (recent outcomes, recent latencies). */
+#define BM_RECENT_WINDOW 64
 
 /* What discovery concluded about a node's network (genesis root and critical spec keys). */
 typedef enum bm_network_verdict {
@@ -79,6 +83,13 @@ typedef struct bm_node_stats {
     uint32_t consecutive_failures;
     double latency_ewma_ms; /* exponentially weighted mean of successful answers */
     uint64_t latency_hist[BM_LATENCY_BUCKETS];
+    /* rolling windows over the last BM_RECENT_WINDOW exchanges (every module's requests,
+     * health probes included), for the read path's score */
+    uint64_t recent_failed;                   /* bit i: exchange i of the ring failed */
+    uint32_t recent_n;                        /* exchanges in the ring (at most BM_RECENT_WINDOW) */
+    uint32_t recent_pos;                      /* next slot of the ring */
+    uint32_t recent_lat_us[BM_RECENT_WINDOW]; /* successful exchanges' latencies */
+    uint32_t recent_lat_n, recent_lat_pos;
 } bm_node_stats_t;
 
 /*
@@ -180,10 +191,17 @@ bool bm_node_usable(const bm_node_t *n);
 
 /**
  * Rank used to order candidates: lower is better. READY first, then states that still
- * answer (lagging, syncing, optimistic, time-discrepancy, forked), then unknown and
- * unreachable (tried last, they may have come back). Wrong-network nodes are never used.
+ * answer (lagging and no-head, syncing, optimistic, time-discrepancy, forked), then unknown
+ * and unreachable (tried last, they may have come back). Wrong-network nodes are never used.
  */
 int bm_node_rank(const bm_node_t *n);
+
+/** The failed share (0..1) of the node's last BM_RECENT_WINDOW exchanges (0 with none). */
+double bm_node_recent_error_rate(const bm_node_t *n);
+
+/** The `pct` percentile (0..100) in milliseconds of the node's last BM_RECENT_WINDOW
+ *  successful exchanges (0 with none). Exact, from the window, not from buckets. */
+double bm_node_recent_latency_ms(const bm_node_t *n, double pct);
 
 /** Latency percentile (0..100) from the node's histogram, in milliseconds. */
 double bm_node_latency_pct(const bm_node_t *n, double pct);

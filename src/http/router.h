@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * router: the route table. Maps a method and a path pattern to the policy that serves it
- * ("/eth/v1/validator/duties/attester/{epoch}" -> duties; "/lighthouse/{rest...}" -> failover to
- * Lighthouse nodes only).  Patterns are matched segment by segment; literal segments beat
+ * ("/eth/v1/validator/duties/attester/{epoch}" -> duties; "/eth/v1/events" -> the cluster
+ * stream).  Patterns are matched segment by segment; literal segments beat
  * parameters, parameters beat a trailing "*". Anything unmatched goes to the fallback
  * (the default read path). The router knows nothing of upstreams.
  */

@@ -54,6 +54,14 @@ POSITIONED = [
     ("failover: {maxAttempts: -1}\n", "1:25: failover.maxAttempts: invalid number \"-1\""),
     ("failover: {maxAttempts: 17}\n", "1:25: failover.maxAttempts: must be between 1 and 16 (got 17)"),
     ("tls: {verify: yes}\n", "1:15: tls.verify: invalid boolean \"yes\""),
+    # the read path: patterns compile at load, impossible values are refused where they are
+    ("blockedPaths:\n  - \"/eth/v1/debug/*\"\n  - \"/eth//v1\"\n",
+     "3:5: blockedPaths[1]: \"/eth//v1\" has an empty segment"),
+    ("routeRules:\n  - path: \"/a/b*\"\n", "2:11: routeRules[0]: path \"/a/b*\" may use '*' only as a whole segment"),
+    ("routing: {loadBalancing: fastest}\n", "1:26: routing.loadBalancing: invalid load balancing strategy \"fastest\""),
+    ("failsafe: {hedge: {maxRatio: 150%}}\n", "1:30: failsafe.hedge.maxRatio: must be between 0 and 1 (got 1.5)"),
+    ("upstreams:\n  - url: http://a\n    weight: 0\n", "3:13: upstreams[0].weight: must be between 1 and 1000 (got 0)"),
+    ("routeRules:\n  - path: /a\n    bogus: 1\n", "3:5: unknown key \"bogus\" in \"routeRules[0]\""),
     ("log: {level: verbose}\n", "1:14: log.level: invalid log level \"verbose\" (use debug, info, warn, error or off)"),
     ("log: {format: xml}\n", "1:15: log.format: invalid log format \"xml\" (use text or json)"),
     ("duties: {blockSelection: best}\n", "1:26: duties.blockSelection: invalid block selection \"best\" (use first or best-value)"),
@@ -96,6 +104,10 @@ WHOLE = [
      "duties.headRoot: holdFloor (1s) must not be greater than maxHold (300ms, from duties.maxHold)"),
     (UP + "health: {headQuorum: 2}\n", "health.headQuorum (2) is larger than the number of upstreams (1): "
      "the cluster head could never move except by extension"),
+    (UP + "routeRules: [{path: /a, upstreams: [nobody]}]\n",
+     "routeRules[0].upstreams[0]: no upstream has the id \"nobody\""),
+    (UP + "routeRules: [{path: /a, consensus: {query: 1, agree: 2}}]\n",
+     "routeRules[0].consensus: agree (2) must be between 1 and query (1), both given"),
 ]
 
 
@@ -167,6 +179,12 @@ class CheckTest(unittest.TestCase):
         self.assertIn("  headRoot:\n    maxHold: 500ms\n", out)
         self.assertIn("  connect: 1s\n", out)
         self.assertNotIn("s3cret", out)
+
+    def test_deprecated_key_is_read_with_a_warning(self):
+        self.write(UP + "failover: {maxAttempts: 2}\n")
+        rc, out, err = check(self.path)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("failover.maxAttempts is deprecated", err)
 
     def test_example_file_is_valid(self):
         env = dict(os.environ, BEACON_API_KEY="k")

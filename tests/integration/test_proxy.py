@@ -28,10 +28,14 @@ server:
 """
 
 
-def yaml_upstreams(*urls):
+def yaml_upstreams(*urls, tiers=False):
+    """The upstream list; with `tiers`, node i gets priority i, so that the read path asks
+    them in configuration order (otherwise it balances among them)."""
     lines = ["upstreams:"]
     for i, u in enumerate(urls):
         lines += ["  - id: n%d" % (i + 1), "    url: %s" % u]
+        if tiers:
+            lines += ["    priority: %d" % i]
     return "\n".join(lines) + "\n"
 
 
@@ -51,8 +55,10 @@ class ProxyBase(unittest.TestCase):
         self.fakes.append(f)
         return f
 
+    TIERS = False  # node i at priority i: asked in configuration order
+
     def mux(self, *urls, extra=""):
-        m = Beaconmux(config_text=FAST + extra + yaml_upstreams(*urls))
+        m = Beaconmux(config_text=FAST + extra + yaml_upstreams(*urls, tiers=self.TIERS))
         self.procs.append(m)
         return m
 
@@ -166,7 +172,9 @@ class PassThrough(ProxyBase):
 
 
 class Failover(ProxyBase):
+    """One node after another, in tier order (each node its own priority tier)."""
     ROUTE = "/eth/v1/beacon/states/head/finality_checkpoints"
+    TIERS = True
 
     def good(self):
         up = self.fake()

@@ -138,14 +138,16 @@ static void test_minimal(void **state)
     assert_int_equal(cfg->timeouts.connect_ms, 1000);
     assert_int_equal(cfg->timeouts.read_ms, 2000);
     assert_int_equal(cfg->timeouts.write_ms, 12000);
-    assert_int_equal(cfg->failover.max_attempts, 3);
+    assert_int_equal(cfg->failover.max_attempts, BM_CONFIG_UNSET); /* deprecated: not given */
+    assert_int_equal(bm_config_max_attempts(cfg), 3);
+    assert_null(bm_config_deprecation(cfg));
     assert_int_equal(cfg->discovery.retry_interval_ms, 5000);
     assert_int_equal(cfg->health.max_head_lag, 1);
     assert_int_equal(cfg->health.head_quorum, 0);
     assert_int_equal(cfg->events.keepalive_ms, 15000);
     assert_int_equal(cfg->events.subscriber_max_pending, 1u << 20);
     assert_int_equal(cfg->events.dedup_window, 4096);
-    assert_int_equal(cfg->events.headers_timeout_ms, 5000);
+    assert_int_equal(cfg->events.headers_timeout_ms, BM_CONFIG_UNSET); /* two slots */
     assert_int_equal(cfg->duties.hold_floor_ms, 400);
     assert_int_equal(cfg->duties.max_hold_ms, 1000);
     assert_int_equal(cfg->duties.proposal_deadline_ms, 2000);
@@ -231,14 +233,29 @@ static void test_example_file(void **state)
     assert_int_equal(cfg->upstreams[2].n_headers, 1);
     assert_string_equal(cfg->upstreams[2].headers[0].value, "example-key");
 
-    /* Every value the example shows is the default it claims. */
+    /* Every value the example shows is the default it claims; the lists are examples. */
+    assert_int_equal(cfg->n_route_rules, 1);
+    assert_int_equal(cfg->route_rules[0].consensus.agree, 2);
+    assert_true(cfg->upstreams[2].archive && cfg->upstreams[2].auto_tune.max == 50);
     bm_config_t *def = bm_config_new();
     assert_non_null(def);
     def->upstreams = cfg->upstreams;
     def->n_upstreams = cfg->n_upstreams;
+    def->blocked_paths = cfg->blocked_paths;
+    def->n_blocked_paths = cfg->n_blocked_paths;
+    def->client_routes = cfg->client_routes;
+    def->n_client_routes = cfg->n_client_routes;
+    def->route_rules = cfg->route_rules;
+    def->n_route_rules = cfg->n_route_rules;
     assert_same_config(cfg, def);
     def->upstreams = NULL;
     def->n_upstreams = 0;
+    def->blocked_paths = NULL;
+    def->n_blocked_paths = 0;
+    def->client_routes = NULL;
+    def->n_client_routes = 0;
+    def->route_rules = NULL;
+    def->n_route_rules = 0;
 
     bm_config_free(def);
     bm_config_free(cfg);
@@ -248,15 +265,15 @@ static void test_example_file(void **state)
 /* ---- the documentation describes every key, and nothing else ------------------------- */
 
 typedef struct keyset {
-    char path[160][96];
-    bm_config_key_shape_t shape[160];
+    char path[320][96];
+    bm_config_key_shape_t shape[320];
     size_t n;
 } keyset_t;
 
 static void add_key(void *ud, const char *path, bm_config_key_shape_t shape)
 {
     keyset_t *ks = ud;
-    assert_true(ks->n < 160);
+    assert_true(ks->n < 320);
     assert_true(strlen(path) < sizeof ks->path[0]);
     strcpy(ks->path[ks->n], path);
     ks->shape[ks->n++] = shape;
@@ -427,7 +444,7 @@ static void test_unknown_keys(void **state)
                  "maxBodyBytes,");
     expect_error("upstreams:\n  - url: http://a:1\n  - url: http://b:2\n    upstrem: x\n",
                  "t.yaml:4:5: unknown key \"upstrem\" in \"upstreams[1]\" (expected one of: id, "
-                 "url, headers, maxConnections)");
+                 "url, headers, priority, weight, archive, autoTune, maxConnections)");
     expect_error("upstreams: [{url: \"http://a\", bogus: 1}]\n",
                  "t.yaml:1:31: unknown key \"bogus\" in \"upstreams[0]\"");
     expect_error("duties:\n    holdfloor: 1s\n",
@@ -880,6 +897,77 @@ static void test_validate(void **state)
     assert_int_equal(bm_config_validate(NULL, &err), BM_EINVAL);
 }
 
+static void test_read_path_errors(void **state)
+{
+    (void)state;
+    /* a pattern that cannot compile is an error at its line and column */
+    expect_error("blockedPaths:\n  - /ok\n  - /a//b\n",
+                 "t.yaml:3:5: blockedPaths[1]: \"/a//b\" has an empty segment");
+    expect_error("routeRules: [{path: \"/a/b*\"}]\n",
+                 "t.yaml:1:21: routeRules[0]: path \"/a/b*\" may use '*' only as a whole segment");
+    expect_error("routeRules: [{method: GET}]\n",
+                 "t.yaml:1:14: routeRules[0]: missing key \"path\"");
+    expect_error("routeRules: [{path: /a, method: get}]\n",
+                 "t.yaml:1:33: routeRules[0]: method \"get\" must be an HTTP method in upper case");
+    expect_error("routeRules: [{path: /a, strategy: fastest}]\n",
+                 "t.yaml:1:35: routeRules[0].strategy: invalid load balancing strategy");
+    expect_error("routeRules: [{path: /a, tiers: [x]}]\n",
+                 "t.yaml:1:33: routeRules[0].tiers[0]: \"x\" must be a priority");
+    expect_error("routing: {loadBalancing: fastest}\n",
+                 "t.yaml:1:26: routing.loadBalancing: invalid load balancing strategy \"fastest\" "
+                 "(use score, round-robin, random or least-conn)");
+    expect_error("failsafe: {retry: {backoff: 1.2345}}\n",
+                 "t.yaml:1:29: failsafe.retry.backoff: invalid number \"1.2345\"");
+    expect_error("failsafe: {retry: {backoff: 0.5}}\n",
+                 "t.yaml:1:29: failsafe.retry.backoff: must be between 1 and 100 (got 0.5)");
+    expect_error("failsafe: {hedge: {maxRatio: 150%}}\n",
+                 "t.yaml:1:30: failsafe.hedge.maxRatio: must be between 0 and 1 (got 1.5)");
+    expect_error("upstreams: [{url: http://a, weight: 0}]\n",
+                 "t.yaml:1:37: upstreams[0].weight: must be between 1 and 1000 (got 0)");
+    expect_error("clientRoutes: [{prefix: /a/}]\n",
+                 "t.yaml:1:25: clientRoutes[0]: prefix \"/a/\" must start with '/' and not end");
+    expect_error("clientRoutes: [{prefix: /a, client: geth}]\n",
+                 "t.yaml:1:37: clientRoutes[0]: client \"geth\" is not a client");
+    expect_error("blockedPaths: /a\n", "t.yaml:1:15: \"blockedPaths\" must be a list of values");
+    expect_error(
+        "routing: {stickySessions: {key: \"a b\"}}\n",
+        "t.yaml:1:33: routing.stickySessions: key \"a b\" must be \"address\" or a header");
+
+    /* what one value cannot say alone: refused by the validation, naming the key */
+    const char *ups = "upstreams: [{id: a, url: http://a}, {id: b, url: http://b}]\n";
+    const struct {
+        const char *yaml, *msg;
+    } whole[] = {
+        {"clientRoutes: [{prefix: /x, upstreams: [c]}]\n",
+         "clientRoutes[0].upstreams[0]: no upstream has the id \"c\""},
+        {"clientRoutes: [{prefix: /x}]\n", "clientRoutes[0]: give either upstreams or client"},
+        {"routeRules: [{path: /x, upstreams: [a, z]}]\n",
+         "routeRules[0].upstreams[1]: no upstream has the id \"z\""},
+        {"routeRules: [{path: /x, consensus: {query: 2, agree: 3}}]\n",
+         "routeRules[0].consensus: agree (3) must be between 1 and query (2), both given"},
+        {"routeRules: [{path: /x, consensus: {query: 3, agree: 2}}]\n",
+         "routeRules[0].consensus: query (3) is more than the 2 upstreams"},
+        {"upstreams: [{id: a, url: http://a, autoTune: {min: 9, max: 5}}]\n",
+         "upstreams[0] (a): autoTune.min (9) must not be greater than autoTune.max (5)"},
+    };
+    for (size_t i = 0; i < sizeof whole / sizeof whole[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, "%s%s", strncmp(whole[i].yaml, "upstreams", 9) ? ups : "",
+                 whole[i].yaml);
+        bm_config_err_t err;
+        bm_config_t *cfg = parse(text, &err);
+        assert_non_null(cfg);
+        assert_int_equal(bm_config_validate(cfg, &err), BM_EINVAL);
+        assert_string_equal(err.msg, whole[i].msg);
+        bm_config_free(cfg);
+    }
+    /* the deprecated key is read, and says so */
+    bm_config_t *cfg = expect_ok("upstreams: [{url: http://a}]\nfailover: {maxAttempts: 5}\n");
+    assert_int_equal(bm_config_max_attempts(cfg), 5);
+    assert_non_null(strstr(bm_config_deprecation(cfg), "failsafe.retry.maxAttempts"));
+    bm_config_free(cfg);
+}
+
 static void test_dump_round_trip(void **state)
 {
     (void)state;
@@ -893,7 +981,16 @@ static void test_dump_round_trip(void **state)
                   "  - id: two\n    url: http://b\n"
                   "server: {maxBodyBytes: 1025, idleTimeout: 90s, shutdownTimeout: 0}\n"
                   "duties: {blockSelection: best-value, holdFloor: 1ms}\n"
-                  "tls: {verify: false}\n");
+                  "events: {headersTimeout: 30s}\n"
+                  "tls: {verify: false}\n"
+                  "routing: {loadBalancing: least-conn, stickySessions: {key: X-C,\n"
+                  "          rebalanceFactor: 1.25}}\n"
+                  "failsafe: {retry: {maxAttempts: 2, backoff: 1.5}, hedge: {maxRatio: 5%}}\n"
+                  "blockedPaths: [\"/a/*\", \"/b\"]\n"
+                  "clientRoutes: [{prefix: /x, client: teku}]\n"
+                  "routeRules: [{path: \"/s/*/v\", retry: {delay: 5ms}, tiers: [\"0\"],\n"
+                  "              strategy: random, consensus: {query: 2, agree: 1}}]\n");
+    assert_int_equal(cfg->events.headers_timeout_ms, 30000);
     char *d = dump(cfg, false);
     bm_config_err_t err;
     bm_config_t *again = bm_config_parse(d, strlen(d), "dump", NULL, NULL, &err);
@@ -905,7 +1002,11 @@ static void test_dump_round_trip(void **state)
                         "a$b \"q\" \\ \t \xc3\xa9 \xe2\x80\xa8 #");
     assert_non_null(strstr(d, "maxBodyBytes: 1025\n"));
     assert_non_null(strstr(d, "idleTimeout: 90s\n"));
+    assert_non_null(strstr(d, "headersTimeout: 30s\n"));
     assert_non_null(strstr(d, "listen: \"[::1]:6000\"\n"));
+    assert_non_null(strstr(d, "rebalanceFactor: 1.25\n"));
+    assert_non_null(strstr(d, "maxRatio: 0.05\n"));
+    assert_non_null(strstr(d, "blockedPaths: [\"/a/*\", \"/b\"]\n"));
 
     /* The masked dump hides passwords and header values and is still valid YAML. */
     char *m = dump(cfg, true);
@@ -1032,14 +1133,23 @@ static void test_duty_holds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_minimal),         cmocka_unit_test(test_full_values),
-        cmocka_unit_test(test_example_file),    cmocka_unit_test(test_documented_keys),
-        cmocka_unit_test(test_unknown_keys),    cmocka_unit_test(test_shapes),
-        cmocka_unit_test(test_env_values),      cmocka_unit_test(test_durations),
-        cmocka_unit_test(test_sizes),           cmocka_unit_test(test_other_values),
-        cmocka_unit_test(test_upstream_ids),    cmocka_unit_test(test_upstream_urls),
-        cmocka_unit_test(test_headers),         cmocka_unit_test(test_validate),
-        cmocka_unit_test(test_dump_round_trip), cmocka_unit_test(test_duty_holds),
+        cmocka_unit_test(test_minimal),
+        cmocka_unit_test(test_full_values),
+        cmocka_unit_test(test_example_file),
+        cmocka_unit_test(test_documented_keys),
+        cmocka_unit_test(test_unknown_keys),
+        cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_env_values),
+        cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_other_values),
+        cmocka_unit_test(test_upstream_ids),
+        cmocka_unit_test(test_upstream_urls),
+        cmocka_unit_test(test_headers),
+        cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_dump_round_trip),
+        cmocka_unit_test(test_duty_holds),
+        cmocka_unit_test(test_read_path_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

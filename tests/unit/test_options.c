@@ -50,7 +50,7 @@ static void test_defaults_have_one_home(void **state)
     ASSERT_SAME_AS_DEFAULT(bm_server_opts_t, bm_server_opts_default, o->server);
     ASSERT_SAME_AS_DEFAULT(bm_health_opts_t, bm_health_opts_default, o->health);
     ASSERT_SAME_AS_DEFAULT(bm_discovery_opts_t, bm_discovery_opts_default, o->discovery);
-    ASSERT_SAME_AS_DEFAULT(bm_failover_opts_t, bm_failover_opts_default, o->failover);
+    ASSERT_SAME_AS_DEFAULT(bm_readpath_opts_t, bm_readpath_opts_default, o->readpath);
     ASSERT_SAME_AS_DEFAULT(bm_monitor_opts_t, bm_monitor_opts_default, o->monitor);
     ASSERT_SAME_AS_DEFAULT(bm_events_opts_t, bm_events_opts_default, o->events);
     ASSERT_SAME_AS_DEFAULT(bm_hint_opts_t, bm_hint_opts_default, o->hint);
@@ -63,7 +63,10 @@ static void test_defaults_have_one_home(void **state)
     /* and those are the documented defaults, not merely equal to each other */
     assert_int_equal(o->attest.connect_timeout_ms, 1000);
     assert_int_equal(o->monitor.request_timeout_ms, 2000);
-    assert_int_equal(o->failover.write_timeout_ms, 12000);
+    assert_int_equal(o->readpath.write_timeout_ms, 12000);
+    assert_int_equal(o->readpath.max_attempts, 3);
+    assert_int_equal(o->readpath.hedge_delay_ms, 250);
+    assert_int_equal(o->readpath.breaker.failure_threshold, 5);
     assert_int_equal(o->hint.hold[BM_HINT_HEAD_ROOT].hold_floor_ms, 400);
     assert_int_equal(o->hint.hold[BM_HINT_HEAD_ROOT].max_hold_ms, 1000);
     assert_true(o->server.max_body_bytes == 32u << 20);
@@ -90,18 +93,18 @@ static void test_every_key_reaches_its_modules(void **state)
         "         dutiesMajorityAfter: 17ms, aggregateGrace: 18ms,\n"
         "         headRoot: {maxHold: 19ms}, syncCommitteeContribution: {holdFloor: 1ms}}\n");
     /* timeouts.connect feeds every module that connects to nodes */
-    const uint32_t connect[] = {o->discovery.connect_timeout_ms, o->failover.connect_timeout_ms,
+    const uint32_t connect[] = {o->discovery.connect_timeout_ms, o->readpath.connect_timeout_ms,
                                 o->monitor.connect_timeout_ms,   o->events.connect_timeout_ms,
                                 o->attest.connect_timeout_ms,    o->produce.connect_timeout_ms,
                                 o->aggregate.connect_timeout_ms, o->duties.connect_timeout_ms,
                                 o->replay.connect_timeout_ms,    o->broadcast.connect_timeout_ms};
     for (size_t i = 0; i < sizeof connect / sizeof connect[0]; i++)
         assert_int_equal(connect[i], 1234);
-    assert_int_equal(o->failover.read_timeout_ms, 2345);
+    assert_int_equal(o->readpath.read_timeout_ms, 2345);
     assert_int_equal(o->monitor.request_timeout_ms, 2345);
     assert_int_equal(o->broadcast.read_timeout_ms, 2345);
-    assert_int_equal(o->failover.write_timeout_ms, 3456);
-    assert_int_equal(o->failover.max_attempts, 5);
+    assert_int_equal(o->readpath.write_timeout_ms, 3456);
+    assert_int_equal(o->readpath.max_attempts, 5); /* the deprecated key still applies */
     assert_int_equal(o->discovery.retry_interval_ms, 6000);
     assert_true(o->discovery.has_genesis_root);
     assert_int_equal(o->discovery.genesis_root[0], 0x4b);
@@ -139,6 +142,76 @@ static void test_every_key_reaches_its_modules(void **state)
     free(o);
 }
 
+static void test_read_path_keys(void **state)
+{
+    (void)state;
+    const char *yaml =
+        "upstreams:\n"
+        "  - {id: a, url: \"http://127.0.0.1:1\", priority: 1, weight: 3, archive: true,\n"
+        "     autoTune: {min: 5, max: 50}}\n"
+        "  - {id: b, url: \"http://127.0.0.1:2\"}\n"
+        "routing:\n"
+        "  loadBalancing: least-conn\n"
+        "  scoreWeights: {errorRate: 1, latency: 2, headLag: 3, syncDistance: 4}\n"
+        "  stickySessions: {enabled: true, key: X-Client, rebalanceFactor: 1.5}\n"
+        "  retention: {blobEpochs: 10, blockEpochs: 20, stateSlots: 30}\n"
+        "failover: {maxAttempts: 2}\n"
+        "failsafe:\n"
+        "  timeout: 9s\n"
+        "  retry: {maxAttempts: 4, delay: 10ms, backoff: 3.5, maxDelay: 2s, jitter: 0}\n"
+        "  hedge: {delay: 100ms, maxCount: 2, maxRatio: 25%, maxPriority: 1}\n"
+        "  circuitBreaker: {failureThreshold: 7, successThreshold: 3, halfOpenAfter: 1m}\n"
+        "blockedPaths: [\"/eth/v1/debug/*\"]\n"
+        "clientRoutes: [{prefix: /a, upstreams: [a], stripPrefix: true}]\n"
+        "routeRules:\n"
+        "  - {method: GET, path: \"/eth/v1/beacon/states/*/validators\", timeout: 10s,\n"
+        "     consensus: {query: 2, agree: 2}, tiers: [\"0\"], strategy: random}\n";
+    bm_options_t *o = options_of(yaml);
+    const bm_readpath_opts_t *r = &o->readpath;
+    assert_int_equal(r->strategy, BM_BALANCE_LEAST_CONN);
+    assert_true(r->weights.error_rate == 1 && r->weights.sync_distance == 4);
+    assert_true(r->sticky && r->sticky_factor_milli == 1500);
+    assert_non_null(r->sticky_header); /* borrowed from the freed configuration: not read */
+    assert_true(r->retention.blob_epochs == 10 && r->retention.state_slots == 30);
+    assert_int_equal(r->timeout_ms, 9000);
+    assert_int_equal(r->max_attempts, 4); /* failsafe wins over the deprecated key */
+    assert_true(r->retry_delay_ms == 10 && r->retry_backoff_milli == 3500);
+    assert_true(r->retry_max_delay_ms == 2000 && r->retry_jitter_ms == 0);
+    assert_true(r->hedge_delay_ms == 100 && r->hedge_max_count == 2);
+    assert_true(r->hedge_max_ratio_milli == 250 && r->hedge_max_priority == 1);
+    assert_true(r->breaker.failure_threshold == 7 && r->breaker.success_threshold == 3);
+    assert_int_equal(r->breaker.half_open_after_ms, 60000);
+
+    bm_config_err_t err;
+    bm_config_t *cfg = bm_config_parse(yaml, strlen(yaml), "t.yaml", NULL, NULL, &err);
+    assert_non_null(cfg);
+    assert_non_null(bm_config_deprecation(cfg));
+    bm_readpath_node_opts_t no;
+    bm_options_readpath_node(cfg, 0, &no);
+    assert_true(no.priority == 1 && no.weight == 3 && no.archive);
+    assert_true(no.autotune_min == 5 && no.autotune_max == 50);
+    bm_options_readpath_node(cfg, 1, &no);
+    assert_true(no.priority == 0 && no.weight == 1 && !no.archive && no.autotune_max == 0);
+    bm_rules_t *rules = bm_options_rules(cfg);
+    assert_non_null(rules);
+    assert_true(bm_rules_blocked(rules, "/eth/v1/debug/fork_choice", 25));
+    const char *v = "/eth/v1/beacon/states/head/validators";
+    const bm_rule_t *rule = bm_rules_match(rules, "GET", v, strlen(v));
+    assert_non_null(rule);
+    assert_true(rule->consensus_query == 2 && rule->timeout_ms == 10000);
+    assert_true(rule->restrict_nodes && rule->nodes == 2); /* tier 0: b */
+    assert_int_equal(rule->strategy, BM_BALANCE_RANDOM);
+    assert_int_equal(rule->max_attempts, BM_RULE_INHERIT);
+    size_t rest;
+    const bm_client_route_t *cr = bm_rules_client_route(rules, "/a/x", 4, &rest);
+    assert_true(cr && cr->nodes == 1 && cr->strip_prefix && rest == 2);
+    cr = bm_rules_client_route(rules, "/lighthouse/x", 13, &rest); /* built in */
+    assert_true(cr && cr->client == BM_CLIENT_LIGHTHOUSE && !cr->strip_prefix);
+    bm_rules_free(rules);
+    bm_config_free(cfg);
+    free(o);
+}
+
 static void test_borrowed_ca_file(void **state)
 {
     (void)state;
@@ -159,6 +232,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_have_one_home),
         cmocka_unit_test(test_every_key_reaches_its_modules),
+        cmocka_unit_test(test_read_path_keys),
         cmocka_unit_test(test_borrowed_ca_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
