@@ -47,7 +47,7 @@ void bm_upstream_opts_default(bm_upstream_opts_t *o)
     o->max_host_connections = 0;
     o->tls_verify = BM_DEFAULT_TLS_VERIFY;
     o->ca_file = NULL;
-    o->node_max_connections = BM_DEFAULT_UPSTREAMS_MAX_CONNECTIONS;
+    o->node_max_connections = BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS;
     o->http_via_curl = false;
 }
 
