@@ -59,8 +59,7 @@
 #define BM_DEFAULT_UPSTREAM_ARCHIVE false
 #define BM_DEFAULT_UPSTREAM_AUTOTUNE_MIN 1 /* requests per second */
 #define BM_DEFAULT_UPSTREAM_AUTOTUNE_MAX 0 /* 0: no auto-tuned bucket */
-#define BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS                                                        \
-    64 /* an http:// node's keep-alive pool (http/upstream.h) */
+#define BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS 64 /* an http:// node's pool (http/upstream.h) */
 
 /* routing: how the read path picks among candidates */
 #define BM_DEFAULT_ROUTING_SCORE_WEIGHT_ERROR_RATE 4
