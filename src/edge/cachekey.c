@@ -16,6 +16,7 @@ typedef enum { ID_BLOCK, ID_STATE, ID_NONE } id_kind_t;
  * it ("" for none; a trailing '*' allows one more segment). */
 typedef struct route {
     const char *prefix;
+    size_t len;
     id_kind_t kind;
     bm_ck_route_t cls;
     const char *const *suffixes;
@@ -39,21 +40,23 @@ static const char *const S_STATE[] = {"/root",
                                       "/proposer_lookahead",
                                       NULL};
 
+#define R(p) p, sizeof(p) - 1
+
 static const route_t ROUTES[] = {
-    {"/eth/v2/beacon/blocks/", ID_BLOCK, BM_CK_ROUTE_BLOCK, S_NONE},
-    {"/eth/v1/beacon/blocks/", ID_BLOCK, BM_CK_ROUTE_BLOCK, S_ROOT},
-    {"/eth/v1/beacon/blocks/", ID_BLOCK, BM_CK_ROUTE_BLOCK, S_ATT},
-    {"/eth/v2/beacon/blocks/", ID_BLOCK, BM_CK_ROUTE_BLOCK, S_ATT},
-    {"/eth/v1/beacon/blinded_blocks/", ID_BLOCK, BM_CK_ROUTE_BLOCK, S_NONE},
-    {"/eth/v1/beacon/headers/", ID_BLOCK, BM_CK_ROUTE_BLOCK, S_NONE},
-    {"/eth/v1/beacon/rewards/blocks/", ID_BLOCK, BM_CK_ROUTE_BLOCK, S_NONE},
-    {"/eth/v1/beacon/blob_sidecars/", ID_BLOCK, BM_CK_ROUTE_BLOB, S_NONE},
-    {"/eth/v1/beacon/blobs/", ID_BLOCK, BM_CK_ROUTE_BLOB, S_NONE},
-    {"/eth/v1/beacon/states/", ID_STATE, BM_CK_ROUTE_STATE, S_STATE},
-    {"/eth/v2/debug/beacon/states/", ID_STATE, BM_CK_ROUTE_STATE, S_NONE},
-    {"/eth/v1/node/identity", ID_NONE, BM_CK_ROUTE_NODE, S_NONE},
-    {"/eth/v1/node/version", ID_NONE, BM_CK_ROUTE_NODE, S_NONE},
-    {"/eth/v2/node/version", ID_NONE, BM_CK_ROUTE_NODE, S_NONE},
+    {R("/eth/v2/beacon/blocks/"), ID_BLOCK, BM_CK_ROUTE_BLOCK, S_NONE},
+    {R("/eth/v1/beacon/blocks/"), ID_BLOCK, BM_CK_ROUTE_BLOCK, S_ROOT},
+    {R("/eth/v1/beacon/blocks/"), ID_BLOCK, BM_CK_ROUTE_BLOCK, S_ATT},
+    {R("/eth/v2/beacon/blocks/"), ID_BLOCK, BM_CK_ROUTE_BLOCK, S_ATT},
+    {R("/eth/v1/beacon/blinded_blocks/"), ID_BLOCK, BM_CK_ROUTE_BLOCK, S_NONE},
+    {R("/eth/v1/beacon/headers/"), ID_BLOCK, BM_CK_ROUTE_BLOCK, S_NONE},
+    {R("/eth/v1/beacon/rewards/blocks/"), ID_BLOCK, BM_CK_ROUTE_BLOCK, S_NONE},
+    {R("/eth/v1/beacon/blob_sidecars/"), ID_BLOCK, BM_CK_ROUTE_BLOB, S_NONE},
+    {R("/eth/v1/beacon/blobs/"), ID_BLOCK, BM_CK_ROUTE_BLOB, S_NONE},
+    {R("/eth/v1/beacon/states/"), ID_STATE, BM_CK_ROUTE_STATE, S_STATE},
+    {R("/eth/v2/debug/beacon/states/"), ID_STATE, BM_CK_ROUTE_STATE, S_NONE},
+    {R("/eth/v1/node/identity"), ID_NONE, BM_CK_ROUTE_NODE, S_NONE},
+    {R("/eth/v1/node/version"), ID_NONE, BM_CK_ROUTE_NODE, S_NONE},
+    {R("/eth/v2/node/version"), ID_NONE, BM_CK_ROUTE_NODE, S_NONE},
 };
 
 const char *bm_ck_route_name(bm_ck_route_t r)
@@ -96,7 +99,7 @@ static const route_t *match(const char *path, size_t n, const char **id, size_t 
 {
     for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++) {
         const route_t *r = &ROUTES[i];
-        size_t pl = strlen(r->prefix);
+        size_t pl = r->len;
         if (r->kind == ID_NONE) {
             if (n == pl && memcmp(path, r->prefix, n) == 0) {
                 *id = NULL;
@@ -278,6 +281,16 @@ static void resolve_state(const bm_ck_chain_t *c, const char *id, size_t n, reso
             r->final = true;
         }
     }
+}
+
+bool bm_ck_candidate(const char *path, size_t path_len)
+{
+    const char *id, *rest;
+    size_t id_len, rest_len;
+    /* every route starts with "/eth/v": most paths are told apart at once */
+    if (path_len < 6 || memcmp(path, "/eth/v", 6) != 0)
+        return false;
+    return match(path, path_len, &id, &id_len, &rest, &rest_len) != NULL;
 }
 
 int bm_ck_derive(const char *path, size_t path_len, const char *query, size_t query_len, bool ssz,
