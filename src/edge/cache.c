@@ -619,10 +619,6 @@ void bm_cache_route(bm_req_t *req, const bm_route_params_t *params, void *ud)
     }
     size_t pl, ql = 0;
     const char *path = bm_req_path(req, &pl);
-    if (!bm_ck_candidate(path, pl)) {
-        bm_readpath_route(req, params, c->rp);
-        return;
-    }
     const char *query = bm_req_query(req, &ql);
     bm_ck_chain_t view;
     chain_view(c, &view);

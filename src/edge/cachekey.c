@@ -42,6 +42,7 @@ static const char *const S_STATE[] = {"/root",
 
 #define R(p) p, sizeof(p) - 1
 
+/* every prefix is at least 16 bytes long (match reads bytes 6, 8 and 15 first) */
 static const route_t ROUTES[] = {
     {R("/eth/v2/beacon/blocks/"), ID_BLOCK, BM_CK_ROUTE_BLOCK, S_NONE},
     {R("/eth/v1/beacon/blocks/"), ID_BLOCK, BM_CK_ROUTE_BLOCK, S_ROOT},
@@ -80,6 +81,9 @@ void bm_ck_dispose(bm_ck_t *ck)
 static bool suffix_ok(const char *const *allowed, const char *s, size_t n)
 {
     for (size_t i = 0; allowed[i]; i++) {
+        /* the letter after '/' tells most suffixes apart before their length is taken */
+        if (n > 1 && allowed[i][0] && allowed[i][1] != s[1])
+            continue;
         size_t al = strlen(allowed[i]);
         if (al && allowed[i][al - 1] == '*') {
             /* the prefix, then one non-empty segment */
@@ -100,6 +104,11 @@ static const route_t *match(const char *path, size_t n, const char **id, size_t 
     for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++) {
         const route_t *r = &ROUTES[i];
         size_t pl = r->len;
+        /* every prefix has at least 16 bytes: the version, the area and the resource's first
+         * letter tell most routes apart before a comparison of the whole prefix */
+        if (n < 16 || path[6] != r->prefix[6] || path[8] != r->prefix[8] ||
+            path[15] != r->prefix[15])
+            continue;
         if (r->kind == ID_NONE) {
             if (n == pl && memcmp(path, r->prefix, n) == 0) {
                 *id = NULL;
@@ -281,16 +290,6 @@ static void resolve_state(const bm_ck_chain_t *c, const char *id, size_t n, reso
             r->final = true;
         }
     }
-}
-
-bool bm_ck_candidate(const char *path, size_t path_len)
-{
-    const char *id, *rest;
-    size_t id_len, rest_len;
-    /* every route starts with "/eth/v": most paths are told apart at once */
-    if (path_len < 6 || memcmp(path, "/eth/v", 6) != 0)
-        return false;
-    return match(path, path_len, &id, &id_len, &rest, &rest_len) != NULL;
 }
 
 int bm_ck_derive(const char *path, size_t path_len, const char *query, size_t query_len, bool ssz,

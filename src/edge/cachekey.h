@@ -97,10 +97,6 @@ typedef struct bm_ck {
 int bm_ck_derive(const char *path, size_t path_len, const char *query, size_t query_len, bool ssz,
                  const bm_ck_chain_t *chain, const bm_ck_ttls_t *ttls, bm_ck_t *out);
 
-/** Whether path[0..path_len) is one of the cacheable routes at all (whatever its id): a
- *  cheap test before the chain is looked at. */
-bool bm_ck_candidate(const char *path, size_t path_len);
-
 /** Frees what `ck` holds. */
 void bm_ck_dispose(bm_ck_t *ck);
 

@@ -29,6 +29,7 @@ struct bm_front {
     bm_limiter_t *clients;      /* read buckets per client or key */
     bm_limiter_t *duty_clients; /* duty buckets per client or key */
     bm_bucket_t global, duty_global;
+    bool limits; /* any rate limit is configured (else step 6 has nothing to do) */
     counters_t c;
     bm_log_limit_t lim;
 };
@@ -40,6 +41,10 @@ bm_front_t *bm_front_new(uv_loop_t *loop, const bm_front_opts_t *o)
         return NULL;
     f->loop = loop;
     f->o = *o;
+    f->limits = o->per_client.rate > 0 || o->global.rate > 0 || o->duties_per_client.rate > 0 ||
+                o->duties_global.rate > 0;
+    for (size_t i = 0; i < o->n_keys; i++)
+        f->limits = f->limits || o->keys[i].rate.rate > 0;
     size_t slots = o->max_clients ? o->max_clients : BM_DEFAULT_RATE_LIMIT_CLIENTS;
     f->clients = bm_limiter_new(slots);
     f->duty_clients = bm_limiter_new(slots);
@@ -259,9 +264,10 @@ static bool cors_step(bm_front_t *f, bm_req_t *req)
 }
 
 /* Step 6: false when answered 429. */
-static bool limit_step(bm_front_t *f, bm_req_t *req, unsigned cls, const char *client,
-                       const bm_auth_key_t *key)
+static bool limit_step(bm_front_t *f, bm_req_t *req, unsigned cls, const bm_auth_key_t *key)
 {
+    if (!f->limits)
+        return true;
     size_t pl;
     const char *path = bm_req_path(req, &pl);
     if (bm_auth_is_write(bm_req_method(req), path, pl))
@@ -272,11 +278,15 @@ static bool limit_step(bm_front_t *f, bm_req_t *req, unsigned cls, const char *c
     const bm_rate_t *per = duties ? &f->o.duties_per_client : &f->o.per_client;
     if (key && key->rate.rate > 0 && !duties)
         per = &key->rate;
-    char kbuf[96];
+    char kbuf[96], client[64];
     const char *who = client;
     if (key) {
         snprintf(kbuf, sizeof kbuf, "key:%s", key->id);
         who = kbuf;
+    } else {
+        /* the client's address: the peer, or through trusted proxies the forwarded one */
+        const char *xff = f->o.n_trusted ? bm_req_header(req, "x-forwarded-for") : NULL;
+        bm_client_addr(bm_req_peer(req), xff, f->o.trusted, f->o.n_trusted, client, sizeof client);
     }
     uint32_t retry = 0;
     bool ok = bm_limiter_take(table, who, strlen(who), per, now, &retry) &&
@@ -356,9 +366,6 @@ void bm_front_handle(bm_req_t *req, void *ud)
         bm_resp_error(req, 403, "this client address is not allowed (server.allowedClients)");
         return;
     }
-    char client[64];
-    bm_client_addr(peer, bm_req_header(req, "x-forwarded-for"), f->o.trusted, f->o.n_trusted,
-                   client, sizeof client);
     /* a preflight carries no credentials: answered before keys are asked for */
     if (strcmp(bm_req_method(req), "OPTIONS") == 0 && bm_req_header(req, "origin") &&
         bm_req_header(req, "access-control-request-method")) {
@@ -386,7 +393,7 @@ void bm_front_handle(bm_req_t *req, void *ud)
     }
     if (!cors_step(f, req))
         return;
-    if (!limit_step(f, req, cls, client, key))
+    if (!limit_step(f, req, cls, key))
         return;
     bm_router_dispatch(req, net->router);
 }

@@ -238,21 +238,6 @@ static void test_ssz_query_and_routes(void **state)
     bm_ck_dispose(&b);
 }
 
-static void test_candidates(void **state)
-{
-    (void)state;
-#define CAND(p) bm_ck_candidate(p, strlen(p))
-    assert_true(CAND("/eth/v2/beacon/blocks/head"));
-    assert_true(CAND("/eth/v1/beacon/states/123/validators/5"));
-    assert_true(CAND("/eth/v1/node/identity"));
-    assert_false(CAND("/eth/v1/node/peers"));
-    assert_false(CAND("/eth/v1/validator/attestation_data"));
-    assert_false(CAND("/lighthouse/health"));
-    assert_false(CAND("/eth"));
-    assert_false(CAND(""));
-#undef CAND
-}
-
 static void test_nothing_known(void **state)
 {
     (void)state;
@@ -274,7 +259,6 @@ int main(void)
         cmocka_unit_test(test_slots_final_empty_future_unreachable),
         cmocka_unit_test(test_finalized_justified_genesis_states),
         cmocka_unit_test(test_ssz_query_and_routes),
-        cmocka_unit_test(test_candidates),
         cmocka_unit_test(test_nothing_known),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
