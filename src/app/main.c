@@ -187,6 +187,10 @@ int main(int argc, char **argv)
     if (cli.check) {
         if (deprecated)
             fprintf(stderr, "beaconmux: warning: %s\n", deprecated);
+        const char *exposed = bm_front_exposure_problem(a.cfg->listen_host, a.cfg->auth.n_keys,
+                                                        a.cfg->server.n_allowed_clients);
+        if (exposed)
+            fprintf(stderr, "beaconmux: warning: listen %s: %s\n", a.cfg->listen_host, exposed);
         bm_str_t dump = BM_STR_INIT;
         bm_config_dump(a.cfg, true, &dump);
         printf("configuration OK%s%s\n%s", a.cfg->path ? ": " : "", a.cfg->path ? a.cfg->path : "",

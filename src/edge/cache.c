@@ -583,7 +583,10 @@ static bool start_flight(bm_cache_t *c, bm_req_t *req, const bm_ck_t *ck, const 
                                   .target = bm_str_data(&ck->target),
                                   .headers = &fwd,
                                   .peer = bm_req_peer(req),
-                                  .max_bytes = c->o.max_entry_bytes};
+                                  .max_bytes = c->o.max_entry_bytes,
+                                  /* sent by a root of the cluster chain: a node without it
+                                   * is behind, the next one may have it */
+                                  .missing_moves_on = ck->rewritten || ck->cls == BM_CK_CHAIN};
     c->starting = f;
     c->answered_at_start = false;
     bm_readpath_fetch_t *fetch = bm_readpath_fetch(c->rp, &fr, on_answer, f);

@@ -114,6 +114,7 @@ typedef struct detached {
     bm_str_t method, target, peer;
     bm_hdrs_t headers;
     size_t max_bytes;
+    bool missing_moves_on;    /* a 404 moves on: the node lacks what the cluster chain has */
     bm_readpath_answer_fn cb; /* NULL once answered or cancelled */
     void *ud;
 } detached_t;
@@ -901,6 +902,11 @@ static bool moves_on(exchange_t *ex, attempt_t *a, int status, const head_info_t
         add_error(ex, "%s: HTTP 429 (throttled)", a->node->id);
         return true;
     }
+    if (status == 404 && ex->fetch && ex->fetch->missing_moves_on) {
+        /* a root of the cluster chain this node has not imported yet (one slot behind) */
+        add_error(ex, "%s: HTTP 404 (not imported yet)", a->node->id);
+        return true;
+    }
     if (status == 415 && ex->ssz_accept) {
         rp->c.ssz_refused++;
         remember_no_ssz(ns, ex->route_key, now);
@@ -1373,6 +1379,7 @@ bm_readpath_fetch_t *bm_readpath_fetch(bm_readpath_t *rp, const bm_readpath_fetc
             bm_hdrs_add(&d->headers, f->headers->items[i].name, f->headers->items[i].name_len,
                         f->headers->items[i].value, f->headers->items[i].value_len);
     d->max_bytes = f->max_bytes ? f->max_bytes : rp->opts.hold_bytes;
+    d->missing_moves_on = f->missing_moves_on;
     d->cb = cb;
     d->ud = ud;
     view_t v = {.method = bm_str_data(&d->method),

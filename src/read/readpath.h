@@ -115,6 +115,9 @@ typedef struct bm_readpath_fetch_req {
     const bm_hdrs_t *headers; /* end-to-end fields to send (Accept), or NULL */
     const char *peer;         /* the client address sticky sessions key on, or NULL */
     size_t max_bytes;         /* a larger answer is not held: `too_big` (0: hold_bytes) */
+    bool missing_moves_on;    /* a 404 moves on to the next node, like a 5xx (the target names
+                                 a root of the cluster chain: a node one slot behind lacks it);
+                                 relayed when every node said so */
 } bm_readpath_fetch_req_t;
 
 /** The answer of a detached read. Borrowed for the duration of the callback. */

@@ -347,6 +347,18 @@ class Edge(unittest.TestCase):
                            capture_output=True, timeout=20)
         self.assertEqual(r.returncode, 1)
         self.assertIn(b"prepare_beacon_proposer", r.stderr)
+        # --check says so too, as a warning (the file itself is valid)
+        r = subprocess.run([os.path.join(BIN_DIR, "beaconmux"), "--config", path, "--check"],
+                           capture_output=True, timeout=20)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn(b"warning: listen 0.0.0.0", r.stderr)
+        # an allowed-client list (or keys) lets it listen
+        with open(path, "w") as f:
+            f.write(cfg + "server:\n  allowedClients: [\"10.0.0.0/8\"]\n")
+        r = subprocess.run([os.path.join(BIN_DIR, "beaconmux"), "--config", path, "--check"],
+                           capture_output=True, timeout=20)
+        self.assertEqual(r.returncode, 0)
+        self.assertNotIn(b"warning: listen", r.stderr)
         st = self.bad_network_id()
         self.assertIn(b"would shadow", st)
 

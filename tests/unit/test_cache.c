@@ -234,6 +234,39 @@ static void test_bounds_evict(void **state)
     assert_int_equal(a->requests, 6);
 }
 
+static void test_a_node_without_the_root_is_passed_over(void **state)
+{
+    fake_mux_t *f = *state;
+    fake_step_t missing = FAKE_STATUS(404, 0, "{\"code\":404,\"message\":\"not found\"}");
+    fake_step_t found = FAKE_OK(0, "{\"data\":{\"root\":\"0xab\"}}");
+    fake_node_t *a = fake_mux_node(f, &missing, 1);
+    fake_node_t *b = fake_mux_node(f, &found, 1);
+    cfx_t *m = make(f, NULL);
+    /* a is asked first (tier 0), b only after it (tier 1) */
+    bm_readpath_node_opts_t no = {.priority = 0, .weight = 1};
+    bm_readpath_set_node(m->rp, 0, &no);
+    no.priority = 1;
+    bm_readpath_set_node(m->rp, 1, &no);
+    /* a root in upper case is sent in lower case: a root of the chain, which a node behind
+     * lacks: its 404 moves the read on */
+    const char *path =
+        "/eth/v2/beacon/blocks/0xABABABABABABABABABABABABABABABABABABABABABABABABABABABABABABABAB";
+    fake_call_t *c = fake_mux_get(f, path, NULL);
+    fake_mux_wait(f, c);
+    assert_int_equal(c->status, 200);
+    assert_int_equal(a->requests, 1);
+    assert_int_equal(b->requests, 1);
+    assert_non_null(strstr(fake_node_last(b)->target, "0xabab"));
+    /* when every node lacks it, the 404 is what the client gets (and nothing is stored) */
+    fake_node_script(b, &missing, 1);
+    c = fake_mux_get(
+        f,
+        "/eth/v2/beacon/blocks/0xCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCDCD",
+        NULL);
+    fake_mux_wait(f, c);
+    assert_int_equal(c->status, 404);
+}
+
 static void test_stop_answers_the_waiting(void **state)
 {
     fake_mux_t *f = *state;
@@ -264,6 +297,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stored_once_with_its_gzip_form, fake_mux_setup,
                                         fake_mux_teardown),
         cmocka_unit_test_setup_teardown(test_bounds_evict, fake_mux_setup, fake_mux_teardown),
+        cmocka_unit_test_setup_teardown(test_a_node_without_the_root_is_passed_over, fake_mux_setup,
+                                        fake_mux_teardown),
         cmocka_unit_test_setup_teardown(test_stop_answers_the_waiting, fake_mux_setup,
                                         fake_mux_teardown),
     };
