@@ -36,6 +36,12 @@ struct bm_admin {
 
 int bm_admin_add_section(bm_admin_t *a, const char *name, bm_admin_section_fn fn, void *ud)
 {
+    for (size_t i = 0; i < a->n_sections; i++)
+        if (strcmp(a->sections[i].name, name) == 0) { /* a reload's new front replaces its own */
+            a->sections[i].fn = fn;
+            a->sections[i].ud = ud;
+            return 0;
+        }
     if (a->n_sections == BM_ADMIN_MAX_SECTIONS || strlen(name) >= sizeof a->sections[0].name)
         return BM_ENOMEM;
     snprintf(a->sections[a->n_sections].name, sizeof a->sections[0].name, "%s", name);

@@ -63,7 +63,8 @@ typedef void (*bm_admin_section_fn)(bm_str_t *out, void *ud);
 /**
  * Adds a section to the status document: `"name": <what fn writes>`, after the upstreams.
  * Modules above admin (events, policies) report their counters this way, so admin needs
- * to know none of them. Returns 0 or BM_ENOMEM.
+ * to know none of them. A section of the same name is replaced (a reload's new front).
+ * Returns 0 or BM_ENOMEM.
  */
 int bm_admin_add_section(bm_admin_t *a, const char *name, bm_admin_section_fn fn, void *ud);
 

@@ -169,7 +169,17 @@ const char *bm_cli_help(void)
            "\n"
            "Flags override the file; keys absent from both take their defaults.\n"
            "In the file, ${VAR} in a value is replaced by the environment variable VAR (an\n"
-           "unset variable is an error); write $$ for a literal '$'.\n";
+           "unset variable is an error); write $$ for a literal '$'.\n"
+           "\n"
+           "Signals:\n"
+           "  SIGHUP                 Reload the configuration file: it is validated as by\n"
+           "                         --check (flags still override it); if invalid, the\n"
+           "                         running configuration stays and the log says why.\n"
+           "                         Upstreams, networks, policies, limits, keys and the log\n"
+           "                         change live; listen and server.* (but allowedClients)\n"
+           "                         need a restart (docs/operations.md).\n"
+           "  SIGTERM, SIGINT        Graceful shutdown (server.shutdownTimeout); a second\n"
+           "                         signal exits at once.\n";
 }
 
 static void free_upstreams(const bm_cfg_key_t *list, bm_config_upstream_t *ups, size_t n)

@@ -6,10 +6,12 @@
  *   server -> front (allowed clients, API keys, network prefix, CORS, rate limits)
  *          -> the network's router -> its policies (app/network.h builds one network)
  *
- * docs/architecture.md draws the whole. It owns nothing else: no module is reached
- * through a global. SIGTERM/SIGINT start a graceful shutdown (stop accepting, finish
- * in-flight requests within the configured bound, let detached writes reach the nodes); a
- * second signal exits at once.
+ * docs/architecture.md draws the whole. The front and the networks are built and owned by
+ * app/reload.h, which replaces them on SIGHUP; main owns the loop, the server and the
+ * signals, and nothing is reached through a global. SIGTERM/SIGINT start a graceful
+ * shutdown (stop accepting, finish in-flight requests within the configured bound, let
+ * detached writes reach the nodes); a second signal exits at once. SIGHUP reloads the
+ * configuration file (docs/operations.md).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -19,69 +21,45 @@
 
 #include "app/cli.h"
 #include "app/config.h"
-#include "app/network.h"
 #include "app/options.h"
+#include "app/reload.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "edge/front.h"
 #include "http/server.h"
 
-#define MAX_NETWORKS 64
-
 typedef struct app {
     uv_loop_t loop;
-    bm_config_t *cfg;
-    bm_options_t opts;      /* the global modules' options (server) */
-    bm_edge_options_t edge; /* the front's */
-    bm_network_t *net[MAX_NETWORKS];
-    size_t n_net;
-    size_t draining; /* networks whose writes are still draining */
-    bm_front_t *front;
+    bm_cli_t cli;
+    bm_options_t opts;   /* the global modules' options (server) */
+    bm_reload_t *reload; /* the running configuration: front and networks (app/reload.h) */
     bm_server_t *server;
     uv_signal_t sigterm;
     uv_signal_t sigint;
+    uv_signal_t sighup;
     int signals;
     int exit_code;
 } app_t;
 
-static int build_front(app_t *a)
+/* Takes `cfg` (validated). */
+static int build(app_t *a, bm_config_t *cfg)
 {
-    int rc = bm_options_edge(&a->edge, a->cfg);
-    if (rc)
-        return rc;
-    a->front = bm_front_new(&a->loop, &a->edge.front);
-    if (!a->front)
-        return BM_ENOMEM;
-    for (size_t i = 0; i < a->n_net; i++) {
-        bm_front_network_t fn = {bm_network_id(a->net[i]), bm_network_router(a->net[i]),
-                                 bm_network_health, bm_network_status, a->net[i]};
-        if ((rc = bm_front_add_network(a->front, &fn)) != 0 ||
-            (rc = bm_network_add_status(a->net[i], "edge", bm_front_status_json, a->front)) != 0)
-            return rc;
-    }
-    return 0;
-}
-
-static int build(app_t *a)
-{
-    const bm_config_t *c = a->cfg;
-    int rc = bm_options_from_config(&a->opts, c);
-    if (rc)
-        return rc;
+    int rc = bm_options_from_config(&a->opts, cfg);
     /* secure by default: duty and write routes are never open to a whole network */
-    const char *exposed =
-        bm_front_exposure_problem(c->listen_host, c->auth.n_keys, c->server.n_allowed_clients);
-    if (exposed) {
-        bm_log(BM_LOG_ERROR, "listen %s: %s", c->listen_host, exposed);
-        return BM_EINVAL;
+    const char *exposed = bm_front_exposure_problem(cfg->listen_host, cfg->auth.n_keys,
+                                                    cfg->server.n_allowed_clients);
+    if (!rc && exposed) {
+        bm_log(BM_LOG_ERROR, "listen %s: %s", cfg->listen_host, exposed);
+        rc = BM_EINVAL;
     }
-    a->n_net = bm_config_network_count(c);
-    for (size_t i = 0; i < a->n_net; i++)
-        if (!(a->net[i] = bm_network_new(&a->loop, c, i)))
-            return BM_EINVAL;
-    if ((rc = build_front(a)) != 0)
+    if (rc) {
+        bm_config_free(cfg);
         return rc;
-    a->server = bm_server_new(&a->loop, &a->opts.server, bm_front_handle, a->front);
+    }
+    if (!(a->reload = bm_reload_new(&a->loop, cfg, &a->cli)))
+        return BM_EINVAL;
+    const bm_config_t *c = bm_reload_start_config(a->reload);
+    a->server = bm_server_new(&a->loop, &a->opts.server, bm_reload_handle, a->reload);
     if (!a->server)
         return BM_ENOMEM;
     rc = bm_server_listen(a->server, c->listen_host, c->listen_port);
@@ -94,30 +72,21 @@ static int build(app_t *a)
     bool v6 = strchr(h, ':') != NULL;
     bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d", v6 ? "[" : "", h, v6 ? "]" : "",
            bm_server_port(a->server));
-    for (size_t i = 0; i < a->n_net; i++) {
-        if (c->n_networks)
-            bm_log(BM_LOG_INFO, "network %s: served under /%s/", bm_network_id(a->net[i]),
-                   bm_network_id(a->net[i]));
-        if ((rc = bm_network_start(a->net[i])) != 0)
-            return rc;
-    }
-    return 0;
+    return bm_reload_start(a->reload);
 }
 
 static void close_signals(app_t *a)
 {
-    if (!uv_is_closing((uv_handle_t *)&a->sigterm))
-        uv_close((uv_handle_t *)&a->sigterm, NULL);
-    if (!uv_is_closing((uv_handle_t *)&a->sigint))
-        uv_close((uv_handle_t *)&a->sigint, NULL);
+    uv_signal_t *s[] = {&a->sigterm, &a->sigint, &a->sighup};
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+        if (!uv_is_closing((uv_handle_t *)s[i]))
+            uv_close((uv_handle_t *)s[i], NULL);
 }
 
-/* One network's detached writes are done; after the last, nothing keeps the loop. */
-static void on_network_drained(void *ud)
+/* The networks' detached writes are done; nothing keeps the loop any more. */
+static void on_networks_drained(void *ud)
 {
-    app_t *a = ud;
-    if (--a->draining == 0)
-        close_signals(a);
+    close_signals(ud);
 }
 
 /* The clients are answered; writes detached from them (broadcast) may still be running:
@@ -127,9 +96,8 @@ static void on_server_drained(bm_server_t *srv, void *ud)
     app_t *a = ud;
     (void)srv;
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
-    a->draining = a->n_net;
-    for (size_t i = 0; i < a->n_net; i++)
-        bm_network_drain(a->net[i], a->cfg->server.shutdown_timeout_ms, on_network_drained, a);
+    bm_reload_drain(a->reload, bm_reload_start_config(a->reload)->server.shutdown_timeout_ms,
+                    on_networks_drained, a);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -139,91 +107,100 @@ static void on_signal(uv_signal_t *s, int signum)
         bm_log(BM_LOG_WARN, "second signal: exiting now");
         exit(1);
     }
+    uint32_t grace = bm_reload_start_config(a->reload)->server.shutdown_timeout_ms;
     bm_log(BM_LOG_INFO, "%s: shutting down (in-flight requests get up to %u ms)",
-           signum == SIGTERM ? "SIGTERM" : "SIGINT", a->cfg->server.shutdown_timeout_ms);
-    for (size_t i = 0; i < a->n_net; i++)
-        bm_network_stop_streams(a->net[i]);
-    bm_server_shutdown(a->server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
+           signum == SIGTERM ? "SIGTERM" : "SIGINT", grace);
+    bm_reload_stop(a->reload); /* a reload in progress is abandoned */
+    bm_server_shutdown(a->server, grace, on_server_drained, a);
+}
+
+/* SIGHUP: read the configuration file again and apply what changed (app/reload.h). */
+static void on_sighup(uv_signal_t *s, int signum)
+{
+    app_t *a = s->data;
+    (void)signum;
+    bm_log(BM_LOG_INFO, "SIGHUP: reloading the configuration");
+    bm_reload_request(a->reload);
 }
 
 static void teardown(app_t *a)
 {
-    for (size_t i = 0; i < a->n_net; i++)
-        bm_network_free(a->net[i]); /* runs the loop to let its handles close */
     uv_run(&a->loop, UV_RUN_DEFAULT);
     if (a->server)
         bm_server_free(a->server);
     uv_run(&a->loop, UV_RUN_DEFAULT);
-    bm_front_free(a->front);
-    bm_options_edge_dispose(&a->edge);
+    bm_reload_free(a->reload); /* the networks, the front and every configuration */
     if (uv_loop_close(&a->loop) != 0)
         bm_log(BM_LOG_WARN, "shutdown: handles still open on the loop");
 }
 
+/* --check: the configuration as it would run, warnings on stderr. Takes `cfg`. */
+static int check(bm_config_t *cfg)
+{
+    const char *deprecated = bm_config_deprecation(cfg);
+    if (deprecated)
+        fprintf(stderr, "beaconmux: warning: %s\n", deprecated);
+    const char *exposed = bm_front_exposure_problem(cfg->listen_host, cfg->auth.n_keys,
+                                                    cfg->server.n_allowed_clients);
+    if (exposed)
+        fprintf(stderr, "beaconmux: warning: listen %s: %s\n", cfg->listen_host, exposed);
+    bm_str_t dump = BM_STR_INIT;
+    bm_config_dump(cfg, true, &dump);
+    printf("configuration OK%s%s\n%s", cfg->path ? ": " : "", cfg->path ? cfg->path : "",
+           bm_str_data(&dump));
+    bm_str_dispose(&dump);
+    bm_config_free(cfg);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    bm_cli_t cli;
+    static app_t a; /* the command line it holds is read again by every reload */
     bm_config_err_t err;
-    if (bm_cli_parse(argc, argv, &cli, &err) != 0) {
+    if (bm_cli_parse(argc, argv, &a.cli, &err) != 0) {
         fprintf(stderr, "beaconmux: %s\n", err.msg); /* the message carries the usage */
         return 2;
     }
-    if (cli.help) {
+    if (a.cli.help) {
         fputs(bm_cli_help(), stdout);
         return 0;
     }
-    if (cli.version) {
+    if (a.cli.version) {
         printf("beaconmux %s\n", BM_VERSION);
         return 0;
     }
-    app_t a;
-    memset(&a, 0, sizeof a);
-    a.cfg = bm_cli_load(&cli, &err);
-    if (!a.cfg) {
+    bm_config_t *cfg = bm_cli_load(&a.cli, &err);
+    if (!cfg) {
         fprintf(stderr, "beaconmux: %s\n", err.msg);
         return 2;
     }
-    const char *deprecated = bm_config_deprecation(a.cfg);
-    if (cli.check) {
-        if (deprecated)
-            fprintf(stderr, "beaconmux: warning: %s\n", deprecated);
-        const char *exposed = bm_front_exposure_problem(a.cfg->listen_host, a.cfg->auth.n_keys,
-                                                        a.cfg->server.n_allowed_clients);
-        if (exposed)
-            fprintf(stderr, "beaconmux: warning: listen %s: %s\n", a.cfg->listen_host, exposed);
-        bm_str_t dump = BM_STR_INIT;
-        bm_config_dump(a.cfg, true, &dump);
-        printf("configuration OK%s%s\n%s", a.cfg->path ? ": " : "", a.cfg->path ? a.cfg->path : "",
-               bm_str_data(&dump));
-        bm_str_dispose(&dump);
-        bm_config_free(a.cfg);
-        return 0;
-    }
-    bm_log_setup(a.cfg->log.level, a.cfg->log.format, NULL);
+    if (a.cli.check)
+        return check(cfg);
+    bm_log_setup(cfg->log.level, cfg->log.format, NULL);
+    const char *deprecated = bm_config_deprecation(cfg);
     if (deprecated)
         bm_log(BM_LOG_WARN, "%s", deprecated);
     signal(SIGPIPE, SIG_IGN);
     uv_loop_init(&a.loop);
     uv_signal_init(&a.loop, &a.sigterm);
     uv_signal_init(&a.loop, &a.sigint);
-    a.sigterm.data = a.sigint.data = &a;
-    if (a.cfg->n_networks)
-        bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu networks", BM_VERSION,
-               a.cfg->n_networks);
+    uv_signal_init(&a.loop, &a.sighup);
+    a.sigterm.data = a.sigint.data = a.sighup.data = &a;
+    if (cfg->n_networks)
+        bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu networks", BM_VERSION, cfg->n_networks);
     else
         bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu upstream%s", BM_VERSION,
-               a.cfg->n_upstreams, a.cfg->n_upstreams == 1 ? "" : "s");
-    int rc = build(&a);
-    if (rc) {
+               cfg->n_upstreams, cfg->n_upstreams == 1 ? "" : "s");
+    if (build(&a, cfg) != 0) {
         a.exit_code = 1;
         close_signals(&a);
     } else {
         uv_signal_start(&a.sigterm, on_signal, SIGTERM);
         uv_signal_start(&a.sigint, on_signal, SIGINT);
+        uv_signal_start(&a.sighup, on_sighup, SIGHUP);
         uv_run(&a.loop, UV_RUN_DEFAULT);
         bm_log(BM_LOG_INFO, "stopped");
     }
     teardown(&a);
-    bm_config_free(a.cfg);
     return a.exit_code;
 }

@@ -65,6 +65,10 @@ struct bm_network {
     bm_router_t *router;
     void (*drained)(void *ud);
     void *drained_ud;
+    uv_idle_t release_idle; /* bm_network_release's steps; the network is freed in its close */
+    int release_step;
+    void (*released)(void *ud);
+    void *released_ud;
 };
 
 const char *bm_network_id(const bm_network_t *n)
@@ -348,10 +352,55 @@ void bm_network_drain(bm_network_t *a, uint32_t grace_ms, void (*done)(void *ud)
     bm_race_engine_drain(a->race, grace_ms, on_writes_drained, a);
 }
 
-void bm_network_free(bm_network_t *a)
+bool bm_network_settled(const bm_network_t *a)
 {
-    if (!a)
-        return;
+    bool any_ready = false;
+    for (size_t i = 0; i < bm_pool_count(a->pool); i++) {
+        const bm_node_t *n = bm_pool_node(a->pool, i);
+        if (n->state == BM_NODE_UNKNOWN)
+            return false;
+        any_ready |= n->state == BM_NODE_READY;
+    }
+    bm_head_info_t h;
+    return !any_ready || bm_head_cluster(a->head, &h);
+}
+
+int bm_network_adopt_replay(bm_network_t *to, const bm_network_t *from)
+{
+    /* Preferences are per fork and the dump joins every fork in one array: they are not
+     * carried (a validator client sends them again before each proposal slot). */
+    static const bm_replay_kind_t kinds[] = {BM_REPLAY_PREPARATION, BM_REPLAY_REGISTRATION,
+                                             BM_REPLAY_COMMITTEE_SUBS, BM_REPLAY_SYNC_SUBS};
+    uint64_t now = bm_clock_wall_now(from->clock);
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    int rc = bm_hdrs_add_z(&h, "Content-Type", "application/json");
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && !rc; k++) {
+        bm_str_t dump = BM_STR_INIT;
+        rc = bm_replay_dump(from->replay, kinds[k], now, &dump);
+        bm_buf_t *body = rc ? NULL : bm_buf_copy(bm_str_data(&dump), bm_str_len(&dump));
+        if (!rc && !body)
+            rc = BM_ENOMEM;
+        if (!rc && bm_replay_count(from->replay, kinds[k]) > 0) {
+            int n = bm_replay_feed(to->replay, kinds[k], &h, body, now);
+            rc = n < 0 ? n : 0;
+        }
+        bm_buf_unref(body);
+        bm_str_dispose(&dump);
+    }
+    bm_hdrs_dispose(&h);
+    return rc;
+}
+
+void bm_network_end_subscribers(bm_network_t *a)
+{
+    bm_events_shutdown(a->events);
+}
+
+/* Stops what still runs (idempotent after bm_network_drain): no callback reaches the
+ * network afterwards, only close callbacks of its handles. */
+static void stop_all(bm_network_t *a)
+{
     if (a->monitor)
         bm_monitor_stop(a->monitor);
     bm_cache_stop(a->cache);   /* before the read path: it cancels its detached reads */
@@ -367,10 +416,12 @@ void bm_network_free(bm_network_t *a)
     if (a->up)
         bm_upstream_free(a->up);
     a->up = NULL;
-    /* let close callbacks of timers, polls and sockets run */
-    uv_run(a->loop, UV_RUN_DEFAULT);
-    bm_discovery_free(a->disc);
-    uv_run(a->loop, UV_RUN_DEFAULT);
+}
+
+/* Frees the modules whose handles were closed (one loop run after stop_all, discovery's
+ * own after it was freed), in the order bm_network_free keeps. */
+static void free_modules(bm_network_t *a)
+{
     bm_admin_free(a->admin);
     bm_attest_free(a->attest); /* after the engine, whose races they judge */
     bm_produce_free(a->produce);
@@ -380,7 +431,7 @@ void bm_network_free(bm_network_t *a)
     bm_cache_free(a->cache); /* before the tracker it listens to */
     bm_readpath_free(a->readpath);
     bm_router_free(a->router);
-    bm_monitor_free(a->monitor); /* its handles closed in the runs above */
+    bm_monitor_free(a->monitor); /* its handles closed in the runs before */
     bm_health_free(a->health);
     if (a->head)
         bm_head_free(a->head); /* after health, which listens to it */
@@ -390,6 +441,62 @@ void bm_network_free(bm_network_t *a)
     bm_duties_free(a->duties);
     bm_pool_free(a->pool);
     bm_clock_free(a->clock); /* after every module that made timers on it */
+}
+
+static void on_release_closed(uv_handle_t *h)
+{
+    bm_network_t *a = h->data;
+    void (*done)(void *) = a->released;
+    void *ud = a->released_ud;
+    free(a);
+    if (done)
+        done(ud);
+}
+
+/* One step per loop iteration (an idle handle runs once per iteration, and the close
+ * callbacks of an iteration run between two of its calls): each step comes after the close
+ * callbacks the previous one caused, which is the "one loop run" the modules ask for. */
+static void on_release_step(uv_idle_t *h)
+{
+    bm_network_t *a = h->data;
+    switch (a->release_step++) {
+    case 0: /* stop_all's close callbacks have not run yet */
+        break;
+    case 1:
+        bm_discovery_free(a->disc);
+        a->disc = NULL;
+        break;
+    case 2:
+        free_modules(a);
+        break;
+    default:
+        uv_idle_stop(h);
+        uv_close((uv_handle_t *)h, on_release_closed);
+        break;
+    }
+}
+
+void bm_network_release(bm_network_t *a, void (*done)(void *ud), void *ud)
+{
+    a->released = done;
+    a->released_ud = ud;
+    stop_all(a);
+    uv_idle_init(a->loop, &a->release_idle);
+    a->release_idle.data = a;
+    a->release_step = 0;
+    uv_idle_start(&a->release_idle, on_release_step);
+}
+
+void bm_network_free(bm_network_t *a)
+{
+    if (!a)
+        return;
+    stop_all(a);
+    /* let close callbacks of timers, polls and sockets run */
+    uv_run(a->loop, UV_RUN_DEFAULT);
+    bm_discovery_free(a->disc);
+    uv_run(a->loop, UV_RUN_DEFAULT);
+    free_modules(a);
     uv_run(a->loop, UV_RUN_DEFAULT);
     free(a);
 }

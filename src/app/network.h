@@ -62,6 +62,32 @@ void bm_network_stop_streams(bm_network_t *n);
  */
 void bm_network_drain(bm_network_t *n, uint32_t grace_ms, void (*done)(void *ud), void *ud);
 
+/**
+ * Reload: true once every node left its first "unknown" state (discovered, or found
+ * unreachable or on the wrong network) and, when a node is ready, the cluster head is known:
+ * a network built by a reload takes clients from then on.
+ */
+bool bm_network_settled(const bm_network_t *n);
+
+/**
+ * Reload: copies the replay memory of `from` (preparations, registrations, committee and
+ * sync subscriptions; not proposer preferences, which are per fork) into `to`, which was
+ * built and not started: when `to` starts, each node it discovers is replayed to, a node new
+ * in the configuration included. 0 or a BM_E* code.
+ */
+int bm_network_adopt_replay(bm_network_t *to, const bm_network_t *from);
+
+/** Reload, a replaced network: its event stream subscribers end now (they reconnect to the
+ *  network that replaced it); requests in flight go on. */
+void bm_network_end_subscribers(bm_network_t *n);
+
+/**
+ * Reload, once no client request of `n` is in flight any more and bm_network_drain's `done`
+ * ran: stops and frees it without running the loop (the loop is running: this is called
+ * from it). `done` runs from the loop once it is freed. Replaces bm_network_free.
+ */
+void bm_network_release(bm_network_t *n, void (*done)(void *ud), void *ud);
+
 /** Tears it down (runs the loop to let handles close). NULL is ignored. */
 void bm_network_free(bm_network_t *n);
 

@@ -94,6 +94,8 @@ struct bm_req {
     void *abort_ud;
     void (*drain_cb)(bm_req_t *req, void *ud);
     void *drain_ud;
+    void (*end_cb)(void *ud); /* bm_req_on_end */
+    void *end_ud;
     resp_mode_t mode;
     uint64_t remaining; /* RESP_FIXED: body bytes still owed */
     bool owned;         /* dispatched and not ended yet */
@@ -1437,6 +1439,12 @@ void bm_req_on_abort(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *u
         dirty_add(c);
 }
 
+void bm_req_on_end(bm_req_t *req, void (*cb)(void *ud), void *ud)
+{
+    req->end_cb = cb;
+    req->end_ud = ud;
+}
+
 void bm_req_set_data(bm_req_t *req, void *data)
 {
     req->data = data;
@@ -1584,7 +1592,11 @@ static void req_release(conn_t *c)
     r->abort_cb = NULL;
     r->drain_cb = NULL;
     r->data = NULL;
+    void (*end_cb)(void *) = r->end_cb;
+    r->end_cb = NULL;
     bm_http1_next(c->parser);
+    if (end_cb)
+        end_cb(r->end_ud); /* the request is gone: nothing of it may be touched any more */
     conn_unref(c);
 }
 

@@ -157,6 +157,16 @@ bool bm_req_client_gone(const bm_req_t *req);
  */
 void bm_req_on_abort(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *ud);
 
+/**
+ * Registers a callback that runs once when the handler has ended the request (from inside
+ * the bm_resp_end/abort/send/error call that ended it), whether or not the client was still
+ * there: for whoever counts the requests a handler still owns (a reload waits for the last
+ * request of a replaced configuration). The request must not be touched from `cb`; work that
+ * frees what the ending caller may still use must be deferred to the loop. One per request;
+ * a second call replaces the first.
+ */
+void bm_req_on_end(bm_req_t *req, void (*cb)(void *ud), void *ud);
+
 /** Per-request user pointer for the handler's own state. */
 void bm_req_set_data(bm_req_t *req, void *data);
 void *bm_req_get_data(const bm_req_t *req);

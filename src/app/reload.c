@@ -1,0 +1,597 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reload: generations of the running set (reload.h). The pieces:
+ *   - cfg_ref: a configuration and the number of generations and networks that borrow it;
+ *   - slot: one running network and the configuration it was built from; `gens` counts the
+ *     generations that serve it; at zero it is retired (drained, stopped, freed);
+ *   - gen: a front over slots, and the requests it still owns; the newest is current, the
+ *     older ones are freed once their last request ended;
+ *   - the reload in progress: the new configuration, the diff, the networks being built,
+ *     and the timer that waits for them to settle.
+ */
+#include "app/reload.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/network.h"
+#include "app/options.h"
+#include "app/reload_diff.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "edge/front.h"
+
+/* How long networks built by a reload may take to settle before they take requests anyway
+ * (a node that is down stays unknown until discovery gives up on its first attempts). */
+#define RELOAD_SETTLE_MAX_MS 10000
+#define RELOAD_SETTLE_POLL_MS 20
+
+typedef struct cfg_ref {
+    bm_config_t *cfg;
+    size_t refs;
+} cfg_ref_t;
+
+typedef struct slot {
+    bm_reload_t *rl;
+    bm_network_t *net;
+    cfg_ref_t *cfg;
+    size_t gens; /* generations serving it */
+} slot_t;
+
+typedef struct gen {
+    bm_reload_t *rl;
+    struct gen *next; /* older to newer */
+    cfg_ref_t *cfg;
+    bm_edge_options_t edge; /* the front's options (borrow from cfg) */
+    bm_front_t *front;
+    slot_t *slot[BM_RELOAD_MAX_NETWORKS];
+    size_t n;
+    size_t in_flight; /* requests it dispatched that have not ended */
+    uint64_t number;
+} gen_t;
+
+struct bm_reload {
+    uv_loop_t *loop;
+    const bm_cli_t *cli;
+    cfg_ref_t *start_cfg; /* the listener's and the server's */
+    gen_t *gens;          /* oldest first */
+    gen_t *cur;           /* the newest */
+    uint64_t next_number;
+    uv_timer_t retire_timer; /* frees old generations outside the ending request's stack */
+    size_t retiring;         /* networks being drained or freed */
+    bool stopping;
+    /* the reload in progress */
+    bool busy, again;
+    cfg_ref_t *next_cfg;
+    bm_reload_diff_t diff;
+    slot_t *built[BM_RELOAD_MAX_NETWORKS]; /* new network i built anew, else NULL */
+    uv_timer_t settle_timer;
+    uint64_t settle_deadline;
+    /* shutdown */
+    size_t draining;
+    void (*drained)(void *ud);
+    void *drained_ud;
+};
+
+static cfg_ref_t *cfg_ref_new(bm_config_t *cfg)
+{
+    cfg_ref_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        bm_config_free(cfg);
+        return NULL;
+    }
+    r->cfg = cfg;
+    r->refs = 1;
+    return r;
+}
+
+static cfg_ref_t *cfg_ref(cfg_ref_t *r)
+{
+    r->refs++;
+    return r;
+}
+
+static void cfg_unref(cfg_ref_t *r)
+{
+    if (r && --r->refs == 0) {
+        bm_config_free(r->cfg);
+        free(r);
+    }
+}
+
+const bm_config_t *bm_reload_start_config(const bm_reload_t *rl)
+{
+    return rl->start_cfg->cfg;
+}
+
+const bm_config_t *bm_reload_config(const bm_reload_t *rl)
+{
+    return rl->cur->cfg->cfg;
+}
+
+/* ---- networks ---------------------------------------------------------------------- */
+
+static slot_t *slot_new(bm_reload_t *rl, cfg_ref_t *cfg, size_t i)
+{
+    slot_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->rl = rl;
+    s->net = bm_network_new(rl->loop, cfg->cfg, i); /* logs why it failed */
+    if (!s->net) {
+        free(s);
+        return NULL;
+    }
+    s->cfg = cfg_ref(cfg);
+    return s;
+}
+
+static void on_slot_released(void *ud)
+{
+    slot_t *s = ud;
+    bm_reload_t *rl = s->rl;
+    cfg_unref(s->cfg);
+    free(s);
+    rl->retiring--;
+}
+
+static void on_slot_drained(void *ud)
+{
+    slot_t *s = ud;
+    bm_network_release(s->net, on_slot_released, s);
+}
+
+/* No generation serves the network and none of its client requests is in flight: its
+ * detached writes get the grace period, then it is stopped and freed. */
+static void slot_retire(slot_t *s, uint32_t grace_ms)
+{
+    const char *id = bm_network_id(s->net);
+    bm_log(BM_LOG_INFO, "reload: %s%sretired: finishing its writes, then stopping",
+           id ? "network " : "", id ? id : "");
+    s->rl->retiring++;
+    bm_network_stop_streams(s->net);
+    bm_network_drain(s->net, grace_ms, on_slot_drained, s);
+}
+
+/* ---- generations ------------------------------------------------------------------- */
+
+static void gen_free(gen_t *g, uint32_t grace_ms)
+{
+    for (size_t i = 0; i < g->n; i++)
+        if (g->slot[i] && --g->slot[i]->gens == 0)
+            slot_retire(g->slot[i], grace_ms);
+    bm_front_free(g->front);
+    bm_options_edge_dispose(&g->edge);
+    cfg_unref(g->cfg);
+    free(g);
+}
+
+/* The front over the generation's networks; each network's status shows this front. */
+static int gen_build_front(gen_t *g)
+{
+    int rc = bm_options_edge(&g->edge, g->cfg->cfg);
+    if (rc)
+        return rc;
+    g->front = bm_front_new(g->rl->loop, &g->edge.front);
+    return g->front ? 0 : BM_ENOMEM;
+}
+
+static int gen_add_networks(gen_t *g)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        bm_network_t *n = g->slot[i]->net;
+        bm_front_network_t fn = {bm_network_id(n), bm_network_router(n), bm_network_health,
+                                 bm_network_status, n};
+        int rc = bm_front_add_network(g->front, &fn);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* The status pages show the current front's counters. */
+static int gen_show_front(gen_t *g)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        int rc = bm_network_add_status(g->slot[i]->net, "edge", bm_front_status_json, g->front);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static gen_t *gen_new(bm_reload_t *rl, cfg_ref_t *cfg)
+{
+    gen_t *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->rl = rl;
+    g->cfg = cfg_ref(cfg);
+    g->number = rl->next_number++;
+    return g;
+}
+
+/* Frees the old generations whose last request ended (from the timer: never inside the
+ * stack of the request that ended). */
+static void on_retire_timer(uv_timer_t *t)
+{
+    bm_reload_t *rl = t->data;
+    uint32_t grace = rl->start_cfg->cfg->server.shutdown_timeout_ms;
+    for (gen_t **pp = &rl->gens; *pp;) {
+        gen_t *g = *pp;
+        if (g != rl->cur && g->in_flight == 0) {
+            *pp = g->next;
+            bm_log(BM_LOG_DEBUG, "reload: generation %llu ended", (unsigned long long)g->number);
+            gen_free(g, grace);
+        } else {
+            pp = &g->next;
+        }
+    }
+}
+
+static void schedule_retire(bm_reload_t *rl)
+{
+    uv_timer_start(&rl->retire_timer, on_retire_timer, 0, 0);
+}
+
+static void on_req_end(void *ud)
+{
+    gen_t *g = ud;
+    bm_reload_t *rl = g->rl;
+    if (--g->in_flight == 0 && g != rl->cur)
+        schedule_retire(rl);
+}
+
+void bm_reload_handle(bm_req_t *req, void *ud)
+{
+    bm_reload_t *rl = ud;
+    gen_t *g = rl->cur;
+    g->in_flight++;
+    bm_req_on_end(req, on_req_end, g);
+    bm_front_handle(req, g->front);
+}
+
+/* ---- the reload -------------------------------------------------------------------- */
+
+static void begin(bm_reload_t *rl);
+
+/* The reload ended (applied, refused or failed): the next one, if a SIGHUP came meanwhile. */
+static void finish(bm_reload_t *rl)
+{
+    rl->busy = false;
+    if (rl->again && !rl->stopping) {
+        rl->again = false;
+        bm_log(BM_LOG_INFO, "reload: the signal that came meanwhile reloads again");
+        begin(rl);
+    }
+}
+
+/* The networks this reload built never took a request: stopped and freed at once. */
+static void abandon(bm_reload_t *rl)
+{
+    uv_timer_stop(&rl->settle_timer);
+    for (size_t i = 0; i < BM_RELOAD_MAX_NETWORKS; i++)
+        if (rl->built[i]) {
+            slot_retire(rl->built[i], 0);
+            rl->built[i] = NULL;
+        }
+    cfg_unref(rl->next_cfg);
+    rl->next_cfg = NULL;
+}
+
+/* The new file, read and validated as at the start and by --check, and the checks main
+ * makes before it listens. NULL (logged) when it cannot run. */
+static bm_config_t *load(bm_reload_t *rl)
+{
+    bm_config_err_t err;
+    bm_config_t *c = bm_cli_load(rl->cli, &err);
+    if (!c) {
+        bm_log(BM_LOG_ERROR, "reload: %s; the running configuration stays", err.msg);
+        return NULL;
+    }
+    const bm_config_t *s = rl->start_cfg->cfg;
+    const char *exposed =
+        bm_front_exposure_problem(s->listen_host, c->auth.n_keys, c->server.n_allowed_clients);
+    if (exposed) {
+        bm_log(BM_LOG_ERROR, "reload: listen %s: %s; the running configuration stays",
+               s->listen_host, exposed);
+        bm_config_free(c);
+        return NULL;
+    }
+    const char *deprecated = bm_config_deprecation(c);
+    if (deprecated)
+        bm_log(BM_LOG_WARN, "reload: %s", deprecated);
+    return c;
+}
+
+/* What changes, logged; the listener and the server's limits against what they run with. */
+static int plan(bm_reload_t *rl, const bm_config_t *c)
+{
+    bm_reload_diff_t vs_start;
+    int rc = bm_reload_diff(rl->cur->cfg->cfg, c, &rl->diff);
+    if (!rc)
+        rc = bm_reload_diff(rl->start_cfg->cfg, c, &vs_start);
+    if (rc) {
+        bm_log(BM_LOG_ERROR,
+               "reload: cannot compare the configurations: %s; the running "
+               "configuration stays",
+               bm_strerror(rc));
+        return rc;
+    }
+    rl->diff.listen = vs_start.listen;
+    rl->diff.server = vs_start.server;
+    bm_str_t s = BM_STR_INIT;
+    bm_reload_diff_describe(&rl->diff, rl->cur->cfg->cfg, c, &s);
+    bm_log(rl->diff.listen || rl->diff.server ? BM_LOG_WARN : BM_LOG_INFO, "reload: %s",
+           bm_str_data(&s));
+    bm_str_dispose(&s);
+    return 0;
+}
+
+/* Builds and starts the networks the diff asks for, each with the replay memory of the
+ * network it replaces. 0, or a BM_E* code with everything built abandoned. */
+static int build_networks(bm_reload_t *rl)
+{
+    const bm_reload_diff_t *d = &rl->diff;
+    for (size_t i = 0; i < d->n_new; i++) {
+        if (d->keep[i] >= 0)
+            continue;
+        if (!(rl->built[i] = slot_new(rl, rl->next_cfg, i)))
+            return BM_EINVAL;
+        if (d->replaces[i] >= 0) {
+            int rc = bm_network_adopt_replay(rl->built[i]->net, rl->cur->slot[d->replaces[i]]->net);
+            if (rc)
+                return rc;
+        }
+    }
+    for (size_t i = 0; i < d->n_new; i++) {
+        int rc = rl->built[i] ? bm_network_start(rl->built[i]->net) : 0;
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* The new generation takes every new request from now on. */
+static void swap(bm_reload_t *rl)
+{
+    const bm_reload_diff_t *d = &rl->diff;
+    gen_t *old = rl->cur, *g = gen_new(rl, rl->next_cfg);
+    if (!g) {
+        bm_log(BM_LOG_ERROR, "reload: out of memory; the running configuration stays");
+        abandon(rl);
+        return;
+    }
+    for (size_t i = 0; i < d->n_new; i++) {
+        slot_t *s = d->keep[i] >= 0 ? old->slot[d->keep[i]] : rl->built[i];
+        rl->built[i] = NULL;
+        s->gens++;
+        g->slot[g->n++] = s;
+    }
+    cfg_unref(rl->next_cfg); /* the generation holds its own reference */
+    rl->next_cfg = NULL;
+    int rc = gen_build_front(g);
+    if (!rc)
+        rc = gen_add_networks(g);
+    if (rc) {
+        bm_log(BM_LOG_ERROR,
+               "reload: the front cannot be built: %s; the running "
+               "configuration stays",
+               bm_strerror(rc));
+        gen_free(g, 0); /* the networks built for it are retired, the kept ones stay */
+        return;
+    }
+    if (gen_show_front(g) != 0)
+        bm_log(BM_LOG_WARN, "reload: the status page cannot show the new front");
+    const bm_config_t *c = g->cfg->cfg;
+    if (d->log)
+        bm_log_setup(c->log.level, c->log.format, NULL);
+    for (size_t j = 0; j < d->n_old; j++)
+        if (d->retire[j])
+            bm_network_end_subscribers(old->slot[j]->net); /* they reconnect to the new one */
+    old->next = g;
+    rl->cur = g;
+    if (old->in_flight == 0)
+        schedule_retire(rl);
+    for (size_t i = 0; i < g->n; i++)
+        if (c->n_networks && d->keep[i] < 0)
+            bm_log(BM_LOG_INFO, "network %s: served under /%s/", bm_network_id(g->slot[i]->net),
+                   bm_network_id(g->slot[i]->net));
+    bm_log(BM_LOG_INFO,
+           "reload: applied (generation %llu); %zu request(s) finish on the "
+           "previous one",
+           (unsigned long long)g->number, old->in_flight);
+}
+
+static void on_settle_timer(uv_timer_t *t)
+{
+    bm_reload_t *rl = t->data;
+    bool late = uv_now(rl->loop) >= rl->settle_deadline;
+    for (size_t i = 0; i < rl->diff.n_new; i++) {
+        slot_t *s = rl->built[i];
+        if (!s || bm_network_settled(s->net))
+            continue;
+        if (!late)
+            return;
+        const char *id = bm_network_id(s->net);
+        bm_log(BM_LOG_WARN, "reload: %s%snot settled after %u ms; it takes requests anyway",
+               id ? "network " : "", id ? id : "", RELOAD_SETTLE_MAX_MS);
+    }
+    uv_timer_stop(t);
+    swap(rl);
+    finish(rl);
+}
+
+static void begin(bm_reload_t *rl)
+{
+    bm_log(BM_LOG_INFO, "reload: reading %s",
+           rl->cli->config_path ? rl->cli->config_path : "the command line");
+    bm_config_t *c = load(rl);
+    if (!c)
+        return;
+    cfg_ref_t *r = cfg_ref_new(c);
+    if (!r || plan(rl, c) != 0) {
+        cfg_unref(r);
+        return;
+    }
+    if (bm_reload_diff_built(&rl->diff) == 0 && bm_reload_diff_retired(&rl->diff) == 0 &&
+        !rl->diff.front && !rl->diff.log) {
+        cfg_unref(r); /* nothing the running set would do differently */
+        return;
+    }
+    rl->busy = true;
+    rl->next_cfg = r;
+    int rc = build_networks(rl);
+    if (rc) {
+        bm_log(BM_LOG_ERROR,
+               "reload: the new networks cannot be built or started: %s; the "
+               "running configuration stays",
+               bm_strerror(rc));
+        abandon(rl);
+        finish(rl);
+        return;
+    }
+    rl->settle_deadline = uv_now(rl->loop) + RELOAD_SETTLE_MAX_MS;
+    if (bm_reload_diff_built(&rl->diff) == 0) {
+        swap(rl);
+        finish(rl);
+        return;
+    }
+    uv_timer_start(&rl->settle_timer, on_settle_timer, RELOAD_SETTLE_POLL_MS,
+                   RELOAD_SETTLE_POLL_MS);
+}
+
+void bm_reload_request(bm_reload_t *rl)
+{
+    if (rl->stopping) {
+        bm_log(BM_LOG_INFO, "reload: shutting down; SIGHUP ignored");
+        return;
+    }
+    if (rl->busy) {
+        rl->again = true;
+        bm_log(BM_LOG_INFO, "reload: one is running; another follows when it ends");
+        return;
+    }
+    begin(rl);
+}
+
+/* ---- life -------------------------------------------------------------------------- */
+
+bm_reload_t *bm_reload_new(uv_loop_t *loop, bm_config_t *cfg, const bm_cli_t *cli)
+{
+    bm_reload_t *rl = calloc(1, sizeof *rl);
+    cfg_ref_t *r = cfg_ref_new(cfg);
+    if (!rl || !r) {
+        free(rl);
+        cfg_unref(r);
+        return NULL;
+    }
+    rl->loop = loop;
+    rl->cli = cli;
+    rl->start_cfg = r;
+    uv_timer_init(loop, &rl->retire_timer);
+    uv_timer_init(loop, &rl->settle_timer);
+    rl->retire_timer.data = rl->settle_timer.data = rl;
+    gen_t *g = rl->gens = rl->cur = gen_new(rl, r);
+    if (!g) {
+        bm_reload_free(rl);
+        return NULL;
+    }
+    size_t n = bm_config_network_count(cfg);
+    for (size_t i = 0; i < n && i < BM_RELOAD_MAX_NETWORKS; i++) {
+        if (!(g->slot[i] = slot_new(rl, r, i))) {
+            bm_reload_free(rl);
+            return NULL;
+        }
+        g->slot[i]->gens = 1;
+        g->n++;
+    }
+    int rc = gen_build_front(g);
+    if (!rc)
+        rc = gen_add_networks(g);
+    if (!rc)
+        rc = gen_show_front(g);
+    if (rc) {
+        bm_log(BM_LOG_ERROR, "the front cannot be built: %s", bm_strerror(rc));
+        bm_reload_free(rl);
+        return NULL;
+    }
+    return rl;
+}
+
+int bm_reload_start(bm_reload_t *rl)
+{
+    const bm_config_t *c = rl->cur->cfg->cfg;
+    for (size_t i = 0; i < rl->cur->n; i++) {
+        bm_network_t *n = rl->cur->slot[i]->net;
+        if (c->n_networks)
+            bm_log(BM_LOG_INFO, "network %s: served under /%s/", bm_network_id(n),
+                   bm_network_id(n));
+        int rc = bm_network_start(n);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+void bm_reload_stop(bm_reload_t *rl)
+{
+    rl->stopping = true;
+    if (rl->busy) {
+        bm_log(BM_LOG_INFO, "reload: abandoned (shutting down)");
+        abandon(rl);
+        rl->busy = false;
+    }
+    for (size_t i = 0; i < rl->cur->n; i++)
+        bm_network_stop_streams(rl->cur->slot[i]->net);
+}
+
+static void on_current_drained(void *ud)
+{
+    bm_reload_t *rl = ud;
+    if (--rl->draining == 0 && rl->drained)
+        rl->drained(rl->drained_ud);
+}
+
+void bm_reload_drain(bm_reload_t *rl, uint32_t grace_ms, void (*done)(void *ud), void *ud)
+{
+    rl->drained = done;
+    rl->drained_ud = ud;
+    rl->draining = rl->cur->n;
+    for (size_t i = 0; i < rl->cur->n; i++)
+        bm_network_drain(rl->cur->slot[i]->net, grace_ms, on_current_drained, rl);
+}
+
+void bm_reload_free(bm_reload_t *rl)
+{
+    if (!rl)
+        return;
+    abandon(rl);
+    /* older generations whose requests ended after the last retire run, then the current
+     * one: its networks were drained (or never started) and are freed here */
+    gen_t *cur = rl->cur;
+    while (rl->gens) {
+        gen_t *g = rl->gens;
+        rl->gens = g->next;
+        if (g != cur)
+            gen_free(g, 0);
+    }
+    uv_run(rl->loop, UV_RUN_DEFAULT); /* retired networks finish their release */
+    if (cur) {
+        for (size_t i = 0; i < cur->n; i++) {
+            slot_t *s = cur->slot[i];
+            if (--s->gens == 0) {
+                bm_network_free(s->net); /* runs the loop to let its handles close */
+                cfg_unref(s->cfg);
+                free(s);
+            }
+        }
+        cur->n = 0;
+        gen_free(cur, 0);
+    }
+    uv_close((uv_handle_t *)&rl->retire_timer, NULL);
+    uv_close((uv_handle_t *)&rl->settle_timer, NULL);
+    uv_run(rl->loop, UV_RUN_DEFAULT);
+    cfg_unref(rl->start_cfg);
+    free(rl);
+}

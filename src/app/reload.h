@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * reload: the running configuration and everything built from it (the front and the
+ * networks), and its replacement on SIGHUP without a restart.
+ *
+ * A reload reads the file again with the very code of the start and of `--check` (the
+ * command line still overlaid), validates it in full, and on any error keeps running as it
+ * was and logs why (file:line:col). Then it compares (app/reload_diff.h) and applies:
+ *   1. every network whose keys changed, and every new one, is built beside the running
+ *      ones, gets the replay memory of the network it replaces, and is started: its nodes
+ *      are discovered, their event streams connect, and each discovered node is given the
+ *      replayed validator state (a node new in the file included);
+ *   2. once each of them settled (bm_network_settled, or at most RELOAD_SETTLE_MAX_MS), a
+ *      new generation takes every new request: a new front (keys, CORS, rate limits,
+ *      clients) over the kept and the new networks; the log level and format apply;
+ *   3. an older generation lives on until its last request ended (bm_req_on_end counts
+ *      them): requests in flight finish on the objects they started on. The event stream
+ *      subscribers of a replaced network are ended at the switch (they reconnect and land
+ *      on the new network). A network no generation holds any more then lets its detached
+ *      writes reach the nodes (server.shutdownTimeout), stops and is freed.
+ * The listener and the server's limits are not replaced: a reload that changes them says
+ * they need a restart and keeps the running ones.
+ *
+ * A SIGHUP while a reload runs (step 1) is remembered: one more reload follows when it ends
+ * (any number of signals meanwhile make one). bm_reload_stop (SIGTERM) abandons a reload in
+ * progress: the networks it built never took a request and are stopped and freed.
+ *
+ * Ownership: the module owns every configuration it applied (a network borrows from the one
+ * it was built from, which lives as long as the network), every generation and network.
+ * All callbacks run from the loop.
+ */
+#ifndef BM_RELOAD_H
+#define BM_RELOAD_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "app/cli.h"
+#include "app/config.h"
+#include "http/server.h"
+
+typedef struct bm_reload bm_reload_t;
+
+/**
+ * Builds the first generation from `cfg` (validated; ownership taken, even on failure) on
+ * `loop`. `cli` (borrowed, must outlive it) is what a reload reads the file with. Nothing
+ * runs yet. NULL on failure (logged).
+ */
+bm_reload_t *bm_reload_new(uv_loop_t *loop, bm_config_t *cfg, const bm_cli_t *cli);
+
+/** Starts the networks (discovery, node streams). 0 or a BM_E* code (logged). */
+int bm_reload_start(bm_reload_t *rl);
+
+/** The server handler: pass the module as the server's `ud`. */
+void bm_reload_handle(bm_req_t *req, void *rl);
+
+/** The configuration the process started with (the listener's and the server's). */
+const bm_config_t *bm_reload_start_config(const bm_reload_t *rl);
+
+/** The configuration applied last (borrowed; valid until the next reload applies). */
+const bm_config_t *bm_reload_config(const bm_reload_t *rl);
+
+/** SIGHUP: reloads now, or once more after the reload that runs (see above). */
+void bm_reload_request(bm_reload_t *rl);
+
+/**
+ * Shutdown, first step: no reload any more (one in progress is abandoned), the current
+ * networks' event stream subscribers end now. Call before bm_server_shutdown.
+ */
+void bm_reload_stop(bm_reload_t *rl);
+
+/**
+ * Shutdown, after the server drained: the current networks let their detached writes reach
+ * the nodes within `grace_ms`, then stop; `done` runs once, from the loop.
+ */
+void bm_reload_drain(bm_reload_t *rl, uint32_t grace_ms, void (*done)(void *ud), void *ud);
+
+/** Frees everything once the loop has ended (runs the loop inside). NULL is ignored. */
+void bm_reload_free(bm_reload_t *rl);
+
+#endif /* BM_RELOAD_H */
