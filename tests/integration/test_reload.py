@@ -1,0 +1,293 @@
+# SPDX-License-Identifier: MIT
+"""Reloading the configuration on SIGHUP: beaconmux in front of beaconsim's nodes.
+
+The configuration file is rewritten and beaconmux is sent SIGHUP; what it did is read from
+its status page, its log and each simulated node's submission log (the ground truth of
+what reached a node). Every wait is a bounded poll of a condition, never a sleep.
+"""
+import json
+import os
+import signal
+import sys
+import threading
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Beaconmux, Beaconsim, HangServer, main, wait_for  # noqa: E402
+
+BASE = """
+timeouts:
+  connect: 300ms
+  read: 700ms
+discovery:
+  retryInterval: 200ms
+duties:
+  writeTimeout: 3s
+"""
+
+FEE = lambda b: "0x" + ("%02x" % b) * 20  # noqa: E731
+
+
+def upstreams(urls):
+    return "upstreams:\n" + "".join("  - id: %s\n    url: %s\n" % (i, u) for i, u in urls)
+
+
+class Reload(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.sim = Beaconsim(nodes=3, slot_ms=1000, slots_per_epoch=8)
+        cls.mux = Beaconmux(config_text=cls.config(0, 1))
+        for n in ("n0", "n1"):
+            cls.mux.wait_state(n, "ready", timeout=10)
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.mux.stop()
+        cls.sim.stop()
+        assert rc == 0, "\n".join(cls.mux.stderr()[-40:])
+
+    def setUp(self):
+        for i in range(3):
+            self.sim.put_node(i, {"down": False, "hang": False, "slow": 0})
+
+    @classmethod
+    def config(cls, *nodes, extra=""):
+        return BASE + extra + upstreams([("n%d" % i, cls.sim.nodes[i]) for i in nodes])
+
+    # ---- helpers ---------------------------------------------------------------------
+
+    def write_config(self, text, mux=None):
+        mux = mux or self.mux
+        tmp = mux.config_path + ".new"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, mux.config_path)  # what an editor or a deploy tool does
+
+    def log_mark(self, mux=None):
+        return len((mux or self.mux).stderr())
+
+    def wait_log(self, pattern, mark, mux=None, timeout=15.0):
+        import re
+        mux = mux or self.mux
+        rx = re.compile(pattern)
+
+        def find():
+            for line in mux.stderr()[mark:]:
+                if rx.search(line):
+                    return line
+            self.assertIsNone(mux.p.poll(), "beaconmux exited:\n" + "\n".join(mux.stderr()[-40:]))
+            return None
+        return wait_for(find, timeout, what="/%s/ in the log" % pattern)
+
+    def reload(self, text, expect=r"reload: applied", mux=None, timeout=15.0):
+        mux = mux or self.mux
+        mark = self.log_mark(mux)
+        self.write_config(text, mux)
+        mux.signal(signal.SIGHUP)
+        return self.wait_log(expect, mark, mux, timeout)
+
+    def upstream_ids(self, mux=None):
+        return [u["id"] for u in (mux or self.mux).status()["upstreams"]]
+
+    def post(self, path, body, mux=None):
+        return (mux or self.mux).request("POST", path, json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+
+    def subs_since(self, i, mark, route):
+        return [s for s in self.sim.submissions(i, since=mark)["data"] if s["route"] == route]
+
+    def duty_read(self, mux=None):
+        """An attestation data read for the current slot: (ok, detail)."""
+        slot = self.sim.truth()["current_slot"]
+        st, _, raw = (mux or self.mux).request(
+            "GET", "/eth/v1/validator/attestation_data?slot=%d&committee_index=0" % slot,
+            timeout=15)
+        if st != 200:
+            return False, "attestation_data %d %r" % (st, raw[:200])
+        got = json.loads(raw)["data"]["slot"]
+        return got == str(slot), "attestation_data for slot %d answered slot %s" % (slot, got)
+
+    # ---- the tests ---------------------------------------------------------------------
+
+    def test_a_broken_file_keeps_the_running_configuration(self):
+        before = self.upstream_ids()
+        text = self.config(0, 1) + "upstrem: 1\n"
+        line = self.reload(text, expect=r"reload: .*unknown key.*the running configuration stays")
+        # the position as --check gives it: file:line:col
+        self.assertRegex(line, r"\.yaml:\d+:\d+: unknown key")
+        self.assertEqual(self.upstream_ids(), before)
+        ok, detail = self.duty_read()
+        self.assertTrue(ok, detail)
+        # a file that parses but does not validate: refused the same way
+        text = self.config(0, 1, extra="health:\n  headQuorum: 5\n")
+        self.reload(text, expect=r"reload: .*headQuorum.*the running configuration stays")
+        self.assertEqual(self.upstream_ids(), before)
+        # the file back as it was: nothing to apply
+        self.reload(self.config(0, 1), expect=r"reload: nothing changed")
+
+    def test_b_added_node_is_discovered_streamed_and_replayed(self):
+        prep = [{"validator_index": str(v), "fee_recipient": FEE(0x70)} for v in (700, 701)]
+        self.assertEqual(self.post("/eth/v1/validator/prepare_beacon_proposer", prep)[0], 200)
+        mark = self.sim.submissions(2)["last_seq"]
+        line = self.reload(self.config(0, 1, 2))
+        self.assertIn("previous one", line)
+        self.assertEqual(self.upstream_ids(), ["n0", "n1", "n2"])
+        self.mux.wait_state("n2", "ready", timeout=10)
+        wait_for(lambda: next(u for u in self.mux.status()["upstreams"]
+                              if u["id"] == "n2")["stream"]["connected"], 10,
+                 what="n2's event stream")
+
+        def replayed():
+            got = self.subs_since(2, mark, "prepareBeaconProposer")
+            items = {p["validator_index"]: p["fee_recipient"] for s in got for p in s["body"]}
+            return items if {"700", "701"} <= set(items) else None
+        items = wait_for(replayed, 10, what="the preparations replayed to the added n2")
+        self.assertEqual(items["700"], FEE(0x70))
+        # and new writes reach it like every other node
+        mark = self.sim.submissions(2)["last_seq"]
+        prep = [{"validator_index": "702", "fee_recipient": FEE(0x72)}]
+        self.assertEqual(self.post("/eth/v1/validator/prepare_beacon_proposer", prep)[0], 200)
+        wait_for(lambda: any(p["validator_index"] == "702"
+                             for s in self.subs_since(2, mark, "prepareBeaconProposer")
+                             for p in s["body"]), 5, what="a new write on n2")
+        self.reload(self.config(0, 1))
+        self.assertEqual(self.upstream_ids(), ["n0", "n1"])
+
+    def test_c_removed_node_with_requests_in_flight(self):
+        self.reload(self.config(0, 1, 2))
+        self.mux.wait_state("n2", "ready", timeout=10)
+        # every node answers late (within timeouts.read): eight clients always have a
+        # request in flight, on n2 too, when the reload removes it
+        for i in range(3):
+            self.sim.put_node(i, {"slow": 400})
+        results = []
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def client(k):
+            while not stop.is_set():
+                if k % 2:
+                    r = self.duty_read()
+                else:
+                    prep = [{"validator_index": str(710 + k), "fee_recipient": FEE(0x71)}]
+                    st, _, raw = self.post("/eth/v1/validator/prepare_beacon_proposer", prep)
+                    r = (st == 200, "prepare_beacon_proposer %d %r" % (st, raw[:200]))
+                with lock:
+                    results.append(r)
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        try:
+            wait_for(lambda: len(results) >= 8, 10, what="requests answered before the reload")
+            mark = self.log_mark()
+            line = self.reload(self.config(0, 1))
+            self.wait_log(r"reload: network retired|reload: retired", mark)
+            n = len(results)
+            wait_for(lambda: len(results) >= n + 8, 10, what="requests after the reload")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(20)
+        self.assertEqual([d for ok, d in results if not ok], [])
+        self.assertEqual(self.upstream_ids(), ["n0", "n1"])
+        self.assertRegex(line, r"[1-9]\d* request\(s\) finish on the previous one")
+
+    def test_d_reload_under_load_loses_nothing(self):
+        stop = threading.Event()
+        counts = {"read": 0, "write": 0, "other": 0}
+        failures = []
+        lock = threading.Lock()
+
+        def worker(kind):
+            v = 800 if kind == "write" else 0
+            while not stop.is_set():
+                if kind == "read":
+                    ok, detail = self.duty_read()
+                elif kind == "write":
+                    v += 1
+                    prep = [{"validator_index": str(v), "fee_recipient": FEE(0x80)}]
+                    st, _, raw = self.post("/eth/v1/validator/prepare_beacon_proposer", prep)
+                    ok, detail = st == 200, "prepare %d %r" % (st, raw[:200])
+                else:
+                    st, _, raw = self.mux.request("GET", "/eth/v1/node/version")
+                    ok = st == 200 and b"version" in raw
+                    detail = "version %d %r" % (st, raw[:200])
+                with lock:
+                    counts[kind] += 1
+                    if not ok:
+                        failures.append(detail)
+        threads = [threading.Thread(target=worker, args=(k,))
+                   for k in ("read", "read", "write", "other")]
+        for t in threads:
+            t.start()
+        try:
+            wait_for(lambda: counts["read"] >= 10 and counts["write"] >= 5, 20, what="load")
+            # a node added, a policy changed, a node removed, the edge changed: each live
+            steps = [self.config(0, 1, 2),
+                     self.config(0, 1, 2, extra="failsafe:\n  timeout: 4s\n"),
+                     self.config(0, 2, extra="failsafe:\n  timeout: 4s\n"),
+                     self.config(0, 2, extra="rateLimit:\n  perClient: {rate: 5000, burst: 5000}\n"),
+                     self.config(0, 1)]
+            for text in steps:
+                before = dict(counts)
+                self.reload(text)
+                wait_for(lambda: counts["read"] > before["read"] + 3 and
+                         counts["write"] > before["write"] + 2, 20, what="load after a reload")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(20)
+        sys.stderr.write("reload under load: %r requests, failures %d\n" % (counts, len(failures)))
+        self.assertEqual(failures, [])
+        self.assertGreater(counts["read"], 20)
+        self.assertGreater(counts["write"], 10)
+
+    def test_e_second_sighup_during_a_reload(self):
+        hang = HangServer()  # a node that never answers keeps the reload settling
+        try:
+            text = BASE + upstreams([("n0", self.sim.nodes[0]), ("n1", self.sim.nodes[1]),
+                                     ("hung", hang.url)])
+            mark = self.log_mark()
+            self.write_config(text)
+            self.mux.signal(signal.SIGHUP)
+            self.wait_log(r"reload: network.*(rebuilt|added)", mark)
+            self.mux.signal(signal.SIGHUP)
+            self.mux.signal(signal.SIGHUP)
+            self.wait_log(r"reload: one is running; another follows", mark)
+            self.wait_log(r"reload: applied", mark, timeout=20)
+            # the signals that came meanwhile made one more reload, of the same file
+            self.wait_log(r"reload: the signal that came meanwhile reloads again", mark)
+            self.wait_log(r"reload: nothing changed", mark, timeout=20)
+            reads = [l for l in self.mux.stderr()[mark:] if "reload: reading" in l]
+            self.assertEqual(len(reads), 2, reads)
+            self.assertEqual(self.upstream_ids(), ["n0", "n1", "hung"])
+            ok, detail = self.duty_read()
+            self.assertTrue(ok, detail)
+        finally:
+            self.reload(self.config(0, 1))
+            hang.stop()
+
+    def test_f_sigterm_during_a_reload_exits_cleanly(self):
+        hang = HangServer()
+        mux = Beaconmux(config_text=self.config(0))
+        try:
+            mux.wait_state("n0", "ready", timeout=10)
+            text = BASE + upstreams([("n0", self.sim.nodes[0]), ("hung", hang.url)])
+            mark = self.log_mark(mux)
+            self.write_config(text, mux)
+            mux.signal(signal.SIGHUP)
+            self.wait_log(r"reload: network.*rebuilt", mark, mux)
+            rc = mux.stop()
+            log = mux.stderr()[mark:]
+            self.assertEqual(rc, 0, "\n".join(log[-40:]))
+            self.assertTrue(any("reload: abandoned (shutting down)" in l for l in log), log)
+            self.assertFalse(any("reload: applied" in l for l in log), log)
+            self.assertFalse(any("ERROR: AddressSanitizer" in l or "LeakSanitizer" in l
+                                 for l in log), log)
+        finally:
+            mux.stop()
+            hang.stop()
+
+
+if __name__ == "__main__":
+    main()
