@@ -172,7 +172,7 @@ bool bm_reload_diff_empty(const bm_reload_diff_t *d)
 
 static void put_network(bm_str_t *out, const char *id, const char *what)
 {
-    bm_str_printf(out, "%snetwork%s%s: %s", bm_str_len(out) ? "; " : "", id ? " " : "",
+    bm_str_printf(out, "%s%s%s: %s", bm_str_len(out) ? "; " : "", id ? "network " : "the network",
                   id ? id : "", what);
 }
 

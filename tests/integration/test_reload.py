@@ -224,8 +224,8 @@ class Reload(unittest.TestCase):
             wait_for(lambda: counts["read"] >= 10 and counts["write"] >= 5, 20, what="load")
             # a node added, a policy changed, a node removed, the edge changed: each live
             steps = [self.config(0, 1, 2),
-                     self.config(0, 1, 2, extra="failsafe:\n  timeout: 4s\n"),
-                     self.config(0, 2, extra="failsafe:\n  timeout: 4s\n"),
+                     self.config(0, 1, 2, extra="failsafe:\n  timeout: 5s\n"),
+                     self.config(0, 2, extra="failsafe:\n  timeout: 5s\n"),
                      self.config(0, 2, extra="rateLimit:\n  perClient: {rate: 5000, burst: 5000}\n"),
                      self.config(0, 1)]
             for text in steps:
@@ -250,7 +250,7 @@ class Reload(unittest.TestCase):
             mark = self.log_mark()
             self.write_config(text)
             self.mux.signal(signal.SIGHUP)
-            self.wait_log(r"reload: network.*(rebuilt|added)", mark)
+            self.wait_log(r"reload: .*network.*(rebuilt|added)", mark)
             self.mux.signal(signal.SIGHUP)
             self.mux.signal(signal.SIGHUP)
             self.wait_log(r"reload: one is running; another follows", mark)
@@ -276,7 +276,7 @@ class Reload(unittest.TestCase):
             mark = self.log_mark(mux)
             self.write_config(text, mux)
             mux.signal(signal.SIGHUP)
-            self.wait_log(r"reload: network.*rebuilt", mark, mux)
+            self.wait_log(r"reload: .*network.*rebuilt", mark, mux)
             rc = mux.stop()
             log = mux.stderr()[mark:]
             self.assertEqual(rc, 0, "\n".join(log[-40:]))
