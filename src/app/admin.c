@@ -217,9 +217,10 @@ static void node_json(const bm_admin_t *a, bm_head_t *t, size_t i, const bm_node
                   (unsigned long long)mi.header_fetches);
     bm_str_printf(o,
                   ",\"head_polls\":{\"sent\":%llu,\"answered\":%llu,\"failed\":%llu,"
-                  "\"last_ms\":%llu",
+                  "\"unanswered\":%llu,\"last_ms\":%llu",
                   (unsigned long long)mi.head_polls, (unsigned long long)mi.polled_heads,
-                  (unsigned long long)mi.poll_failures, (unsigned long long)mi.last_poll_ms);
+                  (unsigned long long)mi.poll_failures, (unsigned long long)mi.unanswered,
+                  (unsigned long long)mi.last_poll_ms);
     json_kv_str(o, "last_why", mi.last_poll_why, true);
     bm_str_putc(o, '}');
 }

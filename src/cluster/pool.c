@@ -181,6 +181,18 @@ void bm_pool_set_network(bm_pool_t *p, bm_node_t *n, bm_network_verdict_t verdic
     inputs_changed(p, n);
 }
 
+void bm_pool_set_unresponsive(bm_pool_t *p, bm_node_t *n, const char *fmt, ...)
+{
+    if (!n->reachable)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(n->input_reason, sizeof n->input_reason, fmt, ap);
+    va_end(ap);
+    n->reachable = false;
+    inputs_changed(p, n);
+}
+
 /* Pushes one outcome (and, for a success, its latency) into the rolling windows. */
 static void record_recent(bm_node_stats_t *s, bool failed, uint64_t latency_us)
 {

@@ -106,7 +106,8 @@ typedef struct bm_node {
     char state_reason[160]; /* why the node is in its state, for logs and status */
     char input_reason[160]; /* written by pool; the last network error or discovery verdict */
     uint64_t state_since_ms;
-    bool reachable; /* written by pool (bm_pool_record); false after repeated network errors */
+    bool reachable; /* written by pool (bm_pool_record, bm_pool_set_unresponsive); false after
+                       repeated network errors, or a probe left unanswered */
     bm_network_verdict_t network; /* written by discovery (bm_pool_set_network) */
     bm_client_t client;           /* written by discovery */
     char *version;                /* written by discovery; NULL until known */
@@ -175,6 +176,16 @@ int bm_pool_on_input(bm_pool_t *p, bm_pool_input_fn fn, void *ud);
  */
 void bm_pool_record(bm_pool_t *p, bm_node_t *n, bm_outcome_t outcome, bool refused,
                     uint64_t latency_us, const char *detail);
+
+/**
+ * A probe the node did not answer in time (the monitor's head poll, sent because the node
+ * did not follow the cluster head): the node is unreachable, ready for no new work, until
+ * its next HTTP answer (bm_pool_record), whatever its figures said. `fmt` says why, for
+ * the state's reason. Input listeners run when that flips; a node already unreachable only
+ * keeps its reason.
+ */
+void bm_pool_set_unresponsive(bm_pool_t *p, bm_node_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /** Sets discovery's verdict on a node's network; input listeners run when it changes. */
 void bm_pool_set_network(bm_pool_t *p, bm_node_t *n, bm_network_verdict_t verdict, const char *fmt,
