@@ -98,7 +98,9 @@ static int build_pool(app_t *a)
             bm_log(BM_LOG_ERROR, "upstream %s: cannot be added", u->id);
             return BM_EINVAL;
         }
-        bm_log(BM_LOG_INFO, "upstream %s: %s", n->id, n->url_masked);
+        bm_pool_set_shadow(n, u->shadow);
+        bm_log(BM_LOG_INFO, "upstream %s: %s%s", n->id, n->url_masked,
+               u->shadow ? " (shadow: mirrored and scored, never served)" : "");
     }
     return 0;
 }

@@ -277,17 +277,22 @@ void bm_pool_record(bm_pool_t *p, bm_node_t *n, bm_outcome_t outcome, bool refus
     s->latency_hist[b]++;
 }
 
+void bm_pool_set_shadow(bm_node_t *n, bool shadow)
+{
+    n->shadow = shadow;
+}
+
 size_t bm_pool_count_state(const bm_pool_t *p, bm_node_state_t state)
 {
     size_t c = 0;
     for (size_t i = 0; i < p->n; i++)
-        c += p->nodes[i]->state == state;
+        c += !p->nodes[i]->shadow && p->nodes[i]->state == state;
     return c;
 }
 
 bool bm_node_usable(const bm_node_t *n)
 {
-    return n->state != BM_NODE_WRONG_NETWORK;
+    return !n->shadow && n->state != BM_NODE_WRONG_NETWORK;
 }
 
 int bm_node_rank(const bm_node_t *n)

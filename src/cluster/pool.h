@@ -102,6 +102,10 @@ typedef struct bm_node {
     char *url;        /* base URL, with credentials: never log this */
     char *url_masked; /* base URL with the password replaced, for logs and status */
     bm_hdrs_t extra;  /* per-node request headers (API keys) */
+    /* a shadow node (upstreams[].shadow; set once, before anything runs, with
+     * bm_pool_set_shadow): followed and judged like any node, asked a copy of every duty
+     * read, but never serving and counting for nothing (duties/shadow.h) */
+    bool shadow;
     bm_node_state_t state;
     char state_reason[160]; /* why the node is in its state, for logs and status */
     char input_reason[160]; /* written by pool; the last network error or discovery verdict */
@@ -194,10 +198,16 @@ void bm_pool_set_network(bm_pool_t *p, bm_node_t *n, bm_network_verdict_t verdic
 /** Why the node's inputs are what they are (last network error or verdict), for states. */
 const char *bm_node_input_reason(const bm_node_t *n);
 
-/** Number of nodes in `state`. */
+/** Marks `n` a shadow node (or not). Before the modules that read it start. */
+void bm_pool_set_shadow(bm_node_t *n, bool shadow);
+
+/** Number of serving nodes (shadows are not counted) in `state`. */
 size_t bm_pool_count_state(const bm_pool_t *p, bm_node_state_t state);
 
-/** True when the node can take requests at all (every state but wrong-network). */
+/**
+ * True when the node may serve requests at all: not a shadow, and in every state but
+ * wrong-network. Every candidate set (duty races, broadcast, the read path) starts from it.
+ */
 bool bm_node_usable(const bm_node_t *n);
 
 /**

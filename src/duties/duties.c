@@ -189,7 +189,7 @@ static size_t duty_candidates(const bm_duties_t *d, bm_node_t **out)
     size_t n = 0;
     for (size_t i = 0; i < bm_pool_count(d->pool) && n < MAX_CANDIDATES; i++) {
         bm_node_t *node = bm_pool_node(d->pool, i);
-        if (node->state == BM_NODE_READY)
+        if (bm_node_usable(node) && node->state == BM_NODE_READY)
             out[n++] = node;
     }
     if (n)
