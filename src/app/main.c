@@ -43,6 +43,7 @@
 #include "duties/produce.h"
 #include "duties/race.h"
 #include "duties/replay.h"
+#include "duties/shadow.h"
 #include "http/router.h"
 #include "http/server.h"
 #include "http/upstream.h"
@@ -70,6 +71,7 @@ typedef struct app {
     bm_hint_t *hint;
     bm_attest_t *attest;
     bm_produce_t *produce;
+    bm_shadow_t *shadow; /* every duty read mirrored to the shadow nodes, and their score */
     /* every write to every node; replay of node-local state */
     bm_replay_t *replay;
     bm_broadcast_t *bcast;
@@ -181,6 +183,20 @@ static int build_fresh(app_t *a)
     return a->attest && a->produce ? 0 : BM_ENOMEM;
 }
 
+/* shadow: every duty policy's races mirrored to the shadow nodes, scored against what was
+ * served (the status page's "shadow" section); nothing else of a shadow node is used. */
+static int build_shadow(app_t *a)
+{
+    a->shadow = bm_shadow_new(a->race, a->pool, a->head);
+    if (!a->shadow)
+        return BM_ENOMEM;
+    bm_attest_set_shadow(a->attest, a->shadow);
+    bm_produce_set_shadow(a->produce, a->shadow);
+    bm_aggregate_set_shadow(a->aggregate, a->shadow);
+    bm_duties_set_shadow(a->duties, a->shadow);
+    return bm_admin_add_section(a->admin, "shadow", bm_shadow_status_json, a->shadow);
+}
+
 /* readpath: ordinary reads, with each upstream's tier, weight, archive flag and bucket, and
  * the rules (blocked paths, route rules, client routes) compiled from the configuration. */
 static int build_readpath(app_t *a)
@@ -243,6 +259,8 @@ static int build(app_t *a)
     if (!a->aggregate || !a->duties)
         return BM_ENOMEM;
     bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
+    if ((rc = build_shadow(a)) != 0)
+        return rc;
     /* the cluster event stream, fed by the tracker and every node's streams */
     a->events = bm_events_new(&a->loop, &o->events);
     if (!a->events || bm_events_attach_head(a->events, a->head) != 0 ||
@@ -354,6 +372,7 @@ static void teardown(app_t *a)
     bm_admin_free(a->admin);
     bm_attest_free(a->attest); /* after the engine, whose races they judge */
     bm_produce_free(a->produce);
+    bm_shadow_free(a->shadow); /* after the engine, whose mirrors report to it */
     bm_hint_free(a->hint);
     bm_broadcast_free(a->bcast);
     bm_replay_free(a->replay);

@@ -51,7 +51,8 @@ typedef enum bm_headpoll_reason {
 typedef struct bm_headpoll_node {
     bool stream_up;       /* the main stream is up (its 200 arrived) */
     bool has_head;        /* the tracker knows a head of the node */
-    bool at_cluster_head; /* that head is the cluster head or a descendant of it */
+    bool at_cluster_head; /* that head is the cluster head, a descendant of it, or a block at a
+                             later slot (not behind it) */
     bool poll_in_flight;  /* a head request is running */
     uint64_t polled_slot; /* slot of the last head request (UINT64_MAX: none) */
     uint64_t polled_ms;   /* when the last head request was sent (0: never) */

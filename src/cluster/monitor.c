@@ -301,7 +301,11 @@ static void maybe_poll(mnode_t *mn, bm_headpoll_moment_t moment, uint64_t now)
     bm_headpoll_node_t n = {
         .stream_up = mn->connected,
         .has_head = v.has_head,
-        .at_cluster_head = v.relation == BM_HEAD_REL_EQUAL || v.relation == BM_HEAD_REL_DESCENDANT,
+        /* not behind it: the cluster head, a descendant, or a later block whose relation the
+         * tracker is still learning (the node announced its news, it is not stopped) */
+        .at_cluster_head = v.relation == BM_HEAD_REL_EQUAL ||
+                           v.relation == BM_HEAD_REL_DESCENDANT ||
+                           (has_ch && v.has_head && v.slot > ch.slot),
         .poll_in_flight = mn->poll_busy,
         .polled_slot = mn->poll_slot,
         .polled_ms = mn->poll_sent_ms,
