@@ -50,9 +50,11 @@ bm_headpoll_reason_t bm_headpoll_due(const bm_headpoll_cluster_t *c, const bm_he
          * (healthy nodes import within that, and one that is only slow answers the request
          * at once), it is asked once per move: a stream that stopped delivering is caught
          * within the slot, and a node that does not answer at all is found out. */
+        /* asked after the move: not again for it (a request sent in the millisecond of the
+         * move may have left before it, and proves nothing about the new head) */
         if (!c->has_head || n->at_cluster_head ||
             now_ms < bm_headpoll_behind_ms(&c->clock, c->head_since_ms) ||
-            n->polled_ms >= c->head_since_ms)
+            n->polled_ms > c->head_since_ms)
             return BM_HEADPOLL_NO;
         return BM_HEADPOLL_BEHIND;
     }

@@ -187,7 +187,7 @@ static void eval_one(bm_health_t *h, bm_node_t *n)
     if (n->network == BM_NET_WRONG) {
         bm_pool_set_state(p, n, BM_NODE_WRONG_NETWORK, "%s", why);
     } else if (!n->reachable) {
-        bm_pool_set_state(p, n, BM_NODE_UNREACHABLE, "%s", why);
+        bm_pool_set_state(p, n, BM_NODE_UNREACHABLE, "%s", bm_node_reach_reason(n));
     } else if (n->network == BM_NET_UNKNOWN) {
         bm_pool_set_state(p, n, BM_NODE_UNKNOWN, "discovery pending");
     } else if (have && v.td_head) {

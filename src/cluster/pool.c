@@ -168,6 +168,11 @@ const char *bm_node_input_reason(const bm_node_t *n)
     return n->input_reason;
 }
 
+const char *bm_node_reach_reason(const bm_node_t *n)
+{
+    return n->reach_reason;
+}
+
 void bm_pool_set_network(bm_pool_t *p, bm_node_t *n, bm_network_verdict_t verdict, const char *fmt,
                          ...)
 {
@@ -187,7 +192,7 @@ void bm_pool_set_unresponsive(bm_pool_t *p, bm_node_t *n, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(n->input_reason, sizeof n->input_reason, fmt, ap);
+    vsnprintf(n->reach_reason, sizeof n->reach_reason, fmt, ap);
     va_end(ap);
     n->reachable = false;
     inputs_changed(p, n);
@@ -252,7 +257,7 @@ void bm_pool_record(bm_pool_t *p, bm_node_t *n, bm_outcome_t outcome, bool refus
         s->consecutive_failures++;
         if (n->reachable && (refused || s->consecutive_failures >= BM_POOL_UNREACHABLE_AFTER)) {
             n->reachable = false;
-            snprintf(n->input_reason, sizeof n->input_reason, "%s (%u network error%s in a row)",
+            snprintf(n->reach_reason, sizeof n->reach_reason, "%s (%u network error%s in a row)",
                      detail && *detail ? detail : "no answer", s->consecutive_failures,
                      s->consecutive_failures == 1 ? "" : "s");
             inputs_changed(p, n);

@@ -108,7 +108,9 @@ typedef struct bm_node {
     bool shadow;
     bm_node_state_t state;
     char state_reason[160]; /* why the node is in its state, for logs and status */
-    char input_reason[160]; /* written by pool; the last network error or discovery verdict */
+    char input_reason[160]; /* written by pool; the last discovery verdict */
+    char reach_reason[160]; /* written by pool; why it is unreachable (the last network error,
+                               or the probe it left unanswered) */
     uint64_t state_since_ms;
     bool reachable; /* written by pool (bm_pool_record, bm_pool_set_unresponsive); false after
                        repeated network errors, or a probe left unanswered */
@@ -195,8 +197,11 @@ void bm_pool_set_unresponsive(bm_pool_t *p, bm_node_t *n, const char *fmt, ...)
 void bm_pool_set_network(bm_pool_t *p, bm_node_t *n, bm_network_verdict_t verdict, const char *fmt,
                          ...) __attribute__((format(printf, 4, 5)));
 
-/** Why the node's inputs are what they are (last network error or verdict), for states. */
+/** Why the node's network is what it is (discovery's last verdict), for states. */
 const char *bm_node_input_reason(const bm_node_t *n);
+
+/** Why the node is unreachable (its last network error, or the probe it left unanswered). */
+const char *bm_node_reach_reason(const bm_node_t *n);
 
 /** Marks `n` a shadow node (or not). Before the modules that read it start. */
 void bm_pool_set_shadow(bm_node_t *n, bool shadow);

@@ -80,8 +80,11 @@ static void test_behind_asked_once_per_move(void **state)
     n.polled_ms = T(10, 3100);
     n.polled_slot = 10;
     assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(12, 0)), BM_HEADPOLL_NO);
-    /* asked before the move (at its connect): the move still counts */
+    /* asked before the move (at its connect), or in its millisecond: the move still counts */
     n.polled_ms = T(10, 50);
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_FOLLOW_UP, T(10, 3100)),
+                     BM_HEADPOLL_BEHIND);
+    n.polled_ms = T(10, 100);
     assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_FOLLOW_UP, T(10, 3100)),
                      BM_HEADPOLL_BEHIND);
     /* the next move asks again, even within the same slot */

@@ -76,6 +76,9 @@ static void test_health_follows_inputs(void **state)
     assert_string_equal(n->state_reason, "no answer within 500 ms");
     bm_pool_set_unresponsive(p, n, "again");
     assert_string_equal(n->state_reason, "no answer within 500 ms");
+    /* discovery's word about its network does not hide why it is unreachable */
+    bm_pool_set_network(p, n, BM_NET_OK, "same network");
+    assert_string_equal(n->state_reason, "no answer within 500 ms");
     bm_pool_record(p, n, BM_OUTCOME_OK, false, 1000, NULL);
     assert_int_equal(n->state, BM_NODE_READY);
     /* a refused connection is certain: unreachable at once */
