@@ -26,7 +26,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, Beaconsim, http_request, main, wait_for  # noqa: E402
+from harness import (Beaconmux, Beaconsim, http_request, main, now_ms,  # noqa: E402
+                     sleep_until, wait_for)
 
 SLOT_MS = 2000
 
@@ -38,26 +39,11 @@ discovery:
 FEE = "0x" + "ab" * 20
 
 
-def now_ms():
-    return int(time.time() * 1000)
-
-
-def sleep_until(t_ms):
-    """Waits for a wall-clock point of a slot taken from the truth."""
-    d = (t_ms - now_ms()) / 1000.0
-    if d > 0:
-        time.sleep(d)
-
-
 def config(nodes, shadow):
     """The upstreams n0.. with node `shadow` a shadow."""
     up = "".join("  - id: n%d\n    url: %s\n%s" % (i, u, "    shadow: true\n" if i == shadow else "")
                  for i, u in enumerate(nodes))
     return CONFIG + "upstreams:\n" + up
-
-
-def ups(mux):
-    return {u["id"]: u for u in mux.status()["upstreams"]}
 
 
 def shadow_of(mux, nid):
@@ -66,12 +52,6 @@ def shadow_of(mux, nid):
 
 def node_port(url):
     return int(url.rsplit(":", 1)[1])
-
-
-def clear_requests(sim, i):
-    port = int(sim.control.rsplit(":", 1)[1])
-    st, _, _ = http_request(port, "DELETE", "/sim/v1/nodes/%d/requests" % i)
-    assert 200 <= st < 300, st
 
 
 def att_root(port, slot):
@@ -105,12 +85,12 @@ class LaggingShadow(unittest.TestCase):
         mux = Beaconmux(config_text=config(sim.nodes, 3))
         try:
             wait_for(lambda: mux.status().get("cluster_head")
-                     and all(u["state"] == "ready" for u in ups(mux).values()
+                     and all(u["state"] == "ready" for u in mux.upstreams().values()
                              if not u.get("shadow")), 15, what="three ready nodes")
-            self.assertTrue(ups(mux)["n3"]["shadow"])
-            self.assertNotIn("shadow", ups(mux)["n0"])
+            self.assertTrue(mux.upstreams()["n3"]["shadow"])
+            self.assertNotIn("shadow", mux.upstreams()["n0"])
             for i in range(4):
-                clear_requests(sim, i)
+                sim.clear_requests(i)
             first = sim.truth()["current_slot"] + 1
             slots = list(range(first, first + 4))
             served, direct = {}, {}
@@ -164,10 +144,10 @@ class ForkedShadow(unittest.TestCase):
         mux = Beaconmux(config_text=config(sim.nodes, 3))
         try:
             wait_for(lambda: mux.status().get("cluster_head")
-                     and all(u["state"] == "ready" for u in ups(mux).values()), 15,
+                     and all(u["state"] == "ready" for u in mux.upstreams().values()), 15,
                      what="four ready nodes")
             sim.put_node(3, {"fork": True})
-            wait_for(lambda: ups(mux)["n3"]["state"] == "forked", 4 * SLOT_MS / 1000.0,
+            wait_for(lambda: mux.upstreams()["n3"]["state"] == "forked", 4 * SLOT_MS / 1000.0,
                      what="the shadow forked")
             first = sim.truth()["current_slot"] + 1
             slots = list(range(first, first + 3))
@@ -215,17 +195,17 @@ class CountsForNothing(unittest.TestCase):
         mux = Beaconmux(config_text=config(sim.nodes, 2))
         try:
             wait_for(lambda: mux.status().get("cluster_head")
-                     and all(u["state"] == "ready" for u in ups(mux).values()), 15,
+                     and all(u["state"] == "ready" for u in mux.upstreams().values()), 15,
                      what="three ready nodes")
             self.assertEqual(mux.status()["tracker"]["quorum"], 1)  # two serving nodes
             code, _, _ = http_request(mux.port, "GET", "/eth/v1/node/health")
             self.assertEqual(code, 200)
             for i in (0, 1):
                 sim.put_node(i, {"down": True})
-            wait_for(lambda: all(ups(mux)["n%d" % i]["state"] == "unreachable" for i in (0, 1)),
+            wait_for(lambda: all(mux.upstreams()["n%d" % i]["state"] == "unreachable" for i in (0, 1)),
                      4 * SLOT_MS / 1000.0, what="both serving nodes unreachable")
-            clear_requests(sim, 2)
-            self.assertEqual(ups(mux)["n2"]["state"], "ready")
+            sim.clear_requests(2)
+            self.assertEqual(mux.upstreams()["n2"]["state"], "ready")
             self.assertEqual(http_request(mux.port, "GET", "/eth/v1/node/health")[0], 503)
             self.assertEqual(http_request(mux.port, "GET", "/healthz")[0], 503)
             code, _, body = http_request(mux.port, "GET",

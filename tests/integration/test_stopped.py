@@ -27,7 +27,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, Beaconsim, http_request, main, wait_for  # noqa: E402
+from harness import (Beaconmux, Beaconsim, http_request, main, now_ms,  # noqa: E402
+                     sleep_until, wait_for)
 
 SLOT_MS = 2000
 
@@ -37,30 +38,9 @@ discovery:
 """
 
 
-def now_ms():
-    return int(time.time() * 1000)
-
-
-def sleep_until(t_ms):
-    """Waits for a wall-clock point of a slot taken from the truth."""
-    d = (t_ms - now_ms()) / 1000.0
-    if d > 0:
-        time.sleep(d)
-
-
 def upstreams_yaml(nodes):
     return "upstreams:\n" + "".join("  - id: n%d\n    url: %s\n" % (i, u)
                                     for i, u in enumerate(nodes))
-
-
-def ups(mux):
-    return {u["id"]: u for u in mux.status()["upstreams"]}
-
-
-def clear_requests(sim, i):
-    port = int(sim.control.rsplit(":", 1)[1])
-    st, _, _ = http_request(port, "DELETE", "/sim/v1/nodes/%d/requests" % i)
-    assert 200 <= st < 300, st
 
 
 class StoppedNode(unittest.TestCase):
@@ -69,7 +49,7 @@ class StoppedNode(unittest.TestCase):
         mux = Beaconmux(config_text=CONFIG + upstreams_yaml(sim.nodes))
         try:
             wait_for(lambda: mux.status().get("cluster_head")
-                     and all(u["state"] == "ready" for u in ups(mux).values()), 15,
+                     and all(u["state"] == "ready" for u in mux.upstreams().values()), 15,
                      what="three ready nodes and a cluster head")
             s = sim.truth()["current_slot"] + 1
             # stopped in the middle of slot s: the first move it misses is slot s + 1's
@@ -77,10 +57,10 @@ class StoppedNode(unittest.TestCase):
             sim.put_node(0, {"hang": True})
             stopped_ms = now_ms()
             next_start = sim.truth(s + 1)["start_ms"]
-            wait_for(lambda: ups(mux)["n0"]["state"] != "ready",
+            wait_for(lambda: mux.upstreams()["n0"]["state"] != "ready",
                      (next_start + 2 * SLOT_MS - now_ms()) / 1000.0,
                      what="n0 out of ready")
-            u = ups(mux)["n0"]
+            u = mux.upstreams()["n0"]
             left_ms = u["state_since_ms"]
             head = mux.status()["cluster_head"]
             moved_ms = head["since_ms"]
@@ -100,7 +80,7 @@ class StoppedNode(unittest.TestCase):
 
             # nothing new is queued on it: duty reads and reads go to the others
             for i in range(3):
-                clear_requests(sim, i)
+                sim.clear_requests(i)
             first = sim.truth()["current_slot"] + 1
             votes = {}
             for slot in (first, first + 1):
@@ -126,14 +106,14 @@ class StoppedNode(unittest.TestCase):
             for op in ops:
                 self.assertEqual(counts[0].get(op, 0), 0, (op, counts[0]))
                 self.assertGreater(counts[1].get(op, 0) + counts[2].get(op, 0), 0, (op, counts))
-            self.assertEqual(ups(mux)["n0"]["state"], "unreachable")
+            self.assertEqual(mux.upstreams()["n0"]["state"], "unreachable")
 
             # it answers again: back to ready
             resumed_ms = now_ms()
             sim.put_node(0, {"hang": False})
-            wait_for(lambda: ups(mux)["n0"]["state"] == "ready", 2 * SLOT_MS / 1000.0 + 1,
+            wait_for(lambda: mux.upstreams()["n0"]["state"] == "ready", 2 * SLOT_MS / 1000.0 + 1,
                      what="n0 ready again")
-            back_ms = ups(mux)["n0"]["state_since_ms"]
+            back_ms = mux.upstreams()["n0"]["state_since_ms"]
             print("resumed: n0 ready %d ms later" % (back_ms - resumed_ms), file=sys.stderr)
         finally:
             rc = mux.stop()
