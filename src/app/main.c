@@ -28,12 +28,15 @@
 #include "edge/front.h"
 #include "http/server.h"
 
+#define MAX_OLD_SERVERS 8
+
 typedef struct app {
     uv_loop_t loop;
     bm_cli_t cli;
-    bm_options_t opts;   /* the global modules' options (server) */
     bm_reload_t *reload; /* the running configuration: front and networks (app/reload.h) */
     bm_server_t *server;
+    bm_server_t *old_servers[MAX_OLD_SERVERS]; /* listeners a reload replaced, draining */
+    size_t n_old_servers;
     uv_signal_t sigterm;
     uv_signal_t sigint;
     uv_signal_t sighup;
@@ -41,37 +44,92 @@ typedef struct app {
     int exit_code;
 } app_t;
 
-/* Takes `cfg` (validated). */
-static int build(app_t *a, bm_config_t *cfg)
+static void log_listening(const bm_config_t *c, const bm_server_t *srv)
 {
-    int rc = bm_options_from_config(&a->opts, cfg);
-    /* secure by default: duty and write routes are never open to a whole network */
-    const char *exposed = bm_front_exposure_problem(cfg->listen_host, cfg->auth.n_keys,
-                                                    cfg->server.n_allowed_clients);
-    if (!rc && exposed) {
-        bm_log(BM_LOG_ERROR, "listen %s: %s", cfg->listen_host, exposed);
-        rc = BM_EINVAL;
-    }
-    if (rc) {
-        bm_config_free(cfg);
-        return rc;
-    }
-    if (!(a->reload = bm_reload_new(&a->loop, cfg, &a->cli)))
-        return BM_EINVAL;
-    const bm_config_t *c = bm_reload_start_config(a->reload);
-    a->server = bm_server_new(&a->loop, &a->opts.server, bm_reload_handle, a->reload);
-    if (!a->server)
-        return BM_ENOMEM;
-    rc = bm_server_listen(a->server, c->listen_host, c->listen_port);
-    if (rc) {
-        bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", c->listen_host, c->listen_port,
-               bm_strerror(rc));
-        return rc;
-    }
     const char *h = c->listen_host;
     bool v6 = strchr(h, ':') != NULL;
     bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d", v6 ? "[" : "", h, v6 ? "]" : "",
-           bm_server_port(a->server));
+           bm_server_port(srv));
+}
+
+/* A server for `c`'s limits on `c`'s address, or NULL (logged). */
+static bm_server_t *listen_on(app_t *a, const bm_config_t *c)
+{
+    bm_options_t o;
+    if (bm_options_from_config(&o, c) != 0)
+        return NULL;
+    bm_server_t *srv = bm_server_new(&a->loop, &o.server, bm_reload_handle, a->reload);
+    int rc = srv ? bm_server_listen(srv, c->listen_host, c->listen_port) : BM_ENOMEM;
+    if (rc) {
+        bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", c->listen_host, c->listen_port,
+               bm_strerror(rc));
+        if (srv)
+            bm_server_free(srv); /* never listened: its handles close from the loop */
+        return NULL;
+    }
+    log_listening(c, srv);
+    return srv;
+}
+
+/* reload: server.* changed */
+static void set_server_limits(const bm_config_t *c, void *ud)
+{
+    app_t *a = ud;
+    bm_options_t o;
+    if (bm_options_from_config(&o, c) == 0)
+        bm_server_set_opts(a->server, &o.server);
+}
+
+static void on_old_server_drained(bm_server_t *srv, void *ud)
+{
+    app_t *a = ud;
+    for (size_t i = 0; i < a->n_old_servers; i++)
+        if (a->old_servers[i] == srv) {
+            a->old_servers[i] = a->old_servers[--a->n_old_servers];
+            break;
+        }
+    bm_log(BM_LOG_INFO, "reload: the previous listener's connections are done");
+    bm_server_free(srv);
+}
+
+/* reload: listen changed. The new listener first; the old one then stops accepting, and
+ * its connections finish their requests (idle ones close) within server.shutdownTimeout. */
+static int rebind(const bm_config_t *c, void *ud)
+{
+    app_t *a = ud;
+    if (a->n_old_servers == MAX_OLD_SERVERS) {
+        bm_log(BM_LOG_ERROR, "reload: %d previous listeners still draining; listen stays",
+               MAX_OLD_SERVERS);
+        return BM_ETOOBIG;
+    }
+    bm_server_t *srv = listen_on(a, c);
+    if (!srv) {
+        bm_log(BM_LOG_ERROR, "reload: still listening on the previous address");
+        return BM_EIO;
+    }
+    bm_server_t *old = a->server;
+    a->server = srv;
+    a->old_servers[a->n_old_servers++] = old;
+    bm_server_shutdown(old, c->server.shutdown_timeout_ms, on_old_server_drained, a);
+    return 0;
+}
+
+/* Takes `cfg` (validated). */
+static int build(app_t *a, bm_config_t *cfg)
+{
+    /* secure by default: duty and write routes are never open to a whole network */
+    const char *exposed = bm_front_exposure_problem(cfg->listen_host, cfg->auth.n_keys,
+                                                    cfg->server.n_allowed_clients);
+    if (exposed) {
+        bm_log(BM_LOG_ERROR, "listen %s: %s", cfg->listen_host, exposed);
+        bm_config_free(cfg);
+        return BM_EINVAL;
+    }
+    bm_reload_server_t hooks = {set_server_limits, rebind, a};
+    if (!(a->reload = bm_reload_new(&a->loop, cfg, &a->cli, &hooks)))
+        return BM_EINVAL;
+    if (!(a->server = listen_on(a, bm_reload_config(a->reload))))
+        return BM_EIO;
     return bm_reload_start(a->reload);
 }
 
@@ -96,7 +154,7 @@ static void on_server_drained(bm_server_t *srv, void *ud)
     app_t *a = ud;
     (void)srv;
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
-    bm_reload_drain(a->reload, bm_reload_start_config(a->reload)->server.shutdown_timeout_ms,
+    bm_reload_drain(a->reload, bm_reload_config(a->reload)->server.shutdown_timeout_ms,
                     on_networks_drained, a);
 }
 
@@ -107,11 +165,13 @@ static void on_signal(uv_signal_t *s, int signum)
         bm_log(BM_LOG_WARN, "second signal: exiting now");
         exit(1);
     }
-    uint32_t grace = bm_reload_start_config(a->reload)->server.shutdown_timeout_ms;
+    uint32_t grace = bm_reload_config(a->reload)->server.shutdown_timeout_ms;
     bm_log(BM_LOG_INFO, "%s: shutting down (in-flight requests get up to %u ms)",
            signum == SIGTERM ? "SIGTERM" : "SIGINT", grace);
     bm_reload_stop(a->reload); /* a reload in progress is abandoned */
     bm_server_shutdown(a->server, grace, on_server_drained, a);
+    for (size_t i = 0; i < a->n_old_servers; i++) /* already draining: a no-op but the log */
+        bm_server_shutdown(a->old_servers[i], grace, on_old_server_drained, a);
 }
 
 /* SIGHUP: read the configuration file again and apply what changed (app/reload.h). */

@@ -53,9 +53,10 @@ typedef struct gen {
 struct bm_reload {
     uv_loop_t *loop;
     const bm_cli_t *cli;
-    cfg_ref_t *start_cfg; /* the listener's and the server's */
-    gen_t *gens;          /* oldest first */
-    gen_t *cur;           /* the newest */
+    bm_reload_server_t server;
+    cfg_ref_t *listen_cfg; /* the one whose listen address is bound */
+    gen_t *gens;           /* oldest first */
+    gen_t *cur;            /* the newest */
     uint64_t next_number;
     uv_timer_t retire_timer; /* frees old generations outside the ending request's stack */
     size_t retiring;         /* networks being drained or freed */
@@ -97,11 +98,6 @@ static void cfg_unref(cfg_ref_t *r)
         bm_config_free(r->cfg);
         free(r);
     }
-}
-
-const bm_config_t *bm_reload_start_config(const bm_reload_t *rl)
-{
-    return rl->start_cfg->cfg;
 }
 
 const bm_config_t *bm_reload_config(const bm_reload_t *rl)
@@ -216,7 +212,7 @@ static gen_t *gen_new(bm_reload_t *rl, cfg_ref_t *cfg)
 static void on_retire_timer(uv_timer_t *t)
 {
     bm_reload_t *rl = t->data;
-    uint32_t grace = rl->start_cfg->cfg->server.shutdown_timeout_ms;
+    uint32_t grace = rl->cur->cfg->cfg->server.shutdown_timeout_ms;
     for (gen_t **pp = &rl->gens; *pp;) {
         gen_t *g = *pp;
         if (g != rl->cur && g->in_flight == 0) {
@@ -289,14 +285,18 @@ static bm_config_t *load(bm_reload_t *rl)
         bm_log(BM_LOG_ERROR, "reload: %s; the running configuration stays", err.msg);
         return NULL;
     }
-    const bm_config_t *s = rl->start_cfg->cfg;
-    const char *exposed =
-        bm_front_exposure_problem(s->listen_host, c->auth.n_keys, c->server.n_allowed_clients);
-    if (exposed) {
-        bm_log(BM_LOG_ERROR, "reload: listen %s: %s; the running configuration stays",
-               s->listen_host, exposed);
-        bm_config_free(c);
-        return NULL;
+    /* the keys must protect the address listened on now and the one the file names (a
+     * rebind that fails keeps the old one) */
+    const char *hosts[] = {rl->listen_cfg->cfg->listen_host, c->listen_host};
+    for (size_t i = 0; i < 2; i++) {
+        const char *exposed =
+            bm_front_exposure_problem(hosts[i], c->auth.n_keys, c->server.n_allowed_clients);
+        if (exposed) {
+            bm_log(BM_LOG_ERROR, "reload: listen %s: %s; the running configuration stays", hosts[i],
+                   exposed);
+            bm_config_free(c);
+            return NULL;
+        }
     }
     const char *deprecated = bm_config_deprecation(c);
     if (deprecated)
@@ -304,13 +304,10 @@ static bm_config_t *load(bm_reload_t *rl)
     return c;
 }
 
-/* What changes, logged; the listener and the server's limits against what they run with. */
+/* What changes, logged; the listen address against the one bound. */
 static int plan(bm_reload_t *rl, const bm_config_t *c)
 {
-    bm_reload_diff_t vs_start;
     int rc = bm_reload_diff(rl->cur->cfg->cfg, c, &rl->diff);
-    if (!rc)
-        rc = bm_reload_diff(rl->start_cfg->cfg, c, &vs_start);
     if (rc) {
         bm_log(BM_LOG_ERROR,
                "reload: cannot compare the configurations: %s; the running "
@@ -318,12 +315,12 @@ static int plan(bm_reload_t *rl, const bm_config_t *c)
                bm_strerror(rc));
         return rc;
     }
-    rl->diff.listen = vs_start.listen;
-    rl->diff.server = vs_start.server;
+    const bm_config_t *bound = rl->listen_cfg->cfg;
+    rl->diff.listen =
+        bound->listen_port != c->listen_port || strcmp(bound->listen_host, c->listen_host) != 0;
     bm_str_t s = BM_STR_INIT;
     bm_reload_diff_describe(&rl->diff, rl->cur->cfg->cfg, c, &s);
-    bm_log(rl->diff.listen || rl->diff.server ? BM_LOG_WARN : BM_LOG_INFO, "reload: %s",
-           bm_str_data(&s));
+    bm_log(BM_LOG_INFO, "reload: %s", bm_str_data(&s));
     bm_str_dispose(&s);
     return 0;
 }
@@ -386,6 +383,12 @@ static void swap(bm_reload_t *rl)
     const bm_config_t *c = g->cfg->cfg;
     if (d->log)
         bm_log_setup(c->log.level, c->log.format, NULL);
+    if (d->server && rl->server.set_limits)
+        rl->server.set_limits(c, rl->server.ud);
+    if (d->listen && rl->server.rebind && rl->server.rebind(c, rl->server.ud) == 0) {
+        cfg_unref(rl->listen_cfg);
+        rl->listen_cfg = cfg_ref(g->cfg);
+    }
     for (size_t j = 0; j < d->n_old; j++)
         if (d->retire[j])
             bm_network_end_subscribers(old->slot[j]->net); /* they reconnect to the new one */
@@ -435,7 +438,7 @@ static void begin(bm_reload_t *rl)
         return;
     }
     if (bm_reload_diff_built(&rl->diff) == 0 && bm_reload_diff_retired(&rl->diff) == 0 &&
-        !rl->diff.front && !rl->diff.log) {
+        !rl->diff.front && !rl->diff.log && !rl->diff.server && !rl->diff.listen) {
         cfg_unref(r); /* nothing the running set would do differently */
         return;
     }
@@ -477,7 +480,8 @@ void bm_reload_request(bm_reload_t *rl)
 
 /* ---- life -------------------------------------------------------------------------- */
 
-bm_reload_t *bm_reload_new(uv_loop_t *loop, bm_config_t *cfg, const bm_cli_t *cli)
+bm_reload_t *bm_reload_new(uv_loop_t *loop, bm_config_t *cfg, const bm_cli_t *cli,
+                           const bm_reload_server_t *server)
 {
     bm_reload_t *rl = calloc(1, sizeof *rl);
     cfg_ref_t *r = cfg_ref_new(cfg);
@@ -488,7 +492,8 @@ bm_reload_t *bm_reload_new(uv_loop_t *loop, bm_config_t *cfg, const bm_cli_t *cl
     }
     rl->loop = loop;
     rl->cli = cli;
-    rl->start_cfg = r;
+    rl->server = *server;
+    rl->listen_cfg = r;
     uv_timer_init(loop, &rl->retire_timer);
     uv_timer_init(loop, &rl->settle_timer);
     rl->retire_timer.data = rl->settle_timer.data = rl;
@@ -592,6 +597,6 @@ void bm_reload_free(bm_reload_t *rl)
     uv_close((uv_handle_t *)&rl->retire_timer, NULL);
     uv_close((uv_handle_t *)&rl->settle_timer, NULL);
     uv_run(rl->loop, UV_RUN_DEFAULT);
-    cfg_unref(rl->start_cfg);
+    cfg_unref(rl->listen_cfg);
     free(rl);
 }

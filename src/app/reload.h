@@ -18,8 +18,10 @@
  *      subscribers of a replaced network are ended at the switch (they reconnect and land
  *      on the new network). A network no generation holds any more then lets its detached
  *      writes reach the nodes (server.shutdownTimeout), stops and is freed.
- * The listener and the server's limits are not replaced: a reload that changes them says
- * they need a restart and keeps the running ones.
+ * The server is main's: new limits and timeouts are handed to it (they apply to what
+ * starts afterwards), and a new listen address is bound by it while the old listener
+ * stops accepting and lets its connections finish what they are doing; an address that
+ * cannot be bound leaves the old one listening (logged) and the rest of the reload applied.
  *
  * A SIGHUP while a reload runs (step 1) is remembered: one more reload follows when it ends
  * (any number of signals meanwhile make one). bm_reload_stop (SIGTERM) abandons a reload in
@@ -41,21 +43,29 @@
 
 typedef struct bm_reload bm_reload_t;
 
+/** What a reload asks of the server's owner (main). Called from the loop, at the switch. */
+typedef struct bm_reload_server {
+    /* server.* (limits, timeouts) changed: apply `cfg`'s */
+    void (*set_limits)(const bm_config_t *cfg, void *ud);
+    /* listen changed: listen on `cfg`'s address, the old listener drains. 0, or a BM_E*
+     * code (logged by it) when the old one keeps listening */
+    int (*rebind)(const bm_config_t *cfg, void *ud);
+    void *ud;
+} bm_reload_server_t;
+
 /**
  * Builds the first generation from `cfg` (validated; ownership taken, even on failure) on
- * `loop`. `cli` (borrowed, must outlive it) is what a reload reads the file with. Nothing
- * runs yet. NULL on failure (logged).
+ * `loop`. `cli` (borrowed, must outlive it) is what a reload reads the file with; `server`
+ * is copied. Nothing runs yet. NULL on failure (logged).
  */
-bm_reload_t *bm_reload_new(uv_loop_t *loop, bm_config_t *cfg, const bm_cli_t *cli);
+bm_reload_t *bm_reload_new(uv_loop_t *loop, bm_config_t *cfg, const bm_cli_t *cli,
+                           const bm_reload_server_t *server);
 
 /** Starts the networks (discovery, node streams). 0 or a BM_E* code (logged). */
 int bm_reload_start(bm_reload_t *rl);
 
 /** The server handler: pass the module as the server's `ud`. */
 void bm_reload_handle(bm_req_t *req, void *rl);
-
-/** The configuration the process started with (the listener's and the server's). */
-const bm_config_t *bm_reload_start_config(const bm_reload_t *rl);
 
 /** The configuration applied last (borrowed; valid until the next reload applies). */
 const bm_config_t *bm_reload_config(const bm_reload_t *rl);

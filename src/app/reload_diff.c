@@ -200,11 +200,11 @@ int bm_reload_diff_describe(const bm_reload_diff_t *d, const bm_config_t *old,
         sep = "; ";
     }
     if (d->listen) {
-        bm_str_printf(out, "%slisten: needs a restart (kept)", sep);
+        bm_str_printf(out, "%slisten: re-bound", sep);
         sep = "; ";
     }
     if (d->server)
-        bm_str_printf(out, "%sserver limits: need a restart (kept)", sep);
+        bm_str_printf(out, "%sserver limits: applied", sep);
     if (bm_str_len(out) == start)
         bm_str_puts(out, "nothing changed");
     return out->oom ? BM_ENOMEM : 0;

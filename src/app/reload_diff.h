@@ -12,8 +12,8 @@
  *     matched by id (the one network of a file without `networks:` matches its like);
  *   - the front (auth, cors, rateLimit, trustedProxies, server.allowedClients): a new front;
  *   - log (level, format): applied at once;
- *   - the listener and the server's limits (listen, server.* but allowedClients): these
- *     need a restart; a reload keeps the running values and says so.
+ *   - the listener and the server's limits (listen, server.* but allowedClients): handed
+ *     to the server (a new listener beside the old one, which drains).
  */
 #ifndef BM_RELOAD_DIFF_H
 #define BM_RELOAD_DIFF_H
@@ -29,8 +29,8 @@
 typedef struct bm_reload_diff {
     bool log;    /* log.level or log.format changed */
     bool front;  /* auth, cors, rateLimit, trustedProxies or server.allowedClients changed */
-    bool listen; /* the listen address changed: needs a restart */
-    bool server; /* a server limit or timeout changed: needs a restart */
+    bool listen; /* the listen address changed */
+    bool server; /* a server limit or timeout changed (server.* but allowedClients) */
     size_t n_old, n_new; /* networks before and after */
     /* new network i: the old network kept as it runs (its index), or -1: built anew */
     int keep[BM_RELOAD_MAX_NETWORKS];
@@ -57,7 +57,7 @@ size_t bm_reload_diff_retired(const bm_reload_diff_t *d);
 /**
  * Appends a one-line summary of `d` for the log, naming networks by their ids taken from
  * `old` and `new` ("network main: rebuilt; front: new; log: applied; listen: needs a
- * restart"). Returns 0 or BM_ENOMEM.
+ * (re-bound"). Returns 0 or BM_ENOMEM.
  */
 int bm_reload_diff_describe(const bm_reload_diff_t *d, const bm_config_t *old,
                             const bm_config_t *new, bm_str_t *out);

@@ -1785,16 +1785,12 @@ static void on_check(uv_check_t *h)
         uv_idle_stop(&srv->idle);
 }
 
-bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
-                           bm_server_handler_fn handler, void *ud)
+/* The options with a zero field taken as its default (a limit of nothing is not meant). */
+static void set_opts(bm_server_t *srv, const bm_server_opts_t *opts)
 {
-    bm_server_t *srv = calloc(1, sizeof *srv);
-    if (!srv)
-        return NULL;
     bm_server_opts_t def;
     bm_server_opts_default(&def);
     srv->opts = opts ? *opts : def;
-    /* A zero means "not set": take the default rather than a limit of nothing. */
     if (!srv->opts.max_target_bytes)
         srv->opts.max_target_bytes = def.max_target_bytes;
     if (!srv->opts.max_header_bytes)
@@ -1813,6 +1809,20 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
         srv->opts.write_high_water = def.write_high_water;
     srv->lim = (bm_http1_limits_t){srv->opts.max_target_bytes, srv->opts.max_header_bytes,
                                    srv->opts.max_body_bytes};
+}
+
+void bm_server_set_opts(bm_server_t *srv, const bm_server_opts_t *opts)
+{
+    set_opts(srv, opts);
+}
+
+bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
+                           bm_server_handler_fn handler, void *ud)
+{
+    bm_server_t *srv = calloc(1, sizeof *srv);
+    if (!srv)
+        return NULL;
+    set_opts(srv, opts);
     srv->loop = loop;
     srv->handler = handler;
     srv->ud = ud;

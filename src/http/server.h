@@ -61,6 +61,14 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
                            bm_server_handler_fn handler, void *ud);
 
 /**
+ * Replaces the limits and timeouts (a configuration reload): connections accepted from now
+ * on parse with the new size limits; every deadline armed from now on (head, body, idle)
+ * and the next accept's connection count use the new values. A request being parsed keeps
+ * the size limits it started with.
+ */
+void bm_server_set_opts(bm_server_t *srv, const bm_server_opts_t *opts);
+
+/**
  * Binds and listens on host:port (IPv4 or IPv6 literal, or "localhost"). Port 0 picks a
  * free port (see bm_server_port). Returns 0 or a BM_E* code.
  */

@@ -13,7 +13,8 @@ import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, Beaconsim, HangServer, main, wait_for  # noqa: E402
+from harness import (BIN_DIR, Beaconmux, Beaconsim, HangServer, Proc, closed_port,  # noqa: E402
+                     http_request, main, wait_for)
 
 BASE = """
 timeouts:
@@ -287,6 +288,56 @@ class Reload(unittest.TestCase):
         finally:
             mux.stop()
             hang.stop()
+
+    def test_g_listener_and_server_limits_change_live(self):
+        # the listen address from the file (the harness's --listen would override it)
+        tmp = os.path.join(os.path.dirname(self.mux.config_path), "reload-listen-%d.yaml" % os.getpid())
+        text = BASE + 'listen: "127.0.0.1:0"\n' + upstreams([("n0", self.sim.nodes[0])])
+        with open(tmp, "w") as f:
+            f.write(text)
+        mux = Proc([os.path.join(BIN_DIR, "beaconmux"), "--config", tmp, "--log-level", "debug"])
+        try:
+            old = int(mux.wait_line(r"listening on http://127\.0\.0\.1:(\d+)").group(1))
+            wait_for(lambda: json.loads(http_request(old, "GET", "/beaconmux/v1/status")[2])
+                     ["upstreams"][0]["state"] == "ready", 10, what="n0 ready")
+            self.sim.put_node(0, {"slow": 600})
+            answer = []
+            slot = self.sim.truth()["current_slot"]
+            path = "/eth/v1/validator/attestation_data?slot=%d&committee_index=0" % slot
+            op = "produceAttestationData"
+            before = self.sim.requests(0)["data"].get(op, 0)
+            t = threading.Thread(target=lambda: answer.append(http_request(old, "GET", path)))
+            t.start()
+            wait_for(lambda: self.sim.requests(0)["data"].get(op, 0) > before, 5,
+                     what="the read in flight at n0")
+            new = closed_port()
+            mark = len(mux.stderr())
+            with open(tmp + ".new", "w") as f:
+                f.write(text.replace("127.0.0.1:0", "127.0.0.1:%d" % new) +
+                        "server: {maxBodyBytes: 4096}\n")
+            os.replace(tmp + ".new", tmp)
+            mux.signal(signal.SIGHUP)
+            self.wait_log(r"reload: applied", mark, mux)
+            self.wait_log(r"listening on http://127\.0\.0\.1:%d" % new, mark, mux)
+            t.join(10)
+            # the request in flight on the old listener was answered there
+            self.assertEqual(answer[0][0], 200, answer)
+            self.assertEqual(json.loads(answer[0][2])["data"]["slot"], str(slot))
+            self.sim.put_node(0, {"slow": 0})
+            self.wait_log(r"previous listener's connections are done", mark, mux)
+            with self.assertRaises(ConnectionRefusedError):
+                http_request(old, "GET", "/eth/v1/node/version")
+            self.assertEqual(http_request(new, "GET", "/eth/v1/node/version")[0], 200)
+            # the new body limit applies
+            big = json.dumps([{"validator_index": "1", "fee_recipient": FEE(1)}] * 100).encode()
+            self.assertGreater(len(big), 4096)
+            st, _, raw = http_request(new, "POST", "/eth/v1/validator/prepare_beacon_proposer",
+                                      big, {"Content-Type": "application/json"})
+            self.assertEqual(st, 413, raw)
+            self.assertEqual(mux.stop(), 0, "\n".join(mux.stderr()[-30:]))
+        finally:
+            mux.stop()
+            os.unlink(tmp)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 /*
  * test_reload_diff: what a reload decides from two configurations. Each group of keys is
  * changed on its own and the diff must name that group and nothing else: a network's keys
- * rebuild that network only (matched by id), the front's keys make a new front, log is
- * applied, listen and server limits need a restart.
+ * rebuild that network only (matched by id), the front's keys make a new front, log,
+ * listen and server limits go to their owners.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -127,7 +127,7 @@ static void test_front_log_listen_server(void **state)
     assert_false(d.front || d.listen || d.log);
     assert_int_equal(d.keep[0], 0);
     expect_summary(ONE, ONE "log: {level: debug}\nlisten: \"127.0.0.1:6000\"\n",
-                   "log: applied; listen: needs a restart (kept)");
+                   "log: applied; listen: re-bound");
 }
 
 #define NETS(second)                                                                               \
