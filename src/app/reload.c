@@ -142,8 +142,8 @@ static void on_slot_drained(void *ud)
 static void slot_retire(slot_t *s, uint32_t grace_ms)
 {
     const char *id = bm_network_id(s->net);
-    bm_log(BM_LOG_INFO, "reload: %s%sretired: finishing its writes, then stopping",
-           id ? "network " : "", id ? id : "");
+    bm_log(BM_LOG_INFO, "reload: %s%s retired: finishing its writes, then stopping",
+           id ? "network " : "the network", id ? id : "");
     s->rl->retiring++;
     bm_network_stop_streams(s->net);
     bm_network_drain(s->net, grace_ms, on_slot_drained, s);
@@ -417,8 +417,8 @@ static void on_settle_timer(uv_timer_t *t)
         if (!late)
             return;
         const char *id = bm_network_id(s->net);
-        bm_log(BM_LOG_WARN, "reload: %s%snot settled after %u ms; it takes requests anyway",
-               id ? "network " : "", id ? id : "", RELOAD_SETTLE_MAX_MS);
+        bm_log(BM_LOG_WARN, "reload: %s%s not settled after %u ms; it takes requests anyway",
+               id ? "network " : "the network", id ? id : "", RELOAD_SETTLE_MAX_MS);
     }
     uv_timer_stop(t);
     swap(rl);

@@ -182,7 +182,7 @@ class Reload(unittest.TestCase):
             wait_for(lambda: len(results) >= 8, 10, what="requests answered before the reload")
             mark = self.log_mark()
             line = self.reload(self.config(0, 1))
-            self.wait_log(r"reload: network retired|reload: retired", mark)
+            self.wait_log(r"reload: the network retired", mark)
             n = len(results)
             wait_for(lambda: len(results) >= n + 8, 10, what="requests after the reload")
         finally:
