@@ -2,10 +2,14 @@
 /*
  * reload: generations of the running set (reload.h). The pieces:
  *   - cfg_ref: a configuration and the number of generations and networks that borrow it;
- *   - slot: one running network and the configuration it was built from; `gens` counts the
- *     generations that serve it; at zero it is retired (drained, stopped, freed);
- *   - gen: a front over slots, and the requests it still owns; the newest is current, the
- *     older ones are freed once their last request ended;
+ *   - slot: one running network and the configuration it was built from, with the
+ *     generations that route to it (`gens`) and the client requests dispatched to it that
+ *     have not ended (`in_flight`, counted with bm_req_on_end). Both at zero, it is retired:
+ *     drained, stopped and freed;
+ *   - gen: a front over the slots, each behind a "lane" (a router with only a fallback that
+ *     counts the request on its slot, then dispatches it to the network's router). The
+ *     front holds nothing of a request once its handler returned, so a replaced generation
+ *     is freed on the next turn of the loop; only slots wait for their requests;
  *   - the reload in progress: the new configuration, the diff, the networks being built,
  *     and the timer that waits for them to settle.
  */
@@ -20,6 +24,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "edge/front.h"
+#include "http/router.h"
 
 /* How long networks built by a reload may take to settle before they take requests anyway
  * (a node that is down stays unknown until discovery gives up on its first attempts). */
@@ -33,20 +38,24 @@ typedef struct cfg_ref {
 
 typedef struct slot {
     bm_reload_t *rl;
+    struct slot *next; /* every slot alive, retiring ones included */
     bm_network_t *net;
     cfg_ref_t *cfg;
-    size_t gens; /* generations serving it */
+    size_t gens;      /* generations routing to it: the current one, or the one being built */
+    size_t in_flight; /* client requests dispatched to it that have not ended */
+    bool retiring;
 } slot_t;
 
 typedef struct gen {
     bm_reload_t *rl;
-    struct gen *next; /* older to newer */
+    struct gen *next; /* replaced generations waiting to be freed */
     cfg_ref_t *cfg;
     bm_edge_options_t edge; /* the front's options (borrow from cfg) */
     bm_front_t *front;
     slot_t *slot[BM_RELOAD_MAX_NETWORKS];
+    bm_router_t *lane[BM_RELOAD_MAX_NETWORKS]; /* the front's router for slot i */
     size_t n;
-    size_t in_flight; /* requests it dispatched that have not ended */
+    bool detached; /* replaced: its slots' `gens` no longer count it */
     uint64_t number;
 } gen_t;
 
@@ -55,11 +64,11 @@ struct bm_reload {
     const bm_cli_t *cli;
     bm_reload_server_t server;
     cfg_ref_t *listen_cfg; /* the one whose listen address is bound */
-    gen_t *gens;           /* oldest first */
-    gen_t *cur;            /* the newest */
+    gen_t *cur;
+    gen_t *replaced; /* generations replaced, freed from the retire timer */
+    slot_t *slots;
     uint64_t next_number;
-    uv_timer_t retire_timer; /* frees old generations outside the ending request's stack */
-    size_t retiring;         /* networks being drained or freed */
+    uv_timer_t retire_timer; /* frees and retires outside the stack of whoever ended a request */
     bool stopping;
     /* the reload in progress */
     bool busy, again;
@@ -105,6 +114,13 @@ const bm_config_t *bm_reload_config(const bm_reload_t *rl)
     return rl->cur->cfg->cfg;
 }
 
+static void on_retire_timer(uv_timer_t *t);
+
+static void schedule_retire(bm_reload_t *rl)
+{
+    uv_timer_start(&rl->retire_timer, on_retire_timer, 0, 0);
+}
+
 /* ---- networks ---------------------------------------------------------------------- */
 
 static slot_t *slot_new(bm_reload_t *rl, cfg_ref_t *cfg, size_t i)
@@ -119,16 +135,26 @@ static slot_t *slot_new(bm_reload_t *rl, cfg_ref_t *cfg, size_t i)
         return NULL;
     }
     s->cfg = cfg_ref(cfg);
+    s->next = rl->slots;
+    rl->slots = s;
     return s;
+}
+
+static void slot_unlink(slot_t *s)
+{
+    for (slot_t **pp = &s->rl->slots; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            return;
+        }
 }
 
 static void on_slot_released(void *ud)
 {
     slot_t *s = ud;
-    bm_reload_t *rl = s->rl;
+    slot_unlink(s);
     cfg_unref(s->cfg);
     free(s);
-    rl->retiring--;
 }
 
 static void on_slot_drained(void *ud)
@@ -137,49 +163,99 @@ static void on_slot_drained(void *ud)
     bm_network_release(s->net, on_slot_released, s);
 }
 
-/* No generation serves the network and none of its client requests is in flight: its
+/* No generation routes to the network and none of its client requests is in flight: its
  * detached writes get the grace period, then it is stopped and freed. */
 static void slot_retire(slot_t *s, uint32_t grace_ms)
 {
     const char *id = bm_network_id(s->net);
     bm_log(BM_LOG_INFO, "reload: %s%s retired: finishing its writes, then stopping",
            id ? "network " : "the network", id ? id : "");
-    s->rl->retiring++;
+    s->retiring = true;
     bm_network_stop_streams(s->net);
     bm_network_drain(s->net, grace_ms, on_slot_drained, s);
 }
 
+static void on_slot_req_end(void *ud)
+{
+    slot_t *s = ud;
+    if (--s->in_flight == 0 && s->gens == 0)
+        schedule_retire(s->rl);
+}
+
+/* A lane: the request is the slot's until it ends. */
+static void lane_dispatch(bm_req_t *req, const bm_route_params_t *params, void *ud)
+{
+    slot_t *s = ud;
+    (void)params;
+    s->in_flight++;
+    bm_req_on_end(req, on_slot_req_end, s);
+    bm_router_dispatch(req, bm_network_router(s->net));
+}
+
 /* ---- generations ------------------------------------------------------------------- */
 
-static void gen_free(gen_t *g, uint32_t grace_ms)
+static gen_t *gen_new(bm_reload_t *rl, cfg_ref_t *cfg)
 {
+    gen_t *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->rl = rl;
+    g->cfg = cfg_ref(cfg);
+    g->number = rl->next_number++;
+    return g;
+}
+
+/* Routes the generation to `s` too. 0 or BM_ENOMEM. */
+static int gen_attach(gen_t *g, slot_t *s)
+{
+    bm_router_t *lane = bm_router_new();
+    if (!lane)
+        return BM_ENOMEM;
+    bm_router_set_fallback(lane, lane_dispatch, s);
+    s->gens++;
+    g->slot[g->n] = s;
+    g->lane[g->n++] = lane;
+    return 0;
+}
+
+/* The generation takes no new request any more. */
+static void gen_detach(gen_t *g)
+{
+    if (g->detached)
+        return;
+    g->detached = true;
     for (size_t i = 0; i < g->n; i++)
-        if (g->slot[i] && --g->slot[i]->gens == 0)
-            slot_retire(g->slot[i], grace_ms);
+        g->slot[i]->gens--;
+}
+
+/* Frees the generation (never from inside its front's handler); slots that nothing routes
+ * to and nothing is in flight on are retired by the next retire run. */
+static void gen_free(gen_t *g)
+{
+    if (!g)
+        return;
+    gen_detach(g);
+    for (size_t i = 0; i < g->n; i++)
+        bm_router_free(g->lane[i]);
     bm_front_free(g->front);
     bm_options_edge_dispose(&g->edge);
     cfg_unref(g->cfg);
     free(g);
 }
 
-/* The front over the generation's networks; each network's status shows this front. */
+/* The front over the generation's lanes; each network's status shows this front. */
 static int gen_build_front(gen_t *g)
 {
     int rc = bm_options_edge(&g->edge, g->cfg->cfg);
     if (rc)
         return rc;
-    g->front = bm_front_new(g->rl->loop, &g->edge.front);
-    return g->front ? 0 : BM_ENOMEM;
-}
-
-static int gen_add_networks(gen_t *g)
-{
+    if (!(g->front = bm_front_new(g->rl->loop, &g->edge.front)))
+        return BM_ENOMEM;
     for (size_t i = 0; i < g->n; i++) {
         bm_network_t *n = g->slot[i]->net;
-        bm_front_network_t fn = {bm_network_id(n), bm_network_router(n), bm_network_health,
-                                 bm_network_status, n};
-        int rc = bm_front_add_network(g->front, &fn);
-        if (rc)
+        bm_front_network_t fn = {bm_network_id(n), g->lane[i], bm_network_health, bm_network_status,
+                                 n};
+        if ((rc = bm_front_add_network(g->front, &fn)) != 0)
             return rc;
     }
     return 0;
@@ -196,55 +272,27 @@ static int gen_show_front(gen_t *g)
     return 0;
 }
 
-static gen_t *gen_new(bm_reload_t *rl, cfg_ref_t *cfg)
-{
-    gen_t *g = calloc(1, sizeof *g);
-    if (!g)
-        return NULL;
-    g->rl = rl;
-    g->cfg = cfg_ref(cfg);
-    g->number = rl->next_number++;
-    return g;
-}
-
-/* Frees the old generations whose last request ended (from the timer: never inside the
- * stack of the request that ended). */
+/* Frees the replaced generations, and retires the networks nothing routes to and no
+ * request is in flight on (from the timer: never inside the stack of a request's end). */
 static void on_retire_timer(uv_timer_t *t)
 {
     bm_reload_t *rl = t->data;
-    uint32_t grace = rl->cur->cfg->cfg->server.shutdown_timeout_ms;
-    for (gen_t **pp = &rl->gens; *pp;) {
-        gen_t *g = *pp;
-        if (g != rl->cur && g->in_flight == 0) {
-            *pp = g->next;
-            bm_log(BM_LOG_DEBUG, "reload: generation %llu ended", (unsigned long long)g->number);
-            gen_free(g, grace);
-        } else {
-            pp = &g->next;
-        }
+    while (rl->replaced) {
+        gen_t *g = rl->replaced;
+        rl->replaced = g->next;
+        bm_log(BM_LOG_DEBUG, "reload: generation %llu freed", (unsigned long long)g->number);
+        gen_free(g);
     }
-}
-
-static void schedule_retire(bm_reload_t *rl)
-{
-    uv_timer_start(&rl->retire_timer, on_retire_timer, 0, 0);
-}
-
-static void on_req_end(void *ud)
-{
-    gen_t *g = ud;
-    bm_reload_t *rl = g->rl;
-    if (--g->in_flight == 0 && g != rl->cur)
-        schedule_retire(rl);
+    uint32_t grace = rl->cur->cfg->cfg->server.shutdown_timeout_ms;
+    for (slot_t *s = rl->slots; s; s = s->next)
+        if (!s->retiring && s->gens == 0 && s->in_flight == 0)
+            slot_retire(s, grace);
 }
 
 void bm_reload_handle(bm_req_t *req, void *ud)
 {
     bm_reload_t *rl = ud;
-    gen_t *g = rl->cur;
-    g->in_flight++;
-    bm_req_on_end(req, on_req_end, g);
-    bm_front_handle(req, g->front);
+    bm_front_handle(req, rl->cur->front);
 }
 
 /* ---- the reload -------------------------------------------------------------------- */
@@ -354,30 +402,24 @@ static void swap(bm_reload_t *rl)
 {
     const bm_reload_diff_t *d = &rl->diff;
     gen_t *old = rl->cur, *g = gen_new(rl, rl->next_cfg);
-    if (!g) {
-        bm_log(BM_LOG_ERROR, "reload: out of memory; the running configuration stays");
-        abandon(rl);
-        return;
-    }
-    for (size_t i = 0; i < d->n_new; i++) {
-        slot_t *s = d->keep[i] >= 0 ? old->slot[d->keep[i]] : rl->built[i];
-        rl->built[i] = NULL;
-        s->gens++;
-        g->slot[g->n++] = s;
-    }
-    cfg_unref(rl->next_cfg); /* the generation holds its own reference */
-    rl->next_cfg = NULL;
-    int rc = gen_build_front(g);
+    int rc = g ? 0 : BM_ENOMEM;
+    for (size_t i = 0; i < d->n_new && !rc; i++)
+        rc = gen_attach(g, d->keep[i] >= 0 ? old->slot[d->keep[i]] : rl->built[i]);
     if (!rc)
-        rc = gen_add_networks(g);
+        rc = gen_build_front(g);
     if (rc) {
         bm_log(BM_LOG_ERROR,
-               "reload: the front cannot be built: %s; the running "
-               "configuration stays",
+               "reload: the front cannot be built: %s; the running configuration "
+               "stays",
                bm_strerror(rc));
-        gen_free(g, 0); /* the networks built for it are retired, the kept ones stay */
+        if (g)
+            gen_free(g); /* never took a request */
+        abandon(rl);     /* the networks built for it */
         return;
     }
+    memset(rl->built, 0, sizeof rl->built);
+    cfg_unref(rl->next_cfg); /* the generation holds its own reference */
+    rl->next_cfg = NULL;
     if (gen_show_front(g) != 0)
         bm_log(BM_LOG_WARN, "reload: the status page cannot show the new front");
     const bm_config_t *c = g->cfg->cfg;
@@ -392,18 +434,23 @@ static void swap(bm_reload_t *rl)
     for (size_t j = 0; j < d->n_old; j++)
         if (d->retire[j])
             bm_network_end_subscribers(old->slot[j]->net); /* they reconnect to the new one */
-    old->next = g;
+    gen_detach(old);
+    old->next = rl->replaced;
+    rl->replaced = old;
     rl->cur = g;
-    if (old->in_flight == 0)
-        schedule_retire(rl);
+    size_t finishing = 0;
+    for (slot_t *s = rl->slots; s; s = s->next)
+        if (s->gens == 0 && !s->retiring)
+            finishing += s->in_flight;
+    schedule_retire(rl);
     for (size_t i = 0; i < g->n; i++)
         if (c->n_networks && d->keep[i] < 0)
             bm_log(BM_LOG_INFO, "network %s: served under /%s/", bm_network_id(g->slot[i]->net),
                    bm_network_id(g->slot[i]->net));
     bm_log(BM_LOG_INFO,
-           "reload: applied (generation %llu); %zu request(s) finish on the "
-           "previous one",
-           (unsigned long long)g->number, old->in_flight);
+           "reload: applied (generation %llu); %zu request(s) finish on the networks it "
+           "replaced",
+           (unsigned long long)g->number, finishing);
 }
 
 static void on_settle_timer(uv_timer_t *t)
@@ -497,27 +544,20 @@ bm_reload_t *bm_reload_new(uv_loop_t *loop, bm_config_t *cfg, const bm_cli_t *cl
     uv_timer_init(loop, &rl->retire_timer);
     uv_timer_init(loop, &rl->settle_timer);
     rl->retire_timer.data = rl->settle_timer.data = rl;
-    gen_t *g = rl->gens = rl->cur = gen_new(rl, r);
-    if (!g) {
-        bm_reload_free(rl);
-        return NULL;
-    }
+    gen_t *g = rl->cur = gen_new(rl, r);
+    int rc = g ? 0 : BM_ENOMEM;
     size_t n = bm_config_network_count(cfg);
-    for (size_t i = 0; i < n && i < BM_RELOAD_MAX_NETWORKS; i++) {
-        if (!(g->slot[i] = slot_new(rl, r, i))) {
-            bm_reload_free(rl);
-            return NULL;
-        }
-        g->slot[i]->gens = 1;
-        g->n++;
+    for (size_t i = 0; i < n && i < BM_RELOAD_MAX_NETWORKS && !rc; i++) {
+        slot_t *s = slot_new(rl, r, i);
+        rc = s ? gen_attach(g, s) : BM_EINVAL;
     }
-    int rc = gen_build_front(g);
     if (!rc)
-        rc = gen_add_networks(g);
+        rc = gen_build_front(g);
     if (!rc)
         rc = gen_show_front(g);
     if (rc) {
-        bm_log(BM_LOG_ERROR, "the front cannot be built: %s", bm_strerror(rc));
+        if (rc != BM_EINVAL) /* a network that cannot be built said why */
+            bm_log(BM_LOG_ERROR, "the front cannot be built: %s", bm_strerror(rc));
         bm_reload_free(rl);
         return NULL;
     }
@@ -571,28 +611,23 @@ void bm_reload_free(bm_reload_t *rl)
 {
     if (!rl)
         return;
+    uv_timer_stop(&rl->retire_timer); /* nothing is retired from here on but by this call */
     abandon(rl);
-    /* older generations whose requests ended after the last retire run, then the current
-     * one: its networks were drained (or never started) and are freed here */
-    gen_t *cur = rl->cur;
-    while (rl->gens) {
-        gen_t *g = rl->gens;
-        rl->gens = g->next;
-        if (g != cur)
-            gen_free(g, 0);
+    while (rl->replaced) {
+        gen_t *g = rl->replaced;
+        rl->replaced = g->next;
+        gen_free(g);
     }
-    uv_run(rl->loop, UV_RUN_DEFAULT); /* retired networks finish their release */
-    if (cur) {
-        for (size_t i = 0; i < cur->n; i++) {
-            slot_t *s = cur->slot[i];
-            if (--s->gens == 0) {
-                bm_network_free(s->net); /* runs the loop to let its handles close */
-                cfg_unref(s->cfg);
-                free(s);
-            }
-        }
-        cur->n = 0;
-        gen_free(cur, 0);
+    gen_free(rl->cur);
+    rl->cur = NULL;
+    uv_run(rl->loop, UV_RUN_DEFAULT); /* networks being retired finish their release */
+    /* the rest were drained at shutdown (or never started) */
+    while (rl->slots) {
+        slot_t *s = rl->slots;
+        rl->slots = s->next;
+        bm_network_free(s->net); /* runs the loop to let its handles close */
+        cfg_unref(s->cfg);
+        free(s);
     }
     uv_close((uv_handle_t *)&rl->retire_timer, NULL);
     uv_close((uv_handle_t *)&rl->settle_timer, NULL);

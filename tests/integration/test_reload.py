@@ -131,7 +131,7 @@ class Reload(unittest.TestCase):
         self.assertEqual(self.post("/eth/v1/validator/prepare_beacon_proposer", prep)[0], 200)
         mark = self.sim.submissions(2)["last_seq"]
         line = self.reload(self.config(0, 1, 2))
-        self.assertIn("previous one", line)
+        self.assertIn("request(s) finish on the networks it replaced", line)
         self.assertEqual(self.upstream_ids(), ["n0", "n1", "n2"])
         self.mux.wait_state("n2", "ready", timeout=10)
         wait_for(lambda: next(u for u in self.mux.status()["upstreams"]
@@ -191,7 +191,7 @@ class Reload(unittest.TestCase):
                 t.join(20)
         self.assertEqual([d for ok, d in results if not ok], [])
         self.assertEqual(self.upstream_ids(), ["n0", "n1"])
-        self.assertRegex(line, r"[1-9]\d* request\(s\) finish on the previous one")
+        self.assertRegex(line, r"[1-9]\d* request\(s\) finish on the networks it replaced")
 
     def test_d_reload_under_load_loses_nothing(self):
         stop = threading.Event()
@@ -338,6 +338,36 @@ class Reload(unittest.TestCase):
         finally:
             mux.stop()
             os.unlink(tmp)
+
+    def test_h_event_stream_subscribers(self):
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", self.mux.port, timeout=10)
+        conn.request("GET", "/eth/v1/events?topics=head")
+        r = conn.getresponse()
+        self.assertEqual(r.status, 200)
+
+        def next_head():
+            while True:
+                line = r.readline()  # the body, chunked framing removed
+                if not line:
+                    return None  # the stream ended
+                if line.startswith(b"event: head"):
+                    return line
+        try:
+            self.assertIsNotNone(next_head())
+            # the network is kept (only the front changes): the stream goes on
+            self.reload(self.config(0, 1, extra="rateLimit:\n  perClient: {rate: 9000, burst: 9000}\n"))
+            self.assertIsNotNone(next_head())
+            self.assertIsNotNone(next_head())
+            # the network is replaced: the stream ends cleanly, a new one serves the new network
+            mark = self.log_mark()
+            self.reload(self.config(0, 1, 2))
+            while next_head() is not None:  # bounded by the connection's 10 s timeout
+                pass
+            self.wait_log(r"reload: the network retired", mark)
+        finally:
+            conn.close()
+        self.reload(self.config(0, 1))
 
 
 if __name__ == "__main__":
