@@ -125,7 +125,12 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _child_setup():
-    """In the child: own process group, and SIGKILL when the parent dies (even by -9)."""
+    """In the child: own process group, and SIGKILL when the parent dies (even by -9).
+
+    The kernel sends PR_SET_PDEATHSIG when the *thread* that forked the child ends, not
+    the process: a node (re)started from a helper thread dies with that thread, so such a
+    thread must outlive the devnet (schedule.Chaos waits until it is released).
+    """
     os.setsid()
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -275,13 +280,16 @@ class Devnet:
     forks: chain config overrides, e.g. {"ALTAIR_FORK_EPOCH": 0}; the default is Altair
         at genesis, Bellatrix and later never (Bellatrix at genesis would be post-merge, and
         Lodestar's mock engine does not know the interop genesis payload hash).
+    vc_log_level: the validator client's log level (default: log_level); "debug" logs
+        every request, signed attestation and head event with its time (e2e/evidence.py).
     subscribe_all_subnets: nodes subscribe to every attestation subnet (a small devnet
         needs this: all nodes then see every attestation, whichever node the client used).
     """
 
     def __init__(self, nodes=3, validators=16, seconds_per_slot=6, genesis_delay=20,
                  run_dir=None, forks=None, subscribe_all_subnets=True, log_level="info",
-                 node_extra_args=(), vc_extra_args=(), lodestar=None, node_binary="node"):
+                 node_extra_args=(), vc_extra_args=(), lodestar=None, node_binary="node",
+                 vc_log_level=None):
         self.n_nodes = nodes
         self.validators = validators
         self.seconds_per_slot = seconds_per_slot
@@ -289,6 +297,7 @@ class Devnet:
         self.forks = {"ALTAIR_FORK_EPOCH": 0} if forks is None else dict(forks)
         self.subscribe_all_subnets = subscribe_all_subnets
         self.log_level = log_level
+        self.vc_log_level = vc_log_level or log_level
         self.node_extra_args = list(node_extra_args)
         self.vc_extra_args = list(vc_extra_args)
         self.lodestar = lodestar or lodestar_entry()
@@ -330,8 +339,11 @@ class Devnet:
 
     def _env(self):
         # Lodestar's log lines carry ANSI colours whatever the environment says (winston's
-        # colorize forces them); strip with sed 's/\x1b\[[0-9;]*m//g' to read.
-        return dict(os.environ)
+        # colorize forces them); strip with sed 's/\x1b\[[0-9;]*m//g' to read. Its time
+        # stamps are local time without a zone: UTC, as beaconmux's, so logs compare.
+        env = dict(os.environ)
+        env["TZ"] = "UTC"
+        return env
 
     def _node_argv(self, node, bootnodes):
         argv = [self.node_binary, "--no-warnings", self.lodestar, "dev",
@@ -358,7 +370,7 @@ class Devnet:
                 "--dataDir", os.path.join(self.run_dir, "vc", "data"),
                 "--beaconNodes", url,
                 "--interopIndexes", f"0..{self.validators - 1}",
-                "--logLevel", self.log_level, "--logFile", "none",
+                "--logLevel", self.vc_log_level, "--logFile", "none",
                 "--force"] + self._params_args() + self.vc_extra_args
 
     # --- start ---------------------------------------------------------------------------
