@@ -252,8 +252,8 @@ def check_stream_failures(run):
     if run.bm_log is not None:
         for f in run.bm_log.stream_failures:
             i = run.node_urls.index(f.url) if f.url in run.node_urls else None
-            if (i is not None and f.t >= run.genesis_time and run.down_since(i, f.t) is None
-                    and not run.recovering(i, f.t)):
+            if (i is not None and run.genesis_time <= f.t <= run.end_time and
+                    run.down_since(i, f.t) is None and not run.recovering(i, f.t)):
                 lines.append(f.line)
     for i, n in sorted(counts.items()):
         if n > 1:
