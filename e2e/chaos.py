@@ -110,7 +110,7 @@ def run_one(mode, sched, args, top):
         dn.start_vc(status_url or "nodes")
         log(f"{mode}: devnet up in {dn.timings['start_s']} s; client -> {dn.vc_url}; "
             f"genesis in {dn.genesis_time - time.time():.1f} s; {sched.slots} slots of {sps} s")
-        chaos = schedmod.Chaos(dn, sched)
+        chaos = schedmod.Chaos(dn, sched, say=lambda text: log(f"{mode}: {text}"))
         smp = samplermod.Sampler(dn, os.path.join(run_dir, "samples.jsonl"), status_url,
                                  first=0, last=sched.slots)
         chaos.start()

@@ -383,6 +383,11 @@ def explain_vote(run, slot):
     want = (run.canonical or {}).get(slot)
     out = [f"  slot {slot}: client signed {a.head[:10] if a else 'nothing'}, canonical block "
            f"{want[:10] if want else '?'}"]
+    prev_end = run.vc_log.attest_task_end.get(slot - 1)
+    if a is None and prev_end is not None and prev_end >= run.slot_start(slot):
+        out.append(f"    the client's attestation task of slot {slot - 1} ended at slot {slot} "
+                   f"+{prev_end - run.slot_start(slot):.3f} s: Lodestar then skips slot "
+                   f"{slot}'s")
     t0, t1 = run.slot_start(slot - 1), run.slot_start(slot + 1)
     for t, msg in run.vc_log.errors:
         if t0 <= t < t1:

@@ -31,6 +31,8 @@ BM_JUMP = re.compile(r"^head: cluster head (\w+) (0x[0-9a-f]+)@(\d+) -> (0x[0-9a
                      r"\(depth [^,]*, announced by node (-?\d+)")
 BM_STREAM = re.compile(r"^nodestream (\S+): (connect failed|stream dropped) \((.*)\); "
                        r"reconnecting in (\d+) ms")
+TASK_STEP = re.compile(r"^(?:Published|Error publishing) (?:attestations|aggregateAndProofs) "
+                       r"slot=(\d+)")
 VC_LINE = re.compile(r"^([A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d\.\d{3})\[[^\]]*\]\s+(\w+): (.*)$")
 
 
@@ -146,6 +148,11 @@ class VcLog:
     blocks_published: list = field(default_factory=list)   # slots
     attestations_published: dict = field(default_factory=dict)  # slot -> count
     errors: list = field(default_factory=list)  # (t, first line)
+    # slot -> when the client's attestation task of the slot logged its last step (its
+    # attestations or aggregates published or failed): Lodestar's client runs the task
+    # of a slot only when the previous one has ended, so one that runs into the next slot
+    # makes it skip that slot's attestations
+    attest_task_end: dict = field(default_factory=dict)
     lines: int = 0
 
 
@@ -188,6 +195,10 @@ def read_vc_log(path, near_time):
                 out.attestations_published[int(a["slot"])] = int(a["count"])
             if level == "error":
                 out.errors.append((t, msg))
+            step = TASK_STEP.match(msg)
+            if step:
+                slot = int(step.group(1))
+                out.attest_task_end[slot] = max(t, out.attest_task_end.get(slot, t))
     # each signed attestation's data came from the last request before it was signed
     for a in out.attestations.values():
         before = [r for r in requests if r <= a.t_signed]

@@ -90,6 +90,7 @@ class Chaos:
 
     devnet: object
     schedule: Schedule
+    say: object = None  # say(text): progress lines, e.g. print
     log: list = field(default_factory=list)
     _threads: list = field(default_factory=list)
     _pending: int = 0
@@ -149,6 +150,9 @@ class Chaos:
         except Exception as e:  # noqa: BLE001 - recorded; the checks fail on it
             a.error = repr(e)
         a.t_end = time.time()
+        if self.say:
+            self.say(f"slot {a.slot}: {a.what} node{a.node} "
+                     f"({a.t_end - a.t_begin:.1f} s){' FAILED: ' + a.error if a.error else ''}")
         with self._lock:
             self.log.append(a)
             self.log.sort(key=lambda x: x.t_begin)

@@ -242,9 +242,13 @@ class Chain(unittest.TestCase):
         m = Made()
         m.score = made_score(SLOTS - 1, wrong_head=(6,))
         m.vc.errors.append((at(5, 0.9), "Error publishing aggregateAndProofs slot=5"))
+        del m.vc.attestations[6]
+        m.vc.attest_task_end[5] = at(6, 0.01)
         c = checks.check_chain(m.run())
         self.assertFalse(c.ok)
         self.assertTrue(any("Error publishing aggregateAndProofs" in f for f in c.failures))
+        self.assertTrue(any("task of slot 5 ended at slot 6 +0.040 s" in f
+                            for f in c.failures), c.failures)
 
     def test_less_than_the_fallback_list_fails(self):
         m = Made()
@@ -308,6 +312,7 @@ class Parsers(unittest.TestCase):
             2027, 1, 15, 10, 0, 1, 290000, tzinfo=datetime.timezone.utc).timestamp())
         self.assertEqual(evidence.error_kinds(log.errors),
                          {"Error publishing aggregateAndProofs": 1})
+        self.assertAlmostEqual(log.attest_task_end[1] - a.t_signed, 1.41, places=3)
 
 
 if __name__ == "__main__":
