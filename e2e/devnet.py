@@ -31,6 +31,7 @@ import atexit
 import ctypes
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -95,29 +96,53 @@ def http_json(url, timeout=2.0):
 _given_ports = set()  # never hand out the same port twice in one process
 
 
+def _ephemeral_range():
+    """The kernel's range for ports bound to 0 (other programs' listeners and clients)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port):
+    """True when `port` can be bound on 127.0.0.1 for both TCP and UDP right now."""
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        s = socket.socket(socket.AF_INET, kind)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
+
+
 def free_port():
     """A port free for both TCP and UDP on 127.0.0.1 (libp2p uses TCP, discv5 UDP).
 
-    The port is free when chosen; another program could still take it before the node
-    binds it (the node then exits, and start() says so with its log's path).
+    Chosen below the kernel's ephemeral range: a Lodestar node binds its ports seconds after
+    they are chosen, and a port from the ephemeral range could meanwhile be handed by the
+    kernel to any other program binding port 0 (seen on a shared machine: another test's
+    server answered on a node's REST port). Ports under the range are only ever taken by
+    programs that name them.
     """
-    for _ in range(100):
+    lo, _ = _ephemeral_range()
+    if lo - 10000 >= 1000:
+        for _ in range(200):
+            port = random.randrange(10000, lo)
+            if port not in _given_ports and _bindable(port):
+                _given_ports.add(port)
+                return port
+    for _ in range(100):  # no room under the range: let the kernel pick
         t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         t.bind(("127.0.0.1", 0))
         port = t.getsockname()[1]
-        if port in _given_ports:
-            t.close()
-            continue
-        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            u.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            u.close()
-            t.close()
-        _given_ports.add(port)
-        return port
+        t.close()
+        if port not in _given_ports and _bindable(port):
+            _given_ports.add(port)
+            return port
     raise DevnetError("no free port")
 
 
@@ -482,8 +507,14 @@ class Devnet:
             if not node.proc.running():
                 raise DevnetError(f"{node.name} exited with {node.proc.popen.returncode}; "
                                   f"see {node.proc.log_path}")
-            status, _ = http_get(node.url + "/eth/v1/node/version", timeout=1)
-            return status == 200
+            status, body = http_get(node.url + "/eth/v1/node/version", timeout=1)
+            if status != 200:
+                return False
+            version = json.loads(body)["data"]["version"]
+            if not version.startswith("Lodestar/"):
+                raise DevnetError(f"{node.name}'s port {node.rest_port} is answered by "
+                                  f"another program ({version!r})")
+            return True
         try:
             wait_until(up, timeout, f"{node.name}'s API at {node.url}")
         except DevnetError as e:
