@@ -335,6 +335,21 @@ def check_served_heads(run):
     return c
 
 
+def check_client_errors(run):
+    """The validator client logged no error from genesis to the end: every duty read and
+    write it made through beaconmux was answered (a batch write whose items every node
+    had, duplicates included, is answered 200)."""
+    c = Check("the validator client logged no error", True)
+    errs = [(t, m) for t, m in (run.vc_log.errors if run.vc_log else [])
+            if run.genesis_time <= t <= run.end_time]
+    for t, msg in errs:
+        slot = run.slot_of(t)
+        c.failures.append(f"slot {slot} +{t - run.slot_start(slot):.3f} s: {msg[:200]}")
+    c.ok = run.vc_log is not None and not errs
+    c.figure = f"{len(errs)} error lines" + (f" {evidence.error_kinds(errs)}" if errs else "")
+    return c
+
+
 # --- the chain ---------------------------------------------------------------------------
 def figures(score, first=None, last=None):
     """Proposals, votes, head and target correctness over [first, last] of a score."""
@@ -439,5 +454,6 @@ def harness_check(run, errors):
 def beaconmux_checks(run, fallback_score):
     return [check_cluster_head(run), check_nodes_followed(run), check_down_nodes_say_so(run),
             check_recovery(run), check_stream_failures(run),
-            check_no_missing_head_warning(run), check_served_heads(run), check_chain(run),
+            check_no_missing_head_warning(run), check_served_heads(run),
+            check_client_errors(run), check_chain(run),
             check_at_least_fallback(run, fallback_score)]

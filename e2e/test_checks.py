@@ -230,6 +230,21 @@ class ServedHeads(unittest.TestCase):
         self.assertFalse(checks.check_served_heads(m.run()).ok)
 
 
+class ClientErrors(unittest.TestCase):
+    def test_an_error_line_fails(self):
+        m = Made()
+        m.vc.errors.append((at(3, 0.7), "Error publishing SyncCommitteeContribution slot=3"))
+        c = checks.check_client_errors(m.run())
+        self.assertFalse(c.ok)
+        self.assertEqual(c.failures,
+                         ["slot 3 +2.800 s: Error publishing SyncCommitteeContribution slot=3"])
+
+    def test_errors_after_the_end_do_not_count(self):
+        m = Made()
+        m.vc.errors.append((at(SLOTS + 1, 0.1), "Error on runEvery fn (the devnet stopping)"))
+        self.assertTrue(checks.check_client_errors(m.run()).ok)
+
+
 class Chain(unittest.TestCase):
     def test_a_missed_slot_fails(self):
         m = Made()
