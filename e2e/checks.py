@@ -137,30 +137,37 @@ def check_cluster_head(run):
     return c
 
 
+def _node_views(run):
+    """(sample, chain head, node index, its status page entry or None) for every node at
+    every scored sample that has a status page and a chain head (the others are reported
+    by check_cluster_head)."""
+    for s in _scored_samples(run):
+        ch = chain_head(s)
+        if s["status"] is None or ch is None:
+            continue
+        for i in range(len(run.node_urls)):
+            yield s, ch, i, upstream(s["status"], i)
+
+
 def check_nodes_followed(run):
     """Every node that is up (not deliberately down, not within its recovery bound) is
     `ready` with a head and a lag, within a slot of the chain."""
     c = Check("every running node's head and lag within a slot of the chain", True)
     seen = 0
-    for s in _scored_samples(run):
-        ch = chain_head(s)
-        if s["status"] is None or ch is None:
-            continue  # reported by check_cluster_head
-        for i in range(len(run.node_urls)):
-            if run.down_since(i, s["t"]) is not None or run.recovering(i, s["t"]):
-                continue
-            seen += 1
-            u = upstream(s["status"], i)
-            hs = _head_slot(u)
-            where = f"slot {s['slot']} node{i}"
-            if u is None:
-                c.failures.append(f"{where}: not on the status page")
-            elif hs is None or u.get("lag") is None:
-                c.failures.append(f"{where}: head {u.get('head')} lag {u.get('lag')} "
-                                  f"(state {u.get('state')}: {u.get('reason')})")
-            elif u.get("state") != "ready" or ch[0] - hs > 1 or u["lag"] > 1:
-                c.failures.append(f"{where}: state {u.get('state')} ({u.get('reason')}), "
-                                  f"head {hs}, lag {u['lag']}, chain {ch[0]}")
+    for s, ch, i, u in _node_views(run):
+        if run.down_since(i, s["t"]) is not None or run.recovering(i, s["t"]):
+            continue
+        seen += 1
+        hs = _head_slot(u)
+        where = f"slot {s['slot']} node{i}"
+        if u is None:
+            c.failures.append(f"{where}: not on the status page")
+        elif hs is None or u.get("lag") is None:
+            c.failures.append(f"{where}: head {u.get('head')} lag {u.get('lag')} "
+                              f"(state {u.get('state')}: {u.get('reason')})")
+        elif u.get("state") != "ready" or ch[0] - hs > 1 or u["lag"] > 1:
+            c.failures.append(f"{where}: state {u.get('state')} ({u.get('reason')}), "
+                              f"head {hs}, lag {u['lag']}, chain {ch[0]}")
     c.ok = not c.failures and seen > 0
     c.figure = f"{seen} node samples while up"
     return c
@@ -171,26 +178,21 @@ def check_down_nodes_say_so(run):
     slots or more is not `ready`."""
     c = Check("stopped, killed and not-yet-started nodes are not shown ready", True)
     seen = 0
-    for s in _scored_samples(run):
-        ch = chain_head(s)
-        if s["status"] is None or ch is None:
+    for s, ch, i, u in _node_views(run):
+        if u is None:
             continue
-        for i in range(len(run.node_urls)):
-            u = upstream(s["status"], i)
-            if u is None:
-                continue
-            hs = _head_slot(u)
-            where = f"slot {s['slot']} node{i}"
-            since = run.down_since(i, s["t"])
-            if since is not None:
-                seen += 1
-            if u.get("state") == "ready" and (hs is None or ch[0] - hs > 1):
-                c.failures.append(f"{where}: ready with head {hs}, the chain at {ch[0]}"
-                                  f"{' (deliberately down)' if since is not None else ''}")
-            elif (since is not None and s["t"] - since >= 2 * run.seconds_per_slot and
-                  u.get("state") == "ready"):
-                c.failures.append(f"{where}: down for {s['t'] - since:.1f} s, still ready "
-                                  f"({u.get('reason')})")
+        hs = _head_slot(u)
+        where = f"slot {s['slot']} node{i}"
+        since = run.down_since(i, s["t"])
+        if since is not None:
+            seen += 1
+        if u.get("state") == "ready" and (hs is None or ch[0] - hs > 1):
+            c.failures.append(f"{where}: ready with head {hs}, the chain at {ch[0]}"
+                              f"{' (deliberately down)' if since is not None else ''}")
+        elif (since is not None and s["t"] - since >= 2 * run.seconds_per_slot and
+              u.get("state") == "ready"):
+            c.failures.append(f"{where}: down for {s['t'] - since:.1f} s, still ready "
+                              f"({u.get('reason')})")
     c.ok = not c.failures and seen > 0
     c.figure = f"{seen} node samples while deliberately down"
     return c
