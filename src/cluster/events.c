@@ -395,6 +395,8 @@ struct bm_events {
     bm_head_t *head;
     bm_upstream_t *up;
     bm_pool_t *pool;
+    bm_events_tap_fn tap; /* sees every event the stream emits (the response cache) */
+    void *tap_ud;
     const bm_discovery_t *disc; /* the chain, read when needed */
     bool chain_known;
     bm_chain_info_t chain; /* set directly (tests), when no discovery is attached */
@@ -555,6 +557,8 @@ static void on_hold(uv_timer_t *t)
  */
 static void emit(bm_events_t *ev, bm_topic_t t, const char *data, size_t len)
 {
+    if (ev->tap)
+        ev->tap(t, data, len, ev->tap_ud);
     if (!ev->cnt[t])
         return;
     bm_buf_t *b = bm_events_serialise(TOPIC_NAMES[t], data, len);
@@ -1003,6 +1007,12 @@ static void pend_try(bm_events_t *ev, bool v2, const char *data, size_t len)
     bm_buf_unref(b);
 }
 
+void bm_events_set_tap(bm_events_t *ev, bm_events_tap_fn fn, void *ud)
+{
+    ev->tap = fn;
+    ev->tap_ud = ud;
+}
+
 /* ---- node events --------------------------------------------------------------------------- */
 
 static bool node_trusted(const bm_events_t *ev, size_t node)
@@ -1024,11 +1034,22 @@ static bool says_optimistic(struct json_object *o)
     return bm_json_get_bool(o, "/data/execution_optimistic", &b) == 0 && b;
 }
 
+/* A shadow node (the tracker's observer): judged, never heard on the cluster stream. */
+static bool node_observer(const bm_events_t *ev, size_t node)
+{
+    bm_head_node_view_t v;
+    return ev->head && bm_head_node_view(ev->head, node, &v) == 0 && v.observer;
+}
+
 void bm_events_node_event(size_t node, const char *topic, const char *data, size_t len, void *ud)
 {
     bm_events_t *ev = ud;
     if (ev->freed || !topic || !data)
         return;
+    if (node_observer(ev, node)) {
+        ev->st.shadow_events++; /* not in the dedup window either: it counts for nothing */
+        return;
+    }
     ev->st.node_events++;
     bm_topic_t t;
     if (bm_topic_parse(topic, strlen(topic), &t) != 0) {
@@ -1346,8 +1367,11 @@ static void on_reconcile(uv_timer_t *t)
         }
     }
     wanted &= ~TRACKER_TOPICS;
-    for (size_t i = 0; i < ev->nx; i++)
-        reconcile_node(ev, &ev->x[i], wanted);
+    for (size_t i = 0; i < ev->nx; i++) {
+        const bm_node_t *n = bm_pool_node(ev->pool, i);
+        /* a shadow's events never reach the cluster stream: no extra stream to it */
+        reconcile_node(ev, &ev->x[i], n && n->shadow ? 0 : wanted);
+    }
     if (again)
         schedule_reconcile(ev, again);
 }

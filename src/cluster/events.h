@@ -138,6 +138,7 @@ typedef struct bm_events_stats {
     uint64_t node_events;   /* events received from nodes (main and extra streams) */
     uint64_t duplicates;    /* copies suppressed by the dedup window */
     uint64_t untrusted;     /* events dropped: optimistic data or an untrusted node */
+    uint64_t shadow_events; /* events of shadow nodes, left out entirely (not in node_events) */
     uint64_t bad_events;    /* events dropped: unknown topic or invalid JSON */
     uint64_t extra_streams; /* extra streams open now (all nodes) */
     uint64_t probes;        /* topic probes started */
@@ -154,6 +155,15 @@ void bm_events_opts_default(bm_events_opts_t *o);
  * see the bm_events_attach_* functions. NULL on no memory.
  */
 bm_events_t *bm_events_new(uv_loop_t *loop, const bm_events_opts_t *opts);
+
+/**
+ * A tap on the stream: `fn` sees every event the cluster stream emits, subscribers or not,
+ * after the trust check and the first-copy window (a finalized_checkpoint from a trusted
+ * node, once), as (topic, data JSON, length); borrowed for the call. One tap; NULL
+ * removes it. It must not free the module.
+ */
+typedef void (*bm_events_tap_fn)(bm_topic_t t, const char *data, size_t len, void *ud);
+void bm_events_set_tap(bm_events_t *ev, bm_events_tap_fn fn, void *ud);
 
 /**
  * Listens to the head tracker (bm_head_listen; not owned; must outlive the events
