@@ -561,6 +561,13 @@ static void handler(bm_req_t *req, void *ud)
         bm_resp_start(req, 200, NULL, -1);
         bm_resp_write_copy(req, "partial", 7);
         bm_resp_abort(req);
+    } else if (strcmp(path, "/shrink") == 0) {
+        /* what a configuration reload does: new limits, from inside a handler */
+        bm_server_opts_t o;
+        bm_server_opts_default(&o);
+        o.max_body_bytes = 100;
+        bm_server_set_opts(f->srv, &o);
+        bm_resp_send(req, 204, NULL, NULL, NULL);
     } else if (strcmp(path, "/shutdown") == 0) {
         f->held = req;
         f->shut_down = true;
@@ -851,6 +858,35 @@ static void client_limits(fx_t *f)
     CHECK(f, cl_send_z(&c, "GET /hello HTTP/1.1\nHost: t\n\n"));
     CHECK(f, cl_read(&c) == 0 && is_json_error(&c, 400) && cl_eof(&c));
     cl_close(&c);
+}
+
+static void client_new_limits(fx_t *f)
+{
+    static const char post[] = "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 500\r\n\r\n";
+    char body[500];
+    memset(body, 'b', sizeof body);
+    client_t a, b;
+    CHECK(f, cl_connect(&a, f->port, 0) == 0);
+    CHECK(f, cl_send_z(&a, post) && cl_send(&a, body, sizeof body));
+    CHECK(f, cl_read(&a) == 0 && a.status == 200);
+    CHECK(f, cl_send_z(&a, "GET /shrink HTTP/1.1\r\nHost: t\r\n\r\n"));
+    CHECK(f, cl_read(&a) == 0 && a.status == 204);
+    /* a connection accepted after the change parses with the new limit */
+    CHECK(f, cl_connect(&b, f->port, 0) == 0);
+    CHECK(f, cl_send_z(&b, post));
+    CHECK(f, cl_read(&b) == 0 && is_json_error(&b, 413) && cl_eof(&b));
+    cl_close(&b);
+    /* one accepted before keeps the limit it started with */
+    CHECK(f, cl_send_z(&a, post) && cl_send(&a, body, sizeof body));
+    CHECK(f, cl_read(&a) == 0 && a.status == 200);
+    cl_close(&a);
+}
+
+static void new_limits_apply_to_new_connections(void **state)
+{
+    fx_t f;
+    fx_start(&f, NULL, client_new_limits);
+    fx_finish(&f);
 }
 
 static void limits_answered_as_json(void **state)
@@ -1189,6 +1225,7 @@ int main(void)
         cmocka_unit_test(graceful_shutdown),
         cmocka_unit_test(abort_and_truncated_fixed_length),
         cmocka_unit_test(max_connections_enforced),
+        cmocka_unit_test(new_limits_apply_to_new_connections),
         cmocka_unit_test(listen_addresses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
