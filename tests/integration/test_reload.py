@@ -369,6 +369,45 @@ class Reload(unittest.TestCase):
             conn.close()
         self.reload(self.config(0, 1))
 
+    def networks(self, *nets):
+        """A `networks:` file: (id, node indexes, extra keys of the entry) each."""
+        out = BASE + "networks:\n"
+        for nid, nodes, extra in nets:
+            out += "  - id: %s\n    upstreams:\n" % nid
+            out += "".join("      - {id: %s-n%d, url: \"%s\"}\n" % (nid, i, self.sim.nodes[i])
+                           for i in nodes)
+            out += extra
+        return out
+
+    def test_i_networks_added_changed_removed(self):
+        mux = Beaconmux(config_text=self.networks(("main", (0, 1), "")))
+        try:
+            wait_for(lambda: mux.request("GET", "/main/eth/v1/node/version")[0] == 200, 10,
+                     what="main served")
+            self.assertEqual(mux.request("GET", "/hoodi/eth/v1/node/version")[0], 404)
+            mark = self.log_mark(mux)
+            self.reload(self.networks(("main", (0, 1), ""), ("hoodi", (2,), "")), mux=mux)
+            line = self.wait_log(r"reload: network hoodi: added", mark, mux)
+            self.assertNotIn("main", line)  # unchanged: kept as it runs
+            self.wait_log(r"network hoodi: served under /hoodi/", mark, mux)
+            self.assertEqual(mux.request("GET", "/hoodi/eth/v1/node/version")[0], 200)
+            slot = self.sim.truth()["current_slot"]
+            st, _, raw = mux.request(
+                "GET", "/hoodi/eth/v1/validator/attestation_data?slot=%d&committee_index=0" % slot)
+            self.assertEqual((st, json.loads(raw)["data"]["slot"]), (200, str(slot)), raw)
+            # hoodi's policy changes: only hoodi is rebuilt; main is removed
+            mark = self.log_mark(mux)
+            self.reload(self.networks(("hoodi", (2,), "    failsafe: {timeout: 5s}\n")), mux=mux)
+            line = self.wait_log(r"reload: network hoodi: rebuilt; network main: removed", mark,
+                                 mux)
+            self.wait_log(r"reload: network main retired", mark, mux)
+            self.wait_log(r"reload: network hoodi retired", mark, mux)
+            self.assertEqual(mux.request("GET", "/main/eth/v1/node/version")[0], 404)
+            self.assertEqual(mux.request("GET", "/hoodi/eth/v1/node/version")[0], 200)
+            self.assertEqual(mux.stop(), 0, "\n".join(mux.stderr()[-30:]))
+        finally:
+            mux.stop()
+
 
 if __name__ == "__main__":
     main()
