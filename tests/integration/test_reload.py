@@ -408,6 +408,36 @@ class Reload(unittest.TestCase):
         finally:
             mux.stop()
 
+    def test_j_sigterm_while_a_replaced_network_finishes(self):
+        mux = Beaconmux(config_text=self.config(0, 1, 2))
+        try:
+            for n in ("n0", "n1", "n2"):
+                mux.wait_state(n, "ready", timeout=10)
+            for i in range(3):
+                self.sim.put_node(i, {"slow": 400})
+            results, refused = [], []
+            stop = threading.Event()
+
+            def client():
+                while not stop.is_set():
+                    try:
+                        results.append(self.duty_read(mux))
+                    except ConnectionRefusedError:
+                        refused.append(1)  # sent after the listener closed: never in flight
+            threads = [threading.Thread(target=client) for _ in range(6)]
+            for t in threads:
+                t.start()
+            wait_for(lambda: len(results) >= 6, 10, what="reads answered before the reload")
+            line = self.reload(self.config(0, 1), mux=mux)
+            stop.set()
+            rc = mux.stop()  # at once: the replaced network still has requests in flight
+            for t in threads:
+                t.join(15)
+            self.assertEqual(rc, 0, "\n".join(mux.stderr()[-40:]))
+            self.assertEqual([d for ok, d in results if not ok], [])
+            self.assertRegex(line, r"[1-9]\d* request\(s\) finish on the networks it replaced")
+        finally:
+            mux.stop()
 
 if __name__ == "__main__":
     main()
