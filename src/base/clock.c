@@ -10,9 +10,12 @@
  *     little before the due time read with bm_clock_mono_now_us; the real timer then re-arms
  *     itself for the rest, and its callback never runs early;
  *   - a manual timer is a record on its clock's list of open timers. The clock has one libuv
- *     timer of its own, the kick, armed at 0 whenever a timer falls due at the current time
- *     or a close callback is pending: it fires the due timers and runs the close callbacks
- *     from the loop, so that neither ever runs inside a call. bm_clock_manual_advance fires
+ *     idle handle of its own, the kick, started whenever a timer falls due at the current
+ *     time or a close callback is pending: it fires the due timers and runs the close
+ *     callbacks from the loop, so that neither ever runs inside a call. It stays active
+ *     after a pass that did something (an active idle handle keeps the loop from blocking
+ *     in its poll, so a caller running the loop once sees the effect at once) and stops
+ *     after a pass with nothing to do. bm_clock_manual_advance fires
  *     the timers due on the way, re-reading the list after every callback (callbacks may
  *     arm, stop and close timers, their own included). Closed manual timers wait on a
  *     second list until the kick (or the clock's own close) runs their close callbacks.
@@ -51,7 +54,7 @@ struct bm_clock {
     bm_timer_t *closing; /* closed, close callback pending */
     bool firing;         /* inside a timer callback of this clock */
     bool freed;
-    uv_timer_t kick;
+    uv_idle_t kick;
 };
 
 uint64_t bm_clock_now_ms(void)
@@ -133,10 +136,12 @@ static bm_timer_t *earliest_due(const bm_clock_t *c, uint64_t until_us)
     return best;
 }
 
-/* Fires every timer due at or before `until_us`, moving the clock to each due time. */
-static void fire_due(bm_clock_t *c, uint64_t until_us)
+/* Fires every timer due at or before `until_us`, moving the clock to each due time.
+ * Returns how many fired. */
+static size_t fire_due(bm_clock_t *c, uint64_t until_us)
 {
     bm_timer_t *t;
+    size_t n = 0;
     while (!c->freed && (t = earliest_due(c, until_us)) != NULL) {
         if (t->due_us > c->mono_us)
             c->mono_us = t->due_us;
@@ -144,31 +149,40 @@ static void fire_due(bm_clock_t *c, uint64_t until_us)
         c->firing = true;
         t->fn(t, t->ud);
         c->firing = false;
+        n++;
     }
+    return n;
 }
 
-static void run_closes(bm_clock_t *c)
+/* Runs the pending close callbacks; returns how many ran. */
+static size_t run_closes(bm_clock_t *c)
 {
+    size_t n = 0;
     while (c->closing) {
         bm_timer_t *t = c->closing;
         list_unlink(&c->closing, t);
         if (t->closed)
             t->closed(t->closed_ud);
         free(t);
+        n++;
     }
+    return n;
 }
 
-static void on_kick(uv_timer_t *k)
+static void on_kick(uv_idle_t *k)
 {
     bm_clock_t *c = k->data;
-    fire_due(c, c->mono_us);
-    run_closes(c);
+    size_t done = fire_due(c, c->mono_us);
+    if (!c->freed)
+        done += run_closes(c);
+    if (!done && !c->freed)
+        uv_idle_stop(&c->kick);
 }
 
 static void kick(bm_clock_t *c)
 {
     if (!c->freed)
-        uv_timer_start(&c->kick, on_kick, 0, 0);
+        uv_idle_start(&c->kick, on_kick);
 }
 
 /* ---- clocks --------------------------------------------------------------------------------- */
@@ -195,7 +209,7 @@ bm_clock_t *bm_clock_manual_new(uv_loop_t *loop, uint64_t wall_ms)
     c->loop = loop;
     c->mono_us = MANUAL_MONO_START_US;
     c->wall_offset_us = (int64_t)(wall_ms * 1000u) - (int64_t)c->mono_us;
-    uv_timer_init(loop, &c->kick);
+    uv_idle_init(loop, &c->kick);
     c->kick.data = c;
     return c;
 }
