@@ -75,7 +75,7 @@ static void sub_unlink(bm_events_t *ev, sub_t *s)
         }
     ev->st.subscribers--;
     if (extra_gone)
-        schedule_reconcile(ev, ev->o.linger_ms);
+        bm_ev_schedule_reconcile(ev, ev->o.linger_ms);
 }
 
 static void on_sub_abort(bm_req_t *req, void *ud)
@@ -164,7 +164,7 @@ static void on_hold(uv_timer_t *t)
  * header request before the head they announce, so they are held up to coalesce_ms and
  * leave together with that head. Head, head_v2 and chain_reorg are never held.
  */
-void emit(bm_events_t *ev, bm_topic_t t, const char *data, size_t len)
+void bm_ev_emit(bm_events_t *ev, bm_topic_t t, const char *data, size_t len)
 {
     if (!ev->cnt[t])
         return;
@@ -271,7 +271,7 @@ void bm_events_route(bm_req_t *req, const bm_route_params_t *params, void *ud)
         bm_str_dispose(&names);
     }
     if (extra_new)
-        schedule_reconcile(ev, 0);
+        bm_ev_schedule_reconcile(ev, 0);
 }
 
 int bm_events_register(bm_events_t *ev, bm_router_t *r)
@@ -281,7 +281,7 @@ int bm_events_register(bm_events_t *ev, bm_router_t *r)
 
 /* ---- node events --------------------------------------------------------------------------- */
 
-bool node_trusted(const bm_events_t *ev, size_t node)
+bool bm_ev_node_trusted(const bm_events_t *ev, size_t node)
 {
     if (!ev->head)
         return true;
@@ -312,8 +312,8 @@ void bm_events_node_event(size_t node, const char *topic, const char *data, size
         return;
     }
     if (t == BM_TOPIC_HEAD || t == BM_TOPIC_HEAD_V2) {
-        if (ev->pend.valid && node_trusted(ev, node))
-            pend_try(ev, t == BM_TOPIC_HEAD_V2, data, len);
+        if (ev->pend.valid && bm_ev_node_trusted(ev, node))
+            bm_ev_pend_try(ev, t == BM_TOPIC_HEAD_V2, data, len);
         return;
     }
     /* Every other event goes through the window, wanted or not: a copy a slow node sends
@@ -327,7 +327,7 @@ void bm_events_node_event(size_t node, const char *topic, const char *data, size
                        bm_topic_name(t));
         return;
     }
-    if (says_optimistic(o) || ((CHAIN_TOPICS & BM_TOPIC_BIT(t)) && !node_trusted(ev, node))) {
+    if (says_optimistic(o) || ((CHAIN_TOPICS & BM_TOPIC_BIT(t)) && !bm_ev_node_trusted(ev, node))) {
         ev->st.untrusted++;
         json_object_put(o);
         return;
@@ -345,12 +345,12 @@ void bm_events_node_event(size_t node, const char *topic, const char *data, size
     }
     if (h == 0)
         h = 1;
-    if (dedup_has(&ev->dd, h)) {
+    if (bm_ev_dedup_has(&ev->dd, h)) {
         ev->st.duplicates++;
         return;
     }
-    dedup_add(&ev->dd, h);
-    emit(ev, t, data, len);
+    bm_ev_dedup_add(&ev->dd, h);
+    bm_ev_emit(ev, t, data, len);
 }
 
 /* ---- wiring and lifetime ----------------------------------------------------------------- */
@@ -386,7 +386,7 @@ bm_events_t *bm_events_new(uv_loop_t *loop, const bm_events_opts_t *opts)
     ev->lim_drop.window_ms = 10000;
     ev->lim_drop.burst = 10;
     ev->keepalive_buf = bm_buf_from_str(":\n\n");
-    if (!ev->keepalive_buf || dedup_init(&ev->dd, ev->o.dedup_window) != 0) {
+    if (!ev->keepalive_buf || bm_ev_dedup_init(&ev->dd, ev->o.dedup_window) != 0) {
         bm_buf_unref(ev->keepalive_buf);
         free(ev);
         return NULL;
@@ -427,7 +427,7 @@ void bm_events_shutdown(bm_events_t *ev)
     release_held(ev); /* subscribers still get what was held */
     uv_timer_stop(&ev->keepalive);
     uv_timer_stop(&ev->reconcile);
-    stop_streams(ev);
+    bm_ev_stop_streams(ev);
     while (ev->subs) {
         sub_t *s = ev->subs;
         bm_req_t *req = s->req;
@@ -452,8 +452,8 @@ void bm_events_free(bm_events_t *ev)
     ev->freed = true;
     if (ev->head)
         bm_head_unlisten(ev->head, ev);
-    pend_clear(ev);
-    dedup_dispose(&ev->dd);
+    bm_ev_pend_clear(ev);
+    bm_ev_dedup_dispose(&ev->dd);
     bm_buf_unref(ev->keepalive_buf);
     free(ev->x);
     ev->x = NULL;

@@ -61,7 +61,7 @@ static void probe_on_up(bm_nodestream_t *s, void *ud)
     x->ps[p->t] = PS_OK;
     x->logged &= ~BM_TOPIC_BIT(p->t);
     probe_stop(x, p->t);
-    schedule_reconcile(x->ev, 0);
+    bm_ev_schedule_reconcile(x->ev, 0);
 }
 
 static void probe_on_rejected(bm_nodestream_t *s, int status, const char *body, size_t len,
@@ -74,14 +74,14 @@ static void probe_on_rejected(bm_nodestream_t *s, int status, const char *body, 
     snprintf(why, sizeof why, "HTTP %d: %.*s", status, (int)(len > 120 ? 120 : len), body);
     probe_stop(x, p->t);
     set_unsupported(x, p->t, why);
-    schedule_reconcile(x->ev, 0);
+    bm_ev_schedule_reconcile(x->ev, 0);
 }
 
 /* How long a probe waits for its response head: events.headersTimeout, never less than
  * two slots (a node may send its head only with its first event). */
 static uint32_t head_wait(const bm_events_t *ev)
 {
-    const bm_chain_info_t *c = chain_of(ev);
+    const bm_chain_info_t *c = bm_ev_chain_of(ev);
     return bm_nodestream_head_wait_ms(ev->o.headers_timeout_ms, c ? c->clock.slot_ms : 0);
 }
 
@@ -116,7 +116,7 @@ static void probe_on_down(bm_nodestream_t *s, const bm_nodestream_failure_t *f, 
     if (means_unsupported(x, s, &p->hto, f, true, why, sizeof why)) {
         probe_stop(x, p->t);
         set_unsupported(x, p->t, why);
-        schedule_reconcile(x->ev, 0);
+        bm_ev_schedule_reconcile(x->ev, 0);
     }
 }
 
@@ -203,7 +203,7 @@ static void xs_refused(xnode_t *x, bm_nodestream_t *s, const char *why)
         if ((xs->mask & BM_TOPIC_BIT(t)) && x->ps[t] == PS_OK)
             x->ps[t] = PS_UNKNOWN;
     xs_free(ev, xs);
-    schedule_reconcile(ev, 0);
+    bm_ev_schedule_reconcile(ev, 0);
 }
 
 static void xs_on_rejected(bm_nodestream_t *s, int status, const char *body, size_t len, void *ud)
@@ -291,10 +291,10 @@ static void on_reconcile(uv_timer_t *t)
     for (size_t i = 0; i < ev->nx; i++)
         reconcile_node(ev, &ev->x[i], wanted);
     if (again)
-        schedule_reconcile(ev, again);
+        bm_ev_schedule_reconcile(ev, again);
 }
 
-void schedule_reconcile(bm_events_t *ev, uint64_t ms)
+void bm_ev_schedule_reconcile(bm_events_t *ev, uint64_t ms)
 {
     if (!ev->x || ev->shutting_down || ev->freed)
         return;
@@ -322,10 +322,10 @@ void bm_events_node_conn(size_t node, bool up, void *ud)
     for (int t = 0; t < BM_TOPIC_COUNT; t++)
         if (x->probe[t].s)
             bm_nodestream_reconnect(x->probe[t].s);
-    schedule_reconcile(ev, 0);
+    bm_ev_schedule_reconcile(ev, 0);
 }
 
-void stop_streams(bm_events_t *ev)
+void bm_ev_stop_streams(bm_events_t *ev)
 {
     for (size_t i = 0; ev->x && i < ev->nx; i++) {
         xnode_t *x = &ev->x[i];

@@ -105,7 +105,7 @@ static void synth_head_v2(const headf_t *f, const char *version, bool full, bm_s
 }
 
 /* The chain: discovery's when known, else the one set directly, else NULL. */
-const bm_chain_info_t *chain_of(const bm_events_t *ev)
+const bm_chain_info_t *bm_ev_chain_of(const bm_events_t *ev)
 {
     if (ev->disc) {
         const bm_chain_info_t *c = bm_discovery_chain(ev->disc);
@@ -120,7 +120,7 @@ static const char *version_for(const bm_events_t *ev, const headf_t *f)
 {
     if (f->version[0])
         return f->version;
-    const bm_chain_info_t *c = chain_of(ev);
+    const bm_chain_info_t *c = bm_ev_chain_of(ev);
     return c ? bm_fork_name(bm_chain_fork_at_slot(c, f->slot)) : NULL;
 }
 
@@ -129,7 +129,7 @@ static bool pre_gloas(const bm_events_t *ev, const headf_t *f)
     bm_fork_t fk;
     if (f->version[0] && bm_fork_parse(f->version, &fk) == 0)
         return fk < BM_FORK_GLOAS;
-    const bm_chain_info_t *c = chain_of(ev);
+    const bm_chain_info_t *c = bm_ev_chain_of(ev);
     return c && bm_chain_fork_at_slot(c, f->slot) < BM_FORK_GLOAS;
 }
 
@@ -153,13 +153,13 @@ static const char *state_of(const bm_events_t *ev, const uint8_t root[32])
 /* Emits a buffer's JSON data as is (one line). */
 static void emit_raw(bm_events_t *ev, bm_topic_t t, const bm_buf_t *b)
 {
-    emit(ev, t, b->data, b->len);
+    bm_ev_emit(ev, t, b->data, b->len);
 }
 
 static void emit_str(bm_events_t *ev, bm_topic_t t, bm_str_t *s)
 {
     if (!s->oom)
-        emit(ev, t, bm_str_data(s), bm_str_len(s));
+        bm_ev_emit(ev, t, bm_str_data(s), bm_str_len(s));
     bm_str_dispose(s);
 }
 
@@ -201,7 +201,7 @@ static void emit_reorg(bm_events_t *ev, const bm_head_change_t *c, const headf_t
         depth = c->old_slot >= c->slot ? c->old_slot - c->slot + 1 : 1; /* a lower bound */
     uint64_t epoch = 0;
     bool epoch_ok = false;
-    const bm_chain_info_t *ch = chain_of(ev);
+    const bm_chain_info_t *ch = bm_ev_chain_of(ev);
     if (ch && bm_slot_clock_valid(&ch->clock)) {
         epoch = bm_epoch_of_slot(&ch->clock, c->slot);
         epoch_ok = true;
@@ -226,7 +226,7 @@ static void emit_reorg(bm_events_t *ev, const bm_head_change_t *c, const headf_t
     emit_str(ev, BM_TOPIC_CHAIN_REORG, &s);
 }
 
-void pend_clear(bm_events_t *ev)
+void bm_ev_pend_clear(bm_events_t *ev)
 {
     if (ev->pend.valid)
         bm_buf_unref(ev->pend.c.raw_reorg);
@@ -242,7 +242,7 @@ static void emit_change(bm_events_t *ev, const bm_head_change_t *c)
     bool hf = parse_head(c->raw_full, true, c->slot, c->root, &vf) && vf.payload == BM_PAYLOAD_FULL;
     if (!h1 && !h2 && !hf) {
         /* no usable node data yet: wait for a trusted node's head event for this root */
-        pend_clear(ev);
+        bm_ev_pend_clear(ev);
         ev->pend.valid = true;
         ev->pend.c = *c;
         for (int k = 0; k < BM_HEAD_TOPIC_COUNT; k++)
@@ -304,7 +304,7 @@ static void on_head_change(const bm_head_change_t *c, void *ud)
         bm_log(BM_LOG_INFO,
                "events: cluster head slot %" PRIu64 " not sent: no node gave its data in time",
                ev->pend.c.slot);
-        pend_clear(ev);
+        bm_ev_pend_clear(ev);
     }
     emit_change(ev, c);
 }
@@ -335,7 +335,7 @@ static void on_head_payload(const bm_head_payload_t *p, void *ud)
 }
 
 /* A trusted node's head event for the pending cluster head: emit it now. */
-void pend_try(bm_events_t *ev, bool v2, const char *data, size_t len)
+void bm_ev_pend_try(bm_events_t *ev, bool v2, const char *data, size_t len)
 {
     bm_buf_t *b = bm_buf_copy(data, len);
     if (!b)
@@ -347,7 +347,7 @@ void pend_try(bm_events_t *ev, bool v2, const char *data, size_t len)
         if (v2 && f.payload == BM_PAYLOAD_FULL)
             c.raw_full = b;
         ev->pend.c.raw_reorg = NULL; /* c holds it now */
-        pend_clear(ev);
+        bm_ev_pend_clear(ev);
         emit_change(ev, &c);
         bm_buf_unref(c.raw_reorg);
     }

@@ -178,22 +178,22 @@ struct bm_events {
 /* ---- across the parts ----------------------------------------------------------------------- */
 
 /* events_topics.c: the dedup window */
-int dedup_init(dedup_t *d, uint32_t cap);
-void dedup_dispose(dedup_t *d);
-bool dedup_has(const dedup_t *d, uint64_t h);
-void dedup_add(dedup_t *d, uint64_t h);
+int bm_ev_dedup_init(dedup_t *d, uint32_t cap);
+void bm_ev_dedup_dispose(dedup_t *d);
+bool bm_ev_dedup_has(const dedup_t *d, uint64_t h);
+void bm_ev_dedup_add(dedup_t *d, uint64_t h);
 
 /* events.c */
-void emit(bm_events_t *ev, bm_topic_t t, const char *data, size_t len);
-bool node_trusted(const bm_events_t *ev, size_t node);
+void bm_ev_emit(bm_events_t *ev, bm_topic_t t, const char *data, size_t len);
+bool bm_ev_node_trusted(const bm_events_t *ev, size_t node);
 
 /* events_head.c */
-const bm_chain_info_t *chain_of(const bm_events_t *ev);
-void pend_clear(bm_events_t *ev);
-void pend_try(bm_events_t *ev, bool v2, const char *data, size_t len);
+const bm_chain_info_t *bm_ev_chain_of(const bm_events_t *ev);
+void bm_ev_pend_clear(bm_events_t *ev);
+void bm_ev_pend_try(bm_events_t *ev, bool v2, const char *data, size_t len);
 
 /* events_extra.c */
-void schedule_reconcile(bm_events_t *ev, uint64_t ms);
-void stop_streams(bm_events_t *ev);
+void bm_ev_schedule_reconcile(bm_events_t *ev, uint64_t ms);
+void bm_ev_stop_streams(bm_events_t *ev);
 
 #endif /* BM_EVENTS_INT_H */

@@ -187,7 +187,7 @@ bm_buf_t *bm_events_serialise(const char *topic, const char *data, size_t len)
  * canonical data; 0 marks an empty slot (a hash of 0 is stored as 1).
  */
 
-int dedup_init(dedup_t *d, uint32_t cap)
+int bm_ev_dedup_init(dedup_t *d, uint32_t cap)
 {
     memset(d, 0, sizeof *d);
     uint32_t ts = 16;
@@ -205,14 +205,14 @@ int dedup_init(dedup_t *d, uint32_t cap)
     return 0;
 }
 
-void dedup_dispose(dedup_t *d)
+void bm_ev_dedup_dispose(dedup_t *d)
 {
     free(d->ring);
     free(d->tab);
     memset(d, 0, sizeof *d);
 }
 
-bool dedup_has(const dedup_t *d, uint64_t h)
+bool bm_ev_dedup_has(const dedup_t *d, uint64_t h)
 {
     for (uint32_t i = (uint32_t)h & d->tmask; d->tab[i]; i = (i + 1) & d->tmask)
         if (d->tab[i] == h)
@@ -244,7 +244,7 @@ static void dedup_remove(dedup_t *d, uint64_t h)
 }
 
 /* Inserts h (not present). Evicts the oldest key when the window is full. */
-void dedup_add(dedup_t *d, uint64_t h)
+void bm_ev_dedup_add(dedup_t *d, uint64_t h)
 {
     if (d->n == d->cap) {
         dedup_remove(d, d->ring[d->pos]);
