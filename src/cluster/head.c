@@ -30,7 +30,7 @@
 
 /* ---- notes -------------------------------------------------------------------------- */
 
-void push(bm_head_t *t, const note_t *n)
+void bm_hd_push(bm_head_t *t, const note_t *n)
 {
     if (t->qn == t->qcap && t->qhead > 0) {
         /* Delivered notes at the front make room: a long re-entrant chain of inputs
@@ -59,7 +59,7 @@ static void note_node(bm_head_t *t, size_t v)
     t->noted |= 1ull << v;
     note_t n = {.kind = N_NODE};
     n.u.node = v;
-    push(t, &n);
+    bm_hd_push(t, &n);
 }
 
 static void release(note_t *n)
@@ -136,7 +136,7 @@ static void payload_evidence(bm_head_t *t, int32_t bi, size_t v, bm_buf_t *raw)
         n.u.payload.node = (int)v;
         n.u.payload.raw = bm_buf_ref(raw);
         n.u.payload.at_ms = t->now;
-        push(t, &n);
+        bm_hd_push(t, &n);
     }
 }
 
@@ -201,7 +201,7 @@ static void apply(bm_head_t *t, size_t vi, pend_t *p)
     p->raw = NULL;
     if (&v->pend == p)
         v->has_pending = false;
-    int32_t bi = blk_get(t, v->root, v->slot, true, v->received_ms);
+    int32_t bi = bm_hd_blk_get(t, v->root, v->slot, true, v->received_ms);
     if (bi >= 0) {
         if (t->blk[bi].first_node < 0)
             t->blk[bi].first_node = (int16_t)vi;
@@ -256,7 +256,7 @@ static void announce(bm_head_t *t, size_t vi, pend_t p)
         }
         v->head_optimistic = p.optimistic;
         if (trusted(v)) {
-            int32_t bi = blk_get(t, p.root, p.slot, true, p.received_ms);
+            int32_t bi = bm_hd_blk_get(t, p.root, p.slot, true, p.received_ms);
             if (bi >= 0)
                 credit(t, bi, vi, v->topic, v->payload, p.raw);
         }
@@ -333,7 +333,7 @@ static bool side_agreed(const bm_head_t *t, size_t vi, const bm_head_relation_t 
     const node_t *v = &t->nodes[vi];
     uint8_t split[32];
     uint64_t split_slot = 0;
-    bool split_known = common_ancestor(t, v->root, t->head, split, &split_slot);
+    bool split_known = bm_hd_common_ancestor(t, v->root, t->head, split, &split_slot);
     uint32_t n = 0;
     for (size_t ui = 0; ui < t->n; ui++) {
         const node_t *u = &t->nodes[ui];
@@ -344,7 +344,7 @@ static bool side_agreed(const bm_head_t *t, size_t vi, const bm_head_relation_t 
             r = u->proven_rel; /* its header is on the way: its last proven relation */
         if (r == BM_HEAD_REL_EQUAL || r == BM_HEAD_REL_DESCENDANT ||
             (r == BM_HEAD_REL_ANCESTOR && split_known &&
-             root_slot(t, u->root, u->slot) > split_slot))
+             bm_hd_root_slot(t, u->root, u->slot) > split_slot))
             n++;
     }
     return n >= t->quorum;
@@ -360,7 +360,8 @@ static void update_relations(bm_head_t *t)
         rels[vi] = BM_HEAD_REL_NONE;
         pend[vi] = false;
         if (t->has_head && v->has_head)
-            rels[vi] = relation_ex(t, v->root, root_slot(t, v->root, v->slot), NULL, &pend[vi]);
+            rels[vi] = bm_hd_relation_ex(t, v->root, bm_hd_root_slot(t, v->root, v->slot), NULL,
+                                         &pend[vi]);
         if (rels[vi] != BM_HEAD_REL_UNKNOWN) {
             v->on_chain = rels[vi] == BM_HEAD_REL_EQUAL || rels[vi] == BM_HEAD_REL_ANCESTOR ||
                           rels[vi] == BM_HEAD_REL_DESCENDANT;
@@ -437,7 +438,7 @@ static uint32_t support(const bm_head_t *t, const uint8_t root[32], uint64_t slo
     uint32_t s = 0;
     for (size_t v = 0; v < t->n; v++) {
         const node_t *nv = &t->nodes[v];
-        if (voter(nv) && (eq(nv->root, root) || is_anc(t, root, slot, nv->root, NULL) == YES))
+        if (voter(nv) && (eq(nv->root, root) || bm_hd_is_anc(t, root, slot, nv->root, NULL) == YES))
             s++;
     }
     return s;
@@ -451,8 +452,8 @@ static size_t add_cand(const bm_head_t *t, cand_t *c, size_t nc, const node_t *v
             return nc;
     memset(&c[nc], 0, sizeof c[nc]);
     memcpy(c[nc].root, v->root, 32);
-    c[nc].slot = root_slot(t, v->root, v->slot);
-    int32_t bi = blk_find(t, v->root);
+    c[nc].slot = bm_hd_root_slot(t, v->root, v->slot);
+    int32_t bi = bm_hd_blk_find(t, v->root);
     c[nc].seen = bi >= 0 ? t->blk[bi].first_seen_ms : v->received_ms;
     return nc + 1;
 }
@@ -473,7 +474,7 @@ static int pick(const bm_head_t *t, cand_t *c, size_t nc, uint32_t need)
             continue;
         for (size_t j = 0; j < nc; j++)
             if (j != i && c[j].support >= need &&
-                is_anc(t, c[i].root, c[i].slot, c[j].root, NULL) == YES) {
+                bm_hd_is_anc(t, c[i].root, c[i].slot, c[j].root, NULL) == YES) {
                 c[i].out = true;
                 break;
             }
@@ -497,7 +498,7 @@ static int pick(const bm_head_t *t, cand_t *c, size_t nc, uint32_t need)
 
 static int announcer(const bm_head_t *t, const uint8_t root[32])
 {
-    int32_t bi = blk_find(t, root);
+    int32_t bi = bm_hd_blk_find(t, root);
     if (bi >= 0 && t->blk[bi].first_voter >= 0)
         return t->blk[bi].first_voter;
     int best = -1;
@@ -514,7 +515,7 @@ static int announcer(const bm_head_t *t, const uint8_t root[32])
 
 static void mark_abandoned(bm_head_t *t, const uint8_t from[32], bool to_known, uint64_t to_slot)
 {
-    int32_t cur = blk_find(t, from);
+    int32_t cur = bm_hd_blk_find(t, from);
     for (uint32_t steps = 0; cur >= 0 && steps <= t->cap; steps++) {
         blk_t *b = &t->blk[cur];
         if (to_known && b->slot_known && b->slot <= to_slot)
@@ -522,7 +523,7 @@ static void mark_abandoned(bm_head_t *t, const uint8_t from[32], bool to_known, 
         b->abandoned = true;
         if (!to_known || b->pstate != P_KNOWN)
             break;
-        cur = blk_find(t, b->parent);
+        cur = bm_hd_blk_find(t, b->parent);
     }
 }
 
@@ -543,7 +544,7 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
     } else {
         memcpy(c->old_root, t->head, 32);
         c->old_slot = t->head_slot;
-        bm_head_relation_t rel = relation(t, root, slot, NULL);
+        bm_head_relation_t rel = bm_hd_relation(t, root, slot, NULL);
         if (rel == BM_HEAD_REL_DESCENDANT) {
             c->move = BM_HEAD_MOVE_EXTEND;
         } else if (rel == BM_HEAD_REL_ANCESTOR) {
@@ -553,7 +554,8 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
             c->ancestor_slot = slot;
         } else if (rel == BM_HEAD_REL_OFF) {
             c->move = BM_HEAD_MOVE_REORG;
-            c->depth_known = common_ancestor(t, t->head, root, c->ancestor, &c->ancestor_slot);
+            c->depth_known =
+                bm_hd_common_ancestor(t, t->head, root, c->ancestor, &c->ancestor_slot);
         } else {
             c->move = BM_HEAD_MOVE_JUMP;
         }
@@ -562,7 +564,7 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
         if (c->move == BM_HEAD_MOVE_REORG || c->move == BM_HEAD_MOVE_JUMP)
             mark_abandoned(t, t->head, c->depth_known, c->ancestor_slot);
     }
-    int32_t bi = blk_find(t, root);
+    int32_t bi = bm_hd_blk_find(t, root);
     if (bi >= 0) {
         blk_t *b = &t->blk[bi];
         b->abandoned = false;
@@ -608,7 +610,7 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
     t->head_slot = slot;
     t->head_since_ms = t->now;
     t->has_head = true;
-    push(t, &n);
+    bm_hd_push(t, &n);
 }
 
 /*
@@ -624,7 +626,8 @@ static bool try_quorum(bm_head_t *t, cand_t *c, size_t nc)
     int back = -1;
     uint32_t back_n = 0;
     for (size_t i = 0; i < nc; i++) {
-        if (c[i].slot >= t->head_slot || is_anc(t, c[i].root, c[i].slot, t->head, NULL) != YES)
+        if (c[i].slot >= t->head_slot ||
+            bm_hd_is_anc(t, c[i].root, c[i].slot, t->head, NULL) != YES)
             continue;
         uint32_t k = 0;
         for (size_t v = 0; v < t->n; v++) {
@@ -635,7 +638,8 @@ static bool try_quorum(bm_head_t *t, cand_t *c, size_t nc)
             k += voter(nv) && nv->has_reorg && eq(nv->reorg_to, c[i].root) &&
                  eq(nv->root, c[i].root) &&
                  (eq(nv->reorg_from, t->head) ||
-                  is_anc(t, nv->reorg_from, root_slot(t, nv->reorg_from, 0), t->head, NULL) == YES);
+                  bm_hd_is_anc(t, nv->reorg_from, bm_hd_root_slot(t, nv->reorg_from, 0), t->head,
+                               NULL) == YES);
         }
         if (k > back_n || (k == back_n && back >= 0 && k > 0 && c[i].slot > c[back].slot)) {
             back = (int)i;
@@ -651,7 +655,7 @@ static bool try_quorum(bm_head_t *t, cand_t *c, size_t nc)
     size_t nq = 0;
     for (size_t i = 0; i < nc; i++) {
         bool pending;
-        bm_head_relation_t rel = relation_ex(t, c[i].root, c[i].slot, NULL, &pending);
+        bm_head_relation_t rel = bm_hd_relation_ex(t, c[i].root, c[i].slot, NULL, &pending);
         /* Unknown ancestry at a later slot may jump, once nothing more can be learned. */
         if (rel == BM_HEAD_REL_OFF ||
             (rel == BM_HEAD_REL_UNKNOWN && !pending && c[i].slot > t->head_slot))
@@ -692,8 +696,8 @@ static bool try_move(bm_head_t *t)
     for (size_t v = 0; v < t->n && settled; v++) {
         const node_t *nv = &t->nodes[v];
         bool pending;
-        if (voter(nv) && relation_ex(t, nv->root, root_slot(t, nv->root, nv->slot), NULL,
-                                     &pending) == BM_HEAD_REL_UNKNOWN)
+        if (voter(nv) && bm_hd_relation_ex(t, nv->root, bm_hd_root_slot(t, nv->root, nv->slot),
+                                           NULL, &pending) == BM_HEAD_REL_UNKNOWN)
             settled = !pending;
     }
     if (settled && try_quorum(t, c, nc))
@@ -704,9 +708,9 @@ static bool try_move(bm_head_t *t)
     size_t ne = 0;
     for (size_t i = 0; i < nc; i++) {
         bool crossed = false;
-        if (relation(t, c[i].root, c[i].slot, &crossed) != BM_HEAD_REL_DESCENDANT || crossed)
+        if (bm_hd_relation(t, c[i].root, c[i].slot, &crossed) != BM_HEAD_REL_DESCENDANT || crossed)
             continue;
-        int32_t bi = blk_find(t, c[i].root);
+        int32_t bi = bm_hd_blk_find(t, c[i].root);
         if (bi >= 0 && t->blk[bi].abandoned)
             continue;
         e[ne++] = c[i];
@@ -724,12 +728,12 @@ static void evaluate(bm_head_t *t)
     if (!t->clock_known)
         return;
     for (int i = 0; i < MAX_MOVES_PER_EVAL; i++) {
-        request_parents(t); /* first: what is being fetched is waited for, not guessed */
+        bm_hd_request_parents(t); /* first: what is being fetched is waited for, not guessed */
         update_relations(t);
         if (!try_move(t))
             break;
     }
-    request_parents(t);
+    bm_hd_request_parents(t);
     update_relations(t);
 }
 
@@ -762,7 +766,7 @@ static void enter(bm_head_t *t, uint64_t now_ms)
         uint64_t wall = bm_slot_at(&t->clock, t->now);
         if (wall != t->pruned_at_slot) {
             t->pruned_at_slot = wall;
-            prune(t, false);
+            bm_hd_prune(t, false);
         }
     }
 }
@@ -847,7 +851,7 @@ void bm_head_free(bm_head_t *t)
         return;
     if (t->blk)
         for (uint32_t i = 0; i < t->nblk; i++)
-            blk_release(t, &t->blk[i]);
+            bm_hd_blk_release(t, &t->blk[i]);
     if (t->nodes)
         for (size_t v = 0; v < t->n; v++)
             forget_node_head(&t->nodes[v]);
@@ -890,7 +894,7 @@ void bm_head_set_fetch(bm_head_t *t, bm_head_fetch_fn fn, void *ud)
 static void reset_knowledge(bm_head_t *t)
 {
     for (uint32_t i = 0; i < t->nblk; i++)
-        blk_release(t, &t->blk[i]);
+        bm_hd_blk_release(t, &t->blk[i]);
     t->nblk = 0;
     memset(t->idx, 0, (size_t)(t->imask + 1) * sizeof *t->idx);
     t->has_head = false;
@@ -1003,7 +1007,7 @@ int bm_head_on_block(bm_head_t *t, size_t node, uint64_t slot, const uint8_t roo
         return BM_EINVAL;
     enter(t, now_ms);
     if (t->clock_known && !ahead(t, slot, now_ms))
-        blk_get(t, root, slot, true, now_ms);
+        bm_hd_blk_get(t, root, slot, true, now_ms);
     leave(t);
     return 0;
 }
@@ -1015,14 +1019,14 @@ int bm_head_on_parent(bm_head_t *t, size_t node, const uint8_t root[32], uint64_
         return BM_EINVAL;
     enter(t, now_ms);
     int rc = 0;
-    int32_t i = blk_find(t, root);
+    int32_t i = bm_hd_blk_find(t, root);
     if (i >= 0 && t->blk[i].pstate == P_ASKING && t->blk[i].asking == (int)node) {
         if (t->nodes[node].inflight > 0)
             t->nodes[node].inflight--;
         t->blk[i].pstate = P_UNKNOWN;
         t->blk[i].asking = -1;
     }
-    int32_t pi = blk_find(t, parent);
+    int32_t pi = bm_hd_blk_find(t, parent);
     bool bad = eq(root, parent) || slot == SLOT_UNKNOWN ||
                (i >= 0 && t->blk[i].slot_known && t->blk[i].slot != slot) ||
                (i >= 0 && t->blk[i].pstate == P_KNOWN && !eq(t->blk[i].parent, parent)) ||
@@ -1034,7 +1038,7 @@ int bm_head_on_parent(bm_head_t *t, size_t node, const uint8_t root[32], uint64_
                short_root(root, a));
         rc = BM_EPROTO;
     } else if (i < 0 || t->blk[i].pstate != P_KNOWN) {
-        i = blk_get(t, root, slot, true, now_ms);
+        i = bm_hd_blk_get(t, root, slot, true, now_ms);
         if (i >= 0) {
             memcpy(t->blk[i].parent, parent, 32);
             t->blk[i].pstate = P_KNOWN;
@@ -1050,7 +1054,7 @@ int bm_head_on_parent_failed(bm_head_t *t, size_t node, const uint8_t root[32], 
     if (!t || !root || node >= t->n)
         return BM_EINVAL;
     enter(t, now_ms);
-    int32_t i = blk_find(t, root);
+    int32_t i = bm_hd_blk_find(t, root);
     if (i >= 0 && t->blk[i].pstate == P_ASKING && t->blk[i].asking == (int)node) {
         if (t->nodes[node].inflight > 0)
             t->nodes[node].inflight--;
@@ -1087,7 +1091,7 @@ int bm_head_on_payload_available(bm_head_t *t, size_t node, uint64_t slot, const
         return BM_EINVAL;
     enter(t, now_ms);
     if (t->clock_known && trusted(&t->nodes[node]) && !ahead(t, slot, now_ms)) {
-        int32_t bi = blk_get(t, root, slot, true, now_ms);
+        int32_t bi = bm_hd_blk_get(t, root, slot, true, now_ms);
         if (bi >= 0)
             payload_evidence(t, bi, node, NULL);
     }
@@ -1155,7 +1159,7 @@ void bm_head_tick(bm_head_t *t, uint64_t now_ms)
     evaluate(t);
     note_t n = {.kind = N_TICK};
     n.u.now = t->now;
-    push(t, &n);
+    bm_hd_push(t, &n);
     leave(t);
 }
 
@@ -1211,7 +1215,7 @@ bool bm_head_cluster(const bm_head_t *t, bm_head_info_t *out)
     out->since_ms = t->head_since_ms;
     out->origin_slot = t->origin_slot;
     out->first_node = -1;
-    int32_t bi = blk_find(t, t->head);
+    int32_t bi = bm_hd_blk_find(t, t->head);
     if (bi >= 0) {
         const blk_t *b = &t->blk[bi];
         out->parent_known = b->pstate == P_KNOWN;
@@ -1228,7 +1232,7 @@ bool bm_head_payload_full(const bm_head_t *t)
 {
     if (!t->has_head)
         return false;
-    int32_t bi = blk_find(t, t->head);
+    int32_t bi = bm_hd_blk_find(t, t->head);
     return bi >= 0 && t->blk[bi].payload_full;
 }
 
@@ -1243,7 +1247,7 @@ int bm_head_node_view(const bm_head_t *t, size_t node, bm_head_node_view_t *out)
     out->stale = v->stale;
     out->slot = v->slot;
     memcpy(out->root, v->root, 32);
-    int32_t bi = v->has_head ? blk_find(t, v->root) : -1;
+    int32_t bi = v->has_head ? bm_hd_blk_find(t, v->root) : -1;
     if (bi >= 0 && t->blk[bi].pstate == P_KNOWN) {
         out->parent_known = true;
         memcpy(out->parent, t->blk[bi].parent, 32);
@@ -1283,11 +1287,11 @@ int bm_head_root_at_slot(const bm_head_t *t, uint64_t slot, uint8_t out[32])
         memcpy(out, t->head, 32);
         return 0;
     }
-    int32_t cur = blk_find(t, t->head);
+    int32_t cur = bm_hd_blk_find(t, t->head);
     for (uint32_t steps = 0; steps <= t->cap; steps++) {
         if (cur < 0 || t->blk[cur].pstate != P_KNOWN)
             return BM_ENOTFOUND;
-        int32_t p = blk_find(t, t->blk[cur].parent);
+        int32_t p = bm_hd_blk_find(t, t->blk[cur].parent);
         if ((p < 0 || !t->blk[p].slot_known) && t->blk[cur].parent_slot != SLOT_UNKNOWN &&
             t->blk[cur].parent_slot <= slot) {
             memcpy(out, t->blk[cur].parent, 32); /* its entry is gone, its slot is known */

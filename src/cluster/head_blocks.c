@@ -30,7 +30,7 @@ static uint32_t hash_root(const bm_head_t *t, const uint8_t r[32])
     return (uint32_t)(h ^ (h >> 32));
 }
 
-int32_t blk_find(const bm_head_t *t, const uint8_t r[32])
+int32_t bm_hd_blk_find(const bm_head_t *t, const uint8_t r[32])
 {
     uint32_t i = hash_root(t, r) & t->imask;
     for (;;) {
@@ -51,7 +51,7 @@ static void idx_insert(bm_head_t *t, uint32_t bi)
     t->idx[i] = (int32_t)bi + 1;
 }
 
-void blk_release(bm_head_t *t, blk_t *b)
+void bm_hd_blk_release(bm_head_t *t, blk_t *b)
 {
     for (int k = 0; k < BM_HEAD_TOPIC_COUNT; k++)
         bm_buf_unref(b->raw[k]);
@@ -80,27 +80,27 @@ static int cmp_seen(const void *a, const void *b)
  * also go until the table is three quarters full. Protected entries are at most cap/4 + n + 1 < 3/4
  * cap (cap >= 4n + 64), so a forced prune always frees room.
  */
-void prune(bm_head_t *t, bool force)
+void bm_hd_prune(bm_head_t *t, bool force)
 {
     for (uint32_t i = 0; i < t->nblk; i++)
         t->blk[i].mark = false;
     if (t->has_head) {
         uint64_t keep = t->clock_known ? keep_slots(t) : 0;
         uint64_t low = t->head_slot > keep ? t->head_slot - keep : 0;
-        int32_t cur = blk_find(t, t->head);
+        int32_t cur = bm_hd_blk_find(t, t->head);
         for (uint32_t steps = 0; cur >= 0 && steps < t->cap / 4; steps++) {
             if (steps > 0 && t->blk[cur].slot_known && t->blk[cur].slot < low)
                 break;
             t->blk[cur].mark = true;
             if (t->blk[cur].pstate != P_KNOWN)
                 break;
-            cur = blk_find(t, t->blk[cur].parent);
+            cur = bm_hd_blk_find(t, t->blk[cur].parent);
         }
     }
     for (size_t v = 0; v < t->n; v++) {
         if (!t->nodes[v].has_head)
             continue;
-        int32_t i = blk_find(t, t->nodes[v].root);
+        int32_t i = bm_hd_blk_find(t, t->nodes[v].root);
         if (i >= 0)
             t->blk[i].mark = true;
     }
@@ -147,7 +147,7 @@ void prune(bm_head_t *t, bool force)
     uint32_t w = 0;
     for (uint32_t i = 0; i < t->nblk; i++) {
         if (drop[i]) {
-            blk_release(t, &t->blk[i]);
+            bm_hd_blk_release(t, &t->blk[i]);
             t->stats.pruned++;
             continue;
         }
@@ -168,9 +168,10 @@ void prune(bm_head_t *t, bool force)
  * root). May prune, which moves entries: returns an index, valid until the next create.
  * -1 when absent and `create` is false, or when the table cannot take it.
  */
-int32_t blk_get(bm_head_t *t, const uint8_t root[32], uint64_t slot, bool create, uint64_t seen_ms)
+int32_t bm_hd_blk_get(bm_head_t *t, const uint8_t root[32], uint64_t slot, bool create,
+                      uint64_t seen_ms)
 {
-    int32_t i = blk_find(t, root);
+    int32_t i = bm_hd_blk_find(t, root);
     if (i >= 0) {
         blk_t *b = &t->blk[i];
         if (!b->slot_known && slot != SLOT_UNKNOWN) {
@@ -186,7 +187,7 @@ int32_t blk_get(bm_head_t *t, const uint8_t root[32], uint64_t slot, bool create
     if (!create)
         return -1;
     if (t->nblk >= t->cap)
-        prune(t, true);
+        bm_hd_prune(t, true);
     if (t->nblk >= t->cap)
         return -1;
     blk_t *b = &t->blk[t->nblk];
@@ -210,14 +211,14 @@ int32_t blk_get(bm_head_t *t, const uint8_t root[32], uint64_t slot, bool create
  * `crossed` (may be NULL) is set when an abandoned entry lies strictly between them.
  * On UNK, `pending` (may be NULL) says whether the missing header is being fetched now.
  */
-int is_anc_ex(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const uint8_t d[32],
-              bool *crossed, bool *pending)
+int bm_hd_is_anc_ex(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const uint8_t d[32],
+                    bool *crossed, bool *pending)
 {
     if (pending)
         *pending = false;
     if (eq(a, d))
         return NO;
-    int32_t cur = blk_find(t, d);
+    int32_t cur = bm_hd_blk_find(t, d);
     for (uint32_t steps = 0; steps <= t->cap; steps++) {
         if (cur < 0)
             return UNK;
@@ -231,7 +232,7 @@ int is_anc_ex(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const ui
         }
         if (eq(b->parent, a))
             return YES;
-        int32_t p = blk_find(t, b->parent);
+        int32_t p = bm_hd_blk_find(t, b->parent);
         if (p < 0 || !t->blk[p].slot_known) {
             if (b->parent_slot != SLOT_UNKNOWN && b->parent_slot <= a_slot)
                 return NO; /* its parent, not `a`, is at or below a's slot */
@@ -248,16 +249,16 @@ int is_anc_ex(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const ui
     return UNK;
 }
 
-int is_anc(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const uint8_t d[32],
-           bool *crossed)
+int bm_hd_is_anc(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const uint8_t d[32],
+                 bool *crossed)
 {
-    return is_anc_ex(t, a, a_slot, d, crossed, NULL);
+    return bm_hd_is_anc_ex(t, a, a_slot, d, crossed, NULL);
 }
 
 /* The slot to judge a root by: the table's (first claim or header) else the given one. */
-uint64_t root_slot(const bm_head_t *t, const uint8_t root[32], uint64_t fallback)
+uint64_t bm_hd_root_slot(const bm_head_t *t, const uint8_t root[32], uint64_t fallback)
 {
-    int32_t i = blk_find(t, root);
+    int32_t i = bm_hd_blk_find(t, root);
     return i >= 0 && t->blk[i].slot_known ? t->blk[i].slot : fallback;
 }
 
@@ -266,8 +267,8 @@ uint64_t root_slot(const bm_head_t *t, const uint8_t root[32], uint64_t fallback
  * says whether the header that would decide it is being fetched now: the rules then
  * wait for it rather than act on ignorance.
  */
-bm_head_relation_t relation_ex(const bm_head_t *t, const uint8_t r[32], uint64_t r_slot,
-                               bool *crossed, bool *pending)
+bm_head_relation_t bm_hd_relation_ex(const bm_head_t *t, const uint8_t r[32], uint64_t r_slot,
+                                     bool *crossed, bool *pending)
 {
     if (pending)
         *pending = false;
@@ -277,13 +278,13 @@ bm_head_relation_t relation_ex(const bm_head_t *t, const uint8_t r[32], uint64_t
         return BM_HEAD_REL_EQUAL;
     int res;
     if (r_slot < t->head_slot) {
-        res = is_anc_ex(t, r, r_slot, t->head, NULL, pending);
+        res = bm_hd_is_anc_ex(t, r, r_slot, t->head, NULL, pending);
         return res == YES  ? BM_HEAD_REL_ANCESTOR
                : res == NO ? BM_HEAD_REL_OFF
                            : BM_HEAD_REL_UNKNOWN;
     }
     if (r_slot > t->head_slot) {
-        res = is_anc_ex(t, t->head, t->head_slot, r, crossed, pending);
+        res = bm_hd_is_anc_ex(t, t->head, t->head_slot, r, crossed, pending);
         return res == YES  ? BM_HEAD_REL_DESCENDANT
                : res == NO ? BM_HEAD_REL_OFF
                            : BM_HEAD_REL_UNKNOWN;
@@ -291,15 +292,16 @@ bm_head_relation_t relation_ex(const bm_head_t *t, const uint8_t r[32], uint64_t
     return BM_HEAD_REL_OFF; /* two blocks at one slot */
 }
 
-bm_head_relation_t relation(const bm_head_t *t, const uint8_t r[32], uint64_t r_slot, bool *crossed)
+bm_head_relation_t bm_hd_relation(const bm_head_t *t, const uint8_t r[32], uint64_t r_slot,
+                                  bool *crossed)
 {
-    return relation_ex(t, r, r_slot, crossed, NULL);
+    return bm_hd_relation_ex(t, r, r_slot, crossed, NULL);
 }
 
-bool common_ancestor(const bm_head_t *t, const uint8_t x[32], const uint8_t y[32], uint8_t out[32],
-                     uint64_t *out_slot)
+bool bm_hd_common_ancestor(const bm_head_t *t, const uint8_t x[32], const uint8_t y[32],
+                           uint8_t out[32], uint64_t *out_slot)
 {
-    int32_t a = blk_find(t, x), b = blk_find(t, y);
+    int32_t a = bm_hd_blk_find(t, x), b = bm_hd_blk_find(t, y);
     for (uint32_t steps = 0; steps <= 2 * t->cap; steps++) {
         if (a < 0 || b < 0 || !t->blk[a].slot_known || !t->blk[b].slot_known)
             return false;
@@ -311,7 +313,7 @@ bool common_ancestor(const bm_head_t *t, const uint8_t x[32], const uint8_t y[32
         int32_t *step = t->blk[a].slot >= t->blk[b].slot ? &a : &b;
         if (t->blk[*step].pstate != P_KNOWN)
             return false;
-        *step = blk_find(t, t->blk[*step].parent);
+        *step = bm_hd_blk_find(t, t->blk[*step].parent);
     }
     return false;
 }
@@ -325,7 +327,7 @@ static bool holds(const bm_head_t *t, const node_t *v, const uint8_t root[32], u
         return false;
     if (eq(v->root, root))
         return true;
-    return is_anc(t, root, slot == SLOT_UNKNOWN ? 0 : slot, v->root, NULL) == YES;
+    return bm_hd_is_anc(t, root, slot == SLOT_UNKNOWN ? 0 : slot, v->root, NULL) == YES;
 }
 
 /*
@@ -335,13 +337,13 @@ static bool holds(const bm_head_t *t, const node_t *v, const uint8_t root[32], u
  * is asked again from the next slot on (within the per-node budgets): a passing outage
  * must not leave the cluster chain unknown for good.
  */
-void want(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, size_t pref, bool retry)
+void bm_hd_want(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, size_t pref, bool retry)
 {
     if (!t->fetch)
         return;
     uint8_t root[32];
     memcpy(root, root_in, 32);
-    int32_t i = blk_get(t, root, slot, true, t->now);
+    int32_t i = bm_hd_blk_get(t, root, slot, true, t->now);
     if (i < 0 || t->blk[i].pstate != P_UNKNOWN)
         return;
     uint64_t bslot = t->blk[i].slot_known ? t->blk[i].slot : SLOT_UNKNOWN;
@@ -381,7 +383,7 @@ void want(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, size_t pref, b
     memcpy(n.u.fetch.root, root, 32);
     n.u.fetch.slot = bslot;
     n.u.fetch.node = pick;
-    push(t, &n);
+    bm_hd_push(t, &n);
 }
 
 /*
@@ -390,7 +392,7 @@ void want(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, size_t pref, b
  */
 static bool note_parent_slot(bm_head_t *t, int32_t i)
 {
-    int32_t p = blk_find(t, t->blk[i].parent);
+    int32_t p = bm_hd_blk_find(t, t->blk[i].parent);
     if (p < 0 || !t->blk[p].slot_known)
         return false;
     t->blk[i].parent_slot = t->blk[p].slot;
@@ -404,7 +406,7 @@ static bool note_parent_slot(bm_head_t *t, int32_t i)
  * cluster head, its ancestry chase_epochs back (block roots at slots, relations of
  * lagging nodes). One link per chain per decision: each answer asks for the next.
  */
-void request_parents(bm_head_t *t)
+void bm_hd_request_parents(bm_head_t *t)
 {
     if (!t->fetch || !t->clock_known)
         return;
@@ -416,7 +418,8 @@ void request_parents(bm_head_t *t)
         node_t *nv = &t->nodes[v];
         if (!nv->has_head || nv->stale || !askable(t, nv))
             continue;
-        bm_head_relation_t rel = relation(t, nv->root, root_slot(t, nv->root, nv->slot), NULL);
+        bm_head_relation_t rel =
+            bm_hd_relation(t, nv->root, bm_hd_root_slot(t, nv->root, nv->slot), NULL);
         if (rel == BM_HEAD_REL_EQUAL || rel == BM_HEAD_REL_ANCESTOR)
             continue;
         uint8_t cur[32];
@@ -424,19 +427,19 @@ void request_parents(bm_head_t *t)
         for (int links = 0; links < CHASE_LINKS; links++) {
             if (t->has_head && eq(cur, t->head))
                 break;
-            int32_t i = blk_find(t, cur);
+            int32_t i = bm_hd_blk_find(t, cur);
             if (i < 0) {
-                want(t, cur, SLOT_UNKNOWN, v, false);
+                bm_hd_want(t, cur, SLOT_UNKNOWN, v, false);
                 break;
             }
             blk_t *b = &t->blk[i];
             b->used_ms = t->now;
             if (t->has_head && b->slot_known &&
                 (b->slot < nfloor ||
-                 (b->slot <= t->head_slot && is_anc(t, cur, b->slot, t->head, NULL) == YES)))
+                 (b->slot <= t->head_slot && bm_hd_is_anc(t, cur, b->slot, t->head, NULL) == YES)))
                 break; /* met the cluster chain, or as far back as knowledge is kept */
             if (b->pstate != P_KNOWN) {
-                want(t, cur, SLOT_UNKNOWN, v, false);
+                bm_hd_want(t, cur, SLOT_UNKNOWN, v, false);
                 break;
             }
             if (!t->has_head)
@@ -453,7 +456,7 @@ void request_parents(bm_head_t *t)
     for (size_t v = 0; v < t->n && holder == t->n; v++)
         if (t->nodes[v].has_head && !t->nodes[v].stale &&
             (eq(t->nodes[v].root, t->head) ||
-             is_anc(t, t->head, t->head_slot, t->nodes[v].root, NULL) == YES) &&
+             bm_hd_is_anc(t, t->head, t->head_slot, t->nodes[v].root, NULL) == YES) &&
             askable(t, &t->nodes[v]))
             holder = v;
     if (holder == t->n)
@@ -461,9 +464,9 @@ void request_parents(bm_head_t *t)
     uint8_t cur[32];
     memcpy(cur, t->head, 32);
     for (uint32_t steps = 0; steps <= t->cap; steps++) {
-        int32_t i = blk_find(t, cur);
+        int32_t i = bm_hd_blk_find(t, cur);
         if (i < 0) {
-            want(t, cur, SLOT_UNKNOWN, holder, true);
+            bm_hd_want(t, cur, SLOT_UNKNOWN, holder, true);
             return;
         }
         blk_t *b = &t->blk[i];
@@ -471,7 +474,7 @@ void request_parents(bm_head_t *t)
         if (b->slot_known && b->slot <= target)
             return;
         if (b->pstate != P_KNOWN) {
-            want(t, cur, SLOT_UNKNOWN, holder, true);
+            bm_hd_want(t, cur, SLOT_UNKNOWN, holder, true);
             return;
         }
         if (!note_parent_slot(t, i) && t->blk[i].parent_slot != SLOT_UNKNOWN &&

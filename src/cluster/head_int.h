@@ -209,29 +209,30 @@ static inline bool askable(const bm_head_t *t, const node_t *v)
 /* ---- across the parts ----------------------------------------------------------------------- */
 
 /* head_blocks.c: the block store */
-int32_t blk_find(const bm_head_t *t, const uint8_t r[32]);
-void blk_release(bm_head_t *t, blk_t *b);
-void prune(bm_head_t *t, bool force);
-int32_t blk_get(bm_head_t *t, const uint8_t root[32], uint64_t slot, bool create, uint64_t seen_ms);
+int32_t bm_hd_blk_find(const bm_head_t *t, const uint8_t r[32]);
+void bm_hd_blk_release(bm_head_t *t, blk_t *b);
+void bm_hd_prune(bm_head_t *t, bool force);
+int32_t bm_hd_blk_get(bm_head_t *t, const uint8_t root[32], uint64_t slot, bool create,
+                      uint64_t seen_ms);
 
 /* head_blocks.c: ancestry */
-int is_anc_ex(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const uint8_t d[32],
-              bool *crossed, bool *pending);
-int is_anc(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const uint8_t d[32],
-           bool *crossed);
-uint64_t root_slot(const bm_head_t *t, const uint8_t root[32], uint64_t fallback);
-bm_head_relation_t relation_ex(const bm_head_t *t, const uint8_t r[32], uint64_t r_slot,
-                               bool *crossed, bool *pending);
-bm_head_relation_t relation(const bm_head_t *t, const uint8_t r[32], uint64_t r_slot,
-                            bool *crossed);
-bool common_ancestor(const bm_head_t *t, const uint8_t x[32], const uint8_t y[32], uint8_t out[32],
-                     uint64_t *out_slot);
+int bm_hd_is_anc_ex(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const uint8_t d[32],
+                    bool *crossed, bool *pending);
+int bm_hd_is_anc(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const uint8_t d[32],
+                 bool *crossed);
+uint64_t bm_hd_root_slot(const bm_head_t *t, const uint8_t root[32], uint64_t fallback);
+bm_head_relation_t bm_hd_relation_ex(const bm_head_t *t, const uint8_t r[32], uint64_t r_slot,
+                                     bool *crossed, bool *pending);
+bm_head_relation_t bm_hd_relation(const bm_head_t *t, const uint8_t r[32], uint64_t r_slot,
+                                  bool *crossed);
+bool bm_hd_common_ancestor(const bm_head_t *t, const uint8_t x[32], const uint8_t y[32],
+                           uint8_t out[32], uint64_t *out_slot);
 
 /* head_blocks.c: parents */
-void want(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, size_t pref, bool retry);
-void request_parents(bm_head_t *t);
+void bm_hd_want(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, size_t pref, bool retry);
+void bm_hd_request_parents(bm_head_t *t);
 
 /* head.c: notes */
-void push(bm_head_t *t, const note_t *n);
+void bm_hd_push(bm_head_t *t, const note_t *n);
 
 #endif /* BM_HEAD_INT_H */
