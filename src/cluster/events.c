@@ -300,11 +300,10 @@ static bool says_optimistic(struct json_object *o)
     return bm_json_get_bool(o, "/data/execution_optimistic", &b) == 0 && b;
 }
 
-void bm_events_node_event(size_t node, const char *topic, const char *data, size_t len, void *ud)
+/* One node event; `o` is its data parsed, or NULL when it is not valid JSON. */
+static void node_event(bm_events_t *ev, size_t node, const char *topic, const char *data,
+                       size_t len, struct json_object *o)
 {
-    bm_events_t *ev = ud;
-    if (ev->freed || !topic || !data)
-        return;
     ev->st.node_events++;
     bm_topic_t t;
     if (bm_topic_parse(topic, strlen(topic), &t) != 0) {
@@ -312,16 +311,15 @@ void bm_events_node_event(size_t node, const char *topic, const char *data, size
         return;
     }
     if (t == BM_TOPIC_HEAD || t == BM_TOPIC_HEAD_V2) {
-        if (ev->pend.valid && bm_ev_node_trusted(ev, node))
-            bm_ev_pend_try(ev, t == BM_TOPIC_HEAD_V2, data, len);
+        if (o && ev->pend.valid && bm_ev_node_trusted(ev, node))
+            bm_ev_pend_try(ev, t == BM_TOPIC_HEAD_V2, o, data, len);
         return;
     }
     /* Every other event goes through the window, wanted or not: a copy a slow node sends
      * after a subscriber arrived is still a copy of what the cluster already had. */
     if (t == BM_TOPIC_CHAIN_REORG)
         return;
-    struct json_object *o = NULL;
-    if (bm_json_parse(data, len, 0, &o, NULL) != 0 || !o) {
+    if (!o) {
         ev->st.bad_events++;
         bm_log_limited(&ev->lim_bad, BM_LOG_WARN, "events: node %zu sent invalid %s data", node,
                        bm_topic_name(t));
@@ -329,7 +327,6 @@ void bm_events_node_event(size_t node, const char *topic, const char *data, size
     }
     if (says_optimistic(o) || ((CHAIN_TOPICS & BM_TOPIC_BIT(t)) && !bm_ev_node_trusted(ev, node))) {
         ev->st.untrusted++;
-        json_object_put(o);
         return;
     }
     /* the key: topic and data hashed under a per-topic variant of the process key */
@@ -338,7 +335,6 @@ void bm_events_node_event(size_t node, const char *topic, const char *data, size
     key[0] ^= (uint8_t)(t + 1);
     uint64_t h = 0;
     int rc = bm_json_canonical_hash(o, key, &h);
-    json_object_put(o);
     if (rc != 0) {
         ev->st.bad_events++;
         return;
@@ -351,6 +347,28 @@ void bm_events_node_event(size_t node, const char *topic, const char *data, size
     }
     bm_ev_dedup_add(&ev->dd, h);
     bm_ev_emit(ev, t, data, len);
+}
+
+void bm_events_node_event(size_t node, const bm_node_event_t *e, void *ud)
+{
+    bm_events_t *ev = ud;
+    if (ev->freed || !e || !e->topic || !e->data)
+        return;
+    node_event(ev, node, e->topic, e->data, e->len, e->doc);
+}
+
+void bm_events_node_text(size_t node, const char *topic, const char *data, size_t len, void *ud)
+{
+    bm_events_t *ev = ud;
+    if (ev->freed || !topic || !data)
+        return;
+    struct json_object *o = NULL;
+    if (bm_json_parse(data, len, 0, &o, NULL) != 0) {
+        json_object_put(o);
+        o = NULL;
+    }
+    node_event(ev, node, topic, data, len, o);
+    json_object_put(o);
 }
 
 /* ---- wiring and lifetime ----------------------------------------------------------------- */

@@ -34,6 +34,7 @@
 #include "cluster/chain.h"
 #include "cluster/discovery.h"
 #include "cluster/head.h"
+#include "cluster/monitor.h"
 #include "cluster/pool.h"
 #include "http/router.h"
 #include "http/server.h"
@@ -185,12 +186,17 @@ int bm_events_register(bm_events_t *ev, bm_router_t *r);
 void bm_events_route(bm_req_t *req, const bm_route_params_t *params, void *ud);
 
 /**
- * One event of `node` (the bm_monitor_event_fn signature; ud: the bm_events_t). The
- * extra streams feed the same path. `topic` is NUL-terminated; `data` is JSON text.
- * head, head_v2 and chain_reorg are never forwarded as such (the tracker decides them);
- * the others go out first copy wins.
+ * One event of `node`, parsed by the monitor (the bm_monitor_event_fn signature; ud: the
+ * bm_events_t); the event is only read. head, head_v2 and chain_reorg are never forwarded
+ * as such (the tracker decides them); the others go out first copy wins.
  */
-void bm_events_node_event(size_t node, const char *topic, const char *data, size_t len, void *ud);
+void bm_events_node_event(size_t node, const bm_node_event_t *e, void *ud);
+
+/**
+ * The same for an event still in text form (the extra streams' events, tests): `topic`
+ * is NUL-terminated, `data` JSON text; parsed once, then as bm_events_node_event.
+ */
+void bm_events_node_text(size_t node, const char *topic, const char *data, size_t len, void *ud);
 
 /**
  * `node`'s main stream went up or down (the bm_monitor_conn_fn signature; ud: the

@@ -172,7 +172,7 @@ static void xs_on_event(bm_nodestream_t *s, const char *topic, size_t topic_len,
     xnode_t *x = ud;
     (void)s;
     (void)topic_len;
-    bm_events_node_event(x->idx, topic, data, data_len, x->ev);
+    bm_events_node_text(x->idx, topic, data, data_len, x->ev);
 }
 
 static void xs_on_up(bm_nodestream_t *s, void *ud)

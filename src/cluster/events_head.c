@@ -35,12 +35,9 @@ static bool get_root_str(struct json_object *o, const char *ptr, char out[BM_ROO
  * Reads a head (v2: wrapped) event's data into f and checks that it is the cluster head
  * `root` at `slot` and not optimistic. False when it is unusable.
  */
-static bool parse_head(const bm_buf_t *raw, bool v2, uint64_t slot, const uint8_t root[32],
-                       headf_t *f)
+static bool read_head(struct json_object *o, bool v2, uint64_t slot, const uint8_t root[32],
+                      headf_t *f)
 {
-    struct json_object *o = NULL;
-    if (!raw || bm_json_parse_buf(raw, BM_HEAD_RAW_MAX, &o, NULL) != 0 || !o)
-        return false;
     memset(f, 0, sizeof *f);
     bool ok = false;
     char p[64];
@@ -79,6 +76,17 @@ static bool parse_head(const bm_buf_t *raw, bool v2, uint64_t slot, const uint8_
     }
     ok = true;
 out:
+    return ok;
+}
+
+/* read_head over a head event's raw data, as the tracker keeps it. */
+static bool parse_head(const bm_buf_t *raw, bool v2, uint64_t slot, const uint8_t root[32],
+                       headf_t *f)
+{
+    struct json_object *o = NULL;
+    if (!raw || bm_json_parse_buf(raw, BM_HEAD_RAW_MAX, &o, NULL) != 0 || !o)
+        return false;
+    bool ok = read_head(o, v2, slot, root, f);
     json_object_put(o);
     return ok;
 }
@@ -335,22 +343,22 @@ static void on_head_payload(const bm_head_payload_t *p, void *ud)
 }
 
 /* A trusted node's head event for the pending cluster head: emit it now. */
-void bm_ev_pend_try(bm_events_t *ev, bool v2, const char *data, size_t len)
+void bm_ev_pend_try(bm_events_t *ev, bool v2, struct json_object *o, const char *data, size_t len)
 {
+    headf_t f;
+    if (len > BM_HEAD_RAW_MAX || !read_head(o, v2, ev->pend.c.slot, ev->pend.c.root, &f))
+        return;
     bm_buf_t *b = bm_buf_copy(data, len);
     if (!b)
         return;
-    headf_t f;
-    if (parse_head(b, v2, ev->pend.c.slot, ev->pend.c.root, &f)) {
-        bm_head_change_t c = ev->pend.c;
-        c.raw[v2 ? BM_HEAD_TOPIC_HEAD_V2 : BM_HEAD_TOPIC_HEAD] = b;
-        if (v2 && f.payload == BM_PAYLOAD_FULL)
-            c.raw_full = b;
-        ev->pend.c.raw_reorg = NULL; /* c holds it now */
-        bm_ev_pend_clear(ev);
-        emit_change(ev, &c);
-        bm_buf_unref(c.raw_reorg);
-    }
+    bm_head_change_t c = ev->pend.c;
+    c.raw[v2 ? BM_HEAD_TOPIC_HEAD_V2 : BM_HEAD_TOPIC_HEAD] = b;
+    if (v2 && f.payload == BM_PAYLOAD_FULL)
+        c.raw_full = b;
+    ev->pend.c.raw_reorg = NULL; /* c holds it now */
+    bm_ev_pend_clear(ev);
+    emit_change(ev, &c);
+    bm_buf_unref(c.raw_reorg);
     bm_buf_unref(b);
 }
 

@@ -190,7 +190,7 @@ bool bm_ev_node_trusted(const bm_events_t *ev, size_t node);
 /* events_head.c */
 const bm_chain_info_t *bm_ev_chain_of(const bm_events_t *ev);
 void bm_ev_pend_clear(bm_events_t *ev);
-void bm_ev_pend_try(bm_events_t *ev, bool v2, const char *data, size_t len);
+void bm_ev_pend_try(bm_events_t *ev, bool v2, struct json_object *o, const char *data, size_t len);
 
 /* events_extra.c */
 void bm_ev_schedule_reconcile(bm_events_t *ev, uint64_t ms);

@@ -484,15 +484,17 @@ static void on_event(bm_nodestream_t *s, const char *topic, size_t tl, const cha
         return;
     }
     bool ok = feed(mn, topic, tl, doc, line, len, now);
-    json_object_put(doc);
     if (!ok) {
+        json_object_put(doc);
         mn->info.bad_events++;
         bm_log_limited(&m->log_lim, BM_LOG_DEBUG, "monitor: %s: %.*s event lacks fields",
                        mn->node->id, (int)(tl < 64 ? tl : 64), topic);
         return;
     }
+    bm_node_event_t e = {.topic = topic, .data = line, .len = len, .doc = doc};
     for (size_t i = 0; i < m->n_ev_l && !m->stopped; i++)
-        m->ev_l[i].fn(mn->idx, topic, line, len, m->ev_l[i].ud);
+        m->ev_l[i].fn(mn->idx, &e, m->ev_l[i].ud);
+    json_object_put(doc);
     arm_timer(m);
 }
 

@@ -50,12 +50,21 @@ typedef struct bm_monitor_opts {
 void bm_monitor_opts_default(bm_monitor_opts_t *o);
 
 /**
- * Every event of a node's main stream, after the tracker saw it: `topic` as the node
- * named it, `data` its data as one line of JSON (NUL-terminated, borrowed for the call).
- * Events whose data is not valid JSON are dropped before this (and counted).
+ * One event of a node's stream, parsed once: every listener reads the same object rather
+ * than parse the text again. All of it is borrowed for the call.
  */
-typedef void (*bm_monitor_event_fn)(size_t node, const char *topic, const char *data, size_t len,
-                                    void *ud);
+typedef struct bm_node_event {
+    const char *topic;       /* as the node named it (NUL-terminated) */
+    const char *data;        /* its data as one line of JSON (NUL-terminated) */
+    size_t len;              /* strlen(data) */
+    struct json_object *doc; /* data parsed: a JSON object */
+} bm_node_event_t;
+
+/**
+ * Every event of a node's main stream, after the tracker saw it. Events whose data is not
+ * a valid JSON object are dropped before this (and counted).
+ */
+typedef void (*bm_monitor_event_fn)(size_t node, const bm_node_event_t *e, void *ud);
 
 /**
  * A node's main stream came up (`up` true, after every (re)connect: replay state) or went

@@ -557,10 +557,10 @@ static void test_fanout_one_buffer(void **state)
     cli_t *b = subscribe(&f, "head,block");
     cli_t *c = subscribe(&f, "block&topics=finalized_checkpoint");
     cli_t *h = subscribe(&f, "head");
-    bm_events_node_event(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    bm_events_node_text(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
     /* the same block from two other nodes, keys in another order: a copy */
-    bm_events_node_event(1, "block", BLOCK_A_REORDERED, strlen(BLOCK_A_REORDERED), f.ev);
-    bm_events_node_event(2, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    bm_events_node_text(1, "block", BLOCK_A_REORDERED, strlen(BLOCK_A_REORDERED), f.ev);
+    bm_events_node_text(2, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
     wait_events(&f, a, "block", 1);
     wait_events(&f, b, "block", 1);
     wait_events(&f, c, "block", 1);
@@ -589,22 +589,22 @@ static void test_node_events_filtered(void **state)
     cli_t *c = subscribe(&f, "block,attestation,head,chain_reorg");
     /* an optimistic copy never goes out */
     const char *opt = "{\"slot\":\"11\",\"block\":\"0x01\",\"execution_optimistic\":true}";
-    bm_events_node_event(0, "block", opt, strlen(opt), f.ev);
+    bm_events_node_text(0, "block", opt, strlen(opt), f.ev);
     /* head and chain_reorg come only from the tracker, never from a node */
     const char *head = "{\"slot\":\"11\",\"block\":\"0x01\"}";
-    bm_events_node_event(0, "head", head, strlen(head), f.ev);
-    bm_events_node_event(0, "chain_reorg", head, strlen(head), f.ev);
+    bm_events_node_text(0, "head", head, strlen(head), f.ev);
+    bm_events_node_text(0, "chain_reorg", head, strlen(head), f.ev);
     /* invalid JSON and unknown topics are dropped */
-    bm_events_node_event(0, "block", "{\"slot\":", 8, f.ev);
-    bm_events_node_event(0, "nonsense", head, strlen(head), f.ev);
+    bm_events_node_text(0, "block", "{\"slot\":", 8, f.ev);
+    bm_events_node_text(0, "nonsense", head, strlen(head), f.ev);
     /* an exit nobody wants yet still enters the window */
     const char *ex1 =
         "{\"message\":{\"epoch\":\"1\",\"validator_index\":\"1\"},\"signature\":\"0x01\"}";
     const char *ex2 =
         "{\"message\":{\"epoch\":\"1\",\"validator_index\":\"2\"},\"signature\":\"0x01\"}";
-    bm_events_node_event(0, "voluntary_exit", ex1, strlen(ex1), f.ev);
+    bm_events_node_text(0, "voluntary_exit", ex1, strlen(ex1), f.ev);
     const char *att = "{\"aggregation_bits\":\"0x01\",\"signature\":\"0x02\"}";
-    bm_events_node_event(0, "attestation", att, strlen(att), f.ev);
+    bm_events_node_text(0, "attestation", att, strlen(att), f.ev);
     wait_events(&f, c, "attestation", 1);
     run_ready(&f);
     const bm_events_stats_t *st = bm_events_stats(f.ev);
@@ -616,8 +616,8 @@ static void test_node_events_filtered(void **state)
     assert_int_equal(count_events(c, "chain_reorg"), 0);
     /* a subscriber arriving later does not get a slow node's copy of that exit */
     cli_t *x = subscribe(&f, "voluntary_exit");
-    bm_events_node_event(2, "voluntary_exit", ex1, strlen(ex1), f.ev);
-    bm_events_node_event(2, "voluntary_exit", ex2, strlen(ex2), f.ev);
+    bm_events_node_text(2, "voluntary_exit", ex1, strlen(ex1), f.ev);
+    bm_events_node_text(2, "voluntary_exit", ex2, strlen(ex2), f.ev);
     wait_events(&f, x, "voluntary_exit", 1);
     run_ready(&f);
     assert_int_equal(count_events(x, "voluntary_exit"), 1);
@@ -672,7 +672,7 @@ static void test_dedup_window_bounded(void **state)
                      "{\"signature\":\"0x01\",\"message\":{\"validator_index\":"
                      "\"7\",\"epoch\":\"%d\"}}",
                      v);
-        bm_events_node_event((size_t)(i % 3), "voluntary_exit", data, strlen(data), f.ev);
+        bm_events_node_text((size_t)(i % 3), "voluntary_exit", data, strlen(data), f.ev);
         if (i % 200 == 0)
             run_ready(&f); /* let the client read */
     }
@@ -698,7 +698,7 @@ static void pump(uv_timer_t *t)
         for (size_t i = 0; i < f->pump_size; i++)
             bm_str_putc(&s, (char)('a' + (i + (size_t)f->pumped) % 26));
         bm_str_puts(&s, "\"}");
-        bm_events_node_event(0, "attestation", bm_str_data(&s), bm_str_len(&s), f->ev);
+        bm_events_node_text(0, "attestation", bm_str_data(&s), bm_str_len(&s), f->ev);
         bm_str_dispose(&s);
         f->pumped++;
     }
@@ -1138,14 +1138,14 @@ static void test_head_without_data_waits(void **state)
     /* an optimistic copy of the data does not do */
     bm_str_t s = BM_STR_INIT;
     head_v2_data(0, "empty", true, "fulu", &s);
-    bm_events_node_event(1, "head_v2", bm_str_data(&s), bm_str_len(&s), f.ev);
+    bm_events_node_text(1, "head_v2", bm_str_data(&s), bm_str_len(&s), f.ev);
     run_ready(&f);
     assert_int_equal(count_events(c, "head"), 0);
     bm_str_clear(&s);
     /* a trusted node's data for that root: out it goes, once */
     head_v2_data(0, "empty", false, "fulu", &s);
-    bm_events_node_event(1, "head_v2", bm_str_data(&s), bm_str_len(&s), f.ev);
-    bm_events_node_event(0, "head_v2", bm_str_data(&s), bm_str_len(&s), f.ev);
+    bm_events_node_text(1, "head_v2", bm_str_data(&s), bm_str_len(&s), f.ev);
+    bm_events_node_text(0, "head_v2", bm_str_data(&s), bm_str_len(&s), f.ev);
     wait_events(&f, c, "head_v2", 1);
     wait_events(&f, c, "head", 1);
     run_ready(&f);
@@ -1164,13 +1164,13 @@ static void test_untrusted_node_chain_events(void **state)
     cli_t *c = subscribe(&f, "block,attestation");
     /* node 1 is not allowed to vote (health said so): its chain events do not count */
     bm_head_set_node_vote(f.head, 1, false);
-    bm_events_node_event(1, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    bm_events_node_text(1, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
     const char *att = "{\"aggregation_bits\":\"0x01\",\"signature\":\"0x02\"}";
-    bm_events_node_event(1, "attestation", att, strlen(att), f.ev); /* gossip: fine */
+    bm_events_node_text(1, "attestation", att, strlen(att), f.ev); /* gossip: fine */
     wait_events(&f, c, "attestation", 1);
     run_ready(&f);
     assert_int_equal(count_events(c, "block"), 0);
-    bm_events_node_event(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    bm_events_node_text(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
     wait_events(&f, c, "block", 1);
     assert_int_equal(bm_events_stats(f.ev)->untrusted, 1);
     fx_done(&f);
@@ -1189,11 +1189,11 @@ static void test_coalesce_with_the_head(void **state)
     tracker_init(&f, BM_FORK_FULU, true);
     cli_t *a = subscribe(&f, "head,block");
     /* one subscriber: nothing is held */
-    bm_events_node_event(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    bm_events_node_text(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
     wait_events(&f, a, "block", 1);
     cli_t *b = subscribe(&f, "head,block");
     const char *blk = "{\"slot\":\"95\",\"block\":\"0x01\",\"execution_optimistic\":false}";
-    bm_events_node_event(0, "block", blk, strlen(blk), f.ev);
+    bm_events_node_text(0, "block", blk, strlen(blk), f.ev);
     run_ready(&f);
     assert_int_equal(count_events(b, "block"), 0); /* held */
     announce(&f, 0, 0, true, false, true, "fulu");
@@ -1205,7 +1205,7 @@ static void test_coalesce_with_the_head(void **state)
     assert_int_equal(count_events(a, "block"), 2);
     /* no head follows: released when the hold ends */
     const char *blk2 = "{\"slot\":\"96\",\"block\":\"0x02\",\"execution_optimistic\":false}";
-    bm_events_node_event(0, "block", blk2, strlen(blk2), f.ev);
+    bm_events_node_text(0, "block", blk2, strlen(blk2), f.ev);
     run_ready(&f);
     assert_int_equal(count_events(b, "block"), 1);
     wait_events(&f, b, "block", 2);

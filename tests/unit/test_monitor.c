@@ -264,25 +264,29 @@ static void cut(fx_t *f, int i)
 
 /* ---- listeners ------------------------------------------------------------------------------ */
 
-static void on_mon_event(size_t node, const char *topic, const char *data, size_t len, void *ud)
+static void on_mon_event(size_t node, const bm_node_event_t *e, void *ud)
 {
     fx_t *f = ud;
-    assert_int_equal(strlen(data), len);
-    assert_null(memchr(data, '\n', len));
+    const char *topic = e->topic;
+    assert_int_equal(strlen(e->data), e->len);
+    assert_null(memchr(e->data, '\n', e->len));
+    /* the object handed over is the line parsed: listeners need not parse it again */
+    json_object *text = NULL;
+    assert_int_equal(bm_json_parse(e->data, e->len, 0, &text, NULL), 0);
+    assert_non_null(e->doc);
+    assert_true(json_object_equal(text, e->doc));
+    json_object_put(text);
     if (f->nev >= MAX_LOG)
         return;
     snprintf(f->evlog[f->nev], sizeof f->evlog[0], "%zu:%s", node, topic);
     /* the tracker saw a head before the listener runs */
     if (strncmp(topic, "head", 4) == 0) {
-        json_object *doc = NULL;
-        assert_int_equal(bm_json_parse(data, len, 0, &doc, NULL), 0);
-        json_object *d = bm_json_get(doc, "/data") ? bm_json_get(doc, "/data") : doc;
+        json_object *d = bm_json_get(e->doc, "/data") ? bm_json_get(e->doc, "/data") : e->doc;
         uint8_t root[32];
         assert_int_equal(bm_json_get_root(d, "/block", root), 0);
         bm_head_node_view_t v;
         assert_int_equal(bm_head_node_view(f->head, node, &v), 0);
         f->tracker_saw_it[f->nev] = memcmp(v.root, root, 32) == 0;
-        json_object_put(doc);
     } else {
         f->tracker_saw_it[f->nev] = true;
     }
