@@ -26,6 +26,7 @@
 #include "app/config.h"
 #include "app/options.h"
 #include "app/report.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "cluster/discovery.h"
@@ -49,6 +50,7 @@
 
 typedef struct app {
     uv_loop_t loop;
+    bm_clock_t *clock; /* the duty layer's clock: the real one */
     bm_config_t *cfg;
     bm_options_t opts; /* every module's options, from cfg */
     bm_upstream_t *up;
@@ -206,10 +208,13 @@ static int build(app_t *a)
     a->up = bm_upstream_new(&a->loop, &o->upstream);
     if (!a->up)
         return BM_EIO;
+    a->clock = bm_clock_real_new(&a->loop);
+    if (!a->clock)
+        return BM_ENOMEM;
     if ((rc = build_pool(a)) != 0)
         return rc;
     a->health = bm_health_new(a->pool, &o->health);
-    a->disc = bm_discovery_new(&a->loop, a->up, a->pool, &o->discovery);
+    a->disc = bm_discovery_new(a->clock, a->up, a->pool, &o->discovery);
     a->admin = bm_admin_new(a->pool, a->disc);
     if (!a->health || !a->disc || !a->admin || (rc = build_readpath(a)) != 0)
         return rc ? rc : BM_ENOMEM;
@@ -218,7 +223,7 @@ static int build(app_t *a)
     a->head = bm_head_new(bm_pool_count(a->pool), NULL);
     if (!a->head || (rc = bm_health_set_head(a->health, a->head)) != 0)
         return a->head ? rc : BM_ENOMEM;
-    a->monitor = bm_monitor_new(&a->loop, a->up, a->pool, a->disc, a->head, a->health, &o->monitor);
+    a->monitor = bm_monitor_new(a->clock, a->up, a->pool, a->disc, a->head, a->health, &o->monitor);
     if (!a->monitor)
         return BM_ENOMEM;
     bm_admin_set_monitor(a->admin, a->monitor);
@@ -236,7 +241,7 @@ static int build(app_t *a)
         return BM_ENOMEM;
     bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
     /* the cluster event stream, fed by the tracker and every node's streams */
-    a->events = bm_events_new(&a->loop, &o->events);
+    a->events = bm_events_new(a->clock, &o->events);
     if (!a->events || bm_events_attach_head(a->events, a->head) != 0 ||
         bm_monitor_on_event(a->monitor, bm_events_node_event, a->events) != 0 ||
         bm_monitor_on_connection(a->monitor, bm_events_node_conn, a->events) != 0)
@@ -360,6 +365,8 @@ static void teardown(app_t *a)
     bm_aggregate_free(a->aggregate);
     bm_duties_free(a->duties);
     bm_pool_free(a->pool);
+    bm_clock_free(a->clock); /* after every module that made timers on it */
+    uv_run(&a->loop, UV_RUN_DEFAULT);
     if (uv_loop_close(&a->loop) != 0)
         bm_log(BM_LOG_WARN, "shutdown: handles still open on the loop");
 }

@@ -64,7 +64,7 @@ static void sub_unlink(bm_events_t *ev, sub_t *s)
         s->next->prev = s->prev;
     s->prev = s->next = NULL;
     bool extra_gone = false;
-    uint64_t now = uv_now(ev->loop);
+    uint64_t now = bm_clock_mono_now(ev->clock);
     for (int t = 0; t < BM_TOPIC_COUNT; t++)
         if (s->mask & BM_TOPIC_BIT(t)) {
             if (--ev->cnt[t] == 0) {
@@ -144,7 +144,7 @@ static void fan_out(bm_events_t *ev, bm_topic_t t, bm_buf_t *b)
 /* Fans out the held events, in their order. */
 static void release_held(bm_events_t *ev)
 {
-    uv_timer_stop(&ev->hold);
+    bm_timer_stop(ev->hold);
     for (uint32_t i = 0; i < ev->nheld; i++) {
         fan_out(ev, ev->held[i].t, ev->held[i].b);
         bm_buf_unref(ev->held[i].b);
@@ -152,9 +152,10 @@ static void release_held(bm_events_t *ev)
     ev->nheld = 0;
 }
 
-static void on_hold(uv_timer_t *t)
+static void on_hold(bm_timer_t *t, void *ud)
 {
-    release_held(t->data);
+    (void)t;
+    release_held(ud);
 }
 
 /*
@@ -181,8 +182,8 @@ void bm_ev_emit(bm_events_t *ev, bm_topic_t t, const char *data, size_t len)
          * follows (one write per subscriber instead of two) */
         ev->held[ev->nheld].t = t;
         ev->held[ev->nheld++].b = b;
-        if (!uv_is_active((uv_handle_t *)&ev->hold))
-            uv_timer_start(&ev->hold, on_hold, ev->o.coalesce_ms, 0);
+        if (!bm_timer_active(ev->hold))
+            bm_timer_start(ev->hold, ev->o.coalesce_ms);
         return;
     }
     release_held(ev);
@@ -190,9 +191,10 @@ void bm_ev_emit(bm_events_t *ev, bm_topic_t t, const char *data, size_t len)
     bm_buf_unref(b);
 }
 
-static void on_keepalive(uv_timer_t *t)
+static void on_keepalive(bm_timer_t *t, void *ud)
 {
-    bm_events_t *ev = t->data;
+    bm_events_t *ev = ud;
+    bm_timer_start(t, ev->o.keepalive_ms); /* every keepalive_ms, like a repeating timer */
     release_held(ev);
     for (sub_t *s = ev->subs, *nx; s; s = nx) {
         nx = s->next;
@@ -373,9 +375,16 @@ void bm_events_node_text(size_t node, const char *topic, const char *data, size_
 
 /* ---- wiring and lifetime ----------------------------------------------------------------- */
 
-bm_events_t *bm_events_new(uv_loop_t *loop, const bm_events_opts_t *opts)
+static void on_timer_closed(void *ud)
 {
-    if (!loop)
+    bm_events_t *ev = ud;
+    if (--ev->open_handles == 0)
+        free(ev);
+}
+
+bm_events_t *bm_events_new(bm_clock_t *clock, const bm_events_opts_t *opts)
+{
+    if (!clock)
         return NULL;
     bm_events_t *ev = calloc(1, sizeof *ev);
     if (!ev)
@@ -397,16 +406,28 @@ bm_events_t *bm_events_new(uv_loop_t *loop, const bm_events_opts_t *opts)
         ev->o.reprobe_ms = d.reprobe_ms;
     if (!ev->o.coalesce_min_subscribers)
         ev->o.coalesce_min_subscribers = UINT32_MAX; /* 0: never hold */
-    ev->loop = loop;
+    ev->clock = clock;
     ev->check_step = ev->o.subscriber_max_pending / 8;
     if (ev->check_step > 64 * 1024)
         ev->check_step = 64 * 1024;
     ev->lim_drop.window_ms = 10000;
     ev->lim_drop.burst = 10;
     ev->keepalive_buf = bm_buf_from_str(":\n\n");
-    if (!ev->keepalive_buf || bm_ev_dedup_init(&ev->dd, ev->o.dedup_window) != 0) {
+    ev->keepalive = bm_timer_new(clock, on_keepalive, ev);
+    ev->reconcile = bm_timer_new(clock, bm_ev_on_reconcile, ev);
+    ev->hold = bm_timer_new(clock, on_hold, ev);
+    if (!ev->keepalive_buf || !ev->keepalive || !ev->reconcile || !ev->hold ||
+        bm_ev_dedup_init(&ev->dd, ev->o.dedup_window) != 0) {
         bm_buf_unref(ev->keepalive_buf);
-        free(ev);
+        bm_ev_dedup_dispose(&ev->dd);
+        bm_timer_t *timers[] = {ev->keepalive, ev->reconcile, ev->hold};
+        for (size_t i = 0; i < 3; i++)
+            if (timers[i]) {
+                ev->open_handles++;
+                bm_timer_close(timers[i], on_timer_closed, ev);
+            }
+        if (!ev->open_handles)
+            free(ev);
         return NULL;
     }
     if (uv_random(NULL, NULL, ev->hkey, sizeof ev->hkey, 0, NULL) != 0) {
@@ -415,13 +436,8 @@ bm_events_t *bm_events_new(uv_loop_t *loop, const bm_events_opts_t *opts)
         memcpy(ev->hkey, &a, 8);
         memcpy(ev->hkey + 8, &b, 8);
     }
-    uv_timer_init(loop, &ev->keepalive);
-    uv_timer_init(loop, &ev->reconcile);
-    uv_timer_init(loop, &ev->hold);
-    ev->hold.data = ev;
-    ev->keepalive.data = ev->reconcile.data = ev;
     ev->open_handles = 3;
-    uv_timer_start(&ev->keepalive, on_keepalive, ev->o.keepalive_ms, ev->o.keepalive_ms);
+    bm_timer_start(ev->keepalive, ev->o.keepalive_ms);
     return ev;
 }
 
@@ -443,8 +459,8 @@ void bm_events_shutdown(bm_events_t *ev)
         return;
     ev->shutting_down = true;
     release_held(ev); /* subscribers still get what was held */
-    uv_timer_stop(&ev->keepalive);
-    uv_timer_stop(&ev->reconcile);
+    bm_timer_stop(ev->keepalive);
+    bm_timer_stop(ev->reconcile);
     bm_ev_stop_streams(ev);
     while (ev->subs) {
         sub_t *s = ev->subs;
@@ -453,13 +469,6 @@ void bm_events_shutdown(bm_events_t *ev)
         free(s);
         bm_resp_end(req);
     }
-}
-
-static void on_handle_closed(uv_handle_t *h)
-{
-    bm_events_t *ev = h->data;
-    if (--ev->open_handles == 0)
-        free(ev);
 }
 
 void bm_events_free(bm_events_t *ev)
@@ -475,7 +484,7 @@ void bm_events_free(bm_events_t *ev)
     bm_buf_unref(ev->keepalive_buf);
     free(ev->x);
     ev->x = NULL;
-    uv_close((uv_handle_t *)&ev->keepalive, on_handle_closed);
-    uv_close((uv_handle_t *)&ev->reconcile, on_handle_closed);
-    uv_close((uv_handle_t *)&ev->hold, on_handle_closed);
+    bm_timer_close(ev->keepalive, on_timer_closed, ev);
+    bm_timer_close(ev->reconcile, on_timer_closed, ev);
+    bm_timer_close(ev->hold, on_timer_closed, ev);
 }

@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/clock.h"
 #include "cluster/chain.h"
 #include "cluster/discovery.h"
 #include "cluster/head.h"
@@ -151,10 +152,11 @@ typedef struct bm_events bm_events_t;
 void bm_events_opts_default(bm_events_opts_t *o);
 
 /**
- * The cluster stream on `loop`. `opts` may be NULL (defaults). Nothing is attached yet:
+ * The cluster stream, its keepalive, coalescing and reconcile timers on `clock` (borrowed;
+ * it outlives the stream). `opts` may be NULL (defaults). Nothing is attached yet:
  * see the bm_events_attach_* functions. NULL on no memory.
  */
-bm_events_t *bm_events_new(uv_loop_t *loop, const bm_events_opts_t *opts);
+bm_events_t *bm_events_new(bm_clock_t *clock, const bm_events_opts_t *opts);
 
 /**
  * Listens to the head tracker (bm_head_listen; not owned; must outlive the events

@@ -142,7 +142,7 @@ static bm_nodestream_t *open_stream(xnode_t *x, bm_topic_mask_t mask, bool probe
     o.idle_timeout_ms = ev->o.extra_idle_ms;
     if (!probe && o.headers_timeout_ms < o.idle_timeout_ms)
         o.headers_timeout_ms = o.idle_timeout_ms;
-    bm_nodestream_t *s = bm_nodestream_new(ev->loop, ev->up, n->url, n->extra.n ? &n->extra : NULL,
+    bm_nodestream_t *s = bm_nodestream_new(ev->clock, ev->up, n->url, n->extra.n ? &n->extra : NULL,
                                            names, k, &o, cbs, ud);
     if (s && bm_nodestream_start(s) != 0) {
         bm_nodestream_free(s);
@@ -191,7 +191,7 @@ static void xs_on_up(bm_nodestream_t *s, void *ud)
 static void xs_refused(xnode_t *x, bm_nodestream_t *s, const char *why)
 {
     bm_events_t *ev = x->ev;
-    uint64_t now = uv_now(ev->loop);
+    uint64_t now = bm_clock_mono_now(ev->clock);
     if (x->last_reprobe_ms && now - x->last_reprobe_ms < ev->o.reprobe_ms)
         return; /* the stream retries after its longest backoff step */
     x->last_reprobe_ms = now;
@@ -270,12 +270,13 @@ static void reconcile_node(bm_events_t *ev, xnode_t *x, bm_topic_mask_t wanted)
     }
 }
 
-static void on_reconcile(uv_timer_t *t)
+void bm_ev_on_reconcile(bm_timer_t *t, void *ud)
 {
-    bm_events_t *ev = t->data;
+    bm_events_t *ev = ud;
+    (void)t;
     if (!ev->x || ev->shutting_down)
         return;
-    uint64_t now = uv_now(ev->loop), again = 0;
+    uint64_t now = bm_clock_mono_now(ev->clock), again = 0;
     bm_topic_mask_t wanted = 0;
     for (int k = 0; k < BM_TOPIC_COUNT; k++) {
         if (ev->cnt[k]) {
@@ -298,9 +299,9 @@ void bm_ev_schedule_reconcile(bm_events_t *ev, uint64_t ms)
 {
     if (!ev->x || ev->shutting_down || ev->freed)
         return;
-    if (uv_is_active((uv_handle_t *)&ev->reconcile) && uv_timer_get_due_in(&ev->reconcile) <= ms)
+    if (bm_timer_active(ev->reconcile) && bm_timer_due_in(ev->reconcile) <= ms)
         return;
-    uv_timer_start(&ev->reconcile, on_reconcile, ms, 0);
+    bm_timer_start(ev->reconcile, ms);
 }
 
 void bm_events_node_conn(size_t node, bool up, void *ud)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/clock.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "cluster/nodestream.h"
@@ -125,7 +126,7 @@ struct xnode {
 };
 
 struct bm_events {
-    uv_loop_t *loop;
+    bm_clock_t *clock;
     bm_events_opts_t o;
     bm_events_stats_t st;
     uint8_t hkey[16]; /* per-process key of the dedup hash */
@@ -141,9 +142,9 @@ struct bm_events {
         bm_buf_t *b;
     } held[HOLD_MAX]; /* see emit */
     uint32_t nheld;
-    uv_timer_t hold;
-    uv_timer_t keepalive;
-    uv_timer_t reconcile;
+    bm_timer_t *hold;
+    bm_timer_t *keepalive;
+    bm_timer_t *reconcile;
     int open_handles;
     bool shutting_down;
     bool freed;
@@ -195,5 +196,6 @@ void bm_ev_pend_try(bm_events_t *ev, bool v2, struct json_object *o, const char 
 /* events_extra.c */
 void bm_ev_schedule_reconcile(bm_events_t *ev, uint64_t ms);
 void bm_ev_stop_streams(bm_events_t *ev);
+void bm_ev_on_reconcile(bm_timer_t *t, void *ud);
 
 #endif /* BM_EVENTS_INT_H */

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/clock.h"
 #include "cluster/discovery.h"
 #include "cluster/head.h"
 #include "cluster/health.h"
@@ -104,10 +105,11 @@ typedef struct bm_monitor_node_info {
  * A monitor over every node of `pool` (n nodes: the tracker must have at least n). Feeds
  * `head` (not owned), reports syncing answers to `health` (not owned), takes the chain
  * from `disc` (registers itself as discovery's chain listener) and asks discovery to
- * refresh a node whose stream reconnected. All must outlive the monitor. Nothing is sent
+ * refresh a node whose stream reconnected. Time (the tracker's inputs, the slot timer, the
+ * streams' timeouts) is read and armed on `clk`. All must outlive the monitor. Nothing is sent
  * before bm_monitor_start. NULL on bad arguments or no memory.
  */
-bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
+bm_monitor_t *bm_monitor_new(bm_clock_t *clk, bm_upstream_t *up, bm_pool_t *pool,
                              bm_discovery_t *disc, bm_head_t *head, bm_health_t *health,
                              const bm_monitor_opts_t *opts);
 

@@ -29,6 +29,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -159,6 +160,7 @@ typedef struct cli cli_t;
 
 typedef struct fx {
     uv_loop_t loop;
+    bm_clock_t *clock; /* real: these tests drive subscribers over sockets */
     uv_timer_t tick;
     bm_server_t *srv;
     bm_router_t *router;
@@ -203,7 +205,9 @@ static void fx_init(fx_t *f, const bm_events_opts_t *eo)
     assert_int_equal(uv_loop_init(&f->loop), 0);
     uv_timer_init(&f->loop, &f->tick);
     f->tick.data = f;
-    f->ev = bm_events_new(&f->loop, eo);
+    f->clock = bm_clock_real_new(&f->loop);
+    assert_non_null(f->clock);
+    f->ev = bm_events_new(f->clock, eo);
     assert_non_null(f->ev);
     f->router = bm_router_new();
     assert_non_null(f->router);
@@ -267,6 +271,8 @@ static void fx_done(fx_t *f)
     bm_server_free(f->srv);
     bm_router_free(f->router);
     uv_close((uv_handle_t *)&f->tick, NULL);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    bm_clock_free(f->clock);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     for (int i = 0; i < f->ncli; i++) {
         assert_true(f->clis[i]->closed);

@@ -103,6 +103,7 @@ typedef struct fnode {
 
 struct fx {
     uv_loop_t loop;
+    bm_clock_t *clock; /* real: the fake nodes follow the real slot clock */
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_health_t *health;
@@ -314,6 +315,8 @@ static fx_t *fx_new(int n, uint64_t gloas_epoch)
     assert_non_null(f);
     bm_log_setup(BM_LOG_ERROR, BM_LOG_TEXT, NULL);
     assert_int_equal(uv_loop_init(&f->loop), 0);
+    f->clock = bm_clock_real_new(&f->loop);
+    assert_non_null(f->clock);
     /* genesis a whole second in the past so that the chain's blocks are all in the past */
     uint64_t now = bm_clock_now_ms();
     g_genesis_s = now / 1000 - 30;
@@ -342,7 +345,7 @@ static fx_t *fx_new(int n, uint64_t gloas_epoch)
     bm_discovery_opts_t dopt;
     bm_discovery_opts_default(&dopt);
     dopt.retry_interval_ms = 200;
-    f->disc = bm_discovery_new(&f->loop, f->up, f->pool, &dopt);
+    f->disc = bm_discovery_new(f->clock, f->up, f->pool, &dopt);
     assert_non_null(f->disc);
     bm_monitor_opts_t mo;
     bm_monitor_opts_default(&mo);
@@ -352,7 +355,7 @@ static fx_t *fx_new(int n, uint64_t gloas_epoch)
      * stream dropped that the test never touched. The idle rule is tested in
      * test_nodestream. */
     mo.idle_slots = g_idle_slots;
-    f->mon = bm_monitor_new(&f->loop, f->up, f->pool, f->disc, f->head, f->health, &mo);
+    f->mon = bm_monitor_new(f->clock, f->up, f->pool, f->disc, f->head, f->health, &mo);
     assert_non_null(f->mon);
     assert_ptr_equal(bm_monitor_head(f->mon), f->head);
     assert_int_equal(bm_monitor_on_event(f->mon, on_mon_event, f), 0);
@@ -394,6 +397,8 @@ static void fx_free(fx_t *f)
     uv_run(&f->loop, UV_RUN_DEFAULT);
     bm_monitor_free(f->mon);
     bm_discovery_free(f->disc);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    bm_clock_free(f->clock);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     bm_health_free(f->health);
@@ -780,12 +785,12 @@ static void test_stop_early_and_bad_args(void **state)
 {
     (void)state;
     fx_t *f = fx_new(1, UINT64_MAX);
-    assert_null(bm_monitor_new(&f->loop, f->up, f->pool, f->disc, NULL, f->health, NULL));
+    assert_null(bm_monitor_new(f->clock, f->up, f->pool, f->disc, NULL, f->health, NULL));
     bm_head_t *small = bm_head_new(1, NULL);
     bm_pool_t *two = bm_pool_new();
     assert_non_null(bm_pool_add(two, "a", "http://127.0.0.1:1", NULL));
     assert_non_null(bm_pool_add(two, "b", "http://127.0.0.1:2", NULL));
-    assert_null(bm_monitor_new(&f->loop, f->up, two, f->disc, small, f->health, NULL));
+    assert_null(bm_monitor_new(f->clock, f->up, two, f->disc, small, f->health, NULL));
     bm_pool_free(two);
     bm_head_free(small);
     start(f);

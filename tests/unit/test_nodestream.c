@@ -24,6 +24,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/hdrs.h"
 #include "base/log.h"
@@ -61,6 +62,7 @@ typedef struct ev {
 
 typedef struct fx {
     uv_loop_t loop;
+    bm_clock_t *clock; /* real: the fake node paces its pieces on the loop */
     bm_upstream_t *up;
     fake_nodes_t nodes;
     fake_node_t *node; /* the scripted node */
@@ -148,7 +150,7 @@ static bm_nodestream_t *open_stream(fx_t *f, const char *const *topics, size_t n
 {
     bm_nodestream_opts_t o;
     opts_fast(&o);
-    f->s = bm_nodestream_new(&f->loop, f->up, f->url, NULL, topics, n, &o, &cbs, f);
+    f->s = bm_nodestream_new(f->clock, f->up, f->url, NULL, topics, n, &o, &cbs, f);
     assert_non_null(f->s);
     assert_int_equal(bm_nodestream_start(f->s), 0);
     return f->s;
@@ -165,7 +167,8 @@ static int fx_setup(void **state)
     if (uv_loop_init(&f->loop) != 0)
         return -1;
     f->up = bm_upstream_new(&f->loop, NULL);
-    if (!f->up)
+    f->clock = bm_clock_real_new(&f->loop);
+    if (!f->up || !f->clock)
         return -1;
     fake_nodes_init(&f->nodes, &f->loop, NULL);
     f->node = fake_node_add1(&f->nodes, FAKE_HANG);
@@ -181,6 +184,8 @@ static int fx_teardown(void **state)
         bm_nodestream_free(f->s);
     bm_upstream_free(f->up);
     fake_nodes_close(&f->nodes);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    bm_clock_free(f->clock);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     free(f);
@@ -305,7 +310,7 @@ static void test_head_with_first_event(void **state)
     bm_nodestream_opts_t o;
     opts_fast(&o);
     o.headers_timeout_ms = 4 * T_HEADERS;
-    f->s = bm_nodestream_new(&f->loop, f->up, f->url, NULL, head_block, 2, &o, &cbs, f);
+    f->s = bm_nodestream_new(f->clock, f->up, f->url, NULL, head_block, 2, &o, &cbs, f);
     assert_non_null(f->s);
     uint64_t t0 = now_ms(&f->loop);
     assert_int_equal(bm_nodestream_start(f->s), 0);
@@ -357,7 +362,7 @@ static void test_long_wait_keeps_first_step(void **state)
     bm_nodestream_opts_t o;
     opts_fast(&o);
     o.stable_ms = T_HEADERS / 2;
-    f->s = bm_nodestream_new(&f->loop, f->up, f->url, NULL, head_block, 2, &o, &cbs, f);
+    f->s = bm_nodestream_new(f->clock, f->up, f->url, NULL, head_block, 2, &o, &cbs, f);
     assert_non_null(f->s);
     assert_int_equal(bm_nodestream_start(f->s), 0); /* the node hangs (the fixture's script) */
     RUN_UNTIL(&f->loop, f->downs >= 3, BOUND_MS);
@@ -598,12 +603,12 @@ static void test_bad_args(void **state)
     static const char *const empty[] = {""};
     static const char *const amp[] = {"head&x=1"};
     static const char *const ok[] = {"head"};
-    assert_null(bm_nodestream_new(&f->loop, f->up, f->url, NULL, comma, 1, NULL, &cbs, f));
-    assert_null(bm_nodestream_new(&f->loop, f->up, f->url, NULL, empty, 1, NULL, &cbs, f));
-    assert_null(bm_nodestream_new(&f->loop, f->up, f->url, NULL, amp, 1, NULL, &cbs, f));
-    assert_null(bm_nodestream_new(&f->loop, f->up, f->url, NULL, ok, 0, NULL, &cbs, f));
-    assert_null(bm_nodestream_new(&f->loop, f->up, "ftp://x", NULL, ok, 1, NULL, &cbs, f));
-    bm_nodestream_t *s = bm_nodestream_new(&f->loop, f->up, f->url, NULL, ok, 1, NULL, &cbs, f);
+    assert_null(bm_nodestream_new(f->clock, f->up, f->url, NULL, comma, 1, NULL, &cbs, f));
+    assert_null(bm_nodestream_new(f->clock, f->up, f->url, NULL, empty, 1, NULL, &cbs, f));
+    assert_null(bm_nodestream_new(f->clock, f->up, f->url, NULL, amp, 1, NULL, &cbs, f));
+    assert_null(bm_nodestream_new(f->clock, f->up, f->url, NULL, ok, 0, NULL, &cbs, f));
+    assert_null(bm_nodestream_new(f->clock, f->up, "ftp://x", NULL, ok, 1, NULL, &cbs, f));
+    bm_nodestream_t *s = bm_nodestream_new(f->clock, f->up, f->url, NULL, ok, 1, NULL, &cbs, f);
     assert_non_null(s);
     assert_int_equal(bm_nodestream_set_topics(s, comma, 1), BM_EINVAL);
     assert_string_equal(bm_nodestream_topic(s, 0), "head");
