@@ -585,10 +585,13 @@ static void test_reconnect_tells_everyone(void **state)
     RUN_UNTIL(&f->loop, f->ups[1] == 2 && f->nodes[1].head_at >= f->up_at[1], BOUND_MS);
     assert_int_equal(f->ups[1], 2);
     assert_true(f->nodes[1].head_at >= f->up_at[1]);
-    /* discovery re-reads it right away (its periodic rounds are an epoch, 16 s, apart) */
+    /* discovery re-reads it at the reconnect, not at its next periodic round (an epoch,
+     * 16 s, apart): the re-read comes after the reconnect and well within that period.
+     * How soon is not asserted in milliseconds: on a loaded machine one loopback request
+     * may take longer than any fixed figure. */
     RUN_UNTIL(&f->loop, f->nodes[1].genesis_at >= f->up_at[1], BOUND_MS);
     assert_true(f->nodes[1].genesis_at >= f->up_at[1]);
-    assert_true(f->nodes[1].genesis_at - f->up_at[1] < 500);
+    assert_true(f->nodes[1].genesis_at - f->up_at[1] < SPE * SLOT_MS / 2);
     /* its head at reconnect (GET /eth/v1/beacon/headers/head) makes it a live vote again */
     RUN_UNTIL(&f->loop, !node_view(f, 1).stale, BOUND_MS);
     v = node_view(f, 1);
