@@ -470,7 +470,7 @@ int bm_json_get_root(struct json_object *obj, const char *ptr, uint8_t out[32])
 
 /* ---- hex ------------------------------------------------------------------------------- */
 
-static int hexval(char c)
+int bm_hexval(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -487,7 +487,7 @@ static long hex_body(const char *s, size_t slen)
     if (!s || slen < 2 || s[0] != '0' || s[1] != 'x' || (slen - 2) % 2 != 0)
         return -1;
     for (size_t i = 2; i < slen; i++) {
-        if (hexval(s[i]) < 0)
+        if (bm_hexval(s[i]) < 0)
             return -1;
     }
     return (long)(slen - 2);
@@ -502,7 +502,7 @@ int bm_hex_decode(const char *s, size_t slen, uint8_t *out, size_t cap, size_t *
     if (n > cap)
         return BM_ETOOBIG;
     for (size_t i = 0; i < n; i++)
-        out[i] = (uint8_t)(hexval(s[2 + 2 * i]) << 4 | hexval(s[3 + 2 * i]));
+        out[i] = (uint8_t)(bm_hexval(s[2 + 2 * i]) << 4 | bm_hexval(s[3 + 2 * i]));
     *outlen = n;
     return 0;
 }
@@ -554,9 +554,9 @@ static int hex_bits(const char *hex, size_t *count, uint8_t *last)
         return BM_EINVAL;
     size_t c = 0;
     for (size_t i = 2; i < slen; i++)
-        c += (size_t)__builtin_popcount((unsigned)hexval(hex[i]));
+        c += (size_t)__builtin_popcount((unsigned)bm_hexval(hex[i]));
     *count = c;
-    *last = (uint8_t)(hexval(hex[slen - 2]) << 4 | hexval(hex[slen - 1]));
+    *last = (uint8_t)(bm_hexval(hex[slen - 2]) << 4 | bm_hexval(hex[slen - 1]));
     return 0;
 }
 

@@ -87,6 +87,9 @@ int bm_json_get_root(struct json_object *obj, const char *ptr, uint8_t out[32]);
  */
 int bm_json_parse_u64(const char *s, size_t len, uint64_t *out);
 
+/** The value of one hex digit (either case), or -1 when `c` is not one. */
+int bm_hexval(char c);
+
 /** Length of a formatted root: "0x" + 64 hex digits. */
 #define BM_ROOT_HEX_LEN 66
 

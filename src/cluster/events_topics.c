@@ -67,25 +67,14 @@ int bm_topic_parse(const char *s, size_t n, bm_topic_t *out)
 
 /* ---- the query string ------------------------------------------------------------------ */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes s[0..n) into out (room for n + 1); a malformed escape stays as is. */
 static size_t pct_decode(const char *s, size_t n, char *out)
 {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
         int h, l;
-        if (s[i] == '%' && i + 2 < n && (h = hexval(s[i + 1])) >= 0 &&
-            (l = hexval(s[i + 2])) >= 0) {
+        if (s[i] == '%' && i + 2 < n && (h = bm_hexval(s[i + 1])) >= 0 &&
+            (l = bm_hexval(s[i + 2])) >= 0) {
             out[o++] = (char)(h * 16 + l);
             i += 2;
         } else {
