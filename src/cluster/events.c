@@ -56,13 +56,7 @@ const bm_events_stats_t *bm_events_stats(const bm_events_t *ev)
 
 static void sub_unlink(bm_events_t *ev, sub_t *s)
 {
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        ev->subs = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    s->prev = s->next = NULL;
+    bm_link_unlink(&s->link);
     bool extra_gone = false;
     uint64_t now = bm_clock_mono_now(ev->clock);
     for (int t = 0; t < BM_TOPIC_COUNT; t++)
@@ -134,8 +128,9 @@ static void fan_out(bm_events_t *ev, bm_topic_t t, bm_buf_t *b)
 {
     bm_topic_mask_t bit = BM_TOPIC_BIT(t);
     ev->st.serialised++;
-    for (sub_t *s = ev->subs, *nx; s; s = nx) {
-        nx = s->next;
+    bm_link_t *l, *nx;
+    bm_list_for_each_safe (l, nx, &ev->subs) {
+        sub_t *s = bm_list_entry(l, sub_t, link);
         if (s->mask & bit)
             sub_write(ev, s, b, false);
     }
@@ -196,9 +191,9 @@ static void on_keepalive(bm_timer_t *t, void *ud)
     bm_events_t *ev = ud;
     bm_timer_start(t, ev->o.keepalive_ms); /* every keepalive_ms, like a repeating timer */
     release_held(ev);
-    for (sub_t *s = ev->subs, *nx; s; s = nx) {
-        nx = s->next;
-        sub_write(ev, s, ev->keepalive_buf, true);
+    bm_link_t *l, *nx;
+    bm_list_for_each_safe (l, nx, &ev->subs) {
+        sub_write(ev, bm_list_entry(l, sub_t, link), ev->keepalive_buf, true);
     }
 }
 
@@ -248,10 +243,7 @@ void bm_events_route(bm_req_t *req, const bm_route_params_t *params, void *ud)
     s->req = req;
     s->mask = mask;
     s->id = ++ev->next_id;
-    s->next = ev->subs;
-    if (ev->subs)
-        ev->subs->prev = s;
-    ev->subs = s;
+    bm_list_push_front(&ev->subs, &s->link);
     bool extra_new = false;
     for (int t = 0; t < BM_TOPIC_COUNT; t++)
         if (mask & BM_TOPIC_BIT(t))
@@ -407,6 +399,7 @@ bm_events_t *bm_events_new(bm_clock_t *clock, const bm_events_opts_t *opts)
     if (!ev->o.coalesce_min_subscribers)
         ev->o.coalesce_min_subscribers = UINT32_MAX; /* 0: never hold */
     ev->clock = clock;
+    bm_link_init(&ev->subs);
     ev->check_step = ev->o.subscriber_max_pending / 8;
     if (ev->check_step > 64 * 1024)
         ev->check_step = 64 * 1024;
@@ -462,8 +455,8 @@ void bm_events_shutdown(bm_events_t *ev)
     bm_timer_stop(ev->keepalive);
     bm_timer_stop(ev->reconcile);
     bm_ev_stop_streams(ev);
-    while (ev->subs) {
-        sub_t *s = ev->subs;
+    while (!bm_list_empty(&ev->subs)) {
+        sub_t *s = bm_list_first(&ev->subs, sub_t, link);
         bm_req_t *req = s->req;
         sub_unlink(ev, s);
         free(s);

@@ -16,6 +16,7 @@
 
 #include "base/clock.h"
 #include "base/json.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "cluster/nodestream.h"
 
@@ -62,7 +63,7 @@ typedef struct dedup {
 /* ---- the module ------------------------------------------------------------------------------ */
 
 typedef struct sub {
-    struct sub *prev, *next;
+    bm_link_t link; /* on the stream's subs */
     bm_events_t *ev;
     bm_req_t *req;
     bm_topic_mask_t mask;
@@ -131,7 +132,7 @@ struct bm_events {
     bm_events_stats_t st;
     uint8_t hkey[16]; /* per-process key of the dedup hash */
 
-    sub_t *subs; /* list head */
+    bm_link_t subs; /* the subscribers (sub_t) */
     uint64_t next_id;
     uint32_t cnt[BM_TOPIC_COUNT];         /* subscribers per topic */
     uint64_t unwanted_ms[BM_TOPIC_COUNT]; /* when cnt fell to 0 (linger) */

@@ -44,6 +44,7 @@
 #include "base/err.h"
 #include "base/fork.h"
 #include "base/json.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/url.h"
 #include "cluster/headpoll.h"
@@ -57,7 +58,7 @@ typedef enum { REQ_HEADER = 0, REQ_HEAD, REQ_SYNCING } req_kind_t;
 typedef struct mnode mnode_t;
 
 typedef struct mreq {
-    struct mreq *prev, *next;
+    bm_link_t link; /* on the monitor's reqs */
     mnode_t *mn;
     req_kind_t kind;
     uint8_t root[32];
@@ -112,7 +113,7 @@ struct bm_monitor {
     bool missing_logged;    /* ... and it was logged */
     bool listening;         /* registered as a tracker listener */
     uint64_t timer_at;      /* wall time the timer is armed for (0: not armed) */
-    mreq_t *reqs;           /* requests in flight */
+    bm_link_t reqs;         /* requests in flight (mreq_t) */
     bm_str_t scratch;       /* one-line copies of multi-line event data */
     struct {
         bm_monitor_event_fn fn;
@@ -140,16 +141,6 @@ void bm_monitor_opts_default(bm_monitor_opts_t *o)
 /* ---- requests ------------------------------------------------------------------------- */
 
 static void req_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud);
-
-static void req_unlink(bm_monitor_t *m, mreq_t *r)
-{
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        m->reqs = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-}
 
 /* Starts one buffered GET on the node. Returns the request or NULL (nothing started). */
 static mreq_t *req_start(mnode_t *mn, req_kind_t kind, const char *path, const uint8_t *root)
@@ -184,10 +175,7 @@ static mreq_t *req_start(mnode_t *mn, req_kind_t kind, const char *path, const u
         free(r);
         return NULL;
     }
-    r->next = m->reqs;
-    if (m->reqs)
-        m->reqs->prev = r;
-    m->reqs = r;
+    bm_list_push_front(&m->reqs, &r->link);
     return r;
 }
 
@@ -350,7 +338,7 @@ static void req_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     mnode_t *mn = r->mn;
     bm_monitor_t *m = mn->m;
     (void)x;
-    req_unlink(m, r);
+    bm_link_unlink(&r->link);
     bm_outcome_t oc = res->status == 0     ? BM_OUTCOME_NET_ERROR
                       : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
                                            : BM_OUTCOME_OK;
@@ -882,6 +870,7 @@ bm_monitor_t *bm_monitor_new(bm_clock_t *clk, bm_upstream_t *up, bm_pool_t *pool
     if (!m)
         return NULL;
     m->clk = clk;
+    bm_link_init(&m->reqs);
     m->up = up;
     m->pool = pool;
     m->disc = disc;
@@ -988,9 +977,9 @@ void bm_monitor_stop(bm_monitor_t *m)
         bm_nodestream_free(m->nodes[i].stream);
         m->nodes[i].stream = NULL;
     }
-    while (m->reqs) {
-        mreq_t *r = m->reqs;
-        req_unlink(m, r);
+    while (!bm_list_empty(&m->reqs)) {
+        mreq_t *r = bm_list_first(&m->reqs, mreq_t, link);
+        bm_link_unlink(&r->link);
         bm_upstream_cancel(r->x); /* unanswered header requests: the tracker goes too */
         free(r);
     }
