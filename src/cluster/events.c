@@ -403,8 +403,6 @@ bm_events_t *bm_events_new(bm_clock_t *clock, const bm_events_opts_t *opts)
     ev->check_step = ev->o.subscriber_max_pending / 8;
     if (ev->check_step > 64 * 1024)
         ev->check_step = 64 * 1024;
-    ev->lim_drop.window_ms = 10000;
-    ev->lim_drop.burst = 10;
     ev->keepalive_buf = bm_buf_from_str(":\n\n");
     ev->keepalive = bm_timer_new(clock, on_keepalive, ev);
     ev->reconcile = bm_timer_new(clock, bm_ev_on_reconcile, ev);

@@ -884,8 +884,6 @@ bm_monitor_t *bm_monitor_new(bm_clock_t *clk, bm_upstream_t *up, bm_pool_t *pool
     m->last_slot = UINT64_MAX;
     m->mid_slot = UINT64_MAX;
     m->missing_since = UINT64_MAX;
-    m->log_lim.window_ms = 10000;
-    m->log_lim.burst = 10;
     m->missing_lim.window_ms = 60000;
     m->missing_lim.burst = 1;
     bm_hdrs_init(&m->req_hdrs);

@@ -186,8 +186,6 @@ bm_readpath_t *bm_readpath_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *po
         bm_breaker_init(&rp->node[i].breaker, &rp->opts.breaker);
     }
     (void)now;
-    rp->limit.window_ms = 10000;
-    rp->limit.burst = 10;
     return rp;
 }
 
