@@ -352,8 +352,8 @@ static bool side_agreed(const bm_head_t *t, size_t vi, const bm_head_relation_t 
 
 static void update_relations(bm_head_t *t)
 {
-    bool pend[BM_HEAD_MAX_NODES];
-    bm_head_relation_t rels[BM_HEAD_MAX_NODES];
+    bool pend[BM_MAX_NODES];
+    bm_head_relation_t rels[BM_MAX_NODES];
     uint32_t on_chain = 0;
     for (size_t vi = 0; vi < t->n; vi++) {
         node_t *v = &t->nodes[vi];
@@ -651,7 +651,7 @@ static bool try_quorum(bm_head_t *t, cand_t *c, size_t nc)
         return true;
     }
 
-    cand_t q[BM_HEAD_MAX_NODES];
+    cand_t q[BM_MAX_NODES];
     size_t nq = 0;
     for (size_t i = 0; i < nc; i++) {
         bool pending;
@@ -673,7 +673,7 @@ static bool try_quorum(bm_head_t *t, cand_t *c, size_t nc)
 /* One move if a rule allows it. */
 static bool try_move(bm_head_t *t)
 {
-    cand_t c[BM_HEAD_MAX_NODES];
+    cand_t c[BM_MAX_NODES];
     size_t nc = 0;
     for (size_t v = 0; v < t->n; v++)
         if (voter(&t->nodes[v]))
@@ -704,7 +704,7 @@ static bool try_move(bm_head_t *t)
         return true;
 
     /* 3. Extension: descends from the head through known links, nothing abandoned. */
-    cand_t e[BM_HEAD_MAX_NODES];
+    cand_t e[BM_MAX_NODES];
     size_t ne = 0;
     for (size_t i = 0; i < nc; i++) {
         bool crossed = false;
@@ -794,7 +794,7 @@ void bm_head_opts_default(bm_head_opts_t *o)
 
 bm_head_t *bm_head_new(size_t n_nodes, const bm_head_opts_t *opts)
 {
-    if (n_nodes == 0 || n_nodes > BM_HEAD_MAX_NODES)
+    if (n_nodes == 0 || n_nodes > BM_MAX_NODES)
         return NULL;
     bm_head_t *t = calloc(1, sizeof *t);
     if (!t)
