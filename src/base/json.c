@@ -522,6 +522,19 @@ int bm_hex_to_root(const char *s, uint8_t out[32])
     return 0;
 }
 
+const char *bm_root_short(const uint8_t root[32], char out[BM_ROOT_SHORT_LEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    out[0] = '0';
+    out[1] = 'x';
+    for (int i = 0; i < 4; i++) {
+        out[2 + 2 * i] = hex[root[i] >> 4];
+        out[3 + 2 * i] = hex[root[i] & 15];
+    }
+    out[BM_ROOT_SHORT_LEN] = '\0';
+    return out;
+}
+
 void bm_root_to_hex(const uint8_t root[32], char out[BM_ROOT_HEX_LEN + 1])
 {
     static const char hex[] = "0123456789abcdef";

@@ -474,13 +474,13 @@ static void on_probe_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
 
 static const bm_xfer_cbs_t probe_cbs = {NULL, NULL, on_probe_done};
 
-static void start_probe(node_disc_t *nd)
+/* A GET of endpoint `e` on the node, answers of at most `max_bytes`; NULL when not started. */
+static bm_xfer_t *get(node_disc_t *nd, int e, size_t max_bytes, const bm_xfer_cbs_t *cbs)
 {
     bm_discovery_t *d = nd->d;
-    if (d->stopped || nd->pending > 0 || nd->probe)
-        return;
     bm_str_t url = BM_STR_INIT;
-    if (bm_url_join(&url, nd->node->url, ep_paths[EP_VERSION]) == 0) {
+    bm_xfer_t *x = NULL;
+    if (bm_url_join(&url, nd->node->url, ep_paths[e]) == 0) {
         bm_xfer_req_t req = {
             .method = "GET",
             .url = bm_str_data(&url),
@@ -488,11 +488,20 @@ static void start_probe(node_disc_t *nd)
             .extra = &nd->node->extra,
             .connect_timeout_ms = d->opts.connect_timeout_ms,
             .timeout_ms = d->opts.timeout_ms,
-            .max_response_bytes = 64 << 10,
+            .max_response_bytes = max_bytes,
         };
-        nd->probe = bm_upstream_start(d->up, &req, &probe_cbs, nd);
+        x = bm_upstream_start(d->up, &req, cbs, nd);
     }
     bm_str_dispose(&url);
+    return x;
+}
+
+static void start_probe(node_disc_t *nd)
+{
+    bm_discovery_t *d = nd->d;
+    if (d->stopped || nd->pending > 0 || nd->probe)
+        return;
+    nd->probe = get(nd, EP_VERSION, 64 << 10, &probe_cbs);
     if (!nd->probe)
         arm_retry(nd);
 }
@@ -509,25 +518,10 @@ static void start_round(node_disc_t *nd)
     }
     memset(nd->status, 0, sizeof nd->status);
     for (int e = 0; e < EP_COUNT; e++) {
-        bm_str_t url = BM_STR_INIT;
-        if (bm_url_join(&url, nd->node->url, ep_paths[e]) != 0) {
-            bm_str_dispose(&url);
-            continue;
-        }
-        bm_xfer_req_t req = {
-            .method = "GET",
-            .url = bm_str_data(&url),
-            .headers = &d->req_headers,
-            .extra = &nd->node->extra,
-            .connect_timeout_ms = d->opts.connect_timeout_ms,
-            .timeout_ms = d->opts.timeout_ms,
-            .max_response_bytes = 4 << 20,
-        };
         nd->pending++; /* before the start: on_done may run before it returns */
-        nd->x[e] = bm_upstream_start(d->up, &req, &disc_cbs, nd);
+        nd->x[e] = get(nd, e, 4 << 20, &disc_cbs);
         if (!nd->x[e])
             nd->pending--;
-        bm_str_dispose(&url);
     }
     if (nd->pending == 0)
         arm_retry(nd);

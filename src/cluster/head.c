@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "cluster/head_int.h"
 
@@ -589,7 +590,7 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
             }
     }
     t->stats.moves[c->move]++;
-    char a[16], b2[16];
+    char a[BM_ROOT_SHORT_LEN + 1], b2[BM_ROOT_SHORT_LEN + 1];
     if (c->move == BM_HEAD_MOVE_REORG || c->move == BM_HEAD_MOVE_JUMP) {
         char depth[24] = "unknown";
         if (c->depth_known)
@@ -597,11 +598,11 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
         bm_log(BM_LOG_INFO,
                "head: cluster head %s %s@%" PRIu64 " -> %s@%" PRIu64
                " (depth %s, announced by node %d)",
-               bm_head_move_name(c->move), short_root(c->old_root, a), c->old_slot,
-               short_root(root, b2), slot, depth, c->node);
+               bm_head_move_name(c->move), bm_root_short(c->old_root, a), c->old_slot,
+               bm_root_short(root, b2), slot, depth, c->node);
     } else if (bm_log_enabled(BM_LOG_DEBUG)) {
         bm_log(BM_LOG_DEBUG, "head: cluster head %s %s@%" PRIu64 " (node %d%s)",
-               bm_head_move_name(c->move), short_root(root, a), slot, c->node,
+               bm_head_move_name(c->move), bm_root_short(root, a), slot, c->node,
                by_quorum ? ", quorum" : "");
     }
     if (!t->has_head)
@@ -1032,10 +1033,10 @@ int bm_head_on_parent(bm_head_t *t, size_t node, const uint8_t root[32], uint64_
                (i >= 0 && t->blk[i].pstate == P_KNOWN && !eq(t->blk[i].parent, parent)) ||
                (pi >= 0 && t->blk[pi].slot_known && t->blk[pi].slot >= slot);
     if (bad) {
-        char a[16];
+        char a[BM_ROOT_SHORT_LEN + 1];
         t->stats.bad_answers++;
         bm_log(BM_LOG_DEBUG, "head: node %zu's header for %s contradicts what is known", node,
-               short_root(root, a));
+               bm_root_short(root, a));
         rc = BM_EPROTO;
     } else if (i < 0 || t->blk[i].pstate != P_KNOWN) {
         i = bm_hd_blk_get(t, root, slot, true, now_ms);

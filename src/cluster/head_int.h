@@ -145,19 +145,6 @@ static inline bool eq(const uint8_t a[32], const uint8_t b[32])
     return memcmp(a, b, 32) == 0;
 }
 
-static inline const char *short_root(const uint8_t r[32], char out[16])
-{
-    static const char hex[] = "0123456789abcdef";
-    out[0] = '0';
-    out[1] = 'x';
-    for (int i = 0; i < 4; i++) {
-        out[2 + 2 * i] = hex[r[i] >> 4];
-        out[3 + 2 * i] = hex[r[i] & 15];
-    }
-    out[10] = '\0';
-    return out;
-}
-
 /* Saturating: a node's absurd slot must not wrap around into the past. */
 static inline uint64_t slot_start(const bm_head_t *t, uint64_t slot)
 {
