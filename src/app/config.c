@@ -306,6 +306,13 @@ int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err)
     if (check_keys(&bm_cfg_root, cfg, "", err) != 0 || check_upstreams(cfg, err) != 0 ||
         check_holds(cfg, err) != 0 || check_read_path(cfg, err) != 0)
         return BM_EINVAL;
+    if (cfg->duties.checkpoint_quorum > cfg->n_upstreams) {
+        bm_cfg_err(err,
+                   "duties.checkpointQuorum (%" PRIu32 ") is larger than the number of upstreams "
+                   "(%zu): no attestation data could ever reach it",
+                   cfg->duties.checkpoint_quorum, cfg->n_upstreams);
+        return BM_EINVAL;
+    }
     if (cfg->health.head_quorum > cfg->n_upstreams) {
         bm_cfg_err(err,
                    "health.headQuorum (%" PRIu32 ") is larger than the number of upstreams (%zu): "
