@@ -50,7 +50,7 @@
 
 typedef struct app {
     uv_loop_t loop;
-    bm_clock_t *clock; /* the duty layer's clock: the real one */
+    bm_clock_t *clock; /* every module's clock: the real one */
     bm_config_t *cfg;
     bm_options_t opts; /* every module's options, from cfg */
     bm_upstream_t *up;
