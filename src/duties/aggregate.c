@@ -26,7 +26,6 @@
 #include "duties/serve.h"
 #include "http/server.h"
 
-#define MAX_CANDIDATES 64
 #define KEY_MAX 1024
 
 struct bm_aggregate {
@@ -196,7 +195,7 @@ static size_t pick_candidates(const bm_aggregate_t *m, bm_node_t **out)
 {
     size_t n = 0;
     for (int pass = 0; pass < 2 && n == 0; pass++) {
-        for (size_t i = 0; i < bm_pool_count(m->pool) && n < MAX_CANDIDATES; i++) {
+        for (size_t i = 0; i < bm_pool_count(m->pool) && n < BM_MAX_NODES; i++) {
             bm_node_t *node = bm_pool_node(m->pool, i);
             if (!bm_node_usable(node))
                 continue;
@@ -220,7 +219,7 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *a, void *ctx)
     bm_aggregate_t *m = ar->m;
     size_t set = 0, total = 0;
     bool ok = false;
-    if (a->status >= 200 && a->status <= 299 && a->body) {
+    if (bm_race_2xx(a->status) && a->body) {
         const char *fork = bm_hdrs_get(a->headers, "eth-consensus-version");
         ok = bm_aggregate_count_bits(ar->kind, bm_hdrs_get(a->headers, "content-type"),
                                      fork && *fork ? fork : ar->fork, a->body->data, a->body->len,
@@ -261,7 +260,7 @@ static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
     uint64_t deadline =
         bm_hint_deadline_at(now, due, m->o.hold_floor_ms[kind], m->o.max_hold_ms[kind]);
     uint64_t end = bm_hint_end_at(now, due, m->o.max_hold_ms[kind]);
-    bm_node_t *cand[MAX_CANDIDATES];
+    bm_node_t *cand[BM_MAX_NODES];
     bm_serve_t s = {
         .policy =
             {

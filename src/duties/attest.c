@@ -23,7 +23,6 @@
 #include "base/ssz.h"
 #include "duties/serve.h"
 
-#define MAX_CANDIDATES 64
 #define KEY_MAX 512
 #define RACE_PAIRS 8 /* distinct checkpoint pairs a race counts (strict mode) */
 
@@ -256,11 +255,6 @@ int bm_attest_data_key(char *out, size_t cap, uint64_t slot, const char *committ
 
 /* ---- predicates of the races ---------------------------------------------------------- */
 
-static bool is_2xx(int status)
-{
-    return status >= 200 && status < 300;
-}
-
 /* An answer on the cluster head while a node's newer head is being resolved: not yet (the
  * race re-asks in a moment, by when the cluster head has moved or proved it should not). */
 static bool stale_while_moving(const bm_hint_t *h, const bm_expected_t *e, uint64_t slot,
@@ -315,8 +309,8 @@ static void data_observe(bm_race_t *r, const bm_race_answer_t *an, void *ud)
     (void)r;
     rctx_t *c = ud;
     bm_attest_data_t d;
-    if (!an->err && is_2xx(an->status) && bm_attest_parse_data(an->headers, an->body, &d) == 0 &&
-        d.slot == c->slot)
+    if (!an->err && bm_race_2xx(an->status) &&
+        bm_attest_parse_data(an->headers, an->body, &d) == 0 && d.slot == c->slot)
         book_note(c, an, &d.checkpoints);
 }
 
@@ -431,7 +425,7 @@ static double payload_score(const bm_race_answer_t *an, void *ud)
 
 static bool judged_accepted(rctx_t *c, const bm_race_answer_t *an)
 {
-    if (an->err || !is_2xx(an->status))
+    if (an->err || !bm_race_2xx(an->status))
         return false;
     switch (c->ep) {
     case EP_DATA:
@@ -451,7 +445,7 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     rctx_t *c = ctx;
     bm_attest_t *a = c->a;
     bm_attest_data_t d;
-    if (c->ep == EP_DATA && !an->err && is_2xx(an->status) &&
+    if (c->ep == EP_DATA && !an->err && bm_race_2xx(an->status) &&
         bm_attest_parse_data(an->headers, an->body, &d) == 0 &&
         !bm_checkpoints_agreed(a->book, &d.checkpoints))
         bm_checkpoints_served(a->book, &d.checkpoints);
@@ -466,13 +460,13 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
 static void serve(bm_attest_t *a, bm_req_t *req, const char *key, rctx_t *c,
                   const bm_race_policy_t *pol)
 {
-    bm_node_t *nodes[MAX_CANDIDATES];
+    bm_node_t *nodes[BM_MAX_NODES];
     c->a = a;
     bm_serve_t s = {
         .policy = *pol,
         .key = key,
         .nodes = nodes,
-        .n = bm_hint_candidates(a->pool, nodes, MAX_CANDIDATES),
+        .n = bm_hint_candidates(a->pool, nodes, BM_MAX_NODES),
         .ctx = c,
         .ctx_size = sizeof *c,
         .on_answer = on_answer,

@@ -30,8 +30,6 @@
 #include "base/ssz.h"
 #include "duties/serve.h"
 
-#define MAX_CANDIDATES 64
-
 typedef struct value_rank {
     bm_produce_block_t blk; /* only the fields the order reads */
     double score;
@@ -428,7 +426,7 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     pctx_t *c = ctx;
     bm_produce_t *p = c->p;
     bm_produce_block_t b;
-    bool ok2xx = !an->err && an->status >= 200 && an->status < 300;
+    bool ok2xx = !an->err && bm_race_2xx(an->status);
     if (ok2xx && an->node) {
         bool readable = parsed(c, an, &b) == 0;
         remember(p, c->slot, an->node->index, readable ? &b : NULL);
@@ -467,7 +465,7 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bm_produce_for
     const bm_chain_info_t *chain = bm_hint_chain(p->hint);
     uint64_t deadline =
         (chain ? bm_slot_start_ms(&chain->clock, slot) : now) + p->opts.proposal_deadline_ms;
-    bm_node_t *nodes[MAX_CANDIDATES];
+    bm_node_t *nodes[BM_MAX_NODES];
     bm_serve_t s = {
         .policy =
             {
@@ -482,7 +480,7 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bm_produce_for
                 .connect_timeout_ms = p->opts.connect_timeout_ms,
             },
         .nodes = nodes,
-        .n = bm_hint_candidates(p->pool, nodes, MAX_CANDIDATES),
+        .n = bm_hint_candidates(p->pool, nodes, BM_MAX_NODES),
         .ctx = &c,
         .ctx_size = sizeof c,
         .ctx_dispose = ctx_dispose,
