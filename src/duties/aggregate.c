@@ -190,28 +190,6 @@ static uint64_t due_of(const bm_aggregate_t *m, bm_aggregate_kind_t kind, bool h
         m->chain, slot, kind == BM_AGGREGATE_ATTESTATION ? BM_DUE_AGGREGATE : BM_DUE_CONTRIBUTION);
 }
 
-/* Every usable node, best rank first; nodes known unreachable only when nothing else is. */
-static size_t pick_candidates(const bm_aggregate_t *m, bm_node_t **out)
-{
-    size_t n = 0;
-    for (int pass = 0; pass < 2 && n == 0; pass++) {
-        for (size_t i = 0; i < bm_pool_count(m->pool) && n < BM_MAX_NODES; i++) {
-            bm_node_t *node = bm_pool_node(m->pool, i);
-            if (!bm_node_usable(node))
-                continue;
-            if (pass == 0 && node->state == BM_NODE_UNREACHABLE)
-                continue;
-            size_t k = n++;
-            while (k > 0 && bm_node_rank(out[k - 1]) > bm_node_rank(node)) {
-                out[k] = out[k - 1];
-                k--;
-            }
-            out[k] = node;
-        }
-    }
-    return n;
-}
-
 /* Counts the answer served. */
 static void on_answer(bm_req_t *req, const bm_race_answer_t *a, void *ctx)
 {
@@ -277,7 +255,7 @@ static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
             },
         .key = kl > 0 && (size_t)kl < sizeof key ? key : NULL,
         .nodes = cand,
-        .n = pick_candidates(m, cand),
+        .n = bm_pool_candidates(m->pool, BM_POOL_PREFER_ANSWERING, true, cand, BM_MAX_NODES),
         .ctx = &ar,
         .ctx_size = sizeof ar,
         .on_answer = on_answer,

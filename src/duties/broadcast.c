@@ -32,7 +32,6 @@
 #include "base/ssz.h"
 #include "duties/indexed.h"
 
-#define MAX_CAND 64
 #define MAX_WRITE_ANSWER (1u << 20) /* write answers are empty or an error object */
 
 #define NO_REPLAY (-1)
@@ -164,7 +163,7 @@ struct wctx {
     bm_race_waiter_t *w[2];
     bool answered[2];
     bool two_phase, phase2_started;
-    bm_node_t *rest[MAX_CAND]; /* phase 1's candidates */
+    bm_node_t *rest[BM_MAX_NODES]; /* phase 1's candidates */
     size_t n_rest;
     uint64_t headstart_at; /* monotonic ms at which phase 1 starts anyway; 0: none */
     bool skipped_refusers; /* gossip object: SSZ not sent to nodes known to refuse it */
@@ -409,37 +408,6 @@ static void on_client_abort(bm_req_t *req, void *ud)
 }
 
 /* ---- candidates ----------------------------------------------------------------------------- */
-
-static void insert_ranked(bm_node_t **out, size_t *n, bm_node_t *node)
-{
-    size_t k = (*n)++;
-    while (k > 0 && bm_node_rank(out[k - 1]) > bm_node_rank(node)) {
-        out[k] = out[k - 1];
-        k--;
-    }
-    out[k] = node;
-}
-
-/* Every usable node that is not unreachable, best rank first; when every usable node is
- * unreachable, all of them (one may be back before the pool noticed). */
-static size_t pick(const bm_broadcast_t *b, bm_node_t **out)
-{
-    size_t n = 0;
-    size_t total = bm_pool_count(b->pool);
-    for (size_t i = 0; i < total && n < MAX_CAND; i++) {
-        bm_node_t *node = bm_pool_node(b->pool, i);
-        if (bm_node_usable(node) && node->state != BM_NODE_UNREACHABLE)
-            insert_ranked(out, &n, node);
-    }
-    if (n)
-        return n;
-    for (size_t i = 0; i < total && n < MAX_CAND; i++) {
-        bm_node_t *node = bm_pool_node(b->pool, i);
-        if (bm_node_usable(node))
-            insert_ranked(out, &n, node);
-    }
-    return n;
-}
 
 /* Moves `first` (when it is among the candidates) to the front. */
 static bool put_first(bm_node_t **cand, size_t n, const bm_node_t *first)
@@ -819,13 +787,13 @@ static bool plan_producer_first(wctx_t *c, bm_node_t **send, size_t n_send)
 static void serve_write(wctx_t *c)
 {
     bm_broadcast_t *b = c->b;
-    bm_node_t *cand[MAX_CAND];
-    size_t n = pick(b, cand);
+    bm_node_t *cand[BM_MAX_NODES];
+    size_t n = bm_pool_candidates(b->pool, BM_POOL_PREFER_ANSWERING, true, cand, BM_MAX_NODES);
     if (n == 0) {
         respond_error(c, 503, "no usable upstream");
         return;
     }
-    bm_node_t *send[MAX_CAND];
+    bm_node_t *send[BM_MAX_NODES];
     size_t n_send = 0;
     uint32_t grace = 0;
     if (c->ssz) {
@@ -908,8 +876,8 @@ static void on_read_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void 
 static void serve_read(wctx_t *c, const bm_route_params_t *params)
 {
     bm_broadcast_t *b = c->b;
-    bm_node_t *cand[MAX_CAND];
-    size_t n = pick(b, cand);
+    bm_node_t *cand[BM_MAX_NODES];
+    size_t n = bm_pool_candidates(b->pool, BM_POOL_PREFER_ANSWERING, true, cand, BM_MAX_NODES);
     if (n == 0) {
         respond_error(c, 503, "no usable upstream");
         return;

@@ -180,46 +180,6 @@ uint64_t bm_duties_ready_since(const bm_duties_t *d, const bm_node_t *node)
     return d->ready_since[node->index];
 }
 
-/* ---- candidates ---------------------------------------------------------------------------- */
-
-/* Ready nodes; every usable node (best rank first) only when none is ready. */
-static size_t duty_candidates(const bm_duties_t *d, bm_node_t **out)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < bm_pool_count(d->pool) && n < BM_MAX_NODES; i++) {
-        bm_node_t *node = bm_pool_node(d->pool, i);
-        if (node->state == BM_NODE_READY)
-            out[n++] = node;
-    }
-    if (n)
-        return n;
-    for (size_t i = 0; i < bm_pool_count(d->pool) && n < BM_MAX_NODES; i++) {
-        bm_node_t *node = bm_pool_node(d->pool, i);
-        if (!bm_node_usable(node))
-            continue;
-        size_t k = n++;
-        while (k > 0 && bm_node_rank(out[k - 1]) > bm_node_rank(node)) {
-            out[k] = out[k - 1];
-            k--;
-        }
-        out[k] = node;
-    }
-    return n;
-}
-
-/* Every reachable usable node; every usable node when none is reachable. */
-static size_t live_candidates(const bm_duties_t *d, bm_node_t **out)
-{
-    size_t n = 0;
-    for (int pass = 0; pass < 2 && n == 0; pass++)
-        for (size_t i = 0; i < bm_pool_count(d->pool) && n < BM_MAX_NODES; i++) {
-            bm_node_t *node = bm_pool_node(d->pool, i);
-            if (bm_node_usable(node) && (pass == 1 || node->reachable))
-                out[n++] = node;
-        }
-    return n;
-}
-
 /* ---- judging duty answers ------------------------------------------------------------------- */
 
 /* Parses a duties answer into `s`. */
@@ -497,7 +457,7 @@ static void handle_duty(bm_duties_t *d, bm_req_t *req, const bm_route_params_t *
         return;
     duty_t q = {.d = d, .kind = kind, .epoch = epoch};
     bm_node_t *cand[BM_MAX_NODES];
-    q.n = duty_candidates(d, cand);
+    q.n = bm_pool_candidates(d->pool, BM_POOL_PREFER_READY, true, cand, BM_MAX_NODES);
     for (size_t i = 0; i < q.n; i++)
         q.seen[i].node = cand[i];
     uint64_t now = bm_clock_wall_now(d->clock);
@@ -806,7 +766,7 @@ static void route_liveness(bm_req_t *req, const bm_route_params_t *params, void 
                 .connect_timeout_ms = d->o.connect_timeout_ms,
             },
         .nodes = cand,
-        .n = live_candidates(d, cand),
+        .n = bm_pool_candidates(d->pool, BM_POOL_PREFER_REACHABLE, false, cand, BM_MAX_NODES),
         .forward_body = true,
         .ctx = &q,
         .ctx_size = sizeof q,

@@ -218,23 +218,7 @@ bool bm_hint_slot_at(const bm_hint_t *h, uint64_t now_ms, uint64_t *slot)
 
 size_t bm_hint_candidates(const bm_pool_t *pool, bm_node_t **out, size_t cap)
 {
-    size_t n = 0, total = bm_pool_count(pool);
-    for (size_t i = 0; i < total && n < cap; i++) {
-        bm_node_t *node = bm_pool_node(pool, i);
-        if (node->state == BM_NODE_READY)
-            out[n++] = node;
-    }
-    if (n > 0)
-        return n;
-    /* nobody is ready: every node that can answer, best state first (stable by index) */
-    for (int rank = 0; rank < 16 && n < cap; rank++) {
-        for (size_t i = 0; i < total && n < cap; i++) {
-            bm_node_t *node = bm_pool_node(pool, i);
-            if (bm_node_usable(node) && bm_node_rank(node) == rank)
-                out[n++] = node;
-        }
-    }
-    return n;
+    return bm_pool_candidates(pool, BM_POOL_PREFER_READY, true, out, cap);
 }
 
 int bm_hint_query_param(const char *query, size_t len, const char *name, char *out, size_t cap)
