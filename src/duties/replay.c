@@ -70,7 +70,7 @@ void bm_replay_opts_default(bm_replay_opts_t *o)
 
 /* ---- time -------------------------------------------------------------------------------- */
 
-now_t now_at(const bm_replay_t *rp, uint64_t ms)
+now_t bm_rp_now_at(const bm_replay_t *rp, uint64_t ms)
 {
     now_t n = {.ms = ms};
     if (rp->chain && rp->chain->known && bm_slot_clock_valid(&rp->chain->clock)) {
@@ -86,7 +86,7 @@ static uint64_t epoch_at_ms(const bm_replay_t *rp, uint64_t ms)
     return bm_epoch_of_slot(&rp->chain->clock, bm_slot_at(&rp->chain->clock, ms));
 }
 
-bool expired(const bm_replay_t *rp, int kind, const void *e, const now_t *now)
+bool bm_rp_expired(const bm_replay_t *rp, int kind, const void *e, const now_t *now)
 {
     if (!now->known)
         return false;
@@ -133,7 +133,7 @@ static void note_dropped(bm_replay_t *rp, int kind)
 static bool put_prep(bm_replay_t *rp, uint64_t vi, const uint8_t fee[20], uint64_t now_ms)
 {
     bool created;
-    prep_e *e = table_upsert(&rp->tab[BM_REPLAY_PREPARATION], &vi, &created);
+    prep_e *e = bm_rp_table_upsert(&rp->tab[BM_REPLAY_PREPARATION], &vi, &created);
     if (!e) {
         note_dropped(rp, BM_REPLAY_PREPARATION);
         return false;
@@ -146,12 +146,12 @@ static bool put_prep(bm_replay_t *rp, uint64_t vi, const uint8_t fee[20], uint64
 static bool put_reg(bm_replay_t *rp, const reg_e *in, uint64_t now_ms)
 {
     table_t *t = &rp->tab[BM_REPLAY_REGISTRATION];
-    reg_e *e = table_find(t, in->pubkey);
+    reg_e *e = bm_rp_table_find(t, in->pubkey);
     if (e && in->ts < e->ts)
         return false; /* builders ignore a registration older than the one they have */
     bool created = false;
     if (!e)
-        e = table_upsert(t, in->pubkey, &created);
+        e = bm_rp_table_upsert(t, in->pubkey, &created);
     if (!e) {
         note_dropped(rp, BM_REPLAY_REGISTRATION);
         return false;
@@ -170,7 +170,7 @@ static bool put_pref(bm_replay_t *rp, const pref_e *in, const char *fork, const 
         return false; /* the proposal is over */
     uint64_t key[2] = {in->vi, in->slot};
     bool created;
-    pref_e *e = table_upsert(&rp->tab[BM_REPLAY_PREFERENCES], key, &created);
+    pref_e *e = bm_rp_table_upsert(&rp->tab[BM_REPLAY_PREFERENCES], key, &created);
     if (!e) {
         note_dropped(rp, BM_REPLAY_PREFERENCES);
         return false;
@@ -191,43 +191,46 @@ static int put_item(bm_replay_t *rp, bm_replay_kind_t kind, const item_t *it, co
     case BM_REPLAY_PREPARATION: {
         uint64_t vi;
         uint8_t fee[20];
-        if (!it_u64(it, F_VALIDATOR_INDEX, &vi) || !it_hex(it, F_FEE_RECIPIENT, fee, 20))
+        if (!bm_rp_it_u64(it, F_VALIDATOR_INDEX, &vi) ||
+            !bm_rp_it_hex(it, F_FEE_RECIPIENT, fee, 20))
             return 0;
         return put_prep(rp, vi, fee, now->ms);
     }
     case BM_REPLAY_REGISTRATION: {
         reg_e r;
         memset(&r, 0, sizeof r);
-        if (!it_hex(it, MSG_BIT | M_FEE_RECIPIENT, r.fee, 20) ||
-            !it_u64(it, MSG_BIT | M_GAS_LIMIT, &r.gas) ||
-            !it_u64(it, MSG_BIT | M_TIMESTAMP, &r.ts) ||
-            !it_hex(it, MSG_BIT | M_PUBKEY, r.pubkey, 48) || !it_hex(it, F_SIGNATURE, r.sig, 96))
+        if (!bm_rp_it_hex(it, MSG_BIT | M_FEE_RECIPIENT, r.fee, 20) ||
+            !bm_rp_it_u64(it, MSG_BIT | M_GAS_LIMIT, &r.gas) ||
+            !bm_rp_it_u64(it, MSG_BIT | M_TIMESTAMP, &r.ts) ||
+            !bm_rp_it_hex(it, MSG_BIT | M_PUBKEY, r.pubkey, 48) ||
+            !bm_rp_it_hex(it, F_SIGNATURE, r.sig, 96))
             return 0;
         return put_reg(rp, &r, now->ms);
     }
     case BM_REPLAY_PREFERENCES: {
         pref_e p;
         memset(&p, 0, sizeof p);
-        if (!it_hex(it, MSG_BIT | M_DEPENDENT_ROOT, p.dep, 32) ||
-            !it_u64(it, MSG_BIT | M_PROPOSAL_SLOT, &p.slot) ||
-            !it_u64(it, MSG_BIT | M_VALIDATOR_INDEX, &p.vi) ||
-            !it_hex(it, MSG_BIT | M_FEE_RECIPIENT, p.fee, 20) ||
-            !it_u64(it, MSG_BIT | M_TARGET_GAS_LIMIT, &p.gas) ||
-            !it_hex(it, F_SIGNATURE, p.sig, 96))
+        if (!bm_rp_it_hex(it, MSG_BIT | M_DEPENDENT_ROOT, p.dep, 32) ||
+            !bm_rp_it_u64(it, MSG_BIT | M_PROPOSAL_SLOT, &p.slot) ||
+            !bm_rp_it_u64(it, MSG_BIT | M_VALIDATOR_INDEX, &p.vi) ||
+            !bm_rp_it_hex(it, MSG_BIT | M_FEE_RECIPIENT, p.fee, 20) ||
+            !bm_rp_it_u64(it, MSG_BIT | M_TARGET_GAS_LIMIT, &p.gas) ||
+            !bm_rp_it_hex(it, F_SIGNATURE, p.sig, 96))
             return 0;
         return put_pref(rp, &p, fork, now);
     }
     case BM_REPLAY_COMMITTEE_SUBS: {
         uint64_t key[3], cas;
         bool agg;
-        if (!it_u64(it, F_VALIDATOR_INDEX, &key[0]) || !it_u64(it, F_SLOT, &key[1]) ||
-            !it_u64(it, F_COMMITTEE_INDEX, &key[2]) || !it_u64(it, F_COMMITTEES_AT_SLOT, &cas) ||
-            !it_bool(it, F_IS_AGGREGATOR, &agg))
+        if (!bm_rp_it_u64(it, F_VALIDATOR_INDEX, &key[0]) || !bm_rp_it_u64(it, F_SLOT, &key[1]) ||
+            !bm_rp_it_u64(it, F_COMMITTEE_INDEX, &key[2]) ||
+            !bm_rp_it_u64(it, F_COMMITTEES_AT_SLOT, &cas) ||
+            !bm_rp_it_bool(it, F_IS_AGGREGATOR, &agg))
             return 0;
         if (now->known && key[1] < now->slot)
             return 0; /* the duty is over */
         bool created;
-        csub_e *e = table_upsert(&rp->tab[BM_REPLAY_COMMITTEE_SUBS], key, &created);
+        csub_e *e = bm_rp_table_upsert(&rp->tab[BM_REPLAY_COMMITTEE_SUBS], key, &created);
         if (!e) {
             note_dropped(rp, BM_REPLAY_COMMITTEE_SUBS);
             return 0;
@@ -239,17 +242,17 @@ static int put_item(bm_replay_t *rp, bm_replay_kind_t kind, const item_t *it, co
     }
     case BM_REPLAY_SYNC_SUBS: {
         uint64_t vi, until;
-        if (!it_u64(it, F_VALIDATOR_INDEX, &vi) || !it_u64(it, F_UNTIL_EPOCH, &until))
+        if (!bm_rp_it_u64(it, F_VALIDATOR_INDEX, &vi) || !bm_rp_it_u64(it, F_UNTIL_EPOCH, &until))
             return 0;
         size_t k;
         bool ok;
-        uint64_t *idx = it_u64_array(it, F_SYNC_INDICES, &k, &ok);
+        uint64_t *idx = bm_rp_it_u64_array(it, F_SYNC_INDICES, &k, &ok);
         if (!ok || (now->known && until <= now->epoch)) {
             free(idx);
             return 0;
         }
         bool created;
-        ssub_e *e = table_upsert(&rp->tab[BM_REPLAY_SYNC_SUBS], &vi, &created);
+        ssub_e *e = bm_rp_table_upsert(&rp->tab[BM_REPLAY_SYNC_SUBS], &vi, &created);
         if (!e) {
             free(idx);
             note_dropped(rp, BM_REPLAY_SYNC_SUBS);
@@ -275,39 +278,39 @@ static int feed_fast(bm_replay_t *rp, bm_replay_kind_t kind, const char *p, size
     for (int pass = 0; pass < 2; pass++) {
         scan_t s = {p, p + len};
         int n = 0;
-        ws(&s);
+        bm_rp_ws(&s);
         if (s.p >= s.end || *s.p != '[')
             return -1;
         s.p++;
-        ws(&s);
+        bm_rp_ws(&s);
         bool first = true;
         while (s.p < s.end && *s.p != ']') {
             if (!first) {
                 if (*s.p != ',')
                     return -1;
                 s.p++;
-                ws(&s);
+                bm_rp_ws(&s);
             }
             first = false;
             fitem_t fi;
             memset(&fi, 0, sizeof fi);
             span_t v;
             if (s.p < s.end && *s.p == '{') {
-                if (!scan_object(&s, 1, &fi, false))
+                if (!bm_rp_scan_object(&s, 1, &fi, false))
                     return -1;
                 if (pass) {
                     item_t it = {NULL, &fi};
                     n += put_item(rp, kind, &it, fork, now);
                 }
-            } else if (!scan_value(&s, 1, &v)) {
+            } else if (!bm_rp_scan_value(&s, 1, &v)) {
                 return -1;
             }
-            ws(&s);
+            bm_rp_ws(&s);
         }
         if (s.p >= s.end)
             return -1;
         s.p++;
-        ws(&s);
+        bm_rp_ws(&s);
         if (s.p != s.end)
             return -1;
         if (pass)
@@ -361,7 +364,7 @@ int bm_replay_feed(bm_replay_t *rp, bm_replay_kind_t kind, const bm_hdrs_t *head
 {
     if (!rp || (unsigned)kind >= BM_REPLAY_KIND_COUNT || !body || body->len == 0)
         return BM_EINVAL;
-    now_t now = now_at(rp, now_ms);
+    now_t now = bm_rp_now_at(rp, now_ms);
     const char *fork = headers ? bm_hdrs_get(headers, "eth-consensus-version") : NULL;
     if (kind == BM_REPLAY_PREFERENCES && (!fork || !*fork || strlen(fork) > FORK_MAX))
         return BM_EINVAL; /* required: a replay must send it again */
@@ -410,7 +413,7 @@ static void put_hex(bm_str_t *s, const char *name, const uint8_t *p, size_t n, b
 }
 
 /* Appends one entry in its endpoint's request shape. */
-void render(bm_str_t *s, int kind, const void *ent)
+void bm_rp_render(bm_str_t *s, int kind, const void *ent)
 {
     switch (kind) {
     case BM_REPLAY_PREPARATION: {
@@ -478,17 +481,17 @@ int bm_replay_dump(const bm_replay_t *rp, bm_replay_kind_t kind, uint64_t now_ms
 {
     if (!rp || (unsigned)kind >= BM_REPLAY_KIND_COUNT)
         return BM_EINVAL;
-    now_t now = now_at(rp, now_ms);
+    now_t now = bm_rp_now_at(rp, now_ms);
     const table_t *t = &rp->tab[kind];
     bm_str_putc(out, '[');
     size_t k = 0;
     for (size_t i = 0; i < t->n_ents; i++) {
-        const ehdr_t *h = ent_at(t, i);
-        if (!h->live || expired(rp, kind, h, &now))
+        const ehdr_t *h = bm_rp_ent_at(t, i);
+        if (!h->live || bm_rp_expired(rp, kind, h, &now))
             continue;
         if (k++)
             bm_str_putc(out, ',');
-        render(out, kind, h);
+        bm_rp_render(out, kind, h);
     }
     bm_str_putc(out, ']');
     return out->oom ? BM_ENOMEM : 0;
@@ -498,21 +501,21 @@ int bm_replay_dump(const bm_replay_t *rp, bm_replay_kind_t kind, uint64_t now_ms
 
 size_t bm_replay_sweep(bm_replay_t *rp, uint64_t now_ms)
 {
-    now_t now = now_at(rp, now_ms);
+    now_t now = bm_rp_now_at(rp, now_ms);
     size_t dropped = 0;
     if (!now.known)
         return 0;
     for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++) {
         table_t *t = &rp->tab[k];
         for (size_t i = 0; i < t->n_ents; i++) {
-            ehdr_t *h = ent_at(t, i);
-            if (h->live && expired(rp, k, h, &now)) {
-                table_remove(t, h);
+            ehdr_t *h = bm_rp_ent_at(t, i);
+            if (h->live && bm_rp_expired(rp, k, h, &now)) {
+                bm_rp_table_remove(t, h);
                 dropped++;
             }
         }
         if (t->n_ents - t->live > 64 && t->n_ents - t->live > t->n_ents / 2)
-            table_compact(t);
+            bm_rp_table_compact(t);
     }
     return dropped;
 }
@@ -566,25 +569,25 @@ bm_replay_t *bm_replay_new(bm_clock_t *clock, bm_upstream_t *up, bm_pool_t *pool
     rp->lim.window_ms = 10000;
     rp->lim.burst = 10;
     const size_t *cap = rp->opts.max_entries;
-    table_init(&rp->tab[BM_REPLAY_PREPARATION], sizeof(prep_e), offsetof(prep_e, vi), 8,
-               cap[BM_REPLAY_PREPARATION], NULL);
-    table_init(&rp->tab[BM_REPLAY_REGISTRATION], sizeof(reg_e), offsetof(reg_e, pubkey), 48,
-               cap[BM_REPLAY_REGISTRATION], NULL);
-    table_init(&rp->tab[BM_REPLAY_PREFERENCES], sizeof(pref_e), offsetof(pref_e, vi), 16,
-               cap[BM_REPLAY_PREFERENCES], NULL);
-    table_init(&rp->tab[BM_REPLAY_COMMITTEE_SUBS], sizeof(csub_e), offsetof(csub_e, vi), 24,
-               cap[BM_REPLAY_COMMITTEE_SUBS], NULL);
-    table_init(&rp->tab[BM_REPLAY_SYNC_SUBS], sizeof(ssub_e), offsetof(ssub_e, vi), 8,
-               cap[BM_REPLAY_SYNC_SUBS], ssub_dispose);
+    bm_rp_table_init(&rp->tab[BM_REPLAY_PREPARATION], sizeof(prep_e), offsetof(prep_e, vi), 8,
+                     cap[BM_REPLAY_PREPARATION], NULL);
+    bm_rp_table_init(&rp->tab[BM_REPLAY_REGISTRATION], sizeof(reg_e), offsetof(reg_e, pubkey), 48,
+                     cap[BM_REPLAY_REGISTRATION], NULL);
+    bm_rp_table_init(&rp->tab[BM_REPLAY_PREFERENCES], sizeof(pref_e), offsetof(pref_e, vi), 16,
+                     cap[BM_REPLAY_PREFERENCES], NULL);
+    bm_rp_table_init(&rp->tab[BM_REPLAY_COMMITTEE_SUBS], sizeof(csub_e), offsetof(csub_e, vi), 24,
+                     cap[BM_REPLAY_COMMITTEE_SUBS], NULL);
+    bm_rp_table_init(&rp->tab[BM_REPLAY_SYNC_SUBS], sizeof(ssub_e), offsetof(ssub_e, vi), 8,
+                     cap[BM_REPLAY_SYNC_SUBS], bm_rp_ssub_dispose);
     rp->n_nodes = bm_pool_count(pool);
     rp->nodes = calloc(rp->n_nodes ? rp->n_nodes : 1, sizeof *rp->nodes);
     rp->sweep_timer = bm_timer_new(clock, on_sweep, rp);
-    rp->kick_timer = bm_timer_new(clock, on_kick, rp);
+    rp->kick_timer = bm_timer_new(clock, bm_rp_on_kick, rp);
     if (!rp->nodes || !rp->sweep_timer || !rp->kick_timer) {
         bm_timer_close(rp->sweep_timer, NULL, NULL);
         bm_timer_close(rp->kick_timer, NULL, NULL);
         for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++)
-            table_dispose(&rp->tab[k]);
+            bm_rp_table_dispose(&rp->tab[k]);
         free(rp->nodes);
         free(rp);
         return NULL;
@@ -616,7 +619,7 @@ void bm_replay_stop(bm_replay_t *rp)
             nr->xfer = NULL;
             bm_pool_node(rp->pool, i)->stats.in_flight--;
         }
-        release_cursor(nr);
+        bm_rp_release_cursor(nr);
         nr->running = false;
         nr->due_ms = 0;
     }
@@ -630,7 +633,7 @@ void bm_replay_free(bm_replay_t *rp)
         return;
     bm_assert(rp->stopped && rp->open_handles == 0);
     for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++)
-        table_dispose(&rp->tab[k]);
+        bm_rp_table_dispose(&rp->tab[k]);
     free(rp->nodes);
     free(rp);
 }

@@ -204,32 +204,32 @@ typedef struct scan {
 /* ---- across the parts ----------------------------------------------------------------------- */
 
 /* replay_store.c: the tables */
-void *table_upsert(table_t *t, const void *key, bool *created);
-void *table_find(const table_t *t, const void *key);
-void *ent_at(const table_t *t, size_t i);
-void table_remove(table_t *t, void *e);
-void table_compact(table_t *t);
-void table_init(table_t *t, size_t stride, size_t key_off, size_t key_len, size_t max_live,
-                void (*dispose)(void *));
-void table_dispose(table_t *t);
-void ssub_dispose(void *e);
+void *bm_rp_table_upsert(table_t *t, const void *key, bool *created);
+void *bm_rp_table_find(const table_t *t, const void *key);
+void *bm_rp_ent_at(const table_t *t, size_t i);
+void bm_rp_table_remove(table_t *t, void *e);
+void bm_rp_table_compact(table_t *t);
+void bm_rp_table_init(table_t *t, size_t stride, size_t key_off, size_t key_len, size_t max_live,
+                      void (*dispose)(void *));
+void bm_rp_table_dispose(table_t *t);
+void bm_rp_ssub_dispose(void *e);
 
 /* replay_scan.c: reading items */
-bool it_u64(const item_t *it, int f, uint64_t *out);
-bool it_hex(const item_t *it, int f, uint8_t *out, size_t n);
-bool it_bool(const item_t *it, int f, bool *out);
-uint64_t *it_u64_array(const item_t *it, int f, size_t *n, bool *ok);
-void ws(scan_t *s);
-bool scan_object(scan_t *s, int depth, fitem_t *fi, bool in_msg);
-bool scan_value(scan_t *s, int depth, span_t *out);
+bool bm_rp_it_u64(const item_t *it, int f, uint64_t *out);
+bool bm_rp_it_hex(const item_t *it, int f, uint8_t *out, size_t n);
+bool bm_rp_it_bool(const item_t *it, int f, bool *out);
+uint64_t *bm_rp_it_u64_array(const item_t *it, int f, size_t *n, bool *ok);
+void bm_rp_ws(scan_t *s);
+bool bm_rp_scan_object(scan_t *s, int depth, fitem_t *fi, bool in_msg);
+bool bm_rp_scan_value(scan_t *s, int depth, span_t *out);
 
 /* replay.c */
-bool expired(const bm_replay_t *rp, int kind, const void *e, const now_t *now);
-void render(bm_str_t *s, int kind, const void *ent);
-now_t now_at(const bm_replay_t *rp, uint64_t ms);
+bool bm_rp_expired(const bm_replay_t *rp, int kind, const void *e, const now_t *now);
+void bm_rp_render(bm_str_t *s, int kind, const void *ent);
+now_t bm_rp_now_at(const bm_replay_t *rp, uint64_t ms);
 
 /* replay_send.c */
-void on_kick(bm_timer_t *tm, void *ud);
-void release_cursor(nrep_t *nr);
+void bm_rp_on_kick(bm_timer_t *tm, void *ud);
+void bm_rp_release_cursor(nrep_t *nr);
 
 #endif /* BM_REPLAY_INT_H */

@@ -48,7 +48,7 @@ static bool span_u64(const span_t *s, uint64_t *out)
     return bm_json_parse_u64(s->p, s->n, out) == 0;
 }
 
-bool it_u64(const item_t *it, int f, uint64_t *out)
+bool bm_rp_it_u64(const item_t *it, int f, uint64_t *out)
 {
     if (it->fi)
         return span_u64(fspan(it, f), out);
@@ -56,7 +56,7 @@ bool it_u64(const item_t *it, int f, uint64_t *out)
     return bm_json_get_u64(it->jo, field_ptr(f, buf), out) == 0;
 }
 
-bool it_hex(const item_t *it, int f, uint8_t *out, size_t n)
+bool bm_rp_it_hex(const item_t *it, int f, uint8_t *out, size_t n)
 {
     const char *str;
     size_t len;
@@ -81,7 +81,7 @@ bool it_hex(const item_t *it, int f, uint8_t *out, size_t n)
     return true;
 }
 
-bool it_bool(const item_t *it, int f, bool *out)
+bool bm_rp_it_bool(const item_t *it, int f, bool *out)
 {
     if (it->fi) {
         const span_t *s = fspan(it, f);
@@ -96,7 +96,7 @@ bool it_bool(const item_t *it, int f, bool *out)
 
 /* ---- the fast scanner ------------------------------------------------------------------------ */
 
-void ws(scan_t *s)
+void bm_rp_ws(scan_t *s)
 {
     while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
         s->p++;
@@ -155,24 +155,24 @@ static bool scan_number(scan_t *s, span_t *out)
 }
 
 /* Members of an object (the '{' is next), each value passed to `member`, or skipped. */
-bool scan_object(scan_t *s, int depth, fitem_t *fi, bool in_msg)
+bool bm_rp_scan_object(scan_t *s, int depth, fitem_t *fi, bool in_msg)
 {
     s->p++; /* '{' */
-    ws(s);
+    bm_rp_ws(s);
     if (s->p < s->end && *s->p == '}') {
         s->p++;
         return true;
     }
     for (;;) {
         span_t key, val;
-        ws(s);
+        bm_rp_ws(s);
         if (!scan_string(s, &key))
             return false;
-        ws(s);
+        bm_rp_ws(s);
         if (s->p >= s->end || *s->p != ':')
             return false;
         s->p++;
-        ws(s);
+        bm_rp_ws(s);
         span_t *slot = NULL;
         bool message = false;
         if (fi && !in_msg) {
@@ -189,18 +189,18 @@ bool scan_object(scan_t *s, int depth, fitem_t *fi, bool in_msg)
             /* a later "message" replaces an earlier one entirely, as in json-c */
             memset(fi->msg, 0, sizeof fi->msg);
             if (s->p < s->end && *s->p == '{') {
-                if (depth + 1 > SCAN_MAX_DEPTH || !scan_object(s, depth + 1, fi, true))
+                if (depth + 1 > SCAN_MAX_DEPTH || !bm_rp_scan_object(s, depth + 1, fi, true))
                     return false;
-            } else if (!scan_value(s, depth + 1, &val)) {
+            } else if (!bm_rp_scan_value(s, depth + 1, &val)) {
                 return false;
             }
         } else {
-            if (!scan_value(s, depth + 1, &val))
+            if (!bm_rp_scan_value(s, depth + 1, &val))
                 return false;
             if (slot)
                 *slot = val; /* the last of duplicate keys wins, as in json-c */
         }
-        ws(s);
+        bm_rp_ws(s);
         if (s->p >= s->end)
             return false;
         if (*s->p == '}') {
@@ -216,17 +216,17 @@ bool scan_object(scan_t *s, int depth, fitem_t *fi, bool in_msg)
 static bool scan_array(scan_t *s, int depth)
 {
     s->p++; /* '[' */
-    ws(s);
+    bm_rp_ws(s);
     if (s->p < s->end && *s->p == ']') {
         s->p++;
         return true;
     }
     for (;;) {
         span_t v;
-        ws(s);
-        if (!scan_value(s, depth + 1, &v))
+        bm_rp_ws(s);
+        if (!bm_rp_scan_value(s, depth + 1, &v))
             return false;
-        ws(s);
+        bm_rp_ws(s);
         if (s->p >= s->end)
             return false;
         if (*s->p == ']') {
@@ -240,7 +240,7 @@ static bool scan_array(scan_t *s, int depth)
 }
 
 /* Any value; arrays and objects are checked and their whole text is the span. */
-bool scan_value(scan_t *s, int depth, span_t *out)
+bool bm_rp_scan_value(scan_t *s, int depth, span_t *out)
 {
     if (s->p >= s->end || depth > SCAN_MAX_DEPTH)
         return false;
@@ -260,7 +260,7 @@ bool scan_value(scan_t *s, int depth, span_t *out)
         out->t = 'a';
         break;
     case '{':
-        if (!scan_object(s, depth, NULL, false))
+        if (!bm_rp_scan_object(s, depth, NULL, false))
             return false;
         out->t = 'o';
         break;
@@ -274,7 +274,7 @@ bool scan_value(scan_t *s, int depth, span_t *out)
 
 /* The array of sync committee indices: every element a u64 (string or plain integer).
  * NULL with *ok false when an element is not; caller frees. */
-uint64_t *it_u64_array(const item_t *it, int f, size_t *n, bool *ok)
+uint64_t *bm_rp_it_u64_array(const item_t *it, int f, size_t *n, bool *ok)
 {
     *n = 0;
     *ok = false;
@@ -290,18 +290,18 @@ uint64_t *it_u64_array(const item_t *it, int f, size_t *n, bool *ok)
                 return NULL;
             scan_t s = {sp->p + 1, sp->p + sp->n};
             size_t k = 0;
-            ws(&s);
+            bm_rp_ws(&s);
             while (s.p < s.end && *s.p != ']') {
                 span_t v;
-                if (!scan_value(&s, 1, &v) || (pass && !span_u64(&v, &out[k])) ||
+                if (!bm_rp_scan_value(&s, 1, &v) || (pass && !span_u64(&v, &out[k])) ||
                     (!pass && v.t != 's' && v.t != 'n') || ++k > MAX_SYNC_INDICES) {
                     free(out);
                     return NULL;
                 }
-                ws(&s);
+                bm_rp_ws(&s);
                 if (s.p < s.end && *s.p == ',')
                     s.p++;
-                ws(&s);
+                bm_rp_ws(&s);
             }
             if (!pass) {
                 cap = k;

@@ -23,7 +23,7 @@
 static void kick(bm_replay_t *rp);
 static void next_chunk(nrep_t *nr);
 
-void release_cursor(nrep_t *nr)
+void bm_rp_release_cursor(nrep_t *nr)
 {
     if (nr->counted) {
         nr->rp->tab[nr->kind].cursors--;
@@ -34,7 +34,7 @@ void release_cursor(nrep_t *nr)
 static void replay_end(nrep_t *nr, bool completed)
 {
     bm_replay_t *rp = nr->rp;
-    release_cursor(nr);
+    bm_rp_release_cursor(nr);
     nr->running = false;
     if (completed) {
         rp->stats.replays_completed++;
@@ -97,8 +97,8 @@ static size_t build_chunk(nrep_t *nr, const now_t *now, bm_str_t *body)
     size_t k = 0;
     bm_str_putc(body, '[');
     for (; nr->cursor < t->n_ents && k < rp->opts.chunk; nr->cursor++) {
-        const ehdr_t *h = ent_at(t, nr->cursor);
-        if (!h->live || expired(rp, nr->kind, h, now))
+        const ehdr_t *h = bm_rp_ent_at(t, nr->cursor);
+        if (!h->live || bm_rp_expired(rp, nr->kind, h, now))
             continue;
         if (nr->kind == BM_REPLAY_PREFERENCES) {
             const pref_e *p = (const pref_e *)h;
@@ -112,7 +112,7 @@ static size_t build_chunk(nrep_t *nr, const now_t *now, bm_str_t *body)
         }
         if (k++)
             bm_str_putc(body, ',');
-        render(body, nr->kind, h);
+        bm_rp_render(body, nr->kind, h);
     }
     bm_str_putc(body, ']');
     return k;
@@ -123,7 +123,7 @@ static void next_chunk(nrep_t *nr)
 {
     bm_replay_t *rp = nr->rp;
     bm_node_t *node = bm_pool_node(rp->pool, nr->index);
-    now_t now = now_at(rp, bm_clock_wall_now(rp->clock));
+    now_t now = bm_rp_now_at(rp, bm_clock_wall_now(rp->clock));
     while (nr->kind < BM_REPLAY_KIND_COUNT) {
         if (!nr->counted) {
             rp->tab[nr->kind].cursors++;
@@ -141,7 +141,7 @@ static void next_chunk(nrep_t *nr)
                 nr->cursor = 0;
                 continue;
             }
-            release_cursor(nr);
+            bm_rp_release_cursor(nr);
             nr->kind++;
             nr->cursor = 0;
             nr->fork[0] = '\0';
@@ -220,7 +220,7 @@ static void replay_start(nrep_t *nr)
     next_chunk(nr);
 }
 
-void on_kick(bm_timer_t *tm, void *ud)
+void bm_rp_on_kick(bm_timer_t *tm, void *ud)
 {
     (void)tm;
     bm_replay_t *rp = ud;

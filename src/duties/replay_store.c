@@ -19,7 +19,7 @@
 #include "base/ssz.h"
 #include "base/url.h"
 
-void *ent_at(const table_t *t, size_t i)
+void *bm_rp_ent_at(const table_t *t, size_t i)
 {
     return t->ents + i * t->stride;
 }
@@ -34,8 +34,8 @@ static size_t hash_key(const table_t *t, const void *key)
     return (size_t)bm_json_siphash(HASH_KEY, key, t->key_len);
 }
 
-void table_init(table_t *t, size_t stride, size_t key_off, size_t key_len, size_t max_live,
-                void (*dispose)(void *))
+void bm_rp_table_init(table_t *t, size_t stride, size_t key_off, size_t key_len, size_t max_live,
+                      void (*dispose)(void *))
 {
     memset(t, 0, sizeof *t);
     t->stride = stride;
@@ -45,11 +45,11 @@ void table_init(table_t *t, size_t stride, size_t key_off, size_t key_len, size_
     t->dispose = dispose;
 }
 
-void table_dispose(table_t *t)
+void bm_rp_table_dispose(table_t *t)
 {
     if (t->dispose)
         for (size_t i = 0; i < t->n_ents; i++) {
-            ehdr_t *h = ent_at(t, i);
+            ehdr_t *h = bm_rp_ent_at(t, i);
             if (h->live)
                 t->dispose(h);
         }
@@ -70,7 +70,7 @@ static size_t idx_probe(const table_t *t, const void *key, bool *found)
             *found = false;
             return i;
         }
-        if (memcmp(key_of(t, ent_at(t, v - 1)), key, t->key_len) == 0) {
+        if (memcmp(key_of(t, bm_rp_ent_at(t, v - 1)), key, t->key_len) == 0) {
             *found = true;
             return i;
         }
@@ -82,7 +82,7 @@ static size_t idx_probe(const table_t *t, const void *key, bool *found)
 static void idx_fill(table_t *t)
 {
     for (size_t i = 0; i < t->n_ents; i++) {
-        ehdr_t *h = ent_at(t, i);
+        ehdr_t *h = bm_rp_ent_at(t, i);
         if (!h->live)
             continue;
         bool found;
@@ -103,21 +103,21 @@ static int idx_rebuild(table_t *t, size_t cap)
     return 0;
 }
 
-void *table_find(const table_t *t, const void *key)
+void *bm_rp_table_find(const table_t *t, const void *key)
 {
     if (!t->idx_cap)
         return NULL;
     bool found;
     size_t s = idx_probe(t, key, &found);
-    return found ? ent_at(t, t->idx[s] - 1) : NULL;
+    return found ? bm_rp_ent_at(t, t->idx[s] - 1) : NULL;
 }
 
 /* The entry for `key`, created zeroed (and live, key set) when absent; NULL when the kind
  * is at its cap or memory ran out (*created tells which happened otherwise). */
-void *table_upsert(table_t *t, const void *key, bool *created)
+void *bm_rp_table_upsert(table_t *t, const void *key, bool *created)
 {
     *created = false;
-    void *e = table_find(t, key);
+    void *e = bm_rp_table_find(t, key);
     if (e)
         return e;
     if (t->live >= t->max_live)
@@ -142,7 +142,7 @@ void *table_upsert(table_t *t, const void *key, bool *created)
         }
         pos = t->n_ents++;
     }
-    e = ent_at(t, pos);
+    e = bm_rp_ent_at(t, pos);
     memset(e, 0, t->stride);
     memcpy((uint8_t *)e + t->key_off, key, t->key_len);
     ((ehdr_t *)e)->live = true;
@@ -154,7 +154,7 @@ void *table_upsert(table_t *t, const void *key, bool *created)
     return e;
 }
 
-void table_remove(table_t *t, void *e)
+void bm_rp_table_remove(table_t *t, void *e)
 {
     ehdr_t *h = e;
     if (!h->live)
@@ -171,7 +171,7 @@ void table_remove(table_t *t, void *e)
         uint32_t v = t->idx[j];
         if (!v)
             break;
-        size_t k = hash_key(t, key_of(t, ent_at(t, v - 1))) & mask;
+        size_t k = hash_key(t, key_of(t, bm_rp_ent_at(t, v - 1))) & mask;
         bool between = i <= j ? (i < k && k <= j) : (i < k || k <= j);
         if (between)
             continue;
@@ -201,7 +201,7 @@ void table_remove(table_t *t, void *e)
 
 /* Moves the live entries together (only while no replay walks the table). The new index
  * is allocated first, so that running out of memory leaves the table as it was. */
-void table_compact(table_t *t)
+void bm_rp_table_compact(table_t *t)
 {
     if (t->cursors || t->n_ents == t->live || !t->idx_cap)
         return;
@@ -210,11 +210,11 @@ void table_compact(table_t *t)
         return;
     size_t w = 0;
     for (size_t i = 0; i < t->n_ents; i++) {
-        ehdr_t *h = ent_at(t, i);
+        ehdr_t *h = bm_rp_ent_at(t, i);
         if (!h->live)
             continue;
         if (w != i)
-            memcpy(ent_at(t, w), h, t->stride);
+            memcpy(bm_rp_ent_at(t, w), h, t->stride);
         w++;
     }
     t->n_ents = w;
@@ -224,7 +224,7 @@ void table_compact(table_t *t)
     idx_fill(t);
 }
 
-void ssub_dispose(void *e)
+void bm_rp_ssub_dispose(void *e)
 {
     ssub_e *s = e;
     free(s->idx);
