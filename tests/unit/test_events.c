@@ -160,7 +160,7 @@ typedef struct cli cli_t;
 
 typedef struct fx {
     uv_loop_t loop;
-    bm_clock_t *clock; /* real: these tests drive subscribers over sockets */
+    bm_clock_t *clock; /* manual: the stream's timers fire only when a test advances it */
     uv_timer_t tick;
     bm_server_t *srv;
     bm_router_t *router;
@@ -205,7 +205,7 @@ static void fx_init(fx_t *f, const bm_events_opts_t *eo)
     assert_int_equal(uv_loop_init(&f->loop), 0);
     uv_timer_init(&f->loop, &f->tick);
     f->tick.data = f;
-    f->clock = bm_clock_real_new(&f->loop);
+    f->clock = bm_clock_manual_new(&f->loop, bm_clock_now_ms());
     assert_non_null(f->clock);
     f->ev = bm_events_new(f->clock, eo);
     assert_non_null(f->ev);
@@ -782,11 +782,18 @@ static void test_keepalive(void **state)
     fx_init(&f, &o);
     cli_t *a = subscribe(&f, "head");
     cli_t *b = subscribe(&f, "block");
+    /* nothing before the keepalive period is over, then a comment to each */
+    bm_clock_manual_advance(f.clock, 49);
+    run_ready(&f);
+    assert_int_equal(bm_str_len(&a->body), 0);
+    assert_int_equal(bm_str_len(&b->body), 0);
+    assert_int_equal(bm_events_stats(f.ev)->keepalives, 0);
+    bm_clock_manual_advance(f.clock, 1);
     run_until(&f, keepalive_seen, a);
     run_until(&f, keepalive_seen, b);
     assert_memory_equal(bm_str_data(&a->body), ":\n\n", 3);
     assert_memory_equal(bm_str_data(&b->body), ":\n\n", 3);
-    assert_true(bm_events_stats(f.ev)->keepalives >= 2);
+    assert_int_equal(bm_events_stats(f.ev)->keepalives, 2);
     assert_int_equal(bm_events_stats(f.ev)->events_out, 0);
     fx_done(&f);
 }
@@ -1209,11 +1216,15 @@ static void test_coalesce_with_the_head(void **state)
     assert_true(strstr(bm_str_data(&b->body), "event: block") <
                 strstr(bm_str_data(&b->body), "event: head"));
     assert_int_equal(count_events(a, "block"), 2);
-    /* no head follows: released when the hold ends */
+    /* no head follows: released when the hold ends (300 ms), not a millisecond before */
     const char *blk2 = "{\"slot\":\"96\",\"block\":\"0x02\",\"execution_optimistic\":false}";
     bm_events_node_text(0, "block", blk2, strlen(blk2), f.ev);
     run_ready(&f);
     assert_int_equal(count_events(b, "block"), 1);
+    bm_clock_manual_advance(f.clock, 299);
+    run_ready(&f);
+    assert_int_equal(count_events(b, "block"), 1);
+    bm_clock_manual_advance(f.clock, 1);
     wait_events(&f, b, "block", 2);
     fx_done(&f);
 }
