@@ -100,6 +100,19 @@ struct bm_req {
     bool suppress_body; /* HEAD, 204, 304 */
 };
 
+/*
+ * A connection's way to its end, in order; it only ever moves forward (conn_set_state),
+ * and any state may jump to CLOSED (an error, a reset, the grace period's end).
+ */
+typedef enum conn_state {
+    CONN_OPEN,        /* serving requests */
+    CONN_CLOSE_AFTER, /* to close once no request is owned and the output is written */
+    CONN_FINISHING,   /* that close is being carried out: the output drains */
+    CONN_SHUT,        /* uv_shutdown was issued: our FIN is on its way */
+    CONN_LINGER,      /* our FIN is out: input is read and dropped until the client's */
+    CONN_CLOSED,      /* uv_close was called */
+} conn_state_t;
+
 struct conn {
     uv_tcp_t tcp;
     uv_timer_t timer;
@@ -133,15 +146,11 @@ struct conn {
     bool drain_armed;
 
     /* state */
+    conn_state_t st;
     bool in_process;
     bool need_process; /* conn_process is due from the check handle */
-    bool closing;      /* uv_close was called */
-    bool close_after;  /* close once no request is owned and the output is written */
-    bool finishing;    /* close_after is being carried out */
-    bool shut;         /* uv_shutdown was issued */
-    bool linger;
-    bool broken;     /* an allocation failed mid-response: close from the loop */
-    bool error_sent; /* the server answered an error itself: close after it */
+    bool broken;       /* an allocation failed mid-response: close from the loop */
+    bool error_sent;   /* the server answered an error itself: close after it */
     bool keep_alive;
     bool fresh; /* no request seen yet */
     uint64_t deadline;
@@ -188,6 +197,20 @@ struct bm_server {
 };
 
 static void conn_process(conn_t *c);
+
+/* Moves the connection forward to `to` (never back); logs the step in debug builds. */
+static void conn_set_state(conn_t *c, conn_state_t to)
+{
+    if (to <= c->st)
+        return;
+#ifdef BM_DEBUG
+    static const char *const names[] = {"open", "close-after", "finishing",
+                                        "shut", "linger",      "closed"};
+    if (bm_log_enabled(BM_LOG_DEBUG))
+        bm_log(BM_LOG_DEBUG, "server conn %p: %s -> %s", (void *)c, names[c->st], names[to]);
+#endif
+    c->st = to;
+}
 static void conn_flush(conn_t *c);
 static void conn_close(conn_t *c);
 static void conn_update_deadline(conn_t *c, bool progress);
@@ -583,7 +606,7 @@ static size_t q_iov(conn_t *c, uv_buf_t *iov, size_t *bytes)
  */
 static void conn_schedule(conn_t *c)
 {
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return;
     c->need_process = true;
     dirty_add(c);
@@ -592,7 +615,7 @@ static void conn_schedule(conn_t *c)
 /* Marks the connection for a flush at the end of this loop iteration. */
 static void conn_mark_dirty(conn_t *c)
 {
-    if (c->in_process || c->closing)
+    if (c->in_process || c->st == CONN_CLOSED)
         return; /* conn_process flushes when it returns */
     dirty_add(c);
 }
@@ -610,20 +633,20 @@ static void maybe_drain(conn_t *c)
         return;
     c->drain_armed = false;
     bm_req_t *r = &c->req;
-    if (r->owned && r->drain_cb && !c->closing)
+    if (r->owned && r->drain_cb && c->st != CONN_CLOSED)
         r->drain_cb(r, r->drain_ud);
 }
 
 static void on_shutdown(uv_shutdown_t *sr, int status)
 {
     conn_t *c = sr->data;
-    if (!c->closing) {
+    if (c->st != CONN_CLOSED) {
         if (status < 0) {
             conn_close(c);
         } else {
             /* Our FIN is out; read until the client's, so that unread input cannot turn our
              * close into a reset that destroys the answer on its way. */
-            c->linger = true;
+            conn_set_state(c, CONN_LINGER);
             c->deadline = 0;
             c->dl_kind = DL_NONE;
             conn_update_deadline(c, false);
@@ -636,13 +659,13 @@ static void on_shutdown(uv_shutdown_t *sr, int status)
 /* close_after: once the queue is empty, shut the write side down, then linger. */
 static void conn_maybe_shutdown(conn_t *c)
 {
-    if (!c->finishing || c->shut || c->closing || c->pending > 0 || c->writing)
+    if (c->st != CONN_FINISHING || c->pending > 0 || c->writing)
         return;
     if (c->peer_eof) {
         conn_close(c); /* the client's FIN came first: nothing left to linger for */
         return;
     }
-    c->shut = true;
+    conn_set_state(c, CONN_SHUT);
     c->sreq.data = c;
     int rc = uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown);
     if (rc < 0) {
@@ -658,7 +681,7 @@ static void on_write(uv_write_t *w, int status)
     c->writing = false;
     q_consume(c, c->wbytes);
     c->wbytes = 0;
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return;
     if (status < 0) {
         conn_close(c);
@@ -666,10 +689,10 @@ static void on_write(uv_write_t *w, int status)
     }
     conn_hold(c);
     conn_flush(c);
-    if (!c->closing) {
+    if (c->st != CONN_CLOSED) {
         conn_update_deadline(c, true);
         /* Pipelined requests wait while the queue is above high water. */
-        if (!c->req.owned && !c->finishing)
+        if (!c->req.owned && c->st < CONN_FINISHING)
             conn_process(c);
     }
     conn_unref(c);
@@ -678,7 +701,7 @@ static void on_write(uv_write_t *w, int status)
 /* Writes what is queued: uv_try_write first, then one uv_write for the rest. */
 static void conn_flush(conn_t *c)
 {
-    if (c->closing || c->writing)
+    if (c->st == CONN_CLOSED || c->writing)
         return;
     dirty_remove(c);
     if (!acc_seal(c)) {
@@ -718,7 +741,7 @@ static void conn_flush(conn_t *c)
         c->acc_start = 0;
     }
     maybe_drain(c);
-    if (!c->closing)
+    if (c->st != CONN_CLOSED)
         conn_maybe_shutdown(c);
 }
 
@@ -816,10 +839,10 @@ static bm_buf_t *error_body(int status, const char *msg)
 /* An answer of the server itself, outside any handler: always closes the connection. */
 static void conn_send_error(conn_t *c, int status, const char *msg)
 {
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return;
     c->keep_alive = false;
-    c->close_after = true;
+    conn_set_state(c, CONN_CLOSE_AFTER);
     c->error_sent = true;
     bm_buf_t *body = error_body(status, msg);
     if (!body) {
@@ -855,10 +878,10 @@ static void conn_fire_abort(conn_t *c)
 /* Closes the connection now. An owned request learns it through its abort callback. */
 static void conn_close(conn_t *c)
 {
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return;
     bm_server_t *srv = c->srv;
-    c->closing = true;
+    conn_set_state(c, CONN_CLOSED);
     conn_hold(c);
     dirty_remove(c);
     if (c->prev)
@@ -904,16 +927,16 @@ static void clear_deadline(conn_t *c)
  */
 static void conn_update_deadline(conn_t *c, bool progress)
 {
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return;
     const bm_server_opts_t *o = &c->srv->opts;
     bm_http1_phase_t ph = bm_http1_phase(c->parser);
     if (c->req.owned) {
         clear_deadline(c);
-    } else if (c->linger) {
+    } else if (c->st == CONN_LINGER) {
         if (c->dl_kind != DL_LINGER)
             set_deadline(c, DL_LINGER, LINGER_MS);
-    } else if (c->pending > 0 && (c->finishing || ph == BM_HTTP1_IDLE)) {
+    } else if (c->pending > 0 && (c->st >= CONN_FINISHING || ph == BM_HTTP1_IDLE)) {
         if (c->dl_kind != DL_SEND || progress)
             set_deadline(c, DL_SEND, o->idle_timeout_ms);
     } else if (ph == BM_HTTP1_HEAD) {
@@ -922,7 +945,7 @@ static void conn_update_deadline(conn_t *c, bool progress)
     } else if (ph == BM_HTTP1_BODY) {
         if (c->dl_kind != DL_BODY || !progress)
             set_deadline(c, DL_BODY, o->body_timeout_ms);
-    } else if (ph == BM_HTTP1_IDLE && !c->finishing) {
+    } else if (ph == BM_HTTP1_IDLE && c->st < CONN_FINISHING) {
         if (c->fresh) {
             if (c->dl_kind != DL_FRESH)
                 set_deadline(c, DL_FRESH, o->header_timeout_ms);
@@ -935,7 +958,7 @@ static void conn_update_deadline(conn_t *c, bool progress)
 static void on_conn_timer(uv_timer_t *t)
 {
     conn_t *c = t->data;
-    if (c->closing || c->deadline == 0)
+    if (c->st == CONN_CLOSED || c->deadline == 0)
         return;
     uint64_t now = uv_now(c->srv->loop);
     if (now < c->deadline) {
@@ -1007,7 +1030,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     conn_t *c = h->data;
     (void)suggested;
     c->alloc_direct = false;
-    if (c->linger) {
+    if (c->st == CONN_LINGER) {
         *buf = uv_buf_init(c->srv->discard, sizeof c->srv->discard);
         return;
     }
@@ -1050,12 +1073,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 /* Reads while there is room; stops when the buffer is full of unparsed input. */
 static void conn_update_reading(conn_t *c)
 {
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return;
     bool want;
-    if (c->linger)
+    if (c->st == CONN_LINGER)
         want = true;
-    else if (c->peer_eof || c->finishing)
+    else if (c->peer_eof || c->st >= CONN_FINISHING)
         want = false;
     else
         want = !c->in || c->in_off > 0 || c->in_len < IN_BUF_SIZE;
@@ -1073,13 +1096,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     conn_t *c = s->data;
     bool direct = c->alloc_direct;
     c->alloc_direct = false;
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return;
     if (nread == 0) {
         conn_release_input(c);
         return;
     }
-    if (c->linger) {
+    if (c->st == CONN_LINGER) {
         if (nread < 0)
             conn_close(c);
         return;
@@ -1203,7 +1226,7 @@ static void dispatch(conn_t *c)
  */
 static void process_input(conn_t *c)
 {
-    while (!c->closing && !c->req.owned) {
+    while (c->st != CONN_CLOSED && !c->req.owned) {
         bm_http1_phase_t ph = bm_http1_phase(c->parser);
         if (ph == BM_HTTP1_COMPLETE) {
             dispatch(c);
@@ -1215,8 +1238,8 @@ static void process_input(conn_t *c)
         }
         /* close_after waits for a request being received (graceful shutdown lets it
          * finish), unless the server already answered it with an error. */
-        if (c->close_after && (ph == BM_HTTP1_IDLE || c->error_sent || c->broken)) {
-            c->finishing = true;
+        if (c->st >= CONN_CLOSE_AFTER && (ph == BM_HTTP1_IDLE || c->error_sent || c->broken)) {
+            conn_set_state(c, CONN_FINISHING);
             break;
         }
         if (c->pending > c->srv->opts.write_high_water)
@@ -1225,7 +1248,7 @@ static void process_input(conn_t *c)
             if (c->peer_eof) {
                 /* Half-closed: nothing more will come. A partial request is dropped. */
                 if (ph == BM_HTTP1_IDLE)
-                    c->close_after = true;
+                    conn_set_state(c, CONN_CLOSE_AFTER);
                 else
                     conn_close(c);
                 continue;
@@ -1240,7 +1263,7 @@ static void process_input(conn_t *c)
 
 static void conn_process(conn_t *c)
 {
-    if (c->in_process || c->closing)
+    if (c->in_process || c->st == CONN_CLOSED)
         return;
     conn_hold(c);
     for (;;) {
@@ -1249,11 +1272,11 @@ static void conn_process(conn_t *c)
         c->in_process = false; /* callbacks run by the flush may queue more */
         conn_flush(c);
         /* uv_try_write may have drained the queue that stopped the loop. */
-        if (c->closing || c->req.owned || c->finishing || c->in_off == c->in_len ||
+        if (c->st >= CONN_FINISHING || c->req.owned || c->in_off == c->in_len ||
             c->pending > c->srv->opts.write_high_water)
             break;
     }
-    if (!c->closing) {
+    if (c->st != CONN_CLOSED) {
         conn_release_input(c);
         conn_update_deadline(c, false);
         conn_update_reading(c);
@@ -1296,7 +1319,7 @@ static void on_connection(uv_stream_t *ls, int status)
         if (rc == 0 && srv->nconns >= srv->opts.max_connections)
             bm_log_limited(&srv->log_lim, BM_LOG_WARN,
                            "server: %zu connections open, refusing another", srv->nconns);
-        c->closing = true;
+        conn_set_state(c, CONN_CLOSED);
         uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
         uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
         return;
@@ -1376,7 +1399,7 @@ uint64_t bm_req_start_us(const bm_req_t *req)
 
 bool bm_req_client_gone(const bm_req_t *req)
 {
-    return req->conn->closing;
+    return req->conn->st == CONN_CLOSED;
 }
 
 void bm_req_on_abort(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *ud)
@@ -1385,7 +1408,7 @@ void bm_req_on_abort(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *u
     req->abort_cb = cb;
     req->abort_ud = ud;
     /* Registered after the client left: run it from the loop, never from inside this call. */
-    if (cb && c->closing && req->owned && !req->aborted)
+    if (cb && c->st == CONN_CLOSED && req->owned && !req->aborted)
         dirty_add(c);
 }
 
@@ -1404,7 +1427,7 @@ void *bm_req_get_data(const bm_req_t *req)
 /* Allocation failed half-way through a response: close from the loop, not from here. */
 static void conn_break(conn_t *c)
 {
-    c->close_after = true;
+    conn_set_state(c, CONN_CLOSE_AFTER);
     c->keep_alive = false;
     c->broken = true;
     dirty_add(c);
@@ -1417,7 +1440,7 @@ static int resp_start(bm_req_t *r, int status, const bm_hdrs_t *hdrs, const char
     if (!r->owned || r->started || status < 200 || status > 599)
         return BM_EINVAL;
     r->started = true;
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return BM_ECLOSED;
     const bm_http1_head_t *h = r->head;
     head_spec_t hs = {.status = status, .hdrs = hdrs, .content_type = ctype};
@@ -1467,7 +1490,7 @@ static int resp_body(bm_req_t *r, bm_buf_t *b, const void *p, size_t n)
     conn_t *c = r->conn;
     if (!r->owned || !r->started)
         return BM_EINVAL;
-    if (c->closing || c->broken)
+    if (c->st == CONN_CLOSED || c->broken)
         return BM_ECLOSED;
     if (n == 0 || r->suppress_body)
         return 0;
@@ -1541,7 +1564,7 @@ static void resp_finish(bm_req_t *r, bool abort)
         return;
     }
     conn_hold(c);
-    if (!c->closing) {
+    if (c->st != CONN_CLOSED) {
         if (abort) {
             c->keep_alive = false;
         } else if (r->mode == RESP_FIXED && r->remaining > 0 && !r->suppress_body) {
@@ -1553,10 +1576,10 @@ static void resp_finish(bm_req_t *r, bool abort)
             c->keep_alive = false;
         }
         if (!c->keep_alive || c->srv->shutting_down || c->broken)
-            c->close_after = true;
+            conn_set_state(c, CONN_CLOSE_AFTER);
     }
     req_release(c);
-    if (!c->closing && !c->in_process)
+    if (c->st != CONN_CLOSED && !c->in_process)
         conn_schedule(c); /* the flush, the next pipelined request, or the close */
     conn_unref(c);
 }
@@ -1576,7 +1599,7 @@ static void resp_json_error(bm_req_t *r, int status, const char *msg)
 
 void bm_resp_end(bm_req_t *req)
 {
-    if (req->owned && !req->started && !req->conn->closing) {
+    if (req->owned && !req->started && req->conn->st != CONN_CLOSED) {
         bm_log_limited(&req->conn->srv->log_lim, BM_LOG_ERROR,
                        "server: handler ended %s %s without an answer", req->head->method,
                        req->head->target);
@@ -1588,7 +1611,7 @@ void bm_resp_end(bm_req_t *req)
 
 void bm_resp_abort(bm_req_t *req)
 {
-    if (req->owned && !req->started && !req->conn->closing) {
+    if (req->owned && !req->started && req->conn->st != CONN_CLOSED) {
         resp_json_error(req, 502, "upstream failed");
         return;
     }
@@ -1632,7 +1655,7 @@ size_t bm_resp_unsent_bytes(const bm_req_t *req)
     size_t n = c->pending;
     uv_os_fd_t fd;
     int q = 0;
-    if (!c->closing && uv_fileno((const uv_handle_t *)&c->tcp, &fd) == 0 &&
+    if (c->st != CONN_CLOSED && uv_fileno((const uv_handle_t *)&c->tcp, &fd) == 0 &&
         ioctl(fd, SIOCOUTQ, &q) == 0 && q > 0)
         n += (size_t)q;
     return n;
@@ -1641,7 +1664,7 @@ size_t bm_resp_unsent_bytes(const bm_req_t *req)
 bool bm_resp_writable(const bm_req_t *req)
 {
     const conn_t *c = req->conn;
-    return c->closing || c->pending <= c->srv->opts.write_high_water;
+    return c->st == CONN_CLOSED || c->pending <= c->srv->opts.write_high_water;
 }
 
 void bm_resp_on_drain(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *ud)
@@ -1692,7 +1715,7 @@ static void on_check(uv_check_t *h)
         conn_t *c = srv->dirty;
         dirty_remove(c);
         conn_hold(c);
-        if (c->closing) {
+        if (c->st == CONN_CLOSED) {
             conn_fire_abort(c);
         } else if (c->broken) {
             conn_close(c);
@@ -1850,13 +1873,13 @@ void bm_server_shutdown(bm_server_t *srv, uint32_t grace_ms,
     for (conn_t *c = srv->conns; c; c = next) {
         next = c->next;
         c->keep_alive = false;
-        if (c->req.owned || c->finishing || c->linger)
+        if (c->req.owned || c->st >= CONN_FINISHING || c->st == CONN_LINGER)
             continue; /* closes after its answer, or is closing already */
         if (bm_http1_phase(c->parser) == BM_HTTP1_IDLE && c->pending == 0) {
             conn_close(c); /* idle */
             continue;
         }
-        c->close_after = true;
+        conn_set_state(c, CONN_CLOSE_AFTER);
         conn_schedule(c);
     }
     uv_timer_start(&srv->grace, on_grace, grace_ms, 0);
