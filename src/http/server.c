@@ -26,10 +26,15 @@
  *
  * A connection is freed when its handles are closed and no handler holds its request:
  * a reference count covers both, and temporary holds protect code that calls out.
+ *
+ * This file holds the connections, the output queue, reading, timers and the listener;
+ * server_resp.c the request and response API handlers call, and the response heads; what
+ * both share is in server_int.h.
  */
 #include "http/server.h"
 
 #include <linux/sockios.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -41,165 +46,12 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "http/http1.h"
-
-#define IN_BUF_SIZE (16 * 1024)       /* input buffer; also the read-ahead bound while handling */
-#define POOL_MAX 64                   /* spare input buffers kept by the server */
-#define ACC_CAP 4096                  /* accumulator for heads, framing and small bodies */
-#define STREAM_ACC_CAP 128            /* accumulator of a stream: chunk framing only */
-#define SMALL_COPY 512                /* bodies up to this many bytes are copied, not referenced */
-#define MAX_IOV 64                    /* buffers per write */
-#define MAX_WRITE_BYTES (1024 * 1024) /* bytes per uv_write, so that progress is visible */
-#define LINGER_MS 2000                /* reading after our FIN, so the client sees the answer */
-#define BODY_PREALLOC (1024 * 1024)   /* Content-Length bodies up to this are sized at once */
-
-typedef struct conn conn_t;
-
-typedef struct seg {
-    bm_buf_t *b; /* one reference held */
-    size_t off;
-    size_t len;
-} seg_t;
-
-typedef enum {
-    RESP_NONE,        /* not started */
-    RESP_FIXED,       /* Content-Length */
-    RESP_CHUNKED,     /* Transfer-Encoding: chunked */
-    RESP_UNTIL_CLOSE, /* HTTP/1.0 stream: the end is the close */
-    RESP_NOBODY,      /* 204, 304: no body whatever the handler says */
-} resp_mode_t;
-
-typedef enum {
-    DL_NONE,
-    DL_FRESH,  /* a new connection: its first byte must come within header_timeout */
-    DL_IDLE,   /* keep-alive between requests */
-    DL_HEAD,   /* receiving a head */
-    DL_BODY,   /* receiving a body (max gap) */
-    DL_SEND,   /* output queued and no handler: bytes must keep moving */
-    DL_LINGER, /* after our FIN */
-} deadline_kind_t;
-
-struct bm_req {
-    conn_t *conn;
-    const bm_http1_head_t *head;
-    const char *path;
-    size_t path_len;
-    const char *query;
-    size_t query_len;
-    bm_buf_t *body;
-    uint64_t start_us;
-    void *data;
-    void (*abort_cb)(bm_req_t *req, void *ud);
-    void *abort_ud;
-    void (*drain_cb)(bm_req_t *req, void *ud);
-    void *drain_ud;
-    resp_mode_t mode;
-    uint64_t remaining; /* RESP_FIXED: body bytes still owed */
-    bool owned;         /* dispatched and not ended yet */
-    bool aborted;       /* the abort callback ran (or was due with none registered) */
-    bool started;
-    bool suppress_body; /* HEAD, 204, 304 */
-};
-
-/*
- * A connection's way to its end, in order; it only ever moves forward (conn_set_state),
- * and any state may jump to CLOSED (an error, a reset, the grace period's end).
- */
-typedef enum conn_state {
-    CONN_OPEN,        /* serving requests */
-    CONN_CLOSE_AFTER, /* to close once no request is owned and the output is written */
-    CONN_FINISHING,   /* that close is being carried out: the output drains */
-    CONN_SHUT,        /* uv_shutdown was issued: our FIN is on its way */
-    CONN_LINGER,      /* our FIN is out: input is read and dropped until the client's */
-    CONN_CLOSED,      /* uv_close was called */
-} conn_state_t;
-
-struct conn {
-    uv_tcp_t tcp;
-    uv_timer_t timer;
-    bm_server_t *srv;
-    conn_t *prev, *next;             /* the server's open connections */
-    conn_t *dirty_prev, *dirty_next; /* the server's list of connections to flush */
-    bool dirty;
-    int refs;
-    int handles_open;
-    bm_http1_t *parser;
-    bm_req_t req;
-    char peer[64];
-
-    /* input */
-    char *in; /* pool buffer of IN_BUF_SIZE, or NULL */
-    size_t in_off, in_len;
-    bool reading;
-    bool alloc_direct; /* the last allocation pointed into the request body */
-    bool peer_eof;
-
-    /* output */
-    seg_t *q;
-    size_t qhead, qtail, qcap;
-    bm_buf_t *acc; /* accumulator; one reference held */
-    size_t acc_start;
-    size_t pending; /* bytes queued or in flight */
-    uv_write_t wreq;
-    uv_shutdown_t sreq;
-    size_t wbytes; /* bytes of the write in flight */
-    bool writing;
-    bool drain_armed;
-
-    /* state */
-    conn_state_t st;
-    bool in_process;
-    bool need_process; /* conn_process is due from the check handle */
-    bool broken;       /* an allocation failed mid-response: close from the loop */
-    bool error_sent;   /* the server answered an error itself: close after it */
-    bool keep_alive;
-    bool fresh; /* no request seen yet */
-    uint64_t deadline;
-    deadline_kind_t dl_kind;
-};
-
-struct bm_server {
-    uv_loop_t *loop;
-    bm_server_opts_t opts;
-    bm_http1_limits_t lim;
-    bm_server_handler_fn handler;
-    void *ud;
-
-    uv_tcp_t listener;
-    uv_timer_t grace;
-    uv_check_t check;
-    uv_idle_t idle;
-    int handles_open;
-    bool listening;
-    bool listener_closing;
-    bool listener_closed;
-    bool freeing;
-    int port;
-
-    conn_t *conns;
-    size_t nconns; /* open connections (in `conns`) */
-    size_t nalloc; /* connection structs not yet freed */
-    conn_t *dirty;
-
-    char *pool[POOL_MAX];
-    size_t npool;
-    char discard[4096]; /* read target while lingering */
-
-    bool shutting_down;
-    bool done_pending;
-    bool done_called;
-    void (*done)(bm_server_t *srv, void *ud);
-    void *done_ud;
-
-    time_t date_sec;
-    char date[64]; /* "Date: ...\r\n" */
-    size_t date_len;
-    bm_log_limit_t log_lim;
-};
+#include "http/server_int.h"
 
 static void conn_process(conn_t *c);
 
 /* Moves the connection forward to `to` (never back); logs the step in debug builds. */
-static void conn_set_state(conn_t *c, conn_state_t to)
+void conn_set_state(conn_t *c, conn_state_t to)
 {
     if (to <= c->st)
         return;
@@ -212,7 +64,6 @@ static void conn_set_state(conn_t *c, conn_state_t to)
     c->st = to;
 }
 static void conn_flush(conn_t *c);
-static void conn_close(conn_t *c);
 static void conn_update_deadline(conn_t *c, bool progress);
 static void conn_update_reading(conn_t *c);
 static void srv_maybe_done(bm_server_t *srv);
@@ -230,135 +81,6 @@ void bm_server_opts_default(bm_server_opts_t *o)
     o->idle_timeout_ms = BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS;
     o->max_connections = BM_DEFAULT_SERVER_MAX_CONNECTIONS;
     o->write_high_water = 1024 * 1024;
-}
-
-static const struct {
-    int status;
-    const char *reason;
-} reasons[] = {
-    {100, "Continue"},
-    {101, "Switching Protocols"},
-    {200, "OK"},
-    {201, "Created"},
-    {202, "Accepted"},
-    {203, "Non-Authoritative Information"},
-    {204, "No Content"},
-    {205, "Reset Content"},
-    {206, "Partial Content"},
-    {300, "Multiple Choices"},
-    {301, "Moved Permanently"},
-    {302, "Found"},
-    {303, "See Other"},
-    {304, "Not Modified"},
-    {307, "Temporary Redirect"},
-    {308, "Permanent Redirect"},
-    {400, "Bad Request"},
-    {401, "Unauthorized"},
-    {403, "Forbidden"},
-    {404, "Not Found"},
-    {405, "Method Not Allowed"},
-    {406, "Not Acceptable"},
-    {408, "Request Timeout"},
-    {409, "Conflict"},
-    {410, "Gone"},
-    {411, "Length Required"},
-    {412, "Precondition Failed"},
-    {413, "Content Too Large"},
-    {414, "URI Too Long"},
-    {415, "Unsupported Media Type"},
-    {416, "Range Not Satisfiable"},
-    {417, "Expectation Failed"},
-    {421, "Misdirected Request"},
-    {422, "Unprocessable Content"},
-    {425, "Too Early"},
-    {426, "Upgrade Required"},
-    {428, "Precondition Required"},
-    {429, "Too Many Requests"},
-    {431, "Request Header Fields Too Large"},
-    {500, "Internal Server Error"},
-    {501, "Not Implemented"},
-    {502, "Bad Gateway"},
-    {503, "Service Unavailable"},
-    {504, "Gateway Timeout"},
-    {505, "HTTP Version Not Supported"},
-};
-
-const char *bm_http_reason(int status)
-{
-    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
-        if (reasons[i].status == status)
-            return reasons[i].reason;
-    return "";
-}
-
-static char *put(char *w, const void *p, size_t n)
-{
-    memcpy(w, p, n);
-    return w + n;
-}
-
-#define PUT_LIT(w, lit) put((w), (lit), sizeof(lit) - 1)
-
-static char *put_u64(char *w, uint64_t v)
-{
-    char tmp[24];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return put(w, tmp + i, sizeof tmp - i);
-}
-
-static char *put_hex(char *w, uint64_t v)
-{
-    static const char hex[] = "0123456789abcdef";
-    char tmp[20];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = hex[v & 15];
-        v >>= 4;
-    } while (v);
-    return put(w, tmp + i, sizeof tmp - i);
-}
-
-static const char *update_date(bm_server_t *srv, size_t *len)
-{
-    time_t now = time(NULL);
-    if (now != srv->date_sec || srv->date_len == 0) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        srv->date_len =
-            strftime(srv->date, sizeof srv->date, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
-        srv->date_sec = now;
-    }
-    *len = srv->date_len;
-    return srv->date;
-}
-
-static bool is_token(const char *s, size_t n)
-{
-    if (n == 0)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        /* letters, digits and '-' make up nearly every field name: decide those at once */
-        if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
-            continue;
-        if ((c >= '0' && c <= '9') || c == '-')
-            continue;
-        if (c <= 0x20 || c >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", c))
-            return false;
-    }
-    return true;
-}
-
-static bool is_safe_value(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (s[i] == '\r' || s[i] == '\n' || s[i] == '\0')
-            return false;
-    return true;
 }
 
 /* ---- input buffer pool ------------------------------------------------------------- */
@@ -411,12 +133,12 @@ static void conn_free(conn_t *c)
     srv_maybe_done(srv);
 }
 
-static void conn_hold(conn_t *c)
+void conn_hold(conn_t *c)
 {
     c->refs++;
 }
 
-static void conn_unref(conn_t *c)
+void conn_unref(conn_t *c)
 {
     bm_assert(c->refs > 0);
     if (--c->refs == 0)
@@ -451,7 +173,7 @@ static void dirty_remove(conn_t *c)
     c->dirty = false;
 }
 
-static void dirty_add(conn_t *c)
+void dirty_add(conn_t *c)
 {
     if (c->dirty)
         return;
@@ -516,7 +238,7 @@ static bool acc_seal(conn_t *c)
  * reallocated (queued segments point into it); when full, a new one is started, and an
  * old one whose bytes were all written is reused from its beginning.
  */
-static char *acc_reserve(conn_t *c, size_t n)
+char *acc_reserve(conn_t *c, size_t n)
 {
     bm_buf_t *a = c->acc;
     if (a && a->refs == 1 && c->acc_start == a->len)
@@ -535,13 +257,13 @@ static char *acc_reserve(conn_t *c, size_t n)
     return na->data;
 }
 
-static void acc_commit(conn_t *c, size_t n)
+void acc_commit(conn_t *c, size_t n)
 {
     c->acc->len += n;
     c->pending += n;
 }
 
-static bool queue_copy(conn_t *c, const void *p, size_t n)
+bool queue_copy(conn_t *c, const void *p, size_t n)
 {
     if (n == 0)
         return true;
@@ -554,7 +276,7 @@ static bool queue_copy(conn_t *c, const void *p, size_t n)
 }
 
 /* Queues b[off..off+n): copied when small, else referenced. */
-static bool queue_buf(conn_t *c, bm_buf_t *b, size_t off, size_t n)
+bool queue_buf(conn_t *c, bm_buf_t *b, size_t off, size_t n)
 {
     if (n == 0)
         return true;
@@ -604,7 +326,7 @@ static size_t q_iov(conn_t *c, uv_buf_t *iov, size_t *bytes)
  * then never called from inside another call into the server (bm_resp_end of the previous
  * request, bm_server_shutdown).
  */
-static void conn_schedule(conn_t *c)
+void conn_schedule(conn_t *c)
 {
     if (c->st == CONN_CLOSED)
         return;
@@ -613,14 +335,14 @@ static void conn_schedule(conn_t *c)
 }
 
 /* Marks the connection for a flush at the end of this loop iteration. */
-static void conn_mark_dirty(conn_t *c)
+void conn_mark_dirty(conn_t *c)
 {
     if (c->in_process || c->st == CONN_CLOSED)
         return; /* conn_process flushes when it returns */
     dirty_add(c);
 }
 
-static void arm_drain(conn_t *c)
+void arm_drain(conn_t *c)
 {
     if (c->pending > c->srv->opts.write_high_water)
         c->drain_armed = true;
@@ -745,124 +467,6 @@ static void conn_flush(conn_t *c)
         conn_maybe_shutdown(c);
 }
 
-/* ---- response heads ------------------------------------------------------------------ */
-
-typedef struct head_spec {
-    int status;
-    const bm_hdrs_t *hdrs;
-    const char *content_type;
-    resp_mode_t mode;
-    uint64_t content_length;
-    bool keep_alive;
-    bool http10;
-} head_spec_t;
-
-/* Appends the status line and header fields to the output. */
-static bool queue_head(conn_t *c, const head_spec_t *h)
-{
-    bm_server_t *srv = c->srv;
-    const char *reason = bm_http_reason(h->status);
-    size_t reason_len = strlen(reason);
-    size_t date_len;
-    const char *date = update_date(srv, &date_len);
-    bool have_date = false;
-    size_t ct_len = h->content_type ? strlen(h->content_type) : 0;
-    size_t need = 16 + reason_len + date_len + 20 + ct_len + 64 + 32 + 2;
-    if (h->hdrs) {
-        for (size_t i = 0; i < h->hdrs->n; i++) {
-            const bm_header_t *f = &h->hdrs->items[i];
-            need += f->name_len + f->value_len + 4;
-            if (f->name_len == 4 && strncasecmp(f->name, "date", 4) == 0)
-                have_date = true;
-        }
-    }
-    char *w0 = acc_reserve(c, need);
-    if (!w0)
-        return false;
-    char *w = PUT_LIT(w0, "HTTP/1.1 ");
-    w = put_u64(w, (uint64_t)h->status);
-    *w++ = ' ';
-    w = put(w, reason, reason_len);
-    w = PUT_LIT(w, "\r\n");
-    if (!have_date)
-        w = put(w, date, date_len);
-    if (h->content_type && is_safe_value(h->content_type, ct_len)) {
-        w = PUT_LIT(w, "Content-Type: ");
-        w = put(w, h->content_type, ct_len);
-        w = PUT_LIT(w, "\r\n");
-    }
-    if (h->hdrs) {
-        for (size_t i = 0; i < h->hdrs->n; i++) {
-            const bm_header_t *f = &h->hdrs->items[i];
-            if (bm_header_is_hop_by_hop(f->name, f->name_len))
-                continue;
-            if (!is_token(f->name, f->name_len) || !is_safe_value(f->value, f->value_len)) {
-                bm_log_limited(&srv->log_lim, BM_LOG_WARN,
-                               "server: dropped a response header field with invalid bytes");
-                continue;
-            }
-            w = put(w, f->name, f->name_len);
-            w = PUT_LIT(w, ": ");
-            w = put(w, f->value, f->value_len);
-            w = PUT_LIT(w, "\r\n");
-        }
-    }
-    if (h->mode == RESP_FIXED) {
-        w = PUT_LIT(w, "Content-Length: ");
-        w = put_u64(w, h->content_length);
-        w = PUT_LIT(w, "\r\n");
-    } else if (h->mode == RESP_CHUNKED) {
-        w = PUT_LIT(w, "Transfer-Encoding: chunked\r\n");
-    }
-    if (!h->keep_alive)
-        w = PUT_LIT(w, "Connection: close\r\n");
-    else if (h->http10)
-        w = PUT_LIT(w, "Connection: keep-alive\r\n");
-    w = PUT_LIT(w, "\r\n");
-    acc_commit(c, (size_t)(w - w0));
-    return true;
-}
-
-/* A JSON error body {"code":N,"message":"..."} (NULL on allocation failure). */
-static bm_buf_t *error_body(int status, const char *msg)
-{
-    bm_str_t s = BM_STR_INIT;
-    bm_str_reserve(&s, 32 + strlen(msg));
-    bm_str_puts(&s, "{\"code\":");
-    bm_str_u64(&s, (uint64_t)status);
-    bm_str_puts(&s, ",\"message\":");
-    bm_str_json_string(&s, msg, strlen(msg));
-    bm_str_putc(&s, '}');
-    return bm_str_finish(&s);
-}
-
-/* An answer of the server itself, outside any handler: always closes the connection. */
-static void conn_send_error(conn_t *c, int status, const char *msg)
-{
-    if (c->st == CONN_CLOSED)
-        return;
-    c->keep_alive = false;
-    conn_set_state(c, CONN_CLOSE_AFTER);
-    c->error_sent = true;
-    bm_buf_t *body = error_body(status, msg);
-    if (!body) {
-        conn_close(c);
-        return;
-    }
-    head_spec_t h = {.status = status,
-                     .content_type = "application/json",
-                     .mode = RESP_FIXED,
-                     .content_length = body->len,
-                     .keep_alive = false};
-    if (!queue_head(c, &h) || !queue_buf(c, body, 0, body->len)) {
-        bm_buf_unref(body);
-        conn_close(c);
-        return;
-    }
-    bm_buf_unref(body);
-    conn_mark_dirty(c);
-}
-
 /* ---- closing and timers -------------------------------------------------------------- */
 
 /* Fires the abort callback of an owned request whose client is gone (at most once). */
@@ -876,7 +480,7 @@ static void conn_fire_abort(conn_t *c)
 }
 
 /* Closes the connection now. An owned request learns it through its abort callback. */
-static void conn_close(conn_t *c)
+void conn_close(conn_t *c)
 {
     if (c->st == CONN_CLOSED)
         return;
@@ -1344,338 +948,6 @@ static void on_connection(uv_stream_t *ls, int status)
     conn_update_reading(c);
     if (!c->reading)
         conn_close(c);
-}
-
-/* ---- the request ----------------------------------------------------------------- */
-
-const char *bm_req_method(const bm_req_t *req)
-{
-    return req->head->method;
-}
-
-const char *bm_req_target(const bm_req_t *req)
-{
-    return req->head->target;
-}
-
-const char *bm_req_path(const bm_req_t *req, size_t *len)
-{
-    if (len)
-        *len = req->path_len;
-    return req->path;
-}
-
-const char *bm_req_query(const bm_req_t *req, size_t *len)
-{
-    if (len)
-        *len = req->query_len;
-    return req->query;
-}
-
-const bm_hdrs_t *bm_req_headers(const bm_req_t *req)
-{
-    return req->head->headers;
-}
-
-const char *bm_req_header(const bm_req_t *req, const char *name)
-{
-    return bm_hdrs_get(req->head->headers, name);
-}
-
-bm_buf_t *bm_req_body(const bm_req_t *req)
-{
-    return req->body && req->body->len ? req->body : NULL;
-}
-
-const char *bm_req_peer(const bm_req_t *req)
-{
-    return req->conn->peer;
-}
-
-uint64_t bm_req_start_us(const bm_req_t *req)
-{
-    return req->start_us;
-}
-
-bool bm_req_client_gone(const bm_req_t *req)
-{
-    return req->conn->st == CONN_CLOSED;
-}
-
-void bm_req_on_abort(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *ud)
-{
-    conn_t *c = req->conn;
-    req->abort_cb = cb;
-    req->abort_ud = ud;
-    /* Registered after the client left: run it from the loop, never from inside this call. */
-    if (cb && c->st == CONN_CLOSED && req->owned && !req->aborted)
-        dirty_add(c);
-}
-
-void bm_req_set_data(bm_req_t *req, void *data)
-{
-    req->data = data;
-}
-
-void *bm_req_get_data(const bm_req_t *req)
-{
-    return req->data;
-}
-
-/* ---- the response ------------------------------------------------------------------ */
-
-/* Allocation failed half-way through a response: close from the loop, not from here. */
-static void conn_break(conn_t *c)
-{
-    conn_set_state(c, CONN_CLOSE_AFTER);
-    c->keep_alive = false;
-    c->broken = true;
-    dirty_add(c);
-}
-
-static int resp_start(bm_req_t *r, int status, const bm_hdrs_t *hdrs, const char *ctype,
-                      int64_t content_length)
-{
-    conn_t *c = r->conn;
-    if (!r->owned || r->started || status < 200 || status > 599)
-        return BM_EINVAL;
-    r->started = true;
-    if (c->st == CONN_CLOSED)
-        return BM_ECLOSED;
-    const bm_http1_head_t *h = r->head;
-    head_spec_t hs = {.status = status, .hdrs = hdrs, .content_type = ctype};
-    hs.http10 = h->version_minor == 0;
-    if (status == 204 || status == 304) {
-        hs.mode = RESP_NOBODY;
-        r->suppress_body = true;
-    } else if (content_length >= 0) {
-        hs.mode = RESP_FIXED;
-        hs.content_length = (uint64_t)content_length;
-        r->remaining = (uint64_t)content_length;
-    } else if (!hs.http10) {
-        hs.mode = RESP_CHUNKED;
-    } else {
-        hs.mode = RESP_UNTIL_CLOSE;
-        if (!h->is_head)
-            c->keep_alive = false;
-    }
-    if (h->is_head)
-        r->suppress_body = true;
-    if (hdrs) {
-        const char *cv = bm_hdrs_get(hdrs, "connection");
-        if (cv && bm_header_listed_in_connection(cv, "close", 5))
-            c->keep_alive = false;
-    }
-    if (c->srv->shutting_down)
-        c->keep_alive = false;
-    hs.keep_alive = c->keep_alive;
-    r->mode = hs.mode;
-    if (!queue_head(c, &hs)) {
-        conn_break(c);
-        return BM_ENOMEM;
-    }
-    arm_drain(c);
-    conn_mark_dirty(c);
-    return 0;
-}
-
-int bm_resp_start(bm_req_t *req, int status, const bm_hdrs_t *hdrs, int64_t content_length)
-{
-    return resp_start(req, status, hdrs, NULL, content_length);
-}
-
-/* Queues body bytes from `b` (referenced) or `p` (copied). */
-static int resp_body(bm_req_t *r, bm_buf_t *b, const void *p, size_t n)
-{
-    conn_t *c = r->conn;
-    if (!r->owned || !r->started)
-        return BM_EINVAL;
-    if (c->st == CONN_CLOSED || c->broken)
-        return BM_ECLOSED;
-    if (n == 0 || r->suppress_body)
-        return 0;
-    int rc = 0;
-    bool ok = true;
-    switch (r->mode) {
-    case RESP_FIXED:
-        if (n > r->remaining) {
-            bm_log_limited(&c->srv->log_lim, BM_LOG_WARN,
-                           "server: response body longer than its Content-Length; cut");
-            n = (size_t)r->remaining;
-            rc = BM_ETOOBIG;
-        }
-        r->remaining -= n;
-        ok = b ? queue_buf(c, b, 0, n) : queue_copy(c, p, n);
-        break;
-    case RESP_CHUNKED: {
-        char hdr[24];
-        char *w = put_hex(hdr, n);
-        w = PUT_LIT(w, "\r\n");
-        ok = queue_copy(c, hdr, (size_t)(w - hdr)) &&
-             (b ? queue_buf(c, b, 0, n) : queue_copy(c, p, n)) && queue_copy(c, "\r\n", 2);
-        break;
-    }
-    case RESP_UNTIL_CLOSE:
-        ok = b ? queue_buf(c, b, 0, n) : queue_copy(c, p, n);
-        break;
-    default:
-        break;
-    }
-    if (!ok) {
-        conn_break(c);
-        return BM_ENOMEM;
-    }
-    arm_drain(c);
-    conn_mark_dirty(c);
-    return rc;
-}
-
-int bm_resp_write(bm_req_t *req, bm_buf_t *b)
-{
-    if (!b)
-        return req->owned && req->started ? 0 : BM_EINVAL;
-    return resp_body(req, b, NULL, b->len);
-}
-
-int bm_resp_write_copy(bm_req_t *req, const void *p, size_t n)
-{
-    return resp_body(req, NULL, p, n);
-}
-
-/* Forgets the request (the handler gave it back) and drops its reference. */
-static void req_release(conn_t *c)
-{
-    bm_req_t *r = &c->req;
-    r->owned = false;
-    bm_buf_unref(r->body);
-    r->body = NULL;
-    r->abort_cb = NULL;
-    r->drain_cb = NULL;
-    r->data = NULL;
-    bm_http1_next(c->parser);
-    conn_unref(c);
-}
-
-static void resp_finish(bm_req_t *r, bool abort)
-{
-    conn_t *c = r->conn;
-    if (!r->owned) {
-        bm_log(BM_LOG_ERROR, "server: a request was ended twice");
-        return;
-    }
-    conn_hold(c);
-    if (c->st != CONN_CLOSED) {
-        if (abort) {
-            c->keep_alive = false;
-        } else if (r->mode == RESP_FIXED && r->remaining > 0 && !r->suppress_body) {
-            c->keep_alive = false; /* a truncated body: only the close can say so */
-        } else if (r->mode == RESP_CHUNKED && !r->suppress_body) {
-            if (!queue_copy(c, "0\r\n\r\n", 5))
-                conn_break(c);
-        } else if (r->mode == RESP_UNTIL_CLOSE && !r->suppress_body) {
-            c->keep_alive = false;
-        }
-        if (!c->keep_alive || c->srv->shutting_down || c->broken)
-            conn_set_state(c, CONN_CLOSE_AFTER);
-    }
-    req_release(c);
-    if (c->st != CONN_CLOSED && !c->in_process)
-        conn_schedule(c); /* the flush, the next pipelined request, or the close */
-    conn_unref(c);
-}
-
-static void resp_json_error(bm_req_t *r, int status, const char *msg)
-{
-    bm_buf_t *body = error_body(status, msg);
-    if (!body) {
-        resp_finish(r, true);
-        return;
-    }
-    resp_start(r, status, NULL, "application/json", (int64_t)body->len);
-    resp_body(r, body, NULL, body->len);
-    bm_buf_unref(body);
-    resp_finish(r, false);
-}
-
-void bm_resp_end(bm_req_t *req)
-{
-    if (req->owned && !req->started && req->conn->st != CONN_CLOSED) {
-        bm_log_limited(&req->conn->srv->log_lim, BM_LOG_ERROR,
-                       "server: handler ended %s %s without an answer", req->head->method,
-                       req->head->target);
-        resp_json_error(req, 500, "no answer");
-        return;
-    }
-    resp_finish(req, false);
-}
-
-void bm_resp_abort(bm_req_t *req)
-{
-    if (req->owned && !req->started && req->conn->st != CONN_CLOSED) {
-        resp_json_error(req, 502, "upstream failed");
-        return;
-    }
-    resp_finish(req, true);
-}
-
-void bm_resp_send(bm_req_t *req, int status, const char *content_type, bm_buf_t *body,
-                  const bm_hdrs_t *extra)
-{
-    size_t n = body ? body->len : 0;
-    if (resp_start(req, status, extra, content_type, (int64_t)n) == 0 && n)
-        resp_body(req, body, NULL, n);
-    resp_finish(req, false);
-}
-
-void bm_resp_error(bm_req_t *req, int status, const char *fmt, ...)
-{
-    if (req->started) {
-        /* Too late for a status: the client sees a truncated answer instead. */
-        bm_resp_abort(req);
-        return;
-    }
-    bm_str_t s = BM_STR_INIT;
-    va_list ap;
-    va_start(ap, fmt);
-    bm_str_vprintf(&s, fmt, ap);
-    va_end(ap);
-    const char *msg = s.oom ? "error" : bm_str_data(&s);
-    resp_json_error(req, status < 200 || status > 599 ? 500 : status, msg);
-    bm_str_dispose(&s);
-}
-
-size_t bm_resp_pending_bytes(const bm_req_t *req)
-{
-    return req->conn->pending;
-}
-
-size_t bm_resp_unsent_bytes(const bm_req_t *req)
-{
-    const conn_t *c = req->conn;
-    size_t n = c->pending;
-    uv_os_fd_t fd;
-    int q = 0;
-    if (c->st != CONN_CLOSED && uv_fileno((const uv_handle_t *)&c->tcp, &fd) == 0 &&
-        ioctl(fd, SIOCOUTQ, &q) == 0 && q > 0)
-        n += (size_t)q;
-    return n;
-}
-
-bool bm_resp_writable(const bm_req_t *req)
-{
-    const conn_t *c = req->conn;
-    return c->st == CONN_CLOSED || c->pending <= c->srv->opts.write_high_water;
-}
-
-void bm_resp_on_drain(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *ud)
-{
-    req->drain_cb = cb;
-    req->drain_ud = ud;
-}
-
-bool bm_resp_started(const bm_req_t *req)
-{
-    return req->started;
 }
 
 /* ---- the server ---------------------------------------------------------------------- */
