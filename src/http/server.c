@@ -51,7 +51,7 @@
 static void conn_process(conn_t *c);
 
 /* Moves the connection forward to `to` (never back); logs the step in debug builds. */
-void conn_set_state(conn_t *c, conn_state_t to)
+void bm_srv_conn_set_state(conn_t *c, conn_state_t to)
 {
     if (to <= c->st)
         return;
@@ -133,12 +133,12 @@ static void conn_free(conn_t *c)
     srv_maybe_done(srv);
 }
 
-void conn_hold(conn_t *c)
+void bm_srv_conn_hold(conn_t *c)
 {
     c->refs++;
 }
 
-void conn_unref(conn_t *c)
+void bm_srv_conn_unref(conn_t *c)
 {
     bm_assert(c->refs > 0);
     if (--c->refs == 0)
@@ -149,7 +149,7 @@ static void on_conn_handle_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;
     if (--c->handles_open == 0)
-        conn_unref(c);
+        bm_srv_conn_unref(c);
 }
 
 /* The idle handle only keeps the loop from blocking until the check handle flushed. */
@@ -173,7 +173,7 @@ static void dirty_remove(conn_t *c)
     c->dirty = false;
 }
 
-void dirty_add(conn_t *c)
+void bm_srv_dirty_add(conn_t *c)
 {
     if (c->dirty)
         return;
@@ -238,7 +238,7 @@ static bool acc_seal(conn_t *c)
  * reallocated (queued segments point into it); when full, a new one is started, and an
  * old one whose bytes were all written is reused from its beginning.
  */
-char *acc_reserve(conn_t *c, size_t n)
+char *bm_srv_acc_reserve(conn_t *c, size_t n)
 {
     bm_buf_t *a = c->acc;
     if (a && a->refs == 1 && c->acc_start == a->len)
@@ -257,31 +257,31 @@ char *acc_reserve(conn_t *c, size_t n)
     return na->data;
 }
 
-void acc_commit(conn_t *c, size_t n)
+void bm_srv_acc_commit(conn_t *c, size_t n)
 {
     c->acc->len += n;
     c->pending += n;
 }
 
-bool queue_copy(conn_t *c, const void *p, size_t n)
+bool bm_srv_queue_copy(conn_t *c, const void *p, size_t n)
 {
     if (n == 0)
         return true;
-    char *w = acc_reserve(c, n);
+    char *w = bm_srv_acc_reserve(c, n);
     if (!w)
         return false;
     memcpy(w, p, n);
-    acc_commit(c, n);
+    bm_srv_acc_commit(c, n);
     return true;
 }
 
 /* Queues b[off..off+n): copied when small, else referenced. */
-bool queue_buf(conn_t *c, bm_buf_t *b, size_t off, size_t n)
+bool bm_srv_queue_buf(conn_t *c, bm_buf_t *b, size_t off, size_t n)
 {
     if (n == 0)
         return true;
     if (n <= SMALL_COPY && !conn_streaming(c))
-        return queue_copy(c, b->data + off, n);
+        return bm_srv_queue_copy(c, b->data + off, n);
     if (!acc_seal(c) || !q_push(c, b, off, n))
         return false;
     c->pending += n;
@@ -326,23 +326,23 @@ static size_t q_iov(conn_t *c, uv_buf_t *iov, size_t *bytes)
  * then never called from inside another call into the server (bm_resp_end of the previous
  * request, bm_server_shutdown).
  */
-void conn_schedule(conn_t *c)
+void bm_srv_conn_schedule(conn_t *c)
 {
     if (c->st == CONN_CLOSED)
         return;
     c->need_process = true;
-    dirty_add(c);
+    bm_srv_dirty_add(c);
 }
 
 /* Marks the connection for a flush at the end of this loop iteration. */
-void conn_mark_dirty(conn_t *c)
+void bm_srv_conn_mark_dirty(conn_t *c)
 {
     if (c->in_process || c->st == CONN_CLOSED)
         return; /* conn_process flushes when it returns */
-    dirty_add(c);
+    bm_srv_dirty_add(c);
 }
 
-void arm_drain(conn_t *c)
+void bm_srv_arm_drain(conn_t *c)
 {
     if (c->pending > c->srv->opts.write_high_water)
         c->drain_armed = true;
@@ -364,18 +364,18 @@ static void on_shutdown(uv_shutdown_t *sr, int status)
     conn_t *c = sr->data;
     if (c->st != CONN_CLOSED) {
         if (status < 0) {
-            conn_close(c);
+            bm_srv_conn_close(c);
         } else {
             /* Our FIN is out; read until the client's, so that unread input cannot turn our
              * close into a reset that destroys the answer on its way. */
-            conn_set_state(c, CONN_LINGER);
+            bm_srv_conn_set_state(c, CONN_LINGER);
             c->deadline = 0;
             c->dl_kind = DL_NONE;
             conn_update_deadline(c, false);
             conn_update_reading(c);
         }
     }
-    conn_unref(c);
+    bm_srv_conn_unref(c);
 }
 
 /* close_after: once the queue is empty, shut the write side down, then linger. */
@@ -384,17 +384,17 @@ static void conn_maybe_shutdown(conn_t *c)
     if (c->st != CONN_FINISHING || c->pending > 0 || c->writing)
         return;
     if (c->peer_eof) {
-        conn_close(c); /* the client's FIN came first: nothing left to linger for */
+        bm_srv_conn_close(c); /* the client's FIN came first: nothing left to linger for */
         return;
     }
-    conn_set_state(c, CONN_SHUT);
+    bm_srv_conn_set_state(c, CONN_SHUT);
     c->sreq.data = c;
     int rc = uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown);
     if (rc < 0) {
-        conn_close(c);
+        bm_srv_conn_close(c);
         return;
     }
-    conn_hold(c);
+    bm_srv_conn_hold(c);
 }
 
 static void on_write(uv_write_t *w, int status)
@@ -406,10 +406,10 @@ static void on_write(uv_write_t *w, int status)
     if (c->st == CONN_CLOSED)
         return;
     if (status < 0) {
-        conn_close(c);
+        bm_srv_conn_close(c);
         return;
     }
-    conn_hold(c);
+    bm_srv_conn_hold(c);
     conn_flush(c);
     if (c->st != CONN_CLOSED) {
         conn_update_deadline(c, true);
@@ -417,7 +417,7 @@ static void on_write(uv_write_t *w, int status)
         if (!c->req.owned && c->st < CONN_FINISHING)
             conn_process(c);
     }
-    conn_unref(c);
+    bm_srv_conn_unref(c);
 }
 
 /* Writes what is queued: uv_try_write first, then one uv_write for the rest. */
@@ -427,7 +427,7 @@ static void conn_flush(conn_t *c)
         return;
     dirty_remove(c);
     if (!acc_seal(c)) {
-        conn_close(c);
+        bm_srv_conn_close(c);
         return;
     }
     uv_buf_t iov[MAX_IOV];
@@ -438,7 +438,7 @@ static void conn_flush(conn_t *c)
         if (rc == UV_EAGAIN || rc == UV_ENOSYS)
             rc = 0;
         if (rc < 0) {
-            conn_close(c);
+            bm_srv_conn_close(c);
             return;
         }
         q_consume(c, (size_t)rc);
@@ -450,7 +450,7 @@ static void conn_flush(conn_t *c)
         c->wreq.data = c;
         int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, iov, (unsigned)n, on_write);
         if (rc < 0) {
-            conn_close(c);
+            bm_srv_conn_close(c);
             return;
         }
         c->writing = true;
@@ -480,13 +480,13 @@ static void conn_fire_abort(conn_t *c)
 }
 
 /* Closes the connection now. An owned request learns it through its abort callback. */
-void conn_close(conn_t *c)
+void bm_srv_conn_close(conn_t *c)
 {
     if (c->st == CONN_CLOSED)
         return;
     bm_server_t *srv = c->srv;
-    conn_set_state(c, CONN_CLOSED);
-    conn_hold(c);
+    bm_srv_conn_set_state(c, CONN_CLOSED);
+    bm_srv_conn_hold(c);
     dirty_remove(c);
     if (c->prev)
         c->prev->next = c->next;
@@ -505,7 +505,7 @@ void conn_close(conn_t *c)
         c->in_off = c->in_len = 0;
     }
     conn_fire_abort(c);
-    conn_unref(c);
+    bm_srv_conn_unref(c);
 }
 
 static void on_conn_timer(uv_timer_t *t);
@@ -575,21 +575,21 @@ static void on_conn_timer(uv_timer_t *t)
     case DL_HEAD:
     case DL_BODY:
         /* Nothing of an answer to this request was sent: say why we close. */
-        conn_hold(c);
-        conn_send_error(c, 408,
-                        kind == DL_HEAD ? "request head not received in time"
-                                        : "request body not received in time");
+        bm_srv_conn_hold(c);
+        bm_srv_conn_send_error(c, 408,
+                               kind == DL_HEAD ? "request head not received in time"
+                                               : "request body not received in time");
         conn_process(c);
-        conn_unref(c);
+        bm_srv_conn_unref(c);
         break;
     case DL_SEND:
         bm_log_limited(&c->srv->log_lim, BM_LOG_INFO,
                        "server: closing %s: response not read for %u ms", c->peer,
                        c->srv->opts.idle_timeout_ms);
-        conn_close(c);
+        bm_srv_conn_close(c);
         break;
     default:
-        conn_close(c);
+        bm_srv_conn_close(c);
         break;
     }
 }
@@ -708,25 +708,25 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (c->st == CONN_LINGER) {
         if (nread < 0)
-            conn_close(c);
+            bm_srv_conn_close(c);
         return;
     }
     if (nread < 0) {
         conn_release_input(c);
         if (nread != UV_EOF || c->req.owned) {
             /* A reset, or a client that left while its request was being handled. */
-            conn_close(c);
+            bm_srv_conn_close(c);
             return;
         }
         /* A half close: answer what is buffered, then close. */
         c->peer_eof = true;
-        conn_hold(c);
+        bm_srv_conn_hold(c);
         conn_update_reading(c);
         conn_process(c);
-        conn_unref(c);
+        bm_srv_conn_unref(c);
         return;
     }
-    conn_hold(c);
+    bm_srv_conn_hold(c);
     if (direct) {
         size_t used;
         bm_http1_feed(c->parser, buf->base, (size_t)nread, &used);
@@ -736,7 +736,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         c->in_len += (size_t)nread;
     }
     conn_process(c);
-    conn_unref(c);
+    bm_srv_conn_unref(c);
 }
 
 /* ---- the parser's events --------------------------------------------------------- */
@@ -754,7 +754,7 @@ static int on_head(void *ud, const bm_http1_head_t *h)
     }
     if (h->expect_continue) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        if (!queue_copy(c, cont, sizeof cont - 1))
+        if (!bm_srv_queue_copy(c, cont, sizeof cont - 1))
             return 503;
     }
     return 0;
@@ -819,7 +819,7 @@ static void dispatch(conn_t *c)
     c->keep_alive = h->keep_alive && !srv->shutting_down && !c->peer_eof;
     c->drain_armed = c->pending > srv->opts.write_high_water;
     clear_deadline(c);
-    conn_hold(c); /* the request's reference, dropped when it ends */
+    bm_srv_conn_hold(c); /* the request's reference, dropped when it ends */
     srv->handler(r, srv->ud);
 }
 
@@ -837,13 +837,14 @@ static void process_input(conn_t *c)
             continue;
         }
         if (ph == BM_HTTP1_FAILED && !c->error_sent) {
-            conn_send_error(c, bm_http1_error_status(c->parser), bm_http1_error_message(c->parser));
+            bm_srv_conn_send_error(c, bm_http1_error_status(c->parser),
+                                   bm_http1_error_message(c->parser));
             continue;
         }
         /* close_after waits for a request being received (graceful shutdown lets it
          * finish), unless the server already answered it with an error. */
         if (c->st >= CONN_CLOSE_AFTER && (ph == BM_HTTP1_IDLE || c->error_sent || c->broken)) {
-            conn_set_state(c, CONN_FINISHING);
+            bm_srv_conn_set_state(c, CONN_FINISHING);
             break;
         }
         if (c->pending > c->srv->opts.write_high_water)
@@ -852,9 +853,9 @@ static void process_input(conn_t *c)
             if (c->peer_eof) {
                 /* Half-closed: nothing more will come. A partial request is dropped. */
                 if (ph == BM_HTTP1_IDLE)
-                    conn_set_state(c, CONN_CLOSE_AFTER);
+                    bm_srv_conn_set_state(c, CONN_CLOSE_AFTER);
                 else
-                    conn_close(c);
+                    bm_srv_conn_close(c);
                 continue;
             }
             break;
@@ -869,7 +870,7 @@ static void conn_process(conn_t *c)
 {
     if (c->in_process || c->st == CONN_CLOSED)
         return;
-    conn_hold(c);
+    bm_srv_conn_hold(c);
     for (;;) {
         c->in_process = true;
         process_input(c);
@@ -885,7 +886,7 @@ static void conn_process(conn_t *c)
         conn_update_deadline(c, false);
         conn_update_reading(c);
     }
-    conn_unref(c);
+    bm_srv_conn_unref(c);
 }
 
 /* ---- accepting --------------------------------------------------------------------- */
@@ -923,7 +924,7 @@ static void on_connection(uv_stream_t *ls, int status)
         if (rc == 0 && srv->nconns >= srv->opts.max_connections)
             bm_log_limited(&srv->log_lim, BM_LOG_WARN,
                            "server: %zu connections open, refusing another", srv->nconns);
-        conn_set_state(c, CONN_CLOSED);
+        bm_srv_conn_set_state(c, CONN_CLOSED);
         uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
         uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
         return;
@@ -947,7 +948,7 @@ static void on_connection(uv_stream_t *ls, int status)
     conn_update_deadline(c, false);
     conn_update_reading(c);
     if (!c->reading)
-        conn_close(c);
+        bm_srv_conn_close(c);
 }
 
 /* ---- the server ---------------------------------------------------------------------- */
@@ -986,18 +987,18 @@ static void on_check(uv_check_t *h)
     while (srv->dirty) {
         conn_t *c = srv->dirty;
         dirty_remove(c);
-        conn_hold(c);
+        bm_srv_conn_hold(c);
         if (c->st == CONN_CLOSED) {
             conn_fire_abort(c);
         } else if (c->broken) {
-            conn_close(c);
+            bm_srv_conn_close(c);
         } else if (c->need_process) {
             c->need_process = false;
             conn_process(c);
         } else {
             conn_flush(c);
         }
-        conn_unref(c);
+        bm_srv_conn_unref(c);
     }
     if (srv->done_pending) {
         srv->done_pending = false;
@@ -1126,7 +1127,7 @@ static void on_grace(uv_timer_t *t)
     if (srv->nconns)
         bm_log(BM_LOG_INFO, "server: grace period over, closing %zu connections", srv->nconns);
     while (srv->conns)
-        conn_close(srv->conns);
+        bm_srv_conn_close(srv->conns);
 }
 
 void bm_server_shutdown(bm_server_t *srv, uint32_t grace_ms,
@@ -1148,11 +1149,11 @@ void bm_server_shutdown(bm_server_t *srv, uint32_t grace_ms,
         if (c->req.owned || c->st >= CONN_FINISHING || c->st == CONN_LINGER)
             continue; /* closes after its answer, or is closing already */
         if (bm_http1_phase(c->parser) == BM_HTTP1_IDLE && c->pending == 0) {
-            conn_close(c); /* idle */
+            bm_srv_conn_close(c); /* idle */
             continue;
         }
-        conn_set_state(c, CONN_CLOSE_AFTER);
-        conn_schedule(c);
+        bm_srv_conn_set_state(c, CONN_CLOSE_AFTER);
+        bm_srv_conn_schedule(c);
     }
     uv_timer_start(&srv->grace, on_grace, grace_ms, 0);
     srv_maybe_done(srv);
@@ -1166,7 +1167,7 @@ void bm_server_free(bm_server_t *srv)
         bm_log(BM_LOG_ERROR, "server: freed with %zu connections open", srv->nconns);
     srv->freeing = true;
     while (srv->conns)
-        conn_close(srv->conns);
+        bm_srv_conn_close(srv->conns);
     if (!srv->listener_closing) {
         srv->listener_closing = true;
         uv_close((uv_handle_t *)&srv->listener, on_srv_handle_closed);

@@ -78,7 +78,7 @@ struct bm_req {
 };
 
 /*
- * A connection's way to its end, in order; it only ever moves forward (conn_set_state),
+ * A connection's way to its end, in order; it only ever moves forward (bm_srv_conn_set_state),
  * and any state may jump to CLOSED (an error, a reset, the grace period's end).
  */
 typedef enum conn_state {
@@ -176,20 +176,20 @@ struct bm_server {
 /* ---- across the parts ----------------------------------------------------------------------- */
 
 /* server.c: connections and the output queue */
-void acc_commit(conn_t *c, size_t n);
-char *acc_reserve(conn_t *c, size_t n);
-void arm_drain(conn_t *c);
-void conn_close(conn_t *c);
-void conn_hold(conn_t *c);
-void conn_mark_dirty(conn_t *c);
-void conn_schedule(conn_t *c);
-void conn_set_state(conn_t *c, conn_state_t to);
-void conn_unref(conn_t *c);
-void dirty_add(conn_t *c);
-bool queue_buf(conn_t *c, bm_buf_t *b, size_t off, size_t n);
-bool queue_copy(conn_t *c, const void *p, size_t n);
+void bm_srv_acc_commit(conn_t *c, size_t n);
+char *bm_srv_acc_reserve(conn_t *c, size_t n);
+void bm_srv_arm_drain(conn_t *c);
+void bm_srv_conn_close(conn_t *c);
+void bm_srv_conn_hold(conn_t *c);
+void bm_srv_conn_mark_dirty(conn_t *c);
+void bm_srv_conn_schedule(conn_t *c);
+void bm_srv_conn_set_state(conn_t *c, conn_state_t to);
+void bm_srv_conn_unref(conn_t *c);
+void bm_srv_dirty_add(conn_t *c);
+bool bm_srv_queue_buf(conn_t *c, bm_buf_t *b, size_t off, size_t n);
+bool bm_srv_queue_copy(conn_t *c, const void *p, size_t n);
 
 /* server_resp.c */
-void conn_send_error(conn_t *c, int status, const char *msg);
+void bm_srv_conn_send_error(conn_t *c, int status, const char *msg);
 
 #endif /* BM_SERVER_INT_H */

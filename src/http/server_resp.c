@@ -181,7 +181,7 @@ static bool queue_head(conn_t *c, const head_spec_t *h)
                 have_date = true;
         }
     }
-    char *w0 = acc_reserve(c, need);
+    char *w0 = bm_srv_acc_reserve(c, need);
     if (!w0)
         return false;
     char *w = PUT_LIT(w0, "HTTP/1.1 ");
@@ -224,7 +224,7 @@ static bool queue_head(conn_t *c, const head_spec_t *h)
     else if (h->http10)
         w = PUT_LIT(w, "Connection: keep-alive\r\n");
     w = PUT_LIT(w, "\r\n");
-    acc_commit(c, (size_t)(w - w0));
+    bm_srv_acc_commit(c, (size_t)(w - w0));
     return true;
 }
 
@@ -242,16 +242,16 @@ static bm_buf_t *error_body(int status, const char *msg)
 }
 
 /* An answer of the server itself, outside any handler: always closes the connection. */
-void conn_send_error(conn_t *c, int status, const char *msg)
+void bm_srv_conn_send_error(conn_t *c, int status, const char *msg)
 {
     if (c->st == CONN_CLOSED)
         return;
     c->keep_alive = false;
-    conn_set_state(c, CONN_CLOSE_AFTER);
+    bm_srv_conn_set_state(c, CONN_CLOSE_AFTER);
     c->error_sent = true;
     bm_buf_t *body = error_body(status, msg);
     if (!body) {
-        conn_close(c);
+        bm_srv_conn_close(c);
         return;
     }
     head_spec_t h = {.status = status,
@@ -259,13 +259,13 @@ void conn_send_error(conn_t *c, int status, const char *msg)
                      .mode = RESP_FIXED,
                      .content_length = body->len,
                      .keep_alive = false};
-    if (!queue_head(c, &h) || !queue_buf(c, body, 0, body->len)) {
+    if (!queue_head(c, &h) || !bm_srv_queue_buf(c, body, 0, body->len)) {
         bm_buf_unref(body);
-        conn_close(c);
+        bm_srv_conn_close(c);
         return;
     }
     bm_buf_unref(body);
-    conn_mark_dirty(c);
+    bm_srv_conn_mark_dirty(c);
 }
 
 /* ---- the request ----------------------------------------------------------------- */
@@ -331,7 +331,7 @@ void bm_req_on_abort(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *u
     req->abort_ud = ud;
     /* Registered after the client left: run it from the loop, never from inside this call. */
     if (cb && c->st == CONN_CLOSED && req->owned && !req->aborted)
-        dirty_add(c);
+        bm_srv_dirty_add(c);
 }
 
 void bm_req_set_data(bm_req_t *req, void *data)
@@ -349,10 +349,10 @@ void *bm_req_get_data(const bm_req_t *req)
 /* Allocation failed half-way through a response: close from the loop, not from here. */
 static void conn_break(conn_t *c)
 {
-    conn_set_state(c, CONN_CLOSE_AFTER);
+    bm_srv_conn_set_state(c, CONN_CLOSE_AFTER);
     c->keep_alive = false;
     c->broken = true;
-    dirty_add(c);
+    bm_srv_dirty_add(c);
 }
 
 static int resp_start(bm_req_t *r, int status, const bm_hdrs_t *hdrs, const char *ctype,
@@ -396,8 +396,8 @@ static int resp_start(bm_req_t *r, int status, const bm_hdrs_t *hdrs, const char
         conn_break(c);
         return BM_ENOMEM;
     }
-    arm_drain(c);
-    conn_mark_dirty(c);
+    bm_srv_arm_drain(c);
+    bm_srv_conn_mark_dirty(c);
     return 0;
 }
 
@@ -427,18 +427,19 @@ static int resp_body(bm_req_t *r, bm_buf_t *b, const void *p, size_t n)
             rc = BM_ETOOBIG;
         }
         r->remaining -= n;
-        ok = b ? queue_buf(c, b, 0, n) : queue_copy(c, p, n);
+        ok = b ? bm_srv_queue_buf(c, b, 0, n) : bm_srv_queue_copy(c, p, n);
         break;
     case RESP_CHUNKED: {
         char hdr[24];
         char *w = put_hex(hdr, n);
         w = PUT_LIT(w, "\r\n");
-        ok = queue_copy(c, hdr, (size_t)(w - hdr)) &&
-             (b ? queue_buf(c, b, 0, n) : queue_copy(c, p, n)) && queue_copy(c, "\r\n", 2);
+        ok = bm_srv_queue_copy(c, hdr, (size_t)(w - hdr)) &&
+             (b ? bm_srv_queue_buf(c, b, 0, n) : bm_srv_queue_copy(c, p, n)) &&
+             bm_srv_queue_copy(c, "\r\n", 2);
         break;
     }
     case RESP_UNTIL_CLOSE:
-        ok = b ? queue_buf(c, b, 0, n) : queue_copy(c, p, n);
+        ok = b ? bm_srv_queue_buf(c, b, 0, n) : bm_srv_queue_copy(c, p, n);
         break;
     default:
         break;
@@ -447,8 +448,8 @@ static int resp_body(bm_req_t *r, bm_buf_t *b, const void *p, size_t n)
         conn_break(c);
         return BM_ENOMEM;
     }
-    arm_drain(c);
-    conn_mark_dirty(c);
+    bm_srv_arm_drain(c);
+    bm_srv_conn_mark_dirty(c);
     return rc;
 }
 
@@ -475,7 +476,7 @@ static void req_release(conn_t *c)
     r->drain_cb = NULL;
     r->data = NULL;
     bm_http1_next(c->parser);
-    conn_unref(c);
+    bm_srv_conn_unref(c);
 }
 
 static void resp_finish(bm_req_t *r, bool abort)
@@ -485,25 +486,25 @@ static void resp_finish(bm_req_t *r, bool abort)
         bm_log(BM_LOG_ERROR, "server: a request was ended twice");
         return;
     }
-    conn_hold(c);
+    bm_srv_conn_hold(c);
     if (c->st != CONN_CLOSED) {
         if (abort) {
             c->keep_alive = false;
         } else if (r->mode == RESP_FIXED && r->remaining > 0 && !r->suppress_body) {
             c->keep_alive = false; /* a truncated body: only the close can say so */
         } else if (r->mode == RESP_CHUNKED && !r->suppress_body) {
-            if (!queue_copy(c, "0\r\n\r\n", 5))
+            if (!bm_srv_queue_copy(c, "0\r\n\r\n", 5))
                 conn_break(c);
         } else if (r->mode == RESP_UNTIL_CLOSE && !r->suppress_body) {
             c->keep_alive = false;
         }
         if (!c->keep_alive || c->srv->shutting_down || c->broken)
-            conn_set_state(c, CONN_CLOSE_AFTER);
+            bm_srv_conn_set_state(c, CONN_CLOSE_AFTER);
     }
     req_release(c);
     if (c->st != CONN_CLOSED && !c->in_process)
-        conn_schedule(c); /* the flush, the next pipelined request, or the close */
-    conn_unref(c);
+        bm_srv_conn_schedule(c); /* the flush, the next pipelined request, or the close */
+    bm_srv_conn_unref(c);
 }
 
 static void resp_json_error(bm_req_t *r, int status, const char *msg)
