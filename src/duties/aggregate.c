@@ -63,24 +63,12 @@ void bm_aggregate_opts_default(bm_aggregate_opts_t *o)
 
 /* ---- counting bits ------------------------------------------------------------------------ */
 
-static bool is_ssz(const char *content_type)
-{
-    if (!content_type)
-        return false;
-    while (*content_type == ' ' || *content_type == '\t')
-        content_type++;
-    static const char ssz[] = "application/octet-stream";
-    size_t n = sizeof ssz - 1;
-    return strncasecmp(content_type, ssz, n) == 0 &&
-           (content_type[n] == '\0' || content_type[n] == ';' || content_type[n] == ' ');
-}
-
 int bm_aggregate_count_bits(bm_aggregate_kind_t kind, const char *content_type, const char *fork,
                             const void *body, size_t len, size_t *set, size_t *total)
 {
     if (!body || !set || !total || kind >= BM_AGGREGATE_KINDS)
         return BM_EINVAL;
-    if (is_ssz(content_type)) {
+    if (bm_content_type_is_ssz(content_type)) {
         if (kind == BM_AGGREGATE_ATTESTATION) {
             bm_ssz_attestation_info_t ai;
             if (!fork || bm_ssz_attestation_info(body, len, fork, &ai) != 0)

@@ -106,22 +106,11 @@ bm_attest_stats_t bm_attest_stats(const bm_attest_t *a)
 
 /* ---- the rules ------------------------------------------------------------------------ */
 
-static bool is_ssz(const bm_hdrs_t *h)
-{
-    const char *ct = bm_hdrs_get(h, "content-type");
-    if (!ct)
-        return false;
-    while (*ct == ' ' || *ct == '\t')
-        ct++;
-    return strncasecmp(ct, "application/octet-stream", 24) == 0 &&
-           (ct[24] == '\0' || ct[24] == ';' || ct[24] == ' ' || ct[24] == '\t');
-}
-
 int bm_attest_parse_data(const bm_hdrs_t *headers, const bm_buf_t *body, bm_attest_data_t *out)
 {
     if (!body)
         return BM_EINVAL;
-    if (headers && is_ssz(headers)) {
+    if (headers && bm_hdrs_is_ssz(headers)) {
         bm_ssz_attestation_data_t d;
         if (bm_ssz_attestation_data((const uint8_t *)body->data, body->len, &d) != 0)
             return BM_EINVAL;
@@ -203,7 +192,7 @@ int bm_attest_parse_payload(const bm_hdrs_t *headers, const bm_buf_t *body,
 {
     if (!body)
         return BM_EINVAL;
-    if (headers && is_ssz(headers)) {
+    if (headers && bm_hdrs_is_ssz(headers)) {
         bm_ssz_payload_attestation_data_t d;
         if (bm_ssz_payload_attestation_data((const uint8_t *)body->data, body->len, &d) != 0)
             return BM_EINVAL;

@@ -200,16 +200,6 @@ static int rank_of(const bm_race_answer_t *a)
     return 2;
 }
 
-static bool content_is_ssz(const char *ct)
-{
-    if (!ct)
-        return false;
-    while (*ct == ' ' || *ct == '\t')
-        ct++;
-    return strncasecmp(ct, "application/octet-stream", 24) == 0 &&
-           (ct[24] == '\0' || ct[24] == ';' || ct[24] == ' ' || ct[24] == '\t');
-}
-
 static void kept_set(kept_t *k, const bm_race_answer_t *a, int rank)
 {
     bm_hdrs_clear(&k->hdrs);
@@ -303,7 +293,7 @@ static wctx_t *ctx_new(bm_broadcast_t *b, bm_req_t *req, size_t route)
         return NULL;
     }
     c->body = bm_buf_ref(bm_req_body(req));
-    c->ssz = content_is_ssz(bm_req_header(req, "Content-Type"));
+    c->ssz = bm_content_type_is_ssz(bm_req_header(req, "Content-Type"));
     if (c->rt->cls == BM_BCAST_POOL || c->rt->cls == BM_BCAST_PUBLISH)
         c->merge = bm_indexed_new(); /* NULL on allocation failure: not merged */
     c->next = b->ctxs;

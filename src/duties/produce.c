@@ -153,17 +153,6 @@ static bool header_true(const bm_hdrs_t *h, const char *name, bool *present)
     return v && strcasecmp(v, "true") == 0;
 }
 
-static bool is_ssz(const bm_hdrs_t *h)
-{
-    const char *ct = bm_hdrs_get(h, "content-type");
-    if (!ct)
-        return false;
-    while (*ct == ' ' || *ct == '\t')
-        ct++;
-    return strncasecmp(ct, "application/octet-stream", 24) == 0 &&
-           (ct[24] == '\0' || ct[24] == ';' || ct[24] == ' ' || ct[24] == '\t');
-}
-
 /* A decimal Wei value from a header; true when present (BM_EINVAL in *rc when malformed). */
 static bool header_value(const bm_hdrs_t *h, const char *name, bm_u256_t *out, int *rc)
 {
@@ -216,7 +205,7 @@ int bm_produce_parse_form(const bm_hdrs_t *headers, const bm_buf_t *body, bm_pro
     bool has_e = !v4 && header_value(headers, "eth-execution-payload-value", &b.execution, &rc);
     if (rc)
         return rc;
-    if (is_ssz(headers)) {
+    if (bm_hdrs_is_ssz(headers)) {
         const char *fork = bm_hdrs_get(headers, "eth-consensus-version");
         bm_ssz_block_info_t info;
         if (!fork || (form == BM_PRODUCE_FORM_V3 && !blinded_hdr) || (v4 && !included_hdr))

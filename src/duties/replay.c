@@ -109,17 +109,6 @@ bool bm_rp_expired(const bm_replay_t *rp, int kind, const void *e, const now_t *
 
 /* ---- feeding: storing items ------------------------------------------------------------------ */
 
-static bool is_ssz(const bm_hdrs_t *h)
-{
-    const char *ct = h ? bm_hdrs_get(h, "content-type") : NULL;
-    if (!ct)
-        return false;
-    while (*ct == ' ' || *ct == '\t')
-        ct++;
-    return strncasecmp(ct, "application/octet-stream", 24) == 0 &&
-           (ct[24] == '\0' || ct[24] == ';' || ct[24] == ' ' || ct[24] == '\t');
-}
-
 /* Remembers one dropped entry (the kind is full) with a rate-limited line. */
 static void note_dropped(bm_replay_t *rp, int kind)
 {
@@ -368,7 +357,7 @@ int bm_replay_feed(bm_replay_t *rp, bm_replay_kind_t kind, const bm_hdrs_t *head
     const char *fork = headers ? bm_hdrs_get(headers, "eth-consensus-version") : NULL;
     if (kind == BM_REPLAY_PREFERENCES && (!fork || !*fork || strlen(fork) > FORK_MAX))
         return BM_EINVAL; /* required: a replay must send it again */
-    if (is_ssz(headers)) {
+    if (bm_hdrs_is_ssz(headers)) {
         const uint8_t *p = (const uint8_t *)body->data;
         if (kind == BM_REPLAY_REGISTRATION)
             return feed_registrations_ssz(rp, p, body->len, now_ms);

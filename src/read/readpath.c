@@ -943,7 +943,7 @@ static void record(exchange_t *ex, attempt_t *a, const bm_xfer_result_t *res)
 static bool same_answer(const attempt_t *a, const attempt_t *b)
 {
     const char *ct = bm_hdrs_get(&a->hdrs, "content-type");
-    bool ssz = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
+    bool ssz = bm_content_type_is_ssz(ct);
     return a->status == b->status &&
            bm_canon_equal(bm_str_data(&a->body), bm_str_len(&a->body), bm_str_data(&b->body),
                           bm_str_len(&b->body), ssz);
