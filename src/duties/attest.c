@@ -86,8 +86,6 @@ bm_attest_t *bm_attest_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t 
         bm_attest_opts_default(&a->opts);
     if (!a->opts.repoll_interval_ms)
         a->opts.repoll_interval_ms = 50;
-    a->lim.window_ms = 10000;
-    a->lim.burst = 10;
     return a;
 }
 

@@ -978,8 +978,6 @@ bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_p
         b->rud[i].b = b;
         b->rud[i].route = i;
     }
-    b->lim.window_ms = 10000;
-    b->lim.burst = 10;
     return b;
 }
 

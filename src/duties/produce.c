@@ -101,8 +101,6 @@ bm_produce_t *bm_produce_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_
         p->opts.repoll_interval_ms = 250;
     if (!p->opts.max_hold_ms)
         p->opts.max_hold_ms = BM_DEFAULT_DUTIES_MAX_HOLD_MS;
-    p->lim.window_ms = 10000;
-    p->lim.burst = 10;
     return p;
 }
 

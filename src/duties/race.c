@@ -1074,8 +1074,6 @@ bm_race_engine_t *bm_race_engine_new(bm_clock_t *clock, bm_upstream_t *up, bm_po
     e->up = up;
     e->pool = pool;
     bm_hdrs_init(&e->empty);
-    e->lim.window_ms = 10000;
-    e->lim.burst = 10;
     e->drain_timer = bm_timer_new(clock, on_drain, e);
     if (!e->drain_timer) {
         bm_buf_unref(e->oom_body);

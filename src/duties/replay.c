@@ -555,8 +555,6 @@ bm_replay_t *bm_replay_new(bm_clock_t *clock, bm_upstream_t *up, bm_pool_t *pool
     rp->up = up;
     rp->pool = pool;
     rp->chain = chain;
-    rp->lim.window_ms = 10000;
-    rp->lim.burst = 10;
     const size_t *cap = rp->opts.max_entries;
     bm_rp_table_init(&rp->tab[BM_REPLAY_PREPARATION], sizeof(prep_e), offsetof(prep_e, vi), 8,
                      cap[BM_REPLAY_PREPARATION], NULL);
