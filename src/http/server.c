@@ -160,30 +160,15 @@ static void on_idle(uv_idle_t *h)
 
 static void dirty_remove(conn_t *c)
 {
-    if (!c->dirty)
-        return;
-    bm_server_t *srv = c->srv;
-    if (c->dirty_prev)
-        c->dirty_prev->dirty_next = c->dirty_next;
-    else
-        srv->dirty = c->dirty_next;
-    if (c->dirty_next)
-        c->dirty_next->dirty_prev = c->dirty_prev;
-    c->dirty_prev = c->dirty_next = NULL;
-    c->dirty = false;
+    bm_link_unlink(&c->dirty_link);
 }
 
 void bm_srv_dirty_add(conn_t *c)
 {
-    if (c->dirty)
+    if (bm_link_linked(&c->dirty_link))
         return;
     bm_server_t *srv = c->srv;
-    c->dirty = true;
-    c->dirty_prev = NULL;
-    c->dirty_next = srv->dirty;
-    if (srv->dirty)
-        srv->dirty->dirty_prev = c;
-    srv->dirty = c;
+    bm_list_push_front(&srv->dirty, &c->dirty_link);
     uv_idle_start(&srv->idle, on_idle); /* no effect when already active */
 }
 
@@ -488,13 +473,7 @@ void bm_srv_conn_close(conn_t *c)
     bm_srv_conn_set_state(c, CONN_CLOSED);
     bm_srv_conn_hold(c);
     dirty_remove(c);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        srv->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    c->prev = c->next = NULL;
+    bm_link_unlink(&c->link);
     srv->nconns--;
     c->deadline = 0;
     uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
@@ -905,6 +884,8 @@ static void on_connection(uv_stream_t *ls, int status)
         return;
     }
     c->srv = srv;
+    bm_link_init(&c->link);
+    bm_link_init(&c->dirty_link);
     c->refs = 1; /* the handles' reference */
     c->handles_open = 2;
     c->fresh = true;
@@ -940,10 +921,7 @@ static void on_connection(uv_stream_t *ls, int status)
         else if (ss.ss_family == AF_INET)
             uv_ip4_name((struct sockaddr_in *)&ss, c->peer, sizeof c->peer);
     }
-    c->next = srv->conns;
-    if (srv->conns)
-        srv->conns->prev = c;
-    srv->conns = c;
+    bm_list_push_front(&srv->conns, &c->link);
     srv->nconns++;
     conn_update_deadline(c, false);
     conn_update_reading(c);
@@ -984,8 +962,8 @@ static void srv_maybe_done(bm_server_t *srv)
 static void on_check(uv_check_t *h)
 {
     bm_server_t *srv = h->data;
-    while (srv->dirty) {
-        conn_t *c = srv->dirty;
+    while (!bm_list_empty(&srv->dirty)) {
+        conn_t *c = bm_list_first(&srv->dirty, conn_t, dirty_link);
         dirty_remove(c);
         bm_srv_conn_hold(c);
         if (c->st == CONN_CLOSED) {
@@ -1010,7 +988,7 @@ static void on_check(uv_check_t *h)
             srv->done(srv, srv->done_ud); /* may free the server */
         return;
     }
-    if (!srv->dirty)
+    if (bm_list_empty(&srv->dirty))
         uv_idle_stop(&srv->idle);
 }
 
@@ -1020,6 +998,8 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
     bm_server_t *srv = calloc(1, sizeof *srv);
     if (!srv)
         return NULL;
+    bm_link_init(&srv->conns);
+    bm_link_init(&srv->dirty);
     bm_server_opts_t def;
     bm_server_opts_default(&def);
     srv->opts = opts ? *opts : def;
@@ -1126,8 +1106,8 @@ static void on_grace(uv_timer_t *t)
     bm_server_t *srv = t->data;
     if (srv->nconns)
         bm_log(BM_LOG_INFO, "server: grace period over, closing %zu connections", srv->nconns);
-    while (srv->conns)
-        bm_srv_conn_close(srv->conns);
+    while (!bm_list_empty(&srv->conns))
+        bm_srv_conn_close(bm_list_first(&srv->conns, conn_t, link));
 }
 
 void bm_server_shutdown(bm_server_t *srv, uint32_t grace_ms,
@@ -1142,11 +1122,11 @@ void bm_server_shutdown(bm_server_t *srv, uint32_t grace_ms,
         srv->listener_closing = true;
         uv_close((uv_handle_t *)&srv->listener, on_srv_handle_closed);
     }
-    conn_t *next;
-    for (conn_t *c = srv->conns; c; c = next) {
-        next = c->next;
+    bm_link_t *l, *nx;
+    bm_list_for_each_safe (l, nx, &srv->conns) {
+        conn_t *c = bm_list_entry(l, conn_t, link);
         c->keep_alive = false;
-        if (c->req.owned || c->st >= CONN_FINISHING || c->st == CONN_LINGER)
+        if (c->req.owned || c->st >= CONN_FINISHING)
             continue; /* closes after its answer, or is closing already */
         if (bm_http1_phase(c->parser) == BM_HTTP1_IDLE && c->pending == 0) {
             bm_srv_conn_close(c); /* idle */
@@ -1163,11 +1143,11 @@ void bm_server_free(bm_server_t *srv)
 {
     if (!srv || srv->freeing)
         return;
-    if (srv->conns)
+    if (!bm_list_empty(&srv->conns))
         bm_log(BM_LOG_ERROR, "server: freed with %zu connections open", srv->nconns);
     srv->freeing = true;
-    while (srv->conns)
-        bm_srv_conn_close(srv->conns);
+    while (!bm_list_empty(&srv->conns))
+        bm_srv_conn_close(bm_list_first(&srv->conns, conn_t, link));
     if (!srv->listener_closing) {
         srv->listener_closing = true;
         uv_close((uv_handle_t *)&srv->listener, on_srv_handle_closed);

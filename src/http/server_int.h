@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "http/http1.h"
 
@@ -94,9 +95,8 @@ struct conn {
     uv_tcp_t tcp;
     uv_timer_t timer;
     bm_server_t *srv;
-    conn_t *prev, *next;             /* the server's open connections */
-    conn_t *dirty_prev, *dirty_next; /* the server's list of connections to flush */
-    bool dirty;
+    bm_link_t link;       /* on the server's open connections */
+    bm_link_t dirty_link; /* on the server's connections to flush (linked: it is dirty) */
     int refs;
     int handles_open;
     bm_http1_t *parser;
@@ -152,10 +152,10 @@ struct bm_server {
     bool freeing;
     int port;
 
-    conn_t *conns;
-    size_t nconns; /* open connections (in `conns`) */
-    size_t nalloc; /* connection structs not yet freed */
-    conn_t *dirty;
+    bm_link_t conns; /* open connections (conn_t) */
+    size_t nconns;   /* open connections (in `conns`) */
+    size_t nalloc;   /* connection structs not yet freed */
+    bm_link_t dirty; /* connections to flush (conn_t) */
 
     char *pool[POOL_MAX];
     size_t npool;
