@@ -28,6 +28,7 @@
 #include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/ssz.h"
 #include "duties/indexed.h"
@@ -139,7 +140,7 @@ struct bm_broadcast {
     size_t n_nodes;
     sszmem_t *mem; /* n_nodes * N_ROUTES */
     route_ud_t rud[N_ROUTES];
-    wctx_t *ctxs; /* every live context */
+    bm_link_t ctxs; /* every live context (wctx_t) */
     size_t n_ctxs;
     bm_timer_t *timer; /* producer head starts */
     bool stopped;
@@ -173,7 +174,7 @@ struct wctx {
     kept_t r415;           /* a node's 415 */
     bm_indexed_t *merge;   /* pool and publish writes: the nodes' indexed errors, item by
                               item (NULL: not merged) */
-    wctx_t *prev, *next;
+    bm_link_t link;        /* on the broadcast's ctxs */
 };
 
 void bm_broadcast_opts_default(bm_broadcast_opts_t *o)
@@ -277,6 +278,7 @@ static wctx_t *ctx_new(bm_broadcast_t *b, bm_req_t *req, size_t route)
     wctx_t *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
+    bm_link_init(&c->link);
     c->b = b;
     c->route = route;
     c->rt = &ROUTES[route];
@@ -296,10 +298,7 @@ static wctx_t *ctx_new(bm_broadcast_t *b, bm_req_t *req, size_t route)
     c->ssz = bm_content_type_is_ssz(bm_req_header(req, "Content-Type"));
     if (c->rt->cls == BM_BCAST_POOL || c->rt->cls == BM_BCAST_PUBLISH)
         c->merge = bm_indexed_new(); /* NULL on allocation failure: not merged */
-    c->next = b->ctxs;
-    if (b->ctxs)
-        b->ctxs->prev = c;
-    b->ctxs = c;
+    bm_list_push_front(&b->ctxs, &c->link);
     b->n_ctxs++;
     return c;
 }
@@ -307,12 +306,7 @@ static wctx_t *ctx_new(bm_broadcast_t *b, bm_req_t *req, size_t route)
 static void ctx_free(wctx_t *c)
 {
     bm_broadcast_t *b = c->b;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        b->ctxs = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    bm_link_unlink(&c->link);
     b->n_ctxs--;
     kept_dispose(&c->err);
     kept_dispose(&c->r415);
@@ -725,8 +719,9 @@ static void on_timer(bm_timer_t *t, void *ud)
     (void)t;
     bm_broadcast_t *b = ud;
     uint64_t now = bm_clock_mono_now(b->clock);
-    for (wctx_t *c = b->ctxs, *next; c; c = next) {
-        next = c->next;
+    bm_link_t *l, *nx;
+    bm_list_for_each_safe (l, nx, &b->ctxs) {
+        wctx_t *c = bm_list_entry(l, wctx_t, link);
         if (c->headstart_at && c->headstart_at <= now && !c->phase2_started) {
             c->refs++;
             start_phase2(c);
@@ -741,9 +736,11 @@ static void arm_timer(bm_broadcast_t *b)
     if (b->stopped)
         return;
     uint64_t next = 0;
-    for (const wctx_t *c = b->ctxs; c; c = c->next)
+    for (const bm_link_t *l = b->ctxs.next; l != &b->ctxs; l = l->next) {
+        const wctx_t *c = bm_list_entry(l, wctx_t, link);
         if (c->headstart_at && !c->phase2_started && (!next || c->headstart_at < next))
             next = c->headstart_at;
+    }
     if (!next) {
         bm_timer_stop(b->timer);
         return;
@@ -949,6 +946,7 @@ bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_p
     bm_broadcast_t *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
+    bm_link_init(&b->ctxs);
     bm_broadcast_opts_t def;
     bm_broadcast_opts_default(&def);
     b->opts = opts ? *opts : def;
@@ -1003,8 +1001,9 @@ void bm_broadcast_stop(bm_broadcast_t *b)
     if (!b || b->stopped)
         return;
     /* the blocks still waiting for their producer go to the others now */
-    for (wctx_t *c = b->ctxs, *next; c; c = next) {
-        next = c->next;
+    bm_link_t *l, *nx;
+    bm_list_for_each_safe (l, nx, &b->ctxs) {
+        wctx_t *c = bm_list_entry(l, wctx_t, link);
         if (c->headstart_at && !c->phase2_started) {
             c->refs++;
             start_phase2(c);
@@ -1020,8 +1019,8 @@ void bm_broadcast_free(bm_broadcast_t *b)
     if (!b)
         return;
     bm_assert(b->stopped && b->timer_closed);
-    while (b->ctxs)
-        ctx_free(b->ctxs);
+    while (!bm_list_empty(&b->ctxs))
+        ctx_free(bm_list_first(&b->ctxs, wctx_t, link));
     free(b->mem);
     free(b);
 }
