@@ -276,6 +276,7 @@ bs_sim_t *bs_sim_new(uv_loop_t *loop, const bs_sim_cfg_t *cfg)
         bs_simnode_t *sn = &s->nodes[i];
         sn->sim = s;
         bm_link_init(&sn->pending);
+        bm_link_init(&sn->subs);
         sn->port = cfg->base_port ? cfg->base_port + (int)i : 0;
         if (bs_node_init(&sn->node, s->chain, i, &cfg->behav[i], now) != 0) {
             for (uint32_t j = 0; j <= i; j++)

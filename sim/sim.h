@@ -46,7 +46,7 @@ typedef struct bs_simnode {
     uv_timer_t timer;     /* next import / payload arrival */
     uv_timer_t keepalive; /* ":" comments on event streams */
     bool keepalive_on;
-    bs_sub_t *subs;    /* event-stream subscribers */
+    bm_link_t subs;    /* event-stream subscribers (bs_sub_t) */
     bm_link_t pending; /* requests held by hang or delayed by slow (bs_pending_t) */
     uint32_t nsubs;
 } bs_simnode_t;
