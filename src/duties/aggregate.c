@@ -152,21 +152,6 @@ static bool p_complete(const bm_race_answer_t *a, void *ud)
 
 /* ---- the request --------------------------------------------------------------------------- */
 
-/* The value of query parameter `name` as a uint64. */
-static bool query_u64(const char *q, size_t qlen, const char *name, uint64_t *out)
-{
-    size_t nl = strlen(name);
-    const char *p = q, *end = q ? q + qlen : NULL;
-    while (p && p < end) {
-        const char *amp = memchr(p, '&', (size_t)(end - p));
-        const char *stop = amp ? amp : end;
-        if ((size_t)(stop - p) > nl && memcmp(p, name, nl) == 0 && p[nl] == '=')
-            return bm_json_parse_u64(p + nl + 1, (size_t)(stop - p - nl - 1), out) == 0;
-        p = amp ? amp + 1 : NULL;
-    }
-    return false;
-}
-
 /* The slot's aggregate (contribution) due time; 0 (counts as past) without a known chain or
  * slot. */
 static uint64_t due_of(const bm_aggregate_t *m, bm_aggregate_kind_t kind, bool has_slot,
@@ -207,10 +192,10 @@ static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
 {
     m->stats.requests[kind]++;
     agg_race_t ar = {.m = m, .kind = kind};
-    size_t qlen = 0;
-    const char *query = bm_req_query(req, &qlen);
+    char sv[32];
+    int sn = bm_req_query_param(req, "slot", sv, sizeof sv);
     uint64_t slot = 0;
-    bool has_slot = query_u64(query, qlen, "slot", &slot);
+    bool has_slot = sn >= 0 && bm_json_parse_u64(sv, (size_t)sn, &slot) == 0;
     if (has_slot && m->chain && m->chain->known)
         snprintf(ar.fork, sizeof ar.fork, "%s",
                  bm_fork_name(bm_chain_fork_at_slot(m->chain, slot)));

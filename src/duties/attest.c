@@ -488,10 +488,8 @@ static void base_policy(const bm_attest_t *a, bm_race_policy_t *p, uint64_t dead
 
 static bool query_slot(bm_req_t *req, uint64_t *slot)
 {
-    size_t qlen;
-    const char *q = bm_req_query(req, &qlen);
     char v[32];
-    int n = bm_hint_query_param(q, qlen, "slot", v, sizeof v);
+    int n = bm_req_query_param(req, "slot", v, sizeof v);
     return n > 0 && bm_json_parse_u64(v, (size_t)n, slot) == 0;
 }
 
@@ -504,11 +502,10 @@ static void route_data(bm_req_t *req, const bm_route_params_t *params, void *ud)
         bm_resp_error(req, 400, "Invalid or missing slot query parameter");
         return;
     }
-    size_t qlen;
-    const char *query = bm_req_query(req, &qlen);
     char ci[256]; /* longer than any index: then no key fits and the race is its own */
-    bool has_ci = bm_hint_query_param(query, qlen, "committee_index", ci, sizeof ci) >= 0;
-    bool ci_too_long = !has_ci && query && memmem(query, qlen, "committee_index", 15) != NULL;
+    int circ = bm_req_query_param(req, "committee_index", ci, sizeof ci);
+    bool has_ci = circ >= 0;
+    bool ci_too_long = circ == BM_ETOOBIG;
     bm_fork_t fork;
     bool fork_known = bm_hint_fork(a->hint, slot, &fork);
     bool pre_electra = !fork_known || fork < BM_FORK_ELECTRA;

@@ -27,6 +27,7 @@
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "base/url.h"
 #include "base/ssz.h"
 #include "duties/serve.h"
 
@@ -299,7 +300,7 @@ uint64_t bm_produce_boost(const char *query, size_t len)
 {
     char v[32];
     uint64_t boost;
-    int n = bm_hint_query_param(query, len, "builder_boost_factor", v, sizeof v);
+    int n = bm_url_query_param(query, len, "builder_boost_factor", v, sizeof v);
     if (n <= 0 || bm_json_parse_u64(v, (size_t)n, &boost) != 0)
         return 100;
     return boost;

@@ -17,6 +17,7 @@
 #include "base/defaults.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/url.h"
 #include "http/http1.h"
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -292,6 +293,11 @@ const char *bm_req_query(const bm_req_t *req, size_t *len)
     if (len)
         *len = req->query_len;
     return req->query;
+}
+
+int bm_req_query_param(const bm_req_t *req, const char *name, char *out, size_t cap)
+{
+    return bm_url_query_param(req->query, req->query_len, name, out, cap);
 }
 
 const bm_hdrs_t *bm_req_headers(const bm_req_t *req)
