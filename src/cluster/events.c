@@ -162,6 +162,8 @@ static void on_hold(bm_timer_t *t, void *ud)
  */
 void bm_ev_emit(bm_events_t *ev, bm_topic_t t, const char *data, size_t len)
 {
+    if (ev->tap)
+        ev->tap(t, data, len, ev->tap_ud);
     if (!ev->cnt[t])
         return;
     bm_buf_t *b = bm_events_serialise(bm_topic_name(t), data, len);
@@ -442,6 +444,12 @@ void bm_events_set_chain(bm_events_t *ev, const bm_chain_info_t *chain)
     ev->chain_known = chain && chain->known;
     if (ev->chain_known)
         ev->chain = *chain;
+}
+
+void bm_events_set_tap(bm_events_t *ev, bm_events_tap_fn fn, void *ud)
+{
+    ev->tap = fn;
+    ev->tap_ud = ud;
 }
 
 void bm_events_shutdown(bm_events_t *ev)

@@ -153,6 +153,8 @@ struct bm_events {
     bm_head_t *head;
     bm_upstream_t *up;
     bm_pool_t *pool;
+    bm_events_tap_fn tap; /* sees every event the stream emits (the response cache) */
+    void *tap_ud;
     const bm_discovery_t *disc; /* the chain, read when needed */
     bool chain_known;
     bm_chain_info_t chain; /* set directly (tests), when no discovery is attached */

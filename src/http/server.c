@@ -123,6 +123,11 @@ static void conn_free(conn_t *c)
     free(c->q);
     bm_buf_unref(c->acc);
     bm_buf_unref(c->req.body);
+    free(c->req.target);
+    if (c->req.extra) {
+        bm_hdrs_dispose(c->req.extra);
+        free(c->req.extra);
+    }
     if (c->in) {
         pool_put(srv, c->in);
         c->in = NULL;
@@ -761,10 +766,10 @@ static const bm_http1_callbacks_t parser_cbs = {on_head, on_body, NULL};
 
 /* ---- request processing ------------------------------------------------------------ */
 
-static void split_target(bm_req_t *r)
+void bm_srv_split_target(bm_req_t *r)
 {
-    const char *t = r->head->target;
-    size_t n = r->head->target_len;
+    const char *t = r->target ? r->target : r->head->target;
+    size_t n = strlen(t);
     const char *path = t;
     /* absolute-form (RFC 9112 3.2.2): the path starts after the authority */
     if ((n > 7 && strncasecmp(t, "http://", 7) == 0) ||
@@ -793,7 +798,7 @@ static void dispatch(conn_t *c)
         body->data[body->len] = '\0';
     uint64_t start = r->start_us;
     *r = (bm_req_t){.conn = c, .head = h, .body = body, .start_us = start, .owned = true};
-    split_target(r);
+    bm_srv_split_target(r);
     c->fresh = false;
     c->keep_alive = h->keep_alive && !srv->shutting_down && !c->peer_eof;
     c->drain_armed = c->pending > srv->opts.write_high_water;

@@ -59,6 +59,8 @@ typedef enum {
 struct bm_req {
     conn_t *conn;
     const bm_http1_head_t *head;
+    char *target;     /* owned: a target set by bm_req_set_target, or NULL (the head's) */
+    bm_hdrs_t *extra; /* owned: fields added to the response head (bm_req_add_resp_fields) */
     const char *path;
     size_t path_len;
     const char *query;
@@ -186,6 +188,7 @@ void bm_srv_conn_schedule(conn_t *c);
 void bm_srv_conn_set_state(conn_t *c, conn_state_t to);
 void bm_srv_conn_unref(conn_t *c);
 void bm_srv_dirty_add(conn_t *c);
+void bm_srv_split_target(bm_req_t *r);
 bool bm_srv_queue_buf(conn_t *c, bm_buf_t *b, size_t off, size_t n);
 bool bm_srv_queue_copy(conn_t *c, const void *p, size_t n);
 
