@@ -296,10 +296,21 @@ static bool says_optimistic(struct json_object *o)
     return bm_json_get_bool(o, "/data/execution_optimistic", &b) == 0 && b;
 }
 
+/* A shadow node (the tracker's observer): judged, never heard on the cluster stream. */
+static bool node_observer(const bm_events_t *ev, size_t node)
+{
+    bm_head_node_view_t v;
+    return ev->head && bm_head_node_view(ev->head, node, &v) == 0 && v.observer;
+}
+
 /* One node event; `o` is its data parsed, or NULL when it is not valid JSON. */
 static void node_event(bm_events_t *ev, size_t node, const char *topic, const char *data,
                        size_t len, struct json_object *o)
 {
+    if (node_observer(ev, node)) {
+        ev->st.shadow_events++; /* not in the dedup window either: it counts for nothing */
+        return;
+    }
     ev->st.node_events++;
     bm_topic_t t;
     if (bm_topic_parse(topic, strlen(topic), &t) != 0) {

@@ -289,8 +289,11 @@ void bm_ev_on_reconcile(bm_timer_t *t, void *ud)
         }
     }
     wanted &= ~TRACKER_TOPICS;
-    for (size_t i = 0; i < ev->nx; i++)
-        reconcile_node(ev, &ev->x[i], wanted);
+    for (size_t i = 0; i < ev->nx; i++) {
+        const bm_node_t *n = bm_pool_node(ev->pool, i);
+        /* a shadow's events never reach the cluster stream: no extra stream to it */
+        reconcile_node(ev, &ev->x[i], n && n->shadow ? 0 : wanted);
+    }
     if (again)
         bm_ev_schedule_reconcile(ev, again);
 }

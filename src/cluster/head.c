@@ -204,7 +204,7 @@ static void apply(bm_head_t *t, size_t vi, pend_t *p)
         v->has_pending = false;
     int32_t bi = bm_hd_blk_get(t, v->root, v->slot, true, v->received_ms);
     if (bi >= 0) {
-        if (t->blk[bi].first_node < 0)
+        if (t->blk[bi].first_node < 0 && !v->observer)
             t->blk[bi].first_node = (int16_t)vi;
         if (trusted(v))
             credit(t, bi, vi, v->topic, v->payload, raw);
@@ -902,10 +902,11 @@ static void reset_knowledge(bm_head_t *t)
     for (size_t vi = 0; vi < t->n; vi++) {
         node_t *v = &t->nodes[vi];
         forget_node_head(v);
-        bool connected = v->connected, may_vote = v->may_vote;
+        bool connected = v->connected, may_vote = v->may_vote, observer = v->observer;
         memset(v, 0, sizeof *v);
         v->connected = connected;
         v->may_vote = may_vote;
+        v->observer = observer;
         note_node(t, vi);
     }
 }
@@ -964,6 +965,16 @@ void bm_head_set_node_vote(bm_head_t *t, size_t node, bool may_vote)
         return;
     enter(t, t->now);
     t->nodes[node].may_vote = may_vote;
+    note_node(t, node);
+    leave(t);
+}
+
+void bm_head_set_node_observer(bm_head_t *t, size_t node, bool observer)
+{
+    if (node >= t->n || t->nodes[node].observer == observer)
+        return;
+    enter(t, t->now);
+    t->nodes[node].observer = observer;
     note_node(t, node);
     leave(t);
 }
@@ -1271,6 +1282,7 @@ int bm_head_node_view(const bm_head_t *t, size_t node, bm_head_node_view_t *out)
     out->relation = v->rel;
     out->off_since_ms = v->off ? v->off_since_ms : 0;
     out->may_vote = v->may_vote;
+    out->observer = v->observer;
     out->voter = voter(v);
     out->n_delays = v->n_delays;
     for (uint32_t k = 0; k < v->n_delays; k++)
@@ -1307,6 +1319,25 @@ int bm_head_root_at_slot(const bm_head_t *t, uint64_t slot, uint8_t out[32])
         cur = p;
     }
     return BM_ENOTFOUND;
+}
+
+bm_head_relation_t bm_head_relation_of(const bm_head_t *t, const uint8_t a[32], const uint8_t b[32])
+{
+    if (!t)
+        return BM_HEAD_REL_UNKNOWN;
+    if (eq(a, b))
+        return BM_HEAD_REL_EQUAL;
+    uint64_t sa = bm_hd_root_slot(t, a, SLOT_UNKNOWN), sb = bm_hd_root_slot(t, b, SLOT_UNKNOWN);
+    if (sa == SLOT_UNKNOWN || sb == SLOT_UNKNOWN)
+        return BM_HEAD_REL_UNKNOWN;
+    if (sa == sb)
+        return BM_HEAD_REL_OFF; /* two blocks at one slot */
+    int res = sa < sb ? bm_hd_is_anc(t, a, sa, b, NULL) : bm_hd_is_anc(t, b, sb, a, NULL);
+    if (res == UNK)
+        return BM_HEAD_REL_UNKNOWN;
+    if (res == NO)
+        return BM_HEAD_REL_OFF;
+    return sa < sb ? BM_HEAD_REL_ANCESTOR : BM_HEAD_REL_DESCENDANT;
 }
 
 size_t bm_head_block_count(const bm_head_t *t)

@@ -53,7 +53,8 @@ typedef struct pend {
 
 typedef struct node {
     bool connected, stale, has_head, may_vote;
-    bool optimistic;      /* its latest announcement (believed or pending) was optimistic */
+    bool observer;   /* a shadow node: followed and judged, never counted (set_node_observer) */
+    bool optimistic; /* its latest announcement (believed or pending) was optimistic */
     bool head_optimistic; /* its believed head was announced optimistic */
     bool td_head, td_sync, forked, off, has_pending, has_reorg, has_sync;
     bool on_chain; /* last proven relation: the head, an ancestor or a descendant of it */
@@ -170,8 +171,8 @@ static inline uint64_t keep_slots(const bm_head_t *t)
 /* May this node's announcements count (first announcer, raw data, payload evidence)? */
 static inline bool trusted(const node_t *v)
 {
-    return v->may_vote && !v->optimistic && !v->head_optimistic && !v->td_head && !v->td_sync &&
-           !v->forked;
+    return v->may_vote && !v->observer && !v->optimistic && !v->head_optimistic && !v->td_head &&
+           !v->td_sync && !v->forked;
 }
 
 /* Does this node's head count now? */
