@@ -29,7 +29,6 @@
 #include "read/pick.h"
 #include "read/sticky.h"
 
-#define MAX_NODES 64
 #define MAX_PARALLEL 16                /* attempts of one exchange at once */
 #define MAX_KEPT_BODY (64 * 1024)      /* a failed answer kept to relay if all fail */
 #define MAX_CONSENSUS_BODY (64u << 20) /* an answer compared for consensus */
@@ -56,7 +55,7 @@ struct bm_readpath {
     bm_pool_t *pool;
     bm_discovery_t *disc;
     bm_readpath_opts_t opts;
-    node_state_t node[MAX_NODES];
+    node_state_t node[BM_MAX_NODES];
     bm_rules_t *rules;
     bm_sticky_t *sticky;
     bm_rng_t rng;
@@ -202,13 +201,11 @@ bm_readpath_t *bm_readpath_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *po
     bm_rng_seed(&rp->rng, rp->opts.seed ? rp->opts.seed : bm_clock_now_ms() ^ (uintptr_t)rp);
     bm_hedge_budget_init(&rp->budget, rp->opts.hedge_max_ratio_milli / 1000.0, 10);
     uint64_t now = uv_now(loop);
-    for (size_t i = 0; i < MAX_NODES; i++) {
+    for (size_t i = 0; i < BM_MAX_NODES; i++) {
         bm_readpath_set_node(rp, i, &(bm_readpath_node_opts_t){.weight = 1});
         bm_breaker_init(&rp->node[i].breaker, &rp->opts.breaker);
     }
     (void)now;
-    rp->limit.window_ms = 10000;
-    rp->limit.burst = 10;
     return rp;
 }
 
@@ -224,7 +221,7 @@ void bm_readpath_free(bm_readpath_t *rp)
 
 void bm_readpath_set_node(bm_readpath_t *rp, size_t i, const bm_readpath_node_opts_t *o)
 {
-    if (i >= MAX_NODES)
+    if (i >= BM_MAX_NODES)
         return;
     node_state_t *ns = &rp->node[i];
     ns->o = *o;
@@ -251,7 +248,7 @@ const bm_readpath_counters_t *bm_readpath_counters(const bm_readpath_t *rp)
 
 const bm_breaker_t *bm_readpath_breaker(const bm_readpath_t *rp, size_t i)
 {
-    return i < MAX_NODES ? &rp->node[i].breaker : NULL;
+    return i < BM_MAX_NODES ? &rp->node[i].breaker : NULL;
 }
 
 /* ---- the score and the candidate order ---------------------------------------------- */
@@ -368,11 +365,11 @@ static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *
 {
     bm_readpath_t *rp = ex->rp;
     size_t n = bm_pool_count(rp->pool);
-    bm_pick_node_t cand[MAX_NODES];
+    bm_pick_node_t cand[BM_MAX_NODES];
     bool any_busy = false;
     *wait = 0;
-    if (n > MAX_NODES)
-        n = MAX_NODES;
+    if (n > BM_MAX_NODES)
+        n = BM_MAX_NODES;
     for (size_t i = 0; i < n; i++) {
         bm_node_t *nd = bm_pool_node(rp->pool, i);
         node_state_t *ns = &rp->node[i];
@@ -433,7 +430,7 @@ static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *
 static bool archive_available(exchange_t *ex)
 {
     bm_readpath_t *rp = ex->rp;
-    for (size_t i = 0; i < bm_pool_count(rp->pool) && i < MAX_NODES; i++) {
+    for (size_t i = 0; i < bm_pool_count(rp->pool) && i < BM_MAX_NODES; i++) {
         const bm_node_t *n = bm_pool_node(rp->pool, i);
         if (rp->node[i].o.archive && !(ex->tried & (1ull << i)) && bm_node_usable(n) &&
             (!ex->s.restrict_nodes || (ex->s.nodes & (1ull << i))))
@@ -1066,7 +1063,7 @@ static void record(exchange_t *ex, attempt_t *a, const bm_xfer_result_t *res)
 static bool same_answer(const attempt_t *a, const attempt_t *b)
 {
     const char *ct = bm_hdrs_get(&a->hdrs, "content-type");
-    bool ssz = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
+    bool ssz = bm_content_type_is_ssz(ct);
     return a->status == b->status &&
            bm_canon_equal(bm_str_data(&a->body), bm_str_len(&a->body), bm_str_data(&b->body),
                           bm_str_len(&b->body), ssz);
@@ -1469,7 +1466,7 @@ void bm_readpath_handle_ready(bm_readpath_t *rp, bm_req_t *req)
 void bm_readpath_node_json(bm_readpath_t *rp, size_t i, bm_str_t *o)
 {
     const bm_node_t *n = bm_pool_node(rp->pool, i);
-    if (!n || i >= MAX_NODES)
+    if (!n || i >= BM_MAX_NODES)
         return;
     node_state_t *ns = &rp->node[i];
     bm_score_terms_t t;
