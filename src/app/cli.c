@@ -175,9 +175,10 @@ const char *bm_cli_help(void)
            "  SIGHUP                 Reload the configuration file: it is validated as by\n"
            "                         --check (flags still override it); if invalid, the\n"
            "                         running configuration stays and the log says why.\n"
-           "                         Upstreams, networks, policies, limits, keys and the log\n"
-           "                         change live; listen and server.* (but allowedClients)\n"
-           "                         need a restart (docs/operations.md).\n"
+           "                         Upstreams, networks, policies, limits, keys, the log\n"
+           "                         and the listen address change live while requests in\n"
+           "                         flight finish; flags and the environment are those of\n"
+           "                         the start (docs/operations.md).\n"
            "  SIGTERM, SIGINT        Graceful shutdown (server.shutdownTimeout); a second\n"
            "                         signal exits at once.\n";
 }
