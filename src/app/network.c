@@ -387,29 +387,7 @@ bool bm_network_settled(const bm_network_t *a)
 
 int bm_network_adopt_replay(bm_network_t *to, const bm_network_t *from)
 {
-    /* Preferences are per fork and the dump joins every fork in one array: they are not
-     * carried (a validator client sends them again before each proposal slot). */
-    static const bm_replay_kind_t kinds[] = {BM_REPLAY_PREPARATION, BM_REPLAY_REGISTRATION,
-                                             BM_REPLAY_COMMITTEE_SUBS, BM_REPLAY_SYNC_SUBS};
-    uint64_t now = bm_clock_wall_now(from->clock);
-    bm_hdrs_t h;
-    bm_hdrs_init(&h);
-    int rc = bm_hdrs_add_z(&h, "Content-Type", "application/json");
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && !rc; k++) {
-        bm_str_t dump = BM_STR_INIT;
-        rc = bm_replay_dump(from->replay, kinds[k], now, &dump);
-        bm_buf_t *body = rc ? NULL : bm_buf_copy(bm_str_data(&dump), bm_str_len(&dump));
-        if (!rc && !body)
-            rc = BM_ENOMEM;
-        if (!rc && bm_replay_count(from->replay, kinds[k]) > 0) {
-            int n = bm_replay_feed(to->replay, kinds[k], &h, body, now);
-            rc = n < 0 ? n : 0;
-        }
-        bm_buf_unref(body);
-        bm_str_dispose(&dump);
-    }
-    bm_hdrs_dispose(&h);
-    return rc;
+    return bm_replay_adopt(to->replay, from->replay);
 }
 
 void bm_network_end_subscribers(bm_network_t *a)

@@ -70,8 +70,8 @@ void bm_network_drain(bm_network_t *n, uint32_t grace_ms, void (*done)(void *ud)
 bool bm_network_settled(const bm_network_t *n);
 
 /**
- * Reload: copies the replay memory of `from` (preparations, registrations, committee and
- * sync subscriptions; not proposer preferences, which are per fork) into `to`, which was
+ * Reload: copies the replay memory of `from` (preparations, registrations, proposer
+ * preferences, committee and sync subscriptions, each with its expiry) into `to`, which was
  * built and not started: when `to` starts, each node it discovers is replayed to, a node new
  * in the configuration included. 0 or a BM_E* code.
  */

@@ -625,6 +625,51 @@ void bm_replay_free(bm_replay_t *rp)
     free(rp);
 }
 
+/* ---- adopting another's memory ------------------------------------------------------------ */
+
+/* A copy of `src` into `dst` (same kind): everything, the time it was last sent included. */
+static int copy_entry(table_t *t, void *dst, const void *src, int kind)
+{
+    memcpy(dst, src, t->stride);
+    if (kind != BM_REPLAY_SYNC_SUBS)
+        return 0;
+    ssub_e *d = dst;
+    const ssub_e *from = src;
+    d->idx = from->n_idx ? malloc(from->n_idx * sizeof *d->idx) : NULL;
+    if (from->n_idx && !d->idx) {
+        d->n_idx = 0;
+        return BM_ENOMEM;
+    }
+    if (from->n_idx)
+        memcpy(d->idx, from->idx, from->n_idx * sizeof *d->idx);
+    return 0;
+}
+
+int bm_replay_adopt(bm_replay_t *to, const bm_replay_t *from)
+{
+    int rc = 0;
+    for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++) {
+        const table_t *ft = &from->tab[k];
+        table_t *t = &to->tab[k];
+        for (size_t i = 0; i < ft->n_ents; i++) {
+            const ehdr_t *h = bm_rp_ent_at(ft, i);
+            if (!h->live)
+                continue;
+            bool created;
+            void *e = bm_rp_table_upsert(t, (const uint8_t *)h + ft->key_off, &created);
+            if (!e) {
+                note_dropped(to, k);
+                continue;
+            }
+            if (!created && t->dispose)
+                t->dispose(e); /* what it held is replaced below */
+            if (copy_entry(t, e, h, k) != 0)
+                rc = BM_ENOMEM;
+        }
+    }
+    return rc;
+}
+
 /* ---- figures ------------------------------------------------------------------------------ */
 
 size_t bm_replay_count(const bm_replay_t *rp, bm_replay_kind_t kind)

@@ -119,6 +119,15 @@ int bm_replay_feed(bm_replay_t *rp, bm_replay_kind_t kind, const bm_hdrs_t *head
  *  current time). Returns how many were dropped. */
 size_t bm_replay_sweep(bm_replay_t *rp, uint64_t now_ms);
 
+/**
+ * Copies every entry of `from` into `to`, as it is (the time it was last sent, and so its
+ * expiry, the fork of a preference), over an entry `to` has for the same key: what a
+ * network built by a configuration reload takes from the one it replaces, before it starts.
+ * Entries past `to`'s caps are dropped (counted). Returns 0, or BM_ENOMEM when an entry
+ * could not be copied whole.
+ */
+int bm_replay_adopt(bm_replay_t *to, const bm_replay_t *from);
+
 /** Live entries of a kind (expired ones count until the next sweep). */
 size_t bm_replay_count(const bm_replay_t *rp, bm_replay_kind_t kind);
 

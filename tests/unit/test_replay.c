@@ -539,6 +539,39 @@ static void fill_state(fx_t *f)
                      1);
 }
 
+/* A reload: a new state takes every entry of the old one as it is, expiry included. */
+static void test_adopt_copies_every_entry_as_it_is(void **state)
+{
+    (void)state;
+    fx_t *a = fx_make(0, NULL, true), *b = fx_make(0, NULL, true);
+    fill_state(a);
+    char p[256], body[512];
+    snprintf(body, sizeof body, "[%s]", prep_json(p, sizeof p, 900, 0x90));
+    uint64_t t0 = AT_SLOT(80, 500); /* epoch 10: kept through epoch 12 */
+    assert_int_equal(feed(a, BM_REPLAY_PREPARATION, body, t0), 1);
+    /* b already holds a sync subscription of validator 5: replaced by a's */
+    assert_int_equal(feed(b, BM_REPLAY_SYNC_SUBS,
+                          "[{\"validator_index\":\"5\",\"sync_committee_indices\":[\"7\"],"
+                          "\"until_epoch\":\"11\"}]",
+                          1000),
+                     1);
+    assert_int_equal(bm_replay_adopt(b->rp, a->rp), 0);
+    for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++) {
+        assert_int_equal(bm_replay_count(b->rp, (bm_replay_kind_t)k),
+                         bm_replay_count(a->rp, (bm_replay_kind_t)k));
+        char *da = dump(a, (bm_replay_kind_t)k, 1000), *db = dump(b, (bm_replay_kind_t)k, 1000);
+        assert_string_equal(db, da);
+        free(da);
+        free(db);
+    }
+    /* the time each was last sent came along: 900's preparation ends when a's would */
+    assert_int_equal(bm_replay_sweep(b->rp, AT_SLOT(103, 999)),
+                     bm_replay_sweep(a->rp, AT_SLOT(103, 999)));
+    assert_dump(b, BM_REPLAY_PREPARATION, AT_SLOT(104, 0), "[]");
+    fx_free(a);
+    fx_free(b);
+}
+
 static bm_replay_stats_t stats(fx_t *f)
 {
     bm_replay_stats_t st;
@@ -747,6 +780,7 @@ int main(void)
         cmocka_unit_test(test_caps_bound_memory),
         cmocka_unit_test(test_malformed_input),
         cmocka_unit_test(test_index_against_a_model),
+        cmocka_unit_test(test_adopt_copies_every_entry_as_it_is),
         cmocka_unit_test(test_replay_batches_every_kind_in_chunks),
         cmocka_unit_test(test_triggers_and_debounce),
         cmocka_unit_test(test_reconnects_replay_at_most_once_per_interval),
