@@ -13,11 +13,12 @@
  *   2. once each of them settled (bm_network_settled, or at most RELOAD_SETTLE_MAX_MS), a
  *      new generation takes every new request: a new front (keys, CORS, rate limits,
  *      clients) over the kept and the new networks; the log level and format apply;
- *   3. an older generation lives on until its last request ended (bm_req_on_end counts
- *      them): requests in flight finish on the objects they started on. The event stream
- *      subscribers of a replaced network are ended at the switch (they reconnect and land
- *      on the new network). A network no generation holds any more then lets its detached
- *      writes reach the nodes (server.shutdownTimeout), stops and is freed.
+ *   3. a network the new generation does not route to lives on until the last request
+ *      dispatched to it ended (counted per network with bm_req_on_end): requests in flight
+ *      finish on the objects they started on. Its event stream subscribers are ended at the
+ *      switch (they reconnect and land on the new network). Then it lets its detached
+ *      writes reach the nodes (server.shutdownTimeout), stops and is freed. The replaced
+ *      front holds nothing of a request once its handler returned: it is freed at once.
  * The server is main's: new limits and timeouts are handed to it (they apply to what
  * starts afterwards), and a new listen address is bound by it while the old listener
  * stops accepting and lets its connections finish what they are doing; an address that
