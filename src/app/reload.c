@@ -21,6 +21,7 @@
 #include "app/network.h"
 #include "app/options.h"
 #include "app/reload_diff.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "edge/front.h"
@@ -77,6 +78,10 @@ struct bm_reload {
     slot_t *built[BM_RELOAD_MAX_NETWORKS]; /* new network i built anew, else NULL */
     uv_timer_t settle_timer;
     uint64_t settle_deadline;
+    /* the status page's "reload" section */
+    uint64_t n_applied, n_unchanged, n_refused, n_failed;
+    const char *last; /* "none", "applied", "unchanged", "refused", "failed" */
+    uint64_t last_at_ms;
     /* shutdown */
     size_t draining;
     void (*drained)(void *ud);
@@ -261,11 +266,34 @@ static int gen_build_front(gen_t *g)
     return 0;
 }
 
-/* The status pages show the current front's counters. */
+/* The status page's "reload" section: what the last reloads did. */
+static void status_json(bm_str_t *out, void *ud)
+{
+    const bm_reload_t *rl = ud;
+    bm_str_printf(out,
+                  "{\"generation\":%llu,\"applied\":%llu,\"unchanged\":%llu,\"refused\":%llu,"
+                  "\"failed\":%llu,\"last\":\"%s\",\"last_at_ms\":%llu}",
+                  (unsigned long long)rl->cur->number, (unsigned long long)rl->n_applied,
+                  (unsigned long long)rl->n_unchanged, (unsigned long long)rl->n_refused,
+                  (unsigned long long)rl->n_failed, rl->last, (unsigned long long)rl->last_at_ms);
+}
+
+/* `what` happened to the reload (a static string), for the status page. */
+static void outcome(bm_reload_t *rl, uint64_t *counter, const char *what)
+{
+    (*counter)++;
+    rl->last = what;
+    rl->last_at_ms = bm_clock_now_ms();
+}
+
+/* The status pages show the current front's counters and the reloads. */
 static int gen_show_front(gen_t *g)
 {
     for (size_t i = 0; i < g->n; i++) {
-        int rc = bm_network_add_status(g->slot[i]->net, "edge", bm_front_status_json, g->front);
+        bm_network_t *n = g->slot[i]->net;
+        int rc = bm_network_add_status(n, "edge", bm_front_status_json, g->front);
+        if (!rc)
+            rc = bm_network_add_status(n, "reload", status_json, g->rl);
         if (rc)
             return rc;
     }
@@ -415,6 +443,7 @@ static void swap(bm_reload_t *rl)
         if (g)
             gen_free(g); /* never took a request */
         abandon(rl);     /* the networks built for it */
+        outcome(rl, &rl->n_failed, "failed");
         return;
     }
     memset(rl->built, 0, sizeof rl->built);
@@ -447,6 +476,7 @@ static void swap(bm_reload_t *rl)
         if (c->n_networks && d->keep[i] < 0)
             bm_log(BM_LOG_INFO, "network %s: served under /%s/", bm_network_id(g->slot[i]->net),
                    bm_network_id(g->slot[i]->net));
+    outcome(rl, &rl->n_applied, "applied");
     bm_log(BM_LOG_INFO,
            "reload: applied (generation %llu); %zu request(s) finish on the networks it "
            "replaced",
@@ -477,16 +507,20 @@ static void begin(bm_reload_t *rl)
     bm_log(BM_LOG_INFO, "reload: reading %s",
            rl->cli->config_path ? rl->cli->config_path : "the command line");
     bm_config_t *c = load(rl);
-    if (!c)
+    if (!c) {
+        outcome(rl, &rl->n_refused, "refused");
         return;
+    }
     cfg_ref_t *r = cfg_ref_new(c);
     if (!r || plan(rl, c) != 0) {
         cfg_unref(r);
+        outcome(rl, &rl->n_failed, "failed");
         return;
     }
     if (bm_reload_diff_built(&rl->diff) == 0 && bm_reload_diff_retired(&rl->diff) == 0 &&
         !rl->diff.front && !rl->diff.log && !rl->diff.server && !rl->diff.listen) {
         cfg_unref(r); /* nothing the running set would do differently */
+        outcome(rl, &rl->n_unchanged, "unchanged");
         return;
     }
     rl->busy = true;
@@ -498,6 +532,7 @@ static void begin(bm_reload_t *rl)
                "running configuration stays",
                bm_strerror(rc));
         abandon(rl);
+        outcome(rl, &rl->n_failed, "failed");
         finish(rl);
         return;
     }
@@ -541,6 +576,7 @@ bm_reload_t *bm_reload_new(uv_loop_t *loop, bm_config_t *cfg, const bm_cli_t *cl
     rl->cli = cli;
     rl->server = *server;
     rl->listen_cfg = r;
+    rl->last = "none";
     uv_timer_init(loop, &rl->retire_timer);
     uv_timer_init(loop, &rl->settle_timer);
     rl->retire_timer.data = rl->settle_timer.data = rl;

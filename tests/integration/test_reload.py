@@ -112,11 +112,15 @@ class Reload(unittest.TestCase):
 
     def test_a_broken_file_keeps_the_running_configuration(self):
         before = self.upstream_ids()
+        st0 = self.mux.status()["reload"]
         text = self.config(0, 1) + "upstrem: 1\n"
         line = self.reload(text, expect=r"reload: .*unknown key.*the running configuration stays")
         # the position as --check gives it: file:line:col
         self.assertRegex(line, r"\.yaml:\d+:\d+: unknown key")
         self.assertEqual(self.upstream_ids(), before)
+        st = self.mux.status()["reload"]  # the status page says so too
+        self.assertEqual((st["last"], st["refused"], st["generation"]),
+                         ("refused", st0["refused"] + 1, st0["generation"]))
         ok, detail = self.duty_read()
         self.assertTrue(ok, detail)
         # a file that parses but does not validate: refused the same way
@@ -125,12 +129,18 @@ class Reload(unittest.TestCase):
         self.assertEqual(self.upstream_ids(), before)
         # the file back as it was: nothing to apply
         self.reload(self.config(0, 1), expect=r"reload: nothing changed")
+        st = self.mux.status()["reload"]
+        self.assertEqual((st["last"], st["unchanged"], st["generation"]),
+                         ("unchanged", st0["unchanged"] + 1, st0["generation"]))
 
     def test_b_added_node_is_discovered_streamed_and_replayed(self):
         prep = [{"validator_index": str(v), "fee_recipient": FEE(0x70)} for v in (700, 701)]
         self.assertEqual(self.post("/eth/v1/validator/prepare_beacon_proposer", prep)[0], 200)
         mark = self.sim.submissions(2)["last_seq"]
+        gen = self.mux.status()["reload"]["generation"]
         line = self.reload(self.config(0, 1, 2))
+        st = self.mux.status()["reload"]
+        self.assertEqual((st["last"], st["generation"]), ("applied", gen + 1))
         self.assertIn("request(s) finish on the networks it replaced", line)
         self.assertEqual(self.upstream_ids(), ["n0", "n1", "n2"])
         self.mux.wait_state("n2", "ready", timeout=10)
