@@ -351,8 +351,9 @@ static const char *host_problem(const char *host, const char *end)
 /*
  * An upstream base URL: http:// or https://, optional user[:password]@, a host name or an IP
  * literal ([v6] in brackets), an optional port 1-65535, an optional path prefix; no query,
- * fragment, space or control character. (src/base/url.h's bm_url_valid covers the same ground
- * for the proxy path; this check also says what is wrong.)
+ * fragment, space, control or non-ASCII byte, dot segment ("/../", "/%2e%2e") or malformed
+ * escape in the path. It says what is wrong; src/base/url.h's bm_url_valid, which the pool and
+ * the proxy path use, accepts every URL this one does.
  */
 const char *bm_cfg_url_problem(const char *url)
 {
@@ -375,7 +376,12 @@ const char *bm_cfg_url_problem(const char *url)
     for (const char *c = p; c < p + alen; c++)
         if (*c == '@')
             at = c;
-    return host_problem(at ? at + 1 : p, p + alen);
+    const char *why = host_problem(at ? at + 1 : p, p + alen);
+    if (!why)
+        why = bm_url_base_path_problem(url);
+    if (!why && !bm_url_valid(url))
+        why = "has malformed user information (letters, digits, -._~!$&'()*+,;=: and %-escapes)";
+    return why;
 }
 
 static bool is_tchar(int c)

@@ -142,23 +142,22 @@ static bool valid_hostport(const char *p, size_t n)
     return h == n || valid_port(p + h, n - h);
 }
 
+static bool split(const char *url, size_t *auth, size_t *len);
+
 /*
- * Checks an absolute path with an optional query (when `query_ok`): printable ASCII
- * only, no fragment, no backslash, well-formed percent escapes and no dot segments in
- * the path part. The query part is passed on as the client wrote it. One pass: this runs
- * for every proxied request.
+ * What is wrong with an absolute path with an optional query (when `query_ok`), or NULL:
+ * printable ASCII only, no fragment, no backslash, well-formed percent escapes and no dot
+ * segments in the path part. The query part is passed on as the client wrote it. One pass:
+ * this runs for every proxied request.
  */
-static bool valid_path(const char *p, bool query_ok)
+static const char *path_problem(const char *p, bool query_ok)
 {
     if (p[0] != '\0' && p[0] != '/' && p[0] != '?')
-        return false;
+        return "has a path that does not start with '/'";
     size_t n = strlen(p);
-    if (!memchr(p, '.', n) && !memchr(p, '%', n)) {
-        /* Without '.' or '%' there is no dot segment and no escape to check: only the
-         * bytes themselves (the usual Beacon API path takes this way). */
-        return bm_url_printable(p, n) && !memchr(p, '#', n) && !memchr(p, '\\', n) &&
-               (query_ok || !memchr(p, '?', n));
-    }
+    if (!memchr(p, '.', n) && !memchr(p, '%', n) && bm_url_printable(p, n) && !memchr(p, '#', n) &&
+        !memchr(p, '\\', n) && (query_ok || !memchr(p, '?', n)))
+        return NULL; /* no dot segment, no escape: the usual Beacon API path takes this way */
     bool in_path = true;
     int dots = 0;          /* "." or "%2e" in the current segment */
     bool only_dots = true; /* and nothing else */
@@ -166,26 +165,32 @@ static bool valid_path(const char *p, bool query_ok)
         unsigned char c = (unsigned char)p[i];
         if (in_path && (c == '/' || c == '?' || c == '\0')) {
             if (i > 0 && only_dots && (dots == 1 || dots == 2))
-                return false; /* "." or ".." would climb out of a path prefix */
+                return "has a dot segment (\".\" or \"..\") in its path";
             dots = 0;
             only_dots = true;
             if (c == '?') {
                 if (!query_ok)
-                    return false;
+                    return "must not contain a query or a fragment";
                 in_path = false;
             }
         }
         if (c == '\0')
-            return true;
-        if (c <= 0x20 || c >= 0x7f || c == '#' || c == '\\')
-            return false;
+            return NULL;
+        if (c >= 0x80)
+            return "must not contain non-ASCII bytes (percent-encode them)";
+        if (c <= 0x20 || c == 0x7f)
+            return "must not contain spaces or control characters";
+        if (c == '#')
+            return "must not contain a query or a fragment";
+        if (c == '\\')
+            return "must not contain a backslash";
         if (!in_path || c == '/' || c == '?')
             continue;
         if (c == '.') {
             dots++;
         } else if (c == '%') {
             if (!is_hex((unsigned char)p[i + 1]) || !is_hex((unsigned char)p[i + 2]))
-                return false;
+                return "has a malformed percent escape in its path";
             if (p[i + 1] == '2' && (p[i + 2] | 0x20) == 'e')
                 dots++;
             else
@@ -195,6 +200,19 @@ static bool valid_path(const char *p, bool query_ok)
             only_dots = false;
         }
     }
+}
+
+static bool valid_path(const char *p, bool query_ok)
+{
+    return path_problem(p, query_ok) == NULL;
+}
+
+const char *bm_url_base_path_problem(const char *url)
+{
+    size_t a = 0, alen = 0;
+    if (!url || !split(url, &a, &alen))
+        return NULL;
+    return path_problem(url + a + alen, false);
 }
 
 /* Offsets of the authority of an absolute http(s) URL: [*auth, *auth + *len). */

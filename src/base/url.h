@@ -41,6 +41,14 @@ void bm_url_mask(bm_str_t *out, const char *url);
  */
 bool bm_url_valid(const char *url);
 
+/**
+ * What is wrong with the path of an upstream's base URL (`url` is a whole http(s) URL), as
+ * a phrase for a message ("has a dot segment ..."), or NULL when the path is one
+ * bm_url_valid accepts (or `url` has no http(s) scheme: that is for the caller to say).
+ * Static storage.
+ */
+const char *bm_url_base_path_problem(const char *url);
+
 /** True when p[0..n) is visible ASCII only (0x21 to 0x7e): no space, control or
  *  non-ASCII byte. Checks eight bytes at a time (it runs on every request URL). */
 bool bm_url_printable(const char *p, size_t n);

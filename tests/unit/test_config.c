@@ -762,14 +762,10 @@ static void test_upstream_ids(void **state)
 static void test_upstream_urls(void **state)
 {
     (void)state;
-    static const char *const good[] = {"http://a",
-                                       "https://a.b-c_d:1/x/y/",
-                                       "HTTP://127.0.0.1:5052",
-                                       "http://[::1]:5052",
-                                       "https://u:p@h/p",
-                                       "http://u@h",
-                                       "http://u:p:q@h",
-                                       "http://%41@h"};
+    static const char *const good[] = {
+        "http://a",          "https://a.b-c_d:1/x/y/", "HTTP://127.0.0.1:5052",
+        "http://[::1]:5052", "https://u:p@h/p",        "http://u@h",
+        "http://u:p:q@h",    "http://%41@h",           "http://h/a..b/.x/%2e%2e%2e/%41"};
     static const struct {
         const char *url, *why;
     } bad[] = {{"ftp://a", "must start with http:// or https://"},
@@ -786,7 +782,14 @@ static void test_upstream_urls(void **state)
                {"http://[::1", "has a malformed IPv6 address"},
                {"http://[zz]:1", "has a malformed IPv6 address"},
                {"http://[::1]x", "has a malformed host"},
-               {"http://h%2f/", "has a malformed host"}};
+               {"http://h%2f/", "has a malformed host"},
+               /* what bm_url_valid refuses, said here (docs/upstream.md): a path that climbs
+                * out of itself, a byte a node would read otherwise, a broken escape */
+               {"http://h/../x", "has a dot segment (\".\" or \"..\") in its path"},
+               {"http://h/%2E%2E", "has a dot segment (\".\" or \"..\") in its path"},
+               {"http://h/a/.%2e/b", "has a dot segment (\".\" or \"..\") in its path"},
+               {"http://h/p/./", "has a dot segment (\".\" or \"..\") in its path"},
+               {"http://h/a%zz", "has a malformed percent escape in its path"}};
     char yaml[512], want[512];
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         snprintf(yaml, sizeof yaml, "upstreams:\n  - url: \"%s\"\n", good[i]);
@@ -798,6 +801,14 @@ static void test_upstream_urls(void **state)
                  bad[i].why);
         expect_error(yaml, want);
     }
+    /* Non-ASCII bytes are shown escaped in the message. */
+    expect_error("upstreams:\n  - url: \"http://h/caf\xc3\xa9\"\n",
+                 "t.yaml:2:10: upstreams[0]: url \"http://h/caf\\xc3\\xa9\" must not contain "
+                 "non-ASCII bytes (percent-encode them)");
+    /* User information bm_url_valid refuses (a lone user name is masked as a token). */
+    expect_error("upstreams:\n  - url: \"http://us%zzr@h\"\n",
+                 "t.yaml:2:10: upstreams[0]: url \"http://***@h\" has malformed user information "
+                 "(letters, digits, -._~!$&'()*+,;=: and %-escapes)");
     /* A password never appears in a message. */
     bm_config_err_t err;
     bm_config_t *cfg = parse("upstreams:\n  - url: \"http://user:${PASS}@h:0\"\n", &err);
