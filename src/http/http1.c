@@ -579,6 +579,13 @@ static int check_head(bm_http1_t *p)
         cl = (int64_t)hp->content_length;
     }
 
+    /* RFC 9110 gives a body of GET and HEAD no meaning; forwarded, it would be read as a
+     * POST by some, dropped by others: a smuggling aid. */
+    if ((hp->method == HTTP_GET || hp->method == HTTP_HEAD) && cl != 0) {
+        fail(p, 400, "a GET or HEAD request must not have a body");
+        return -1;
+    }
+
     p->head = (bm_http1_head_t){
         .method = http_method_str((enum http_method)hp->method),
         .target = bm_str_data(&p->target),

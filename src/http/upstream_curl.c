@@ -1266,7 +1266,10 @@ static int setup(cx_t *x, const bm_xfer_req_t *req, bool https, bool has_userinf
         SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(b ? b->len : 0));
         SETOPT(CURLOPT_POSTFIELDS, b ? b->data : "");
     }
-    bool custom = !head && !post && strcmp(m, "GET") != 0;
+    /* libcurl sends what its options imply: GET, HEAD, or POST once POSTFIELDS is set. Any
+     * other method, and a GET with a body (which libcurl would turn into a POST), is named
+     * explicitly, so the method sent is always the caller's. */
+    bool custom = !head && !post && (strcmp(m, "GET") != 0 || has_body);
     SETOPT(CURLOPT_CUSTOMREQUEST, custom ? m : NULL);
 
     struct curl_slist *list = NULL;

@@ -345,6 +345,11 @@ static void strict_rejections(void **state)
         {"BREW / HTTP/1.1\r\nHost: x\r\n\r\n", 501},
         {"CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n", 501},
         {"PUT / HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: 1\r\n\r\nx", 417},
+        /* a GET or HEAD with a body: RFC 9110 gives it no meaning, and it is a smuggling aid */
+        {"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 400},
+        {"HEAD / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx", 400},
+        {"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n", 400},
+        {"GET / HTTP/1.0\r\nContent-Length: 2\r\n\r\nhi", 400},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int st = status_z(cases[i].in);
@@ -364,6 +369,8 @@ static void strict_accepts(void **state)
         "GET /x?a=%20&b=\xc3\xa9 HTTP/1.1\r\nHost: x\r\nX: a\tb \xff\r\n\r\n",
         "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
         "GET http://x/y?z HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+        "DELETE /x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi",
         "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
         "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: CHUNKED\r\n\r\n0\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",

@@ -883,6 +883,29 @@ static void test_methods(void **state)
     assert_int_equal(r.err, 0);
     assert_string_equal(bm_hdrs_get(&f->srv.reqs[4].h, "Content-Length"), "0");
     rec_dispose(&r);
+
+    /* The method sent is always the caller's: a GET with a body stays a GET (libcurl turns
+     * a request with POSTFIELDS into a POST unless told otherwise), its body sent along. */
+    rec_init(&r, f);
+    body = bm_buf_from_str("{\"x\":1}");
+    q = req_get(url(f, "/echo"));
+    q.body = body;
+    assert_non_null(start(f, &r, &q));
+    RUN_UNTIL(&f->loop, r.dones, 3000);
+    assert_int_equal(r.err, 0);
+    assert_string_equal(f->srv.reqs[5].method, "GET");
+    assert_string_equal(bm_str_data(&f->srv.reqs[5].body), "{\"x\":1}");
+    bm_buf_unref(body);
+    rec_dispose(&r);
+    /* ... and the next request on the same handle is a plain GET again */
+    rec_init(&r, f);
+    q = req_get(url(f, "/hello"));
+    assert_non_null(start(f, &r, &q));
+    RUN_UNTIL(&f->loop, r.dones, 3000);
+    assert_int_equal(r.err, 0);
+    assert_string_equal(f->srv.reqs[6].method, "GET");
+    assert_null(bm_hdrs_get(&f->srv.reqs[6].h, "Content-Length"));
+    rec_dispose(&r);
 }
 
 /*
