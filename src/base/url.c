@@ -207,6 +207,13 @@ static bool valid_path(const char *p, bool query_ok)
     return path_problem(p, query_ok) == NULL;
 }
 
+const char *bm_url_target_problem(const char *target)
+{
+    if (!target || target[0] != '/')
+        return "the request target must be a path starting with '/' (origin-form)";
+    return path_problem(target, true);
+}
+
 const char *bm_url_base_path_problem(const char *url)
 {
     size_t a = 0, alen = 0;

@@ -49,6 +49,14 @@ bool bm_url_valid(const char *url);
  */
 const char *bm_url_base_path_problem(const char *url);
 
+/**
+ * What is wrong with a client's request target (path and query, as bm_url_join takes it), as
+ * a phrase, or NULL when bm_url_join accepts it: it must start with '/' (origin-form: no
+ * absolute URL, no '*'), be printable ASCII, hold no fragment or backslash, and its path no
+ * malformed escape and no "." or ".." segment, written or escaped. Static storage.
+ */
+const char *bm_url_target_problem(const char *target);
+
 /** True when p[0..n) is visible ASCII only (0x21 to 0x7e): no space, control or
  *  non-ASCII byte. Checks eight bytes at a time (it runs on every request URL). */
 bool bm_url_printable(const char *p, size_t n);

@@ -350,6 +350,20 @@ static void strict_rejections(void **state)
         {"HEAD / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx", 400},
         {"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n", 400},
         {"GET / HTTP/1.0\r\nContent-Length: 2\r\n\r\nhi", 400},
+        /* only origin-form targets that name a path the proxy can forward as it is */
+        {"GET http://x/y?z HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET https://x/ HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET x/y HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET /eth/../lighthouse/database/reconstruct HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET /eth/%2e%2E/x HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET /eth/v1/. HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET /.%2E?a HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET /a%zz HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET /a\\b HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET /a#frag HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET /x?a=\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n", 400},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int st = status_z(cases[i].in);
@@ -366,9 +380,9 @@ static void strict_accepts(void **state)
         "GET / HTTP/1.0\r\n\r\n",
         "GET / HTTP/1.1\r\nHost:\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
-        "GET /x?a=%20&b=\xc3\xa9 HTTP/1.1\r\nHost: x\r\nX: a\tb \xff\r\n\r\n",
-        "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
-        "GET http://x/y?z HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /x?a=%20&b=%C3%A9 HTTP/1.1\r\nHost: x\r\nX: a\tb \xff\r\n\r\n",
+        "OPTIONS /eth/v1/node/version HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /a..b/.c/...?x=/../&y=%2e%2e HTTP/1.1\r\nHost: x\r\n\r\n",
         "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
         "DELETE /x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi",
         "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
