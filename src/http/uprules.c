@@ -121,6 +121,48 @@ bool bm_uprules_interim_skipped(int status)
     return status == 100 || status == 102 || status == 103;
 }
 
+int bm_uprules_content_length(const bm_hdrs_t *h, int64_t *len, const char **why)
+{
+    *len = -1;
+    bool chunked = false;
+    for (size_t i = 0; i < h->n; i++) {
+        const bm_header_t *f = &h->items[i];
+        if (bm_header_name_is(f->name, f->name_len, "transfer-encoding")) {
+            chunked = true;
+            continue;
+        }
+        if (!bm_header_name_is(f->name, f->name_len, "content-length"))
+            continue;
+        if (*len >= 0) {
+            *why = "Content-Length repeated";
+            return BM_EPROTO;
+        }
+        uint64_t v = 0;
+        if (f->value_len == 0 || f->value_len > 19) {
+            *why = "invalid Content-Length";
+            return BM_EPROTO;
+        }
+        for (size_t k = 0; k < f->value_len; k++) {
+            unsigned char c = (unsigned char)f->value[k];
+            if (c < '0' || c > '9') {
+                *why = "invalid Content-Length";
+                return BM_EPROTO;
+            }
+            v = v * 10 + (uint64_t)(c - '0'); /* 19 digits cannot wrap a uint64_t */
+        }
+        if (v > (uint64_t)INT64_MAX) {
+            *why = "invalid Content-Length";
+            return BM_EPROTO;
+        }
+        *len = (int64_t)v;
+    }
+    if (chunked && *len >= 0) {
+        *why = "Content-Length next to Transfer-Encoding";
+        return BM_EPROTO;
+    }
+    return 0;
+}
+
 char *bm_uprules_secret(const char *userinfo, size_t len, bool *oom)
 {
     *oom = false;

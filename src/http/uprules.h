@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/hdrs.h"
 #include "base/log.h"
@@ -89,6 +90,17 @@ size_t bm_uprules_fields_bytes(const bm_hdrs_t *h);
  * switch), fails the transfer with BM_EPROTO: the node broke the exchange.
  */
 bool bm_uprules_interim_skipped(int status);
+
+/**
+ * The body length the fields `h` of a final response head announce, judged as the native
+ * client's parser (http-parser) judges it: *len is the Content-Length, or -1 without one.
+ * BM_EPROTO (the node broke the exchange; *why a static description) when a value is not
+ * 1 to 19 decimal digits or is past 2^63 - 1, when Content-Length is repeated (even with
+ * the same value) or comes with Transfer-Encoding. libcurl reads an overflowing length as
+ * "until the close" and "12x" as 12; a length that cannot be must never turn into an
+ * answer that looks complete.
+ */
+int bm_uprules_content_length(const bm_hdrs_t *h, int64_t *len, const char **why);
 
 /**
  * The secret of a URL's user info, to be hidden in messages: the password, or a lone
