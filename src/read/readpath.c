@@ -123,6 +123,8 @@ struct exchange {
     unsigned busy;
     bm_str_t errors; /* "n1: connection refused; n2: HTTP 503" */
     int kept;        /* the attempt whose failed answer is kept, or -1 */
+    bool invalid;    /* a node answered what HTTP does not allow (an unasked 1xx, a length
+                        that cannot be): that node's answer counts as a 502 */
 };
 
 static const bm_xfer_cbs_t xfer_cbs;
@@ -519,6 +521,8 @@ static void answer_failure(exchange_t *ex)
         bm_resp_error(ex->req, 503, "no ready upstream");
     } else if (ex->started == 0) {
         bm_resp_error(ex->req, 503, "no usable upstream");
+    } else if (ex->invalid) {
+        bm_resp_error(ex->req, 502, "no valid upstream answer: %s", why);
     } else {
         bm_resp_error(ex->req, 503, "no upstream answered: %s", why);
     }
@@ -1056,7 +1060,14 @@ static void on_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     } else {
         if (is_winner)
             ex->winner = -1; /* died mid-body while held: another node may still answer */
-        if (res->err) {
+        if (res->err == BM_EPROTO) {
+            /* a broken answer (101 or another unasked 1xx, a bad head or length): the
+             * node's 502, and the next node is asked as after a 5xx */
+            ex->invalid = true;
+            add_error(ex, "%s: invalid answer (%s)", a->node->id,
+                      res->detail && *res->detail ? res->detail : bm_strerror(res->err));
+            a->phase = AT_IDLE;
+        } else if (res->err) {
             add_error(ex, "%s: %s", a->node->id, bm_strerror(res->err));
             a->phase = AT_IDLE;
             if (!ex->is_read && res->err == BM_ECONNREFUSED && ex->s.max_attempts < 2)

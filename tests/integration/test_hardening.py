@@ -87,5 +87,133 @@ class Refusals(unittest.TestCase):
         self.assertEqual(self.asked(), [])
 
 
+BROKEN = {
+    # 101 nobody asked for, then bytes that are no HTTP answer
+    "switch": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"
+              b"GARBAGE AFTER THE SWITCH",
+    # an unassigned 1xx before a final answer
+    "interim199": b"HTTP/1.1 199 Whatever\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+    # a Content-Length that cannot be, a two-byte body, the close
+    "overflow": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 99999999999999999999\r\n\r\n{}",
+    "letters": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12x\r\n\r\n{}",
+    # a body shorter than announced, a chunked body cut short
+    "short": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{}",
+    "chunkcut": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                b"\r\n2\r\n{}\r\n",
+}
+
+
+class BrokenNodes:
+    """A node answering BROKEN[name] at /eth/v1/beacon/states/head/{name} (tier 0) and, unless
+    alone, a good node (tier 1) behind it. Run once with http:// nodes (the native client)
+    and once with https:// nodes (libcurl)."""
+
+    tls = False
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="bm-hard-")
+        cls.cert = cls.key = None
+        if cls.tls:
+            cls.cert = os.path.join(cls.dir, "cert.pem")
+            cls.key = os.path.join(cls.dir, "key.pem")
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                            "-keyout", cls.key, "-out", cls.cert], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def start(self, alone=False):
+        tls = (self.cert, self.key) if self.tls else None
+        self.bad = FakeBeacon(tls=tls)
+        for name, raw in BROKEN.items():
+            self.bad.routes[("GET", "/eth/v1/beacon/states/head/" + name)] = raw_route(raw)
+        self.bad.routes[("GET", "/eth/v1/beacon/states/head/big")] = raw_route(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2097152\r\n\r\n" +
+            b"x" * 1500000)
+        self.nodes = [self.bad]
+        cfg = ("failsafe:\n  circuitBreaker: {failureThreshold: 0}\n  hedge: {maxCount: 0}\n"
+               "upstreams:\n  - id: bad\n    url: %s\n    priority: 0\n" % self.bad.url)
+        if not alone:
+            self.good = FakeBeacon(tls=tls)
+            self.good.routes[("*", "/eth/v1/node/identity")] = (
+                200, {"Content-Type": "application/json"}, b'{"data":{"peer_id":"good"}}')
+            for name in list(BROKEN) + ["big"]:
+                self.good.routes[("GET", "/eth/v1/beacon/states/head/" + name)] = good_route
+            self.nodes.append(self.good)
+            cfg += "  - id: good\n    url: %s\n    priority: 1\n" % self.good.url
+        self.bad.routes[("*", "/eth/v1/node/identity")] = (
+            200, {"Content-Type": "application/json"}, b'{"data":{"peer_id":"bad"}}')
+        if self.tls:
+            cfg = "tls:\n  caFile: %s\n" % self.cert + cfg
+        self.mux = Beaconmux(config_text=cfg)
+        for n in ("bad",) + (() if alone else ("good",)):
+            self.mux.wait_state(n, "ready")
+
+    def tearDown(self):
+        self.mux.stop()
+        for n in self.nodes:
+            n.stop()
+
+    def test_broken_answer_is_that_nodes_failure(self):
+        self.start()
+        for name in BROKEN:
+            with self.subTest(broken=name):
+                st, _, body = self.mux.request("GET", "/eth/v1/beacon/states/head/" + name)
+                self.assertEqual((st, body), (200, GOOD))  # the next node was asked
+                self.assertTrue(self.bad.find("GET", "/eth/v1/beacon/states/head/" + name))
+
+    def test_pipelined_answers_stay_in_order(self):
+        self.start()
+        raw = raw_exchange(self.mux.port, b"GET /eth/v1/beacon/states/head/switch HTTP/1.1\r\nHost: x\r\n\r\n"
+                           b"GET /eth/v1/beacon/states/head/overflow HTTP/1.1\r\nHost: x\r\n\r\n"
+                           b"GET /eth/v1/node/identity HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                           timeout=10)
+        self.assertEqual(count_responses(raw), 3, raw)
+        parts = raw.split(b"HTTP/1.1 ")[1:]
+        self.assertTrue(parts[0].startswith(b"200 ") and parts[0].endswith(GOOD), parts[0])
+        self.assertTrue(parts[1].startswith(b"200 ") and parts[1].endswith(GOOD), parts[1])
+        self.assertTrue(parts[2].startswith(b"200 ") and b'"peer_id":"bad"' in parts[2], parts[2])
+
+    def test_alone_a_broken_answer_is_a_502(self):
+        self.start(alone=True)
+        for name, why in (("switch", "101"), ("interim199", "interim"), ("overflow", "Content-Length"),
+                          ("letters", "Content-Length")):
+            with self.subTest(broken=name):
+                st, _, body = self.mux.request("GET", "/eth/v1/beacon/states/head/" + name)
+                self.assertEqual(st, 502, body)
+                msg = json.loads(body)
+                self.assertEqual(msg["code"], 502)
+                self.assertIn("bad: invalid answer", msg["message"])
+                self.assertIn(why.lower(), msg["message"].lower())
+
+    def test_cut_after_the_first_byte_is_a_cut_connection(self):
+        self.start()
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", self.mux.port, timeout=10)
+        try:
+            c.request("GET", "/eth/v1/beacon/states/head/big")
+            r = c.getresponse()
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.getheader("Content-Length"), "2097152")
+            with self.assertRaises(http.client.IncompleteRead):
+                r.read()
+        finally:
+            c.close()
+
+
+class BrokenHttpNodes(BrokenNodes, unittest.TestCase):
+    tls = False
+
+
+@unittest.skipUnless(shutil.which("openssl"), "openssl CLI needed to make a test certificate")
+class BrokenHttpsNodes(BrokenNodes, unittest.TestCase):
+    tls = True
+
+
 if __name__ == "__main__":
     main()
