@@ -366,6 +366,27 @@ static void test_stream_pause_api(void **state)
     run_pause_resume(*state, 2);
 }
 
+/* A pause asked when a piece of a Content-Length body used up its whole read: nothing is left
+ * to hold, and the transfer goes on at the resume (the native client once passed a NULL
+ * hold buffer to memmove there, which the sanitizer build aborts on). */
+static void test_pause_at_the_end_of_a_read(void **state)
+{
+    fx_t *f = *state;
+    rec_t r;
+    rec_init(&r, f);
+    r.pause_mode = 1;
+    bm_xfer_req_t q = req_get(url(f, "/big?n=300000&chunked=0"));
+    q.stream = true;
+    assert_non_null(start(f, &r, &q));
+    RUN_UNTIL(&f->loop, r.dones, 10000);
+    assert_int_equal(r.dones, 1);
+    assert_int_equal(r.err, 0);
+    check_pattern(&r, 300000);
+    assert_true(r.pauses >= 1);
+    RUN_UNTIL(&f->loop, !r.paused, 1000);
+    rec_dispose(&r);
+}
+
 static void test_pause_edges(void **state)
 {
     fx_t *f = *state;
@@ -1214,6 +1235,7 @@ int main(void)
         T(test_idle_timeout_stream),
         T(test_stream_pause_resume),
         T(test_stream_pause_api),
+        T(test_pause_at_the_end_of_a_read),
         T(test_pause_edges),
         T(test_cancel_in_own_on_data),
         T(test_cancel_other_in_on_data),
