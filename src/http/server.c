@@ -206,6 +206,7 @@ void bm_server_opts_default(bm_server_opts_t *o)
     o->body_timeout_ms = BM_DEFAULT_SERVER_BODY_TIMEOUT_MS;
     o->idle_timeout_ms = BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS;
     o->max_connections = BM_DEFAULT_SERVER_MAX_CONNECTIONS;
+    o->send_timeout_ms = BM_DEFAULT_SERVER_SEND_TIMEOUT_MS;
     o->write_high_water = 1024 * 1024;
 }
 
@@ -720,6 +721,8 @@ static void conn_flush(conn_t *c)
     maybe_drain(c);
     if (!c->closing)
         conn_maybe_shutdown(c);
+    if (!c->closing && c->req.owned && !c->in_process)
+        conn_update_deadline(c, false); /* output queued by a handler: the send timeout */
 }
 
 /* ---- response heads ------------------------------------------------------------------ */
@@ -909,13 +912,18 @@ static void conn_update_deadline(conn_t *c, bool progress)
     const bm_server_opts_t *o = &c->srv->opts;
     bm_http1_phase_t ph = bm_http1_phase(c->parser);
     if (c->req.owned) {
-        clear_deadline(c);
+        /* No bound on how long a handler holds a request (a stream may last days), but the
+         * client must keep taking what it was sent. */
+        if (c->pending == 0)
+            clear_deadline(c);
+        else if (c->dl_kind != DL_SEND || progress)
+            set_deadline(c, DL_SEND, o->send_timeout_ms);
     } else if (c->linger) {
         if (c->dl_kind != DL_LINGER)
             set_deadline(c, DL_LINGER, LINGER_MS);
     } else if (c->pending > 0 && (c->finishing || ph == BM_HTTP1_IDLE)) {
         if (c->dl_kind != DL_SEND || progress)
-            set_deadline(c, DL_SEND, o->idle_timeout_ms);
+            set_deadline(c, DL_SEND, o->send_timeout_ms);
     } else if (ph == BM_HTTP1_HEAD) {
         if (c->dl_kind != DL_HEAD)
             set_deadline(c, DL_HEAD, o->header_timeout_ms);
@@ -957,8 +965,8 @@ static void on_conn_timer(uv_timer_t *t)
         break;
     case DL_SEND:
         bm_log_limited(&c->srv->log_lim, BM_LOG_INFO,
-                       "server: closing %s: response not read for %u ms", c->peer,
-                       c->srv->opts.idle_timeout_ms);
+                       "server: closing %s: response not read for %u ms (server.sendTimeout)",
+                       c->peer, c->srv->opts.send_timeout_ms);
         conn_close(c);
         break;
     default:
@@ -1742,6 +1750,8 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
         srv->opts.idle_timeout_ms = def.idle_timeout_ms;
     if (!srv->opts.max_connections)
         srv->opts.max_connections = def.max_connections;
+    if (!srv->opts.send_timeout_ms)
+        srv->opts.send_timeout_ms = def.send_timeout_ms;
     if (!srv->opts.write_high_water)
         srv->opts.write_high_water = def.write_high_water;
     srv->lim = (bm_http1_limits_t){srv->opts.max_target_bytes, srv->opts.max_header_bytes,

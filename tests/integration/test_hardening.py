@@ -19,7 +19,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, FakeBeacon, main, raw_exchange, count_responses  # noqa: E402
+from harness import Beaconmux, FakeBeacon, count_responses, main, raw_exchange, wait_for  # noqa: E402
 
 GOOD = b'{"data":{"answer":"good"}}'
 
@@ -85,6 +85,33 @@ class Refusals(unittest.TestCase):
                 body = raw.split(b"\r\n\r\n", 1)[1]
                 self.assertEqual(json.loads(body)["code"], 400)
         self.assertEqual(self.asked(), [])
+
+
+class SendTimeout(unittest.TestCase):
+    """A client that stops reading a large answer is cut after server.sendTimeout, and the
+    upstream transfer that fed it is released (before: pinned for ever)."""
+
+    def test_never_reading_client_is_cut_and_its_transfer_released(self):
+        node = FakeBeacon()
+        big = b"[" + b"1," * (32 << 20) + b"1]"  # 64 MiB of JSON
+        node.routes[("GET", "/eth/v2/debug/beacon/states/head")] = (
+            200, {"Content-Type": "application/json"}, big)
+        mux = Beaconmux(config_text="server: {sendTimeout: 1s}\nupstreams:\n  - url: %s\n" % node.url)
+        try:
+            mux.wait_state("node1", "ready")
+            s = socket.create_connection(("127.0.0.1", mux.port))
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(b"GET /eth/v2/debug/beacon/states/head HTTP/1.1\r\nHost: x\r\n\r\n")
+            in_flight = lambda: mux.status()["read_path"]["in_flight"]
+            wait_for(lambda: in_flight() == 1, 10, what="the read to start")
+            # never read: the read path pauses the transfer, then the send timeout cuts the
+            # client and the transfer is released
+            wait_for(lambda: in_flight() == 0, 15, what="the transfer to be released")
+            self.assertTrue(any("server.sendTimeout" in l for l in mux.stderr()))
+            s.close()
+        finally:
+            mux.stop()
+            node.stop()
 
 
 BROKEN = {
