@@ -90,6 +90,7 @@ typedef struct bm_config_server {
     uint64_t max_target_bytes;
     uint32_t header_timeout_ms;
     uint32_t body_timeout_ms;
+    uint32_t body_deadline_ms;
     uint32_t idle_timeout_ms;
     uint32_t max_connections;
     uint32_t send_timeout_ms;

@@ -640,6 +640,8 @@ static const bm_cfg_key_t server_keys[] = {
              BM_DEFAULT_SERVER_HEADER_TIMEOUT_MS),
     DURATION(T, "bodyTimeout",     body_timeout_ms,     1, D_MAX,
              BM_DEFAULT_SERVER_BODY_TIMEOUT_MS),
+    DURATION(T, "bodyDeadline",    body_deadline_ms,    1, D_MAX,
+             BM_DEFAULT_SERVER_BODY_DEADLINE_MS),
     DURATION(T, "idleTimeout",     idle_timeout_ms,     1000, D_MAX,
              BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS),
     COUNT(T,    "maxConnections",  max_connections,     1, 1000000,

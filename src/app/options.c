@@ -28,6 +28,7 @@
     B(server.max_target_bytes,           server.max_target_bytes)                                  \
     B(server.header_timeout_ms,          server.header_timeout_ms)                                 \
     B(server.body_timeout_ms,            server.body_timeout_ms)                                   \
+    B(server.body_deadline_ms,           server.body_deadline_ms)                                  \
     B(server.idle_timeout_ms,            server.idle_timeout_ms)                                   \
     B(server.max_connections,            server.max_connections)                                   \
     B(server.send_timeout_ms,            server.send_timeout_ms)                                   \

@@ -143,7 +143,8 @@ struct conn {
     bool broken;     /* an allocation failed mid-response: close from the loop */
     bool error_sent; /* the server answered an error itself: close after it */
     bool keep_alive;
-    bool fresh; /* no request seen yet */
+    bool fresh;        /* no request seen yet */
+    uint64_t body_end; /* loop ms by which the body being received must be complete */
     uint64_t deadline;
     deadline_kind_t dl_kind;
 };
@@ -206,6 +207,7 @@ void bm_server_opts_default(bm_server_opts_t *o)
     o->body_timeout_ms = BM_DEFAULT_SERVER_BODY_TIMEOUT_MS;
     o->idle_timeout_ms = BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS;
     o->max_connections = BM_DEFAULT_SERVER_MAX_CONNECTIONS;
+    o->body_deadline_ms = BM_DEFAULT_SERVER_BODY_DEADLINE_MS;
     o->send_timeout_ms = BM_DEFAULT_SERVER_SEND_TIMEOUT_MS;
     o->write_high_water = 1024 * 1024;
 }
@@ -928,8 +930,12 @@ static void conn_update_deadline(conn_t *c, bool progress)
         if (c->dl_kind != DL_HEAD)
             set_deadline(c, DL_HEAD, o->header_timeout_ms);
     } else if (ph == BM_HTTP1_BODY) {
-        if (c->dl_kind != DL_BODY || !progress)
-            set_deadline(c, DL_BODY, o->body_timeout_ms);
+        /* the gap between pieces, and the whole body by its deadline */
+        if (c->dl_kind != DL_BODY || !progress) {
+            uint64_t now = uv_now(c->srv->loop);
+            uint64_t left = c->body_end > now ? c->body_end - now : 0;
+            set_deadline(c, DL_BODY, left < o->body_timeout_ms ? left : o->body_timeout_ms);
+        }
     } else if (ph == BM_HTTP1_IDLE && !c->finishing) {
         if (c->fresh) {
             if (c->dl_kind != DL_FRESH)
@@ -958,8 +964,9 @@ static void on_conn_timer(uv_timer_t *t)
         /* Nothing of an answer to this request was sent: say why we close. */
         conn_hold(c);
         conn_send_error(c, 408,
-                        kind == DL_HEAD ? "request head not received in time"
-                                        : "request body not received in time");
+                        kind == DL_HEAD      ? "request head not received in time"
+                        : now >= c->body_end ? "request body not complete in time"
+                                             : "request body not received in time");
         conn_process(c);
         conn_unref(c);
         break;
@@ -1127,6 +1134,7 @@ static int on_head(void *ud, const bm_http1_head_t *h)
     conn_t *c = ud;
     bm_req_t *r = &c->req;
     r->start_us = bm_clock_mono_us();
+    c->body_end = uv_now(c->srv->loop) + c->srv->opts.body_deadline_ms;
     if (h->content_length > 0) {
         size_t first =
             h->content_length > BODY_PREALLOC ? BODY_PREALLOC : (size_t)h->content_length;
@@ -1750,6 +1758,8 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
         srv->opts.idle_timeout_ms = def.idle_timeout_ms;
     if (!srv->opts.max_connections)
         srv->opts.max_connections = def.max_connections;
+    if (!srv->opts.body_deadline_ms)
+        srv->opts.body_deadline_ms = def.body_deadline_ms;
     if (!srv->opts.send_timeout_ms)
         srv->opts.send_timeout_ms = def.send_timeout_ms;
     if (!srv->opts.write_high_water)

@@ -1044,6 +1044,43 @@ static void send_timeout_cuts_a_client_that_stops_reading(void **state)
     assert_true(f.abort_at_ms >= f.unwritable_at_ms + 300 - 5);
 }
 
+/* A body that drips: each gap within bodyTimeout, the whole past bodyDeadline: 408. */
+static void client_body_drip(fx_t *f)
+{
+    client_t c;
+    CHECK(f, cl_connect(&c, f->port, 0) == 0);
+    CHECK(f, cl_send_z(&c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 200\r\n\r\n"));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int sent = 0;
+    for (; sent < 200; sent++) {
+        CHECK(f, cl_send(&c, "x", 1));
+        struct pollfd pfd = {.fd = c.fd, .events = POLLIN};
+        if (poll(&pfd, 1, 40) > 0) /* a byte every 40 ms: the gap bound (200 ms) holds */
+            break;
+    }
+    CHECK(f, sent < 200);
+    CHECK(f, cl_read(&c) == 0 && is_json_error(&c, 408));
+    CHECK(f, strstr(bm_str_data(&c.body), "not complete in time") != NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    CHECK(f, ms >= 400 - 5);
+    CHECK(f, cl_eof(&c));
+    cl_close(&c);
+}
+
+static void body_deadline_bounds_a_dripping_body(void **state)
+{
+    bm_server_opts_t o;
+    bm_server_opts_default(&o);
+    o.body_timeout_ms = 200;
+    o.body_deadline_ms = 400;
+    fx_t f;
+    fx_start(&f, &o, client_body_drip);
+    fx_finish(&f);
+    assert_int_equal(f.handled, 0);
+}
+
 static void client_shutdown(fx_t *f)
 {
     client_t c, d;
@@ -1258,6 +1295,7 @@ int main(void)
         cmocka_unit_test(backpressure_and_drain),
         cmocka_unit_test(graceful_shutdown),
         cmocka_unit_test(send_timeout_cuts_a_client_that_stops_reading),
+        cmocka_unit_test(body_deadline_bounds_a_dripping_body),
         cmocka_unit_test(abort_and_truncated_fixed_length),
         cmocka_unit_test(max_connections_enforced),
         cmocka_unit_test(listen_addresses),
