@@ -93,6 +93,7 @@ typedef struct bm_config_server {
     uint32_t body_deadline_ms;
     uint32_t idle_timeout_ms;
     uint32_t max_connections;
+    uint32_t max_connections_per_client;
     uint32_t send_timeout_ms;
     uint32_t shutdown_timeout_ms; /* bound for in-flight requests on SIGTERM */
 } bm_config_server_t;

@@ -646,6 +646,8 @@ static const bm_cfg_key_t server_keys[] = {
              BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS),
     COUNT(T,    "maxConnections",  max_connections,     1, 1000000,
           BM_DEFAULT_SERVER_MAX_CONNECTIONS),
+    COUNT(T,    "maxConnectionsPerClient", max_connections_per_client, 1, 1000000,
+          BM_DEFAULT_SERVER_MAX_CONNECTIONS_PER_CLIENT),
     DURATION(T, "sendTimeout",     send_timeout_ms,     1, D_MAX,
              BM_DEFAULT_SERVER_SEND_TIMEOUT_MS),
     DURATION(T, "shutdownTimeout", shutdown_timeout_ms, 0, D_MAX,

@@ -41,6 +41,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "http/http1.h"
+#include "http/peers.h"
 
 #define IN_BUF_SIZE (16 * 1024)       /* input buffer; also the read-ahead bound while handling */
 #define POOL_MAX 64                   /* spare input buffers kept by the server */
@@ -144,6 +145,7 @@ struct conn {
     bool error_sent; /* the server answered an error itself: close after it */
     bool keep_alive;
     bool fresh;        /* no request seen yet */
+    bool counted;      /* counted in the server's peers (per-client cap) */
     uint64_t body_end; /* loop ms by which the body being received must be complete */
     uint64_t deadline;
     deadline_kind_t dl_kind;
@@ -182,6 +184,8 @@ struct bm_server {
     void (*done)(bm_server_t *srv, void *ud);
     void *done_ud;
 
+    bm_peers_t *peers; /* connections per client address */
+
     time_t date_sec;
     char date[64]; /* "Date: ...\r\n" */
     size_t date_len;
@@ -207,6 +211,7 @@ void bm_server_opts_default(bm_server_opts_t *o)
     o->body_timeout_ms = BM_DEFAULT_SERVER_BODY_TIMEOUT_MS;
     o->idle_timeout_ms = BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS;
     o->max_connections = BM_DEFAULT_SERVER_MAX_CONNECTIONS;
+    o->max_connections_per_client = BM_DEFAULT_SERVER_MAX_CONNECTIONS_PER_CLIENT;
     o->body_deadline_ms = BM_DEFAULT_SERVER_BODY_DEADLINE_MS;
     o->send_timeout_ms = BM_DEFAULT_SERVER_SEND_TIMEOUT_MS;
     o->write_high_water = 1024 * 1024;
@@ -874,6 +879,10 @@ static void conn_close(conn_t *c)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
     srv->nconns--;
+    if (c->counted) {
+        bm_peers_release(srv->peers, c->peer);
+        c->counted = false;
+    }
     c->deadline = 0;
     uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
@@ -1282,6 +1291,14 @@ static void conn_process(conn_t *c)
 static void on_connection(uv_stream_t *ls, int status)
 {
     bm_server_t *srv = ls->data;
+    if (status == UV_EMFILE || status == UV_ENFILE) {
+        bm_log_limited(&srv->log_lim, BM_LOG_ERROR,
+                       "server: cannot accept a connection: %s (%zu client connections open); "
+                       "raise the limit of open files (LimitNOFILE=, ulimit -n) or lower "
+                       "server.maxConnections",
+                       uv_strerror(status), srv->nconns);
+        return;
+    }
     if (status < 0) {
         bm_log_limited(&srv->log_lim, BM_LOG_WARN, "server: accept failed: %s",
                        uv_strerror(status));
@@ -1303,15 +1320,36 @@ static void on_connection(uv_stream_t *ls, int status)
     c->timer.data = c;
     srv->nalloc++;
     int rc = uv_accept(ls, (uv_stream_t *)&c->tcp);
+    strcpy(c->peer, "unknown");
+    struct sockaddr_storage ss;
+    int sl = sizeof ss;
+    if (rc == 0 && uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET6)
+            uv_ip6_name((struct sockaddr_in6 *)&ss, c->peer, sizeof c->peer);
+        else if (ss.ss_family == AF_INET)
+            uv_ip4_name((struct sockaddr_in *)&ss, c->peer, sizeof c->peer);
+    }
     bool refuse = rc < 0 || srv->shutting_down || srv->nconns >= srv->opts.max_connections;
+    if (rc == 0 && srv->nconns >= srv->opts.max_connections)
+        bm_log_limited(&srv->log_lim, BM_LOG_WARN, "server: %zu connections open, refusing another",
+                       srv->nconns);
+    if (!refuse) {
+        c->counted = bm_peers_take(srv->peers, c->peer, srv->opts.max_connections_per_client);
+        refuse = !c->counted;
+        if (refuse)
+            bm_log_limited(&srv->log_lim, BM_LOG_WARN,
+                           "server: %s holds %u connections (server.maxConnectionsPerClient), "
+                           "refusing another",
+                           c->peer, bm_peers_count(srv->peers, c->peer));
+    }
     if (!refuse) {
         c->parser = bm_http1_new(&srv->lim, &parser_cbs, c);
         refuse = c->parser == NULL;
     }
     if (refuse) {
-        if (rc == 0 && srv->nconns >= srv->opts.max_connections)
-            bm_log_limited(&srv->log_lim, BM_LOG_WARN,
-                           "server: %zu connections open, refusing another", srv->nconns);
+        if (c->counted)
+            bm_peers_release(srv->peers, c->peer);
+        c->counted = false;
         c->closing = true;
         uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
         uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
@@ -1319,15 +1357,6 @@ static void on_connection(uv_stream_t *ls, int status)
     }
     c->req.conn = c;
     uv_tcp_nodelay(&c->tcp, 1);
-    struct sockaddr_storage ss;
-    int sl = sizeof ss;
-    strcpy(c->peer, "unknown");
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET6)
-            uv_ip6_name((struct sockaddr_in6 *)&ss, c->peer, sizeof c->peer);
-        else if (ss.ss_family == AF_INET)
-            uv_ip4_name((struct sockaddr_in *)&ss, c->peer, sizeof c->peer);
-    }
     c->next = srv->conns;
     if (srv->conns)
         srv->conns->prev = c;
@@ -1677,6 +1706,7 @@ static void srv_free_now(bm_server_t *srv)
 {
     for (size_t i = 0; i < srv->npool; i++)
         free(srv->pool[i]);
+    bm_peers_free(srv->peers);
     free(srv);
 }
 
@@ -1758,6 +1788,8 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
         srv->opts.idle_timeout_ms = def.idle_timeout_ms;
     if (!srv->opts.max_connections)
         srv->opts.max_connections = def.max_connections;
+    if (!srv->opts.max_connections_per_client)
+        srv->opts.max_connections_per_client = def.max_connections_per_client;
     if (!srv->opts.body_deadline_ms)
         srv->opts.body_deadline_ms = def.body_deadline_ms;
     if (!srv->opts.send_timeout_ms)
@@ -1766,6 +1798,11 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
         srv->opts.write_high_water = def.write_high_water;
     srv->lim = (bm_http1_limits_t){srv->opts.max_target_bytes, srv->opts.max_header_bytes,
                                    srv->opts.max_body_bytes};
+    srv->peers = bm_peers_new();
+    if (!srv->peers) {
+        free(srv);
+        return NULL;
+    }
     srv->loop = loop;
     srv->handler = handler;
     srv->ud = ud;

@@ -1081,6 +1081,54 @@ static void body_deadline_bounds_a_dripping_body(void **state)
     assert_int_equal(f.handled, 0);
 }
 
+/* One client address holds at most max_connections_per_client connections at once. */
+static void client_per_client_cap(fx_t *f)
+{
+    client_t a, b, c;
+    CHECK(f, cl_connect(&a, f->port, 0) == 0);
+    CHECK(f, cl_send_z(&a, get_hello));
+    CHECK(f, cl_read(&a) == 0 && a.status == 200);
+    CHECK(f, cl_connect(&b, f->port, 0) == 0);
+    CHECK(f, cl_send_z(&b, get_hello));
+    CHECK(f, cl_read(&b) == 0 && b.status == 200);
+    /* the third from the same address is closed on accept */
+    CHECK(f, cl_connect(&c, f->port, 0) == 0);
+    cl_send_z(&c, get_hello); /* may already fail: the close can come first */
+    CHECK(f, cl_eof(&c));
+    cl_close(&c);
+    /* a closed one makes room */
+    cl_close(&b);
+    CHECK(f, fx_wait(f)); /* the server saw the close */
+    CHECK(f, cl_connect(&c, f->port, 0) == 0);
+    CHECK(f, cl_send_z(&c, get_hello));
+    CHECK(f, cl_read(&c) == 0 && c.status == 200);
+    cl_close(&c);
+    cl_close(&a);
+}
+
+static void wait_one_connection(uv_timer_t *t)
+{
+    fx_t *f = t->data;
+    if (bm_server_connection_count(f->srv) == 1) {
+        uv_timer_stop(t);
+        sem_post(&f->sem);
+    }
+}
+
+static void max_connections_per_client_enforced(void **state)
+{
+    bm_server_opts_t o;
+    bm_server_opts_default(&o);
+    o.max_connections_per_client = 2;
+    fx_t f;
+    fx_start(&f, &o, client_per_client_cap);
+    /* after the refused one and the close of b, one connection (a) is left */
+    RUN_UNTIL(&f.loop, f.handled >= 2 && bm_server_connection_count(f.srv) == 2, BOUND_MS);
+    uv_timer_start(&f.t1, wait_one_connection, 1, 1);
+    fx_finish(&f);
+    assert_int_equal(f.handled, 3);
+}
+
 static void client_shutdown(fx_t *f)
 {
     client_t c, d;
@@ -1296,6 +1344,7 @@ int main(void)
         cmocka_unit_test(graceful_shutdown),
         cmocka_unit_test(send_timeout_cuts_a_client_that_stops_reading),
         cmocka_unit_test(body_deadline_bounds_a_dripping_body),
+        cmocka_unit_test(max_connections_per_client_enforced),
         cmocka_unit_test(abort_and_truncated_fixed_length),
         cmocka_unit_test(max_connections_enforced),
         cmocka_unit_test(listen_addresses),
