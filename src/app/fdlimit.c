@@ -14,8 +14,13 @@
 uint64_t bm_fdlimit_need(const bm_config_t *cfg)
 {
     uint64_t need = (uint64_t)cfg->server.max_connections + MARGIN;
-    for (size_t i = 0; i < cfg->n_upstreams; i++)
-        need += (uint64_t)cfg->upstreams[i].max_connections + PER_NODE;
+    size_t nets = bm_config_network_count(cfg);
+    for (size_t n = 0; n < nets; n++) {
+        bm_config_t net;
+        bm_config_network(cfg, n, &net);
+        for (size_t i = 0; i < net.n_upstreams; i++)
+            need += (uint64_t)net.upstreams[i].max_connections + PER_NODE;
+    }
     return need;
 }
 

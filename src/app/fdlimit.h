@@ -26,8 +26,8 @@ typedef struct bm_fdlimit {
 } bm_fdlimit_t;
 
 /** Descriptors `cfg` may use at once: the client connections (server.maxConnections), each
- *  node's pool (upstreams[].maxConnections), a few per node for its event streams and
- *  probes, and a margin for the listener, the loop and logs. */
+ *  node's pool (upstreams[].maxConnections, in every network), a few per node for its event streams
+ * and probes, and a margin for the listener, the loop and logs. */
 uint64_t bm_fdlimit_need(const bm_config_t *cfg);
 
 /**

@@ -85,6 +85,7 @@ struct cx {
     char method[BM_UPRULES_METHOD_MAX + 1];
     char *secret; /* password (or token user name) of the URL, masked in messages */
     bool stream;
+    bool gzip; /* an https node was asked for gzip: libcurl inflates what comes */
     size_t max_bytes;
 
     /* Response. */
@@ -589,6 +590,15 @@ static bool deliver_head(cx_t *x)
     }
     x->head_done = true;
     x->t_head = bm_clock_mono_us();
+    if (x->gzip) {
+        /* the body reaches the owner inflated: the coding and the compressed length go */
+        const char *ce = bm_hdrs_get(&x->hdrs, "Content-Encoding");
+        if (ce && strcasecmp(ce, "gzip") == 0) {
+            bm_hdrs_remove(&x->hdrs, "Content-Encoding");
+            bm_hdrs_remove(&x->hdrs, "Content-Length");
+            cl = -1; /* the inflated length is not known */
+        }
+    }
     if (!x->stream && !x->body.b && x->status >= 200 && x->status < 300 && !head && cl > 0)
         x->body.b = bm_buf_new((size_t)cl);
     if (x->cbs.on_head) {
@@ -1138,7 +1148,8 @@ static int build_headers(cx_t *x, const bm_xfer_req_t *req, bool has_body, bool 
     if (rc)
         return rc;
     bool has_ct = saw & BM_UPRULES_SAW_CONTENT_TYPE;
-    hl_add_raw(&l, LIT("Accept-Encoding: identity"));
+    if (!x->gzip) /* else libcurl sends its own Accept-Encoding: gzip */
+        hl_add_raw(&l, LIT("Accept-Encoding: identity"));
     if (has_body) {
         /* "Name:" with nothing after it removes a field libcurl would add itself. */
         hl_add_raw(&l, LIT("Expect:"));
@@ -1242,6 +1253,7 @@ static CURLU *url_handle(bm_upcurl_t *up, const char *url)
 static int setup(cx_t *x, const bm_xfer_req_t *req, bool https, bool has_userinfo)
 {
     CURL *e = x->easy;
+    x->gzip = req->compress && https;
     SETOPT(CURLOPT_URL, req->url);
     x->curlu = url_handle(x->up, req->url);
     SETOPT(CURLOPT_CURLU, x->curlu); /* NULL: libcurl parses the string */
@@ -1282,6 +1294,7 @@ static int setup(cx_t *x, const bm_xfer_req_t *req, bool https, bool has_userinf
     if (rc)
         return rc;
     SETOPT(CURLOPT_HTTPHEADER, list);
+    SETOPT(CURLOPT_ACCEPT_ENCODING, x->gzip ? "gzip" : NULL);
     /* No CURLOPT_MAXFILESIZE: libcurl would judge the Content-Length before we do (an
      * overflowing one as "too large"); deliver_head refuses a too large body from its
      * length, on_body while counting. */

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include <sys/resource.h>
@@ -15,20 +16,36 @@
 #include "app/config.h"
 #include "app/fdlimit.h"
 
+static bm_config_t *parse(const char *yaml)
+{
+    bm_config_err_t err;
+    bm_config_t *cfg = bm_config_parse(yaml, strlen(yaml), "t.yaml", NULL, NULL, &err);
+    if (!cfg)
+        fail_msg("%s", err.msg);
+    return cfg;
+}
+
 static void test_need(void **state)
 {
     (void)state;
-    bm_config_t *cfg = bm_config_new();
-    assert_non_null(cfg);
-    uint64_t none = bm_fdlimit_need(cfg);
-    assert_int_equal(none, cfg->server.max_connections + 64);
-    cfg->server.max_connections = 100;
-    bm_config_upstream_t ups[2] = {{.max_connections = 64}, {.max_connections = 10}};
-    cfg->upstreams = ups;
-    cfg->n_upstreams = 2;
+    bm_config_t *cfg = parse("upstreams: []\n");
+    assert_int_equal(bm_fdlimit_need(cfg), cfg->server.max_connections + 64);
+    bm_config_free(cfg);
+    cfg = parse("server: {maxConnections: 100}\n"
+                "upstreams:\n"
+                "  - {url: \"http://127.0.0.1:1\", maxConnections: 64}\n"
+                "  - {url: \"http://127.0.0.1:2\", maxConnections: 10}\n");
     assert_int_equal(bm_fdlimit_need(cfg), 100 + 64 + (64 + 8) + (10 + 8));
-    cfg->upstreams = NULL;
-    cfg->n_upstreams = 0;
+    bm_config_free(cfg);
+    /* every network's nodes count, not only the top level's */
+    cfg = parse("server: {maxConnections: 100}\n"
+                "networks:\n"
+                "  - id: mainnet\n"
+                "    upstreams: [{url: \"http://127.0.0.1:1\", maxConnections: 5}]\n"
+                "  - id: hoodi\n"
+                "    upstreams: [{url: \"http://127.0.0.1:3\", maxConnections: 7},\n"
+                "                {url: \"http://127.0.0.1:4\", maxConnections: 9}]\n");
+    assert_int_equal(bm_fdlimit_need(cfg), 100 + 64 + (5 + 8) + (7 + 8) + (9 + 8));
     bm_config_free(cfg);
 }
 
