@@ -882,8 +882,8 @@ static const bm_cfg_key_t network_keys[] = {
     SECTION(T, "cache",     cache,     bm_config_cache_t,     bm_cfg_cache),
     LIST(T,    "routeRules",   route_rules,   bm_config_route_rule_t,   n_route_rules,
          route_rule_section, BM_CONFIG_MAX_RULES),
-    STRINGS(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
-            bm_pattern_problem),
+    STRINGS_DEF(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
+                bm_pattern_problem, bm_rules_default_blocked),
     LIST(T,    "clientRoutes", client_routes, bm_config_client_route_t, n_client_routes,
          client_route_section, BM_CONFIG_MAX_RULES),
     SECTION(T, "duties",    duties,    bm_config_duties_t,    duties_section),
@@ -910,8 +910,8 @@ static const bm_cfg_key_t root_keys[] = {
     SECTION(T, "duties",    duties,    bm_config_duties_t,    duties_section),
     SECTION(T, "routing",   routing,   bm_config_routing_t,   routing_section),
     SECTION(T, "failsafe",  failsafe,  bm_config_failsafe_t,  failsafe_section),
-    STRINGS(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
-            bm_pattern_problem),
+    STRINGS_DEF(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
+                bm_pattern_problem, bm_rules_default_blocked),
     LIST(T,    "clientRoutes", client_routes, bm_config_client_route_t, n_client_routes,
          client_route_section, BM_CONFIG_MAX_RULES),
     LIST(T,    "routeRules",   route_rules,   bm_config_route_rule_t,   n_route_rules,
@@ -1297,6 +1297,17 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw
     return bm_cfg_check(k, obj, msg, n);
 }
 
+void bm_cfg_clear_strings(const bm_cfg_key_t *k, void *obj)
+{
+    char ***arr = at_off(obj, k->off);
+    size_t *count = at_off(obj, k->aux);
+    for (size_t j = 0; *arr && j < *count; j++)
+        free((*arr)[j]);
+    free(*arr);
+    *arr = NULL;
+    *count = 0;
+}
+
 const char *bm_cfg_add_string(const bm_cfg_key_t *k, void *obj, const char *v)
 {
     char ***arr = at_off(obj, k->off);
@@ -1331,8 +1342,12 @@ int bm_cfg_defaults(const bm_cfg_section_t *sec, void *obj)
             *(uint16_t *)at_off(obj, k->aux) = (uint16_t)k->def;
         } else if (is_number(k->kind) || k->kind == BM_CFG_BOOL || k->kind == BM_CFG_ENUM) {
             set_num(k, obj, k->def);
+        } else if (k->kind == BM_CFG_STRINGS && k->def_list) {
+            for (size_t j = 0; k->def_list[j]; j++)
+                if (bm_cfg_add_string(k, obj, k->def_list[j]))
+                    return BM_ENOMEM; /* the defaults pass their own checks */
         }
-        /* strings, lists and maps start empty: the memory is zeroed */
+        /* other strings, lists and maps start empty: the memory is zeroed */
     }
     return 0;
 }
@@ -1362,16 +1377,9 @@ void bm_cfg_dispose(const bm_cfg_section_t *sec, void *obj)
             *count = 0;
             break;
         }
-        case BM_CFG_STRINGS: {
-            char ***arr = at_off(obj, k->off);
-            size_t *count = at_off(obj, k->aux);
-            for (size_t j = 0; *arr && j < *count; j++)
-                free((*arr)[j]);
-            free(*arr);
-            *arr = NULL;
-            *count = 0;
+        case BM_CFG_STRINGS:
+            bm_cfg_clear_strings(k, obj);
             break;
-        }
         case BM_CFG_MAP: {
             bm_config_header_t **arr = at_off(obj, k->off);
             size_t *count = at_off(obj, k->aux);

@@ -133,7 +133,7 @@ static int build_routes(bm_network_t *a)
         return BM_ENOMEM;
     int rc = 0;
     for (size_t i = 0; i < sizeof statics / sizeof statics[0] && !rc; i++)
-        rc = bm_router_add(r, "GET", statics[i], bm_discovery_route, a->disc);
+        rc = bm_router_add_only(r, "GET", statics[i], bm_discovery_route, a->disc);
     if (!rc)
         rc = bm_admin_register(a->admin, r);
     /* aggregation reads, duties and liveness */

@@ -194,6 +194,23 @@ void bm_rules_free(bm_rules_t *t)
     free(t);
 }
 
+const char *const bm_rules_default_blocked[] = {
+    "/lighthouse/database/*",  /* reconstruct, historical_blocks: write the node's store */
+    "/lighthouse/logging",     /* the node's log stream */
+    "/lighthouse/add_peer",    /* peers added and removed */
+    "/lighthouse/remove_peer", /* */
+    "/lighthouse/compaction",  /* a database compaction on demand */
+    "/eth/v1/lodestar/*",      /* heap dumps, profiles, peers connected and dropped */
+    "/teku/v1/admin/*",        /* log level and the node's admin routes */
+    "/eth/v1/keystores",       /* keymanager API: keys imported, listed and deleted */
+    "/eth/v1/remotekeys",
+    "/eth/v1/validator/*/feerecipient",
+    "/eth/v1/validator/*/gas_limit",
+    "/eth/v1/validator/*/graffiti",
+    "/eth/v1/validator/*/voluntary_exit", /* signs an exit with the node's own keys */
+    NULL,
+};
+
 int bm_rules_add_blocked(bm_rules_t *t, const char *pattern)
 {
     if (bm_pattern_problem(pattern))

@@ -94,6 +94,15 @@ bm_rules_t *bm_rules_new(void);
 
 void bm_rules_free(bm_rules_t *t);
 
+/**
+ * The default of blockedPaths (NULL-terminated): the nodes' own administration routes, which
+ * change a node or read what is not the chain's (Lighthouse's database and logs, peers
+ * added or removed, Lodestar's and Teku's admin routes, the keymanager API a node with a
+ * built-in validator client serves). A configured blockedPaths replaces the whole list.
+ * GET debug routes are not in it: checkpoint sync reads /eth/v2/debug/beacon/states/finalized.
+ */
+extern const char *const bm_rules_default_blocked[];
+
 /** Adds a blocked pattern. Returns 0, BM_EINVAL (bad pattern) or BM_ENOMEM. */
 int bm_rules_add_blocked(bm_rules_t *t, const char *pattern);
 

@@ -87,6 +87,76 @@ class Refusals(unittest.TestCase):
         self.assertEqual(self.asked(), [])
 
 
+class AdminRoutes(unittest.TestCase):
+    """The nodes' own admin routes are closed by default (blockedPaths' default), a
+    configured blockedPaths replaces that list, and beaconmux's own routes take GET only:
+    none of these requests reaches a node."""
+
+    CLOSED = [("POST", "/lighthouse/database/reconstruct"), ("GET", "/lighthouse/database/info"),
+              ("GET", "/lighthouse/logging"), ("POST", "/lighthouse/add_peer"),
+              ("POST", "/eth/v1/keystores"), ("DELETE", "/eth/v1/keystores"),
+              ("GET", "/eth/v1/remotekeys"), ("POST", "/eth/v1/validator/0xab/voluntary_exit"),
+              ("POST", "/eth/v1/validator/0xab/feerecipient"), ("PUT", "/teku/v1/admin/log_level"),
+              ("POST", "/eth/v1/lodestar/write_heapdump"), ("GET", "/%6cighthouse/logging")]
+
+    def setUp(self):
+        self.node = FakeBeacon()
+        self.node.routes[("*", "/eth/v2/debug/beacon/states/finalized")] = good_route
+        self.node.routes[("*", "/lighthouse/database/info")] = good_route
+
+    def tearDown(self):
+        self.node.stop()
+
+    def asked(self):
+        return [p for p in self.node.paths() if not p.startswith(("/eth/v1/node/", "/eth/v1/config",
+                                                                   "/eth/v1/beacon/genesis",
+                                                                   "/eth/v1/beacon/headers",
+                                                                   "/eth/v1/events"))]
+
+    def test_admin_routes_closed_by_default(self):
+        mux = Beaconmux(upstreams=[self.node.url])
+        try:
+            mux.wait_state("node1", "ready")
+            for method, path in self.CLOSED:
+                with self.subTest(method=method, path=path):
+                    st, _, body = mux.request(method, path, body=b"{}" if method != "GET" else None)
+                    self.assertEqual((st, json.loads(body)["code"]), (403, 403), body)
+            self.assertEqual(self.asked(), [])
+            # checkpoint sync's read stays open
+            st, _, body = mux.request("GET", "/eth/v2/debug/beacon/states/finalized")
+            self.assertEqual((st, body), (200, GOOD))
+        finally:
+            mux.stop()
+
+    def test_configured_list_replaces_the_default(self):
+        mux = Beaconmux(config_text="blockedPaths: []\nupstreams:\n  - url: %s\n" % self.node.url)
+        try:
+            mux.wait_state("node1", "ready")
+            st, _, body = mux.request("GET", "/lighthouse/database/info")
+            self.assertEqual((st, body), (200, GOOD))
+        finally:
+            mux.stop()
+
+    def test_own_routes_take_get_only(self):
+        mux = Beaconmux(upstreams=[self.node.url])
+        try:
+            mux.wait_state("node1", "ready")
+            for method, path in (("POST", "/beaconmux/v1/status"), ("POST", "/healthz"),
+                                 ("DELETE", "/beaconmux/v1/status"), ("POST", "/eth/v1/node/health"),
+                                 ("POST", "/eth/v1/config/spec")):
+                with self.subTest(method=method, path=path):
+                    st, h, body = mux.request(method, path, body=b"{}")
+                    self.assertEqual((st, json.loads(body)["code"]), (405, 405), body)
+                    self.assertEqual(h.get("allow"), "GET")
+            for path in ("/beaconmux/v1/nothing", "/beaconmux/x"):
+                st, _, body = mux.request("GET", path)
+                self.assertEqual((st, json.loads(body)["code"]), (404, 404), body)
+            self.assertEqual(self.asked(), [])
+            self.assertEqual(mux.request("GET", "/beaconmux/v1/status")[0], 200)
+        finally:
+            mux.stop()
+
+
 class SendTimeout(unittest.TestCase):
     """A client that stops reading a large answer is cut after server.sendTimeout, and the
     upstream transfer that fed it is released (before: pinned for ever)."""

@@ -19,6 +19,7 @@
 #include "config_fx.h"
 #include "base/defaults.h"
 #include "base/err.h"
+#include "read/rules.h"
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
@@ -234,7 +235,8 @@ static void test_example_file(void **state)
     assert_int_equal(cfg->upstreams[2].n_headers, 1);
     assert_string_equal(cfg->upstreams[2].headers[0].value, "example-key");
 
-    /* Every value the example shows is the default it claims; the lists are examples. */
+    /* Every value the example shows is the default it claims (blockedPaths: the default
+     * list); the other lists are examples. */
     assert_int_equal(cfg->n_route_rules, 1);
     assert_int_equal(cfg->route_rules[0].consensus.agree, 2);
     assert_true(cfg->upstreams[2].archive && cfg->upstreams[2].auto_tune.max == 50);
@@ -242,8 +244,6 @@ static void test_example_file(void **state)
     assert_non_null(def);
     def->upstreams = cfg->upstreams;
     def->n_upstreams = cfg->n_upstreams;
-    def->blocked_paths = cfg->blocked_paths;
-    def->n_blocked_paths = cfg->n_blocked_paths;
     def->client_routes = cfg->client_routes;
     def->n_client_routes = cfg->n_client_routes;
     def->route_rules = cfg->route_rules;
@@ -255,8 +255,6 @@ static void test_example_file(void **state)
     memset(&def->auth, 0, sizeof def->auth);
     def->upstreams = NULL;
     def->n_upstreams = 0;
-    def->blocked_paths = NULL;
-    def->n_blocked_paths = 0;
     def->client_routes = NULL;
     def->n_client_routes = 0;
     def->route_rules = NULL;
@@ -1114,6 +1112,50 @@ static void test_dump_round_trip(void **state)
     bm_config_free(cfg);
 }
 
+/* blockedPaths: left out, the nodes' admin routes; given, the list replaces them (an empty
+ * list opens everything), and the dump says so; a network without its own takes the top's. */
+static void test_blocked_paths_default(void **state)
+{
+    (void)state;
+    size_t n_def = 0;
+    while (bm_rules_default_blocked[n_def])
+        n_def++;
+    assert_true(n_def >= 10);
+    bm_config_t *cfg = expect_ok("upstreams: [{url: \"http://127.0.0.1:1\"}]\n");
+    assert_int_equal(cfg->n_blocked_paths, n_def);
+    assert_string_equal(cfg->blocked_paths[0], "/lighthouse/database/*");
+    bm_config_free(cfg);
+
+    cfg = expect_ok("upstreams: [{url: \"http://127.0.0.1:1\"}]\nblockedPaths: [\"/x\"]\n");
+    assert_int_equal(cfg->n_blocked_paths, 1);
+    assert_string_equal(cfg->blocked_paths[0], "/x");
+    bm_config_free(cfg);
+
+    cfg = expect_ok("upstreams: [{url: \"http://127.0.0.1:1\"}]\nblockedPaths: []\n");
+    assert_int_equal(cfg->n_blocked_paths, 0);
+    char *d = dump(cfg, false);
+    assert_non_null(strstr(d, "\nblockedPaths: []\n"));
+    bm_config_err_t err;
+    bm_config_t *again = bm_config_parse(d, strlen(d), "dump", NULL, NULL, &err);
+    assert_non_null(again);
+    assert_int_equal(again->n_blocked_paths, 0); /* not the default again */
+    bm_config_free(again);
+    free(d);
+    bm_config_free(cfg);
+
+    cfg = expect_ok("blockedPaths: [\"/y\"]\n"
+                    "networks:\n"
+                    "  - {id: a, upstreams: [{url: \"http://127.0.0.1:1\"}]}\n"
+                    "  - {id: b, upstreams: [{url: \"http://127.0.0.1:2\"}], blockedPaths: []}\n");
+    bm_config_t a, b;
+    bm_config_network(cfg, 0, &a);
+    bm_config_network(cfg, 1, &b);
+    assert_int_equal(a.n_blocked_paths, 1);
+    assert_string_equal(a.blocked_paths[0], "/y");
+    assert_int_equal(b.n_blocked_paths, 0);
+    bm_config_free(cfg);
+}
+
 /* ---- per-duty holds ------------------------------------------------------------------- */
 
 static void assert_hold(const bm_config_t *cfg, bm_config_duty_t d, uint32_t floor, uint32_t max)
@@ -1243,6 +1285,7 @@ int main(void)
         cmocka_unit_test(test_duty_holds),
         cmocka_unit_test(test_read_path_errors),
         cmocka_unit_test(test_edge_keys),
+        cmocka_unit_test(test_blocked_paths_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
