@@ -240,7 +240,7 @@ int bm_h1req_build(bm_str_t *out, size_t *line_len, const char *method, const ch
     *line_len = (size_t)(w - start);
 
     unsigned saw = 0;
-    int rc = bm_uprules_fields(req->headers, drop_auth, emit_field, &w, &saw);
+    int rc = bm_uprules_caller_fields(req->headers, req->extra, drop_auth, emit_field, &w, &saw);
     if (!rc)
         rc = bm_uprules_fields(req->extra, false, emit_field, &w, &saw);
     if (rc)

@@ -1142,7 +1142,7 @@ static int build_headers(cx_t *x, const bm_xfer_req_t *req, bool has_body, bool 
     hlist_t l = {.nodes = (struct curl_slist *)(void *)x->hl_mem, .max = max};
     l.text = x->hl_mem + max * sizeof(struct curl_slist);
     unsigned saw = 0;
-    int rc = bm_uprules_fields(req->headers, drop_auth, hl_add, &l, &saw);
+    int rc = bm_uprules_caller_fields(req->headers, req->extra, drop_auth, hl_add, &l, &saw);
     if (!rc)
         rc = bm_uprules_fields(req->extra, false, hl_add, &l, &saw);
     if (rc)

@@ -203,6 +203,40 @@ static void test_request_header_hygiene(void **state)
     rec_dispose(&r);
 }
 
+/* The operator's fields for a node replace the client's of the same name (whatever the
+ * case), and a client's word on where the request came from is never passed on. */
+static void test_node_fields_replace_the_callers(void **state)
+{
+    fx_t *f = *state;
+    rec_t r;
+    rec_init(&r, f);
+    bm_hdrs_t h, extra;
+    bm_hdrs_init(&h);
+    bm_hdrs_init(&extra);
+    bm_hdrs_add_z(&h, "x-api-key", "client-key");
+    bm_hdrs_add_z(&h, "X-Forwarded-For", "10.9.9.9");
+    bm_hdrs_add_z(&h, "Forwarded", "for=10.9.9.9");
+    bm_hdrs_add_z(&h, "X-Real-IP", "10.9.9.9");
+    bm_hdrs_add_z(&h, "X-Other", "kept");
+    bm_hdrs_add_z(&extra, "X-Api-Key", "operator-key");
+    bm_xfer_req_t q = req_get(url(f, "/echo"));
+    q.headers = &h;
+    q.extra = &extra;
+    assert_non_null(start(f, &r, &q));
+    RUN_UNTIL(&f->loop, r.dones, 3000);
+    assert_int_equal(r.err, 0);
+    sreq_t *s = &f->srv.reqs[0];
+    assert_int_equal(count_fields(s, "X-Api-Key"), 1);
+    assert_string_equal(bm_hdrs_get(&s->h, "X-Api-Key"), "operator-key");
+    assert_int_equal(count_fields(s, "X-Forwarded-For"), 0);
+    assert_int_equal(count_fields(s, "Forwarded"), 0);
+    assert_int_equal(count_fields(s, "X-Real-IP"), 0);
+    assert_string_equal(bm_hdrs_get(&s->h, "X-Other"), "kept");
+    bm_hdrs_dispose(&h);
+    bm_hdrs_dispose(&extra);
+    rec_dispose(&r);
+}
+
 static void test_big_post_no_expect_stall(void **state)
 {
     fx_t *f = *state;
@@ -1228,6 +1262,7 @@ int main(void)
         T(test_post_json),
         T(test_ssz_both_ways),
         T(test_request_header_hygiene),
+        T(test_node_fields_replace_the_callers),
         T(test_big_post_no_expect_stall),
         T(test_connection_refused),
         T(test_timeout_no_answer),
