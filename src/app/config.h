@@ -77,6 +77,7 @@ typedef struct bm_config_upstream {
     bool archive;      /* keeps full history */
     bm_config_autotune_t auto_tune;
     uint32_t max_connections; /* http://: connections to the node at once (its pool) */
+    bool forwarded_for;       /* the node is told the client's address (X-Forwarded-For) */
 } bm_config_upstream_t;
 
 typedef struct bm_config_log {

@@ -596,6 +596,7 @@ static const bm_cfg_key_t upstream_keys[] = {
     BOOL(T,  "archive",  archive,  BM_DEFAULT_UPSTREAM_ARCHIVE),
     SECTION(T, "autoTune", auto_tune, bm_config_autotune_t, autotune_section),
     COUNT(T, "maxConnections", max_connections, 1, 10000, BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS),
+    BOOL(T,  "forwardedFor", forwarded_for, false),
 };
 #undef T
 

@@ -112,6 +112,7 @@ static int build_pool(bm_network_t *a)
             bm_log(BM_LOG_ERROR, "upstream %s: cannot be added", u->id);
             return BM_EINVAL;
         }
+        n->forwarded_for = u->forwarded_for;
         /* the node's pool (http://; https:// nodes share libcurl's connections) */
         if (bm_upstream_set_node_limit(a->up, u->url, u->max_connections) != 0) {
             bm_log(BM_LOG_ERROR, "upstream %s: cannot set its connection limit", u->id);

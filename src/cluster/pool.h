@@ -97,11 +97,13 @@ typedef struct bm_node_stats {
  * the named module maintains.
  */
 typedef struct bm_node {
-    int index;        /* position in configuration order, 0-based */
-    char *id;         /* configured id */
-    char *url;        /* base URL, with credentials: never log this */
-    char *url_masked; /* base URL with the password replaced, for logs and status */
-    bm_hdrs_t extra;  /* per-node request headers (API keys) */
+    int index;          /* position in configuration order, 0-based */
+    char *id;           /* configured id */
+    char *url;          /* base URL, with credentials: never log this */
+    char *url_masked;   /* base URL with the password replaced, for logs and status */
+    bm_hdrs_t extra;    /* per-node request headers (API keys) */
+    bool forwarded_for; /* owner: the network; the node is told the client's address
+                           (X-Forwarded-For, upstreams[].forwardedFor) */
     bm_node_state_t state;
     char state_reason[160]; /* why the node is in its state, for logs and status */
     char input_reason[160]; /* written by pool; the last network error or discovery verdict */

@@ -1127,10 +1127,11 @@ static int build_headers(cx_t *x, const bm_xfer_req_t *req, bool has_body, bool 
                          struct curl_slist **out)
 {
     static const char fixed[] = "Accept-Encoding: identity\0Expect:\0Content-Type:";
-    size_t max = (req->headers ? req->headers->n : 0) + (req->extra ? req->extra->n : 0) + 3;
+    size_t max = (req->headers ? req->headers->n : 0) + (req->extra ? req->extra->n : 0) + 4;
+    size_t ff = req->forwarded_for ? strlen(req->forwarded_for) : 0;
     /* bm_uprules_fields_bytes counts ": " and CRLF; a list line needs ": " and a NUL. */
     size_t need = max * sizeof(struct curl_slist) + bm_uprules_fields_bytes(req->headers) +
-                  bm_uprules_fields_bytes(req->extra) + sizeof fixed;
+                  bm_uprules_fields_bytes(req->extra) + sizeof fixed + (ff ? ff + 24 : 0);
     if (need > x->hl_cap) {
         char *mem = malloc(need);
         if (!mem)
@@ -1145,6 +1146,11 @@ static int build_headers(cx_t *x, const bm_xfer_req_t *req, bool has_body, bool 
     int rc = bm_uprules_caller_fields(req->headers, req->extra, drop_auth, hl_add, &l, &saw);
     if (!rc)
         rc = bm_uprules_fields(req->extra, false, hl_add, &l, &saw);
+    if (!rc && ff) {
+        if (!bm_uprules_value(req->forwarded_for, ff))
+            return BM_EINVAL;
+        hl_add(&l, "X-Forwarded-For", 15, req->forwarded_for, ff);
+    }
     if (rc)
         return rc;
     bool has_ct = saw & BM_UPRULES_SAW_CONTENT_TYPE;

@@ -666,6 +666,7 @@ static bool launch(exchange_t *ex, bm_node_t *node, bool hedge)
         .url = bm_str_data(url),
         .headers = ex->v.headers,
         .extra = &node->extra,
+        .forwarded_for = node->forwarded_for && ex->v.peer && ex->v.peer[0] ? ex->v.peer : NULL,
         .body = ex->v.body,
         .connect_timeout_ms = rp->opts.connect_timeout_ms,
         .timeout_ms = ex->is_read ? 0 : rp->opts.write_timeout_ms,

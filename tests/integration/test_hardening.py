@@ -157,6 +157,36 @@ class AdminRoutes(unittest.TestCase):
             mux.stop()
 
 
+class ForwardedFor(unittest.TestCase):
+    """A client's X-Forwarded-For never reaches a node; beaconmux tells the client's address
+    only to a node with upstreams[].forwardedFor."""
+
+    def seen(self, opt_in):
+        node = FakeBeacon()
+        node.routes[("*", "/eth/v1/node/version_x")] = good_route
+        extra = "    forwardedFor: true\n" if opt_in else ""
+        mux = Beaconmux(config_text="upstreams:\n  - url: %s\n%s" % (node.url, extra))
+        try:
+            mux.wait_state("node1", "ready")
+            st, _, body = mux.request("GET", "/eth/v1/node/version_x",
+                                      headers={"X-Forwarded-For": "10.9.9.9",
+                                               "X-Real-IP": "10.9.9.9"})
+            self.assertEqual((st, body), (200, GOOD))
+            recs = node.find("GET", "/eth/v1/node/version_x")
+            self.assertEqual(len(recs), 1)
+            return recs[0]["raw_headers"]
+        finally:
+            mux.stop()
+            node.stop()
+
+    def test_client_address_only_to_nodes_that_opt_in(self):
+        plain = self.seen(False)
+        self.assertEqual([v for k, v in plain if k in ("x-forwarded-for", "x-real-ip")], [])
+        told = self.seen(True)
+        self.assertEqual([v for k, v in told if k in ("x-forwarded-for", "x-real-ip")],
+                         ["127.0.0.1"])
+
+
 class SendTimeout(unittest.TestCase):
     """A client that stops reading a large answer is cut after server.sendTimeout, and the
     upstream transfer that fed it is released (before: pinned for ever)."""

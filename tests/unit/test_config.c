@@ -447,7 +447,7 @@ static void test_unknown_keys(void **state)
                  "maxBodyBytes,");
     expect_error("upstreams:\n  - url: http://a:1\n  - url: http://b:2\n    upstrem: x\n",
                  "t.yaml:4:5: unknown key \"upstrem\" in \"upstreams[1]\" (expected one of: id, "
-                 "url, headers, priority, weight, archive, autoTune, maxConnections)");
+                 "url, headers, priority, weight, archive, autoTune, maxConnections, forwardedFor)");
     expect_error("upstreams: [{url: \"http://a\", bogus: 1}]\n",
                  "t.yaml:1:31: unknown key \"bogus\" in \"upstreams[0]\"");
     expect_error("duties:\n    holdfloor: 1s\n",
