@@ -273,6 +273,46 @@ int bm_url_join(bm_str_t *out, const char *base, const char *path_and_query)
     return out->oom ? BM_ENOMEM : 0;
 }
 
+/* True for a path segment that looks like a key (hosted providers put theirs in the path:
+ * https://host/v2/KEY): 20 bytes or more of letters, digits, '-' and '_', with at least one
+ * letter and one digit. A word path ("eth-mainnet") never is one. */
+static bool secret_like(const char *s, size_t n)
+{
+    if (n < 20)
+        return false;
+    bool digit = false, letter = false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= '0' && c <= '9')
+            digit = true;
+        else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
+            letter = true;
+        else if (c != '-' && c != '_')
+            return false;
+    }
+    return digit && letter;
+}
+
+/* Appends `rest` (what follows the authority) with every key-like path segment as "***". */
+static void mask_path(bm_str_t *out, const char *rest)
+{
+    size_t plen = strcspn(rest, "?#");
+    const char *p = rest, *end = rest + plen;
+    while (p < end) {
+        const char *slash = memchr(p, '/', (size_t)(end - p));
+        const char *seg_end = slash ? slash : end;
+        if (secret_like(p, (size_t)(seg_end - p)))
+            bm_str_puts(out, "***");
+        else
+            bm_str_append(out, p, (size_t)(seg_end - p));
+        if (!slash)
+            break;
+        bm_str_putc(out, '/');
+        p = slash + 1;
+    }
+    bm_str_puts(out, end);
+}
+
 void bm_url_mask(bm_str_t *out, const char *url)
 {
     /* Nothing to append (bm_str_append of zero bytes to an empty builder is avoided). */
@@ -294,7 +334,8 @@ void bm_url_mask(bm_str_t *out, const char *url)
     size_t alen = strcspn(auth, "/?#");
     const char *at = memrchr(auth, '@', alen);
     if (!at) {
-        bm_str_puts(out, url);
+        bm_str_append(out, url, (size_t)(auth + alen - url));
+        mask_path(out, auth + alen);
         return;
     }
     bm_str_append(out, url, (size_t)(auth - url));
@@ -307,5 +348,6 @@ void bm_url_mask(bm_str_t *out, const char *url)
         /* A lone user name is usually a token (https://TOKEN@host): hide all of it. */
         bm_str_puts(out, "***");
     }
-    bm_str_puts(out, at);
+    bm_str_append(out, at, (size_t)(auth + alen - at));
+    mask_path(out, auth + alen);
 }

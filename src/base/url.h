@@ -30,6 +30,8 @@ int bm_url_join(bm_str_t *out, const char *base, const char *path_and_query);
  * 3986: in "https:///user:pass@host/x" RFC 3986 sees an empty authority and a path holding
  * the '@', but libcurl and any reader take "pass" for a password, so it is hidden too. Any
  * text without user info is appended unchanged. Used on invalid URLs as well (error messages).
+ * A path segment that looks like a key (hosted providers' https://host/v2/KEY: 20 bytes or
+ * more of letters, digits, '-' and '_', with a letter and a digit) becomes "***" too.
  */
 void bm_url_mask(bm_str_t *out, const char *url);
 

@@ -261,6 +261,17 @@ static void test_mask(void **state)
     assert_string_equal(mask(""), "");
     /* A password with '@' written raw: the last '@' ends the user info. */
     assert_string_equal(mask("http://u:p@ss@host/"), "http://u:***@host/");
+    /* a key in the path (hosted providers) is hidden; words and short segments are not */
+    assert_string_equal(mask("https://eth-mainnet.example.com/v2/aB3dE5fG7hJ9kL1mN3pQ5rS7"),
+                        "https://eth-mainnet.example.com/v2/***");
+    assert_string_equal(mask("https://u:pw@h/api/9aa3d95b3bc440fa88ea12eaa4456161/beacon"),
+                        "https://u:***@h/api/***/beacon");
+    assert_string_equal(mask("http://h/eth-mainnet-archive-node/x1"),
+                        "http://h/eth-mainnet-archive-node/x1");
+    assert_string_equal(mask("http://h/a1b2c3d4e5f6a7b8c9d0"), "http://h/***");
+    assert_string_equal(mask("http://h/a1b2c3d4e5f6a7b8c9d?q=a1b2c3d4e5f6a7b8c9d0e1"),
+                        "http://h/a1b2c3d4e5f6a7b8c9d?q=a1b2c3d4e5f6a7b8c9d0e1");
+    assert_string_equal(mask("http://h/a1b2c3d4e5f6a7b8c9d0/"), "http://h/***/");
     const char *m = mask("https://u:hunter2@h/?k=v");
     assert_null(strstr(m, "hunter2"));
     /* NULL appends nothing. */
