@@ -29,7 +29,6 @@
 #include "read/pick.h"
 #include "read/sticky.h"
 
-#define MAX_NODES 64
 #define MAX_PARALLEL 16                /* attempts of one exchange at once */
 #define MAX_KEPT_BODY (64 * 1024)      /* a failed answer kept to relay if all fail */
 #define MAX_CONSENSUS_BODY (64u << 20) /* an answer compared for consensus */
@@ -56,7 +55,7 @@ struct bm_readpath {
     bm_pool_t *pool;
     bm_discovery_t *disc;
     bm_readpath_opts_t opts;
-    node_state_t node[MAX_NODES];
+    node_state_t node[BM_MAX_NODES];
     bm_rules_t *rules;
     bm_sticky_t *sticky;
     bm_rng_t rng;
@@ -204,13 +203,11 @@ bm_readpath_t *bm_readpath_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *po
     bm_rng_seed(&rp->rng, rp->opts.seed ? rp->opts.seed : bm_clock_now_ms() ^ (uintptr_t)rp);
     bm_hedge_budget_init(&rp->budget, rp->opts.hedge_max_ratio_milli / 1000.0, 10);
     uint64_t now = uv_now(loop);
-    for (size_t i = 0; i < MAX_NODES; i++) {
+    for (size_t i = 0; i < BM_MAX_NODES; i++) {
         bm_readpath_set_node(rp, i, &(bm_readpath_node_opts_t){.weight = 1});
         bm_breaker_init(&rp->node[i].breaker, &rp->opts.breaker);
     }
     (void)now;
-    rp->limit.window_ms = 10000;
-    rp->limit.burst = 10;
     return rp;
 }
 
@@ -226,7 +223,7 @@ void bm_readpath_free(bm_readpath_t *rp)
 
 void bm_readpath_set_node(bm_readpath_t *rp, size_t i, const bm_readpath_node_opts_t *o)
 {
-    if (i >= MAX_NODES)
+    if (i >= BM_MAX_NODES)
         return;
     node_state_t *ns = &rp->node[i];
     ns->o = *o;
@@ -246,6 +243,11 @@ size_t bm_readpath_active(const bm_readpath_t *rp)
     return rp->active;
 }
 
+bm_balance_strategy_t bm_readpath_strategy(const bm_readpath_t *rp)
+{
+    return rp->opts.strategy;
+}
+
 const bm_readpath_counters_t *bm_readpath_counters(const bm_readpath_t *rp)
 {
     return &rp->c;
@@ -253,7 +255,7 @@ const bm_readpath_counters_t *bm_readpath_counters(const bm_readpath_t *rp)
 
 const bm_breaker_t *bm_readpath_breaker(const bm_readpath_t *rp, size_t i)
 {
-    return i < MAX_NODES ? &rp->node[i].breaker : NULL;
+    return i < BM_MAX_NODES ? &rp->node[i].breaker : NULL;
 }
 
 /* ---- the score and the candidate order ---------------------------------------------- */
@@ -267,38 +269,6 @@ static void node_terms(const bm_readpath_t *rp, const bm_node_t *n, bm_score_ter
         .sync_distance = n->syncing.known ? n->syncing.sync_distance : 0,
     };
     bm_score_compute(&in, &rp->opts.weights, t);
-}
-
-/* A route's key for the 415 memory: the method and the path with its ids (numbers, 0x
- * values) replaced, so that /blocks/1 and /blocks/2 share what a node said. */
-static uint64_t route_key_of(const char *method, const char *path, size_t n)
-{
-    char shape[512];
-    size_t o = 0;
-    const char *q = memchr(path, '?', n);
-    if (q)
-        n = (size_t)(q - path);
-    for (size_t i = 0; i < n && o + 2 < sizeof shape;) {
-        size_t len = strcspn(path + i, "/");
-        if (len > n - i)
-            len = n - i;
-        bool id = len > 0 && ((path[i] >= '0' && path[i] <= '9') ||
-                              (len > 2 && path[i] == '0' && path[i + 1] == 'x'));
-        if (id) {
-            shape[o++] = '*';
-        } else {
-            size_t c = len < sizeof shape - o - 2 ? len : sizeof shape - o - 2;
-            memcpy(shape + o, path + i, c);
-            o += c;
-        }
-        i += len;
-        if (i < n && o + 1 < sizeof shape) {
-            shape[o++] = '/';
-            i++;
-        }
-    }
-    uint64_t h = bm_sticky_key(method, strlen(method));
-    return h ^ bm_sticky_key(shape, o);
 }
 
 static bool refuses_ssz(node_state_t *ns, uint64_t key, uint64_t now)
@@ -355,16 +325,26 @@ static int excluded(exchange_t *ex, size_t i, const bm_node_t *n, bool hedge, ui
     return 0;
 }
 
+/* True when `nd` has as many requests in flight as its connection pool holds: one more
+ * would wait for a connection behind them. */
+static bool busy(const node_state_t *ns, const bm_node_t *nd)
+{
+    return ns->o.max_in_flight && nd->stats.in_flight >= ns->o.max_in_flight;
+}
+
 /* The next node for an attempt of `ex`, or NULL; *wait gets the shortest wait of a node
- * that only lacks a token (0: none). */
+ * that only lacks a token (0: none). A busy node is a candidate only when every other one
+ * is excluded or busy too: a free node of a later set or tier is asked before it, and a
+ * read that finds every node busy still queues on the best of them. */
 static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *wait)
 {
     bm_readpath_t *rp = ex->rp;
     size_t n = bm_pool_count(rp->pool);
-    bm_pick_node_t cand[MAX_NODES];
+    bm_pick_node_t cand[BM_MAX_NODES];
+    bool any_busy = false;
     *wait = 0;
-    if (n > MAX_NODES)
-        n = MAX_NODES;
+    if (n > BM_MAX_NODES)
+        n = BM_MAX_NODES;
     for (size_t i = 0; i < n; i++) {
         bm_node_t *nd = bm_pool_node(rp->pool, i);
         node_state_t *ns = &rp->node[i];
@@ -374,18 +354,30 @@ static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *
         if (why == 2 && (*wait == 0 || w < *wait))
             *wait = w;
         node_terms(rp, nd, &t);
+        bool full = why == 0 && busy(ns, nd);
+        any_busy |= full;
         cand[i] = (bm_pick_node_t){
             .set = bm_pick_set_of(nd->state),
             .priority = ns->o.priority,
             .archive = ns->o.archive,
-            .available = why == 0,
+            .available = why == 0 && !full,
             .item = {ns->o.weight, t.score, nd->stats.in_flight, &ns->rr},
         };
     }
     bm_pick_opts_t po = {ex->s.strategy, ex->archive_first, ex->archive_only};
     size_t order[1];
-    if (bm_pick_order(cand, n, &po, 1, &rp->rng, order) == 0)
-        return NULL;
+    if (bm_pick_order(cand, n, &po, 1, &rp->rng, order) == 0) {
+        if (!any_busy)
+            return NULL;
+        /* every node left is busy: the best of them, where the read waits for a connection */
+        for (size_t i = 0; i < n; i++)
+            cand[i].available = cand[i].available || busy(&rp->node[i], bm_pool_node(rp->pool, i));
+        if (bm_pick_order(cand, n, &po, 1, &rp->rng, order) == 0)
+            return NULL;
+        rp->c.busy_waits++;
+    } else if (any_busy) {
+        rp->c.busy_skips++;
+    }
     bm_node_t *best = bm_pool_node(rp->pool, order[0]);
     if (!ex->sticky || ex->started > 0)
         return best;
@@ -413,7 +405,7 @@ static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *
 static bool archive_available(exchange_t *ex)
 {
     bm_readpath_t *rp = ex->rp;
-    for (size_t i = 0; i < bm_pool_count(rp->pool) && i < MAX_NODES; i++) {
+    for (size_t i = 0; i < bm_pool_count(rp->pool) && i < BM_MAX_NODES; i++) {
         const bm_node_t *n = bm_pool_node(rp->pool, i);
         if (rp->node[i].o.archive && !(ex->tried & (1ull << i)) && bm_node_usable(n) &&
             (!ex->s.restrict_nodes || (ex->s.nodes & (1ull << i))))
@@ -1049,7 +1041,7 @@ static void record(exchange_t *ex, attempt_t *a, const bm_xfer_result_t *res)
 static bool same_answer(const attempt_t *a, const attempt_t *b)
 {
     const char *ct = bm_hdrs_get(&a->hdrs, "content-type");
-    bool ssz = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
+    bool ssz = bm_content_type_is_ssz(ct);
     return a->status == b->status &&
            bm_canon_equal(bm_str_data(&a->body), bm_str_len(&a->body), bm_str_data(&b->body),
                           bm_str_len(&b->body), ssz);
@@ -1309,7 +1301,7 @@ static exchange_t *exchange_new(bm_readpath_t *rp, const view_t *v, size_t targe
     ex->is_read = bm_rules_is_read(method, v->path, n);
     ex->ssz_accept = accepts_ssz(v->headers);
     if (ex->ssz_accept)
-        ex->route_key = route_key_of(method, v->path + target_off, n - target_off);
+        ex->route_key = bm_rules_route_key(method, v->path + target_off, n - target_off);
     bool heavy = bm_rules_is_heavy(method, v->path, n, v->query, v->query_len,
                                    v->body ? v->body->data : NULL, v->body ? v->body->len : 0);
     resolve(ex, rule, heavy);
@@ -1459,7 +1451,7 @@ void bm_readpath_handle_ready(bm_readpath_t *rp, bm_req_t *req)
 void bm_readpath_node_json(bm_readpath_t *rp, size_t i, bm_str_t *o)
 {
     const bm_node_t *n = bm_pool_node(rp->pool, i);
-    if (!n || i >= MAX_NODES)
+    if (!n || i >= BM_MAX_NODES)
         return;
     node_state_t *ns = &rp->node[i];
     bm_score_terms_t t;
@@ -1480,28 +1472,4 @@ void bm_readpath_node_json(bm_readpath_t *rp, size_t i, bm_str_t *o)
                       ns->bucket.min, ns->bucket.max);
     uint64_t closed = ns->bucket.closed_until_ms > now ? ns->bucket.closed_until_ms - now : 0;
     bm_str_printf(o, ",\"retry_after_ms\":%llu}", (unsigned long long)closed);
-}
-
-void bm_readpath_status_json(bm_str_t *o, void *ud)
-{
-    const bm_readpath_t *rp = ud;
-    const bm_readpath_counters_t *c = &rp->c;
-    bm_str_printf(o,
-                  "{\"strategy\":\"%s\",\"in_flight\":%zu,\"reads\":%llu,\"attempts\":%llu,"
-                  "\"retries\":%llu,\"hedges\":%llu,\"hedges_won\":%llu,\"hedges_refused\":%llu,"
-                  "\"blocked\":%llu,\"deadline_exceeded\":%llu,\"breaker_skips\":%llu,"
-                  "\"bucket_waits\":%llu,\"throttled\":%llu,\"ssz_refused\":%llu,"
-                  "\"archive_routed\":%llu,\"archive_fallthrough\":%llu,"
-                  "\"archive_missing\":%llu,\"consensus_agreed\":%llu,"
-                  "\"consensus_failed\":%llu,\"sticky_moves\":%llu}",
-                  bm_balance_strategy_name(rp->opts.strategy), rp->active,
-                  (unsigned long long)c->reads, (unsigned long long)c->attempts,
-                  (unsigned long long)c->retries, (unsigned long long)c->hedges,
-                  (unsigned long long)c->hedges_won, (unsigned long long)c->hedges_refused,
-                  (unsigned long long)c->blocked, (unsigned long long)c->deadline_exceeded,
-                  (unsigned long long)c->breaker_skips, (unsigned long long)c->bucket_waits,
-                  (unsigned long long)c->throttled, (unsigned long long)c->ssz_refused,
-                  (unsigned long long)c->archive_routed, (unsigned long long)c->archive_fallthrough,
-                  (unsigned long long)c->archive_missing, (unsigned long long)c->consensus_agreed,
-                  (unsigned long long)c->consensus_failed, (unsigned long long)c->sticky_moves);
 }

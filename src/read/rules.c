@@ -10,6 +10,8 @@
 #include <strings.h>
 
 #include "base/err.h"
+#include "base/json.h"
+#include "read/sticky.h"
 
 #define MAX_SEGMENTS 32
 #define NORM_MAX 2048
@@ -136,17 +138,6 @@ bool bm_pattern_match(const bm_pattern_t *p, const char *path, size_t n)
     return false; /* the path has more segments */
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 size_t bm_rules_normalise(const char *path, size_t n, char *out, size_t cap)
 {
     size_t o = 0;
@@ -155,8 +146,8 @@ size_t bm_rules_normalise(const char *path, size_t n, char *out, size_t cap)
         n = (size_t)(q - path);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)path[i];
-        if (c == '%' && i + 2 < n && hexval(path[i + 1]) >= 0 && hexval(path[i + 2]) >= 0) {
-            c = (unsigned char)(hexval(path[i + 1]) * 16 + hexval(path[i + 2]));
+        if (c == '%' && i + 2 < n && bm_hexval(path[i + 1]) >= 0 && bm_hexval(path[i + 2]) >= 0) {
+            c = (unsigned char)(bm_hexval(path[i + 1]) * 16 + bm_hexval(path[i + 2]));
             i += 2;
         }
         if (c < 0x20 || c == 0x7f)
@@ -391,4 +382,36 @@ bool bm_rules_is_heavy(const char *method, const char *path, size_t n, const cha
         if ((i == 0 || query[i - 1] == '&') && memcmp(query + i, "id=", 3) == 0)
             return false;
     return true;
+}
+
+/* A route's key (see rules.h): the method and the path with its ids (numbers, 0x
+ * values) replaced, so that /blocks/1 and /blocks/2 share what a node said. */
+uint64_t bm_rules_route_key(const char *method, const char *path, size_t n)
+{
+    char shape[512];
+    size_t o = 0;
+    const char *q = memchr(path, '?', n);
+    if (q)
+        n = (size_t)(q - path);
+    for (size_t i = 0; i < n && o + 2 < sizeof shape;) {
+        size_t len = strcspn(path + i, "/");
+        if (len > n - i)
+            len = n - i;
+        bool id = len > 0 && ((path[i] >= '0' && path[i] <= '9') ||
+                              (len > 2 && path[i] == '0' && path[i + 1] == 'x'));
+        if (id) {
+            shape[o++] = '*';
+        } else {
+            size_t c = len < sizeof shape - o - 2 ? len : sizeof shape - o - 2;
+            memcpy(shape + o, path + i, c);
+            o += c;
+        }
+        i += len;
+        if (i < n && o + 1 < sizeof shape) {
+            shape[o++] = '/';
+            i++;
+        }
+    }
+    uint64_t h = bm_sticky_key(method, strlen(method));
+    return h ^ bm_sticky_key(shape, o);
 }

@@ -151,4 +151,11 @@ bool bm_rules_is_read(const char *method, const char *path, size_t n);
 bool bm_rules_is_heavy(const char *method, const char *path, size_t n, const char *query,
                        size_t qlen, const char *body, size_t blen);
 
+/**
+ * A route's key: the method and the path (its query left out) with its ids (segments that
+ * start with a digit, 0x values) replaced, hashed, so that /blocks/1 and /blocks/2 share
+ * one key; the read path remembers per key and node what a node said (a 415 to SSZ).
+ */
+uint64_t bm_rules_route_key(const char *method, const char *path, size_t n);
+
 #endif /* BM_RULES_H */
