@@ -186,14 +186,14 @@ void bm_rules_free(bm_rules_t *t)
 }
 
 const char *const bm_rules_default_blocked[] = {
-    "/lighthouse/database/*",  /* reconstruct, historical_blocks: write the node's store */
-    "/lighthouse/logging",     /* the node's log stream */
-    "/lighthouse/add_peer",    /* peers added and removed */
-    "/lighthouse/remove_peer", /* */
-    "/lighthouse/compaction",  /* a database compaction on demand */
-    "/eth/v1/lodestar/*",      /* heap dumps, profiles, peers connected and dropped */
-    "/teku/v1/admin/*",        /* log level and the node's admin routes */
-    "/eth/v1/keystores",       /* keymanager API: keys imported, listed and deleted */
+    "/lighthouse/database/*",   /* reconstruct, historical_blocks: write the node's store */
+    "/lighthouse/logging",      /* the node's log stream */
+    "/lighthouse/add_peer",     /* peers added and removed */
+    "/lighthouse/remove_peer",  /* */
+    "/lighthouse/compaction",   /* a database compaction on demand */
+    "/eth/v1/lodestar/*",       /* heap dumps, profiles, peers connected and dropped */
+    "/teku/v1/admin/log_level", /* the log level; readiness and liveness stay open */
+    "/eth/v1/keystores",        /* keymanager API: keys imported, listed and deleted */
     "/eth/v1/remotekeys",
     "/eth/v1/validator/*/feerecipient",
     "/eth/v1/validator/*/gas_limit",

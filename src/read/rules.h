@@ -97,7 +97,7 @@ void bm_rules_free(bm_rules_t *t);
 /**
  * The default of blockedPaths (NULL-terminated): the nodes' own administration routes, which
  * change a node or read what is not the chain's (Lighthouse's database and logs, peers
- * added or removed, Lodestar's and Teku's admin routes, the keymanager API a node with a
+ * added or removed, Lodestar's admin routes and Teku's log level, the keymanager API a node with a
  * built-in validator client serves). A configured blockedPaths replaces the whole list.
  * GET debug routes are not in it: checkpoint sync reads /eth/v2/debug/beacon/states/finalized.
  */
