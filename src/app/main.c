@@ -21,6 +21,7 @@
 
 #include "app/cli.h"
 #include "app/config.h"
+#include "app/fdlimit.h"
 #include "app/options.h"
 #include "app/reload.h"
 #include "base/err.h"
@@ -71,13 +72,16 @@ static bm_server_t *listen_on(app_t *a, const bm_config_t *c)
     return srv;
 }
 
-/* reload: server.* changed */
+static void check_fd_limit(const bm_config_t *cfg);
+
+/* reload: server.* changed (more connections may need more descriptors) */
 static void set_server_limits(const bm_config_t *c, void *ud)
 {
     app_t *a = ud;
     bm_options_t o;
     if (bm_options_from_config(&o, c) == 0)
         bm_server_set_opts(a->server, &o.server);
+    check_fd_limit(c);
 }
 
 static void on_old_server_drained(bm_server_t *srv, void *ud)
@@ -213,6 +217,25 @@ static int check(bm_config_t *cfg)
     return 0;
 }
 
+/* Raises the soft descriptor limit to the hard one and says when it is still short. */
+static void check_fd_limit(const bm_config_t *cfg)
+{
+    bm_fdlimit_t f;
+    if (bm_fdlimit_raise(bm_fdlimit_need(cfg), &f) != 0) {
+        bm_log(BM_LOG_WARN, "cannot read the limit of open files");
+        return;
+    }
+    if (f.raised)
+        bm_log(BM_LOG_INFO, "open files: soft limit raised from %llu to %llu",
+               (unsigned long long)f.soft_before, (unsigned long long)f.soft);
+    if (f.short_of_need)
+        bm_log(BM_LOG_WARN,
+               "open files: the limit is %llu, and server.maxConnections with the upstreams' "
+               "pools may need %llu; raise it (LimitNOFILE= in the unit, ulimit -n) or lower "
+               "server.maxConnections",
+               (unsigned long long)f.soft, (unsigned long long)f.need);
+}
+
 int main(int argc, char **argv)
 {
     static app_t a; /* the command line it holds is read again by every reload */
@@ -241,6 +264,7 @@ int main(int argc, char **argv)
     if (deprecated)
         bm_log(BM_LOG_WARN, "%s", deprecated);
     signal(SIGPIPE, SIG_IGN);
+    check_fd_limit(cfg);
     uv_loop_init(&a.loop);
     uv_signal_init(&a.loop, &a.sigterm);
     uv_signal_init(&a.loop, &a.sigint);
