@@ -46,6 +46,7 @@
 #include "base/clock.h"
 #include "base/defaults.h"
 #include "base/err.h"
+#include "base/hdrs.h"
 #include "base/list.h"
 #include "base/log.h"
 #include "http/upstream_impl.h"
@@ -576,8 +577,7 @@ static void deliver_head(cx_t *x)
             bm_hdrs_remove(&x->hdrs, "Content-Length");
         }
     }
-    if (!x->stream && !x->body.b && x->status >= 200 && x->status < 300 &&
-        strcmp(x->method, "HEAD") != 0) {
+    if (!x->stream && !x->body.b && bm_status_2xx(x->status) && strcmp(x->method, "HEAD") != 0) {
         const char *cl = bm_hdrs_get(&x->hdrs, "Content-Length");
         if (cl) {
             char *end;
