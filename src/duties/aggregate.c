@@ -278,8 +278,6 @@ bm_aggregate_t *bm_aggregate_new(bm_clock_t *clock, bm_race_engine_t *race, bm_p
     for (int k = 0; k < BM_AGGREGATE_KINDS; k++)
         if (!m->o.max_hold_ms[k] || m->o.max_hold_ms[k] < m->o.hold_floor_ms[k])
             m->o.max_hold_ms[k] = m->o.hold_floor_ms[k];
-    m->lim.window_ms = 10000;
-    m->lim.burst = 5;
     return m;
 }
 
