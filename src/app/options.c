@@ -168,8 +168,8 @@ int bm_options_from_config(bm_options_t *o, const bm_config_t *cfg)
 void bm_options_readpath_node(const bm_config_t *cfg, size_t i, bm_readpath_node_opts_t *o)
 {
     const bm_config_upstream_t *u = &cfg->upstreams[i];
-    *o = (bm_readpath_node_opts_t){u->priority, u->weight, u->archive, u->auto_tune.min,
-                                   u->auto_tune.max};
+    *o = (bm_readpath_node_opts_t){u->priority,      u->weight,        u->archive,
+                                   u->auto_tune.min, u->auto_tune.max, u->max_connections};
 }
 
 /* The node positions named by ids and by tiers (priorities given as text). */

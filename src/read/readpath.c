@@ -241,6 +241,11 @@ size_t bm_readpath_active(const bm_readpath_t *rp)
     return rp->active;
 }
 
+bm_balance_strategy_t bm_readpath_strategy(const bm_readpath_t *rp)
+{
+    return rp->opts.strategy;
+}
+
 const bm_readpath_counters_t *bm_readpath_counters(const bm_readpath_t *rp)
 {
     return &rp->c;
@@ -350,13 +355,23 @@ static int excluded(exchange_t *ex, size_t i, const bm_node_t *n, bool hedge, ui
     return 0;
 }
 
+/* True when `nd` has as many requests in flight as its connection pool holds: one more
+ * would wait for a connection behind them. */
+static bool busy(const node_state_t *ns, const bm_node_t *nd)
+{
+    return ns->o.max_in_flight && nd->stats.in_flight >= ns->o.max_in_flight;
+}
+
 /* The next node for an attempt of `ex`, or NULL; *wait gets the shortest wait of a node
- * that only lacks a token (0: none). */
+ * that only lacks a token (0: none). A busy node is a candidate only when every other one
+ * is excluded or busy too: a free node of a later set or tier is asked before it, and a
+ * read that finds every node busy still queues on the best of them. */
 static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *wait)
 {
     bm_readpath_t *rp = ex->rp;
     size_t n = bm_pool_count(rp->pool);
     bm_pick_node_t cand[BM_MAX_NODES];
+    bool any_busy = false;
     *wait = 0;
     if (n > BM_MAX_NODES)
         n = BM_MAX_NODES;
@@ -369,18 +384,30 @@ static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *
         if (why == 2 && (*wait == 0 || w < *wait))
             *wait = w;
         node_terms(rp, nd, &t);
+        bool full = why == 0 && busy(ns, nd);
+        any_busy |= full;
         cand[i] = (bm_pick_node_t){
             .set = bm_pick_set_of(nd->state),
             .priority = ns->o.priority,
             .archive = ns->o.archive,
-            .available = why == 0,
+            .available = why == 0 && !full,
             .item = {ns->o.weight, t.score, nd->stats.in_flight, &ns->rr},
         };
     }
     bm_pick_opts_t po = {ex->s.strategy, ex->archive_first, ex->archive_only};
     size_t order[1];
-    if (bm_pick_order(cand, n, &po, 1, &rp->rng, order) == 0)
-        return NULL;
+    if (bm_pick_order(cand, n, &po, 1, &rp->rng, order) == 0) {
+        if (!any_busy)
+            return NULL;
+        /* every node left is busy: the best of them, where the read waits for a connection */
+        for (size_t i = 0; i < n; i++)
+            cand[i].available = cand[i].available || busy(&rp->node[i], bm_pool_node(rp->pool, i));
+        if (bm_pick_order(cand, n, &po, 1, &rp->rng, order) == 0)
+            return NULL;
+        rp->c.busy_waits++;
+    } else if (any_busy) {
+        rp->c.busy_skips++;
+    }
     bm_node_t *best = bm_pool_node(rp->pool, order[0]);
     if (!ex->sticky || ex->started > 0)
         return best;
@@ -1465,28 +1492,4 @@ void bm_readpath_node_json(bm_readpath_t *rp, size_t i, bm_str_t *o)
                       ns->bucket.min, ns->bucket.max);
     uint64_t closed = ns->bucket.closed_until_ms > now ? ns->bucket.closed_until_ms - now : 0;
     bm_str_printf(o, ",\"retry_after_ms\":%llu}", (unsigned long long)closed);
-}
-
-void bm_readpath_status_json(bm_str_t *o, void *ud)
-{
-    const bm_readpath_t *rp = ud;
-    const bm_readpath_counters_t *c = &rp->c;
-    bm_str_printf(o,
-                  "{\"strategy\":\"%s\",\"in_flight\":%zu,\"reads\":%llu,\"attempts\":%llu,"
-                  "\"retries\":%llu,\"hedges\":%llu,\"hedges_won\":%llu,\"hedges_refused\":%llu,"
-                  "\"blocked\":%llu,\"deadline_exceeded\":%llu,\"breaker_skips\":%llu,"
-                  "\"bucket_waits\":%llu,\"throttled\":%llu,\"ssz_refused\":%llu,"
-                  "\"archive_routed\":%llu,\"archive_fallthrough\":%llu,"
-                  "\"archive_missing\":%llu,\"consensus_agreed\":%llu,"
-                  "\"consensus_failed\":%llu,\"sticky_moves\":%llu}",
-                  bm_balance_strategy_name(rp->opts.strategy), rp->active,
-                  (unsigned long long)c->reads, (unsigned long long)c->attempts,
-                  (unsigned long long)c->retries, (unsigned long long)c->hedges,
-                  (unsigned long long)c->hedges_won, (unsigned long long)c->hedges_refused,
-                  (unsigned long long)c->blocked, (unsigned long long)c->deadline_exceeded,
-                  (unsigned long long)c->breaker_skips, (unsigned long long)c->bucket_waits,
-                  (unsigned long long)c->throttled, (unsigned long long)c->ssz_refused,
-                  (unsigned long long)c->archive_routed, (unsigned long long)c->archive_fallthrough,
-                  (unsigned long long)c->archive_missing, (unsigned long long)c->consensus_agreed,
-                  (unsigned long long)c->consensus_failed, (unsigned long long)c->sticky_moves);
 }
