@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * expo: the text exposition writer (see expo.h for the rules it keeps).
+ */
+#include "observe/expo.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+
+static bool name_char(int c, bool first, bool colon)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_')
+        return true;
+    if (c == ':')
+        return colon;
+    return !first && c >= '0' && c <= '9';
+}
+
+static bool name_ok(const char *s, bool colon)
+{
+    if (!s || !*s)
+        return false;
+    for (size_t i = 0; s[i]; i++)
+        if (!name_char((unsigned char)s[i], i == 0, colon))
+            return false;
+    return true;
+}
+
+bool bm_expo_metric_name_ok(const char *s)
+{
+    return name_ok(s, true);
+}
+
+bool bm_expo_label_name_ok(const char *s)
+{
+    return name_ok(s, false) && strncmp(s, "__", 2) != 0;
+}
+
+static const char *type_name(bm_expo_type_t t)
+{
+    switch (t) {
+    case BM_EXPO_COUNTER:
+        return "counter";
+    case BM_EXPO_GAUGE:
+        return "gauge";
+    case BM_EXPO_HISTOGRAM:
+        return "histogram";
+    }
+    return "untyped";
+}
+
+void bm_expo_family(bm_str_t *o, const char *name, bm_expo_type_t type, const char *help)
+{
+    bm_assert(bm_expo_metric_name_ok(name));
+    bm_str_printf(o, "# HELP %s ", name);
+    for (const char *p = help; *p; p++) {
+        if (*p == '\\')
+            bm_str_puts(o, "\\\\");
+        else if (*p == '\n')
+            bm_str_puts(o, "\\n");
+        else
+            bm_str_putc(o, *p);
+    }
+    bm_str_printf(o, "\n# TYPE %s %s\n", name, type_name(type));
+}
+
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+        cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    /* overlong forms, surrogates and values past U+10FFFF */
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* A label value: escaped, valid UTF-8, at most BM_EXPO_LABEL_MAX bytes of the input. */
+static void label_value(bm_str_t *o, const char *v)
+{
+    const unsigned char *s = (const unsigned char *)(v ? v : "");
+    size_t n = strlen((const char *)s), used = 0;
+    while (used < n) {
+        size_t len = utf8_len(s + used, n - used);
+        if (used + (len ? len : 1) > BM_EXPO_LABEL_MAX)
+            break;
+        if (len == 0) {
+            bm_str_putc(o, '?');
+            used++;
+            continue;
+        }
+        unsigned char c = s[used];
+        if (c == '\\')
+            bm_str_puts(o, "\\\\");
+        else if (c == '"')
+            bm_str_puts(o, "\\\"");
+        else if (c == '\n')
+            bm_str_puts(o, "\\n");
+        else
+            bm_str_append(o, s + used, len);
+        used += len;
+    }
+}
+
+static void labels_out(bm_str_t *o, const bm_label_t *labels, size_t n, const char *le)
+{
+    if (n == 0 && !le)
+        return;
+    bm_str_putc(o, '{');
+    for (size_t i = 0; i < n; i++) {
+        bm_assert(bm_expo_label_name_ok(labels[i].name));
+        bm_str_printf(o, "%s%s=\"", i ? "," : "", labels[i].name);
+        label_value(o, labels[i].value);
+        bm_str_putc(o, '"');
+    }
+    if (le)
+        bm_str_printf(o, "%sle=\"%s\"", n ? "," : "", le);
+    bm_str_putc(o, '}');
+}
+
+/* `v` as the exposition writes a float, into b[0..n) (n >= 32). */
+static void number_text(char *b, size_t n, double v)
+{
+    if (isnan(v)) {
+        snprintf(b, n, "NaN");
+    } else if (isinf(v)) {
+        snprintf(b, n, "%s", v > 0 ? "+Inf" : "-Inf");
+    } else if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+        snprintf(b, n, "%.0f", v); /* exact integers as integers */
+    } else {
+        for (int prec = 6; prec <= 17; prec++) { /* the shortest that reads back the same */
+            snprintf(b, n, "%.*g", prec, v);
+            if (strtod(b, NULL) == v)
+                break;
+        }
+    }
+}
+
+void bm_expo_number(bm_str_t *o, double v)
+{
+    char b[48];
+    number_text(b, sizeof b, v);
+    bm_str_puts(o, b);
+}
+
+void bm_expo_u64(bm_str_t *o, const char *name, const bm_label_t *labels, size_t n, uint64_t v)
+{
+    bm_str_puts(o, name);
+    labels_out(o, labels, n, NULL);
+    bm_str_putc(o, ' ');
+    bm_str_u64(o, v);
+    bm_str_putc(o, '\n');
+}
+
+void bm_expo_double(bm_str_t *o, const char *name, const bm_label_t *labels, size_t n, double v)
+{
+    bm_str_puts(o, name);
+    labels_out(o, labels, n, NULL);
+    bm_str_putc(o, ' ');
+    bm_expo_number(o, v);
+    bm_str_putc(o, '\n');
+}
+
+void bm_expo_hist(bm_str_t *o, const char *name, const bm_label_t *labels, size_t n,
+                  const bm_hist_t *h)
+{
+    uint64_t cum = 0;
+    for (uint32_t i = 0; i <= h->n_bounds; i++) {
+        cum += h->counts[i];
+        char buf[48];
+        number_text(buf, sizeof buf, i == h->n_bounds ? INFINITY : h->bounds[i]);
+        bm_str_printf(o, "%s_bucket", name);
+        labels_out(o, labels, n, buf);
+        bm_str_putc(o, ' ');
+        bm_str_u64(o, cum);
+        bm_str_putc(o, '\n');
+    }
+    bm_str_printf(o, "%s_sum", name);
+    labels_out(o, labels, n, NULL);
+    bm_str_putc(o, ' ');
+    bm_expo_number(o, h->sum);
+    bm_str_printf(o, "\n%s_count", name);
+    labels_out(o, labels, n, NULL);
+    bm_str_putc(o, ' ');
+    bm_str_u64(o, h->count);
+    bm_str_putc(o, '\n');
+}
