@@ -119,6 +119,13 @@ struct bm_race {
     bm_race_t *prev, *next; /* the engine's live races */
     bm_race_t *k_next;      /* key bucket chain */
     bool keyed;
+    /* the witness (race.h): its candidate slot, or -1; or a slot of its own (wslot) */
+    int witness_i;
+    bool has_wslot;
+    bool wslot_running;
+    bool witness_outlives; /* its first transfer outlives the decision (until witness_until) */
+    uint64_t witness_until;
+    slot_t wslot;
     bm_race_answer_t *view; /* bm_race_answers and the completion */
     size_t n;
     slot_t slots[];
@@ -346,6 +353,7 @@ static void on_race_closed(uv_handle_t *h)
     ans_set(&r->final, NULL);
     for (size_t i = 0; i < r->n; i++)
         ans_set(&r->slots[i].last, NULL);
+    ans_set(&r->wslot.last, NULL);
     if (r->synth.refs)
         ans_dispose(&r->synth); /* built: only the race's own reference is left */
     if (r->pol.ud_dispose)
@@ -378,15 +386,42 @@ static void race_close(bm_race_t *r)
     uv_close((uv_handle_t *)&r->timer, on_race_closed);
 }
 
-/* Cancels every running transfer. `err` is what the nodes without an answer report; a
- * transfer cut by the hard timeout (`timed_out`) is recorded in the pool as a timeout. */
-static void cancel_all(bm_race_t *r, int err, bool timed_out)
+/* True while the witness's first transfer may outlive the decision (race.h `witness`). */
+static bool witness_kept(const bm_race_t *r, const slot_t *s, uint64_t now)
+{
+    if (!r->witness_outlives || now >= r->witness_until)
+        return false;
+    if (s == &r->wslot)
+        return true;
+    return r->witness_i >= 0 && s == &r->slots[r->witness_i] && s->attempts == 1;
+}
+
+/* Stops the witness's own transfer (not a candidate's: cancel_all does those). */
+static void cancel_wslot(bm_race_t *r, int err)
+{
+    slot_t *s = &r->wslot;
+    if (!s->xfer)
+        return;
+    bm_upstream_cancel(s->xfer);
+    s->xfer = NULL;
+    r->wslot_running = false;
+    s->node->stats.in_flight--;
+    s->end_err = err;
+}
+
+/* Cancels every running transfer, but the witness's while `keep_witness` and its time lasts.
+ * `err` is what the nodes without an answer report; a transfer cut by the hard timeout
+ * (`timed_out`) is recorded in the pool as a timeout. */
+static void cancel_all(bm_race_t *r, int err, bool timed_out, bool keep_witness)
 {
     bm_race_engine_t *e = r->e;
     uint64_t now_us = bm_clock_mono_us();
+    uint64_t now = keep_witness ? race_now(r) : 0;
+    if (!keep_witness || !witness_kept(r, &r->wslot, now))
+        cancel_wslot(r, err);
     for (size_t i = 0; i < r->n; i++) {
         slot_t *s = &r->slots[i];
-        if (!s->xfer)
+        if (!s->xfer || (keep_witness && witness_kept(r, s, now)))
             continue;
         bm_upstream_cancel(s->xfer);
         s->xfer = NULL;
@@ -464,7 +499,10 @@ static void start_slot(bm_race_t *r, slot_t *s, uint64_t now)
     }
     bm_str_dispose(&url);
     if (s->xfer) {
-        r->in_flight++;
+        if (s == &r->wslot)
+            r->wslot_running = true; /* beside the race: never part of `pending` */
+        else
+            r->in_flight++;
         s->node->stats.in_flight++;
         return;
     }
@@ -487,6 +525,8 @@ static void expire_repolls(bm_race_t *r, uint64_t now)
 static void pump(bm_race_t *r, uint64_t now)
 {
     expire_repolls(r, now);
+    if (r->has_wslot && !r->wslot.tried)
+        start_slot(r, &r->wslot, now); /* the witness that is no candidate: once, beside */
     if (!r->pol.sequential) {
         for (size_t i = 0; i < r->n && r->state == RS_RUNNING; i++) {
             slot_t *s = &r->slots[i];
@@ -544,16 +584,27 @@ static void schedule_repoll(bm_race_t *r, slot_t *s, bool usable, uint64_t now)
     }
 }
 
+static void report(const bm_race_t *r, const ans_t *an, bm_race_judged_t how)
+{
+    if (r->pol.seen)
+        r->pol.seen(&an->a, how, r->pol.ud);
+}
+
 /* Files a node's answer: it becomes the node's latest, and while the race runs it is
- * judged. Never decides by itself (evaluate does) and calls nothing but the predicates. */
+ * judged (the witness that is no candidate never is). Never decides by itself (evaluate
+ * does) and calls nothing but the predicates. */
 static void take_answer(bm_race_t *r, slot_t *s, ans_t *an, uint64_t now)
 {
     ans_set(&s->last, an);
-    if (r->state != RS_RUNNING || an->a.err)
+    bool answer_2xx = !an->a.err && is_2xx(an->a.status);
+    if (r->state != RS_RUNNING || an->a.err || s == &r->wslot) {
+        report(r, an, answer_2xx ? BM_RACE_UNJUDGED : BM_RACE_ERROR);
         return;
+    }
     const bm_race_policy_t *p = &r->pol;
-    if (!is_2xx(an->a.status)) {
+    if (!answer_2xx) {
         consider_fallback(r, an, rank_of(an->a.status));
+        report(r, an, BM_RACE_ERROR);
         return;
     }
     if (!p->accept || p->accept(&an->a, p->ud)) {
@@ -568,6 +619,7 @@ static void take_answer(bm_race_t *r, slot_t *s, ans_t *an, uint64_t now)
         }
         if (p->complete && p->complete(&an->a, p->ud))
             r->acc_done = true;
+        report(r, an, BM_RACE_ACCEPTED);
         return;
     }
     bool usable = !p->usable || p->usable(&an->a, p->ud);
@@ -578,6 +630,7 @@ static void take_answer(bm_race_t *r, slot_t *s, ans_t *an, uint64_t now)
     } else {
         consider_fallback(r, an, RANK_UNUSABLE_2XX);
     }
+    report(r, an, usable ? BM_RACE_USABLE : BM_RACE_REJECTED);
     schedule_repoll(r, s, usable, now);
 }
 
@@ -653,7 +706,7 @@ static void decide(bm_race_t *r, ans_t *an)
     set_state(r, RS_DECIDED);
     drop_judgement(r);
     if (!r->pol.write)
-        cancel_all(r, BM_ECANCELED, false);
+        cancel_all(r, BM_ECANCELED, false, true);
 }
 
 /* Decides when the rules say so (see race.h). No callouts but the predicates. */
@@ -682,7 +735,7 @@ static void evaluate(bm_race_t *r, uint64_t now)
 static void cut_race(bm_race_t *r, int err)
 {
     size_t cut = r->in_flight;
-    cancel_all(r, err, err == BM_ETIMEDOUT);
+    cancel_all(r, err, err == BM_ETIMEDOUT, false);
     if (r->closing)
         return;
     for (size_t i = 0; i < r->n; i++)
@@ -758,6 +811,31 @@ static void finish(bm_race_t *r)
         uv_timer_start(&e->drain_timer, on_drain, 0, 0);
 }
 
+/* True while a transfer of the witness runs beside the race: its own, or its candidate's
+ * first once the race decided. */
+static bool witness_running(const bm_race_t *r)
+{
+    if (r->wslot_running)
+        return true;
+    return r->state != RS_RUNNING && r->witness_i >= 0 && r->slots[r->witness_i].xfer;
+}
+
+/* The witness's time is over: what still runs of it is cut. */
+static void cut_witness(bm_race_t *r)
+{
+    cancel_wslot(r, BM_ECANCELED);
+    if (r->state == RS_RUNNING || r->witness_i < 0)
+        return;
+    slot_t *s = &r->slots[r->witness_i];
+    if (!s->xfer)
+        return;
+    bm_upstream_cancel(s->xfer);
+    s->xfer = NULL;
+    r->in_flight--;
+    s->node->stats.in_flight--;
+    s->end_err = BM_ECANCELED;
+}
+
 /* Arms the race's timer at its next point in time. */
 static void arm(bm_race_t *r, uint64_t now)
 {
@@ -770,7 +848,7 @@ static void arm(bm_race_t *r, uint64_t now)
         next = now;
         break;
     case RS_ANSWERED:
-        next = r->in_flight ? r->hard_ms : now;
+        next = r->in_flight || r->wslot_running ? r->hard_ms : now;
         break;
     case RS_RUNNING:
         next = r->hard_ms;
@@ -790,6 +868,8 @@ static void arm(bm_race_t *r, uint64_t now)
     case RS_DONE:
         return;
     }
+    if (witness_running(r) && r->witness_outlives && r->witness_until < next)
+        next = r->witness_until > now ? r->witness_until : now;
     /* A wall-time wait: the loop's clock may lag a little, so the timer can fire early;
      * on_tick then finds nothing due and arms again. */
     uv_timer_start(&r->timer, on_tick, next > now ? next - now : 0, 0);
@@ -817,7 +897,8 @@ static void advance(bm_race_t *r, bool from_loop)
         if (r->closing || r->e->dying)
             return;
     }
-    if ((r->state == RS_ANSWERED || r->state == RS_CANCELLED) && r->in_flight == 0) {
+    if ((r->state == RS_ANSWERED || r->state == RS_CANCELLED) && r->in_flight == 0 &&
+        !r->wslot_running) {
         finish(r);
         return;
     }
@@ -831,7 +912,9 @@ static void on_tick(uv_timer_t *t)
     if (r->closing)
         return;
     uint64_t now = race_now(r);
-    if (now >= r->hard_ms && (r->state == RS_RUNNING || r->in_flight)) {
+    if (r->witness_outlives && now >= r->witness_until && witness_running(r))
+        cut_witness(r);
+    if (now >= r->hard_ms && (r->state == RS_RUNNING || r->in_flight || r->wslot_running)) {
         cut_race(r, BM_ETIMEDOUT);
         if (r->closing)
             return;
@@ -863,7 +946,10 @@ static void on_xfer_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     if (s->xfer != x)
         return;
     s->xfer = NULL;
-    r->in_flight--;
+    if (s == &r->wslot)
+        r->wslot_running = false;
+    else
+        r->in_flight--;
     s->node->stats.in_flight--;
     bm_outcome_t outcome = res->err             ? BM_OUTCOME_NET_ERROR
                            : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
@@ -982,6 +1068,7 @@ void bm_race_engine_free(bm_race_engine_t *e)
     e->draining = false;
     while (e->races) {
         bm_race_t *r = e->races;
+        cancel_wslot(r, BM_ECANCELED);
         for (size_t i = 0; i < r->n; i++) {
             slot_t *s = &r->slots[i];
             if (!s->xfer)
@@ -1076,6 +1163,19 @@ bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_n
         r->hard_ms = r->pol.deadline_ms + HARD_AFTER_DEADLINE_MS;
     else
         r->hard_ms = r->start_ms + HARD_WITHOUT_DEADLINE_MS;
+    r->witness_i = -1;
+    if (r->pol.witness && r->pol.witness->url) {
+        for (size_t i = 0; i < n && r->witness_i < 0; i++)
+            if (nodes[i] == r->pol.witness)
+                r->witness_i = (int)i;
+        if (r->witness_i < 0) {
+            r->has_wslot = true;
+            r->wslot.r = r;
+            r->wslot.node = r->pol.witness;
+        }
+        r->witness_until = r->pol.witness_until_ms ? r->pol.witness_until_ms : r->pol.deadline_ms;
+        r->witness_outlives = r->witness_until != 0; /* else it ends with the decision */
+    }
 
     uv_timer_init(e->loop, &r->timer);
     r->timer.data = r;
@@ -1106,6 +1206,16 @@ bm_race_t *bm_race_find(bm_race_engine_t *e, const char *key)
         if ((r->state == RS_RUNNING || r->state == RS_DECIDED) && strcmp(r->key, key) == 0)
             return r;
     return NULL;
+}
+
+uint64_t bm_race_now_ms(const bm_race_t *r)
+{
+    return race_now(r);
+}
+
+uint64_t bm_race_started_ms(const bm_race_t *r)
+{
+    return r->start_ms;
 }
 
 void *bm_race_ctx(const bm_race_t *r)
@@ -1139,7 +1249,7 @@ static void cancel_race(bm_race_t *r)
 {
     set_state(r, RS_CANCELLED);
     key_remove(r);
-    cancel_all(r, BM_ECANCELED, false);
+    cancel_all(r, BM_ECANCELED, false, false);
     drop_judgement(r);
     ans_set(&r->final, NULL);
     arm(r, race_now(r));

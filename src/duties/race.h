@@ -93,6 +93,17 @@ typedef enum bm_race_repoll {
     BM_REPOLL_UNTIL_ANY_2XX,
 } bm_race_repoll_t;
 
+/** How the engine judged an answer, as bm_race_policy_t.seen reports it. */
+typedef enum bm_race_judged {
+    BM_RACE_ACCEPTED = 0, /* a 2xx that passed accept */
+    BM_RACE_USABLE,       /* a 2xx that failed accept and passed usable */
+    BM_RACE_REJECTED,     /* a 2xx that was neither */
+    BM_RACE_ERROR,        /* an answer outside 2xx, or a failure without one (err set) */
+    BM_RACE_UNJUDGED,     /* a 2xx that came once nothing was being judged any more: after the
+                             decision (a write's nodes, the witness) or from the witness that is
+                             not a candidate */
+} bm_race_judged_t;
+
 /**
  * The policy of one race; copied by bm_race_start. Function pointers may be NULL (see
  * each). How an answer is judged:
@@ -146,6 +157,19 @@ typedef struct bm_race_policy {
     uint32_t transfer_timeout_ms; /* per transfer (default: until the hard timeout); a node
                                      that times out counts as failed (sequential: next) */
     size_t max_response_bytes;    /* per transfer (default 64 MiB) */
+    /* optional: every answer (failures included) as it arrives, with how it was judged,
+     * also after the decision. For bookkeeping only (the duty journal): like the other
+     * predicates it must only look at the answer and never call into the engine */
+    void (*seen)(const bm_race_answer_t *a, bm_race_judged_t how, void *ud);
+    /* optional: a node whose answer to its first request the race learns whatever else
+     * happens (the duty journal's "what would this node alone have answered"). Among the
+     * candidates, its first transfer is not cancelled by the decision of a read; not among
+     * them, it is asked once beside them and its answer only goes to `seen` (never
+     * accepted, never served, not in the completion's answers). Either way that transfer is
+     * cut at witness_until_ms (not recorded in the pool: the race stopped listening, the
+     * node did not fail). The waiters never wait for it; the completion does */
+    bm_node_t *witness;
+    uint64_t witness_until_ms; /* wall time; 0: the deadline (without one: the decision) */
 } bm_race_policy_t;
 
 /** The request every candidate receives. Copied by bm_race_start. */
@@ -254,6 +278,13 @@ int bm_race_decide(bm_race_t *r, const bm_race_answer_t *a);
  * BM_ENOMEM.
  */
 int bm_race_at(bm_race_t *r, uint64_t at_ms, void (*fn)(bm_race_t *r, void *ud), void *ud);
+
+/** Wall time (Unix ms) on the race's clock: the start's wall time advanced by the monotonic
+ *  clock (see "Times" above). */
+uint64_t bm_race_now_ms(const bm_race_t *r);
+
+/** Wall time (Unix ms) at which the race started. */
+uint64_t bm_race_started_ms(const bm_race_t *r);
 
 /** Formats the engine's own error answer ({"code":N,"message":...}, the message JSON
  *  escaped) into a new buffer (caller owns the reference). NULL on allocation failure. */

@@ -1336,6 +1336,156 @@ static void test_bad_args_and_error_body(void **state)
     rec_dispose(&w);
 }
 
+/* ---- the witness (the duty journal's first node alone) ------------------------------------- */
+
+typedef struct seen_rec {
+    int n;
+    bm_node_t *node[16];
+    bm_race_judged_t how[16];
+    unsigned attempt[16];
+    uint64_t at_ms[16];
+} seen_rec_t;
+
+static void on_seen(const bm_race_answer_t *a, bm_race_judged_t how, void *ud)
+{
+    seen_rec_t *s = ud;
+    if (s->n == 16)
+        return;
+    s->node[s->n] = a->node;
+    s->how[s->n] = how;
+    s->attempt[s->n] = a->attempt;
+    s->at_ms[s->n] = bm_clock_now_ms();
+    s->n++;
+}
+
+/* The index in `s` of `node`'s first report, or -1. */
+static int seen_of(const seen_rec_t *s, const bm_node_t *node)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->node[i] == node)
+            return i;
+    return -1;
+}
+
+/* A candidate witness slower than the winner: the waiter is not held for it, its first
+ * transfer is not cancelled by the decision, its answer is reported unjudged, and the
+ * completion waits for it. */
+static void test_witness_outlives_decision(void **state)
+{
+    fx_t *f = *state;
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(150, "{\"root\":\"stale\"}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(5, "{\"root\":\"fresh\"}"));
+    seen_rec_t seen = {0};
+    bm_race_policy_t p = {.accept = accept_fresh,
+                          .seen = on_seen,
+                          .ud = &seen,
+                          .witness = a->node,
+                          .repoll = BM_REPOLL_UNTIL_ACCEPTED};
+    p.deadline_ms = bm_clock_now_ms() + 1000;
+    crec_t c = {0};
+    rec_t w;
+    rec_init(&w, f);
+    wait_on(&w, start(f, "GET", "/att", &p, NULL, &c));
+    RUN_UNTIL(&f->loop, w.calls == 1, BOUND_MS);
+    assert_ptr_equal(w.node, b->node);
+    assert_int_equal(c.calls, 0); /* the witness still runs */
+    int ib = seen_of(&seen, b->node);
+    assert_true(ib >= 0);
+    assert_int_equal(seen.how[ib], BM_RACE_ACCEPTED);
+    RUN_UNTIL(&f->loop, c.calls == 1, BOUND_MS);
+    int ia = seen_of(&seen, a->node);
+    assert_true(ia > ib);
+    assert_int_equal(seen.how[ia], BM_RACE_UNJUDGED);
+    assert_int_equal(seen.attempt[ia], 0);
+    assert_true(c.at_ms >= seen.at_ms[ia]);
+    assert_int_equal(a->aborted, 0);
+    assert_int_equal(a->requests, 1);
+    assert_int_equal(c.status[0], 200); /* the completion has the witness's answer */
+    assert_string_equal(c.body[0], "{\"root\":\"stale\"}");
+    assert_int_equal(in_flight(f), 0);
+    rec_dispose(&w);
+}
+
+/* A hung witness is cut at the deadline, not earlier and not at the hard timeout; it never
+ * reports an answer. */
+static void test_witness_cut_at_deadline(void **state)
+{
+    fx_t *f = *state;
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_add1(&f->nodes, FAKE_OK(5, "{\"root\":\"fresh\"}"));
+    seen_rec_t seen = {0};
+    bm_race_policy_t p = {.accept = accept_fresh, .seen = on_seen, .ud = &seen, .witness = a->node};
+    p.deadline_ms = bm_clock_now_ms() + 200;
+    crec_t c = {0};
+    rec_t w;
+    rec_init(&w, f);
+    wait_on(&w, start(f, "GET", "/att", &p, NULL, &c));
+    RUN_UNTIL(&f->loop, w.calls == 1, BOUND_MS);
+    assert_true(w.at_ms < p.deadline_ms);
+    RUN_UNTIL(&f->loop, c.calls == 1 && a->aborted == 1, BOUND_MS);
+    assert_true(c.at_ms >= p.deadline_ms);
+    assert_true(c.at_ms <= p.deadline_ms + SLACK_MS);
+    assert_int_equal(c.err[0], BM_ECANCELED);
+    assert_int_equal(seen_of(&seen, a->node), -1);
+    assert_int_equal(a->node->stats.errors, 0); /* cut by the race: no failure of the node */
+    assert_int_equal(in_flight(f), 0);
+    rec_dispose(&w);
+}
+
+/* A witness that is not a candidate is asked once beside the race; even a fresh answer of
+ * it is never accepted nor served, and the completion does not list it. */
+static void test_witness_not_candidate(void **state)
+{
+    fx_t *f = *state;
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(5, "{\"root\":\"fresh\"}"));
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(20, "{\"root\":\"stale\"}"));
+    seen_rec_t seen = {0};
+    bm_race_policy_t p = {.accept = accept_fresh,
+                          .seen = on_seen,
+                          .ud = &seen,
+                          .witness = a->node,
+                          .repoll = BM_REPOLL_UNTIL_ACCEPTED};
+    p.deadline_ms = bm_clock_now_ms() + 300;
+    crec_t c = {0};
+    rec_t w;
+    rec_init(&w, f);
+    bm_race_request_t q = {"GET", "/att", NULL, NULL};
+    bm_race_t *race = bm_race_start(f->eng, &q, &b->node, 1, &p, NULL, on_complete, &c);
+    assert_non_null(race);
+    wait_on(&w, race);
+    RUN_UNTIL(&f->loop, w.calls == 1 && c.calls == 1, BOUND_MS);
+    /* stale, when nothing fresher can come any more: the witness is no candidate */
+    assert_ptr_equal(w.node, b->node);
+    assert_string_equal(w.body, "{\"root\":\"stale\"}");
+    int ia = seen_of(&seen, a->node);
+    assert_true(ia >= 0);
+    assert_int_equal(seen.how[ia], BM_RACE_UNJUDGED);
+    assert_int_equal(a->requests, 1); /* never re-asked */
+    assert_true(b->requests > 1);     /* the candidate was */
+    assert_int_equal(c.n, 1);
+    assert_ptr_equal(c.node[0], b->node);
+    assert_int_equal(a->node->stats.requests, 1); /* its exchange counts for the node */
+    assert_int_equal(in_flight(f), 0);
+    rec_dispose(&w);
+}
+
+/* Without a deadline the witness ends with the decision, like any loser. */
+static void test_witness_without_deadline(void **state)
+{
+    fx_t *f = *state;
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_add1(&f->nodes, FAKE_OK(5, "{}"));
+    bm_race_policy_t p = {.witness = a->node};
+    crec_t c = {0};
+    rec_t w;
+    rec_init(&w, f);
+    wait_on(&w, start(f, "GET", "/x", &p, NULL, &c));
+    RUN_UNTIL(&f->loop, w.calls == 1 && c.calls == 1 && a->aborted == 1, BOUND_MS);
+    assert_int_equal(c.err[0], BM_ECANCELED);
+    assert_int_equal(in_flight(f), 0);
+    rec_dispose(&w);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
@@ -1374,6 +1524,10 @@ int main(void)
         T(test_answer_headers),
         T(test_pool_records),
         T(test_bad_args_and_error_body),
+        T(test_witness_outlives_decision),
+        T(test_witness_cut_at_deadline),
+        T(test_witness_not_candidate),
+        T(test_witness_without_deadline),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
