@@ -70,7 +70,17 @@ struct bm_produce {
     bm_produce_stats_t stats;
     memo_t memo[BM_PRODUCE_MEMORY_SLOTS];
     bm_log_limit_t lim;
+    bm_served_fn served_fn; /* records of served productions (bm_produce_on_served), or NULL */
+    void *served_ud;
+    bool witness;
 };
+
+void bm_produce_on_served(bm_produce_t *p, bm_served_fn fn, void *ud, bool witness)
+{
+    p->served_fn = fn;
+    p->served_ud = ud;
+    p->witness = witness;
+}
 
 void bm_produce_opts_default(bm_produce_opts_t *o)
 {
@@ -398,6 +408,17 @@ static double block_score(const bm_race_answer_t *an, void *ud)
     return s;
 }
 
+/* The root a record keeps (serve.h root_of): the head the block is built on. */
+static int answer_root(const bm_race_answer_t *an, void *ctx, uint8_t root[32], int *index)
+{
+    bm_produce_block_t b;
+    *index = -1;
+    if (parsed(ctx, an, &b) != 0)
+        return BM_EINVAL;
+    memcpy(root, b.parent_root, 32);
+    return 0;
+}
+
 /* ---- requests ------------------------------------------------------------------------------ */
 
 /* What a context holds (serve.h ctx_dispose). */
@@ -451,7 +472,17 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bool v4, bm_pr
     uint64_t now = bm_clock_now_ms();
     const bm_chain_info_t *chain = bm_hint_chain(p->hint);
     bm_node_t *nodes[MAX_CANDIDATES];
+    bm_serve_record_t rec = {
+        .duty = BM_DUTY_READ_BLOCK,
+        .slot = slot,
+        .n_nodes = bm_pool_count(p->pool),
+        .witness = p->witness ? bm_pool_node(p->pool, 0) : NULL,
+        .root_of = answer_root,
+        .fn = p->served_fn,
+        .ud = p->served_ud,
+    };
     bm_serve_t s = {
+        .record = p->served_fn ? &rec : NULL,
         .policy =
             {
                 .accept = block_accept,

@@ -37,6 +37,7 @@
 #include "cluster/pool.h"
 #include "duties/hint.h"
 #include "duties/race.h"
+#include "duties/serve.h"
 #include "http/router.h"
 
 /* Slots remembered by bm_produce_node_for_slot (4 mainnet epochs). */
@@ -74,6 +75,12 @@ bm_produce_t *bm_produce_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t 
 /** Frees the policy. Free the race engine first when shutting down: its races judge with
  *  this policy (their contexts are the races' own and go with them). */
 void bm_produce_free(bm_produce_t *p);
+
+/**
+ * Asks for a record of every block production served (duties/serve.h), with the block's
+ * parent_root as its root; `witness` as in bm_attest_on_served. NULL `fn`: none.
+ */
+void bm_produce_on_served(bm_produce_t *p, bm_served_fn fn, void *ud, bool witness);
 
 /** Registers GET /eth/v3/validator/blocks/{slot} and GET /eth/v4/validator/blocks/{slot}. */
 int bm_produce_register(bm_produce_t *p, bm_router_t *r);
