@@ -5,7 +5,11 @@
  * of real clients are reproduced on request: "event:x" without the space (Lighthouse),
  * events split across chunks at random byte positions with CRLF line ends (written as
  * separate chunks a millisecond apart, so they reach the socket as separate segments),
- * streams that close now and then (sse-drop) and ":" keep-alive comments.
+ * streams that close now and then (sse-drop) and ":" keep-alive comments. Two habits of
+ * slow starters: the response head written only together with the first event, and no
+ * comments at all (sse-head-with-event: Lodestar, whose Node.js server sends the head with
+ * the first body bytes), and nothing written for a while after the request, the events of
+ * that while held and written at its end (sse-first-event-late).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +19,7 @@
 #include "sim.h"
 
 #define FRAG_GAP_MS 1
+#define MAX_HELD 256 /* events held in a quiet start; older ones are dropped beyond */
 
 void bs_sim_keepalive_update(bs_simnode_t *sn);
 
@@ -25,9 +30,14 @@ struct bs_sub {
     uint64_t topics;
     bm_buf_t **queue; /* fragments waiting for the gap timer */
     size_t nqueue, capqueue;
-    uv_timer_t timer;
+    uv_timer_t timer; /* the end of a quiet start, then the fragment gaps */
     bool timer_init;
     bool ended;
+    bool lazy_head;       /* the response head waits for the first event */
+    bool head_out;        /* the response head was started */
+    uint64_t quiet_until; /* nothing is written before this (wall ms; 0: not quiet) */
+    bm_buf_t **held;      /* rendered events of the quiet start, oldest first */
+    size_t nheld;
 };
 
 static void update_mask(bs_simnode_t *sn)
@@ -42,6 +52,29 @@ static void update_mask(bs_simnode_t *sn)
 static void sub_timer_closed(uv_handle_t *h)
 {
     free(h->data);
+}
+
+/* Starts the response head (200, an event stream), once. */
+static void head_out(bs_sub_t *s)
+{
+    if (s->head_out)
+        return;
+    s->head_out = true;
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", "text/event-stream");
+    bm_hdrs_add_z(&h, "Cache-Control", "no-cache");
+    bm_resp_start(s->req, 200, &h, -1);
+    bm_hdrs_dispose(&h);
+}
+
+static void drop_held(bs_sub_t *s)
+{
+    for (size_t i = 0; i < s->nheld; i++)
+        bm_buf_unref(s->held[i]);
+    free(s->held);
+    s->held = NULL;
+    s->nheld = 0;
 }
 
 /* Unlinks, ends the response (abort: close at once) and frees the subscriber. */
@@ -59,6 +92,7 @@ static void sub_finish(bs_sub_t *s, bool abort)
     if (!s->ended) {
         s->ended = true;
         bm_req_on_abort(s->req, NULL, NULL);
+        head_out(s); /* a stream that never wrote anything ends like any other */
         if (abort)
             bm_resp_abort(s->req);
         else
@@ -69,6 +103,7 @@ static void sub_finish(bs_sub_t *s, bool abort)
     free(s->queue);
     s->queue = NULL;
     s->nqueue = 0;
+    drop_held(s);
     if (s->timer_init) {
         uv_timer_stop(&s->timer);
         s->timer.data = s;
@@ -129,6 +164,44 @@ static int parse_topics(const char *q, size_t qlen, uint64_t *mask, char *bad, s
     return 0;
 }
 
+static void deliver(bs_sub_t *s, bm_buf_t *ev);
+
+/* Keeps a rendered event of a quiet start (the oldest goes when too many wait). */
+static void hold(bs_sub_t *s, bm_buf_t *ev)
+{
+    if (!s->held) {
+        s->held = calloc(MAX_HELD, sizeof *s->held);
+        if (!s->held)
+            return;
+    }
+    if (s->nheld == MAX_HELD) {
+        bm_buf_unref(s->held[0]);
+        memmove(s->held, s->held + 1, (MAX_HELD - 1) * sizeof *s->held);
+        s->nheld--;
+    }
+    s->held[s->nheld++] = bm_buf_ref(ev);
+}
+
+/* The quiet start is over: what was held goes out now, in order (with the head). */
+static void quiet_over(uv_timer_t *t)
+{
+    bs_sub_t *s = t->data;
+    s->quiet_until = 0;
+    if (s->ended || s->sn->node.behav.hang)
+        return;
+    if (!s->lazy_head)
+        head_out(s);
+    size_t n = s->nheld;
+    bm_buf_t **held = s->held;
+    s->held = NULL;
+    s->nheld = 0;
+    for (size_t i = 0; i < n; i++) {
+        deliver(s, held[i]);
+        bm_buf_unref(held[i]);
+    }
+    free(held);
+}
+
 void bs_events_open(bs_simnode_t *sn, bm_req_t *req)
 {
     size_t qlen = 0;
@@ -152,16 +225,22 @@ void bs_events_open(bs_simnode_t *sn, bm_req_t *req)
     s->sn = sn;
     s->req = req;
     s->topics = mask;
-    bm_hdrs_t h;
-    bm_hdrs_init(&h);
-    bm_hdrs_add_z(&h, "Content-Type", "text/event-stream");
-    bm_hdrs_add_z(&h, "Cache-Control", "no-cache");
-    rc = bm_resp_start(req, 200, &h, -1);
-    bm_hdrs_dispose(&h);
-    if (rc) {
-        free(s);
-        bm_resp_end(req);
-        return;
+    const bs_behav_t *b = &sn->node.behav;
+    s->lazy_head = b->sse_head_with_event;
+    if (!s->lazy_head && !b->sse_first_event_late_ms) {
+        head_out(s);
+        if (!bm_resp_started(req)) {
+            free(s);
+            bm_resp_end(req);
+            return;
+        }
+    }
+    if (b->sse_first_event_late_ms) {
+        s->quiet_until = bs_sim_now() + b->sse_first_event_late_ms;
+        uv_timer_init(sn->sim->loop, &s->timer);
+        s->timer.data = s;
+        s->timer_init = true;
+        uv_timer_start(&s->timer, quiet_over, b->sse_first_event_late_ms, 0);
     }
     s->next = sn->subs;
     if (s->next)
@@ -253,6 +332,16 @@ static bm_buf_t *render(bs_topic_t topic, bm_buf_t *data, bool lighthouse, bool 
     return bm_str_finish(&s);
 }
 
+/* Writes one rendered event (in fragments with sse-fragment), the head first if due. */
+static void deliver(bs_sub_t *s, bm_buf_t *ev)
+{
+    head_out(s);
+    if (s->sn->node.behav.sse_fragment)
+        write_fragmented(s, ev->data, ev->len);
+    else
+        bm_resp_write(s->req, ev);
+}
+
 void bs_events_emit(bs_node_t *n, bs_topic_t topic, bm_buf_t *data, void *ud)
 {
     bs_simnode_t *sn = ud;
@@ -270,12 +359,13 @@ void bs_events_emit(bs_node_t *n, bs_topic_t topic, bm_buf_t *data, void *ud)
         int vi = (lh ? 2 : 0) + (frag ? 1 : 0);
         if (!variants[vi])
             variants[vi] = render(topic, data, lh, frag);
-        if (variants[vi]) {
-            if (frag)
-                write_fragmented(s, variants[vi]->data, variants[vi]->len);
-            else
-                bm_resp_write(s->req, variants[vi]);
+        if (variants[vi] && s->quiet_until) {
+            hold(s, variants[vi]); /* a quiet start: written when it ends */
+            s = next;
+            continue;
         }
+        if (variants[vi])
+            deliver(s, variants[vi]);
         if (n->behav.sse_drop > 0 && bs_rng_unit(&n->rng) < n->behav.sse_drop) {
             bm_log(BM_LOG_DEBUG, "node %u: dropping an event stream (sse-drop)", n->index);
             sub_finish(s, true);
@@ -291,6 +381,8 @@ void bs_events_keepalive(bs_simnode_t *sn)
     if (sn->node.behav.hang)
         return;
     for (bs_sub_t *s = sn->subs; s; s = s->next) {
+        if (s->lazy_head || s->quiet_until)
+            continue; /* Lodestar sends no comments; a quiet start writes nothing */
         if (sn->node.behav.sse_fragment)
             write_fragmented(s, ":\r\n\r\n", 5);
         else

@@ -356,6 +356,8 @@ int bs_sim_set_behav(bs_sim_t *s, uint32_t i, const bs_behav_t *delta, bool rese
     bs_simnode_t *sn = &s->nodes[i];
     bs_node_t *n = &sn->node;
     bool was_down = n->behav.down, was_hang = n->behav.hang;
+    bool was_lazy = n->behav.sse_head_with_event;
+    uint32_t was_late = n->behav.sse_first_event_late_ms;
     uint64_t now = bs_sim_now();
     if (reset) {
         bs_behav_t full;
@@ -375,6 +377,11 @@ int bs_sim_set_behav(bs_sim_t *s, uint32_t i, const bs_behav_t *delta, bool rese
         }
         if (was_hang && !n->behav.hang)
             release_held(sn);
+        /* a slow start happens at the start of a stream: the open ones end and their
+         * clients reconnect under the new behaviour (as after a restart of the node) */
+        if (was_lazy != n->behav.sse_head_with_event ||
+            was_late != n->behav.sse_first_event_late_ms)
+            bs_events_close_all(sn);
     }
     bs_sim_rearm(sn);
     return 0;

@@ -90,7 +90,15 @@ const char bs_behav_help[] =
     "  no-ssz            415 to SSZ requests (Accept) and SSZ bodies\n"
     "  payload-delay=MS  Gloas: the payload becomes available MS after the block import\n"
     "                    (default: a tenth of a slot plus a seeded share of another tenth)\n"
-    "  big-values        block values above 2^63 and 2^64 Wei\n";
+    "  big-values        block values above 2^63 and 2^64 Wei\n"
+    "  sse-head-with-event  event streams send their response head (status line and\n"
+    "                    headers) only together with their first event, and no ':'\n"
+    "                    comments, as Lodestar does (Node.js writes the head with the\n"
+    "                    first body bytes)\n"
+    "  sse-first-event-late=MS  event streams write nothing for MS after the request;\n"
+    "                    events meanwhile are held and written then (with the head when\n"
+    "                    sse-head-with-event is set). Changing either closes the node's\n"
+    "                    streams, so that they reconnect under the new behaviour\n";
 
 void bs_behav_default(bs_behav_t *b)
 {
@@ -187,6 +195,8 @@ static int apply_word(bs_behav_t *b, const char *key, const char *val, char *err
     MS_FIELD("slow", slow_ms, BS_B_SLOW, 0, 3600000)
     MS_FIELD("clock-skew", clock_skew_ms, BS_B_CLOCK_SKEW, -86400000, 86400000)
     MS_FIELD("payload-delay", payload_delay_ms, BS_B_PAYLOAD_DELAY, -1, 3600000)
+    MS_FIELD("sse-first-event-late", sse_first_event_late_ms, BS_B_SSE_FIRST_EVENT_LATE, 0,
+             86400000)
     PROB_FIELD("error-rate", error_rate, BS_B_ERROR_RATE)
     PROB_FIELD("throttle", throttle, BS_B_THROTTLE)
     MS_FIELD("prune", prune_slots, BS_B_PRUNE, 0, 100000000)
@@ -202,6 +212,7 @@ static int apply_word(bs_behav_t *b, const char *key, const char *val, char *err
     BOOL_FIELD("gzip", gzip, BS_B_GZIP)
     BOOL_FIELD("no-ssz", no_ssz, BS_B_NO_SSZ)
     BOOL_FIELD("big-values", big_values, BS_B_BIG_VALUES)
+    BOOL_FIELD("sse-head-with-event", sse_head_with_event, BS_B_SSE_HEAD_WITH_EVENT)
 #undef MS_FIELD
 #undef BOOL_FIELD
 #undef PROB_FIELD
@@ -348,6 +359,8 @@ void bs_behav_merge(bs_behav_t *dst, const bs_behav_t *src)
     M(BS_B_PRUNE, prune_slots)
     M(BS_B_THROTTLE, throttle)
     M(BS_B_RETRY_AFTER, retry_after_s)
+    M(BS_B_SSE_HEAD_WITH_EVENT, sse_head_with_event)
+    M(BS_B_SSE_FIRST_EVENT_LATE, sse_first_event_late_ms)
 #undef M
     dst->set |= m;
 }
@@ -359,7 +372,8 @@ void bs_behav_json(bm_str_t *s, const bs_behav_t *b)
                   "\"slow\":%u,\"stale\":%s,\"fork\":%s,\"clock_skew\":%lld,\"syncing\":%s,"
                   "\"optimistic\":%s,\"sse_drop\":%g,\"client\":\"%s\",\"sse_style\":\"%s\","
                   "\"sse_fragment\":%s,\"gzip\":%s,\"no_ssz\":%s,\"payload_delay\":%lld,"
-                  "\"big_values\":%s,\"prune\":%lld,\"throttle\":%g,\"retry_after\":%lld}",
+                  "\"big_values\":%s,\"prune\":%lld,\"throttle\":%g,\"retry_after\":%lld,"
+                  "\"sse_head_with_event\":%s,\"sse_first_event_late\":%u}",
                   b->lag_ms, b->jitter_ms, b->down ? "true" : "false", b->hang ? "true" : "false",
                   b->error_rate, b->slow_ms, b->stale ? "true" : "false",
                   b->fork ? "true" : "false", (long long)b->clock_skew_ms,
@@ -369,5 +383,6 @@ void bs_behav_json(bm_str_t *s, const bs_behav_t *b)
                   b->sse_fragment ? "true" : "false", b->gzip ? "true" : "false",
                   b->no_ssz ? "true" : "false", (long long)b->payload_delay_ms,
                   b->big_values ? "true" : "false", (long long)b->prune_slots, b->throttle,
-                  (long long)b->retry_after_s);
+                  (long long)b->retry_after_s, b->sse_head_with_event ? "true" : "false",
+                  b->sse_first_event_late_ms);
 }

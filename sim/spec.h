@@ -52,7 +52,9 @@ enum {
     BS_B_PRUNE = 1u << 19,
     BS_B_THROTTLE = 1u << 20,
     BS_B_RETRY_AFTER = 1u << 21,
-    BS_B_ALL = (1u << 22) - 1,
+    BS_B_SSE_HEAD_WITH_EVENT = 1u << 22,
+    BS_B_SSE_FIRST_EVENT_LATE = 1u << 23,
+    BS_B_ALL = (1u << 24) - 1,
 };
 
 typedef struct bs_behav {
@@ -79,6 +81,10 @@ typedef struct bs_behav {
     int64_t prune_slots;      /* history older than this many slots is gone (0: keeps all) */
     double throttle;          /* probability of a 429 per request */
     int64_t retry_after_s;    /* the 429's Retry-After (seconds; 0: none sent) */
+    bool sse_head_with_event; /* event streams: the response head only with the first event,
+                                 and no ':' comments (Lodestar, Node.js) */
+    uint32_t sse_first_event_late_ms; /* event streams: nothing written for this long after
+                                         the request; events meanwhile are held */
 } bs_behav_t;
 
 /** The default behaviour: everything off, client lighthouse, payload delay auto. */

@@ -17,6 +17,7 @@
 #include "base/json.h"
 #include "cluster/head.h"
 #include "cluster/monitor.h"
+#include "cluster/nodestream.h"
 #include "read/readpath.h"
 
 struct bm_admin {
@@ -92,6 +93,38 @@ static const char *node_id(const bm_admin_t *a, int i)
     return n ? n->id : NULL;
 }
 
+/* "head_guarantee": whether answers can be checked against a cluster head now. Off (and
+ * loud) when the chain runs without one: duty reads then take the first answer. */
+static void guarantee_json(const bm_admin_t *a, bm_head_t *t, uint64_t now, bm_str_t *o)
+{
+    const bm_chain_info_t *c = bm_discovery_chain(a->disc);
+    bm_head_info_t h;
+    uint64_t since = 0;
+    bool ok;
+    char why[200];
+    if (!c->known) {
+        ok = false;
+        snprintf(why, sizeof why, "the chain is not known yet: no node has been discovered");
+    } else if (now < c->clock.genesis_ms) {
+        ok = true;
+        snprintf(why, sizeof why, "the chain has not started");
+    } else if (t && bm_head_cluster(t, &h)) {
+        ok = true;
+        snprintf(why, sizeof why, "the cluster head is at slot %llu", (unsigned long long)h.slot);
+    } else {
+        ok = false;
+        if (!a->monitor || !bm_monitor_head_missing(a->monitor, now, &since))
+            since = bm_slot_at(&c->clock, now);
+        snprintf(why, sizeof why,
+                 "NO CLUSTER HEAD while the chain runs (slot %llu, since slot %llu): no answer "
+                 "can be checked for freshness",
+                 (unsigned long long)bm_slot_at(&c->clock, now), (unsigned long long)since);
+    }
+    bm_str_printf(o, ",\"head_guarantee\":{\"ok\":%s", ok ? "true" : "false");
+    json_kv_str(o, "reason", why, true);
+    bm_str_putc(o, '}');
+}
+
 /* "cluster_head": the tracker's head, or null before the first one. */
 static void cluster_head_json(const bm_admin_t *a, bm_head_t *t, bm_str_t *o)
 {
@@ -132,11 +165,14 @@ static void node_json(const bm_admin_t *a, bm_head_t *t, size_t i, const bm_node
     if (v.has_head) {
         bm_str_printf(o, ",\"head\":{\"slot\":\"%llu\"", (unsigned long long)v.slot);
         root_json(o, "root", v.root);
+        bm_monitor_node_info_t hi;
+        bool polled = bm_monitor_node_info(a->monitor, i, &hi) == 0 && hi.head_polled;
         bm_str_printf(o,
-                      ",\"optimistic\":%s,\"stale\":%s,\"payload\":\"%s\","
+                      ",\"optimistic\":%s,\"stale\":%s,\"polled\":%s,\"payload\":\"%s\","
                       "\"received_ms\":%llu}",
                       v.optimistic ? "true" : "false", v.stale ? "true" : "false",
-                      bm_payload_status_name(v.payload), (unsigned long long)v.received_ms);
+                      polled ? "true" : "false", bm_payload_status_name(v.payload),
+                      (unsigned long long)v.received_ms);
     } else {
         bm_str_puts(o, ",\"head\":null");
     }
@@ -162,20 +198,30 @@ static void node_json(const bm_admin_t *a, bm_head_t *t, size_t i, const bm_node
             n->syncing.is_syncing ? "true" : "false", n->syncing.is_optimistic ? "true" : "false",
             n->syncing.el_offline ? "true" : "false");
     bm_monitor_node_info_t mi;
-    if (bm_monitor_node_info(a->monitor, i, &mi) == 0)
-        bm_str_printf(o,
-                      ",\"stream\":{\"connected\":%s,\"topic\":\"%s\",\"payload_topic\":%s,"
-                      "\"connects\":%llu,\"failures\":%llu,\"events\":%llu,"
-                      "\"bad_events\":%llu,\"up_since_ms\":%llu,\"last_event_ms\":%llu,"
-                      "\"last_error\":\"%s\",\"last_status\":%d,\"syncing_polls\":%llu,"
-                      "\"header_requests\":%llu}",
-                      mi.connected ? "true" : "false", mi.head_v2 ? "head_v2" : "head",
-                      mi.payload_topic ? "true" : "false", (unsigned long long)mi.connects,
-                      (unsigned long long)mi.failures, (unsigned long long)mi.events,
-                      (unsigned long long)mi.bad_events, (unsigned long long)mi.up_since_ms,
-                      (unsigned long long)mi.last_event_ms,
-                      mi.last_err ? bm_strerror(mi.last_err) : "", mi.last_status,
-                      (unsigned long long)mi.syncing_polls, (unsigned long long)mi.header_fetches);
+    if (bm_monitor_node_info(a->monitor, i, &mi) != 0)
+        return;
+    bm_str_printf(o,
+                  ",\"stream\":{\"connected\":%s,\"state\":\"%s\",\"waiting_since_ms\":%llu,"
+                  "\"topic\":\"%s\",\"payload_topic\":%s,\"connects\":%llu,\"failures\":%llu,"
+                  "\"events\":%llu,\"bad_events\":%llu,\"up_since_ms\":%llu,"
+                  "\"last_event_ms\":%llu,\"last_error\":\"%s\",\"last_status\":%d,"
+                  "\"syncing_polls\":%llu,\"header_requests\":%llu}",
+                  mi.connected ? "true" : "false",
+                  bm_nodestream_state_name((bm_nodestream_state_t)mi.stream_state),
+                  (unsigned long long)mi.waiting_since_ms, mi.head_v2 ? "head_v2" : "head",
+                  mi.payload_topic ? "true" : "false", (unsigned long long)mi.connects,
+                  (unsigned long long)mi.failures, (unsigned long long)mi.events,
+                  (unsigned long long)mi.bad_events, (unsigned long long)mi.up_since_ms,
+                  (unsigned long long)mi.last_event_ms, mi.last_err ? bm_strerror(mi.last_err) : "",
+                  mi.last_status, (unsigned long long)mi.syncing_polls,
+                  (unsigned long long)mi.header_fetches);
+    bm_str_printf(o,
+                  ",\"head_polls\":{\"sent\":%llu,\"answered\":%llu,\"failed\":%llu,"
+                  "\"last_ms\":%llu",
+                  (unsigned long long)mi.head_polls, (unsigned long long)mi.polled_heads,
+                  (unsigned long long)mi.poll_failures, (unsigned long long)mi.last_poll_ms);
+    json_kv_str(o, "last_why", mi.last_poll_why, true);
+    bm_str_putc(o, '}');
 }
 
 void bm_admin_status_json(bm_admin_t *a, bm_str_t *o)
@@ -199,6 +245,7 @@ void bm_admin_status_json(bm_admin_t *a, bm_str_t *o)
     const bm_node_t *ref = bm_discovery_reference(a->disc);
     json_kv_str(o, "static_source", ref ? ref->id : NULL, true);
     bm_head_t *t = a->monitor ? bm_monitor_head(a->monitor) : NULL;
+    guarantee_json(a, t, now, o);
     cluster_head_json(a, t, o);
     bm_str_puts(o, ",\"upstreams\":[");
     for (size_t i = 0; i < bm_pool_count(a->pool); i++) {
@@ -275,10 +322,16 @@ static bool any_in(const bm_admin_t *a, bm_node_state_t st)
 
 int bm_admin_health_code(const bm_admin_t *a)
 {
+    /* Without a cluster head while the chain runs, no answer can be checked for freshness:
+     * a ready node still answers, but the cluster is not healthy in the sense a validator
+     * client relies on, so never 200. */
+    bool missing = a->monitor && bm_monitor_head_missing(a->monitor, bm_clock_now_ms(), NULL);
     if (any_in(a, BM_NODE_READY))
-        return 200;
-    /* the best node still answers and is catching up (its own sync, its EL, or the head) */
-    if (any_in(a, BM_NODE_LAGGING) || any_in(a, BM_NODE_SYNCING) || any_in(a, BM_NODE_OPTIMISTIC))
+        return missing ? 206 : 200;
+    /* the best node still answers and is catching up (its own sync, its EL, or the head),
+     * or answers while its head is unknown */
+    if (any_in(a, BM_NODE_LAGGING) || any_in(a, BM_NODE_SYNCING) || any_in(a, BM_NODE_OPTIMISTIC) ||
+        any_in(a, BM_NODE_NO_HEAD))
         return 206;
     return 503;
 }

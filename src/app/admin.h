@@ -3,13 +3,16 @@
  * admin: beaconmux's own endpoints. /healthz for load balancers and orchestrators (200
  * when at least one upstream is usable for requests, else 503) and /beaconmux/v1/status,
  * the operator's view: per upstream its id, masked URL, state and why, client, version,
- * requests, errors and latency; with the monitor attached also the cluster head and, per
- * node, its head, lag, event stream and recent arrival delays. Credentials never appear:
- * only masked URLs are printed.
+ * requests, errors and latency; with the monitor attached also the cluster head, whether
+ * the freshness guarantee holds (`head_guarantee`: off when the chain runs without a
+ * cluster head) and, per node, its head (and whether it was polled rather than announced
+ * by its stream), lag, event stream, head polls and recent arrival delays. Credentials
+ * never appear: only masked URLs are printed.
  *
  * The node endpoints a validator client asks its beacon node about itself are answered
- * for the cluster (docs/head-tracker.md, "Health"): /eth/v1/node/health (200 when a node is ready,
- * 206 or `syncing_status` when the best is syncing, lagging or optimistic, else 503),
+ * for the cluster (docs/head-tracker.md, "Health"): /eth/v1/node/health (200 when a node is
+ * ready and the cluster head is known, 206 or `syncing_status` when the best is syncing,
+ * lagging, optimistic or no-head, or when the chain runs without a cluster head, else 503),
  * /eth/v1/node/syncing from the cluster head and the clock (all five fields), and
  * /eth/v1/node/peer_count forwarded to the best ready node.
  */

@@ -40,9 +40,10 @@
 #define BM_CONFIG_MAX_FILE_BYTES (1u << 20) /* a larger configuration file is refused */
 #define BM_CONFIG_MAX_RULES 256             /* routeRules, clientRoutes, blockedPaths entries */
 
-/* A per-duty duration that is not set: it inherits the section's value (duties.holdFloor,
- * duties.maxHold). Never a valid duration (those stop at 24 hours). Route rules use it for
- * every number they leave to failsafe. */
+/* A duration that is not set: a per-duty one inherits the section's value (duties.holdFloor,
+ * duties.maxHold); events.headersTimeout follows the slot (two slots). Never a valid
+ * duration (those stop at 24 hours). Route rules use it for every number they leave to
+ * failsafe. */
 #define BM_CONFIG_UNSET UINT32_MAX
 
 /* Decimal values (failsafe.retry.backoff, failsafe.hedge.maxRatio, ...) are stored in
@@ -203,7 +204,9 @@ typedef struct bm_config_events {
     uint32_t keepalive_ms;           /* ':' comment interval on the cluster stream */
     uint64_t subscriber_max_pending; /* bytes unsent to a subscriber before it is dropped */
     uint32_t dedup_window;           /* events remembered for first-copy-wins */
-    uint32_t headers_timeout_ms;     /* an upstream stream must answer within */
+    uint32_t headers_timeout_ms;     /* an upstream stream must send its response head within
+                                        this, never less than two slots (BM_CONFIG_UNSET: two
+                                        slots) */
 } bm_config_events_t;
 
 /** The duty reads a race may hold, each with its own hold (duties.<name>.holdFloor/maxHold). */

@@ -815,8 +815,9 @@ static const bm_cfg_key_t events_keys[] = {
          BM_DEFAULT_EVENTS_SUBSCRIBER_MAX_PENDING),
     COUNT(T,    "dedupWindow",          dedup_window,           1, 1u << 20,
           BM_DEFAULT_EVENTS_DEDUP_WINDOW),
-    DURATION(T, "headersTimeout",       headers_timeout_ms,     1, D_MAX,
-             BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS),
+    /* unset: two slots, the streams' own rule (bm_nodestream_head_wait_ms); a value below
+     * two slots is raised to two slots once the slot is known */
+    DURATION_OPT(T, "headersTimeout",   headers_timeout_ms,     1, D_MAX),
 };
 #undef T
 

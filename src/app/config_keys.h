@@ -32,7 +32,8 @@
 
 typedef enum bm_cfg_kind {
     BM_CFG_DURATION,     /* uint32_t milliseconds, min..max */
-    BM_CFG_DURATION_OPT, /* the same, or BM_CONFIG_UNSET (inherits; not dumped) */
+    BM_CFG_DURATION_OPT, /* the same, or BM_CONFIG_UNSET (inherits, or follows the slot;
+                            not dumped) */
     BM_CFG_SIZE,         /* uint64_t bytes, min..max */
     BM_CFG_COUNT,        /* uint32_t, min..max */
     BM_CFG_DECIMAL,      /* uint32_t thousandths, min..max: "2", "2.5", "0.1" or "10%" */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/defaults.h"
 #include "base/err.h"
 
 /*
@@ -148,6 +149,12 @@ int bm_options_from_config(bm_options_t *o, const bm_config_t *cfg)
     o->readpath.max_attempts = bm_config_max_attempts(cfg);
     const char *sk = cfg->routing.sticky.key;
     o->readpath.sticky_header = sk && strcmp(sk, "address") != 0 ? sk : NULL;
+
+    /* events.headersTimeout unset: the streams' own rule alone (at least two slots) */
+    if (cfg->events.headers_timeout_ms == BM_CONFIG_UNSET) {
+        o->events.headers_timeout_ms = BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS;
+        o->monitor.headers_timeout_ms = BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS;
+    }
 
     for (size_t i = 0; i < sizeof hint_holds / sizeof hint_holds[0]; i++)
         bm_config_duty_hold(cfg, hint_holds[i].cfg, &o->hint.hold[hint_holds[i].hint].hold_floor_ms,

@@ -90,7 +90,10 @@
 #define BM_DEFAULT_EVENTS_KEEPALIVE_MS 15000
 #define BM_DEFAULT_EVENTS_SUBSCRIBER_MAX_PENDING (1ull << 20) /* 1 MiB */
 #define BM_DEFAULT_EVENTS_DEDUP_WINDOW 4096                   /* events */
-#define BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS 5000
+/* events.headersTimeout: 0 is "not set": an event stream then waits two slots for its
+ * response head (cluster/nodestream.h, bm_nodestream_head_wait_ms), never less; the key is
+ * unset in the configuration unless the file names it */
+#define BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS 0
 
 /* duties: the duty policies and the broadcast */
 #define BM_DEFAULT_DUTIES_HOLD_FLOOR_MS 400

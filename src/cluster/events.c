@@ -1135,10 +1135,20 @@ static void probe_on_rejected(bm_nodestream_t *s, int status, const char *body, 
     schedule_reconcile(x->ev, 0);
 }
 
-/* A failed attempt: a hang (no head while the node's main stream is up) or a 4xx means
- * the topic is not served; other failures are the node's, and the probe retries. */
+/* How long a probe waits for its response head: events.headersTimeout, never less than
+ * two slots (a node may send its head only with its first event). */
+static uint32_t head_wait(const bm_events_t *ev)
+{
+    const bm_chain_info_t *c = chain_of(ev);
+    return bm_nodestream_head_wait_ms(ev->o.headers_timeout_ms, c ? c->clock.slot_ms : 0);
+}
+
+/* A failed attempt: a 4xx means the topic list is not served; so does, for a probe (one
+ * topic alone), no response head at all for its whole head wait while the node's main
+ * stream is up (Lodestar before 1.10 hangs on a topic it does not know). Other failures are
+ * the node's, and the stream retries. */
 static bool means_unsupported(const xnode_t *x, bm_nodestream_t *s, uint64_t *hto,
-                              const bm_nodestream_failure_t *f, char *why, size_t cap)
+                              const bm_nodestream_failure_t *f, bool probe, char *why, size_t cap)
 {
     bm_nodestream_stats_t st = bm_nodestream_stats(s);
     bool header_timeout = st.header_timeouts > *hto;
@@ -1149,8 +1159,8 @@ static bool means_unsupported(const xnode_t *x, bm_nodestream_t *s, uint64_t *ht
         snprintf(why, cap, "HTTP %d", f->status);
         return true;
     }
-    if (header_timeout && f->err == BM_ETIMEDOUT && x->main_up) {
-        snprintf(why, cap, "no response headers within %u ms", x->ev->o.headers_timeout_ms);
+    if (probe && header_timeout && f->err == BM_ETIMEDOUT && x->main_up) {
+        snprintf(why, cap, "no response headers within %u ms", head_wait(x->ev));
         return true;
     }
     return false;
@@ -1161,14 +1171,17 @@ static void probe_on_down(bm_nodestream_t *s, const bm_nodestream_failure_t *f, 
     probe_t *p = ud;
     xnode_t *x = p->x;
     char why[96];
-    if (means_unsupported(x, s, &p->hto, f, why, sizeof why)) {
+    if (means_unsupported(x, s, &p->hto, f, true, why, sizeof why)) {
         probe_stop(x, p->t);
         set_unsupported(x, p->t, why);
         schedule_reconcile(x->ev, 0);
     }
 }
 
-static bm_nodestream_t *open_stream(xnode_t *x, bm_topic_mask_t mask,
+/* Opens a stream for `mask`. A probe's silence past its head wait is a verdict (the topic
+ * is not served); an extra stream carries only topics that passed their probes, so it
+ * waits for its head as long as it may stay silent once up (its idle timeout). */
+static bm_nodestream_t *open_stream(xnode_t *x, bm_topic_mask_t mask, bool probe,
                                     const bm_nodestream_cbs_t *cbs, void *ud)
 {
     bm_events_t *ev = x->ev;
@@ -1183,8 +1196,10 @@ static bm_nodestream_t *open_stream(xnode_t *x, bm_topic_mask_t mask,
     bm_nodestream_opts_t o;
     bm_nodestream_opts_default(&o);
     o.connect_timeout_ms = ev->o.connect_timeout_ms;
-    o.headers_timeout_ms = ev->o.headers_timeout_ms;
+    o.headers_timeout_ms = head_wait(ev);
     o.idle_timeout_ms = ev->o.extra_idle_ms;
+    if (!probe && o.headers_timeout_ms < o.idle_timeout_ms)
+        o.headers_timeout_ms = o.idle_timeout_ms;
     bm_nodestream_t *s = bm_nodestream_new(ev->loop, ev->up, n->url, n->extra.n ? &n->extra : NULL,
                                            names, k, &o, cbs, ud);
     if (s && bm_nodestream_start(s) != 0) {
@@ -1202,7 +1217,7 @@ static void probe_start(xnode_t *x, bm_topic_t t)
     p->x = x;
     p->t = t;
     p->hto = 0;
-    p->s = open_stream(x, BM_TOPIC_BIT(t), &cbs, p);
+    p->s = open_stream(x, BM_TOPIC_BIT(t), true, &cbs, p);
     if (p->s) {
         x->ps[t] = PS_PROBING;
         x->ev->st.probes++;
@@ -1261,7 +1276,8 @@ static void xs_on_down(bm_nodestream_t *s, const bm_nodestream_failure_t *f, voi
     xnode_t *x = ud;
     xstream_t *xs = s == x->cur.s ? &x->cur : &x->next;
     char why[96];
-    if (means_unsupported(x, s, &xs->hto, f, why, sizeof why))
+    /* its topics passed their probes: silence is quiet topics, not a refusal */
+    if (means_unsupported(x, s, &xs->hto, f, false, why, sizeof why))
         xs_refused(x, s, why);
 }
 
@@ -1305,7 +1321,7 @@ static void reconcile_node(bm_events_t *ev, xnode_t *x, bm_topic_mask_t wanted)
         xs = &x->next; /* make before break */
     }
     xs_free(ev, xs);
-    xs->s = open_stream(x, desired, &cbs, x);
+    xs->s = open_stream(x, desired, false, &cbs, x);
     if (xs->s) {
         xs->mask = desired;
         ev->st.extra_streams++;
@@ -1398,8 +1414,6 @@ bm_events_t *bm_events_new(uv_loop_t *loop, const bm_events_opts_t *opts)
         ev->o.subscriber_max_pending = d.subscriber_max_pending;
     if (!ev->o.dedup_window)
         ev->o.dedup_window = d.dedup_window;
-    if (!ev->o.headers_timeout_ms)
-        ev->o.headers_timeout_ms = d.headers_timeout_ms;
     if (!ev->o.connect_timeout_ms)
         ev->o.connect_timeout_ms = d.connect_timeout_ms;
     if (!ev->o.extra_idle_ms)

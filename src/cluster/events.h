@@ -102,8 +102,10 @@ typedef struct bm_events_opts {
     uint64_t
         subscriber_max_pending; /* unsent bytes: subscriber dropped (events.subscriberMaxPending) */
     uint32_t dedup_window;      /* events remembered for first-copy-wins (events.dedupWindow) */
-    uint32_t headers_timeout_ms;       /* extra streams, probes: response head within
-                                          (events.headersTimeout) */
+    uint32_t headers_timeout_ms;       /* events.headersTimeout (0: not set): a probe's response
+                                          head within this, never less than two slots; extra
+                                          streams wait at least their idle timeout (a node may
+                                          send its head only with its first event) */
     uint32_t connect_timeout_ms;       /* extra streams and probes (timeouts.connect) */
     uint32_t extra_idle_ms;            /* extra streams: longest silence before a reconnect;
                                           rare topics are quiet, so longer than the main

@@ -1850,6 +1850,15 @@ size_t bm_head_node_count(const bm_head_t *t)
     return t->n;
 }
 
+bool bm_head_chain_slot(const bm_head_t *t, uint64_t *slot)
+{
+    if (!t->clock_known || t->now < t->clock.genesis_ms)
+        return false;
+    if (slot)
+        *slot = bm_slot_at(&t->clock, t->now);
+    return true;
+}
+
 bool bm_head_cluster(const bm_head_t *t, bm_head_info_t *out)
 {
     if (!t->has_head)

@@ -315,6 +315,14 @@ size_t bm_head_node_count(const bm_head_t *t);
 /** The cluster head into `out`; false (and `out` untouched) when there is none yet. */
 bool bm_head_cluster(const bm_head_t *t, bm_head_info_t *out);
 
+/**
+ * Whether the chain runs, on the tracker's clock at its latest input time (`now_ms` of the
+ * last input or tick): true once a clock is set and that time is at or after genesis, with
+ * the slot it is in (`slot` may be NULL); false before. From then on every node should have
+ * a head: nodes hold at least the genesis block.
+ */
+bool bm_head_chain_slot(const bm_head_t *t, uint64_t *slot);
+
 /** True when the cluster head's payload is known full (Gloas). */
 bool bm_head_payload_full(const bm_head_t *t);
 

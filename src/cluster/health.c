@@ -173,6 +173,8 @@ static void eval_one(bm_health_t *h, bm_node_t *n)
     }
     bm_head_info_t ch;
     bool has_ch = h->head && bm_head_cluster(h->head, &ch);
+    uint64_t chain_slot = 0;
+    bool running = h->head && bm_head_chain_slot(h->head, &chain_slot);
     n->head_lag_known = has_ch && have && v.has_head;
     n->head_lag = n->head_lag_known ? (int64_t)ch.slot - (int64_t)v.slot : 0;
 
@@ -212,15 +214,16 @@ static void eval_one(bm_health_t *h, bm_node_t *n)
                           "node says el_offline: it cannot verify execution payloads");
     } else if (s->known && s->is_optimistic) {
         bm_pool_set_state(p, n, BM_NODE_OPTIMISTIC, "node says is_optimistic");
-    } else if (has_ch && !(have && v.has_head) && ch.slot > ch.origin_slot + h->opts.max_head_lag) {
-        /* Nodes send no head until the next block: one that has shown none gets the same
-         * grace as a node behind, counted from the first cluster head. */
-        bm_pool_set_state(p, n, BM_NODE_LAGGING,
-                          "no head seen from it; the cluster head is at slot %" PRIu64, ch.slot);
-    } else if (has_ch && !(have && v.has_head)) {
-        bm_pool_set_state(p, n, BM_NODE_READY,
-                          "no head seen from it yet; the cluster head is at slot %" PRIu64,
-                          ch.slot);
+    } else if (running && !(have && v.has_head)) {
+        /* Every node holds at least the genesis block once the chain runs: a head we do not
+         * know means nothing it answers can be checked for freshness. Not ready, whatever
+         * the reason (a stream that has said nothing yet, polls that fail). */
+        bm_pool_set_state(p, n, BM_NODE_NO_HEAD,
+                          "no head known from it while the chain runs (slot %" PRIu64
+                          "); its answers cannot be checked for freshness%s",
+                          chain_slot, has_ch ? "" : "; no cluster head either");
+    } else if (h->head && !(have && v.has_head)) {
+        bm_pool_set_state(p, n, BM_NODE_READY, "discovered, answering; the chain has not started");
     } else if (has_ch && n->head_lag > (int64_t)h->opts.max_head_lag) {
         bm_pool_set_state(p, n, BM_NODE_LAGGING,
                           "%" PRId64 " slots behind the cluster head (slot %" PRIu64
@@ -236,6 +239,9 @@ static void eval_one(bm_health_t *h, bm_node_t *n)
                               "%" PRId64 " slot%s behind the cluster head (at most %" PRIu32
                               " allowed)",
                               n->head_lag, n->head_lag == 1 ? "" : "s", h->opts.max_head_lag);
+    } else if (have && v.has_head) {
+        bm_pool_set_state(p, n, BM_NODE_READY,
+                          "its head is at slot %" PRIu64 "; no cluster head yet", v.slot);
     } else {
         bm_pool_set_state(p, n, BM_NODE_READY, "discovered, answering");
     }

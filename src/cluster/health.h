@@ -9,7 +9,8 @@
  *
  * Precedence (the first that applies wins; docs/head-tracker.md explains why):
  *   wrong-network > unreachable > unknown (discovery pending) > time-discrepancy >
- *   forked > syncing > optimistic > lagging > ready
+ *   forked > syncing > optimistic > no-head (the chain runs, its head is unknown) >
+ *   lagging > ready
  *
  * Health also sets the tracker's inputs that belong to it: whether a node may vote
  * (right network, not syncing, not optimistic or EL-offline by its own answer) and the

@@ -10,7 +10,15 @@
  *   re-reads it) climbs the ladder again. Up: the tracker hears bm_head_on_connect, the
  *   node's current head is fetched (nodes announce nothing until the next block) and the
  *   connection listeners run; discovery re-reads a node that reconnected (it may have
- *   been upgraded). Down: bm_head_on_disconnect, listeners.
+ *   been upgraded). Down: bm_head_on_disconnect, listeners. A stream waits for its
+ *   response head at least two slots and its idle timeout: Lodestar sends the head only
+ *   with its first event.
+ * - Polled heads. Whenever a node's stream does not deliver its heads (not up yet, down,
+ *   or silent for a slot while the cluster head moved past the node), its head is asked
+ *   for (GET /eth/v1/beacon/headers/head, at most once per slot; headpoll.h decides when:
+ *   at the cluster head's move, at the mid-slot point, at the slot start) and fed to the
+ *   tracker like a head event. A failed poll of a node without a stream makes its head
+ *   stale (no vote), as a dropped stream does.
  * - Requests. Header requests asked by the tracker, the head-at-connect request and the
  *   per-slot syncing poll are buffered transfers with a short timeout, kept on one list
  *   so that stop cancels them. Every header request is answered to the tracker exactly
@@ -38,6 +46,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/url.h"
+#include "cluster/headpoll.h"
 #include "cluster/nodestream.h"
 #include "http/sse.h"
 
@@ -61,12 +70,18 @@ struct mnode {
     size_t idx;
     bm_node_t *node;
     bm_nodestream_t *stream;
-    bool head_v2;         /* asking head_v2 (else head) */
-    bool payload_topic;   /* execution_payload_available is in the list */
-    bool payload_refused; /* the node refused it: not asked again until its version changes */
-    bool connected;       /* what the tracker and the listeners were told */
-    bool syncing_busy;    /* a syncing poll is in flight */
-    char *version;        /* discovery's version when the ladder was last reset */
+    bool head_v2;          /* asking head_v2 (else head) */
+    bool payload_topic;    /* execution_payload_available is in the list */
+    bool payload_refused;  /* the node refused it: not asked again until its version changes */
+    bool connected;        /* what the tracker and the listeners were told */
+    bool syncing_busy;     /* a syncing poll is in flight */
+    bool poll_busy;        /* a head request (GET .../headers/head) is in flight */
+    uint64_t poll_slot;    /* slot of the last head request (UINT64_MAX: none) */
+    uint64_t poll_sent_ms; /* wall time it was sent */
+    uint64_t last_stream_head_ms; /* wall time of the last head event from its stream */
+    bool has_stream_root;         /* ... and the root it announced */
+    uint8_t stream_root[32];
+    char *version; /* discovery's version when the ladder was last reset */
     bm_monitor_node_info_t info;
 };
 
@@ -88,11 +103,17 @@ struct bm_monitor {
     bool free_pending;
     bool clock_known;
     bm_slot_clock_t clock;
-    bool want_payload;  /* the chain is in or near Gloas */
-    uint64_t last_slot; /* slot of the last per-slot round (UINT64_MAX: none) */
-    uint64_t timer_at;  /* wall time the timer is armed for (0: not armed) */
-    mreq_t *reqs;       /* requests in flight */
-    bm_str_t scratch;   /* one-line copies of multi-line event data */
+    bool want_payload;      /* the chain is in or near Gloas */
+    uint64_t last_slot;     /* slot of the last per-slot round (UINT64_MAX: none) */
+    uint64_t mid_slot;      /* slot of the last mid-slot poll round (UINT64_MAX: none) */
+    bool pregenesis_polled; /* the round just before genesis ran */
+    uint64_t missing_since; /* first slot seen without a cluster head while the chain runs
+                               (UINT64_MAX: not missing) */
+    bool missing_logged;    /* ... and it was logged */
+    bool listening;         /* registered as a tracker listener */
+    uint64_t timer_at;      /* wall time the timer is armed for (0: not armed) */
+    mreq_t *reqs;           /* requests in flight */
+    bm_str_t scratch;       /* one-line copies of multi-line event data */
     struct {
         bm_monitor_event_fn fn;
         void *ud;
@@ -104,6 +125,7 @@ struct bm_monitor {
     } conn_l[BM_MONITOR_MAX_LISTENERS];
     size_t n_conn_l;
     bm_log_limit_t log_lim;
+    bm_log_limit_t missing_lim; /* the missing cluster head: loud, once a minute */
 };
 
 void bm_monitor_opts_default(bm_monitor_opts_t *o)
@@ -209,21 +231,83 @@ static void on_header_answer(mreq_t *r, const bm_xfer_result_t *res, uint64_t no
         bm_head_on_parent_failed(m->head, r->mn->idx, r->root, now);
 }
 
-/* The node's current head at (re)connect, fed as a head event: nodes announce nothing
- * until their next block, and a node must not wait a slot to count. */
+/* The node's current head (at connect, or polled because its stream does not deliver),
+ * fed as a head event: nodes announce nothing until their next block, a node must not wait
+ * a slot to count, and a node whose stream does not work must still be judged. */
 static void on_head_answer(mreq_t *r, const bm_xfer_result_t *res, uint64_t now)
 {
     mnode_t *mn = r->mn;
     bm_monitor_t *m = mn->m;
     bm_head_event_t ev = {.payload = BM_PAYLOAD_UNKNOWN, .topic = BM_HEAD_TOPIC_HEAD};
     uint8_t parent[32];
+    mn->poll_busy = false;
     if (res->err || res->status != 200 ||
-        parse_header(res->body, ev.root, &ev.slot, parent, &ev.optimistic) != 0)
+        parse_header(res->body, ev.root, &ev.slot, parent, &ev.optimistic) != 0) {
+        mn->info.poll_failures++;
+        bm_head_node_view_t v;
+        /* without a stream, the polls are its only live word: its last head turns stale
+         * (kept for lag, no vote), as with a dropped stream */
+        if (!mn->connected && bm_head_node_view(m->head, mn->idx, &v) == 0 && v.connected)
+            bm_head_on_disconnect(m->head, mn->idx, now);
         return;
-    if (!mn->connected)
-        return; /* the stream dropped meanwhile: the head would not be a live vote */
+    }
+    mn->info.polled_heads++;
     bm_head_on_parent(m->head, mn->idx, ev.root, ev.slot, parent, now);
+    /* The stream announced a head since the request went out: that one is newer, and the
+     * answer must not take the node's head back (its parent link is knowledge all the same). */
+    if (mn->last_stream_head_ms >= mn->poll_sent_ms)
+        return;
     bm_head_on_head(m->head, mn->idx, &ev, now);
+}
+
+/* Asks the node for its head (one request at a time; `why` is static). */
+static void poll_head(mnode_t *mn, const char *why, uint64_t now)
+{
+    bm_monitor_t *m = mn->m;
+    if (mn->poll_busy || m->stopped)
+        return;
+    if (!req_start(mn, REQ_HEAD, "/eth/v1/beacon/headers/head", NULL))
+        return;
+    mn->poll_busy = true;
+    mn->poll_sent_ms = now;
+    mn->poll_slot =
+        m->clock_known && now >= m->clock.genesis_ms ? bm_slot_at(&m->clock, now) : UINT64_MAX;
+    mn->info.head_polls++;
+    mn->info.last_poll_ms = now;
+    mn->info.last_poll_why = why;
+    bm_log_limited(&m->log_lim, BM_LOG_DEBUG, "monitor: %s: asking its head (%s)", mn->node->id,
+                   why);
+}
+
+/* Polls the node's head if headpoll says it is due at `moment`. */
+static void maybe_poll(mnode_t *mn, bm_headpoll_moment_t moment, uint64_t now)
+{
+    bm_monitor_t *m = mn->m;
+    bm_head_node_view_t v;
+    if (m->stopped || !m->clock_known || bm_head_node_view(m->head, mn->idx, &v) != 0)
+        return;
+    bm_head_info_t ch;
+    bool has_ch = bm_head_cluster(m->head, &ch);
+    bm_headpoll_cluster_t c = {
+        .clock = m->clock, .has_head = has_ch, .head_since_ms = has_ch ? ch.since_ms : 0};
+    bm_headpoll_node_t n = {
+        .stream_up = mn->connected,
+        .stream_up_ms = mn->info.up_since_ms,
+        .last_stream_head_ms = mn->last_stream_head_ms,
+        .has_head = v.has_head,
+        .at_cluster_head = v.relation == BM_HEAD_REL_EQUAL || v.relation == BM_HEAD_REL_DESCENDANT,
+        .poll_in_flight = mn->poll_busy,
+        .polled_slot = mn->poll_slot,
+    };
+    bm_headpoll_reason_t why = bm_headpoll_due(&c, &n, moment, now);
+    if (why != BM_HEADPOLL_NO)
+        poll_head(mn, bm_headpoll_reason_name(why), now);
+}
+
+static void poll_round(bm_monitor_t *m, bm_headpoll_moment_t moment, uint64_t now)
+{
+    for (size_t i = 0; i < m->n && !m->stopped; i++)
+        maybe_poll(&m->nodes[i], moment, now);
 }
 
 static void on_syncing_answer(mreq_t *r, const bm_xfer_result_t *res, uint64_t now)
@@ -336,6 +420,9 @@ static bool feed(mnode_t *mn, const char *topic, size_t tl, json_object *doc, co
         bm_json_get_bool(d, "/execution_optimistic", &ev.optimistic);
         const char *ps = bm_json_get_str(d, "/payload_status");
         ev.payload = ps ? bm_payload_status_parse(ps, strlen(ps)) : BM_PAYLOAD_UNKNOWN;
+        mn->last_stream_head_ms = now;
+        mn->has_stream_root = true;
+        memcpy(mn->stream_root, ev.root, 32);
         return bm_head_on_head(m->head, mn->idx, &ev, now) == 0;
     }
     if (topic_is(topic, tl, "block")) {
@@ -443,13 +530,14 @@ static void on_up(bm_nodestream_t *s, void *ud)
     bm_log(reconnect ? BM_LOG_INFO : BM_LOG_DEBUG, "monitor: %s: event stream %s (%s)",
            mn->node->id, reconnect ? "reconnected" : "connected", mn->head_v2 ? "head_v2" : "head");
     bm_head_on_connect(m->head, mn->idx, now);
-    if (req_start(mn, REQ_HEAD, "/eth/v1/beacon/headers/head", NULL))
-        mn->info.header_fetches++;
+    poll_head(mn, "connect", now);
     if (reconnect)
         bm_discovery_refresh(m->disc, mn->node); /* it may have been upgraded */
     tell_conn(m, mn, true);
     arm_timer(m);
 }
+
+static bool step_down(mnode_t *mn, bool names_v2, bool names_payload, const char *why);
 
 static void on_down(bm_nodestream_t *s, const bm_nodestream_failure_t *f, void *ud)
 {
@@ -459,6 +547,14 @@ static void on_down(bm_nodestream_t *s, const bm_nodestream_failure_t *f, void *
     mn->info.last_err = f->err;
     mn->info.last_status = f->status;
     went_down(mn);
+    /* Not a byte for the whole head wait (at least two slots) from a node that answers its
+     * other requests: Lodestar before 1.10 answers a topic it does not know (head_v2, the
+     * comma form) by never answering at all, where newer clients say 400. Treated as a
+     * refusal naming nothing: the next rung of the ladder. A node that merely had nothing
+     * to say for two slots loses head_v2 until its version changes; head carries the same
+     * head (the cluster stream synthesises head_v2 from it). */
+    if (f->head_timeout && mn->node->reachable && !mn->m->stopped)
+        step_down(mn, false, false, "never answered (no byte within the head wait)");
 }
 
 /* The topic list for the node's place on the fallback ladder. */
@@ -495,6 +591,27 @@ static void update_topics(mnode_t *mn)
     went_down(mn);
 }
 
+/*
+ * One rung down the topic ladder: head_v2 -> head first (older clients), then drop
+ * execution_payload_available. `names_v2` / `names_payload`: the refusal named that topic
+ * (a refusal naming nothing takes the next rung). False when nothing is left to drop.
+ */
+static bool step_down(mnode_t *mn, bool names_v2, bool names_payload, const char *why)
+{
+    if (mn->head_v2 && (names_v2 || !names_payload)) {
+        mn->head_v2 = false;
+        bm_log(BM_LOG_INFO, "monitor: %s: head_v2 %s, falling back to head", mn->node->id, why);
+    } else if (mn->payload_topic && !mn->payload_refused) {
+        mn->payload_refused = true;
+        bm_log(BM_LOG_INFO, "monitor: %s: execution_payload_available %s, dropped", mn->node->id,
+               why);
+    } else {
+        return false;
+    }
+    update_topics(mn);
+    return true;
+}
+
 static void on_rejected(bm_nodestream_t *s, int status, const char *body, size_t len, void *ud)
 {
     mnode_t *mn = ud;
@@ -504,32 +621,36 @@ static void on_rejected(bm_nodestream_t *s, int status, const char *body, size_t
     /* which topic? the message names it ("Invalid topic: head_v2"); unnamed: next rung */
     bool names_v2 = memmem(body, len, "head_v2", 7) != NULL;
     bool names_payload = memmem(body, len, "execution_payload_available", 27) != NULL;
-    if (mn->head_v2 && (names_v2 || !names_payload)) {
-        mn->head_v2 = false;
-        bm_log(BM_LOG_INFO, "monitor: %s: head_v2 refused (%d), falling back to head", mn->node->id,
-               status);
-    } else if (mn->payload_topic && !mn->payload_refused) {
-        mn->payload_refused = true;
-        bm_log(BM_LOG_INFO, "monitor: %s: execution_payload_available refused (%d), dropped",
-               mn->node->id, status);
-    } else {
+    char why[32];
+    snprintf(why, sizeof why, "refused (%d)", status);
+    if (!step_down(mn, names_v2, names_payload, why))
         bm_log_limited(&mn->m->log_lim, BM_LOG_WARN,
                        "monitor: %s: event topics refused (%d): %.*s; retrying later", mn->node->id,
                        status, (int)(len < 200 ? len : 200), body);
-        return; /* nothing left to drop: the stream retries at the longest step */
-    }
-    update_topics(mn);
+    /* nothing left to drop: the stream retries at the longest step */
 }
 
 /* ---- time ----------------------------------------------------------------------------- */
 
 static void on_timer(uv_timer_t *t);
 
+/* Does any node depend on the mid-slot poll (its stream is not up, or its head unknown)? */
+static bool mid_slot_wanted(const bm_monitor_t *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        bm_head_node_view_t v;
+        if (!m->nodes[i].connected || (bm_head_node_view(m->head, i, &v) == 0 && !v.has_head))
+            return true;
+    }
+    return false;
+}
+
 /*
- * Arms the timer for the next slot start or the tracker's wake-up, if earlier; at once
- * when the current slot's round has not run yet. A timer already due is never pushed
- * back: an event that arrives just after a slot start (with the timer due but not yet
- * run in this loop turn) must not skip that slot's round.
+ * Arms the timer for the next slot start, the mid-slot poll point (when a node needs it)
+ * or the tracker's wake-up, whichever is first; at once when the current slot's round has
+ * not run yet. A timer already due is never pushed back: an event that arrives just after
+ * a slot start (with the timer due but not yet run in this loop turn) must not skip that
+ * slot's round.
  */
 static void arm_timer(bm_monitor_t *m)
 {
@@ -539,9 +660,16 @@ static void arm_timer(bm_monitor_t *m)
     uint64_t at;
     if (now < m->clock.genesis_ms) {
         at = m->clock.genesis_ms;
+        uint64_t lead = bm_headpoll_pregenesis_ms(&m->clock);
+        uint64_t pre = m->clock.genesis_ms > lead ? m->clock.genesis_ms - lead : 0;
+        if (!m->pregenesis_polled && mid_slot_wanted(m))
+            at = pre > now ? pre : now;
     } else {
         uint64_t slot = bm_slot_at(&m->clock, now);
         at = slot != m->last_slot ? now : bm_slot_start_ms(&m->clock, slot + 1);
+        uint64_t mid = bm_headpoll_mid_slot_ms(&m->clock, slot);
+        if (slot != m->mid_slot && mid < at && mid_slot_wanted(m))
+            at = mid > now ? mid : now;
     }
     uint64_t w = bm_head_next_wakeup_ms(m->head);
     /* A wake-up already due is served 1 ms from now, never at 0 ms: libuv 1.44 runs a timer
@@ -600,7 +728,48 @@ static void refresh_payload(bm_monitor_t *m, const bm_chain_info_t *c, uint64_t 
         update_topics(&m->nodes[i]);
 }
 
-static void per_slot(bm_monitor_t *m, uint64_t now)
+/* The cluster head came back after it was reported missing. */
+static void head_back(bm_monitor_t *m, uint64_t slot)
+{
+    if (m->missing_since != UINT64_MAX && m->missing_logged) {
+        bm_head_info_t ch;
+        bm_head_cluster(m->head, &ch);
+        bm_log(BM_LOG_INFO,
+               "monitor: cluster head known again (slot %llu) after %llu slot(s) without one",
+               (unsigned long long)ch.slot, (unsigned long long)(slot - m->missing_since));
+    }
+    m->missing_since = UINT64_MAX;
+    m->missing_logged = false;
+}
+
+/* At each slot start: says loudly (once a minute) when the chain runs without a cluster
+ * head for a whole slot: nothing served can be checked for freshness then. */
+static void check_missing(bm_monitor_t *m, uint64_t slot)
+{
+    bm_head_info_t ch;
+    if (bm_head_cluster(m->head, &ch)) {
+        head_back(m, slot);
+        return;
+    }
+    if (m->missing_since == UINT64_MAX)
+        m->missing_since = slot;
+    if (slot == m->missing_since)
+        return; /* at genesis and at start-up, the first heads are on their way */
+    size_t known = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        bm_head_node_view_t v;
+        known += bm_head_node_view(m->head, i, &v) == 0 && v.has_head && !v.stale;
+    }
+    m->missing_logged = true;
+    bm_log_limited(&m->missing_lim, BM_LOG_WARN,
+                   "monitor: NO CLUSTER HEAD while the chain runs (slot %llu, since slot %llu): "
+                   "no answer can be checked for freshness; live heads known from %zu of %zu "
+                   "node(s), quorum %u",
+                   (unsigned long long)slot, (unsigned long long)m->missing_since, known, m->n,
+                   bm_head_quorum(m->head));
+}
+
+static void per_slot(bm_monitor_t *m, uint64_t now, uint64_t slot)
 {
     refresh_payload(m, bm_discovery_chain(m->disc), now);
     for (size_t i = 0; i < m->n && !m->stopped; i++) {
@@ -613,6 +782,8 @@ static void per_slot(bm_monitor_t *m, uint64_t now)
             mn->info.syncing_polls++;
         }
     }
+    poll_round(m, BM_HEADPOLL_SLOT_START, now);
+    check_missing(m, slot);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -626,9 +797,43 @@ static void on_timer(uv_timer_t *t)
     uint64_t slot = now < m->clock.genesis_ms ? UINT64_MAX : bm_slot_at(&m->clock, now);
     if (slot != UINT64_MAX && slot != m->last_slot) {
         m->last_slot = slot;
-        per_slot(m, now);
+        per_slot(m, now, slot);
+    }
+    if (slot == UINT64_MAX && !m->pregenesis_polled &&
+        now + bm_headpoll_pregenesis_ms(&m->clock) >= m->clock.genesis_ms) {
+        m->pregenesis_polled = true; /* the nodes' genesis blocks, to count from genesis on */
+        poll_round(m, BM_HEADPOLL_SLOT_START, now);
+    }
+    if (slot != UINT64_MAX && slot != m->mid_slot && !m->stopped &&
+        now >= bm_headpoll_mid_slot_ms(&m->clock, slot)) {
+        m->mid_slot = slot;
+        poll_round(m, BM_HEADPOLL_MID_SLOT, now);
     }
     arm_timer(m);
+}
+
+/*
+ * How long a stream may wait for its response head: events.headersTimeout, but at least
+ * two slots (bm_nodestream_head_wait_ms) and at least the idle timeout, so that a stream
+ * that has said nothing yet is judged like a stream that went quiet. `slot_ms` 0: unknown.
+ */
+static uint32_t head_wait(const bm_monitor_t *m, uint32_t slot_ms)
+{
+    uint64_t idle = (uint64_t)m->opts.idle_slots * (slot_ms ? slot_ms : 12000u);
+    uint32_t w = bm_nodestream_head_wait_ms(m->opts.headers_timeout_ms, slot_ms);
+    return idle > w ? (idle > UINT32_MAX ? UINT32_MAX : (uint32_t)idle) : w;
+}
+
+/* The cluster head moved: nodes whose stream does not deliver are asked now (they most
+ * likely hold the block that moved it). */
+static void on_cluster_move(const bm_head_change_t *c, void *ud)
+{
+    bm_monitor_t *m = ud;
+    if (m->stopped || !m->clock_known)
+        return;
+    if (c->at_ms >= m->clock.genesis_ms)
+        head_back(m, bm_slot_at(&m->clock, c->at_ms));
+    poll_round(m, BM_HEADPOLL_CLUSTER_MOVED, c->at_ms);
 }
 
 static void on_chain(const bm_chain_info_t *c, void *ud)
@@ -644,8 +849,17 @@ static void on_chain(const bm_chain_info_t *c, void *ud)
         uint64_t idle = (uint64_t)m->opts.idle_slots * c->clock.slot_ms;
         if (idle > UINT32_MAX)
             idle = UINT32_MAX;
-        for (size_t i = 0; i < m->n; i++)
+        uint32_t wait = head_wait(m, c->clock.slot_ms);
+        if (m->opts.headers_timeout_ms && m->opts.headers_timeout_ms < wait)
+            bm_log(BM_LOG_INFO,
+                   "monitor: events.headersTimeout (%u ms) is below two slots or the streams' "
+                   "idle time; event streams wait %u ms for their response head (a node may send "
+                   "it only with its first event)",
+                   m->opts.headers_timeout_ms, wait);
+        for (size_t i = 0; i < m->n; i++) {
             bm_nodestream_set_idle_timeout(m->nodes[i].stream, (uint32_t)idle);
+            bm_nodestream_set_headers_timeout(m->nodes[i].stream, wait);
+        }
     }
     refresh_payload(m, c, now);
     m->timer_at = 0; /* the clock may have moved: re-arm from scratch */
@@ -677,8 +891,12 @@ bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool
     if (m->opts.idle_slots < 2)
         m->opts.idle_slots = 2;
     m->last_slot = UINT64_MAX;
+    m->mid_slot = UINT64_MAX;
+    m->missing_since = UINT64_MAX;
     m->log_lim.window_ms = 10000;
     m->log_lim.burst = 10;
+    m->missing_lim.window_ms = 60000;
+    m->missing_lim.burst = 1;
     bm_hdrs_init(&m->req_hdrs);
     m->nodes = calloc(n, sizeof *m->nodes);
     if (!m->nodes || bm_hdrs_add_z(&m->req_hdrs, "Accept", "application/json") != 0)
@@ -687,7 +905,7 @@ bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool
     bm_nodestream_opts_t so;
     bm_nodestream_opts_default(&so);
     so.connect_timeout_ms = m->opts.connect_timeout_ms;
-    so.headers_timeout_ms = m->opts.headers_timeout_ms;
+    so.headers_timeout_ms = head_wait(m, 0); /* set from the slot once the chain is known */
     bm_nodestream_cbs_t cbs = {
         .on_event = on_event, .on_up = on_up, .on_down = on_down, .on_rejected = on_rejected};
     for (size_t i = 0; i < n; i++) {
@@ -697,6 +915,7 @@ bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool
         mn->node = bm_pool_node(pool, i);
         mn->head_v2 = true;
         mn->info.head_v2 = true;
+        mn->poll_slot = UINT64_MAX;
         const char *t[8];
         size_t nt = topics_for(mn, false, t);
         mn->stream =
@@ -724,6 +943,11 @@ int bm_monitor_start(bm_monitor_t *m)
         return BM_EINVAL;
     m->started = true;
     bm_head_set_fetch(m->head, fetch_header, m);
+    const bm_head_listener_t l = {.head = on_cluster_move};
+    int lrc = bm_head_listen(m->head, &l, m);
+    if (lrc)
+        return lrc;
+    m->listening = true;
     bm_discovery_on_chain(m->disc, on_chain, m);
     const bm_chain_info_t *c = bm_discovery_chain(m->disc);
     if (c->known)
@@ -752,6 +976,10 @@ void bm_monitor_stop(bm_monitor_t *m)
     if (m->started) {
         bm_head_set_fetch(m->head, NULL, NULL);
         bm_discovery_off_chain(m->disc, m);
+    }
+    if (m->listening) {
+        bm_head_unlisten(m->head, m);
+        m->listening = false;
     }
     for (size_t i = 0; i < m->n; i++) {
         bm_nodestream_free(m->nodes[i].stream);
@@ -815,12 +1043,30 @@ int bm_monitor_node_info(const bm_monitor_t *m, size_t node, bm_monitor_node_inf
         return BM_EINVAL;
     const mnode_t *mn = &m->nodes[node];
     *out = mn->info;
+    if (!out->last_poll_why)
+        out->last_poll_why = "";
     if (mn->stream) {
         bm_nodestream_stats_t st = bm_nodestream_stats(mn->stream);
         out->connects = st.connects;
         out->failures = st.failures;
         out->last_err = st.last_err;
         out->last_status = st.last_status;
+        out->stream_state = (int)bm_nodestream_state(mn->stream);
+        out->waiting_since_ms = st.attempt_since_ms;
     }
+    bm_head_node_view_t v;
+    out->head_polled = bm_head_node_view(m->head, node, &v) == 0 && v.has_head &&
+                       !(mn->has_stream_root && memcmp(mn->stream_root, v.root, 32) == 0);
     return 0;
+}
+
+bool bm_monitor_head_missing(const bm_monitor_t *m, uint64_t now_ms, uint64_t *since_slot)
+{
+    bm_head_info_t ch;
+    if (!m || !m->clock_known || now_ms < m->clock.genesis_ms || bm_head_cluster(m->head, &ch))
+        return false;
+    if (since_slot)
+        *since_slot =
+            m->missing_since != UINT64_MAX ? m->missing_since : bm_slot_at(&m->clock, now_ms);
+    return true;
 }

@@ -7,10 +7,15 @@
  * Each event is parsed and fed to the tracker as docs/head-tracker.md's wiring table
  * says; the tracker's header requests are answered with GET /eth/v1/beacon/headers/{root};
  * on every (re)connect the node's current head (GET /eth/v1/beacon/headers/head) is fed
- * as a head event; /eth/v1/node/syncing is polled once per slot per node for health; the
- * tracker is ticked at every slot start and at its own next wake-up; the tracker's clock
- * follows discovery's chain information. Then the event and connection listeners run
- * (the cluster event stream, replay of validator state). docs/monitor.md says why.
+ * as a head event, and so is the answer of the same request whenever the node's stream
+ * does not deliver its heads (not up yet, down, or silent while the cluster head moved;
+ * at most once per slot, src/cluster/headpoll.h says when), so that the tracker knows
+ * every node's head within a slot whether its stream works or not; /eth/v1/node/syncing
+ * is polled once per slot per node for health; the tracker is ticked at every slot start
+ * and at its own next wake-up; the tracker's clock follows discovery's chain information.
+ * Then the event and connection listeners run (the cluster event stream, replay of
+ * validator state). A cluster head missing while the chain runs is logged (rate-limited).
+ * docs/monitor.md says why.
  */
 #ifndef BM_MONITOR_H
 #define BM_MONITOR_H
@@ -32,7 +37,9 @@ typedef struct bm_monitor bm_monitor_t;
 
 typedef struct bm_monitor_opts {
     uint32_t connect_timeout_ms; /* streams and requests (default timeouts.connect) */
-    uint32_t headers_timeout_ms; /* default events.headersTimeout */
+    uint32_t headers_timeout_ms; /* events.headersTimeout (0: not set); the streams wait for
+                                    their response head at least two slots and at least their
+                                    idle timeout (see nodestream.h) */
     uint32_t request_timeout_ms; /* headers and syncing requests (default timeouts.read) */
     uint32_t idle_slots;         /* stream idle timeout in slots (default 2, minimum 2) */
     uint32_t gloas_lead_epochs;  /* subscribe to execution_payload_available this many
@@ -58,19 +65,30 @@ typedef void (*bm_monitor_conn_fn)(size_t node, bool up, void *ud);
 
 /** A node's stream, for the status page. */
 typedef struct bm_monitor_node_info {
-    bool connected;          /* the main stream is up */
-    bool head_v2;            /* subscribed to head_v2 (false: fell back to head) */
-    bool payload_topic;      /* execution_payload_available is in the topic list */
-    uint64_t connects;       /* 200 answers since start */
-    uint64_t failures;       /* failed attempts and dropped streams */
-    uint64_t events;         /* events received */
-    uint64_t bad_events;     /* events whose data could not be used */
-    uint64_t up_since_ms;    /* wall time the current stream came up (0: down) */
-    uint64_t last_event_ms;  /* wall time of the last event (0: never) */
-    uint64_t syncing_polls;  /* /eth/v1/node/syncing requests sent */
-    uint64_t header_fetches; /* /eth/v1/beacon/headers/... requests sent */
-    int last_err;            /* BM_E* of the stream's last failure (0: none) */
-    int last_status;         /* HTTP status of the stream's last answer (0: none) */
+    bool connected;            /* the main stream is up */
+    bool head_v2;              /* subscribed to head_v2 (false: fell back to head) */
+    bool payload_topic;        /* execution_payload_available is in the topic list */
+    uint64_t connects;         /* 200 answers since start */
+    uint64_t failures;         /* failed attempts and dropped streams */
+    uint64_t events;           /* events received */
+    uint64_t bad_events;       /* events whose data could not be used */
+    uint64_t up_since_ms;      /* wall time the current stream came up (0: down) */
+    uint64_t last_event_ms;    /* wall time of the last event (0: never) */
+    uint64_t syncing_polls;    /* /eth/v1/node/syncing requests sent */
+    uint64_t header_fetches;   /* /eth/v1/beacon/headers/{root} requests sent */
+    uint64_t head_polls;       /* /eth/v1/beacon/headers/head requests sent (at connect, and
+                                  whenever the stream does not deliver) */
+    uint64_t polled_heads;     /* their answers fed to the tracker */
+    uint64_t poll_failures;    /* their failures */
+    uint64_t last_poll_ms;     /* wall time of the last one sent (0: never) */
+    const char *last_poll_why; /* why (bm_headpoll_reason_name, or "connect"); static */
+    bool head_polled;          /* the tracker's head for this node did not come from its stream
+                                  (the stream never announced that root): it was polled */
+    int stream_state;          /* bm_nodestream_state_t of the main stream */
+    uint64_t waiting_since_ms; /* wall time the stream's current attempt was sent, while it
+                                  has received no response head yet (0: not waiting) */
+    int last_err;              /* BM_E* of the stream's last failure (0: none) */
+    int last_status;           /* HTTP status of the stream's last answer (0: none) */
 } bm_monitor_node_info_t;
 
 /**
@@ -107,5 +125,12 @@ bm_head_t *bm_monitor_head(bm_monitor_t *m);
 
 /** `node`'s stream figures into `out`. 0 or BM_EINVAL. */
 int bm_monitor_node_info(const bm_monitor_t *m, size_t node, bm_monitor_node_info_t *out);
+
+/**
+ * Whether the cluster head is unknown while the chain runs, at `now_ms` (the freshness
+ * guarantee is off): true with `since_slot` (may be NULL) the first slot it was seen
+ * missing in. False before genesis, before the chain is known, and with a cluster head.
+ */
+bool bm_monitor_head_missing(const bm_monitor_t *m, uint64_t now_ms, uint64_t *since_slot);
 
 #endif /* BM_MONITOR_H */

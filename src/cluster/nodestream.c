@@ -8,10 +8,13 @@
  *                       \--fail/headers timeout--> BACKOFF
  *   any --stop/free--> STOPPED
  *
- * In CONNECTING the timer is the response-head deadline, in UP (and while a non-200 body
- * arrives) the idle deadline, in BACKOFF the next attempt. The byte path only stores a
- * timestamp: the idle timer re-arms itself for the remaining time when it fires early, so
- * no timer call is made per read.
+ * CONNECTING lasts until the response head arrives, which some nodes (Lodestar) send only
+ * with their first event: waiting there is normal, and its limit (headers_timeout_ms) is
+ * at least two slots. In CONNECTING the timer is the response-head deadline, in UP (and
+ * while a non-200 body arrives) the idle deadline, in BACKOFF the next attempt. Both
+ * deadlines re-arm themselves for the remaining time when they fire early (the byte path
+ * only stores a timestamp; a new head limit only changes the number), so no timer call is
+ * made per read.
  *
  * The owner's callbacks may call anything back, so every attempt carries a generation:
  * when a callback returns, a changed generation (or a stop) means the attempt it was
@@ -56,13 +59,14 @@ struct bm_nodestream {
     bm_nodestream_state_t state;
     bool started;
     bool freed;
-    uint64_t gen;     /* bumped whenever the current attempt is abandoned */
-    int cb_depth;     /* owner callbacks on the stack */
-    bool head_seen;   /* the current attempt got its response head */
-    int status;       /* ... with this status */
-    bm_str_t errbody; /* first bytes of a non-200 body */
-    uint64_t rx_mono; /* uv_now of the last byte */
-    uint64_t up_mono; /* uv_now of the 200 */
+    uint64_t gen;          /* bumped whenever the current attempt is abandoned */
+    int cb_depth;          /* owner callbacks on the stack */
+    bool head_seen;        /* the current attempt got its response head */
+    int status;            /* ... with this status */
+    bm_str_t errbody;      /* first bytes of a non-200 body */
+    uint64_t rx_mono;      /* uv_now of the last byte */
+    uint64_t up_mono;      /* uv_now of the 200 */
+    uint64_t attempt_mono; /* uv_now the current attempt was sent */
     uint32_t rng;
     bm_nodestream_stats_t st;
     bm_log_limit_t log_lim;
@@ -79,13 +83,21 @@ void bm_nodestream_opts_default(bm_nodestream_opts_t *o)
 {
     memset(o, 0, sizeof *o);
     o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
-    o->headers_timeout_ms = BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS;
+    /* events.headersTimeout not set: two slots of the usual 12 s until the owner knows */
+    o->headers_timeout_ms = bm_nodestream_head_wait_ms(BM_DEFAULT_EVENTS_HEADERS_TIMEOUT_MS, 0);
     o->idle_timeout_ms = 24000;
     o->backoff_min_ms = 1000;
     o->backoff_max_ms = 16000;
     o->stable_ms = 5000;
     o->max_event_bytes = BM_SSE_DEFAULT_MAX_DATA;
     o->path = "/eth/v1/events";
+}
+
+uint32_t bm_nodestream_head_wait_ms(uint32_t configured_ms, uint32_t slot_ms)
+{
+    uint64_t two_slots = 2ull * (slot_ms ? slot_ms : 12000u);
+    uint64_t w = configured_ms > two_slots ? configured_ms : two_slots;
+    return w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
 }
 
 uint32_t bm_nodestream_backoff_ms(const bm_nodestream_opts_t *o, uint32_t step, uint32_t rnd)
@@ -209,6 +221,7 @@ static void abandon(bm_nodestream_t *s)
     }
     uv_timer_stop(&s->timer);
     s->head_seen = false;
+    s->st.attempt_since_ms = 0;
     s->status = 0;
     bm_str_clear(&s->errbody);
 }
@@ -228,6 +241,13 @@ static void fail(bm_nodestream_t *s, int err, const char *detail)
     int status = s->status;
     if (was_up && now - s->up_mono >= s->opts.stable_ms)
         s->st.step = 0; /* it was up long enough: start the schedule over */
+    /* Connected and waiting for the head that long, without the connection failing: the
+     * node is there and had nothing to say. Try again soon rather than after a growing
+     * backoff, during which its first event could be missed. */
+    bool head_timeout =
+        !was_up && err == BM_ETIMEDOUT && !s->head_seen && s->state == BM_NODESTREAM_CONNECTING;
+    if (head_timeout && now - s->attempt_mono >= s->opts.stable_ms)
+        s->st.step = 0;
     abandon(s);
     s->st.step++;
     uint32_t delay = bm_nodestream_backoff_ms(&s->opts, s->st.step, next_rand(s));
@@ -240,8 +260,12 @@ static void fail(bm_nodestream_t *s, int err, const char *detail)
                    "nodestream %s: %s (%s); reconnecting in %u ms", s->url_masked,
                    was_up ? "stream dropped" : "connect failed", detail, delay);
     if (s->cbs.on_down) {
-        bm_nodestream_failure_t f = {
-            .err = err, .status = status, .was_up = was_up, .detail = detail, .retry_ms = delay};
+        bm_nodestream_failure_t f = {.err = err,
+                                     .status = status,
+                                     .was_up = was_up,
+                                     .head_timeout = head_timeout,
+                                     .detail = detail,
+                                     .retry_ms = delay};
         s->cb_depth++;
         s->cbs.on_down(s, &f, s->ud);
         s->cb_depth--;
@@ -278,6 +302,7 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
     if (x != s->x)
         return;
     s->head_seen = true;
+    s->st.attempt_since_ms = 0;
     s->status = status;
     s->st.last_status = status;
     s->rx_mono = uv_now(s->loop);
@@ -374,11 +399,13 @@ static void attempt(bm_nodestream_t *s)
     };
     bm_xfer_cbs_t cbs = {.on_head = on_head, .on_data = on_data, .on_done = on_done};
     s->rx_mono = uv_now(s->loop);
+    s->attempt_mono = s->rx_mono;
     s->x = bm_upstream_start(s->up, &req, &cbs, s);
     if (!s->x) {
         fail(s, BM_EIO, "the request could not be started");
         return;
     }
+    s->st.attempt_since_ms = bm_clock_now_ms();
     arm(s, s->opts.headers_timeout_ms);
 }
 
@@ -392,6 +419,11 @@ static void on_timer(uv_timer_t *t)
         break;
     case BM_NODESTREAM_CONNECTING:
         if (!s->head_seen) {
+            uint64_t waited = now - s->attempt_mono;
+            if (waited < s->opts.headers_timeout_ms) {
+                arm(s, s->opts.headers_timeout_ms - waited); /* the limit grew meanwhile */
+                break;
+            }
             s->st.header_timeouts++;
             char d[96];
             snprintf(d, sizeof d, "no response headers within %u ms", s->opts.headers_timeout_ms);
@@ -546,6 +578,18 @@ void bm_nodestream_set_idle_timeout(bm_nodestream_t *s, uint32_t idle_timeout_ms
 {
     if (idle_timeout_ms)
         s->opts.idle_timeout_ms = idle_timeout_ms;
+}
+
+void bm_nodestream_set_headers_timeout(bm_nodestream_t *s, uint32_t headers_timeout_ms)
+{
+    if (!headers_timeout_ms || s->freed)
+        return;
+    s->opts.headers_timeout_ms = headers_timeout_ms;
+    if (s->state != BM_NODESTREAM_CONNECTING || s->head_seen || !s->x)
+        return;
+    /* the attempt waiting now: its deadline counts from when it was sent */
+    uint64_t waited = uv_now(s->loop) - s->attempt_mono;
+    arm(s, waited < headers_timeout_ms ? headers_timeout_ms - waited : 0);
 }
 
 void bm_nodestream_stop(bm_nodestream_t *s)

@@ -6,13 +6,17 @@
  *
  * The stream is a libcurl transfer in stream mode with no total timeout, parsed
  * incrementally with our SSE parser. It keeps itself alive:
- *   - no response headers within headers_timeout_ms (events.headersTimeout, 5 s) counts as
- *     a failed attempt (the hanging-node case);
+ *   - a stream that was sent and has received nothing yet is waiting, not failed: real
+ *     nodes (Lodestar, on Node.js) send their response head only together with their first
+ *     event. Only no response head at all within headers_timeout_ms counts as a failed
+ *     attempt (a node that hangs); owners make that at least two slots
+ *     (bm_nodestream_head_wait_ms), so a node announcing its next block is never cut;
  *   - no byte at all (comments included) for idle_timeout_ms (at least two slots) drops
  *     the stream and reconnects;
  *   - a failed attempt or a dropped stream reconnects after a backoff of 1 s doubling to
  *     16 s, with jitter (each delay is drawn in [3/4, 1] of its step), reset to the first
- *     step once a stream stayed up for stable_ms (5 s);
+ *     step once a stream stayed up for stable_ms (5 s), or waited that long for its head
+ *     without the connection failing (the node is there; it had nothing to say);
  *   - a 400 answer means the node refused the topic list: it is reported to the owner
  *     (on_rejected, with the node's error body) instead of being retried blindly. The owner
  *     changes the topics (bm_nodestream_set_topics: head_v2 -> head, drop a topic), which
@@ -42,12 +46,14 @@ typedef struct bm_nodestream bm_nodestream_t;
 
 typedef struct bm_nodestream_opts {
     uint32_t connect_timeout_ms; /* TCP/TLS connect (default timeouts.connect) */
-    uint32_t headers_timeout_ms; /* response head within (default events.headersTimeout) */
+    uint32_t headers_timeout_ms; /* no response head within this fails the attempt (default
+                                    24000: two 12 s slots; see bm_nodestream_head_wait_ms) */
     uint32_t idle_timeout_ms;    /* longest silence, comments count as bytes (default 24000:
                                     two 12 s slots; the owner sets it from the slot) */
     uint32_t backoff_min_ms;     /* first reconnect step (default 1000) */
     uint32_t backoff_max_ms;     /* last step (default 16000) */
-    uint32_t stable_ms;          /* up this long resets the backoff (default 5000) */
+    uint32_t stable_ms;          /* up (or connected and waiting for the response head) this
+                                    long resets the backoff (default 5000) */
     size_t max_event_bytes;      /* one event's data; larger ones are dropped (default 1 MiB) */
     const char *path;            /* default "/eth/v1/events"; copied */
 } bm_nodestream_opts_t;
@@ -55,7 +61,8 @@ typedef struct bm_nodestream_opts {
 /** The connection state (one setter in nodestream.c logs transitions at debug level). */
 typedef enum bm_nodestream_state {
     BM_NODESTREAM_IDLE = 0,   /* created, not started */
-    BM_NODESTREAM_CONNECTING, /* request sent, waiting for the response head */
+    BM_NODESTREAM_CONNECTING, /* request sent, waiting for the response head (which some
+                                 nodes send only with their first event) */
     BM_NODESTREAM_UP,         /* 200 received, events flowing */
     BM_NODESTREAM_BACKOFF,    /* waiting before the next attempt */
     BM_NODESTREAM_STOPPED,    /* bm_nodestream_stop, or freed */
@@ -67,6 +74,9 @@ typedef struct bm_nodestream_failure {
                            ECONNREFUSED, ECONNRESET (the node closed the stream), ... */
     int status;         /* HTTP status when one arrived, else 0 */
     bool was_up;        /* the stream had delivered its 200 head */
+    bool head_timeout;  /* no byte at all (not even the response head) within the head wait:
+                           a hang, or a node that had nothing to say; Lodestar before 1.10
+                           also answers a topic it does not know this way */
     const char *detail; /* human-readable cause, borrowed for the callback */
     uint32_t retry_ms;  /* the next attempt starts after this long */
 } bm_nodestream_failure_t;
@@ -104,16 +114,26 @@ typedef struct bm_nodestream_stats {
     uint64_t events;
     uint64_t dropped_events; /* over max_event_bytes */
     uint64_t bytes;
-    uint64_t up_since_ms;   /* wall time of the current stream's 200 (0: not up) */
-    uint64_t last_byte_ms;  /* wall time of the last byte received (0: never) */
-    uint32_t step;          /* backoff steps taken since the last stable stream */
-    uint32_t last_retry_ms; /* the last backoff delay drawn */
-    int last_err;           /* BM_E* of the last failure (0: none) */
-    int last_status;        /* HTTP status of the last answer (0: none) */
+    uint64_t up_since_ms;      /* wall time of the current stream's 200 (0: not up) */
+    uint64_t last_byte_ms;     /* wall time of the last byte received (0: never) */
+    uint64_t attempt_since_ms; /* wall time the current attempt was sent, while it waits for
+                                  its response head (0: not waiting) */
+    uint32_t step;             /* backoff steps taken since the last stable stream */
+    uint32_t last_retry_ms;    /* the last backoff delay drawn */
+    int last_err;              /* BM_E* of the last failure (0: none) */
+    int last_status;           /* HTTP status of the last answer (0: none) */
 } bm_nodestream_stats_t;
 
 /** Fills `o` with the defaults above. */
 void bm_nodestream_opts_default(bm_nodestream_opts_t *o);
+
+/**
+ * How long a stream may wait for its response head: `configured_ms` (events.headersTimeout;
+ * 0: not set) but never less than two slots of `slot_ms` (0: slot unknown, two 12 s slots).
+ * A node that sends its head only with its first event answers within a slot when blocks
+ * come; two slots leave room for one empty slot. Pure; saturates at UINT32_MAX.
+ */
+uint32_t bm_nodestream_head_wait_ms(uint32_t configured_ms, uint32_t slot_ms);
 
 /**
  * The backoff delay for failure number `step` (1 = the first failure after a stable
@@ -156,6 +176,12 @@ void bm_nodestream_reconnect(bm_nodestream_t *s);
  * running stream from its next byte.
  */
 void bm_nodestream_set_idle_timeout(bm_nodestream_t *s, uint32_t idle_timeout_ms);
+
+/**
+ * Sets the response-head limit (e.g. bm_nodestream_head_wait_ms once the slot duration is
+ * known); applies to the attempt waiting now, counted from when it was sent.
+ */
+void bm_nodestream_set_headers_timeout(bm_nodestream_t *s, uint32_t headers_timeout_ms);
 
 /** Stops for good: cancels the transfer and the timer. No callback runs afterwards. */
 void bm_nodestream_stop(bm_nodestream_t *s);

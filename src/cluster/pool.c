@@ -284,6 +284,7 @@ int bm_node_rank(const bm_node_t *n)
     case BM_NODE_READY:
         return 0;
     case BM_NODE_LAGGING:
+    case BM_NODE_NO_HEAD: /* answers; whether it is behind is unknown, not proven */
         return 1;
     case BM_NODE_OPTIMISTIC:
     case BM_NODE_SYNCING:
@@ -328,7 +329,7 @@ const char *bm_node_state_name(bm_node_state_t s)
 {
     static const char *const names[BM_NODE_STATE_COUNT] = {
         "unknown",          "ready",       "lagging",       "syncing", "optimistic", "forked",
-        "time-discrepancy", "unreachable", "wrong-network",
+        "time-discrepancy", "unreachable", "wrong-network", "no-head",
     };
     return (unsigned)s < BM_NODE_STATE_COUNT ? names[s] : "invalid";
 }

@@ -27,6 +27,7 @@ typedef enum bm_node_state {
     BM_NODE_TIME_DISCREPANCY,
     BM_NODE_UNREACHABLE,
     BM_NODE_WRONG_NETWORK,
+    BM_NODE_NO_HEAD, /* the chain runs and its head is unknown: its freshness cannot be judged */
     BM_NODE_STATE_COUNT
 } bm_node_state_t;
 
@@ -190,8 +191,8 @@ bool bm_node_usable(const bm_node_t *n);
 
 /**
  * Rank used to order candidates: lower is better. READY first, then states that still
- * answer (lagging, syncing, optimistic, time-discrepancy, forked), then unknown and
- * unreachable (tried last, they may have come back). Wrong-network nodes are never used.
+ * answer (lagging and no-head, syncing, optimistic, time-discrepancy, forked), then unknown
+ * and unreachable (tried last, they may have come back). Wrong-network nodes are never used.
  */
 int bm_node_rank(const bm_node_t *n);
 

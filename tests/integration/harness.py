@@ -226,6 +226,12 @@ def beacon_spec(seconds_per_slot=12, slots_per_epoch=32, extra=None):
 DISCOVERY_PATHS = ("/eth/v1/node/version", "/eth/v1/beacon/genesis", "/eth/v1/config/spec",
                    "/eth/v1/config/fork_schedule", "/eth/v1/config/deposit_contract",
                    "/eth/v1/node/syncing")
+HEADERS_PATH = "/eth/v1/beacon/headers/"  # a node's head (and its ancestry): it has one
+
+
+def fake_root(slot):
+    """The root of the double's block at `slot` (every double has the same chain)."""
+    return "0x%064x" % (slot + 1)
 
 
 class FakeBeacon:
@@ -233,8 +239,10 @@ class FakeBeacon:
 
     `routes` maps (method, path) to a callable(handler) -> (status, headers, body) or to a
     tuple; `mode` switches the node: "ok", "hang" (accept, never answer), "error" (500),
-    "midbody" (headers then half a body, then close). Modes spare the discovery paths
-    (so the node stays "ready") unless suffixed "-all". Every request is recorded.
+    "midbody" (headers then half a body, then close). Modes spare the discovery paths and
+    the block headers (so the node stays "ready": beaconmux judges a node by its head once
+    the chain runs) unless suffixed "-all". Every request is recorded. The double's chain
+    has a block at every slot (`fake_root`), its head at the current slot.
     """
 
     def __init__(self, genesis_root=ROOT_A, version="Lighthouse/v7.0.0/x86_64-linux",
@@ -269,10 +277,32 @@ class FakeBeacon:
         if path == "/eth/v1/config/fork_schedule":
             return self.json_body({"data": [{"previous_version": "0x10000000",
                                              "current_version": "0x10000000", "epoch": "0"}]})
+        if path.startswith(HEADERS_PATH):
+            return self.header(path[len(HEADERS_PATH):])
         if path == "/eth/v1/config/deposit_contract":
             return self.json_body({"data": {"chain_id": "17000",
                                             "address": "0x4242424242424242424242424242424242424242"}})
         return 404, {"Content-Type": "application/json"}, b'{"code":404,"message":"not found"}'
+
+    def current_slot(self):
+        spp = int(self.spec["SECONDS_PER_SLOT"])
+        return max(0, (int(time.time()) - self.genesis_time) // spp)
+
+    def header(self, block_id):
+        """GET /eth/v1/beacon/headers/{head | 0x root}: the double's block."""
+        slot = self.current_slot()
+        if block_id != "head":
+            try:
+                slot = int(block_id, 16) - 1
+            except ValueError:
+                slot = -1
+            if slot < 0 or slot > self.current_slot():
+                return 404, {"Content-Type": "application/json"}, b'{"code":404,"message":"not found"}'
+        root = fake_root(slot)
+        return self.json_body({"execution_optimistic": False, "finalized": False, "data": {
+            "root": root, "canonical": True, "header": {"message": {
+                "slot": str(slot), "proposer_index": "1", "parent_root": fake_root(max(0, slot - 1)),
+                "state_root": root, "body_root": root}, "signature": "0x" + "00" * 96}}})
 
     def start(self, port=0):
         outer = self
@@ -294,8 +324,9 @@ class FakeBeacon:
                     outer.requests.append(rec)
                 mode = outer.mode
                 route = outer.routes.get((self.command, path)) or outer.routes.get(("*", path))
-                # modes hit everything but discovery, unless they end in "-all"
-                if path in DISCOVERY_PATHS and not mode.endswith("-all"):
+                # modes hit everything but discovery and the head, unless they end in "-all"
+                if (path in DISCOVERY_PATHS or path.startswith(HEADERS_PATH)) \
+                        and not mode.endswith("-all"):
                     mode = "ok"
                 mode = mode[:-4] if mode.endswith("-all") else mode
                 if mode == "hang":

@@ -203,7 +203,7 @@ class BeaconsimTest(unittest.TestCase):
         for word in ["lag=", "jitter=", "down", "hang", "error-rate=", "slow=", "stale", "fork",
                      "clock-skew=", "syncing", "optimistic", "sse-drop=", "client=",
                      "sse-style=", "sse-fragment", "gzip", "no-ssz", "payload-delay=",
-                     "big-values"]:
+                     "big-values", "sse-head-with-event", "sse-first-event-late="]:
             self.assertIn(word, out)
         for api in ["/sim/v1/truth", "/sim/v1/nodes/I/submissions", "/sim/v1/scenario"]:
             self.assertIn(api, out)
@@ -417,6 +417,46 @@ class BeaconsimTest(unittest.TestCase):
         sse.wait(lambda x: b"event: " in x.body and x.closed, 3, "a dropped stream")
         sse.close()
         self.put_node(2, {"sse_drop": 0})
+
+    def test_sse_slow_starters(self):
+        """sse-head-with-event: no response head before the first event, then both together;
+        sse-first-event-late: nothing at all for that long, then the held events. Changing
+        either ends the node's open streams."""
+        before = SseReader(self.nodes[3], ["head"])
+        before.wait(lambda x: x.head is not None, 2.5, "the head of a plain stream")
+        self.put_node(3, {"sse_head_with_event": True, "sse_first_event_late": 1500})
+        before.wait(lambda x: x.closed, 2, "the open stream ended by the change")
+        before.close()
+        host, port = self.nodes[3][7:].split(":")
+        s = socket.create_connection((host, int(port)), timeout=5)
+        try:
+            t0 = time.time()
+            s.sendall(b"GET /eth/v1/events?topics=head&topics=block HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.settimeout(4)
+            first = s.recv(65536)
+            waited = time.time() - t0
+            self.assertGreaterEqual(waited, 1.4, "bytes before the quiet start ended")
+            self.assertTrue(first.startswith(b"HTTP/1.1 200"), first[:40])
+            # the head left together with the events held meanwhile (one write)
+            self.assertIn(b"event: ", first)
+            self.assertNotIn(b"\r\n\r\n:", first)  # no comments
+        finally:
+            s.close()
+        # without the quiet start: the head waits for the node's next event (the next block)
+        self.put_node(3, {"sse_first_event_late": 0})
+        s = socket.create_connection((host, int(port)), timeout=5)
+        try:
+            s.sendall(b"GET /eth/v1/events?topics=head HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.settimeout(2.5)
+            first = s.recv(65536)
+            self.assertTrue(first.startswith(b"HTTP/1.1 200"), first[:40])
+            self.assertIn(b"event: head", first)
+        finally:
+            s.close()
+        self.put_node(3, {"sse_head_with_event": False})
+        st, r = get_json(self.control + "/sim/v1/nodes/3")
+        self.assertFalse(r["data"]["behaviour"]["sse_head_with_event"], r)
+        self.assertEqual(r["data"]["behaviour"]["sse_first_event_late"], 0)
 
     def test_y_big_values(self):
         rv = "0xc0" + "00" * 95

@@ -32,8 +32,9 @@ struct fake_held {
     fake_node_t *n;
     bm_req_t *req;
     fake_step_t st;
-    int next;      /* the next piece of a stream */
-    bool last_out; /* every piece of a stream is out */
+    int next;          /* the next piece of a stream */
+    bool last_out;     /* every piece of a stream is out */
+    bool head_pending; /* a stream whose head leaves with its first piece, not out yet */
     bool ended;
 };
 
@@ -56,11 +57,32 @@ static void held_closed(uv_handle_t *h)
     free(p);
 }
 
+/* The response head of a stream that waited for its first piece (200 unless scripted). */
+static void held_head(fake_held_t *p)
+{
+    if (!p->head_pending)
+        return;
+    p->head_pending = false;
+    const fake_step_t *st = &p->st;
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", st->ctype ? st->ctype : "text/event-stream");
+    for (int i = 0; i < FAKE_MAX_HDRS && st->hdrs[i][0]; i++)
+        bm_hdrs_add_z(&h, st->hdrs[i][0], st->hdrs[i][1]);
+    int rc = bm_resp_start(p->req, st->status ? st->status : 200, &h, -1);
+    bm_hdrs_dispose(&h);
+    if (rc == 0) { /* not when the client went away first */
+        p->n->answered++;
+        logf_(p->n->set, "%s<", p->n->id);
+    }
+}
+
 /* Ends the held request: cut (the connection closes at once) or finished. */
 static void held_end(fake_held_t *p, bool cut)
 {
     if (p->ended)
         return;
+    held_head(p); /* a stream that said nothing yet ends like any other */
     p->ended = true;
     fake_node_t *n = p->n;
     if (n->stream_held == p) {
@@ -120,6 +142,7 @@ static void on_stream_step(uv_timer_t *t)
     if (p->ended)
         return;
     const fake_step_t *st = &p->st;
+    held_head(p);
     if (p->last_out) {
         if (st->end == FAKE_HOLD) {
             bm_resp_write_copy(p->req, ":\n", 2);
@@ -153,6 +176,13 @@ static void on_due(uv_timer_t *t)
         return;
     fake_node_t *n = p->n;
     const fake_step_t *st = &p->st;
+    if (st->stream && st->head_with_first_piece) {
+        p->head_pending = true; /* the head waits for the first piece */
+        n->stream = p->req;
+        n->stream_held = p;
+        uv_timer_start(&p->t, on_stream_step, st->gap_ms, 0);
+        return;
+    }
     n->answered++;
     logf_(n->set, "%s<", n->id);
     bm_hdrs_t h;
@@ -395,9 +425,22 @@ void fake_stream_open(fake_node_t *n, bm_req_t *req)
     n->stream_held = p;
 }
 
+void fake_stream_open_lazy(fake_node_t *n, bm_req_t *req)
+{
+    if (n->stream_held)
+        held_end(n->stream_held, false);
+    fake_held_t *p = held_new(n, req);
+    p->last_out = true; /* nothing scripted: the test writes */
+    p->head_pending = true;
+    n->stream = req;
+    n->stream_held = p;
+}
+
 void fake_stream_write(fake_node_t *n, const char *text)
 {
     assert_non_null(n->stream);
+    if (n->stream_held)
+        held_head(n->stream_held);
     assert_int_equal(bm_resp_write_copy(n->stream, text, strlen(text)), 0);
 }
 

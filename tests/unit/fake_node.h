@@ -83,6 +83,8 @@ typedef struct fake_step {
     fake_end_t end;
     uint32_t end_after_ms;
     uint32_t keepalive_ms;
+    bool head_with_first_piece; /* a stream's head leaves only together with its first piece
+                                   (or comment): Lodestar's Node.js server does that */
 } fake_step_t;
 
 #define FAKE_HANG ((fake_step_t){0})
@@ -179,6 +181,9 @@ void fake_send_json(bm_req_t *req, int status, const char *fmt, ...)
 /** Answers `req` with a 200 event stream held open as the node's `stream` (an older one
  *  is ended); the client going away ends it. */
 void fake_stream_open(fake_node_t *n, bm_req_t *req);
+
+/** fake_stream_open, but the response head leaves only with the first write (Lodestar). */
+void fake_stream_open_lazy(fake_node_t *n, bm_req_t *req);
 
 /** Writes `text` on the node's open stream (asserts there is one). */
 void fake_stream_write(fake_node_t *n, const char *text);

@@ -171,6 +171,8 @@ static void test_pick_sets_then_tiers(void **state)
     assert_int_equal(order[0], 1);
     /* a no-head style state (anything new) counts as answering, never as ready */
     assert_int_equal(bm_pick_set_of((bm_node_state_t)(BM_NODE_STATE_COUNT + 1)), BM_PICK_ANSWERING);
+    assert_int_equal(bm_pick_set_of(BM_NODE_NO_HEAD), BM_PICK_ANSWERING);
+    assert_int_equal(bm_pick_set_of(BM_NODE_LAGGING), BM_PICK_ANSWERING);
     assert_int_equal(bm_pick_set_of(BM_NODE_WRONG_NETWORK), BM_PICK_NEVER);
     assert_int_equal(bm_pick_set_of(BM_NODE_UNREACHABLE), BM_PICK_MAYBE_BACK);
 }

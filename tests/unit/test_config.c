@@ -147,7 +147,7 @@ static void test_minimal(void **state)
     assert_int_equal(cfg->events.keepalive_ms, 15000);
     assert_int_equal(cfg->events.subscriber_max_pending, 1u << 20);
     assert_int_equal(cfg->events.dedup_window, 4096);
-    assert_int_equal(cfg->events.headers_timeout_ms, 5000);
+    assert_int_equal(cfg->events.headers_timeout_ms, BM_CONFIG_UNSET); /* two slots */
     assert_int_equal(cfg->duties.hold_floor_ms, 400);
     assert_int_equal(cfg->duties.max_hold_ms, 1000);
     assert_int_equal(cfg->duties.proposal_deadline_ms, 2000);
@@ -973,6 +973,7 @@ static void test_dump_round_trip(void **state)
                   "  - id: two\n    url: http://b\n"
                   "server: {maxBodyBytes: 1025, idleTimeout: 90s, shutdownTimeout: 0}\n"
                   "duties: {blockSelection: best-value, holdFloor: 1ms}\n"
+                  "events: {headersTimeout: 30s}\n"
                   "tls: {verify: false}\n"
                   "routing: {loadBalancing: least-conn, stickySessions: {key: X-C,\n"
                   "          rebalanceFactor: 1.25}}\n"
@@ -981,6 +982,7 @@ static void test_dump_round_trip(void **state)
                   "clientRoutes: [{prefix: /x, client: teku}]\n"
                   "routeRules: [{path: \"/s/*/v\", retry: {delay: 5ms}, tiers: [\"0\"],\n"
                   "              strategy: random, consensus: {query: 2, agree: 1}}]\n");
+    assert_int_equal(cfg->events.headers_timeout_ms, 30000);
     char *d = dump(cfg, false);
     bm_config_err_t err;
     bm_config_t *again = bm_config_parse(d, strlen(d), "dump", NULL, NULL, &err);
@@ -992,6 +994,7 @@ static void test_dump_round_trip(void **state)
                         "a$b \"q\" \\ \t \xc3\xa9 \xe2\x80\xa8 #");
     assert_non_null(strstr(d, "maxBodyBytes: 1025\n"));
     assert_non_null(strstr(d, "idleTimeout: 90s\n"));
+    assert_non_null(strstr(d, "headersTimeout: 30s\n"));
     assert_non_null(strstr(d, "listen: \"[::1]:6000\"\n"));
     assert_non_null(strstr(d, "rebalanceFactor: 1.25\n"));
     assert_non_null(strstr(d, "maxRatio: 0.05\n"));

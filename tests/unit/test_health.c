@@ -86,8 +86,9 @@ static void linear(unsigned from, unsigned to)
         blk(s, s - 1, s);
 }
 
-/* `count` discovered, reachable nodes; health (with `o`) and the tracker attached. */
-static void make(size_t count, const bm_health_opts_t *o)
+/* `count` discovered, reachable nodes; health (with `o`) and the tracker attached, the
+ * tracker's clock set at `start` (Unix ms). */
+static void make_at(size_t count, const bm_health_opts_t *o, uint64_t start)
 {
     F->pool = bm_pool_new();
     assert_non_null(F->pool);
@@ -109,11 +110,17 @@ static void make(size_t count, const bm_health_opts_t *o)
     assert_non_null(F->head);
     bm_head_set_fetch(F->head, on_fetch, NULL);
     bm_slot_clock_t c = {GENESIS, SLOT, SPE};
-    F->now = T(90, 0);
+    F->now = start;
     assert_int_equal(bm_head_set_clock(F->head, &c, F->now), 0);
     assert_int_equal(bm_health_set_head(F->health, F->head), 0);
     for (size_t i = 0; i < count; i++)
         bm_pool_set_network(F->pool, F->n[i], BM_NET_OK, "same network");
+}
+
+/* ... with the chain running (slot 90). */
+static void make(size_t count, const bm_health_opts_t *o)
+{
+    make_at(count, o, T(90, 0));
 }
 
 static int setup(void **state)
@@ -182,33 +189,56 @@ static bool cluster_at(unsigned id)
 
 /* ---- tests ---------------------------------------------------------------------------- */
 
-static void test_ready_before_any_cluster_head(void **state)
+/* Before genesis a node without a head is ready (there is nothing to know yet); once the
+ * chain runs it is no-head until a head of its is known, whatever the cluster head. */
+static void test_no_head_once_the_chain_runs(void **state)
 {
-    linear(95, 110);
-    make(3, NULL);
+    linear(1, 10);
+    make_at(3, NULL, T(0, -5000));
     for (size_t i = 0; i < 3; i++) {
         assert_int_equal(st(i), BM_NODE_READY);
         assert_false(F->n[i]->head_lag_known);
+        assert_non_null(strstr(F->n[i]->state_reason, "not started"));
     }
+    assert_false(bm_head_chain_slot(F->head, NULL));
     assert_int_equal(bm_health_quorum_base(F->health), 3);
     assert_int_equal(bm_health_quorum(F->health), 2);
     assert_int_equal(bm_head_quorum(F->head), 2);
-    /* one head from one node is no cluster head yet (quorum 2): everyone stays ready */
-    head(0, 100, T(100, 300));
-    for (size_t i = 0; i < 3; i++)
-        assert_int_equal(st(i), BM_NODE_READY);
-    head(1, 100, T(100, 400));
-    assert_true(cluster_at(100));
-    /* a node that has shown no head yet gets the grace of a node one slot behind */
-    assert_int_equal(st(2), BM_NODE_READY);
+    /* genesis: the chain runs and no head is known from anyone */
+    tick(T(0, 0));
+    uint64_t slot = 99;
+    assert_true(bm_head_chain_slot(F->head, &slot));
+    assert_int_equal(slot, 0);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(st(i), BM_NODE_NO_HEAD);
+        assert_non_null(strstr(F->n[i]->state_reason, "no head known"));
+        assert_non_null(strstr(F->n[i]->state_reason, "no cluster head either"));
+    }
+    /* the quorum base does not depend on heads: no-head nodes still count */
+    assert_int_equal(bm_health_quorum_base(F->health), 3);
+    /* one head from one node is no cluster head yet (quorum 2), but that node is judged */
+    head(0, 1, T(1, 300));
+    assert_int_equal(st(0), BM_NODE_READY);
+    assert_non_null(strstr(F->n[0]->state_reason, "no cluster head yet"));
+    assert_int_equal(st(1), BM_NODE_NO_HEAD);
+    head(1, 1, T(1, 400));
+    assert_true(cluster_at(1));
+    /* a cluster head does not make a node without a head ready, not even for a slot */
+    assert_int_equal(st(2), BM_NODE_NO_HEAD);
+    assert_null(strstr(F->n[2]->state_reason, "no cluster head either"));
     assert_false(F->n[2]->head_lag_known);
-    head(0, 101, T(101, 400));
+    head(2, 1, T(1, 500));
     assert_int_equal(st(2), BM_NODE_READY);
-    head(0, 102, T(102, 400));
-    assert_int_equal(st(2), BM_NODE_LAGGING);
-    assert_non_null(strstr(F->n[2]->state_reason, "no head"));
-    head(2, 102, T(102, 500));
-    assert_int_equal(st(2), BM_NODE_READY);
+    assert_int_equal(F->n[2]->head_lag, 0);
+    /* precedence: a node that says it is syncing is syncing, head or not */
+    teardown(state);
+    setup(state);
+    linear(1, 10);
+    make_at(2, NULL, T(3, 0));
+    assert_int_equal(st(0), BM_NODE_NO_HEAD);
+    sync_answer(0, true, false, false, 1, T(3, 100));
+    assert_int_equal(st(0), BM_NODE_SYNCING);
+    assert_int_equal(bm_node_rank(F->n[1]), bm_node_rank(&(bm_node_t){.state = BM_NODE_LAGGING}));
 }
 
 static void test_lag_against_max_head_lag(void **state)
@@ -441,9 +471,9 @@ static void test_transitions_counted_once(void **state)
 {
     linear(95, 110);
     make(3, NULL);
-    memset(F->transitions, 0, sizeof F->transitions);
     for (size_t i = 0; i < 3; i++)
         head(i, 100, T(100, 300));
+    memset(F->transitions, 0, sizeof F->transitions);
     head(0, 101, T(101, 300));
     head(0, 102, T(102, 300));
     assert_int_equal(st(2), BM_NODE_LAGGING);
@@ -486,7 +516,7 @@ static void test_detach_and_free_order(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_ready_before_any_cluster_head, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_head_once_the_chain_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lag_against_max_head_lag, setup, teardown),
         cmocka_unit_test_setup_teardown(test_syncing_poll_only_worsens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_time_discrepancy_from_syncing_poll, setup, teardown),

@@ -294,6 +294,18 @@ static void test_candidates(void **state)
     assert_ptr_equal(out[0], n[2]);
     assert_ptr_equal(out[1], n[1]);
     assert_ptr_equal(out[2], n[0]);
+    /* a node whose head is unknown is no candidate beside a ready one; alone it ranks with
+     * lagging nodes, ahead of syncing and unreachable ones */
+    n[0]->state = BM_NODE_NO_HEAD;
+    n[1]->state = BM_NODE_READY;
+    n[2]->state = BM_NODE_SYNCING;
+    assert_int_equal(bm_hint_candidates(pool, out, 4), 1);
+    assert_ptr_equal(out[0], n[1]);
+    n[1]->state = BM_NODE_UNREACHABLE;
+    assert_int_equal(bm_hint_candidates(pool, out, 4), 3);
+    assert_ptr_equal(out[0], n[0]);
+    assert_ptr_equal(out[1], n[2]);
+    assert_ptr_equal(out[2], n[1]);
     n[0]->state = n[1]->state = n[2]->state = BM_NODE_WRONG_NETWORK;
     assert_int_equal(bm_hint_candidates(pool, out, 4), 0);
     bm_pool_free(pool);

@@ -11,7 +11,12 @@
  * answered and shared; the node's head at connect counts; head_v2 falls back to head on
  * 400; execution_payload_available is asked once Gloas is near and dropped when refused;
  * syncing is polled once per slot and reaches health; a reconnect re-reads the node
- * (discovery) and tells the listeners; stop leaves nothing on the loop.
+ * (discovery) and tells the listeners; stop leaves nothing on the loop. A node whose
+ * stream sends its response head only with its first event (Lodestar) is waited for, not
+ * cut, and its head is polled meanwhile; without any working stream, polled heads keep
+ * the tracker current; an up stream that delivered nothing in a slot in which the cluster
+ * moved past it is polled, a working one never; a cluster head missing while the chain
+ * runs is reported.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,6 +40,7 @@
 #include "cluster/head.h"
 #include "cluster/health.h"
 #include "cluster/monitor.h"
+#include "cluster/nodestream.h"
 #include "cluster/pool.h"
 #include "http/server.h"
 #include "http/upstream.h"
@@ -84,6 +90,11 @@ typedef struct fnode {
     bool syncing;
     char version[64];
     int syncing_reqs, header_reqs, head_reqs, version_reqs, genesis_reqs;
+    uint64_t head_at;  /* bm_clock_now_ms of the last GET .../headers/head */
+    bool lazy_stream;  /* the stream's response head leaves only with its first event */
+    bool head_fails;   /* GET .../headers/head answers 503 */
+    bool streams_fail; /* GET /eth/v1/events answers 503 */
+    bool hang_v2;      /* a stream asking head_v2 gets no byte at all (Lodestar < 1.10) */
     int hdr_by_block[CHAIN];
     uint64_t genesis_at;           /* bm_clock_now_ms of the last genesis request */
     char topics[MAX_STREAMS][256]; /* query of each event-stream request */
@@ -169,7 +180,11 @@ static void on_request(fake_node_t *n, bm_req_t *req, void *ud)
             fn->syncing ? "true" : "false");
     } else if (strcmp(path, "/eth/v1/beacon/headers/head") == 0) {
         fn->head_reqs++;
-        send_header(req, fn->head_block);
+        fn->head_at = bm_clock_now_ms();
+        if (fn->head_fails)
+            fake_send_json(req, 503, "{\"code\":503,\"message\":\"not now\"}");
+        else
+            send_header(req, fn->head_block);
     } else if (strncmp(path, "/eth/v1/beacon/headers/0x", 25) == 0) {
         fn->header_reqs++;
         uint8_t want[32], r[32];
@@ -192,6 +207,10 @@ static void on_request(fake_node_t *n, bm_req_t *req, void *ud)
         if (fn->n_streams < MAX_STREAMS)
             snprintf(fn->topics[fn->n_streams], sizeof fn->topics[0], "%.*s", (int)ql, q ? q : "");
         fn->n_streams++;
+        if (fn->streams_fail) {
+            fake_send_json(req, 503, "{\"code\":503,\"message\":\"not now\"}");
+            return;
+        }
         for (int i = 0; i < 4 && fn->refuse[i]; i++) {
             char needle[80];
             snprintf(needle, sizeof needle, "topics=%s", fn->refuse[i]);
@@ -202,7 +221,10 @@ static void on_request(fake_node_t *n, bm_req_t *req, void *ud)
                 return;
             }
         }
-        fake_stream_open(fn->n, req);
+        if (fn->lazy_stream || (fn->hang_v2 && q && strstr(q, "topics=head_v2")))
+            fake_stream_open_lazy(fn->n, req); /* its head leaves with its first event */
+        else
+            fake_stream_open(fn->n, req);
     } else {
         fake_send_json(req, 404, "{\"code\":404,\"message\":\"no route\"}");
     }
@@ -280,6 +302,8 @@ static void on_mon_conn(size_t node, bool up, void *ud)
 
 /* ---- fixture ----------------------------------------------------------------------------- */
 
+static uint32_t g_idle_slots = 40; /* the monitor's idle_slots for the next fx_new */
+
 static fx_t *fx_new(int n, uint64_t gloas_epoch)
 {
     fx_t *f = calloc(1, sizeof *f);
@@ -323,7 +347,7 @@ static fx_t *fx_new(int n, uint64_t gloas_epoch)
      * are short (500 ms): with the default two-slot idle timer a slow run would see a
      * stream dropped that the test never touched. The idle rule is tested in
      * test_nodestream. */
-    mo.idle_slots = 40;
+    mo.idle_slots = g_idle_slots;
     f->mon = bm_monitor_new(&f->loop, f->up, f->pool, f->disc, f->head, f->health, &mo);
     assert_non_null(f->mon);
     assert_ptr_equal(bm_monitor_head(f->mon), f->head);
@@ -527,6 +551,7 @@ static void test_reconnect_tells_everyone(void **state)
     start(f);
     RUN_UNTIL(&f->loop, all_connected(f), BOUND_MS);
     assert_true(all_connected(f));
+    f->nodes[1].streams_fail = true; /* it stays down a few backoff steps */
     cut(f, 1);
     RUN_UNTIL(&f->loop, f->downs[1] == 1, BOUND_MS);
     assert_int_equal(f->downs[1], 1);
@@ -534,9 +559,23 @@ static void test_reconnect_tells_everyone(void **state)
     assert_int_equal(bm_head_node_view(f->head, 1, &v), 0);
     assert_false(v.connected);
     assert_true(v.stale);
-    RUN_UNTIL(&f->loop, f->ups[1] == 2 && f->nodes[1].head_reqs == 2, BOUND_MS);
+    /* while its stream is down, its head is polled, once per slot */
+    int polls0 = f->nodes[1].head_reqs;
+    uint64_t t0 = bm_clock_now_ms();
+    RUN_UNTIL(&f->loop, f->nodes[1].head_reqs >= polls0 + 2, BOUND_MS);
+    assert_int_equal(f->ups[1], 1);
+    assert_true(f->nodes[1].head_reqs >= polls0 + 2);
+    assert_true(bm_clock_now_ms() - t0 >= SLOT_MS / 2); /* not twice in one slot */
+    bm_monitor_node_info_t mi0;
+    assert_int_equal(bm_monitor_node_info(f->mon, 1, &mi0), 0);
+    assert_true(mi0.head_polls >= 3);
+    assert_string_equal(mi0.last_poll_why, "no stream");
+    assert_false(node_view(f, 1).stale); /* a polled head is a live vote again */
+    f->nodes[1].streams_fail = false;
+    /* and asked again at the reconnect */
+    RUN_UNTIL(&f->loop, f->ups[1] == 2 && f->nodes[1].head_at >= f->up_at[1], BOUND_MS);
     assert_int_equal(f->ups[1], 2);
-    assert_int_equal(f->nodes[1].head_reqs, 2);
+    assert_true(f->nodes[1].head_at >= f->up_at[1]);
     /* discovery re-reads it right away (its periodic rounds are an epoch, 16 s, apart) */
     RUN_UNTIL(&f->loop, f->nodes[1].genesis_at >= f->up_at[1], BOUND_MS);
     assert_true(f->nodes[1].genesis_at >= f->up_at[1]);
@@ -550,7 +589,185 @@ static void test_reconnect_tells_everyone(void **state)
     bm_monitor_node_info_t mi;
     assert_int_equal(bm_monitor_node_info(f->mon, 1, &mi), 0);
     assert_int_equal(mi.connects, 2);
-    assert_int_equal(mi.failures, 1);
+    assert_true(mi.failures >= 2); /* the drop and at least one refused attempt */
+    fx_free(f);
+}
+
+static bool view_is(fx_t *f, size_t i, int b)
+{
+    uint8_t r[32];
+    root_of(b, r);
+    bm_head_node_view_t v = node_view(f, i);
+    return v.has_head && memcmp(v.root, r, 32) == 0;
+}
+
+static bm_monitor_node_info_t info(fx_t *f, size_t i)
+{
+    bm_monitor_node_info_t mi;
+    assert_int_equal(bm_monitor_node_info(f->mon, i, &mi), 0);
+    return mi;
+}
+
+/* Lodestar: the response head comes only with the first event. The stream waits past
+ * events.headersTimeout (1 s here) without a failure, the node's head is polled meanwhile
+ * (so it is ready, not no-head), and the first event brings the stream up. */
+static void test_head_only_with_first_event(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(2, UINT64_MAX);
+    f->nodes[1].lazy_stream = true;
+    start(f);
+    RUN_UNTIL(&f->loop, f->nodes[1].n_streams == 1 && view_is(f, 1, 2), BOUND_MS);
+    assert_true(view_is(f, 1, 2)); /* polled: its stream has not answered */
+    bm_monitor_node_info_t mi = info(f, 1);
+    assert_false(mi.connected);
+    assert_true(mi.head_polled);
+    assert_true(mi.polled_heads >= 1);
+    assert_int_equal(mi.stream_state, BM_NODESTREAM_CONNECTING);
+    assert_true(mi.waiting_since_ms > 0);
+    RUN_FOR(&f->loop, 3 * SLOT_MS); /* 1.5 s: past the configured headersTimeout */
+    mi = info(f, 1);
+    assert_int_equal(mi.failures, 0);
+    assert_int_equal(f->nodes[1].n_streams, 1); /* the same request, still waiting */
+    assert_int_equal(bm_pool_node(f->pool, 1)->state, BM_NODE_READY);
+    assert_int_equal(f->ups[1], 0);
+    /* its next block: head and first event together */
+    push_head(f, 1, "head_v2", 3);
+    RUN_UNTIL(&f->loop, f->ups[1] == 1 && view_is(f, 1, 3) && cluster_is(f, 3), BOUND_MS);
+    mi = info(f, 1);
+    assert_true(mi.connected);
+    assert_false(mi.head_polled); /* the stream announced it */
+    assert_int_equal(mi.failures, 0);
+    assert_int_equal(mi.events, 1);
+    assert_int_equal(mi.waiting_since_ms, 0);
+    assert_true(cluster_is(f, 3));
+    fx_free(f);
+}
+
+/* No stream ever answers: the nodes' heads are polled once per slot and the tracker
+ * follows every move of theirs within about a slot; the cluster head moves with them. */
+static void test_polled_heads_without_streams(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(2, UINT64_MAX);
+    for (int i = 0; i < 2; i++)
+        f->nodes[i].lazy_stream = true;
+    start(f);
+    RUN_UNTIL(&f->loop, cluster_is(f, 2), BOUND_MS);
+    assert_true(cluster_is(f, 2));
+    for (int b = 3; b <= 5; b++) {
+        f->nodes[0].head_block = b;
+        f->nodes[1].head_block = b;
+        RUN_UNTIL(&f->loop, view_is(f, 0, b) && view_is(f, 1, b) && cluster_is(f, b),
+                  2 * SLOT_MS + 250);
+        assert_true(view_is(f, 0, b) && view_is(f, 1, b) && cluster_is(f, b));
+    }
+    int a0 = f->nodes[0].head_reqs;
+    RUN_FOR(&f->loop, 4 * SLOT_MS);
+    int polls = f->nodes[0].head_reqs - a0;
+    assert_true(polls >= 3 && polls <= 5); /* once per slot */
+    for (int i = 0; i < 2; i++) {
+        bm_monitor_node_info_t mi = info(f, (size_t)i);
+        assert_false(mi.connected);
+        assert_true(mi.head_polled);
+        assert_int_equal(mi.failures, 0);
+        assert_string_equal(mi.last_poll_why, "no stream");
+        assert_int_equal(bm_pool_node(f->pool, (size_t)i)->state, BM_NODE_READY);
+        assert_false(node_view(f, (size_t)i).stale);
+    }
+    fx_free(f);
+}
+
+/* A stream that is up but delivered nothing in a slot in which the cluster head moved past
+ * it is polled at the next slot start; a stream that delivers is never polled. */
+static void test_silent_stream_polled_working_not(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(2, UINT64_MAX);
+    start(f);
+    RUN_UNTIL(&f->loop, all_connected(f) && cluster_is(f, 2), BOUND_MS);
+    RUN_FOR(&f->loop, SLOT_MS + 100); /* a slot of silence from both */
+    int h0 = f->nodes[0].head_reqs, h1 = f->nodes[1].head_reqs;
+    f->nodes[1].head_block = 3; /* node 1 has the block, its stream does not say so */
+    push_head(f, 0, "head_v2", 3);
+    RUN_UNTIL(&f->loop, cluster_is(f, 3) && view_is(f, 1, 3), 2 * SLOT_MS + 250);
+    assert_true(view_is(f, 1, 3));
+    assert_int_equal(f->nodes[1].head_reqs, h1 + 1);
+    assert_string_equal(info(f, 1).last_poll_why, "silent stream");
+    assert_true(info(f, 1).head_polled);
+    /* node 0 announces every block on its stream: never polled */
+    for (int b = 4; b <= 6; b++) {
+        RUN_FOR(&f->loop, SLOT_MS / 2);
+        f->nodes[1].head_block = b;
+        push_head(f, 1, "head_v2", b);
+        push_head(f, 0, "head_v2", b);
+        RUN_UNTIL(&f->loop, cluster_is(f, b) && view_is(f, 0, b), SLOT_MS);
+    }
+    RUN_FOR(&f->loop, SLOT_MS / 2);
+    assert_int_equal(f->nodes[0].head_reqs, h0);
+    assert_false(info(f, 0).head_polled);
+    fx_free(f);
+}
+
+/* Nobody's head can be had (streams wait, polls fail): the chain runs without a cluster
+ * head, the monitor says so and the nodes are no-head; once polls answer, all is back. */
+static void test_missing_cluster_head_reported(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(2, UINT64_MAX);
+    for (int i = 0; i < 2; i++) {
+        f->nodes[i].lazy_stream = true;
+        f->nodes[i].head_fails = true;
+    }
+    start(f);
+    RUN_UNTIL(&f->loop,
+              bm_pool_node(f->pool, 0)->state == BM_NODE_NO_HEAD &&
+                  bm_pool_node(f->pool, 1)->state == BM_NODE_NO_HEAD,
+              BOUND_MS);
+    uint64_t since = 0;
+    assert_true(bm_monitor_head_missing(f->mon, bm_clock_now_ms(), &since));
+    assert_true(since > 0);
+    assert_non_null(strstr(bm_pool_node(f->pool, 0)->state_reason, "no head known"));
+    RUN_UNTIL(&f->loop, info(f, 0).poll_failures >= 2, 3 * SLOT_MS);
+    assert_true(info(f, 0).poll_failures >= 2); /* asked again, one slot later */
+    assert_true(bm_monitor_head_missing(f->mon, bm_clock_now_ms(), NULL));
+    assert_int_equal(bm_pool_node(f->pool, 1)->state, BM_NODE_NO_HEAD);
+    for (int i = 0; i < 2; i++)
+        f->nodes[i].head_fails = false;
+    RUN_UNTIL(&f->loop, cluster_is(f, 2), 3 * SLOT_MS);
+    assert_true(cluster_is(f, 2));
+    assert_false(bm_monitor_head_missing(f->mon, bm_clock_now_ms(), NULL));
+    RUN_UNTIL(&f->loop, bm_pool_node(f->pool, 0)->state == BM_NODE_READY, SLOT_MS);
+    assert_int_equal(bm_pool_node(f->pool, 0)->state, BM_NODE_READY);
+    assert_int_equal(bm_pool_node(f->pool, 1)->state, BM_NODE_READY);
+    fx_free(f);
+}
+
+/* Lodestar before 1.10 never answers a topic it does not know (head_v2): no byte for the
+ * whole head wait from a node that answers its other requests takes the next rung of the
+ * ladder, as a 400 would: head. */
+static void test_silent_head_v2_falls_back_to_head(void **state)
+{
+    (void)state;
+    g_idle_slots = 2; /* a head wait of two slots (1 s), not the fixture's 20 s */
+    fx_t *f = fx_new(2, UINT64_MAX);
+    g_idle_slots = 40;
+    f->nodes[1].hang_v2 = true;
+    start(f);
+    RUN_UNTIL(&f->loop, f->nodes[1].n_streams >= 2 && info(f, 1).connected, BOUND_MS);
+    assert_true(info(f, 1).connected);
+    assert_non_null(strstr(f->nodes[1].topics[0], "topics=head_v2&"));
+    assert_string_equal(f->nodes[1].topics[1],
+                        "topics=head&topics=block&topics=finalized_checkpoint&"
+                        "topics=chain_reorg");
+    bm_monitor_node_info_t mi = info(f, 1);
+    assert_false(mi.head_v2);
+    assert_int_equal(mi.failures, 1); /* the one silent attempt */
+    /* meanwhile its head was polled: it was never without one */
+    assert_int_equal(bm_pool_node(f->pool, 1)->state, BM_NODE_READY);
+    push_head(f, 1, "head", 3);
+    RUN_UNTIL(&f->loop, cluster_is(f, 3), BOUND_MS);
+    assert_true(cluster_is(f, 3));
     fx_free(f);
 }
 
@@ -581,6 +798,11 @@ int main(void)
         cmocka_unit_test(test_payload_topic_near_gloas),
         cmocka_unit_test(test_syncing_polled_once_per_slot),
         cmocka_unit_test(test_reconnect_tells_everyone),
+        cmocka_unit_test(test_head_only_with_first_event),
+        cmocka_unit_test(test_polled_heads_without_streams),
+        cmocka_unit_test(test_silent_stream_polled_working_not),
+        cmocka_unit_test(test_missing_cluster_head_reported),
+        cmocka_unit_test(test_silent_head_v2_falls_back_to_head),
         cmocka_unit_test(test_stop_early_and_bad_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,7 @@
  * (fake_node.h); request i plays step i of its script (the last step repeats): never
  * answer, an error status with a body, or a 200 event stream written as a list of pieces
  * with a gap between them and then ended, cut, or held open (optionally with keep-alive
- * comments).
+ * comments), its response head sent at once or only with its first piece (Lodestar).
  * Timeouts and backoff steps are scaled down (tens to hundreds of milliseconds) so the
  * tests are quick; timing assertions are lower bounds plus generous upper bounds.
  *
@@ -274,6 +274,101 @@ static void test_headers_timeout(void **state)
     assert_int_equal(f->nodes.held, 1); /* the hung request was given up (client went away) */
 }
 
+/* The rule for the head limit: the configured value, never less than two slots. */
+static void test_head_wait_rule(void **state)
+{
+    (void)state;
+    assert_int_equal(bm_nodestream_head_wait_ms(0, 12000), 24000);
+    assert_int_equal(bm_nodestream_head_wait_ms(5000, 12000), 24000); /* the old default */
+    assert_int_equal(bm_nodestream_head_wait_ms(5000, 2000), 5000);
+    assert_int_equal(bm_nodestream_head_wait_ms(60000, 6000), 60000);
+    assert_int_equal(bm_nodestream_head_wait_ms(0, 0), 24000); /* slot unknown: 12 s slots */
+    assert_int_equal(bm_nodestream_head_wait_ms(0, UINT32_MAX), UINT32_MAX);
+    bm_nodestream_opts_t o;
+    bm_nodestream_opts_default(&o);
+    assert_true(o.headers_timeout_ms >= 2 * 12000);
+}
+
+/* A node that sends its response head only with its first event, well after the request:
+ * the stream waits (connecting, the wait visible in the stats) and comes up with that
+ * event; nothing failed. */
+static void test_head_with_first_event(void **state)
+{
+    fx_t *f = *state;
+    fake_step_t a = {.status = 200,
+                     .stream = true,
+                     .head_with_first_piece = true,
+                     .gap_ms = 3 * T_HEADERS / 2,
+                     .pieces = {"event: head\ndata: {\"slot\":\"9\"}\n\n"},
+                     .end = FAKE_HOLD};
+    fake_node_script(f->node, &a, 1);
+    bm_nodestream_opts_t o;
+    opts_fast(&o);
+    o.headers_timeout_ms = 4 * T_HEADERS;
+    f->s = bm_nodestream_new(&f->loop, f->up, f->url, NULL, head_block, 2, &o, &cbs, f);
+    assert_non_null(f->s);
+    uint64_t t0 = now_ms(&f->loop);
+    assert_int_equal(bm_nodestream_start(f->s), 0);
+    RUN_UNTIL(&f->loop, f->node->requests == 1, BOUND_MS);
+    RUN_FOR(&f->loop, T_HEADERS / 2);
+    assert_int_equal(bm_nodestream_state(f->s), BM_NODESTREAM_CONNECTING);
+    assert_true(bm_nodestream_stats(f->s).attempt_since_ms > 0);
+    assert_int_equal(f->node->answered, 0); /* not a byte yet */
+    RUN_UNTIL(&f->loop, f->nev == 1, BOUND_MS);
+    assert_int_equal(f->nev, 1);
+    assert_string_equal(f->evs[0].data, "{\"slot\":\"9\"}");
+    assert_int_equal(f->ups, 1);
+    assert_int_equal(f->downs, 0);
+    assert_true(f->up_ms[0] - t0 + 5 >= 3 * T_HEADERS / 2);
+    bm_nodestream_stats_t st = bm_nodestream_stats(f->s);
+    assert_int_equal(st.header_timeouts, 0);
+    assert_int_equal(st.attempt_since_ms, 0);
+    assert_int_equal(st.attempts, 1);
+}
+
+/* The limit raised while an attempt waits (the slot became known) applies to that attempt:
+ * a head that comes after the old limit and before the new one is not cut. */
+static void test_headers_timeout_raised_while_waiting(void **state)
+{
+    fx_t *f = *state;
+    fake_step_t a = {.status = 200,
+                     .stream = true,
+                     .head_with_first_piece = true,
+                     .gap_ms = 2 * T_HEADERS,
+                     .pieces = {"event: head\ndata: {\"slot\":\"4\"}\n\n"},
+                     .end = FAKE_HOLD};
+    fake_node_script(f->node, &a, 1);
+    open_stream(f, head_block, 2); /* T_HEADERS */
+    RUN_UNTIL(&f->loop, f->node->requests == 1, BOUND_MS);
+    bm_nodestream_set_headers_timeout(f->s, 4 * T_HEADERS);
+    RUN_UNTIL(&f->loop, f->nev == 1, BOUND_MS);
+    assert_int_equal(f->nev, 1);
+    assert_int_equal(f->downs, 0);
+    assert_int_equal(bm_nodestream_stats(f->s).header_timeouts, 0);
+    assert_int_equal(bm_nodestream_stats(f->s).attempts, 1);
+}
+
+/* Waiting for the head longer than stable_ms (connected, nothing failed) is no reason to
+ * back off further: each such attempt is retried after the first step, unlike attempts
+ * that fail at once (test_backoff_schedule). */
+static void test_long_wait_keeps_first_step(void **state)
+{
+    fx_t *f = *state;
+    bm_nodestream_opts_t o;
+    opts_fast(&o);
+    o.stable_ms = T_HEADERS / 2;
+    f->s = bm_nodestream_new(&f->loop, f->up, f->url, NULL, head_block, 2, &o, &cbs, f);
+    assert_non_null(f->s);
+    assert_int_equal(bm_nodestream_start(f->s), 0); /* the node hangs (the fixture's script) */
+    RUN_UNTIL(&f->loop, f->downs >= 3, BOUND_MS);
+    assert_int_equal(f->downs, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(f->downs_f[i].err, BM_ETIMEDOUT);
+        assert_true(f->downs_f[i].retry_ms >= T_MIN * 3 / 4 && f->downs_f[i].retry_ms <= T_MIN);
+    }
+    assert_int_equal(bm_nodestream_stats(f->s).header_timeouts, 3);
+}
+
 /* A stream that goes silent is dropped after idle_timeout_ms and reconnected; a stream
  * that sends only keep-alive comments is not. */
 static void test_idle_timeout(void **state)
@@ -523,6 +618,10 @@ int main(void)
         T(test_fragmented_crlf),
         T(test_lighthouse_style),
         T(test_headers_timeout),
+        T(test_head_wait_rule),
+        T(test_head_with_first_event),
+        T(test_headers_timeout_raised_while_waiting),
+        T(test_long_wait_keeps_first_step),
         T(test_idle_timeout),
         T(test_backoff_function),
         T(test_backoff_schedule),

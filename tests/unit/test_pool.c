@@ -96,9 +96,17 @@ static void test_rank_and_latency(void **state)
     int ready = bm_node_rank(n);
     n->state = BM_NODE_LAGGING;
     int lagging = bm_node_rank(n);
+    n->state = BM_NODE_NO_HEAD;
+    int no_head = bm_node_rank(n);
+    n->state = BM_NODE_OPTIMISTIC;
+    int optimistic = bm_node_rank(n);
     n->state = BM_NODE_UNREACHABLE;
     int unreachable = bm_node_rank(n);
     assert_true(ready < lagging && lagging < unreachable);
+    /* a node whose head is unknown still answers: after ready, with lagging */
+    assert_true(ready < no_head && no_head == lagging && no_head < optimistic);
+    n->state = BM_NODE_NO_HEAD;
+    assert_true(bm_node_usable(n));
     for (int i = 0; i < 98; i++)
         bm_pool_record(p, n, BM_OUTCOME_OK, false, 3000, NULL); /* 3 ms */
     bm_pool_record(p, n, BM_OUTCOME_OK, false, 400000, NULL);   /* 400 ms */
@@ -127,6 +135,7 @@ static void test_client_names(void **state)
     assert_string_equal(bm_client_name(BM_CLIENT_NIMBUS), "nimbus");
     assert_string_equal(bm_node_state_name(BM_NODE_TIME_DISCREPANCY), "time-discrepancy");
     assert_string_equal(bm_node_state_name(BM_NODE_WRONG_NETWORK), "wrong-network");
+    assert_string_equal(bm_node_state_name(BM_NODE_NO_HEAD), "no-head");
 }
 
 int main(void)

@@ -93,6 +93,13 @@ static void test_every_word(void **state)
     assert_int_equal(b.payload_delay_ms, 300);
     b = parse_ok("big-values");
     assert_true(b.big_values);
+    b = parse_ok("sse-head-with-event");
+    assert_true(b.sse_head_with_event);
+    assert_int_equal(b.set, BS_B_SSE_HEAD_WITH_EVENT);
+    b = parse_ok("sse-first-event-late=6000,sse_head_with_event=false");
+    assert_int_equal(b.sse_first_event_late_ms, 6000);
+    assert_false(b.sse_head_with_event);
+    assert_int_equal(b.set, BS_B_SSE_FIRST_EVENT_LATE | BS_B_SSE_HEAD_WITH_EVENT);
     /* a full spec, with spaces and underscores */
     b = parse_ok("lag=800, jitter=50,client=teku,gzip , no_ssz,down=false");
     assert_int_equal(b.lag_ms, 800);
@@ -121,6 +128,8 @@ static void test_bad_words(void **state)
     parse_bad("down=maybe", "down");
     parse_bad("slow=99999999999", "slow");
     parse_bad("lag=10,bogus", "bogus");
+    parse_bad("sse-first-event-late=-5", "sse-first-event-late");
+    parse_bad("sse-head-with-event=later", "sse-head-with-event");
 }
 
 static void test_merge(void **state)
@@ -172,7 +181,8 @@ static void test_json(void **state)
     /* the JSON rendering names every field and parses back */
     bs_behav_t all = parse_ok("lag=5,jitter=6,slow=7,clock-skew=-8,error-rate=0.5,sse-drop=0.25,"
                               "client=nimbus,sse-style=lighthouse,gzip,no-ssz,hang,stale,fork,"
-                              "syncing,optimistic,sse-fragment,payload-delay=9,big-values,down");
+                              "syncing,optimistic,sse-fragment,payload-delay=9,big-values,down,"
+                              "sse-head-with-event,sse-first-event-late=11");
     bm_str_t s = BM_STR_INIT;
     bs_behav_json(&s, &all);
     o = json_tokener_parse(bm_str_data(&s));
@@ -190,10 +200,27 @@ static void test_json(void **state)
 static void test_help_names_every_word(void **state)
 {
     (void)state;
-    const char *words[] = {"lag=",       "jitter=",  "down",          "hang",       "error-rate",
-                           "slow=",      "stale",    "fork",          "clock-skew", "syncing",
-                           "optimistic", "sse-drop", "client=",       "sse-style",  "sse-fragment",
-                           "gzip",       "no-ssz",   "payload-delay", "big-values"};
+    const char *words[] = {"lag=",
+                           "jitter=",
+                           "down",
+                           "hang",
+                           "error-rate",
+                           "slow=",
+                           "stale",
+                           "fork",
+                           "clock-skew",
+                           "syncing",
+                           "optimistic",
+                           "sse-drop",
+                           "client=",
+                           "sse-style",
+                           "sse-fragment",
+                           "gzip",
+                           "no-ssz",
+                           "payload-delay",
+                           "big-values",
+                           "sse-head-with-event",
+                           "sse-first-event-late="};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         if (!strstr(bs_behav_help, words[i]))
             fail_msg("help does not mention %s", words[i]);
