@@ -215,6 +215,8 @@ static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
     srace_t *sr = srace_of(q->ctx);
     if (sr->has_rec)
         record_served(sr, a);
+    if (a->node)
+        bm_req_add_upstream(q->req, a->node->index);
     if (q->on_answer)
         q->on_answer(q->req, a, q->ctx);
     bm_serve_reply(q->req, a);

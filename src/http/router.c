@@ -29,6 +29,7 @@ typedef struct {
     size_t n_seg;
     bm_route_fn fn;
     void *ud;
+    const char *cls;
 } route_t;
 
 struct bm_router {
@@ -37,6 +38,8 @@ struct bm_router {
     size_t cap;
     bm_route_fn fallback;
     void *fallback_ud;
+    const char *fallback_cls;
+    const char *cls; /* of the routes added next (bm_router_set_class) */
 };
 
 int bm_route_param(const bm_route_params_t *params, const char *name, char *out, size_t cap)
@@ -130,6 +133,7 @@ int bm_router_add(bm_router_t *r, const char *method, const char *pattern, bm_ro
     }
     rt.fn = fn;
     rt.ud = ud;
+    rt.cls = r->cls;
     for (size_t i = 0; i < r->n; i++) {
         route_t *old = &r->routes[i];
         bool same_method = (!old->method && !method) ||
@@ -154,10 +158,16 @@ int bm_router_add(bm_router_t *r, const char *method, const char *pattern, bm_ro
     return 0;
 }
 
+void bm_router_set_class(bm_router_t *r, const char *cls)
+{
+    r->cls = cls;
+}
+
 void bm_router_set_fallback(bm_router_t *r, bm_route_fn fn, void *ud)
 {
     r->fallback = fn;
     r->fallback_ud = ud;
+    r->fallback_cls = r->cls;
 }
 
 /*
@@ -242,10 +252,12 @@ bm_route_fn bm_router_match(const bm_router_t *r, const char *method, const char
     }
     if (best) {
         *ud = best->ud;
+        params->route_class = best->cls;
         return best->fn;
     }
 fallback:
     params->n = 0;
+    params->route_class = r->fallback_cls;
     *ud = r->fallback_ud;
     return r->fallback;
 }
@@ -262,6 +274,7 @@ void bm_router_dispatch(bm_req_t *req, void *router)
     bm_route_params_t params;
     void *ud = NULL;
     bm_route_fn fn = bm_router_match(r, bm_req_method(req), path, len, &params, &ud);
+    bm_req_set_route_class(req, params.route_class);
     if (!fn) {
         bm_resp_error(req, 404, "no route for %s", bm_req_method(req));
         return;

@@ -97,6 +97,10 @@ struct bm_req {
     bool aborted;       /* the abort callback ran (or was due with none registered) */
     bool started;
     bool suppress_body; /* HEAD, 204, 304 */
+    int status;         /* the status sent (for the summary) */
+    uint64_t body_bytes;
+    uint64_t upstreams;
+    const char *route_class;
 };
 
 struct conn {
@@ -184,6 +188,9 @@ struct bm_server {
     char date[64]; /* "Date: ...\r\n" */
     size_t date_len;
     bm_log_limit_t log_lim;
+    bm_server_stats_t stats;
+    void (*on_end)(const bm_req_summary_t *s, void *ud);
+    void *on_end_ud;
 };
 
 static void conn_process(conn_t *c);
@@ -800,6 +807,7 @@ static void conn_send_error(conn_t *c, int status, const char *msg)
     c->keep_alive = false;
     c->close_after = true;
     c->error_sent = true;
+    c->srv->stats.rejected++;
     bm_buf_t *body = error_body(status, msg);
     if (!body) {
         conn_close(c);
@@ -1172,6 +1180,7 @@ static void dispatch(conn_t *c)
     c->drain_armed = c->pending > srv->opts.write_high_water;
     clear_deadline(c);
     conn_hold(c); /* the request's reference, dropped when it ends */
+    srv->stats.requests++;
     srv->handler(r, srv->ud);
 }
 
@@ -1271,7 +1280,10 @@ static void on_connection(uv_stream_t *ls, int status)
         c->parser = bm_http1_new(&srv->lim, &parser_cbs, c);
         refuse = c->parser == NULL;
     }
+    if (rc == 0)
+        srv->stats.accepted++;
     if (refuse) {
+        srv->stats.refused += rc == 0;
         if (rc == 0 && srv->nconns >= srv->opts.max_connections)
             bm_log_limited(&srv->log_lim, BM_LOG_WARN,
                            "server: %zu connections open, refusing another", srv->nconns);
@@ -1368,6 +1380,17 @@ void bm_req_on_abort(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *u
         dirty_add(c);
 }
 
+void bm_req_set_route_class(bm_req_t *req, const char *cls)
+{
+    req->route_class = cls;
+}
+
+void bm_req_add_upstream(bm_req_t *req, int index)
+{
+    if (index >= 0 && index < 64)
+        req->upstreams |= (uint64_t)1 << index;
+}
+
 void bm_req_set_data(bm_req_t *req, void *data)
 {
     req->data = data;
@@ -1396,6 +1419,7 @@ static int resp_start(bm_req_t *r, int status, const bm_hdrs_t *hdrs, const char
     if (!r->owned || r->started || status < 200 || status > 599)
         return BM_EINVAL;
     r->started = true;
+    r->status = status;
     if (c->closing)
         return BM_ECLOSED;
     const bm_http1_head_t *h = r->head;
@@ -1452,6 +1476,7 @@ static int resp_body(bm_req_t *r, bm_buf_t *b, const void *p, size_t n)
         return 0;
     int rc = 0;
     bool ok = true;
+    r->body_bytes += n;
     switch (r->mode) {
     case RESP_FIXED:
         if (n > r->remaining) {
@@ -1512,6 +1537,26 @@ static void req_release(conn_t *c)
     conn_unref(c);
 }
 
+/* Tells the end listener what the request was. */
+static void report_end(bm_req_t *r, bool abort)
+{
+    bm_server_t *srv = r->conn->srv;
+    if (!srv->on_end)
+        return;
+    bm_req_summary_t s = {
+        .method = r->head->method,
+        .target = r->head->target,
+        .peer = r->conn->peer,
+        .route_class = r->route_class,
+        .status = r->started ? r->status : 0,
+        .body_bytes = r->body_bytes,
+        .duration_us = bm_clock_mono_us() - r->start_us,
+        .upstreams = r->upstreams,
+        .cut = abort || r->conn->closing,
+    };
+    srv->on_end(&s, srv->on_end_ud);
+}
+
 static void resp_finish(bm_req_t *r, bool abort)
 {
     conn_t *c = r->conn;
@@ -1519,6 +1564,7 @@ static void resp_finish(bm_req_t *r, bool abort)
         bm_log(BM_LOG_ERROR, "server: a request was ended twice");
         return;
     }
+    report_end(r, abort);
     conn_hold(c);
     if (!c->closing) {
         if (abort) {
@@ -1790,6 +1836,17 @@ int bm_server_port(const bm_server_t *srv)
 size_t bm_server_connection_count(const bm_server_t *srv)
 {
     return srv->nconns;
+}
+
+void bm_server_stats(const bm_server_t *srv, bm_server_stats_t *out)
+{
+    *out = srv->stats;
+}
+
+void bm_server_on_end(bm_server_t *srv, void (*fn)(const bm_req_summary_t *s, void *ud), void *ud)
+{
+    srv->on_end = fn;
+    srv->on_end_ud = ud;
 }
 
 static void on_srv_handle_closed(uv_handle_t *h)

@@ -496,6 +496,8 @@ static void add_error(exchange_t *ex, const char *fmt, ...)
 static void send_attempt(exchange_t *ex, attempt_t *a)
 {
     bm_buf_t *body = bm_str_finish(&a->body);
+    if (a->node)
+        bm_req_add_upstream(ex->req, a->node->index);
     bm_resp_send(ex->req, a->status, NULL, body, &a->hdrs);
     bm_buf_unref(body);
     finished(ex);
@@ -530,6 +532,8 @@ static void commit(exchange_t *ex, attempt_t *a)
 {
     a->phase = AT_STREAM;
     ex->committed = true;
+    if (a->node)
+        bm_req_add_upstream(ex->req, a->node->index);
     if (bm_resp_start(ex->req, a->status, &a->hdrs, a->length) != 0) {
         cancel_attempt(ex, a); /* the client is gone; on_client_abort ends the request */
         return;
