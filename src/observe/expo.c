@@ -102,22 +102,30 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return len;
 }
 
-/* A label value: escaped, valid UTF-8, at most BM_EXPO_LABEL_MAX bytes of the input. */
+/* A label value: escaped, valid UTF-8, at most BM_EXPO_LABEL_MAX bytes of the input. Runs
+ * of plain ASCII (the usual value) are appended at once. */
 static void label_value(bm_str_t *o, const char *v)
 {
     const unsigned char *s = (const unsigned char *)(v ? v : "");
     size_t n = strlen((const char *)s), used = 0;
+    if (n > BM_EXPO_LABEL_MAX + 4)
+        n = BM_EXPO_LABEL_MAX + 4; /* enough to find the last character that fits */
     while (used < n) {
+        size_t run = used;
+        while (run < n && run < BM_EXPO_LABEL_MAX && s[run] >= 0x20 && s[run] < 0x80 &&
+               s[run] != '\\' && s[run] != '"')
+            run++;
+        bm_str_append(o, s + used, run - used);
+        used = run;
+        if (used >= n || used >= BM_EXPO_LABEL_MAX)
+            break;
         size_t len = utf8_len(s + used, n - used);
         if (used + (len ? len : 1) > BM_EXPO_LABEL_MAX)
             break;
-        if (len == 0) {
-            bm_str_putc(o, '?');
-            used++;
-            continue;
-        }
         unsigned char c = s[used];
-        if (c == '\\')
+        if (len == 0)
+            bm_str_putc(o, '?');
+        else if (c == '\\')
             bm_str_puts(o, "\\\\");
         else if (c == '"')
             bm_str_puts(o, "\\\"");
@@ -125,7 +133,7 @@ static void label_value(bm_str_t *o, const char *v)
             bm_str_puts(o, "\\n");
         else
             bm_str_append(o, s + used, len);
-        used += len;
+        used += len ? len : 1;
     }
 }
 
@@ -136,12 +144,18 @@ static void labels_out(bm_str_t *o, const bm_label_t *labels, size_t n, const ch
     bm_str_putc(o, '{');
     for (size_t i = 0; i < n; i++) {
         bm_assert(bm_expo_label_name_ok(labels[i].name));
-        bm_str_printf(o, "%s%s=\"", i ? "," : "", labels[i].name);
+        if (i)
+            bm_str_putc(o, ',');
+        bm_str_puts(o, labels[i].name);
+        bm_str_puts(o, "=\"");
         label_value(o, labels[i].value);
         bm_str_putc(o, '"');
     }
-    if (le)
-        bm_str_printf(o, "%sle=\"%s\"", n ? "," : "", le);
+    if (le) {
+        bm_str_puts(o, n ? ",le=\"" : "le=\"");
+        bm_str_puts(o, le);
+        bm_str_putc(o, '"');
+    }
     bm_str_putc(o, '}');
 }
 
@@ -165,6 +179,10 @@ static void number_text(char *b, size_t n, double v)
 
 void bm_expo_number(bm_str_t *o, double v)
 {
+    if (v >= 0 && v < 9007199254740992.0 && v == floor(v)) {
+        bm_str_u64(o, (uint64_t)v); /* the common case, without printf */
+        return;
+    }
     char b[48];
     number_text(b, sizeof b, v);
     bm_str_puts(o, b);
@@ -196,17 +214,21 @@ void bm_expo_hist(bm_str_t *o, const char *name, const bm_label_t *labels, size_
         cum += h->counts[i];
         char buf[48];
         number_text(buf, sizeof buf, i == h->n_bounds ? INFINITY : h->bounds[i]);
-        bm_str_printf(o, "%s_bucket", name);
+        bm_str_puts(o, name);
+        bm_str_puts(o, "_bucket");
         labels_out(o, labels, n, buf);
         bm_str_putc(o, ' ');
         bm_str_u64(o, cum);
         bm_str_putc(o, '\n');
     }
-    bm_str_printf(o, "%s_sum", name);
+    bm_str_puts(o, name);
+    bm_str_puts(o, "_sum");
     labels_out(o, labels, n, NULL);
     bm_str_putc(o, ' ');
     bm_expo_number(o, h->sum);
-    bm_str_printf(o, "\n%s_count", name);
+    bm_str_putc(o, '\n');
+    bm_str_puts(o, name);
+    bm_str_puts(o, "_count");
     labels_out(o, labels, n, NULL);
     bm_str_putc(o, ' ');
     bm_str_u64(o, h->count);

@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics: one function per group of families (process, upstreams, cluster, duties, the
+ * journal, broadcast, events, server, read path), each reading its module's counters.
+ */
+#include "observe/metrics.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "observe/expo.h"
+
+#define U(v) ((uint64_t)(v))
+
+/* The pool's latency buckets (bm_latency_bucket_ms) in seconds, without the open last one. */
+static const double pool_bounds_s[BM_LATENCY_BUCKETS - 1] = {
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 60};
+
+/* ---- process ------------------------------------------------------------------------------ */
+
+/* The standard process_* families, from /proc (left out where it cannot be read). */
+static void process_metrics(bm_str_t *o)
+{
+    bm_expo_family(o, "beaconmux_build_info", BM_EXPO_GAUGE,
+                   "The version of beaconmux running (value 1).");
+    bm_label_t v[] = {{"version", BM_VERSION}};
+    bm_expo_u64(o, "beaconmux_build_info", v, 1, 1);
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f)
+        return;
+    char buf[1024];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long long utime = 0, stime = 0, start = 0, rss = 0;
+    if (!p || sscanf(p + 2,
+                     "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d "
+                     "%*d %*d %llu %*u %llu",
+                     &utime, &stime, &start, &rss) != 4)
+        return;
+    double hz = (double)sysconf(_SC_CLK_TCK), page = (double)sysconf(_SC_PAGESIZE);
+    double boot = 0;
+    FILE *s = fopen("/proc/stat", "r");
+    if (s) {
+        char line[256];
+        while (fgets(line, sizeof line, s))
+            if (sscanf(line, "btime %lf", &boot) == 1)
+                break;
+        fclose(s);
+    }
+    bm_expo_family(o, "process_cpu_seconds_total", BM_EXPO_COUNTER,
+                   "User and system CPU time spent in seconds.");
+    bm_expo_double(o, "process_cpu_seconds_total", NULL, 0, (double)(utime + stime) / hz);
+    bm_expo_family(o, "process_resident_memory_bytes", BM_EXPO_GAUGE,
+                   "Resident memory size in bytes.");
+    bm_expo_double(o, "process_resident_memory_bytes", NULL, 0, (double)rss * page);
+    if (boot > 0) {
+        bm_expo_family(o, "process_start_time_seconds", BM_EXPO_GAUGE,
+                       "Start time of the process since the Unix epoch in seconds.");
+        bm_expo_double(o, "process_start_time_seconds", NULL, 0, boot + (double)start / hz);
+    }
+}
+
+/* ---- upstreams ---------------------------------------------------------------------------- */
+
+/* Families of one number per upstream. */
+typedef enum { UP_REQUESTS, UP_IN_FLIGHT, UP_ERROR_RATIO, UP_STREAM } up_family_t;
+
+static void upstream_states(bm_str_t *o, const bm_pool_t *pool)
+{
+    bm_expo_family(o, "beaconmux_upstream_state", BM_EXPO_GAUGE,
+                   "1 for the state each upstream is in, 0 for the others.");
+    for (size_t i = 0; i < bm_pool_count(pool); i++) {
+        const bm_node_t *n = bm_pool_node(pool, i);
+        for (int st = 0; st < BM_NODE_STATE_COUNT; st++) {
+            bm_label_t l[] = {{"upstream", n->id}, {"state", bm_node_state_name(st)}};
+            bm_expo_u64(o, "beaconmux_upstream_state", l, 2, n->state == (bm_node_state_t)st);
+        }
+    }
+    bm_expo_family(o, "beaconmux_upstream_info", BM_EXPO_GAUGE,
+                   "The client and version an upstream reports (value 1).");
+    for (size_t i = 0; i < bm_pool_count(pool); i++) {
+        const bm_node_t *n = bm_pool_node(pool, i);
+        bm_label_t l[] = {{"upstream", n->id},
+                          {"client", bm_client_name(n->client)},
+                          {"version", n->version ? n->version : ""}};
+        bm_expo_u64(o, "beaconmux_upstream_info", l, 3, 1);
+    }
+}
+
+static void upstream_heads(bm_str_t *o, const bm_observe_t *ob)
+{
+    const bm_observe_sources_t *src = bm_observe_sources(ob);
+    const bm_pool_t *pool = src->pool;
+    bm_expo_family(o, "beaconmux_upstream_head_slot", BM_EXPO_GAUGE,
+                   "The slot of the head an upstream announced last.");
+    for (size_t i = 0; src->head && i < bm_pool_count(pool); i++) {
+        bm_head_node_view_t v;
+        if (bm_head_node_view(src->head, i, &v) == 0 && v.has_head) {
+            bm_label_t l[] = {{"upstream", bm_pool_node(pool, i)->id}};
+            bm_expo_u64(o, "beaconmux_upstream_head_slot", l, 1, v.slot);
+        }
+    }
+    bm_expo_family(o, "beaconmux_upstream_head_lag_slots", BM_EXPO_GAUGE,
+                   "Slots an upstream's head is behind the cluster head (negative: ahead).");
+    for (size_t i = 0; i < bm_pool_count(pool); i++) {
+        const bm_node_t *n = bm_pool_node(pool, i);
+        if (n->head_lag_known) {
+            bm_label_t l[] = {{"upstream", n->id}};
+            bm_expo_double(o, "beaconmux_upstream_head_lag_slots", l, 1, (double)n->head_lag);
+        }
+    }
+    const bm_arrivals_t *ar = bm_observe_figures(ob)->arrivals;
+    bm_expo_family(o, "beaconmux_upstream_head_arrival_seconds", BM_EXPO_HISTOGRAM,
+                   "When each new head of an upstream arrived, after its slot's start.");
+    for (size_t i = 0; ar && i < bm_pool_count(pool); i++) {
+        bm_label_t l[] = {{"upstream", bm_pool_node(pool, i)->id}};
+        bm_expo_hist(o, "beaconmux_upstream_head_arrival_seconds", l, 1, bm_arrivals_hist(ar, i));
+    }
+}
+
+static void upstream_simple(bm_str_t *o, const bm_observe_t *ob, up_family_t fam)
+{
+    static const struct {
+        const char *name;
+        bm_expo_type_t type;
+        const char *help;
+    } fams[] = {
+        {"beaconmux_upstream_requests_total", BM_EXPO_COUNTER,
+         "Exchanges with an upstream that finished, whatever their outcome."},
+        {"beaconmux_upstream_in_flight", BM_EXPO_GAUGE, "Exchanges with an upstream running now."},
+        {"beaconmux_upstream_recent_error_ratio", BM_EXPO_GAUGE,
+         "Failed share of an upstream's last 64 exchanges."},
+        {"beaconmux_upstream_event_stream_up", BM_EXPO_GAUGE,
+         "1 while beaconmux's event stream from an upstream is connected."},
+    };
+    const bm_observe_sources_t *src = bm_observe_sources(ob);
+    if (fam == UP_STREAM && !src->monitor)
+        return;
+    bm_expo_family(o, fams[fam].name, fams[fam].type, fams[fam].help);
+    for (size_t i = 0; i < bm_pool_count(src->pool); i++) {
+        const bm_node_t *n = bm_pool_node(src->pool, i);
+        bm_label_t l[] = {{"upstream", n->id}};
+        bm_monitor_node_info_t mi;
+        switch (fam) {
+        case UP_REQUESTS:
+            bm_expo_u64(o, fams[fam].name, l, 1, n->stats.requests);
+            break;
+        case UP_IN_FLIGHT:
+            bm_expo_u64(o, fams[fam].name, l, 1, n->stats.in_flight);
+            break;
+        case UP_ERROR_RATIO:
+            bm_expo_double(o, fams[fam].name, l, 1, bm_node_recent_error_rate(n));
+            break;
+        case UP_STREAM:
+            if (bm_monitor_node_info(src->monitor, i, &mi) == 0)
+                bm_expo_u64(o, fams[fam].name, l, 1, mi.connected);
+            break;
+        }
+    }
+}
+
+static void upstream_errors_latency(bm_str_t *o, const bm_observe_t *ob)
+{
+    const bm_observe_sources_t *src = bm_observe_sources(ob);
+    bm_expo_family(o, "beaconmux_upstream_errors_total", BM_EXPO_COUNTER,
+                   "Failed exchanges with an upstream by kind: an HTTP 5xx, a refused "
+                   "connection, another network error (timeouts included).");
+    for (size_t i = 0; i < bm_pool_count(src->pool); i++) {
+        const bm_node_t *n = bm_pool_node(src->pool, i);
+        const bm_node_stats_t *s = &n->stats;
+        uint64_t network = s->errors - s->errors_5xx - s->refused;
+        const char *kinds[] = {"http_5xx", "refused", "network"};
+        uint64_t vals[] = {s->errors_5xx, s->refused, network};
+        for (int k = 0; k < 3; k++) {
+            bm_label_t l[] = {{"upstream", n->id}, {"kind", kinds[k]}};
+            bm_expo_u64(o, "beaconmux_upstream_errors_total", l, 2, vals[k]);
+        }
+    }
+    bm_expo_family(o, "beaconmux_upstream_latency_seconds", BM_EXPO_HISTOGRAM,
+                   "Time to an upstream's successful answer (below 500).");
+    for (size_t i = 0; i < bm_pool_count(src->pool); i++) {
+        const bm_node_t *n = bm_pool_node(src->pool, i);
+        bm_hist_t h = {.bounds = pool_bounds_s, .n_bounds = BM_LATENCY_BUCKETS - 1};
+        for (int b = 0; b < BM_LATENCY_BUCKETS; b++) {
+            h.counts[b] = n->stats.latency_hist[b];
+            h.count += n->stats.latency_hist[b];
+        }
+        h.sum = (double)n->stats.latency_sum_us / 1e6;
+        bm_label_t l[] = {{"upstream", n->id}};
+        bm_expo_hist(o, "beaconmux_upstream_latency_seconds", l, 1, &h);
+    }
+    if (!src->readpath)
+        return;
+    bm_expo_family(o, "beaconmux_upstream_breaker_state", BM_EXPO_GAUGE,
+                   "1 for the read path's circuit breaker state of each upstream.");
+    static const bm_breaker_state_t states[] = {BM_BREAKER_CLOSED, BM_BREAKER_OPEN,
+                                                BM_BREAKER_HALF_OPEN};
+    for (size_t i = 0; i < bm_pool_count(src->pool); i++) {
+        const bm_breaker_t *b = bm_readpath_breaker(src->readpath, i);
+        for (int k = 0; b && k < 3; k++) {
+            bm_label_t l[] = {{"upstream", bm_pool_node(src->pool, i)->id},
+                              {"state", bm_breaker_state_name(states[k])}};
+            bm_expo_u64(o, "beaconmux_upstream_breaker_state", l, 2, b->state == states[k]);
+        }
+    }
+}
+
+/* ---- the cluster -------------------------------------------------------------------------- */
+
+static void cluster_metrics(bm_str_t *o, const bm_observe_t *ob)
+{
+    const bm_observe_sources_t *src = bm_observe_sources(ob);
+    const bm_observe_figures_t *f = bm_observe_figures(ob);
+    bm_head_info_t h;
+    bm_expo_family(o, "beaconmux_cluster_head_slot", BM_EXPO_GAUGE,
+                   "The slot of the cluster head (absent before the first one).");
+    if (src->head && bm_head_cluster(src->head, &h))
+        bm_expo_u64(o, "beaconmux_cluster_head_slot", NULL, 0, h.slot);
+    bm_expo_family(o, "beaconmux_cluster_finalized_epoch", BM_EXPO_GAUGE,
+                   "The newest finalized epoch a node reported on the cluster chain.");
+    if (f->finalized_known)
+        bm_expo_u64(o, "beaconmux_cluster_finalized_epoch", NULL, 0, f->finalized_epoch);
+    bm_expo_family(o, "beaconmux_cluster_head_moves_total", BM_EXPO_COUNTER,
+                   "Moves of the cluster head by cause: extension (one node, a child of the "
+                   "head), quorum (a competing block or unknown ancestry), reorg.");
+    const char *causes[] = {"extension", "quorum", "reorg"};
+    uint64_t moves[] = {f->moves_extension, f->moves_quorum, f->moves_reorg};
+    for (int k = 0; k < 3; k++) {
+        bm_label_t l[] = {{"cause", causes[k]}};
+        bm_expo_u64(o, "beaconmux_cluster_head_moves_total", l, 1, moves[k]);
+    }
+    bm_expo_family(o, "beaconmux_cluster_reorg_depth_slots", BM_EXPO_HISTOGRAM,
+                   "Depth of the cluster head's re-orgs (old head slot - common ancestor slot).");
+    bm_expo_hist(o, "beaconmux_cluster_reorg_depth_slots", NULL, 0, &f->reorg_depth);
+    if (!src->head)
+        return;
+    const bm_head_stats_t *st = bm_head_stats(src->head);
+    bm_expo_family(o, "beaconmux_cluster_header_requests_total", BM_EXPO_COUNTER,
+                   "Block headers the head tracker asked nodes for (unknown parents).");
+    bm_expo_u64(o, "beaconmux_cluster_header_requests_total", NULL, 0, st->fetches);
+}
+
+/* ---- duties ------------------------------------------------------------------------------- */
+
+static void duty_metrics(bm_str_t *o, const bm_observe_t *ob)
+{
+    const bm_observe_figures_t *f = bm_observe_figures(ob);
+    bm_expo_family(o, "beaconmux_duty_race_seconds", BM_EXPO_HISTOGRAM,
+                   "Time from a duty read's arrival to its answer (the race).");
+    for (int d = 0; d < BM_DUTY_READ_COUNT; d++) {
+        bm_label_t l[] = {{"duty", bm_duty_read_name(d)}};
+        bm_expo_hist(o, "beaconmux_duty_race_seconds", l, 1, &f->race[d]);
+    }
+    bm_expo_family(o, "beaconmux_duty_answers_total", BM_EXPO_COUNTER,
+                   "Duty reads answered, by what was served: fresh (on the expected head), "
+                   "stale (the best at the deadline), error.");
+    static const bm_answer_class_t outs[] = {BM_ANSWER_FRESH, BM_ANSWER_STALE, BM_ANSWER_ERROR};
+    for (int d = 0; d < BM_DUTY_READ_COUNT; d++)
+        for (int k = 0; k < 3; k++) {
+            bm_label_t l[] = {{"duty", bm_duty_read_name(d)},
+                              {"outcome", bm_answer_class_name(outs[k])}};
+            bm_expo_u64(o, "beaconmux_duty_answers_total", l, 2, f->served[d][outs[k]]);
+        }
+    bm_expo_family(o, "beaconmux_votes_served_total", BM_EXPO_COUNTER,
+                   "Duty reads answered with something to sign (fresh or stale).");
+    for (int d = 0; d < BM_DUTY_READ_COUNT; d++) {
+        bm_label_t l[] = {{"duty", bm_duty_read_name(d)}};
+        bm_expo_u64(o, "beaconmux_votes_served_total", l, 1,
+                    f->served[d][BM_ANSWER_FRESH] + f->served[d][BM_ANSWER_STALE]);
+    }
+    const bm_observe_sources_t *src = bm_observe_sources(ob);
+    if (src->attest) {
+        bm_attest_stats_t s = bm_attest_stats(src->attest);
+        bm_expo_family(o, "beaconmux_duty_coalesced_total", BM_EXPO_COUNTER,
+                       "Duty reads that joined a race already running for the same read.");
+        bm_expo_u64(o, "beaconmux_duty_coalesced_total", NULL, 0, s.joined);
+    }
+    if (src->aggregate) {
+        const bm_aggregate_stats_t *s = bm_aggregate_stats(src->aggregate);
+        bm_expo_family(o, "beaconmux_aggregate_answers_total", BM_EXPO_COUNTER,
+                       "Aggregate and contribution reads answered: full, partial, error.");
+        const char *outs2[] = {"full", "partial", "error"};
+        uint64_t v[] = {s->full, s->partial, s->errors};
+        for (int k = 0; k < 3; k++) {
+            bm_label_t l[] = {{"outcome", outs2[k]}};
+            bm_expo_u64(o, "beaconmux_aggregate_answers_total", l, 1, v[k]);
+        }
+    }
+    if (src->duties) {
+        const bm_duties_stats_t *s = bm_duties_stats(src->duties);
+        bm_expo_family(o, "beaconmux_duties_answers_total", BM_EXPO_COUNTER,
+                       "Duty list reads answered, by rule: dependent root, first, majority, "
+                       "late, error.");
+        const char *rules[] = {"by_root", "first", "majority", "late", "error"};
+        uint64_t v[] = {s->by_root, s->first, s->majority, s->late, s->errors};
+        for (int k = 0; k < 5; k++) {
+            bm_label_t l[] = {{"rule", rules[k]}};
+            bm_expo_u64(o, "beaconmux_duties_answers_total", l, 1, v[k]);
+        }
+    }
+}
+
+static void journal_counts(bm_str_t *o, const char *name, const char *help,
+                           const bm_journal_counts_t *c)
+{
+    bm_expo_family(o, name, BM_EXPO_COUNTER, help);
+    for (int d = 0; d < BM_DUTY_READ_COUNT; d++)
+        for (int v = BM_VERDICT_CORRECT; v < BM_VERDICT_COUNT; v++) {
+            bm_label_t l[] = {{"duty", bm_duty_read_name(d)}, {"verdict", bm_verdict_name(v)}};
+            bm_expo_u64(o, name, l, 2, c->verdicts[d][v]);
+        }
+}
+
+static void journal_metrics(bm_str_t *o, const bm_observe_t *ob)
+{
+    const bm_journal_t *j = bm_observe_figures(ob)->journal;
+    if (!j)
+        return;
+    const bm_journal_stats_t *s = bm_journal_stats(j);
+    journal_counts(o, "beaconmux_duty_head_correct_total",
+                   "Served duty reads judged once their slot was finalized: was the served head "
+                   "the canonical block root at the slot?",
+                   &s->final);
+    journal_counts(o, "beaconmux_duty_head_provisional_total",
+                   "Served duty reads judged two slots after their slot (may change at "
+                   "finality).",
+                   &s->provisional);
+    bm_expo_family(o, "beaconmux_votes_saved_total", BM_EXPO_COUNTER,
+                   "Duty reads served on the canonical head that the first configured node "
+                   "alone would not have served so (judged at finality).");
+    bm_expo_u64(o, "beaconmux_votes_saved_total", NULL, 0, s->final.saved);
+    bm_expo_family(o, "beaconmux_votes_lost_total", BM_EXPO_COUNTER,
+                   "Duty reads served off the canonical head that the first configured node "
+                   "alone would have served on it (judged at finality).");
+    bm_expo_u64(o, "beaconmux_votes_lost_total", NULL, 0, s->final.lost);
+    bm_expo_family(o, "beaconmux_votes_saved_provisional_total", BM_EXPO_COUNTER,
+                   "beaconmux_votes_saved_total as judged two slots after the slot.");
+    bm_expo_u64(o, "beaconmux_votes_saved_provisional_total", NULL, 0, s->provisional.saved);
+    bm_expo_family(o, "beaconmux_journal_records_total", BM_EXPO_COUNTER,
+                   "Records of served duty reads the journal received.");
+    bm_expo_u64(o, "beaconmux_journal_records_total", NULL, 0, s->records);
+    bm_expo_family(o, "beaconmux_journal_final_slot", BM_EXPO_GAUGE,
+                   "The newest slot the journal judged at finality.");
+    bm_expo_u64(o, "beaconmux_journal_final_slot", NULL, 0, s->final_slot);
+}
+
+/* ---- broadcast, events ---------------------------------------------------------------------- */
+
+static void broadcast_metrics(bm_str_t *o, const bm_observe_t *ob)
+{
+    const bm_observe_sources_t *src = bm_observe_sources(ob);
+    if (src->broadcast) {
+        bm_broadcast_stats_t s;
+        bm_broadcast_stats(src->broadcast, &s);
+        bm_expo_family(o, "beaconmux_broadcast_writes_total", BM_EXPO_COUNTER,
+                       "Writes (pool, publish, subscriptions...) sent to every node, by what "
+                       "the client got: 2xx or error.");
+        bm_label_t ok[] = {{"outcome", "2xx"}}, err[] = {{"outcome", "error"}};
+        bm_expo_u64(o, "beaconmux_broadcast_writes_total", ok, 1, s.answered_2xx);
+        bm_expo_u64(o, "beaconmux_broadcast_writes_total", err, 1, s.answered_error);
+        bm_expo_family(o, "beaconmux_broadcast_first_2xx_seconds", BM_EXPO_HISTOGRAM,
+                       "Time from a write's arrival to the first node's 2xx, which the client "
+                       "gets at once.");
+        bm_expo_hist(o, "beaconmux_broadcast_first_2xx_seconds", NULL, 0, &s.first_2xx);
+        bm_expo_family(o, "beaconmux_broadcast_node_failures_total", BM_EXPO_COUNTER,
+                       "Writes a node answered with an error or not at all.");
+        for (size_t i = 0; i < bm_pool_count(src->pool) && i < BM_BROADCAST_NODE_STATS; i++) {
+            bm_label_t l[] = {{"upstream", bm_pool_node(src->pool, i)->id}};
+            bm_expo_u64(o, "beaconmux_broadcast_node_failures_total", l, 1, s.failures_by[i]);
+        }
+    }
+    if (src->replay) {
+        bm_replay_stats_t r;
+        bm_replay_stats(src->replay, &r);
+        bm_expo_family(o, "beaconmux_replays_total", BM_EXPO_COUNTER,
+                       "Replays of validator state (preparations, registrations, "
+                       "subscriptions) to a node that came back, by outcome.");
+        const char *outs[] = {"started", "completed", "failed"};
+        uint64_t v[] = {r.replays_started, r.replays_completed, r.replays_failed};
+        for (int k = 0; k < 3; k++) {
+            bm_label_t l[] = {{"outcome", outs[k]}};
+            bm_expo_u64(o, "beaconmux_replays_total", l, 1, v[k]);
+        }
+    }
+}
+
+static void events_metrics(bm_str_t *o, const bm_observe_t *ob)
+{
+    const bm_events_t *ev = bm_observe_sources(ob)->events;
+    if (!ev)
+        return;
+    const bm_events_stats_t *s = bm_events_stats(ev);
+    bm_expo_family(o, "beaconmux_events_subscribers", BM_EXPO_GAUGE,
+                   "Clients subscribed to the cluster event stream now.");
+    bm_expo_u64(o, "beaconmux_events_subscribers", NULL, 0, s->subscribers);
+    bm_expo_family(o, "beaconmux_events_deliveries_total", BM_EXPO_COUNTER,
+                   "Events written to subscribers.");
+    bm_expo_u64(o, "beaconmux_events_deliveries_total", NULL, 0, s->events_out);
+    bm_expo_family(o, "beaconmux_events_delivered_bytes_total", BM_EXPO_COUNTER,
+                   "Bytes of events written to subscribers.");
+    bm_expo_u64(o, "beaconmux_events_delivered_bytes_total", NULL, 0, s->bytes_out);
+    bm_expo_family(o, "beaconmux_events_drops_total", BM_EXPO_COUNTER,
+                   "Subscribers dropped because they did not keep up.");
+    bm_expo_u64(o, "beaconmux_events_drops_total", NULL, 0, s->dropped);
+    bm_expo_family(o, "beaconmux_events_node_events_total", BM_EXPO_COUNTER,
+                   "Events received from the nodes' streams.");
+    bm_expo_u64(o, "beaconmux_events_node_events_total", NULL, 0, s->node_events);
+}
+
+/* ---- server, read path ---------------------------------------------------------------------- */
+
+static const char *code_name(int c)
+{
+    static const char *const names[] = {"none", "1xx", "2xx", "3xx", "4xx", "5xx"};
+    return names[c];
+}
+
+static void server_metrics(bm_str_t *o, const bm_observe_t *ob)
+{
+    const bm_observe_sources_t *src = bm_observe_sources(ob);
+    const bm_observe_figures_t *f = bm_observe_figures(ob);
+    if (src->server) {
+        bm_server_stats_t s;
+        bm_server_stats(src->server, &s);
+        bm_expo_family(o, "beaconmux_server_connections", BM_EXPO_GAUGE,
+                       "Client connections open now.");
+        bm_expo_u64(o, "beaconmux_server_connections", NULL, 0,
+                    bm_server_connection_count(src->server));
+        bm_expo_family(o, "beaconmux_server_connections_total", BM_EXPO_COUNTER,
+                       "Client connections accepted, and refused at accept (over the limit).");
+        bm_label_t a[] = {{"outcome", "accepted"}}, r[] = {{"outcome", "refused"}};
+        bm_expo_u64(o, "beaconmux_server_connections_total", a, 1, s.accepted - s.refused);
+        bm_expo_u64(o, "beaconmux_server_connections_total", r, 1, s.refused);
+        bm_expo_family(o, "beaconmux_server_rejected_requests_total", BM_EXPO_COUNTER,
+                       "Requests the server answered itself: malformed, too large, too slow.");
+        bm_expo_u64(o, "beaconmux_server_rejected_requests_total", NULL, 0, s.rejected);
+    }
+    bm_expo_family(o, "beaconmux_server_requests_total", BM_EXPO_COUNTER,
+                   "Requests answered, by route class and status class.");
+    for (size_t c = 0; c < f->n_classes; c++)
+        for (int k = 0; k < BM_CODE_CLASSES; k++) {
+            if (!f->requests[c][k] && k != BM_CODE_2XX)
+                continue; /* bounded anyway; zeros of rare classes add nothing */
+            bm_label_t l[] = {{"class", f->classes[c]}, {"code", code_name(k)}};
+            bm_expo_u64(o, "beaconmux_server_requests_total", l, 2, f->requests[c][k]);
+        }
+    bm_expo_family(o, "beaconmux_server_request_duration_seconds", BM_EXPO_HISTOGRAM,
+                   "Time from a request's complete head to its answer's end, by route class.");
+    for (size_t c = 0; c < f->n_classes; c++) {
+        bm_label_t l[] = {{"class", f->classes[c]}};
+        bm_expo_hist(o, "beaconmux_server_request_duration_seconds", l, 1, &f->request_seconds[c]);
+    }
+}
+
+static void read_metrics(bm_str_t *o, const bm_observe_t *ob)
+{
+    const bm_readpath_t *rp = bm_observe_sources(ob)->readpath;
+    if (!rp)
+        return;
+    const bm_readpath_counters_t *c = bm_readpath_counters(rp);
+    bm_expo_family(o, "beaconmux_read_requests_total", BM_EXPO_COUNTER,
+                   "Reads served by the read path.");
+    bm_expo_u64(o, "beaconmux_read_requests_total", NULL, 0, c->reads);
+    bm_expo_family(o, "beaconmux_read_attempts_total", BM_EXPO_COUNTER,
+                   "Requests the read path sent to nodes, by kind: first, retry, hedge.");
+    const char *kinds[] = {"first", "retry", "hedge"};
+    uint64_t first =
+        c->attempts >= c->retries + c->hedges ? c->attempts - c->retries - c->hedges : 0;
+    uint64_t v[] = {first, c->retries, c->hedges};
+    for (int k = 0; k < 3; k++) {
+        bm_label_t l[] = {{"kind", kinds[k]}};
+        bm_expo_u64(o, "beaconmux_read_attempts_total", l, 1, v[k]);
+    }
+    bm_expo_family(o, "beaconmux_read_deadline_exceeded_total", BM_EXPO_COUNTER,
+                   "Reads that ran out of their total deadline.");
+    bm_expo_u64(o, "beaconmux_read_deadline_exceeded_total", NULL, 0, c->deadline_exceeded);
+}
+
+void bm_metrics_write(const bm_observe_t *ob, bm_str_t *o)
+{
+    const bm_pool_t *pool = bm_observe_sources(ob)->pool;
+    process_metrics(o);
+    upstream_states(o, pool);
+    upstream_heads(o, ob);
+    upstream_simple(o, ob, UP_REQUESTS);
+    upstream_simple(o, ob, UP_IN_FLIGHT);
+    upstream_simple(o, ob, UP_ERROR_RATIO);
+    upstream_simple(o, ob, UP_STREAM);
+    upstream_errors_latency(o, ob);
+    cluster_metrics(o, ob);
+    duty_metrics(o, ob);
+    journal_metrics(o, ob);
+    broadcast_metrics(o, ob);
+    events_metrics(o, ob);
+    server_metrics(o, ob);
+    read_metrics(o, ob);
+}
