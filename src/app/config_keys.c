@@ -437,6 +437,28 @@ static const char *tier_problem(const char *t)
     return NULL;
 }
 
+static const char *metrics_path_problem(const char *p)
+{
+    size_t n = strlen(p);
+    if (n < 2 || p[0] != '/' || p[n - 1] == '/')
+        return "must start with '/' and not end with one (\"/metrics\")";
+    if (bm_pattern_problem(p) || strpbrk(p, "*{}"))
+        return "must be a plain path: no '*', '{', '?', '#', '%', '//' or spaces";
+    if (strncmp(p, "/eth/", 5) == 0 || strncmp(p, "/ui/", 4) == 0 || strcmp(p, "/ui") == 0 ||
+        strncmp(p, "/beaconmux/", 11) == 0)
+        return "must not be a path of the Beacon API, /ui or /beaconmux/";
+    return NULL;
+}
+
+static const char *listen_problem(const char *s)
+{
+    char host[64];
+    uint16_t port;
+    if (bm_config_parse_listen(s, host, sizeof host, &port) != 0)
+        return "must be HOST:PORT (\"127.0.0.1:9090\", \"[::1]:9090\")";
+    return NULL;
+}
+
 static const char *prefix_problem(const char *p)
 {
     size_t n = strlen(p);
@@ -595,8 +617,22 @@ _Static_assert(BM_LOG_OFF == 4 && BM_LOG_JSON == 1 && BM_PRODUCE_BEST_VALUE == 1
 static const bm_cfg_key_t log_keys[] = {
     ENUM(T, "level",  level,  bm_log_level_t,  level_enum,  BM_DEFAULT_LOG_LEVEL),
     ENUM(T, "format", format, bm_log_format_t, format_enum, BM_DEFAULT_LOG_FORMAT),
+    BOOL(T, "access", access, BM_DEFAULT_LOG_ACCESS),
 };
 #undef T
+
+static const bm_cfg_key_t metrics_keys[] = {
+    BOOL(bm_config_metrics_t, "enabled", enabled, BM_DEFAULT_METRICS_ENABLED),
+    TEXT(bm_config_metrics_t, "path",    path,    metrics_path_problem, 0),
+    TEXT(bm_config_metrics_t, "listen",  listen,  listen_problem,       0),
+};
+static const bm_cfg_key_t journal_keys[] = {
+    COUNT(bm_config_journal_t, "slots", slots, 0, BM_CONFIG_MAX_JOURNAL_SLOTS,
+          BM_DEFAULT_JOURNAL_SLOTS),
+};
+static const bm_cfg_key_t ui_keys[] = {
+    BOOL(bm_config_ui_t, "enabled", enabled, BM_DEFAULT_UI_ENABLED),
+};
 
 static const bm_cfg_map_t header_map = {"header", BM_CONFIG_MAX_HEADERS,
                                         bm_cfg_header_name_problem, bm_cfg_header_value_problem};
@@ -859,6 +895,11 @@ static const bm_cfg_key_t duties_keys[] = {
 #undef T
 
 static const bm_cfg_section_t log_section = SECTION_OF(bm_config_log_t, log_keys, NULL);
+static const bm_cfg_section_t metrics_section =
+    SECTION_OF(bm_config_metrics_t, metrics_keys, NULL);
+static const bm_cfg_section_t journal_section =
+    SECTION_OF(bm_config_journal_t, journal_keys, NULL);
+static const bm_cfg_section_t ui_section = SECTION_OF(bm_config_ui_t, ui_keys, NULL);
 static const bm_cfg_section_t upstream_section =
     SECTION_OF(bm_config_upstream_t, upstream_keys, upstream_finish);
 static const bm_cfg_section_t server_section = SECTION_OF(bm_config_server_t, server_keys, NULL);
@@ -893,6 +934,9 @@ static const bm_cfg_key_t root_keys[] = {
     SECTION(T, "duties",    duties,    bm_config_duties_t,    duties_section),
     SECTION(T, "routing",   routing,   bm_config_routing_t,   routing_section),
     SECTION(T, "failsafe",  failsafe,  bm_config_failsafe_t,  failsafe_section),
+    SECTION(T, "metrics",   metrics,   bm_config_metrics_t,   metrics_section),
+    SECTION(T, "journal",   journal,   bm_config_journal_t,   journal_section),
+    SECTION(T, "ui",        ui,        bm_config_ui_t,        ui_section),
     STRINGS(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
             bm_pattern_problem),
     LIST(T,    "clientRoutes", client_routes, bm_config_client_route_t, n_client_routes,

@@ -8,6 +8,9 @@
  *   discovery -> pool (network verdicts) -> health (states)
  *   monitor (per-node event streams) -> head tracker -> health (cluster-relative states)
  *   router -> duty policies (attest, produce: fresh head) -> race engine -> upstream
+ *   observe <- every module's counters, records of served duty reads, the tracker's
+ *              moves and ticks, finalized checkpoints, ended requests (/metrics, the
+ *              journal, the dashboard, the access log)
  *
  * docs/architecture.md draws the whole.
  *
@@ -45,6 +48,7 @@
 #include "http/router.h"
 #include "http/server.h"
 #include "http/upstream.h"
+#include "observe/observe.h"
 #include "read/readpath.h"
 
 typedef struct app {
@@ -71,8 +75,11 @@ typedef struct app {
     /* every write to every node; replay of node-local state */
     bm_replay_t *replay;
     bm_broadcast_t *bcast;
+    bm_observe_t *observe; /* metrics, journal, dashboard, access log */
     bm_router_t *router;
     bm_server_t *server;
+    bm_router_t *metrics_router; /* metrics.listen: a listener of their own */
+    bm_server_t *metrics_server;
     uv_signal_t sigterm;
     uv_signal_t sigint;
     int signals;
@@ -110,27 +117,38 @@ static int build_routes(app_t *a)
     if (!r)
         return BM_ENOMEM;
     int rc = 0;
+    /* each group names its route class (the metrics and the access log count by class) */
+    bm_router_set_class(r, "static");
     for (size_t i = 0; i < sizeof statics / sizeof statics[0] && !rc; i++)
         rc = bm_router_add(r, "GET", statics[i], bm_discovery_route, a->disc);
+    bm_router_set_class(r, "admin");
     if (!rc)
         rc = bm_admin_register(a->admin, r);
     /* aggregation reads, duties and liveness */
+    bm_router_set_class(r, "duty");
     if (!rc)
         rc = bm_aggregate_register(a->aggregate, r);
     if (!rc)
         rc = bm_duties_register(a->duties, r);
-    if (!rc)
-        rc = bm_events_register(a->events, r); /* the cluster event stream */
     /* attestation data, head root, payload attestation data, block production */
     if (!rc)
         rc = bm_attest_register(a->attest, r);
     if (!rc)
         rc = bm_produce_register(a->produce, r);
+    bm_router_set_class(r, "events");
+    if (!rc)
+        rc = bm_events_register(a->events, r); /* the cluster event stream */
     /* broadcast: pool and publish POSTs, subscriptions, preparations,
      * registrations, preferences, DVT selections, the stateful envelope read */
+    bm_router_set_class(r, "write");
     if (!rc)
         rc = bm_broadcast_register(a->bcast, r);
+    /* metrics (unless on a listener of their own), the journal, the dashboard */
+    bm_router_set_class(r, "observe");
+    if (!rc)
+        rc = bm_observe_register(a->observe, r, a->cfg->metrics.listen == NULL);
     /* the read path (owner: readpath): everything else, client routes included */
+    bm_router_set_class(r, "read");
     bm_router_set_fallback(r, bm_readpath_route, a->readpath);
     return rc;
 }
@@ -196,6 +214,68 @@ static int build_readpath(app_t *a)
     return bm_admin_add_section(a->admin, "read_path", bm_readpath_status_json, a->readpath);
 }
 
+static void status_json(bm_str_t *out, void *ud)
+{
+    bm_admin_status_json(ud, out);
+}
+
+/* observe: the figures only it keeps, read with every module's counters at scrape time. */
+static int build_observe(app_t *a)
+{
+    bm_observe_sources_t src = {
+        .pool = a->pool,
+        .head = a->head,
+        .monitor = a->monitor,
+        .disc = a->disc,
+        .events = a->events,
+        .attest = a->attest,
+        .produce = a->produce,
+        .aggregate = a->aggregate,
+        .duties = a->duties,
+        .broadcast = a->bcast,
+        .replay = a->replay,
+        .readpath = a->readpath,
+    };
+    a->observe = bm_observe_new(&src, &a->opts.observe);
+    if (!a->observe)
+        return BM_ENOMEM;
+    bm_observe_set_status(a->observe, status_json, a->admin);
+    return 0;
+}
+
+/* metrics.listen: /metrics on a listener of its own. */
+static int listen_metrics(app_t *a)
+{
+    const char *l = a->cfg->metrics.listen;
+    if (!l || !a->cfg->metrics.enabled)
+        return 0;
+    char host[64];
+    uint16_t port;
+    if (bm_config_parse_listen(l, host, sizeof host, &port) != 0)
+        return BM_EINVAL; /* validated: cannot happen */
+    a->metrics_router = bm_router_new();
+    if (!a->metrics_router)
+        return BM_ENOMEM;
+    bm_router_set_class(a->metrics_router, "metrics");
+    int rc = bm_observe_register(a->observe, a->metrics_router, true);
+    if (rc)
+        return rc;
+    a->metrics_server =
+        bm_server_new(&a->loop, &a->opts.server, bm_router_dispatch, a->metrics_router);
+    if (!a->metrics_server)
+        return BM_ENOMEM;
+    bm_observe_add_server(a->observe, a->metrics_server);
+    rc = bm_server_listen(a->metrics_server, host, port);
+    if (rc) {
+        bm_log(BM_LOG_ERROR, "cannot listen on %s for metrics: %s", l, bm_strerror(rc));
+        return rc;
+    }
+    bool v6 = strchr(host, ':') != NULL;
+    bm_log(BM_LOG_INFO, "metrics on http://%s%s%s:%d%s", v6 ? "[" : "", host, v6 ? "]" : "",
+           bm_server_port(a->metrics_server), a->opts.observe.metrics_path);
+    return 0;
+}
+
 static int build(app_t *a)
 {
     const bm_config_t *c = a->cfg;
@@ -246,6 +326,8 @@ static int build(app_t *a)
 
     if ((rc = build_broadcast(a)) != 0)
         return rc;
+    if ((rc = build_observe(a)) != 0)
+        return rc;
     if ((rc = build_routes(a)) != 0)
         return rc;
     bm_report_sources_t rs = {a->events, a->attest, a->produce, a->aggregate,
@@ -256,6 +338,7 @@ static int build(app_t *a)
     a->server = bm_server_new(&a->loop, &o->server, bm_router_dispatch, a->router);
     if (!a->server)
         return BM_ENOMEM;
+    bm_observe_add_server(a->observe, a->server);
     rc = bm_server_listen(a->server, c->listen_host, c->listen_port);
     if (rc) {
         bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", c->listen_host, c->listen_port,
@@ -266,6 +349,8 @@ static int build(app_t *a)
     bool v6 = strchr(h, ':') != NULL;
     bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d", v6 ? "[" : "", h, v6 ? "]" : "",
            bm_server_port(a->server));
+    if ((rc = listen_metrics(a)) != 0)
+        return rc;
     if ((rc = bm_discovery_start(a->disc)) != 0)
         return rc;
     return bm_monitor_start(a->monitor); /* monitor */
@@ -319,6 +404,8 @@ static void on_signal(uv_signal_t *s, int signum)
     bm_log(BM_LOG_INFO, "%s: shutting down (in-flight requests get up to %u ms)",
            signum == SIGTERM ? "SIGTERM" : "SIGINT", a->cfg->server.shutdown_timeout_ms);
     bm_events_shutdown(a->events); /* streams end now, not after the grace period */
+    if (a->metrics_server)
+        bm_server_shutdown(a->metrics_server, a->cfg->server.shutdown_timeout_ms, NULL, NULL);
     bm_server_shutdown(a->server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
 }
 
@@ -339,8 +426,12 @@ static void teardown(app_t *a)
     a->up = NULL;
     /* let close callbacks of timers, polls and sockets run */
     uv_run(&a->loop, UV_RUN_DEFAULT);
+    bm_observe_free(a->observe); /* before what it listens to: servers, policies, tracker */
     if (a->server)
         bm_server_free(a->server);
+    if (a->metrics_server)
+        bm_server_free(a->metrics_server);
+    bm_router_free(a->metrics_router);
     bm_discovery_free(a->disc);
     uv_run(&a->loop, UV_RUN_DEFAULT);
     bm_admin_free(a->admin);

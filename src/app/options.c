@@ -86,7 +86,12 @@
     B(duties.aggregate_grace_ms,         aggregate.grace_ms)                                       \
     B(duties.duties_majority_after_ms,   duties.majority_after_ms)                                 \
     B(duties.write_timeout_ms,           replay.timeout_ms)                                        \
-    B(duties.write_timeout_ms,           broadcast.write_timeout_ms)
+    B(duties.write_timeout_ms,           broadcast.write_timeout_ms)                               \
+                                                                                                   \
+    B(log.access,                        observe.access_log)                                       \
+    B(metrics.enabled,                   observe.metrics)                                          \
+    B(journal.slots,                     observe.journal_slots)                                    \
+    B(ui.enabled,                        observe.ui)
 // clang-format on
 
 #define ASSIGN(from, to)                                                                           \
@@ -144,8 +149,11 @@ int bm_options_from_config(bm_options_t *o, const bm_config_t *cfg)
     bm_duties_opts_default(&o->duties);
     bm_replay_opts_default(&o->replay);
     bm_broadcast_opts_default(&o->broadcast);
+    bm_observe_opts_default(&o->observe);
 
     BINDINGS(ASSIGN)
+    if (cfg->metrics.path)
+        o->observe.metrics_path = cfg->metrics.path;
     o->readpath.max_attempts = bm_config_max_attempts(cfg);
     const char *sk = cfg->routing.sticky.key;
     o->readpath.sticky_header = sk && strcmp(sk, "address") != 0 ? sk : NULL;

@@ -25,6 +25,7 @@
 #include "duties/replay.h"
 #include "http/server.h"
 #include "http/upstream.h"
+#include "observe/observe.h"
 #include "read/readpath.h"
 #include "read/rules.h"
 
@@ -44,6 +45,7 @@ typedef struct bm_options {
     bm_duties_opts_t duties;
     bm_replay_opts_t replay;
     bm_broadcast_opts_t broadcast;
+    bm_observe_opts_t observe;
 } bm_options_t;
 
 /**

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -56,10 +57,11 @@ struct bm_observe {
 void bm_observe_opts_default(bm_observe_opts_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->journal_slots = BM_OBSERVE_JOURNAL_DEFAULT_SLOTS;
-    o->metrics = true;
-    o->metrics_path = "/metrics";
-    o->ui = true;
+    o->journal_slots = BM_DEFAULT_JOURNAL_SLOTS;
+    o->access_log = BM_DEFAULT_LOG_ACCESS;
+    o->metrics = BM_DEFAULT_METRICS_ENABLED;
+    o->metrics_path = BM_DEFAULT_METRICS_PATH;
+    o->ui = BM_DEFAULT_UI_ENABLED;
 }
 
 const bm_observe_figures_t *bm_observe_figures(const bm_observe_t *o)

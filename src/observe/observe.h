@@ -50,7 +50,6 @@
 #include "read/readpath.h"
 
 #define BM_OBSERVE_MAX_CLASSES 16 /* route classes counted (more share the last, "other") */
-#define BM_OBSERVE_JOURNAL_DEFAULT_SLOTS 7200
 
 typedef struct bm_observe_opts {
     uint32_t journal_slots;   /* journal.slots; 0: no journal (and no witness requests) */
