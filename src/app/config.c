@@ -306,7 +306,7 @@ int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err)
     if (check_keys(&bm_cfg_root, cfg, "", err) != 0 || check_upstreams(cfg, err) != 0 ||
         check_holds(cfg, err) != 0 || check_read_path(cfg, err) != 0)
         return BM_EINVAL;
-    if (cfg->metrics.listen) {
+    if (cfg->metrics.listen && *cfg->metrics.listen) {
         char host[64];
         uint16_t port = 0;
         bm_config_parse_listen(cfg->metrics.listen, host, sizeof host, &port);

@@ -88,7 +88,7 @@ typedef struct bm_config_log {
 
 typedef struct bm_config_metrics {
     bool enabled;
-    char *path;   /* owned; NULL: /metrics */
+    char *path;   /* owned; "/metrics" by default */
     char *listen; /* owned; "host:port" of a listener of their own, or NULL: on `listen` */
 } bm_config_metrics_t;
 

@@ -598,6 +598,9 @@ _Static_assert(BM_LOG_OFF == 4 && BM_LOG_JSON == 1 && BM_PRODUCE_BEST_VALUE == 1
 #define PATH(T, key, f) {.name = key, .kind = BM_CFG_PATH, .off = AT(T, f, char *)}
 #define TEXT(T, key, f, check, fl)                                                                 \
     {.name = key, .kind = BM_CFG_TEXT, .off = AT(T, f, char *), .problem = check, .flags = fl}
+#define TEXT_DEF(T, key, f, check, fl, d)                                                          \
+    {.name = key, .kind = BM_CFG_TEXT, .off = AT(T, f, char *), .problem = check, .flags = fl,      \
+     .def_text = d}
 #define SECTION(T, key, f, S, sec)                                                                 \
     {.name = key, .kind = BM_CFG_SECTION, .off = AT(T, f, S), .sub = &sec}
 #define LIST(T, key, f, E, count, sec, most)                                                       \
@@ -623,8 +626,9 @@ static const bm_cfg_key_t log_keys[] = {
 
 static const bm_cfg_key_t metrics_keys[] = {
     BOOL(bm_config_metrics_t, "enabled", enabled, BM_DEFAULT_METRICS_ENABLED),
-    TEXT(bm_config_metrics_t, "path",    path,    metrics_path_problem, 0),
-    TEXT(bm_config_metrics_t, "listen",  listen,  listen_problem,       0),
+    TEXT_DEF(bm_config_metrics_t, "path", path, metrics_path_problem, 0,
+             BM_DEFAULT_METRICS_PATH),
+    TEXT(bm_config_metrics_t, "listen",  listen,  listen_problem,       BM_CFG_EMPTY_NONE),
 };
 static const bm_cfg_key_t journal_keys[] = {
     COUNT(bm_config_journal_t, "slots", slots, 0, BM_CONFIG_MAX_JOURNAL_SLOTS,
@@ -1291,6 +1295,8 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw
             return false;
         break;
     case BM_CFG_TEXT:
+        if ((k->flags & BM_CFG_EMPTY_NONE) && !v[0])
+            return set_string(str_field(k, obj), v, true, msg, n);
         if (k->problem && (why = k->problem(v))) {
             bool template = (k->flags & BM_CFG_MASK_URL) && raw && strstr(raw, "${");
             if (k->flags & BM_CFG_MASK_URL)
@@ -1348,6 +1354,9 @@ int bm_cfg_defaults(const bm_cfg_section_t *sec, void *obj)
             if (!(*str_field(k, obj) = strdup(k->def_text)))
                 return BM_ENOMEM;
             *(uint16_t *)at_off(obj, k->aux) = (uint16_t)k->def;
+        } else if (k->kind == BM_CFG_TEXT && k->def_text) {
+            if (!(*str_field(k, obj) = strdup(k->def_text)))
+                return BM_ENOMEM;
         } else if (is_number(k->kind) || k->kind == BM_CFG_BOOL || k->kind == BM_CFG_ENUM) {
             set_num(k, obj, k->def);
         }

@@ -53,9 +53,10 @@ typedef enum bm_cfg_kind {
 } bm_cfg_kind_t;
 
 enum {
-    BM_CFG_REQUIRED = 1 << 0, /* a mapping that holds this section's keys must give it */
-    BM_CFG_MASK_URL = 1 << 1, /* a URL whose password is masked in messages and masked dumps */
-    BM_CFG_INHERIT = 1 << 2,  /* COUNT, DECIMAL: BM_CONFIG_UNSET (the default) inherits */
+    BM_CFG_REQUIRED = 1 << 0,   /* a mapping that holds this section's keys must give it */
+    BM_CFG_MASK_URL = 1 << 1,   /* a URL whose password is masked in messages and masked dumps */
+    BM_CFG_INHERIT = 1 << 2,    /* COUNT, DECIMAL: BM_CONFIG_UNSET (the default) inherits */
+    BM_CFG_EMPTY_NONE = 1 << 3, /* TEXT: "" means none (NULL), without asking `problem` */
 };
 
 /** An enumerated value: the names a user writes. */
@@ -101,7 +102,7 @@ typedef struct bm_cfg_key {
     size_t aux;                  /* LISTEN: of the port; LIST, MAP: of the count */
     uint64_t min, max;           /* numbers: the range; LIST: most entries */
     uint64_t def;                /* numbers, BOOL, ENUM: the default; LISTEN: the port's */
-    const char *def_text;        /* LISTEN: the default host */
+    const char *def_text;        /* LISTEN: the default host; TEXT: the default (NULL: none) */
     const bm_cfg_section_t *sub; /* SECTION, LIST */
     const bm_cfg_enum_t *names;  /* ENUM */
     const bm_cfg_map_t *map;     /* MAP */

@@ -146,7 +146,8 @@ static int build_routes(app_t *a)
     /* metrics (unless on a listener of their own), the journal, the dashboard */
     bm_router_set_class(r, "observe");
     if (!rc)
-        rc = bm_observe_register(a->observe, r, a->cfg->metrics.listen == NULL);
+        rc =
+            bm_observe_register(a->observe, r, !a->cfg->metrics.listen || !*a->cfg->metrics.listen);
     /* the read path (owner: readpath): everything else, client routes included */
     bm_router_set_class(r, "read");
     bm_router_set_fallback(r, bm_readpath_route, a->readpath);
@@ -247,7 +248,7 @@ static int build_observe(app_t *a)
 static int listen_metrics(app_t *a)
 {
     const char *l = a->cfg->metrics.listen;
-    if (!l || !a->cfg->metrics.enabled)
+    if (!l || !*l || !a->cfg->metrics.enabled)
         return 0;
     char host[64];
     uint16_t port;
