@@ -144,7 +144,8 @@ function renderHeat(d) {
 function renderScale(slotMs) {
   const sc = document.getElementById("heat-scale");
   if (sc.childElementCount) return;
-  const stops = [0, 100, 500, 1000, 4000, slotMs];
+  // the stops of a 12-s slot (100 ms, 0.5 s, 1 s, 4 s), scaled to this chain's slots
+  const stops = [0, 100, 500, 1000, 4000, 12000].map((ms) => Math.round(ms * slotMs / 12000));
   sc.append(el("span", {text: "arrival:"}));
   for (const ms of stops) {
     const sw = el("span", {class: "sw"});

@@ -30,6 +30,7 @@ typedef struct {
     bm_route_fn fn;
     void *ud;
     const char *cls;
+    bool trailing; /* the pattern ends with '/': it matches only a path that does too */
 } route_t;
 
 struct bm_router {
@@ -114,6 +115,10 @@ static int parse_pattern(route_t *rt, const char *pattern)
         rt->n_seg++;
         p = end ? end + 1 : p + len;
     }
+    size_t n = strlen(pattern);
+    rt->trailing = n > 1 && pattern[n - 1] == '/';
+    if (rt->trailing && rt->n_seg && rt->seg[rt->n_seg - 1].kind == SEG_REST)
+        return BM_EINVAL; /* "*" already takes what follows */
     return 0;
 }
 
@@ -218,12 +223,17 @@ static bool match_route(const route_t *rt, const char *path, size_t path_len,
         p = seg_end + (slash ? 1 : 0);
         if (!slash) {
             /* path exhausted: every pattern segment must have been used */
-            if (i + 1 != rt->n_seg)
+            if (i + 1 != rt->n_seg || rt->trailing)
                 return false;
             for (size_t k = rt->n_seg; k < MAX_SEGMENTS; k++)
                 *score *= 10;
             return true;
         }
+    }
+    if (rt->trailing && rt->n_seg && p == end) { /* "/ui/": the pattern's own slash */
+        for (size_t k = rt->n_seg; k < MAX_SEGMENTS; k++)
+            *score *= 10;
+        return true;
     }
     return false; /* path has more segments (or a trailing slash) than the pattern */
 }

@@ -42,8 +42,9 @@ void bm_router_free(bm_router_t *r);
 /**
  * Adds a route. `method` is "GET", "POST", ... or NULL for any method. `pattern` starts
  * with '/', segments are literals, {name} parameters, or a final "*" matching the rest
- * (one or more segments). A later route with the same method and pattern replaces the
- * earlier one. Returns 0, BM_EINVAL for a bad pattern, or BM_ENOMEM.
+ * (one or more segments). A pattern ending with '/' ("/ui/") matches only paths that end
+ * with it, one without it only paths that do not. A later route with the same method and pattern
+ * replaces the earlier one. Returns 0, BM_EINVAL for a bad pattern, or BM_ENOMEM.
  */
 int bm_router_add(bm_router_t *r, const char *method, const char *pattern, bm_route_fn fn,
                   void *ud);

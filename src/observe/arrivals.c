@@ -24,6 +24,7 @@ typedef struct cell {
 typedef struct nrec {
     cell_t cells[BM_ARRIVALS_SLOTS];
     bool has_last;
+    uint64_t first_slot; /* of its first arrival: nothing is known of it before */
     uint64_t last_slot;
     uint8_t last_root[32];
     bm_hist_t hist;
@@ -31,6 +32,8 @@ typedef struct nrec {
 
 struct bm_arrivals {
     size_t n;
+    bool watching;
+    uint64_t since; /* the first slot any node announced: a node silent since is missing */
     nrec_t nodes[];
 };
 
@@ -67,6 +70,11 @@ bool bm_arrivals_on_view(bm_arrivals_t *a, size_t node, const bm_head_node_view_
     nrec_t *nr = &a->nodes[node];
     if (nr->has_last && nr->last_slot == v->slot && memcmp(nr->last_root, v->root, 32) == 0)
         return false;
+    if (!nr->has_last)
+        nr->first_slot = v->slot;
+    if (!a->watching || v->slot < a->since)
+        a->since = v->slot;
+    a->watching = true;
     nr->has_last = true;
     nr->last_slot = v->slot;
     memcpy(nr->last_root, v->root, 32);
@@ -96,8 +104,14 @@ bm_arrival_mark_t bm_arrivals_mark(const bm_arrivals_t *a, size_t node, uint64_t
 {
     *delay_ms = INT32_MIN;
     *optimistic = false;
-    const cell_t *c = node < a->n ? &a->nodes[node].cells[slot % BM_ARRIVALS_SLOTS] : NULL;
+    const nrec_t *nr = node < a->n ? &a->nodes[node] : NULL;
+    const cell_t *c = nr ? &nr->cells[slot % BM_ARRIVALS_SLOTS] : NULL;
     bool seen = c && c->used && c->slot == slot;
+    /* before the node's first arrival (or, for a node never heard, before anyone's) the
+     * node's silence says nothing: beaconmux was not watching it */
+    uint64_t since = nr && nr->has_last ? nr->first_slot : a->since;
+    if (!seen && (!a->watching || slot < since))
+        return BM_ARRIVAL_UNKNOWN;
     if (seen) {
         *delay_ms = c->delay_ms;
         *optimistic = c->optimistic;

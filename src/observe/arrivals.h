@@ -11,6 +11,8 @@
  * as it is then (a caller's function): the node's head at that slot was the canonical block
  * (ok) or another one (off_chain: a fork, or a block later re-orged), or the node announced
  * nothing for a slot that has a block (missed), or nothing for an empty slot (empty).
+ * Slots before a node's first arrival (for a node never heard, before any node's first) are
+ * unknown: beaconmux was not watching yet.
  * Pure: no I/O, no clock; the histograms never allocate.
  */
 #ifndef BM_ARRIVALS_H

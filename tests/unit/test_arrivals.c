@@ -70,7 +70,7 @@ static void test_marks(void **state)
     assert_int_equal(mark(a, 0, 5, &d, &o), BM_ARRIVAL_MISSED);
     assert_int_equal(mark(a, 0, 6, &d, &o), BM_ARRIVAL_PENDING);
     assert_int_equal(mark(a, 1, 2, &d, &o), BM_ARRIVAL_OFF_CHAIN);
-    assert_int_equal(mark(a, 1, 0, &d, &o), BM_ARRIVAL_UNKNOWN); /* nothing before genesis */
+    assert_int_equal(mark(a, 1, 0, &d, &o), BM_ARRIVAL_UNKNOWN); /* before it was watched */
 
     const bm_hist_t *h = bm_arrivals_hist(a, 0);
     assert_int_equal(h->count, 3);
@@ -87,10 +87,28 @@ static void test_marks(void **state)
     bm_arrivals_free(a);
 }
 
+/* Before a node's first arrival nothing is known of it; a node never heard is missing
+ * from the first slot any node announced. */
+static void test_watched_since(void **state)
+{
+    (void)state;
+    bm_arrivals_t *a = bm_arrivals_new(2);
+    int32_t d;
+    bool o;
+    assert_int_equal(mark(a, 0, 4, &d, &o), BM_ARRIVAL_UNKNOWN); /* nothing heard at all */
+    assert_true(announce(a, 0, 2, 3, 100, false));
+    assert_int_equal(mark(a, 0, 1, &d, &o), BM_ARRIVAL_UNKNOWN);
+    assert_int_equal(mark(a, 0, 5, &d, &o), BM_ARRIVAL_MISSED);
+    assert_int_equal(mark(a, 1, 1, &d, &o), BM_ARRIVAL_UNKNOWN);
+    assert_int_equal(mark(a, 1, 2, &d, &o), BM_ARRIVAL_MISSED); /* silent since slot 2 */
+    bm_arrivals_free(a);
+}
+
 static void test_json(void **state)
 {
     (void)state;
     bm_arrivals_t *a = bm_arrivals_new(1);
+    announce(a, 0, 2, 3, 90, false);
     announce(a, 0, 5, 6, 120, false);
     bm_str_t o = BM_STR_INIT;
     const char *ids[] = {"lh"};
@@ -125,6 +143,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_marks),
+        cmocka_unit_test(test_watched_since),
         cmocka_unit_test(test_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -125,6 +125,25 @@ static void test_not_origin_form(void **state)
     bm_router_free(r);
 }
 
+/* A pattern with a trailing slash is its own path: "/ui/" and "/ui" are two routes. */
+static void test_trailing_slash(void **state)
+{
+    (void)state;
+    bm_router_t *r = bm_router_new();
+    assert_int_equal(bm_router_add(r, "GET", "/ui", fn_a, &tag_a), 0);
+    assert_int_equal(bm_router_add(r, "GET", "/ui/", fn_b, &tag_b), 0);
+    assert_int_equal(bm_router_add(r, "GET", "/ui/{file}", fn_a, &tag_c), 0);
+    assert_int_equal(bm_router_add(r, "GET", "/x/*/", fn_a, &tag_d), BM_EINVAL);
+    bm_router_set_fallback(r, fn_fb, &tag_fb);
+    bm_route_params_t p;
+    assert_ptr_equal(match(r, "GET", "/ui", &p), &tag_a);
+    assert_ptr_equal(match(r, "GET", "/ui/", &p), &tag_b);
+    assert_ptr_equal(match(r, "GET", "/ui/app.js", &p), &tag_c);
+    assert_ptr_equal(match(r, "GET", "/ui//", &p), &tag_fb);
+    assert_ptr_equal(match(r, "GET", "/ui/app.js/", &p), &tag_fb);
+    bm_router_free(r);
+}
+
 /* Routes carry the class named before they were added, the fallback its own. */
 static void test_route_class(void **state)
 {
@@ -220,6 +239,7 @@ int main(void)
         cmocka_unit_test(test_bad_patterns_and_replace),
         cmocka_unit_test(test_not_origin_form),
         cmocka_unit_test(test_route_class),
+        cmocka_unit_test(test_trailing_slash),
         cmocka_unit_test(test_request_summary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
