@@ -152,10 +152,11 @@ class Dashboard(unittest.TestCase):
             driver = WebDriver(profile)
             driver.go("http://127.0.0.1:%d/ui/" % mux.port)
 
-            def page():
+            def page():  # rendered, with the states beaconmux gives the nodes
                 p = driver.js(READ_PAGE)
-                return p if p["rendered"] and p["journal"] and len(p["rows"]) == 4 else None
-            p = wait_for(page, 30, interval=0.3, what="the dashboard rendered")
+                shown = {r["node"]: r["state"] for r in p["rows"]}
+                return p if p["rendered"] and p["journal"] and shown == want else None
+            p = wait_for(page, 30, interval=0.3, what="the dashboard rendered with %s" % want)
             self.check_page(p, want)
             size = driver.screenshot(os.path.join(out_dir, "dashboard.png"))
             self.assertGreater(size, 10000)
