@@ -13,8 +13,9 @@
 - /metrics: `promtool check metrics` accepts it; a real Prometheus (Debian's package,
   installed by scripts/install-deps.sh observe when missing; loopback, a generated
   configuration) scrapes it and answers queries; every metric a panel of
-  contrib/grafana/beaconmux.json queries exists in it; its series do not grow with the
-  paths and clients of requests; metrics.listen serves it on a listener of its own.
+  contrib/grafana/beaconmux.json queries exists in it; docs/observability.md documents every
+  family and no other; its series do not grow with the paths and clients of requests;
+  metrics.listen serves it on a listener of its own.
 - log.access: one line per request with the secrets of the path and query masked, as text
   and as JSON.
 - The journal's HTTP errors: a bad slot parameter or range is a 400 in the Beacon API shape.
@@ -347,6 +348,16 @@ class Exposition(unittest.TestCase):
                 if word not in names and word not in families:
                     missing.append("%s: %s" % (title, word))
         self.assertEqual(missing, [], "panels query metrics that /metrics does not have")
+
+    def test_every_metric_documented(self):
+        """docs/observability.md names every family of the exposition, and nothing else."""
+        families = set(re.findall(r"^# TYPE (\S+) ", self.metrics(), re.M))
+        with open(os.path.join(SOURCE_DIR, "docs", "observability.md")) as f:
+            doc = f.read()
+        table = set(re.findall(r"^\| `((?:beaconmux|process)_[a-z0-9_]+)`", doc, re.M))
+        self.assertGreater(len(families), 40)
+        self.assertEqual(sorted(families - table), [], "metrics not in docs/observability.md")
+        self.assertEqual(sorted(table - families), [], "documented metrics /metrics lacks")
 
     def test_label_values_stay_bounded(self):
         before = self.metrics()
