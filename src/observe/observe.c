@@ -432,14 +432,23 @@ static void route_journal(bm_req_t *req, const bm_route_params_t *p, void *ud)
     send_str(req, &s, "application/json");
 }
 
-/* The canonical root for the heatmap: known up to the cluster head's slot. */
+/* The canonical root for the heatmap: known up to the cluster head's slot, from the tracker,
+ * or, for slots older than its block knowledge, as the journal settled it. */
 static int heatmap_canon(uint64_t slot, uint8_t root[32], void *ud)
 {
     const bm_observe_t *o = ud;
     bm_head_info_t h;
     if (!o->src.head || !bm_head_cluster(o->src.head, &h) || slot > h.slot)
         return BM_EUNAVAIL;
-    return bm_head_root_at_slot(o->src.head, slot, root);
+    if (bm_head_root_at_slot(o->src.head, slot, root) == 0)
+        return 0;
+    bm_journal_slot_t js;
+    if (o->journal && bm_journal_slot(o->journal, slot, &js) && js.stage != BM_STAGE_OPEN &&
+        js.canon.known) {
+        memcpy(root, js.canon.root, 32);
+        return 0;
+    }
+    return BM_ENOTFOUND;
 }
 
 /* Everything the web dashboard shows, in one document (it polls this once a second). */

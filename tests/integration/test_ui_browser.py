@@ -137,7 +137,7 @@ class Dashboard(unittest.TestCase):
     def test_dashboard_in_chromium(self):
         if not ensure_browser():
             self.skipTest("chromium and chromedriver are not available here")
-        sim = Beaconsim(nodes=4, slot_ms=SLOT_MS, slots_per_epoch=4,
+        sim = Beaconsim(nodes=4, slot_ms=SLOT_MS, slots_per_epoch=8,
                         node_specs={0: "lag=600", 2: "lag=2500", 3: "fork"})
         profile = tempfile.mkdtemp(prefix="bm-chromium-")
         out_dir = os.environ.get("BM_UI_SCREENSHOT_DIR") or BIN_DIR
@@ -152,11 +152,17 @@ class Dashboard(unittest.TestCase):
             driver = WebDriver(profile)
             driver.go("http://127.0.0.1:%d/ui/" % mux.port)
 
+            seen = []
+
             def page():  # rendered, with the states beaconmux gives the nodes
                 p = driver.js(READ_PAGE)
                 shown = {r["node"]: r["state"] for r in p["rows"]}
+                seen.append(shown)
                 return p if p["rendered"] and p["journal"] and shown == want else None
-            p = wait_for(page, 30, interval=0.3, what="the dashboard rendered with %s" % want)
+            try:
+                p = wait_for(page, 30, interval=0.3, what="the dashboard rendered with %s" % want)
+            except AssertionError as e:
+                raise AssertionError("%s; the page showed last: %s" % (e, seen[-3:]))
             self.check_page(p, want)
             size = driver.screenshot(os.path.join(out_dir, "dashboard.png"))
             self.assertGreater(size, 10000)
