@@ -22,6 +22,7 @@
 
 #include "base/buf.h"
 #include "base/hdrs.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "cluster/pool.h"
 #include "duties/replay.h"
@@ -34,6 +35,7 @@
     } while (0)
 
 static uv_loop_t loop;
+static bm_clock_t *clock_;
 static bm_upstream_t *up;
 static bm_pool_t *pool;
 
@@ -46,12 +48,13 @@ static bm_replay_t *fresh(bool json_c_only)
         bm_upstream_opts_default(&o);
         up = bm_upstream_new(&loop, &o);
         pool = bm_pool_new();
-        CHECK(up && pool);
+        clock_ = bm_clock_real_new(&loop);
+        CHECK(up && pool && clock_);
     }
     bm_replay_opts_t o;
     bm_replay_opts_default(&o);
     o.json_c_only = json_c_only;
-    bm_replay_t *rp = bm_replay_new(&loop, up, pool, NULL, &o);
+    bm_replay_t *rp = bm_replay_new(clock_, up, pool, NULL, &o);
     CHECK(rp);
     return rp;
 }

@@ -100,6 +100,11 @@ static const route_t ROUTES[] = {
      R_SSZ_RESP | R_SYNC503 | R_OPT503},
     {"GET", "/eth/v4/validator/blocks/{slot}", "produceBlockV4", h_produce_v4,
      R_SSZ_RESP | R_SYNC503 | R_OPT503},
+    /* legacy production, removed from the spec after Electra */
+    {"GET", "/eth/v2/validator/blocks/{slot}", "produceBlockV2", h_produce_v2,
+     R_SSZ_RESP | R_SYNC503 | R_OPT503},
+    {"GET", "/eth/v1/validator/blinded_blocks/{slot}", "produceBlindedBlock", h_produce_blinded_v1,
+     R_SYNC503 | R_OPT503},
     {"GET", "/eth/v1/validator/execution_payload_envelopes/{slot}/{beacon_block_root}",
      "getExecutionPayloadEnvelope", h_envelope_stateful, R_SSZ_RESP},
     {"POST", "/eth/v1/validator/duties/attester/{epoch}", "getAttesterDuties", h_attester_duties,
@@ -110,6 +115,10 @@ static const route_t ROUTES[] = {
     {"POST", "/eth/v1/validator/liveness/{epoch}", "getLiveness", h_liveness, 0},
     {"POST", "/eth/v2/beacon/blocks", "publishBlockV2", h_publish_block, R_SSZ_REQ | R_REC},
     {"POST", "/eth/v2/beacon/blinded_blocks", "publishBlindedBlockV2", h_publish_blinded,
+     R_SSZ_REQ | R_REC},
+    /* legacy publish (v1: Eth-Consensus-Version optional) */
+    {"POST", "/eth/v1/beacon/blocks", "publishBlock", h_publish_block_v1, R_SSZ_REQ | R_REC},
+    {"POST", "/eth/v1/beacon/blinded_blocks", "publishBlindedBlock", h_publish_blinded_v1,
      R_SSZ_REQ | R_REC},
     {"POST", "/eth/v1/beacon/execution_payload_envelopes", "publishExecutionPayloadEnvelope",
      h_publish_envelope, R_SSZ_REQ | R_REC},

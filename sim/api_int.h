@@ -87,6 +87,8 @@ void h_ptc_duties(ctx_t *x);
 void h_liveness(ctx_t *x);
 void h_produce_v3(ctx_t *x);
 void h_produce_v4(ctx_t *x);
+void h_produce_v2(ctx_t *x);
+void h_produce_blinded_v1(ctx_t *x);
 void h_envelope_stateful(ctx_t *x);
 void api_val_cache_free(void *cache);
 /* true when this node produced (v4, include_payload=false) the envelope of block_root */
@@ -95,6 +97,8 @@ bool api_val_has_envelope(ctx_t *x, const bs_root_t *block_root);
 /* handlers in api_post.c */
 void h_publish_block(ctx_t *x);
 void h_publish_blinded(ctx_t *x);
+void h_publish_block_v1(ctx_t *x);
+void h_publish_blinded_v1(ctx_t *x);
 void h_publish_envelope(ctx_t *x);
 void h_pool_attestations(ctx_t *x);
 void h_pool_sync(ctx_t *x);

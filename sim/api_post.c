@@ -19,6 +19,7 @@
 typedef struct failures {
     bm_str_t s;
     size_t n;
+    size_t dups; /* of which refusals as duplicates (dup-items) */
 } failures_t;
 
 static void fail(failures_t *f, size_t index, const char *fmt, ...)
@@ -36,22 +37,40 @@ static void fail(failures_t *f, size_t index, const char *fmt, ...)
     f->n++;
 }
 
-/* Answers the IndexedErrorMessage if there were failures; returns true when it did. */
+/* The node's behaviour on a pool batch of `n` items: the items of fail-items fail
+ * validation, those of dup-items are refused as seen already (another node gossiped them). */
+static void item_faults(ctx_t *x, failures_t *f, size_t n)
+{
+    const bs_behav_t *b = &x->n->behav;
+    for (size_t i = 0; i < n && i < 64; i++) {
+        if (b->fail_items & (1ull << i)) {
+            fail(f, i, "invalid signature (fail-items)");
+        } else if (b->dup_items & (1ull << i)) {
+            fail(f, i, "PublishError.Duplicate");
+            f->dups++;
+        }
+    }
+}
+
+/* Answers the IndexedErrorMessage if there were failures; returns true when it did. Only
+ * duplicates: a 500, as a real Lodestar answers them; else a 400. */
 static bool reply_failures(ctx_t *x, failures_t *f)
 {
     if (f->n == 0) {
         bm_str_dispose(&f->s);
         return false;
     }
+    int status = f->dups == f->n ? 500 : 400;
     bm_str_t s = BM_STR_INIT;
-    bm_str_puts(&s, "{\"code\":400,\"message\":\"Some items failed validation\",\"failures\":[");
+    bm_str_printf(&s, "{\"code\":%d,\"message\":\"%s\",\"failures\":[", status,
+                  status == 500 ? "Error processing items" : "Some items failed validation");
     bm_str_append(&s, bm_str_data(&f->s), bm_str_len(&f->s));
     bm_str_puts(&s, "]}");
     bm_str_dispose(&f->s);
     bm_buf_t *b = bm_str_finish(&s);
-    x->status = 400;
+    x->status = status;
     if (b)
-        bm_resp_send(x->req, 400, "application/json", b, NULL);
+        bm_resp_send(x->req, status, "application/json", b, NULL);
     else
         bm_resp_error(x->req, 500, "out of memory");
     bm_buf_unref(b);
@@ -141,16 +160,18 @@ static void ssz_fixed_list(ctx_t *x, size_t item)
     api_reply_empty(x, 200);
 }
 
-/* Generic batch: array of objects with keys. */
-static void batch(ctx_t *x, const char *const *keys, bool versioned)
+/* Generic batch: array of objects with keys; `pool`: a pool submission (item faults). */
+static void batch(ctx_t *x, const char *const *keys, bool versioned, bool pool)
 {
     if (versioned && !need_version(x))
         return;
     json_object *a = array_body(x);
     if (!a)
         return;
-    failures_t f = {BM_STR_INIT, 0};
+    failures_t f = {BM_STR_INIT, 0, 0};
     check_keys(&f, a, keys);
+    if (pool && f.n == 0)
+        item_faults(x, &f, json_object_array_length(a));
     if (!reply_failures(x, &f))
         api_reply_empty(x, 200);
     json_object_put(a);
@@ -181,7 +202,7 @@ void h_pool_attestations(ctx_t *x)
     json_object *a = array_body(x);
     if (!a)
         return;
-    failures_t f = {BM_STR_INIT, 0};
+    failures_t f = {BM_STR_INIT, 0, 0};
     uint32_t nv = bs_chain_config(x->c)->validators;
     for (size_t i = 0; i < json_object_array_length(a); i++) {
         json_object *it = json_object_array_get_idx(a, i);
@@ -206,6 +227,8 @@ void h_pool_attestations(ctx_t *x)
         bs_node_mark_live(x->n, (uint32_t)ai, bs_chain_epoch_of(x->c, d.slot));
         bs_node_memo_att(x->n, &d);
     }
+    if (f.n == 0)
+        item_faults(x, &f, json_object_array_length(a));
     if (!reply_failures(x, &f))
         api_reply_empty(x, 200);
     json_object_put(a);
@@ -216,7 +239,7 @@ void h_pool_sync(ctx_t *x)
     json_object *a = array_body(x);
     if (!a)
         return;
-    failures_t f = {BM_STR_INIT, 0};
+    failures_t f = {BM_STR_INIT, 0, 0};
     for (size_t i = 0; i < json_object_array_length(a); i++) {
         json_object *it = json_object_array_get_idx(a, i);
         uint64_t slot, vi;
@@ -229,6 +252,8 @@ void h_pool_sync(ctx_t *x)
         if (vi <= UINT32_MAX)
             bs_node_mark_live(x->n, (uint32_t)vi, bs_chain_epoch_of(x->c, slot));
     }
+    if (f.n == 0)
+        item_faults(x, &f, json_object_array_length(a));
     if (!reply_failures(x, &f))
         api_reply_empty(x, 200);
     json_object_put(a);
@@ -242,7 +267,7 @@ void h_pool_payload_att(ctx_t *x)
             ssz_fixed_list(x, 8 + 42 + 96);
         return;
     }
-    batch(x, keys, true);
+    batch(x, keys, true, true);
 }
 
 void h_pool_single(ctx_t *x)
@@ -274,7 +299,7 @@ void h_pool_single(ctx_t *x)
 void h_pool_bls(ctx_t *x)
 {
     static const char *const keys[] = {"message", "signature", NULL};
-    batch(x, keys, false);
+    batch(x, keys, false, true);
 }
 
 void h_aggregate_and_proofs(ctx_t *x)
@@ -292,7 +317,7 @@ void h_aggregate_and_proofs(ctx_t *x)
     json_object *a = array_body(x);
     if (!a)
         return;
-    failures_t f = {BM_STR_INIT, 0};
+    failures_t f = {BM_STR_INIT, 0, 0};
     for (size_t i = 0; i < json_object_array_length(a); i++) {
         json_object *it = json_object_array_get_idx(a, i);
         json_object *m = get(it, "message");
@@ -306,6 +331,8 @@ void h_aggregate_and_proofs(ctx_t *x)
         if (ai <= UINT32_MAX)
             bs_node_mark_live(x->n, (uint32_t)ai, bs_chain_epoch_of(x->c, d.slot));
     }
+    if (f.n == 0)
+        item_faults(x, &f, json_object_array_length(a));
     if (!reply_failures(x, &f))
         api_reply_empty(x, 200);
     json_object_put(a);
@@ -314,27 +341,27 @@ void h_aggregate_and_proofs(ctx_t *x)
 void h_contribution_and_proofs(ctx_t *x)
 {
     static const char *const keys[] = {"message", "signature", NULL};
-    batch(x, keys, false);
+    batch(x, keys, false, true);
 }
 
 void h_committee_subs(ctx_t *x)
 {
     static const char *const keys[] = {
         "validator_index", "committee_index", "committees_at_slot", "slot", "is_aggregator", NULL};
-    batch(x, keys, false);
+    batch(x, keys, false, false);
 }
 
 void h_sync_subs(ctx_t *x)
 {
     static const char *const keys[] = {"validator_index", "sync_committee_indices", "until_epoch",
                                        NULL};
-    batch(x, keys, false);
+    batch(x, keys, false, false);
 }
 
 void h_prepare_proposer(ctx_t *x)
 {
     static const char *const keys[] = {"validator_index", "fee_recipient", NULL};
-    batch(x, keys, false);
+    batch(x, keys, false, false);
 }
 
 void h_register_validator(ctx_t *x)
@@ -344,7 +371,7 @@ void h_register_validator(ctx_t *x)
         ssz_fixed_list(x, 20 + 8 + 8 + 48 + 96);
         return;
     }
-    batch(x, keys, false);
+    batch(x, keys, false, false);
 }
 
 void h_proposer_preferences(ctx_t *x)
@@ -355,7 +382,7 @@ void h_proposer_preferences(ctx_t *x)
             ssz_fixed_list(x, 32 + 8 + 8 + 20 + 8 + 96);
         return;
     }
-    batch(x, keys, true);
+    batch(x, keys, true, false);
 }
 
 void h_selections(ctx_t *x)
@@ -364,7 +391,7 @@ void h_selections(ctx_t *x)
     json_object *a = array_body(x);
     if (!a)
         return;
-    failures_t f = {BM_STR_INIT, 0};
+    failures_t f = {BM_STR_INIT, 0, 0};
     check_keys(&f, a, keys);
     if (!reply_failures(x, &f)) {
         /* a single-node "cluster": the combined proof is the partial one */
@@ -426,10 +453,11 @@ static bool ssz_signed_block(const uint8_t *p, size_t len, size_t base, uint64_t
     return true;
 }
 
-/* 200 when the node knows the parent (imported), else 202 (broadcast, not imported). */
-static void block_verdict(ctx_t *x, uint64_t slot, const bs_root_t *parent, bool blinded)
+/* 200 when the node knows the parent (imported), else 202 (broadcast, not imported). `v` is
+ * the block's fork name (the header, or the current fork for a legacy v1 publish). */
+static void block_verdict(ctx_t *x, const char *v, uint64_t slot, const bs_root_t *parent,
+                          bool blinded)
 {
-    const char *v = bm_req_header(x->req, "Eth-Consensus-Version");
     bs_fork_t f = bs_chain_fork_at(x->c, slot);
     if (strcmp(v, bs_fork_name(f)) != 0) {
         api_reply_error(x, 400, "Eth-Consensus-Version %s does not match the block's fork %s", v,
@@ -452,11 +480,17 @@ static void block_verdict(ctx_t *x, uint64_t slot, const bs_root_t *parent, bool
     api_reply_empty(x, 200);
 }
 
-static void publish(ctx_t *x, bool blinded)
+/* A block publish. `versioned` (v2): Eth-Consensus-Version is required; the legacy v1
+ * routes take the fork of the current slot when it is absent. */
+static void publish(ctx_t *x, bool blinded, bool versioned)
 {
-    if (!need_version(x) || !broadcast_validation_ok(x))
-        return;
     const char *v = bm_req_header(x->req, "Eth-Consensus-Version");
+    if (!v && !versioned)
+        v = bs_fork_name(bs_chain_fork_at(x->c, x->slot_now));
+    else if (!need_version(x))
+        return;
+    if (!broadcast_validation_ok(x))
+        return;
     bool contents =
         !blinded && strcmp(v, "gloas") != 0 &&
         (strcmp(v, "deneb") == 0 || strcmp(v, "electra") == 0 || strcmp(v, "fulu") == 0);
@@ -494,17 +528,27 @@ static void publish(ctx_t *x, bool blinded)
             return;
         }
     }
-    block_verdict(x, slot, &parent, blinded);
+    block_verdict(x, v, slot, &parent, blinded);
 }
 
 void h_publish_block(ctx_t *x)
 {
-    publish(x, false);
+    publish(x, false, true);
 }
 
 void h_publish_blinded(ctx_t *x)
 {
-    publish(x, true);
+    publish(x, true, true);
+}
+
+void h_publish_block_v1(ctx_t *x)
+{
+    publish(x, false, false);
+}
+
+void h_publish_blinded_v1(ctx_t *x)
+{
+    publish(x, true, false);
 }
 
 void h_publish_envelope(ctx_t *x)

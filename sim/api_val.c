@@ -17,6 +17,7 @@
 typedef struct val_cache {
     bool att_valid;
     uint64_t att_slot, att_gen;
+    bool att_bad_source, att_bad_target; /* the behaviours the cached answer was made with */
     bm_buf_t *att_json, *att_ssz, *att_gz;
     struct {
         bool used;
@@ -100,9 +101,17 @@ void h_attestation_data(ctx_t *x)
         api_reply_error(x, 500, "out of memory");
         return;
     }
-    if (!vc->att_valid || vc->att_slot != slot || vc->att_gen != x->n->head_gen) {
+    const bs_behav_t *bh = &x->n->behav;
+    if (!vc->att_valid || vc->att_slot != slot || vc->att_gen != x->n->head_gen ||
+        vc->att_bad_source != bh->bad_source || vc->att_bad_target != bh->bad_target) {
         bs_att_data_t d;
         bs_node_attestation_data(x->n, slot, &d);
+        /* a fork-choice bug in justification: the head is right, a checkpoint is not */
+        uint64_t seed = bs_chain_config(x->c)->seed;
+        if (bh->bad_source)
+            d.source.root = bs_hash(seed, BS_TAG_WRONG, 1, d.source.epoch, 0);
+        if (bh->bad_target)
+            d.target.root = bs_hash(seed, BS_TAG_WRONG, 2, d.target.epoch, 0);
         bs_node_memo_att(x->n, &d);
         bm_buf_unref(vc->att_json);
         bm_buf_unref(vc->att_ssz);
@@ -117,6 +126,8 @@ void h_attestation_data(ctx_t *x)
         vc->att_ssz = bm_str_finish(&s);
         vc->att_slot = slot;
         vc->att_gen = x->n->head_gen;
+        vc->att_bad_source = bh->bad_source;
+        vc->att_bad_target = bh->bad_target;
         vc->att_valid = vc->att_json && vc->att_ssz;
     }
     if (x->want_ssz)
@@ -508,8 +519,10 @@ static bool parse_hex_exact(const char *s, uint8_t *out, size_t n)
     return true;
 }
 
-/* Common checks and the block description of a production request. */
-static bool prepare_block(ctx_t *x, bs_fork_t want, bs_block_desc_t *d, uint64_t *slot_out)
+/* Common checks and the block description of a production request; `op` names it in the
+ * error when the slot's fork is not `want`. */
+static bool prepare_block(ctx_t *x, bs_fork_t want, const char *op, bs_block_desc_t *d,
+                          uint64_t *slot_out)
 {
     uint64_t slot;
     char v[256];
@@ -524,10 +537,10 @@ static bool prepare_block(ctx_t *x, bs_fork_t want, bs_block_desc_t *d, uint64_t
     }
     bs_fork_t f = bs_chain_fork_at(x->c, slot);
     if (f != want) {
-        api_reply_error(x, 400, "%s",
-                        want == BS_FORK_FULU
-                            ? "produceBlockV3 is not available from the gloas fork: use v4"
-                            : "produceBlockV4 needs a gloas slot: use v3 before the fork");
+        if (want == BS_FORK_FULU)
+            api_reply_error(x, 400, "%s is not available from the gloas fork: use v4", op);
+        else
+            api_reply_error(x, 400, "%s needs a gloas slot: use v3 before the fork", op);
         return false;
     }
     uint8_t randao[96];
@@ -569,7 +582,7 @@ void h_produce_v3(ctx_t *x)
 {
     bs_block_desc_t d;
     uint64_t slot;
-    if (!prepare_block(x, BS_FORK_FULU, &d, &slot))
+    if (!prepare_block(x, BS_FORK_FULU, "produceBlockV3", &d, &slot))
         return;
     bs_u128_t ev, cv;
     bs_chain_block_values(x->c, x->n->index, slot, x->n->behav.big_values, &ev, &cv);
@@ -599,6 +612,45 @@ void h_produce_v3(ctx_t *x)
     bm_hdrs_dispose(&h);
 }
 
+/* The legacy forms (removed from the spec after Electra, still asked by validator clients in
+ * service): v2 a full block (BlockContents, JSON or SSZ), v1 blinded_blocks a
+ * BlindedBeaconBlock (JSON). Only Eth-Consensus-Version, as the clients of that time sent. */
+static void produce_legacy(ctx_t *x, bool blinded)
+{
+    bs_block_desc_t d;
+    uint64_t slot;
+    if (!prepare_block(x, BS_FORK_FULU, blinded ? "produceBlindedBlock" : "produceBlockV2", &d,
+                       &slot))
+        return;
+    d.blinded = blinded;
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Eth-Consensus-Version", "fulu");
+    bm_str_t s = BM_STR_INIT;
+    if (x->want_ssz && !blinded) {
+        bs_block_contents_ssz(&s, &d, NULL);
+        api_reply_ssz(x, &s, &h);
+    } else {
+        bm_str_puts(&s, "{\"version\":\"fulu\",\"data\":");
+        if (!blinded)
+            bm_str_puts(&s, "{\"block\":");
+        bs_block_json(&s, &d);
+        bm_str_puts(&s, blinded ? "}" : ",\"kzg_proofs\":[],\"blobs\":[]}}");
+        api_reply_str(x, 200, &s, &h);
+    }
+    bm_hdrs_dispose(&h);
+}
+
+void h_produce_v2(ctx_t *x)
+{
+    produce_legacy(x, false);
+}
+
+void h_produce_blinded_v1(ctx_t *x)
+{
+    produce_legacy(x, true);
+}
+
 void h_produce_v4(ctx_t *x)
 {
     char v[16];
@@ -611,7 +663,7 @@ void h_produce_v4(ctx_t *x)
     include = strcmp(v, "true") == 0;
     bs_block_desc_t d;
     uint64_t slot;
-    if (!prepare_block(x, BS_FORK_GLOAS, &d, &slot))
+    if (!prepare_block(x, BS_FORK_GLOAS, "produceBlockV4", &d, &slot))
         return;
     bs_u128_t ev, cv;
     bs_chain_block_values(x->c, x->n->index, slot, x->n->behav.big_values, &ev, &cv);

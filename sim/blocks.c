@@ -107,8 +107,17 @@ static void payload_json(bm_str_t *s, const bs_block_desc_t *d)
     bs_json_hex(s, EXTRA_DATA, strlen(EXTRA_DATA));
     bm_str_printf(s, ",\"base_fee_per_gas\":\"%llu\",\"block_hash\":", BASE_FEE);
     bs_json_hex(s, d->exec_block_hash.b, 32);
-    bm_str_puts(s, ",\"transactions\":[],\"withdrawals\":[],\"blob_gas_used\":\"0\","
-                   "\"excess_blob_gas\":\"0\"");
+    if (d->blinded) { /* the header's roots of the empty lists (the sim computes no tree
+                       * roots: the execution block hash stands in) */
+        bm_str_puts(s, ",\"transactions_root\":");
+        bs_json_hex(s, d->exec_block_hash.b, 32);
+        bm_str_puts(s, ",\"withdrawals_root\":");
+        bs_json_hex(s, d->exec_block_hash.b, 32);
+        bm_str_puts(s, ",\"blob_gas_used\":\"0\",\"excess_blob_gas\":\"0\"");
+    } else {
+        bm_str_puts(s, ",\"transactions\":[],\"withdrawals\":[],\"blob_gas_used\":\"0\","
+                       "\"excess_blob_gas\":\"0\"");
+    }
     if (d->fork == BS_FORK_GLOAS)
         bm_str_printf(s, ",\"block_access_list\":\"0x\",\"slot_number\":\"%llu\"",
                       (unsigned long long)d->slot);
@@ -237,7 +246,7 @@ void bs_block_json(bm_str_t *s, const bs_block_desc_t *d)
         bm_str_puts(s, ",\"payload_attestations\":[],\"parent_execution_requests\":");
         requests_json(s);
     } else {
-        bm_str_puts(s, ",\"execution_payload\":");
+        bm_str_puts(s, d->blinded ? ",\"execution_payload_header\":" : ",\"execution_payload\":");
         payload_json(s, d);
         bm_str_puts(s, ",\"bls_to_execution_changes\":[],\"blob_kzg_commitments\":[],"
                        "\"execution_requests\":");

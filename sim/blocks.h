@@ -31,12 +31,13 @@ typedef struct bs_block_desc {
     uint64_t block_number;
     uint64_t timestamp;
     uint64_t bid_value; /* gloas bid value (Gwei) */
+    bool blinded;       /* fulu: a BlindedBeaconBlock (execution_payload_header), JSON only */
 } bs_block_desc_t;
 
 /** Fills a block description for `id` as proposed on the chain (or by node `node`). */
 void bs_block_describe(bs_chain_t *c, bs_block_id_t id, uint32_t proposer, bs_block_desc_t *d);
 
-/** BeaconBlock as JSON / SSZ (appended to s). */
+/** BeaconBlock (BlindedBeaconBlock when d->blinded) as JSON / SSZ (appended to s). */
 void bs_block_json(bm_str_t *s, const bs_block_desc_t *d);
 void bs_block_ssz(bm_str_t *s, const bs_block_desc_t *d);
 

@@ -45,6 +45,7 @@ enum {
     BS_TAG_PAYLOAD = 17,
     BS_TAG_RNG = 18,
     BS_TAG_PEER = 19,
+    BS_TAG_WRONG = 20, /* the wrong checkpoints of bad-source / bad-target */
 };
 
 /** sha256(LE64(seed) || LE32(tag) || LE64(a) || LE64(b) || LE64(c)). */

@@ -98,7 +98,13 @@ const char bs_behav_help[] =
     "  sse-first-event-late=MS  event streams write nothing for MS after the request;\n"
     "                    events meanwhile are held and written then (with the head when\n"
     "                    sse-head-with-event is set). Changing either closes the node's\n"
-    "                    streams, so that they reconnect under the new behaviour\n";
+    "                    streams, so that they reconnect under the new behaviour\n"
+    "  bad-source        attestation data names a wrong source (justified) checkpoint\n"
+    "  bad-target        attestation data names a wrong target checkpoint\n"
+    "  fail-items=I+J    pool batches: items I, J, ... (0..63) fail validation: 400 with the\n"
+    "                    Beacon API's indexed error listing them; the others are taken\n"
+    "  dup-items=I+J     pool batches: items I, J, ... are refused as already seen by another\n"
+    "                    node (\"PublishError.Duplicate\"); alone, as a 500 (as Lodestar)\n";
 
 void bs_behav_default(bs_behav_t *b)
 {
@@ -132,6 +138,26 @@ static int parse_prob(const char *v, double *out)
     if (errno || *end || !(x >= 0 && x <= 1))
         return BM_EINVAL;
     *out = x;
+    return 0;
+}
+
+/* "0+2+5" (or a single "3") into bits; item indices 0..63; "" is none. */
+static int parse_items(const char *v, uint64_t *out)
+{
+    if (!v)
+        return BM_EINVAL;
+    uint64_t m = 0;
+    const char *p = v;
+    while (*p) {
+        char *end;
+        errno = 0;
+        unsigned long i = strtoul(p, &end, 10);
+        if (errno || end == p || i > 63 || (*end && *end != '+'))
+            return BM_EINVAL;
+        m |= 1ull << i;
+        p = *end ? end + 1 : end;
+    }
+    *out = m;
     return 0;
 }
 
@@ -213,6 +239,21 @@ static int apply_word(bs_behav_t *b, const char *key, const char *val, char *err
     BOOL_FIELD("no-ssz", no_ssz, BS_B_NO_SSZ)
     BOOL_FIELD("big-values", big_values, BS_B_BIG_VALUES)
     BOOL_FIELD("sse-head-with-event", sse_head_with_event, BS_B_SSE_HEAD_WITH_EVENT)
+    BOOL_FIELD("bad-source", bad_source, BS_B_BAD_SOURCE)
+    BOOL_FIELD("bad-target", bad_target, BS_B_BAD_TARGET)
+#define ITEMS_FIELD(NAME, FIELD, BIT)                                                              \
+    if (strcmp(k, NAME) == 0) {                                                                    \
+        if ((rc = parse_items(val, &b->FIELD)) == 0) {                                             \
+            b->set |= BIT;                                                                         \
+            return 0;                                                                              \
+        }                                                                                          \
+        snprintf(err, el, "%s needs item indices 0..63 joined by '+', got \"%s\"", NAME,           \
+                 val ? val : "");                                                                  \
+        return rc;                                                                                 \
+    }
+    ITEMS_FIELD("fail-items", fail_items, BS_B_FAIL_ITEMS)
+    ITEMS_FIELD("dup-items", dup_items, BS_B_DUP_ITEMS)
+#undef ITEMS_FIELD
 #undef MS_FIELD
 #undef BOOL_FIELD
 #undef PROB_FIELD
@@ -361,19 +402,38 @@ void bs_behav_merge(bs_behav_t *dst, const bs_behav_t *src)
     M(BS_B_RETRY_AFTER, retry_after_s)
     M(BS_B_SSE_HEAD_WITH_EVENT, sse_head_with_event)
     M(BS_B_SSE_FIRST_EVENT_LATE, sse_first_event_late_ms)
+    M(BS_B_BAD_SOURCE, bad_source)
+    M(BS_B_BAD_TARGET, bad_target)
+    M(BS_B_FAIL_ITEMS, fail_items)
+    M(BS_B_DUP_ITEMS, dup_items)
 #undef M
     dst->set |= m;
 }
 
+/* Item bits as the SPEC word's value: "0+2+5" ("" for none). */
+static void items_text(uint64_t m, char *out, size_t cap)
+{
+    size_t k = 0;
+    out[0] = '\0';
+    for (unsigned i = 0; i < 64 && k + 4 < cap; i++)
+        if (m & (1ull << i))
+            k += (size_t)snprintf(out + k, cap - k, "%s%u", k ? "+" : "", i);
+}
+
 void bs_behav_json(bm_str_t *s, const bs_behav_t *b)
 {
+    char fail[256], dup[256];
+    items_text(b->fail_items, fail, sizeof fail);
+    items_text(b->dup_items, dup, sizeof dup);
     bm_str_printf(s,
                   "{\"lag\":%u,\"jitter\":%u,\"down\":%s,\"hang\":%s,\"error_rate\":%g,"
                   "\"slow\":%u,\"stale\":%s,\"fork\":%s,\"clock_skew\":%lld,\"syncing\":%s,"
                   "\"optimistic\":%s,\"sse_drop\":%g,\"client\":\"%s\",\"sse_style\":\"%s\","
                   "\"sse_fragment\":%s,\"gzip\":%s,\"no_ssz\":%s,\"payload_delay\":%lld,"
                   "\"big_values\":%s,\"prune\":%lld,\"throttle\":%g,\"retry_after\":%lld,"
-                  "\"sse_head_with_event\":%s,\"sse_first_event_late\":%u}",
+                  "\"sse_head_with_event\":%s,\"sse_first_event_late\":%u,"
+                  "\"bad_source\":%s,\"bad_target\":%s,\"fail_items\":\"%s\","
+                  "\"dup_items\":\"%s\"}",
                   b->lag_ms, b->jitter_ms, b->down ? "true" : "false", b->hang ? "true" : "false",
                   b->error_rate, b->slow_ms, b->stale ? "true" : "false",
                   b->fork ? "true" : "false", (long long)b->clock_skew_ms,
@@ -384,5 +444,6 @@ void bs_behav_json(bm_str_t *s, const bs_behav_t *b)
                   b->no_ssz ? "true" : "false", (long long)b->payload_delay_ms,
                   b->big_values ? "true" : "false", (long long)b->prune_slots, b->throttle,
                   (long long)b->retry_after_s, b->sse_head_with_event ? "true" : "false",
-                  b->sse_first_event_late_ms);
+                  b->sse_first_event_late_ms, b->bad_source ? "true" : "false",
+                  b->bad_target ? "true" : "false", fail, dup);
 }

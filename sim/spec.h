@@ -54,7 +54,11 @@ enum {
     BS_B_RETRY_AFTER = 1u << 21,
     BS_B_SSE_HEAD_WITH_EVENT = 1u << 22,
     BS_B_SSE_FIRST_EVENT_LATE = 1u << 23,
-    BS_B_ALL = (1u << 24) - 1,
+    BS_B_BAD_SOURCE = 1u << 24,
+    BS_B_BAD_TARGET = 1u << 25,
+    BS_B_FAIL_ITEMS = 1u << 26,
+    BS_B_DUP_ITEMS = 1u << 27,
+    BS_B_ALL = (1u << 28) - 1,
 };
 
 typedef struct bs_behav {
@@ -85,6 +89,10 @@ typedef struct bs_behav {
                                  and no ':' comments (Lodestar, Node.js) */
     uint32_t sse_first_event_late_ms; /* event streams: nothing written for this long after
                                          the request; events meanwhile are held */
+    bool bad_source;     /* attestation data names a wrong source (justified) checkpoint */
+    bool bad_target;     /* attestation data names a wrong target checkpoint */
+    uint64_t fail_items; /* pool batches: these item indices (bit i) fail validation */
+    uint64_t dup_items;  /* pool batches: these items are refused as duplicates */
 } bs_behav_t;
 
 /** The default behaviour: everything off, client lighthouse, payload delay auto. */

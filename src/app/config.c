@@ -318,6 +318,13 @@ int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err)
             return BM_EINVAL;
         }
     }
+    if (cfg->duties.checkpoint_quorum > cfg->n_upstreams) {
+        bm_cfg_err(err,
+                   "duties.checkpointQuorum (%" PRIu32 ") is larger than the number of upstreams "
+                   "(%zu): no attestation data could ever reach it",
+                   cfg->duties.checkpoint_quorum, cfg->n_upstreams);
+        return BM_EINVAL;
+    }
     if (cfg->health.head_quorum > cfg->n_upstreams) {
         bm_cfg_err(err,
                    "health.headQuorum (%" PRIu32 ") is larger than the number of upstreams (%zu): "

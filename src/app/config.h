@@ -29,6 +29,7 @@
 
 #include "base/buf.h"
 #include "base/log.h"
+#include "duties/attest.h"
 #include "duties/produce.h"
 #include "read/balance.h"
 
@@ -252,6 +253,8 @@ typedef struct bm_config_duties {
     uint32_t write_timeout_ms;
     uint32_t duties_majority_after_ms;
     uint32_t aggregate_grace_ms;
+    uint32_t checkpoint_quorum;                       /* 0 = auto */
+    bm_attest_checkpoint_mode_t checkpoint_mode;      /* live or strict (duties/attest.h) */
     bm_config_duty_hold_t hold[BM_CONFIG_DUTY_COUNT]; /* per duty; BM_CONFIG_UNSET inherits */
 } bm_config_duties_t;
 

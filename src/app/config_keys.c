@@ -547,6 +547,9 @@ static const char *const selection_names[] = {"first", "best-value"};
 static const bm_cfg_enum_t level_enum = {"log level", level_names, 5, parse_level};
 static const bm_cfg_enum_t format_enum = {"log format", format_names, 2, parse_format};
 static const bm_cfg_enum_t selection_enum = {"block selection", selection_names, 2, NULL};
+static const char *const checkpoint_mode_names[] = {"live", "strict"};
+static const bm_cfg_enum_t checkpoint_mode_enum = {"checkpoint mode", checkpoint_mode_names, 2,
+                                                   NULL};
 static const char *const balance_names[] = {"score", "round-robin", "random", "least-conn"};
 static const bm_cfg_enum_t balance_enum = {"load balancing strategy", balance_names, 4, NULL};
 static const char *const rule_strategy_names[] = {"inherit", "score", "round-robin", "random",
@@ -555,7 +558,8 @@ static const bm_cfg_enum_t rule_strategy_enum = {"load balancing strategy", rule
                                                  NULL};
 
 _Static_assert(BM_LOG_OFF == 4 && BM_LOG_JSON == 1 && BM_PRODUCE_BEST_VALUE == 1 &&
-                   BM_BALANCE_LEAST_CONN == 3 && BM_BALANCE_COUNT == 4,
+                   BM_ATTEST_CHECKPOINTS_STRICT == 1 && BM_BALANCE_LEAST_CONN == 3 &&
+                   BM_BALANCE_COUNT == 4,
                "every value of an enumerated key has its name");
 
 /* ---- the key table -------------------------------------------------------------------
@@ -889,6 +893,10 @@ static const bm_cfg_key_t duties_keys[] = {
              BM_DEFAULT_DUTIES_MAJORITY_AFTER_MS),
     DURATION(T, "aggregateGrace",      aggregate_grace_ms,       0, D_MAX,
              BM_DEFAULT_DUTIES_AGGREGATE_GRACE_MS),
+    COUNT(T,    "checkpointQuorum",    checkpoint_quorum,        0, BM_CONFIG_MAX_UPSTREAMS,
+          BM_DEFAULT_DUTIES_CHECKPOINT_QUORUM),
+    ENUM(T,     "checkpointMode",      checkpoint_mode, bm_attest_checkpoint_mode_t,
+         checkpoint_mode_enum, BM_ATTEST_DEFAULT_CHECKPOINT_MODE),
     HOLD("attestationData",           BM_CONFIG_DUTY_ATTESTATION_DATA),
     HOLD("headRoot",                  BM_CONFIG_DUTY_HEAD_ROOT),
     HOLD("payloadAttestationData",    BM_CONFIG_DUTY_PAYLOAD_ATTESTATION_DATA),

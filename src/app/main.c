@@ -29,6 +29,7 @@
 #include "app/config.h"
 #include "app/options.h"
 #include "app/report.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "cluster/discovery.h"
@@ -53,6 +54,7 @@
 
 typedef struct app {
     uv_loop_t loop;
+    bm_clock_t *clock; /* the duty layer's clock: the real one */
     bm_config_t *cfg;
     bm_options_t opts; /* every module's options, from cfg */
     bm_upstream_t *up;
@@ -168,8 +170,8 @@ static int producer_of_slot(void *ud, uint64_t slot, uint8_t state_root[32], boo
 static int build_broadcast(app_t *a)
 {
     a->replay =
-        bm_replay_new(&a->loop, a->up, a->pool, bm_discovery_chain(a->disc), &a->opts.replay);
-    a->bcast = bm_broadcast_new(&a->loop, a->race, a->pool, a->replay, &a->opts.broadcast);
+        bm_replay_new(a->clock, a->up, a->pool, bm_discovery_chain(a->disc), &a->opts.replay);
+    a->bcast = bm_broadcast_new(a->clock, a->race, a->pool, a->replay, &a->opts.broadcast);
     if (!a->replay || !a->bcast)
         return BM_ENOMEM;
     bm_broadcast_set_producer(a->bcast, producer_of_slot, a->produce);
@@ -191,8 +193,8 @@ static int build_fresh(app_t *a)
         return BM_ENOMEM;
     bm_hint_set_chain(a->hint, bm_discovery_chain(a->disc));
     bm_hint_set_head(a->hint, bm_monitor_head(a->monitor));
-    a->attest = bm_attest_new(a->race, a->pool, a->hint, &a->opts.attest);
-    a->produce = bm_produce_new(a->race, a->pool, a->hint, &a->opts.produce);
+    a->attest = bm_attest_new(a->clock, a->race, a->pool, a->hint, &a->opts.attest);
+    a->produce = bm_produce_new(a->clock, a->race, a->pool, a->hint, &a->opts.produce);
     return a->attest && a->produce ? 0 : BM_ENOMEM;
 }
 
@@ -287,6 +289,9 @@ static int build(app_t *a)
     a->up = bm_upstream_new(&a->loop, &o->upstream);
     if (!a->up)
         return BM_EIO;
+    a->clock = bm_clock_real_new(&a->loop);
+    if (!a->clock)
+        return BM_ENOMEM;
     if ((rc = build_pool(a)) != 0)
         return rc;
     a->health = bm_health_new(a->pool, &o->health);
@@ -304,15 +309,16 @@ static int build(app_t *a)
         return BM_ENOMEM;
     bm_admin_set_monitor(a->admin, a->monitor);
     bm_admin_set_readpath(a->admin, a->readpath);
-    a->race = bm_race_engine_new(&a->loop, a->up, a->pool);
+    a->race = bm_race_engine_new(a->clock, a->up, a->pool);
     if (!a->race)
         return BM_ENOMEM;
     if ((rc = build_fresh(a)) != 0)
         return rc;
 
     /* aggregation reads (most bits), duties (dependent root) and liveness (OR) */
-    a->aggregate = bm_aggregate_new(a->race, a->pool, bm_discovery_chain(a->disc), &o->aggregate);
-    a->duties = bm_duties_new(a->race, a->pool, bm_discovery_chain(a->disc), &o->duties);
+    a->aggregate =
+        bm_aggregate_new(a->clock, a->race, a->pool, bm_discovery_chain(a->disc), &o->aggregate);
+    a->duties = bm_duties_new(a->clock, a->race, a->pool, bm_discovery_chain(a->disc), &o->duties);
     if (!a->aggregate || !a->duties)
         return BM_ENOMEM;
     bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
@@ -452,6 +458,8 @@ static void teardown(app_t *a)
     bm_aggregate_free(a->aggregate);
     bm_duties_free(a->duties);
     bm_pool_free(a->pool);
+    bm_clock_free(a->clock); /* after every module that made timers on it */
+    uv_run(&a->loop, UV_RUN_DEFAULT);
     if (uv_loop_close(&a->loop) != 0)
         bm_log(BM_LOG_WARN, "shutdown: handles still open on the loop");
 }

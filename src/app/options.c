@@ -81,9 +81,12 @@
     B(events.headers_timeout_ms,         monitor.headers_timeout_ms)                               \
     /* duties (the per-duty holds are in bm_options_from_config) */                                \
     B(duties.proposal_deadline_ms,       produce.proposal_deadline_ms)                             \
+    B(duties.max_hold_ms,                produce.max_hold_ms)                                      \
     B(duties.block_selection,            produce.selection)                                        \
     B(duties.best_value_grace_ms,        produce.best_value_grace_ms)                              \
     B(duties.aggregate_grace_ms,         aggregate.grace_ms)                                       \
+    B(duties.checkpoint_quorum,          attest.checkpoint_quorum)                                 \
+    B(duties.checkpoint_mode,            attest.checkpoint_mode)                                   \
     B(duties.duties_majority_after_ms,   duties.majority_after_ms)                                 \
     B(duties.write_timeout_ms,           replay.timeout_ms)                                        \
     B(duties.write_timeout_ms,           broadcast.write_timeout_ms)                               \

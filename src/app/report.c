@@ -27,8 +27,11 @@ static void events_json(bm_str_t *o, void *ud)
 static void attest_json(bm_str_t *o, void *ud)
 {
     bm_attest_stats_t s = bm_attest_stats(ud);
-    bm_str_printf(o, "{\"requests\":%llu,\"races\":%llu,\"joined\":%llu,\"fallback\":%llu}",
-                  U(s.requests), U(s.races), U(s.joined), U(s.fallback));
+    bm_str_printf(o,
+                  "{\"requests\":%llu,\"races\":%llu,\"joined\":%llu,\"fallback\":%llu,"
+                  "\"checkpoint_refused\":%llu,\"checkpoint_disagreements\":%llu}",
+                  U(s.requests), U(s.races), U(s.joined), U(s.fallback), U(s.checkpoint_refused),
+                  U(s.checkpoint_disagreements));
 }
 
 static void produce_json(bm_str_t *o, void *ud)
@@ -72,10 +75,11 @@ static void broadcast_json(bm_str_t *o, void *ud)
     bm_str_printf(o,
                   "{\"requests\":%llu,\"answered_2xx\":%llu,\"answered_error\":%llu,"
                   "\"ssz_refused_at_once\":%llu,\"ssz_refused_late\":%llu,"
-                  "\"node_deliveries\":%llu,\"node_failures\":%llu,\"producer_first\":%llu}",
+                  "\"node_deliveries\":%llu,\"node_failures\":%llu,\"producer_first\":%llu,"
+                  "\"indexed_merged\":%llu}",
                   U(s.requests), U(s.answered_2xx), U(s.answered_error), U(s.ssz_refused_at_once),
                   U(s.ssz_refused_late), U(s.node_deliveries), U(s.node_failures),
-                  U(s.producer_first));
+                  U(s.producer_first), U(s.indexed_merged));
 }
 
 static void replay_json(bm_str_t *o, void *ud)

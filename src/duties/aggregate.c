@@ -30,6 +30,7 @@
 #define KEY_MAX 1024
 
 struct bm_aggregate {
+    bm_clock_t *clock;
     bm_race_engine_t *race;
     bm_pool_t *pool;
     const bm_chain_info_t *chain;
@@ -58,7 +59,6 @@ void bm_aggregate_opts_default(bm_aggregate_opts_t *o)
         o->max_hold_ms[k] = BM_DEFAULT_DUTIES_MAX_HOLD_MS;
     }
     o->grace_ms = BM_DEFAULT_DUTIES_AGGREGATE_GRACE_MS;
-    o->tail_ms = 500;
     o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
 }
 
@@ -180,20 +180,15 @@ static bool query_u64(const char *q, size_t qlen, const char *name, uint64_t *ou
     return false;
 }
 
-/*
- * The hint's deadline (docs/architecture.md, "The race engine"):
- * min(max(now + holdFloor, due), now + maxHold), due being the slot's aggregate or
- * contribution due time. Without a known chain or slot, now + holdFloor.
- */
-static uint64_t hold_deadline(const bm_aggregate_t *m, bm_aggregate_kind_t kind, bool has_slot,
-                              uint64_t slot, uint64_t now)
+/* The slot's aggregate (contribution) due time; 0 (counts as past) without a known chain or
+ * slot. */
+static uint64_t due_of(const bm_aggregate_t *m, bm_aggregate_kind_t kind, bool has_slot,
+                       uint64_t slot)
 {
-    uint64_t due = 0; /* unknown: counts as past, so the deadline is now + holdFloor */
-    if (has_slot && m->chain && m->chain->known)
-        due = bm_chain_due_ms(m->chain, slot,
-                              kind == BM_AGGREGATE_ATTESTATION ? BM_DUE_AGGREGATE
-                                                               : BM_DUE_CONTRIBUTION);
-    return bm_hint_deadline_at(now, due, m->o.hold_floor_ms[kind], m->o.max_hold_ms[kind]);
+    if (!has_slot || !m->chain || !m->chain->known)
+        return 0;
+    return bm_chain_due_ms(
+        m->chain, slot, kind == BM_AGGREGATE_ATTESTATION ? BM_DUE_AGGREGATE : BM_DUE_CONTRIBUTION);
 }
 
 /* Every usable node, best rank first; nodes known unreachable only when nothing else is. */
@@ -260,7 +255,12 @@ static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
     char key[KEY_MAX];
     int kl =
         snprintf(key, sizeof key, "aggregate %s\n%s", bm_req_target(req), accept ? accept : "");
-    uint64_t deadline = hold_deadline(m, kind, has_slot, slot, bm_clock_now_ms());
+    /* the hint's deadline (min(max(now + holdFloor, due), now + maxHold)) and end
+     * (max(now + maxHold, due)): docs/duties.md */
+    uint64_t now = bm_clock_wall_now(m->clock), due = due_of(m, kind, has_slot, slot);
+    uint64_t deadline =
+        bm_hint_deadline_at(now, due, m->o.hold_floor_ms[kind], m->o.max_hold_ms[kind]);
+    uint64_t end = bm_hint_end_at(now, due, m->o.max_hold_ms[kind]);
     bm_node_t *cand[MAX_CANDIDATES];
     bm_serve_t s = {
         .policy =
@@ -271,7 +271,9 @@ static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
                 .complete = p_complete,
                 .grace_ms = m->o.grace_ms,
                 .deadline_ms = deadline,
-                .hard_timeout_ms = deadline + m->o.tail_ms,
+                .hard_timeout_ms = end,
+                .reask_failures = true,
+                .name_failures = true,
                 .connect_timeout_ms = m->o.connect_timeout_ms,
             },
         .key = kl > 0 && (size_t)kl < sizeof key ? key : NULL,
@@ -300,14 +302,15 @@ static void route_contribution(bm_req_t *req, const bm_route_params_t *params, v
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
-bm_aggregate_t *bm_aggregate_new(bm_race_engine_t *race, bm_pool_t *pool,
+bm_aggregate_t *bm_aggregate_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
                                  const bm_chain_info_t *chain, const bm_aggregate_opts_t *o)
 {
-    if (!race || !pool || !chain)
+    if (!clock || !race || !pool || !chain)
         return NULL;
     bm_aggregate_t *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
+    m->clock = clock;
     m->race = race;
     m->pool = pool;
     m->chain = chain;

@@ -21,8 +21,9 @@
  *     now + maxHold) where due is the slot's aggregate (contribution) due time;
  *   - a 404 from one node ("no aggregate here") never wins over another node's 2xx: errors
  *     are only relayed when no node has anything usable (then the most specific one);
- *   - past the deadline with nothing usable the first usable answer still wins, for at
- *     most `tail_ms` more; then the best error in hand is relayed.
+ *   - past the deadline with nothing usable the first usable answer still wins, and every
+ *     node is asked again after a failure, until max(now + maxHold, due); then the most
+ *     specific error: a 4xx (a 404 "no aggregate"), else a 503 naming each node's failure.
  *
  * Identical requests (same target and Accept) share one race, so the aggregators of one
  * committee cost one request per node; each gets the winner's status, headers and body.
@@ -34,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/clock.h"
 #include "cluster/chain.h"
 #include "cluster/pool.h"
 #include "duties/race.h"
@@ -54,8 +56,6 @@ typedef struct bm_aggregate_opts {
     uint32_t hold_floor_ms[BM_AGGREGATE_KINDS];
     uint32_t max_hold_ms[BM_AGGREGATE_KINDS];
     uint32_t grace_ms;           /* default duties.aggregateGrace */
-    uint32_t tail_ms;            /* past the deadline without a usable answer, wait at most
-                                    this long for one (default 500) */
     uint32_t connect_timeout_ms; /* per node (default timeouts.connect) */
 } bm_aggregate_opts_t;
 
@@ -73,11 +73,12 @@ typedef struct bm_aggregate_stats {
 void bm_aggregate_opts_default(bm_aggregate_opts_t *o);
 
 /**
- * Creates the policy. `race`, `pool` and `chain` (the cluster's chain information,
- * updated in place by its owner, e.g. bm_discovery_chain()) are borrowed and must outlive
- * the policy. NULL on bad arguments or allocation failure.
+ * Creates the policy. `clock` (the engine's: deadlines are read on it), `race`, `pool` and
+ * `chain` (the cluster's chain information, updated in place by its owner, e.g.
+ * bm_discovery_chain()) are borrowed and must outlive the policy. NULL on bad arguments or
+ * allocation failure.
  */
-bm_aggregate_t *bm_aggregate_new(bm_race_engine_t *race, bm_pool_t *pool,
+bm_aggregate_t *bm_aggregate_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
                                  const bm_chain_info_t *chain, const bm_aggregate_opts_t *o);
 
 /**

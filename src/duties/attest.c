@@ -25,20 +25,32 @@
 
 #define MAX_CANDIDATES 64
 #define KEY_MAX 512
+#define RACE_PAIRS 8 /* distinct checkpoint pairs a race counts (strict mode) */
 
 typedef enum endpoint { EP_DATA, EP_HEAD_ROOT, EP_PAYLOAD } endpoint_t;
+
+/* The checkpoints a race's answers gave, and which nodes gave each (strict mode). */
+typedef struct race_pair {
+    bm_checkpoint_pair_t pair;
+    uint64_t nodes;
+} race_pair_t;
 
 typedef struct rctx {
     bm_attest_t *a;
     endpoint_t ep;
-    uint64_t slot; /* the requested slot (EP_HEAD_ROOT: UINT64_MAX, any head) */
-    bool gloas;    /* the slot's fork is Gloas or later */
+    uint64_t slot;   /* the requested slot (EP_HEAD_ROOT: UINT64_MAX, any head) */
+    bool gloas;      /* the slot's fork is Gloas or later */
+    uint32_t quorum; /* checkpoint quorum for this race (auto resolved by its candidates) */
+    race_pair_t pairs[RACE_PAIRS];
+    size_t n_pairs;
 } rctx_t;
 
 struct bm_attest {
+    bm_clock_t *clock;
     bm_race_engine_t *race;
     bm_pool_t *pool;
     bm_hint_t *hint;
+    bm_checkpoints_t *book; /* what the nodes' answers said of each epoch's checkpoints */
     bm_attest_opts_t opts;
     bm_attest_stats_t stats;
     bm_log_limit_t lim;
@@ -51,16 +63,24 @@ void bm_attest_opts_default(bm_attest_opts_t *o)
 {
     o->repoll_interval_ms = 50;
     o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
+    o->checkpoint_quorum = BM_DEFAULT_DUTIES_CHECKPOINT_QUORUM;
+    o->checkpoint_mode = BM_ATTEST_DEFAULT_CHECKPOINT_MODE;
 }
 
-bm_attest_t *bm_attest_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
-                           const bm_attest_opts_t *opts)
+bm_attest_t *bm_attest_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
+                           bm_hint_t *hint, const bm_attest_opts_t *opts)
 {
-    if (!race || !pool || !hint)
+    if (!clock || !race || !pool || !hint)
         return NULL;
     bm_attest_t *a = calloc(1, sizeof *a);
     if (!a)
         return NULL;
+    a->book = bm_checkpoints_new();
+    if (!a->book) {
+        free(a);
+        return NULL;
+    }
+    a->clock = clock;
     a->race = race;
     a->pool = pool;
     a->hint = hint;
@@ -77,6 +97,9 @@ bm_attest_t *bm_attest_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *h
 
 void bm_attest_free(bm_attest_t *a)
 {
+    if (!a)
+        return;
+    bm_checkpoints_free(a->book);
     free(a);
 }
 
@@ -113,9 +136,14 @@ int bm_attest_parse_data(const bm_hdrs_t *headers, const bm_buf_t *body, bm_atte
         bm_ssz_attestation_data_t d;
         if (bm_ssz_attestation_data((const uint8_t *)body->data, body->len, &d) != 0)
             return BM_EINVAL;
+        memset(out, 0, sizeof *out);
         out->slot = d.slot;
         out->index = d.index;
         memcpy(out->beacon_block_root, d.beacon_block_root, 32);
+        out->checkpoints.source.epoch = d.source_epoch;
+        memcpy(out->checkpoints.source.root, d.source_root, 32);
+        out->checkpoints.target.epoch = d.target_epoch;
+        memcpy(out->checkpoints.target.root, d.target_root, 32);
         return 0;
     }
     struct json_object *j = NULL;
@@ -126,9 +154,14 @@ int bm_attest_parse_data(const bm_hdrs_t *headers, const bm_buf_t *body, bm_atte
     bm_attest_data_t d;
     memset(&d, 0, sizeof d); /* padding included: *out gets no byte of the stack */
     int rc = 0;
+    bm_checkpoint_pair_t *cp = &d.checkpoints;
     if (bm_json_get_u64(j, "/data/slot", &d.slot) != 0 ||
         bm_json_get_u64(j, "/data/index", &d.index) != 0 ||
-        bm_json_get_root(j, "/data/beacon_block_root", d.beacon_block_root) != 0)
+        bm_json_get_root(j, "/data/beacon_block_root", d.beacon_block_root) != 0 ||
+        bm_json_get_u64(j, "/data/source/epoch", &cp->source.epoch) != 0 ||
+        bm_json_get_root(j, "/data/source/root", cp->source.root) != 0 ||
+        bm_json_get_u64(j, "/data/target/epoch", &cp->target.epoch) != 0 ||
+        bm_json_get_root(j, "/data/target/root", cp->target.root) != 0)
         rc = BM_EINVAL;
     json_object_put(j);
     if (rc == 0)
@@ -247,24 +280,95 @@ static bool stale_while_moving(const bm_hint_t *h, const bm_expected_t *e, uint6
            bm_hint_head_moving(h, slot);
 }
 
+/* The nodes of this race that gave `pair` (strict mode's count), after noting `node`'s. */
+static unsigned race_note(rctx_t *c, const bm_node_t *node, const bm_checkpoint_pair_t *pair)
+{
+    race_pair_t *rp = NULL;
+    for (size_t i = 0; i < c->n_pairs && !rp; i++)
+        if (bm_checkpoint_pair_equal(&c->pairs[i].pair, pair))
+            rp = &c->pairs[i];
+    if (!rp && c->n_pairs < RACE_PAIRS) {
+        rp = &c->pairs[c->n_pairs++];
+        rp->pair = *pair;
+        rp->nodes = 0;
+    }
+    if (!rp)
+        return 0;
+    if (node && node->index >= 0 && node->index < 64)
+        rp->nodes |= 1ull << node->index;
+    unsigned n = 0;
+    for (uint64_t v = rp->nodes; v; v &= v - 1)
+        n++;
+    return n;
+}
+
+/* Notes an answer's checkpoints in the book; an agreement that contradicts what was served
+ * before it is counted and logged. */
+static void book_note(rctx_t *c, const bm_race_answer_t *an, const bm_checkpoint_pair_t *cp)
+{
+    bm_attest_t *a = c->a;
+    size_t node = an->node && an->node->index >= 0 ? (size_t)an->node->index : SIZE_MAX;
+    size_t contradicted = bm_checkpoints_note(a->book, node, cp, c->quorum);
+    if (contradicted) {
+        a->stats.checkpoint_disagreements += contradicted;
+        bm_log_limited(&a->lim, BM_LOG_WARN,
+                       "attestation data of epoch %llu: %zu answer(s) served before the nodes "
+                       "agreed on its checkpoints named others",
+                       (unsigned long long)cp->target.epoch, contradicted);
+    }
+}
+
+/* Every answer of an attestation data race, the ones that come after its decision included
+ * (keep_losers): the book learns each node's checkpoints. */
+static void data_observe(bm_race_t *r, const bm_race_answer_t *an, void *ud)
+{
+    (void)r;
+    rctx_t *c = ud;
+    bm_attest_data_t d;
+    if (!an->err && is_2xx(an->status) && bm_attest_parse_data(an->headers, an->body, &d) == 0 &&
+        d.slot == c->slot)
+        book_note(c, an, &d.checkpoints);
+}
+
+/* Whether an answer's checkpoints may be served (see attest.h): notes them in the book (and
+ * the race's count), then applies the mode's rule. */
+static bool checkpoints_ok(rctx_t *c, const bm_race_answer_t *an, const bm_attest_data_t *d)
+{
+    bm_attest_t *a = c->a;
+    const bm_checkpoint_pair_t *cp = &d->checkpoints;
+    book_note(c, an, cp);
+    unsigned same = race_note(c, an->node, cp);
+    bool ok = a->opts.checkpoint_mode == BM_ATTEST_CHECKPOINTS_STRICT
+                  ? same >= c->quorum
+                  : !bm_checkpoints_epoch_agreed(a->book, cp->target.epoch) ||
+                        bm_checkpoints_agreed(a->book, cp);
+    return ok;
+}
+
 static bool data_accept(const bm_race_answer_t *an, void *ud)
 {
     rctx_t *c = ud;
     bm_attest_data_t d;
     if (bm_attest_parse_data(an->headers, an->body, &d) != 0 || d.slot != c->slot)
         return false;
+    bool cp_ok = checkpoints_ok(c, an, &d);
     bm_expected_t e;
     bm_hint_expected(c->a->hint, c->slot, &e);
     if (stale_while_moving(c->a->hint, &e, c->slot, d.beacon_block_root))
         return false;
-    return bm_attest_data_ok(&e, c->gloas, c->slot, &d);
+    if (!bm_attest_data_ok(&e, c->gloas, c->slot, &d))
+        return false;
+    if (!cp_ok)
+        c->a->stats.checkpoint_refused++;
+    return cp_ok;
 }
 
 static bool data_usable(const bm_race_answer_t *an, void *ud)
 {
     rctx_t *c = ud;
     bm_attest_data_t d;
-    return bm_attest_parse_data(an->headers, an->body, &d) == 0 && d.slot == c->slot;
+    return bm_attest_parse_data(an->headers, an->body, &d) == 0 && d.slot == c->slot &&
+           checkpoints_ok(c, an, &d);
 }
 
 /* Among answers that were not accepted, the one on the expected head (wrong index) first. */
@@ -350,11 +454,17 @@ static bool judged_accepted(rctx_t *c, const bm_race_answer_t *an)
     return false;
 }
 
-/* Counts an answer served without the expected head. */
+/* Counts an answer served without the expected head; remembers the checkpoints served
+ * before their epoch had an agreement (live mode: a later contradiction is reported). */
 static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
 {
     rctx_t *c = ctx;
     bm_attest_t *a = c->a;
+    bm_attest_data_t d;
+    if (c->ep == EP_DATA && !an->err && is_2xx(an->status) &&
+        bm_attest_parse_data(an->headers, an->body, &d) == 0 &&
+        !bm_checkpoints_agreed(a->book, &d.checkpoints))
+        bm_checkpoints_served(a->book, &d.checkpoints);
     if (!judged_accepted(c, an)) {
         a->stats.fallback++;
         bm_log_limited(&a->lim, BM_LOG_INFO, "%s: served %s %d without the expected head",
@@ -416,6 +526,8 @@ static void serve(bm_attest_t *a, bm_req_t *req, const char *key, rctx_t *c,
         .on_answer = on_answer,
         .record = a->served_fn ? &rec : NULL,
     };
+    /* the checkpoint quorum, automatic like headQuorum: 2 with three or more nodes */
+    c->quorum = a->opts.checkpoint_quorum ? a->opts.checkpoint_quorum : s.n >= 3 ? 2 : 1;
     bool joined;
     a->stats.requests++;
     if (bm_serve(a->race, req, &s, &joined)) {
@@ -426,10 +538,16 @@ static void serve(bm_attest_t *a, bm_req_t *req, const char *key, rctx_t *c,
     }
 }
 
-static void base_policy(const bm_attest_t *a, bm_race_policy_t *p, uint64_t deadline)
+/* The rules every read of this policy shares: re-asked until accepted by the deadline, every
+ * node asked again after a failure until `end` (hint: max(now + maxHold, due)), then the
+ * most specific error: a 4xx, else a 503 naming each node's failure. */
+static void base_policy(const bm_attest_t *a, bm_race_policy_t *p, uint64_t deadline, uint64_t end)
 {
     memset(p, 0, sizeof *p);
     p->deadline_ms = deadline;
+    p->hard_timeout_ms = end;
+    p->reask_failures = true;
+    p->name_failures = true;
     p->repoll = BM_REPOLL_UNTIL_ACCEPTED;
     p->repoll_interval_ms = a->opts.repoll_interval_ms;
     p->connect_timeout_ms = a->opts.connect_timeout_ms;
@@ -468,13 +586,17 @@ static void route_data(bm_req_t *req, const bm_route_params_t *params, void *ud)
                                           bm_req_header(req, "accept"), pre_electra) < 0)
         kp = NULL; /* an absurd parameter or Accept: a race of its own */
 
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(a->clock);
     rctx_t t = {.ep = EP_DATA, .slot = slot, .gloas = fork_known && fork >= BM_FORK_GLOAS};
     bm_race_policy_t pol;
-    base_policy(a, &pol, bm_hint_deadline(a->hint, BM_HINT_ATTESTATION_DATA, slot, now));
+    base_policy(a, &pol, bm_hint_deadline(a->hint, BM_HINT_ATTESTATION_DATA, slot, now),
+                bm_hint_end(a->hint, BM_HINT_ATTESTATION_DATA, slot, now));
     pol.accept = data_accept;
     pol.usable = data_usable;
     pol.score = data_score;
+    /* the checkpoints of every node's answer are wanted, the slower ones too */
+    pol.observe = data_observe;
+    pol.keep_losers = true;
     serve(a, req, kp, &t, &pol, BM_DUTY_READ_ATTESTATION_DATA, slot);
 }
 
@@ -482,20 +604,23 @@ static void route_head_root(bm_req_t *req, const bm_route_params_t *params, void
 {
     (void)params;
     bm_attest_t *a = ud;
-    uint64_t now = bm_clock_now_ms(), slot = 0;
-    uint64_t deadline;
+    uint64_t now = bm_clock_wall_now(a->clock), slot = 0;
+    uint64_t deadline, end;
     bm_hint_hold_t hold = bm_hint_get_hold(a->hint, BM_HINT_HEAD_ROOT);
-    if (bm_hint_slot_at(a->hint, now, &slot))
+    if (bm_hint_slot_at(a->hint, now, &slot)) {
         deadline = bm_hint_deadline(a->hint, BM_HINT_HEAD_ROOT, slot, now);
-    else
+        end = bm_hint_end(a->hint, BM_HINT_HEAD_ROOT, slot, now);
+    } else {
         deadline = now + hold.hold_floor_ms;
+        end = now + hold.max_hold_ms;
+    }
     char key[KEY_MAX];
     const char *accept = bm_req_header(req, "accept");
     int n = snprintf(key, sizeof key, "GET /eth/v1/beacon/blocks/head/root accept=%s",
                      accept ? accept : "-");
     rctx_t t = {.ep = EP_HEAD_ROOT, .slot = UINT64_MAX};
     bm_race_policy_t pol;
-    base_policy(a, &pol, deadline);
+    base_policy(a, &pol, deadline, end);
     pol.accept = root_accept;
     pol.usable = root_usable;
     serve(a, req, n > 0 && (size_t)n < sizeof key ? key : NULL, &t, &pol, BM_DUTY_READ_HEAD_ROOT,
@@ -511,7 +636,7 @@ static void route_payload(bm_req_t *req, const bm_route_params_t *params, void *
         bm_resp_error(req, 400, "Invalid or missing slot query parameter");
         return;
     }
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(a->clock);
     char key[KEY_MAX];
     const char *accept = bm_req_header(req, "accept");
     int n = snprintf(key, sizeof key,
@@ -520,7 +645,8 @@ static void route_payload(bm_req_t *req, const bm_route_params_t *params, void *
                      (unsigned long long)slot, accept ? accept : "-");
     rctx_t t = {.ep = EP_PAYLOAD, .slot = slot, .gloas = true};
     bm_race_policy_t pol;
-    base_policy(a, &pol, bm_hint_deadline(a->hint, BM_HINT_PAYLOAD_ATTESTATION, slot, now));
+    base_policy(a, &pol, bm_hint_deadline(a->hint, BM_HINT_PAYLOAD_ATTESTATION, slot, now),
+                bm_hint_end(a->hint, BM_HINT_PAYLOAD_ATTESTATION, slot, now));
     pol.accept = payload_accept;
     pol.usable = payload_usable;
     pol.score = payload_score;

@@ -16,13 +16,26 @@
  *       (and payload_present when the cluster knows the payload is full); a 204 ("no
  *       block seen") is usable, never accepted, and a 200 beats it.
  *
+ * Checkpoints (attestation_data): the answer's source and target must be the ones a quorum
+ * of nodes agrees on (duties.checkpointQuorum, 0 = auto: 2 with 3 or more candidates, else
+ * 1), in one of two modes (duties.checkpointMode; docs/duties.md):
+ *   - live (default): once a quorum of answers agreed on an epoch's source and target
+ *     (remembered per epoch and target root, duties/checkpoints.h), an answer with other
+ *     checkpoints is neither accepted nor a fallback; before that the answer is served on
+ *     its head alone, and a later agreement that contradicts it is counted and logged;
+ *   - strict: an answer is accepted, or a fallback, only when a quorum of the race's nodes
+ *     gave the same source and target; meanwhile the race keeps asking.
+ * Only whole answers are ever served, never fields of several.
+ *
  * Each race re-asks a node whose answer was not accepted every 50 ms until the duty's
  * deadline (hint: min(max(now + holdFloor, due), now + maxHold)), then serves the best
- * answer in hand. Without a cluster head (start-up) the first 2xx wins. An accepted
- * answer is served at once: a validator client asks when the block arrives, and must not
- * be held when the cluster already has it. Bodies are read by their Content-Type (JSON,
- * or SSZ: AttestationData 128 bytes, PayloadAttestationData 42 bytes); every waiter of a
- * shared race gets the winner's status, headers and body.
+ * answer in hand; with none, it asks every node again after a failure until the later of
+ * now + maxHold and the due time (bm_hint_end), then answers the most specific error (a
+ * 4xx, else a 503 naming each node's failure). Without a cluster head (start-up) the first 2xx
+ * wins. An accepted answer is served at once: a validator client asks when the block arrives, and
+ * must not be held when the cluster already has it. Bodies are read by their Content-Type (JSON, or
+ * SSZ: AttestationData 128 bytes, PayloadAttestationData 42 bytes); every waiter of a shared race
+ * gets the winner's status, headers and body.
  */
 #ifndef BM_ATTEST_H
 #define BM_ATTEST_H
@@ -32,17 +45,31 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/fork.h"
 #include "base/hdrs.h"
 #include "cluster/pool.h"
+#include "duties/checkpoints.h"
 #include "duties/hint.h"
 #include "duties/race.h"
 #include "duties/serve.h"
 #include "http/router.h"
 
+/** How attestation data's checkpoints are judged (duties.checkpointMode). */
+typedef enum bm_attest_checkpoint_mode {
+    BM_ATTEST_CHECKPOINTS_LIVE = 0, /* "live": the epoch's agreement, once there is one */
+    BM_ATTEST_CHECKPOINTS_STRICT,   /* "strict": a quorum of the race's own answers */
+} bm_attest_checkpoint_mode_t;
+
+/* The default of duties.checkpointMode (beside its type, as produce.h's block selection). */
+#define BM_ATTEST_DEFAULT_CHECKPOINT_MODE BM_ATTEST_CHECKPOINTS_LIVE
+
 typedef struct bm_attest_opts {
     uint32_t repoll_interval_ms; /* default 50 */
     uint32_t connect_timeout_ms; /* default timeouts.connect */
+    uint32_t checkpoint_quorum;  /* nodes that must give the same checkpoints; 0: auto (2 with
+                                    3 or more candidates, else 1) (duties.checkpointQuorum) */
+    bm_attest_checkpoint_mode_t checkpoint_mode; /* duties.checkpointMode */
 } bm_attest_opts_t;
 
 /** Fills `o` with the defaults above. */
@@ -50,10 +77,11 @@ void bm_attest_opts_default(bm_attest_opts_t *o);
 
 typedef struct bm_attest bm_attest_t;
 
-/** The policy over `race` and `pool`, judged by `hint` (all borrowed; they must outlive
- *  it). `opts` is copied (NULL: defaults). NULL on allocation failure. */
-bm_attest_t *bm_attest_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
-                           const bm_attest_opts_t *opts);
+/** The policy over `race` and `pool`, judged by `hint`, reading the time of `clock` (the
+ *  engine's; all borrowed, they must outlive it). `opts` is copied (NULL: defaults). NULL
+ *  on allocation failure. */
+bm_attest_t *bm_attest_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
+                           bm_hint_t *hint, const bm_attest_opts_t *opts);
 
 /** Frees the policy. Free the race engine first when shutting down: its races judge with
  *  this policy (their contexts are the races' own and go with them). */
@@ -69,13 +97,17 @@ int bm_attest_register(bm_attest_t *a, bm_router_t *r);
  */
 void bm_attest_on_served(bm_attest_t *a, bm_served_fn fn, void *ud, bool witness);
 
-/** Requests served by each endpoint, how many joined a running race, and how many were
- *  served an answer that was not accepted (deadline fallback or nothing better). */
+/** Requests served by each endpoint, how many joined a running race, how many were served
+ *  an answer that was not accepted (deadline fallback or nothing better); attestation data
+ *  answers refused for their checkpoints, and answers served before their epoch's
+ *  checkpoints were agreed that the agreement then contradicted (live mode). */
 typedef struct bm_attest_stats {
     uint64_t requests;
     uint64_t races;
     uint64_t joined;
     uint64_t fallback;
+    uint64_t checkpoint_refused;
+    uint64_t checkpoint_disagreements;
 } bm_attest_stats_t;
 
 /** Counters since the start. */
@@ -88,10 +120,11 @@ typedef struct bm_attest_data {
     uint64_t slot;
     uint64_t index;
     uint8_t beacon_block_root[32];
+    bm_checkpoint_pair_t checkpoints; /* source and target */
 } bm_attest_data_t;
 
-/** Reads an attestation_data body by its Content-Type (SSZ: 128 bytes; else JSON `data`).
- *  Returns 0 or BM_EINVAL. */
+/** Reads an attestation_data body by its Content-Type (SSZ: 128 bytes; else JSON `data`,
+ *  its source and target included). Returns 0 or BM_EINVAL. */
 int bm_attest_parse_data(const bm_hdrs_t *headers, const bm_buf_t *body, bm_attest_data_t *out);
 
 /**

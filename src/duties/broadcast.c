@@ -30,6 +30,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/ssz.h"
+#include "duties/indexed.h"
 
 #define MAX_CAND 64
 #define MAX_WRITE_ANSWER (1u << 20) /* write answers are empty or an error object */
@@ -129,7 +130,7 @@ typedef struct kept {
 typedef struct wctx wctx_t;
 
 struct bm_broadcast {
-    uv_loop_t *loop;
+    bm_clock_t *clock;
     bm_race_engine_t *race;
     bm_pool_t *pool;
     bm_replay_t *replay;
@@ -141,7 +142,7 @@ struct bm_broadcast {
     route_ud_t rud[N_ROUTES];
     wctx_t *ctxs; /* every live context */
     size_t n_ctxs;
-    uv_timer_t timer; /* producer head starts */
+    bm_timer_t *timer; /* producer head starts */
     bool stopped;
     bool timer_closed;
     bm_broadcast_stats_t stats;
@@ -158,7 +159,6 @@ struct wctx {
     char *target;
     bm_hdrs_t hdrs;
     bm_buf_t *body;
-    uint64_t start_us;
     /* phases: 0 is the only one, or the producer's; 1 is everyone else's */
     bm_race_t *race[2];
     bm_race_waiter_t *w[2];
@@ -172,6 +172,8 @@ struct wctx {
     bool fed;              /* the write was given to replay */
     kept_t err;            /* the most specific non-2xx answer so far */
     kept_t r415;           /* a node's 415 */
+    bm_indexed_t *merge;   /* pool and publish writes: the nodes' indexed errors, item by
+                              item (NULL: not merged) */
     wctx_t *prev, *next;
 };
 
@@ -249,7 +251,8 @@ bm_ssz_support_t bm_broadcast_ssz_support(const bm_broadcast_t *b, size_t node, 
     const sszmem_t *m = b ? mem_at(b, node, route) : NULL;
     if (!m)
         return BM_SSZ_UNKNOWN;
-    if (m->state == BM_SSZ_REFUSED && bm_clock_mono_ms() - m->since_ms > b->opts.ssz_memory_ms)
+    if (m->state == BM_SSZ_REFUSED &&
+        bm_clock_mono_now(b->clock) - m->since_ms > b->opts.ssz_memory_ms)
         return BM_SSZ_UNKNOWN;
     return (bm_ssz_support_t)m->state;
 }
@@ -264,7 +267,7 @@ static void mem_learn(bm_broadcast_t *b, const bm_node_t *n, size_t route, int s
         bm_log(BM_LOG_INFO, "broadcast: %s refuses SSZ bodies on %s; remembered for %u s", n->id,
                ROUTES[route].pattern, b->opts.ssz_memory_ms / 1000);
     m->state = s;
-    m->since_ms = bm_clock_mono_ms();
+    m->since_ms = bm_clock_mono_now(b->clock);
 }
 
 void bm_broadcast_forget_node(bm_broadcast_t *b, size_t node)
@@ -307,7 +310,8 @@ static wctx_t *ctx_new(bm_broadcast_t *b, bm_req_t *req, size_t route)
     }
     c->body = bm_buf_ref(bm_req_body(req));
     c->ssz = content_is_ssz(bm_req_header(req, "Content-Type"));
-    c->start_us = bm_clock_mono_us();
+    if (c->rt->cls == BM_BCAST_POOL || c->rt->cls == BM_BCAST_PUBLISH)
+        c->merge = bm_indexed_new(); /* NULL on allocation failure: not merged */
     c->next = b->ctxs;
     if (b->ctxs)
         b->ctxs->prev = c;
@@ -328,6 +332,7 @@ static void ctx_free(wctx_t *c)
     b->n_ctxs--;
     kept_dispose(&c->err);
     kept_dispose(&c->r415);
+    bm_indexed_free(c->merge);
     bm_hdrs_dispose(&c->hdrs);
     bm_buf_unref(c->body);
     free(c->target);
@@ -371,6 +376,16 @@ static void respond(wctx_t *c, int status, const bm_hdrs_t *hdrs, bm_buf_t *body
     ctx_unref(c);
 }
 
+/* Answers a JSON body of our own (an error, or the merge of indexed errors). */
+static void respond_json(wctx_t *c, int status, bm_buf_t *body)
+{
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_hdrs_add_z(&h, "Content-Type", "application/json");
+    respond(c, status, &h, body);
+    bm_hdrs_dispose(&h);
+}
+
 static void respond_error(wctx_t *c, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void respond_error(wctx_t *c, int status, const char *fmt, ...)
@@ -381,11 +396,7 @@ static void respond_error(wctx_t *c, int status, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     bm_buf_t *body = bm_race_error_body(status, msg);
-    bm_hdrs_t h;
-    bm_hdrs_init(&h);
-    bm_hdrs_add_z(&h, "Content-Type", "application/json");
-    respond(c, status, &h, body);
-    bm_hdrs_dispose(&h);
+    respond_json(c, status, body);
     bm_buf_unref(body);
 }
 
@@ -501,7 +512,7 @@ static void write_policy(const bm_broadcast_t *b, bm_race_policy_t *pol)
 {
     memset(pol, 0, sizeof *pol);
     pol->write = true;
-    pol->hard_timeout_ms = bm_clock_now_ms() + b->opts.write_timeout_ms;
+    pol->hard_timeout_ms = bm_clock_wall_now(b->clock) + b->opts.write_timeout_ms;
     pol->connect_timeout_ms = b->opts.connect_timeout_ms;
     pol->max_response_bytes = MAX_WRITE_ANSWER;
 }
@@ -511,6 +522,41 @@ static bool phases_pending(const wctx_t *c)
     if (!c->answered[0])
         return true;
     return c->two_phase && (!c->phase2_started || !c->answered[1]);
+}
+
+/* Answers the client with the merge of the nodes' indexed errors: 200 when every item was
+ * taken somewhere, else a 400 with the items that failed on every node that answered. */
+static void respond_merged(wctx_t *c)
+{
+    bm_buf_t *body = NULL;
+    int status = bm_indexed_answer(c->merge, &body);
+    c->b->stats.indexed_merged++;
+    if (status == 200) {
+        respond(c, 200, NULL, NULL);
+        return;
+    }
+    if (status < 0) {
+        respond_error(c, 503, "cannot merge the nodes' answers: out of memory");
+        return;
+    }
+    respond_json(c, status, body);
+    bm_buf_unref(body);
+}
+
+/* Every answer of a pool or publish write: an indexed error is merged item by item, and once
+ * every item was taken by some node the client has its 200, without waiting for the nodes
+ * that have not answered (or the other phase). */
+static void on_write_observe(bm_race_t *r, const bm_race_answer_t *a, void *ud)
+{
+    (void)r;
+    wctx_t *c = ud;
+    if (a->err || !a->node || a->node->index < 0)
+        return;
+    bm_indexed_add(c->merge, (size_t)a->node->index, a->node->id, a->status, a->body);
+    if (c->req && !is_2xx(a->status) && bm_indexed_active(c->merge) &&
+        bm_indexed_all_taken(c->merge) &&
+        !(c->ssz && (c->r415.set || c->skipped_refusers || a->status == 415)))
+        respond_merged(c);
 }
 
 /* Every phase answered without a 2xx: the most specific error, with the 415 rules. */
@@ -526,6 +572,10 @@ static void answer_failure(wctx_t *c)
             respond_error(c, 415,
                           "no upstream took the SSZ body and some refuse SSZ on this endpoint: "
                           "resend it as JSON");
+        return;
+    }
+    if (bm_indexed_active(c->merge)) {
+        respond_merged(c);
         return;
     }
     if (c->err.set)
@@ -599,7 +649,7 @@ static void feed_replay(wctx_t *c)
         return;
     c->fed = true;
     bm_replay_feed(b->replay, (bm_replay_kind_t)c->rt->replay, &c->hdrs, c->body,
-                   bm_clock_now_ms());
+                   bm_clock_wall_now(b->clock));
 }
 
 /* The race's decision, for replay: fed at the first 2xx rather than when the last node
@@ -683,6 +733,10 @@ static int start_write(wctx_t *c, int p, bm_node_t *const *nodes, size_t n, uint
     bm_broadcast_t *b = c->b;
     bm_race_policy_t pol;
     write_policy(b, &pol);
+    if (c->merge) {
+        pol.observe = on_write_observe;
+        pol.ud = c; /* borrowed: the context outlives its races (they hold references) */
+    }
     if (grace_ms) {
         pol.score = zero_score;
         pol.grace_ms = grace_ms;
@@ -721,10 +775,11 @@ static void start_phase2(wctx_t *c)
     maybe_finish(c);
 }
 
-static void on_timer(uv_timer_t *t)
+static void on_timer(bm_timer_t *t, void *ud)
 {
-    bm_broadcast_t *b = t->data;
-    uint64_t now = bm_clock_mono_ms();
+    (void)t;
+    bm_broadcast_t *b = ud;
+    uint64_t now = bm_clock_mono_now(b->clock);
     for (wctx_t *c = b->ctxs, *next; c; c = next) {
         next = c->next;
         if (c->headstart_at && c->headstart_at <= now && !c->phase2_started) {
@@ -745,11 +800,11 @@ static void arm_timer(bm_broadcast_t *b)
         if (c->headstart_at && !c->phase2_started && (!next || c->headstart_at < next))
             next = c->headstart_at;
     if (!next) {
-        uv_timer_stop(&b->timer);
+        bm_timer_stop(b->timer);
         return;
     }
-    uint64_t now = bm_clock_mono_ms();
-    uv_timer_start(&b->timer, on_timer, next > now ? next - now : 0, 0);
+    uint64_t now = bm_clock_mono_now(b->clock);
+    bm_timer_start(b->timer, next > now ? next - now : 0);
 }
 
 /* Chooses the producer-first split for a blinded block; false: one phase to everyone. */
@@ -769,7 +824,7 @@ static bool plan_producer_first(wctx_t *c, bm_node_t **send, size_t n_send)
     c->two_phase = true;
     c->n_rest = n_send - 1;
     memcpy(c->rest, send + 1, c->n_rest * sizeof *send);
-    c->headstart_at = bm_clock_mono_ms() + b->opts.producer_headstart_ms;
+    c->headstart_at = bm_clock_mono_now(b->clock) + b->opts.producer_headstart_ms;
     b->stats.producer_first++;
     return true;
 }
@@ -878,7 +933,7 @@ static void serve_read(wctx_t *c, const bm_route_params_t *params)
     memset(&pol, 0, sizeof pol);
     pol.sequential = true;
     pol.connect_timeout_ms = b->opts.connect_timeout_ms;
-    pol.hard_timeout_ms = bm_clock_now_ms() + b->opts.write_timeout_ms;
+    pol.hard_timeout_ms = bm_clock_wall_now(b->clock) + b->opts.write_timeout_ms;
     if (c->rt->cls == BM_BCAST_PRODUCER_READ) {
         pol.transfer_timeout_ms = b->opts.read_timeout_ms;
         char s[32];
@@ -948,10 +1003,10 @@ int bm_broadcast_register(bm_broadcast_t *b, bm_router_t *r)
 static const double first_2xx_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                           0.1,   0.25,   0.5,   1,    2};
 
-bm_broadcast_t *bm_broadcast_new(uv_loop_t *loop, bm_race_engine_t *race, bm_pool_t *pool,
+bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
                                  bm_replay_t *replay, const bm_broadcast_opts_t *opts)
 {
-    if (!loop || !race || !pool)
+    if (!clock || !race || !pool)
         return NULL;
     bm_broadcast_t *b = calloc(1, sizeof *b);
     if (!b)
@@ -969,13 +1024,17 @@ bm_broadcast_t *bm_broadcast_new(uv_loop_t *loop, bm_race_engine_t *race, bm_poo
         b->opts.read_timeout_ms = def.read_timeout_ms;
     if (!b->opts.ssz_memory_ms)
         b->opts.ssz_memory_ms = def.ssz_memory_ms;
-    b->loop = loop;
+    b->clock = clock;
     b->race = race;
     b->pool = pool;
     b->replay = replay;
     b->n_nodes = bm_pool_count(pool);
     b->mem = calloc(b->n_nodes ? b->n_nodes * N_ROUTES : 1, sizeof *b->mem);
-    if (!b->mem) {
+    b->timer = bm_timer_new(clock, on_timer, b);
+    if (!b->mem || !b->timer) {
+        if (b->timer)
+            bm_timer_close(b->timer, NULL, NULL);
+        free(b->mem);
         free(b);
         return NULL;
     }
@@ -985,8 +1044,6 @@ bm_broadcast_t *bm_broadcast_new(uv_loop_t *loop, bm_race_engine_t *race, bm_poo
     }
     b->lim.window_ms = 10000;
     b->lim.burst = 10;
-    uv_timer_init(loop, &b->timer);
-    b->timer.data = b;
     return b;
 }
 
@@ -1001,9 +1058,9 @@ size_t bm_broadcast_active(const bm_broadcast_t *b)
     return b ? b->n_ctxs : 0;
 }
 
-static void on_timer_closed(uv_handle_t *h)
+static void on_timer_closed(void *ud)
 {
-    bm_broadcast_t *b = h->data;
+    bm_broadcast_t *b = ud;
     b->timer_closed = true;
 }
 
@@ -1021,7 +1078,7 @@ void bm_broadcast_stop(bm_broadcast_t *b)
         }
     }
     b->stopped = true;
-    uv_close((uv_handle_t *)&b->timer, on_timer_closed);
+    bm_timer_close(b->timer, on_timer_closed, b);
 }
 
 void bm_broadcast_free(bm_broadcast_t *b)

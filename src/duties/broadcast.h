@@ -13,6 +13,13 @@
  * other nodes). When no node took the write, the client gets the most specific error (the
  * race engine's rule: a 4xx body beats a 5xx beats a network error).
  *
+ * Batches (pool and publish writes) whose nodes refuse some items with the Beacon API's
+ * indexed error ({"failures":[{"index":N,"message":...}]}) are merged item by item
+ * (duties/indexed.h): an item failed only if it failed on every node that answered, and one
+ * a node calls duplicate, already known or already seen counts as taken. The client gets 200
+ * as soon as every item was taken somewhere (the nodes still running carry on), else, once
+ * every node answered, 400 with only the items that failed everywhere.
+ *
  * Exceptions, each for a reason:
  *   - blinded blocks go first to the node that produced the block (only it may be able to
  *     unblind it), then to everyone else: when the producer answered or after
@@ -46,8 +53,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <uv.h>
 
+#include "base/clock.h"
 #include "base/hist.h"
 #include "cluster/pool.h"
 #include "duties/race.h"
@@ -106,11 +113,11 @@ typedef struct bm_broadcast_opts {
 void bm_broadcast_opts_default(bm_broadcast_opts_t *o);
 
 /**
- * Creates the policy. `race` and `pool` are borrowed and must outlive it; `replay` (may
- * be NULL: nothing is fed) too. The nodes are the pool's as it is now. NULL on allocation
- * failure.
+ * Creates the policy. `clock` (the engine's: time limits, head starts and the SSZ memory
+ * are on it), `race` and `pool` are borrowed and must outlive it; `replay` (may be NULL:
+ * nothing is fed) too. The nodes are the pool's as it is now. NULL on allocation failure.
  */
-bm_broadcast_t *bm_broadcast_new(uv_loop_t *loop, bm_race_engine_t *race, bm_pool_t *pool,
+bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
                                  bm_replay_t *replay, const bm_broadcast_opts_t *opts);
 
 /** Sets the producing-node lookup (NULL: none; blinded blocks then go to everyone at once). */
@@ -124,8 +131,8 @@ size_t bm_broadcast_active(const bm_broadcast_t *b);
 
 /**
  * Closes the timer; blinded blocks still waiting for their producer's head start go to
- * the others at once. Call it before draining the race engine. Run the loop, then
- * bm_broadcast_free.
+ * the others at once. Call it before draining the race engine. Run the loop (the timer's
+ * close callback), then bm_broadcast_free.
  */
 void bm_broadcast_stop(bm_broadcast_t *b);
 
@@ -162,6 +169,7 @@ typedef struct bm_broadcast_stats {
     uint64_t node_deliveries;     /* node answers 2xx to a write */
     uint64_t node_failures;       /* node answers non-2xx or no answer to a write */
     uint64_t producer_first;      /* writes and reads sent to the producing node first */
+    uint64_t indexed_merged;      /* answered with the merge of the nodes' indexed errors */
     /* per node (pool index; nodes past BM_BROADCAST_NODE_STATS are only in the totals) */
     uint64_t deliveries_by[BM_BROADCAST_NODE_STATS];
     uint64_t failures_by[BM_BROADCAST_NODE_STATS];

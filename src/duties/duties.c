@@ -10,10 +10,13 @@
  * attempt) and compares it with the cluster chain's root at the dependent slot, read from
  * the head tracker at that moment, so a head that moves during the race is followed. A
  * node that named another root is re-asked (until-accepted) because it may only be a
- * block behind. A chain of policy timers (bm_race_at) runs every CHECK_MS: when every
- * node has failed it relays the most specific error at once instead of waiting, and at
- * the majority time it decides by majority among the 2xx answers in hand (bm_race_answers
- * + bm_race_decide); with none in hand, the first 2xx to come is accepted from then on.
+ * block behind; a node that failed (5xx, network) is asked again until the bound, since it
+ * may recover. A chain of policy timers (bm_race_at) runs every CHECK_MS: when every node
+ * has failed and one said the request is wrong (a 4xx) it relays that at once instead of
+ * waiting, and at the majority time it decides by majority among the 2xx answers in hand
+ * (bm_race_answers + bm_race_decide); with none in hand, the first 2xx to come is accepted
+ * from then on. With nothing at the bound (majority time + tail), a 503 names each node's
+ * failure.
  * The completion compares every node's answer for the disagreement counter. The race
  * carries the request's context and answers it (duties/serve.h).
  *
@@ -43,6 +46,7 @@
 enum { ACC_NONE = 0, ACC_ROOT, ACC_FIRST, ACC_LATE };
 
 struct bm_duties {
+    bm_clock_t *clock;
     bm_race_engine_t *race;
     bm_pool_t *pool;
     const bm_chain_info_t *chain;
@@ -166,7 +170,7 @@ static void on_state(bm_node_t *node, bm_node_state_t old, void *ud)
     if (node->state != BM_NODE_READY)
         *cell = 0;
     else if (old != BM_NODE_READY || *cell == 0)
-        *cell = bm_clock_now_ms();
+        *cell = bm_clock_wall_now(d->clock);
 }
 
 uint64_t bm_duties_ready_since(const bm_duties_t *d, const bm_node_t *node)
@@ -387,11 +391,11 @@ static void on_check(bm_race_t *r, void *ud)
         else if (!err || error_rank(as[i].status) < error_rank(err->status))
             err = &as[i];
     }
-    if (n == q->n && !any_2xx) {
-        /* every node failed, and failures are never re-asked: nothing can change. With
-         * only network errors the engine answers its 503 once this timer is gone. */
-        if (err)
-            bm_race_decide(r, err);
+    if (n == q->n && !any_2xx && err && error_rank(err->status) == 0) {
+        /* every node failed and one said the request itself is wrong (a 4xx): that is the
+         * answer at once. A 5xx or a network error is asked again (reask_failures) until
+         * the bound: the node may recover */
+        bm_race_decide(r, err);
         return;
     }
     if (q->next_check >= q->majority_at) {
@@ -502,7 +506,7 @@ static void handle_duty(bm_duties_t *d, bm_req_t *req, const bm_route_params_t *
     q.n = duty_candidates(d, cand);
     for (size_t i = 0; i < q.n; i++)
         q.seen[i].node = cand[i];
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(d->clock);
     q.majority_at = now + d->o.majority_after_ms;
     q.next_check = now + CHECK_MS < q.majority_at ? now + CHECK_MS : q.majority_at;
     bm_serve_t s = {
@@ -511,6 +515,8 @@ static void handle_duty(bm_duties_t *d, bm_req_t *req, const bm_route_params_t *
                 .accept = p_accept,
                 .usable = p_usable,
                 .hard_timeout_ms = q.majority_at + d->o.tail_ms,
+                .reask_failures = true,
+                .name_failures = true,
                 .repoll = BM_REPOLL_UNTIL_ACCEPTED,
                 .repoll_interval_ms = d->o.repoll_ms,
                 .connect_timeout_ms = d->o.connect_timeout_ms,
@@ -689,15 +695,18 @@ static void on_live_respond(bm_req_t *req, const bm_race_answer_t *as, size_t n,
         }
     }
     if (nb == 0) {
+        /* a 4xx (the request is wrong) as it is; otherwise a 503 naming each node's failure,
+         * as every duty read answers (a node's 5xx would hide what the others did) */
         d->stats.errors++;
-        if (err) {
+        if (err && error_rank(err->status) == 0) {
             bm_serve_reply(req, err);
         } else {
             bm_str_t m = BM_STR_INIT;
-            for (size_t i = 0; i < n; i++)
-                bm_str_printf(&m, "%s%s: %s", i ? "; " : "", as[i].node->id,
-                              bm_strerror(as[i].err ? as[i].err : BM_EIO));
-            bm_resp_error(req, 503, "no upstream answered: %s",
+            for (size_t i = 0; i < n; i++) {
+                bm_str_printf(&m, "%s%s: ", i ? "; " : "", as[i].node->id);
+                bm_race_describe(&m, &as[i]);
+            }
+            bm_resp_error(req, 503, "%s%s", err ? "no usable answer: " : "no upstream answered: ",
                           n ? bm_str_data(&m) : "no upstream available");
             bm_str_dispose(&m);
         }
@@ -799,7 +808,7 @@ static void route_liveness(bm_req_t *req, const bm_route_params_t *params, void 
         .policy =
             {
                 .accept = accept_none, /* every node's answer is wanted */
-                .hard_timeout_ms = bm_clock_now_ms() + d->o.liveness_timeout_ms,
+                .hard_timeout_ms = bm_clock_wall_now(d->clock) + d->o.liveness_timeout_ms,
                 .connect_timeout_ms = d->o.connect_timeout_ms,
             },
         .nodes = cand,
@@ -815,14 +824,15 @@ static void route_liveness(bm_req_t *req, const bm_route_params_t *params, void 
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
-bm_duties_t *bm_duties_new(bm_race_engine_t *race, bm_pool_t *pool, const bm_chain_info_t *chain,
-                           const bm_duties_opts_t *o)
+bm_duties_t *bm_duties_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
+                           const bm_chain_info_t *chain, const bm_duties_opts_t *o)
 {
-    if (!race || !pool || !chain)
+    if (!clock || !race || !pool || !chain)
         return NULL;
     bm_duties_t *d = calloc(1, sizeof *d);
     if (!d)
         return NULL;
+    d->clock = clock;
     d->race = race;
     d->pool = pool;
     d->chain = chain;
@@ -834,7 +844,7 @@ bm_duties_t *bm_duties_new(bm_race_engine_t *race, bm_pool_t *pool, const bm_cha
         d->o.repoll_ms = 250;
     d->lim_mismatch.window_ms = d->lim_disagree.window_ms = 60000;
     d->lim_mismatch.burst = d->lim_disagree.burst = 5;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(d->clock);
     for (size_t i = 0; i < bm_pool_count(pool); i++) {
         bm_node_t *node = bm_pool_node(pool, i);
         uint64_t *cell = ready_cell(d, node->index);

@@ -33,7 +33,8 @@
  * unless one node that answered was `ready` continuously since the start of the queried
  * epoch (ready-since times are tracked from the pool's state changes), so that
  * doppelganger protection never passes on the word of a node, or of a beaconmux, that
- * just restarted and could not have seen the validator's messages.
+ * just restarted and could not have seen the validator's messages. Without any 2xx, a node's
+ * 4xx is relayed, else a 503 names each node's failure.
  */
 #ifndef BM_DUTIES_H
 #define BM_DUTIES_H
@@ -43,6 +44,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "cluster/chain.h"
 #include "cluster/head.h"
 #include "cluster/pool.h"
@@ -90,12 +92,13 @@ void bm_duties_opts_default(bm_duties_opts_t *o);
 
 /**
  * Creates the policy and registers a state listener on `pool` (ready-since times; nodes
- * already ready count as ready from now). `race`, `pool` and `chain` (the cluster's chain
- * information, updated in place by its owner, e.g. bm_discovery_chain()) are borrowed and
- * must outlive the policy. NULL on bad arguments or allocation failure.
+ * already ready count as ready from now). `clock` (the engine's: every time of the policy
+ * is read on it), `race`, `pool` and `chain` (the cluster's chain information, updated in
+ * place by its owner, e.g. bm_discovery_chain()) are borrowed and must outlive the policy.
+ * NULL on bad arguments or allocation failure.
  */
-bm_duties_t *bm_duties_new(bm_race_engine_t *race, bm_pool_t *pool, const bm_chain_info_t *chain,
-                           const bm_duties_opts_t *o);
+bm_duties_t *bm_duties_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
+                           const bm_chain_info_t *chain, const bm_duties_opts_t *o);
 
 /** Sets the cluster head tracker the dependent roots are read from (borrowed; NULL: none,
  *  every duty read then takes the first 2xx). */

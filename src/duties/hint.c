@@ -151,6 +151,18 @@ uint64_t bm_hint_deadline(const bm_hint_t *h, bm_hint_duty_t duty, uint64_t slot
                                hold.max_hold_ms);
 }
 
+uint64_t bm_hint_end_at(uint64_t now_ms, uint64_t due_ms, uint32_t max_hold_ms)
+{
+    uint64_t cap = now_ms + max_hold_ms;
+    return due_ms > cap ? due_ms : cap;
+}
+
+uint64_t bm_hint_end(const bm_hint_t *h, bm_hint_duty_t duty, uint64_t slot, uint64_t now_ms)
+{
+    return bm_hint_end_at(now_ms, bm_hint_due_ms(h, duty, slot),
+                          bm_hint_get_hold(h, duty).max_hold_ms);
+}
+
 bool bm_hint_arrived_late(const bm_hint_t *h, const bm_expected_t *e)
 {
     const bm_chain_info_t *c = bm_hint_chain(h);

@@ -15,6 +15,9 @@
  *     is still within holdFloor, and never longer than maxHold.
  *   - due: the spec's *_DUE_BPS of the requested slot (src/cluster/chain.h; 1/3 and 2/3 of the
  *     slot before Gloas, 1/4, 1/2, 3/4 from Gloas when a node's spec lacks them).
+ *   - end: max(now + maxHold, due). With no usable answer at the deadline a race goes on
+ *     asking every node (a node that recovers can still serve the duty) until this, and
+ *     then answers with the most specific error: never later, whatever hangs.
  *
  * The hint reads the head tracker and the chain information; it owns neither. Reads are
  * live: a policy asks again at every answer, so a cluster head that moves during a race
@@ -113,6 +116,13 @@ uint64_t bm_hint_deadline_at(uint64_t now_ms, uint64_t due_ms, uint32_t hold_flo
 
 /** The deadline of a race for `duty` about `slot` starting at `now_ms`. */
 uint64_t bm_hint_deadline(const bm_hint_t *h, bm_hint_duty_t duty, uint64_t slot, uint64_t now_ms);
+
+/** max(now + max_hold, due): the end of a duty read without a usable answer. */
+uint64_t bm_hint_end_at(uint64_t now_ms, uint64_t due_ms, uint32_t max_hold_ms);
+
+/** The end (bm_hint_end_at) of a race for `duty` about `slot` starting at `now_ms`; an
+ *  unknown due time counts as past. */
+uint64_t bm_hint_end(const bm_hint_t *h, bm_hint_duty_t duty, uint64_t slot, uint64_t now_ms);
 
 /**
  * True when the expected head arrived after its own slot's attestation due time (an

@@ -40,7 +40,7 @@ typedef struct value_rank {
 typedef struct pctx {
     bm_produce_t *p;
     uint64_t slot;
-    bool v4;
+    bm_produce_form_t form;
     uint64_t boost;
     bool usable_taken; /* the first 2xx that was not accepted is the deadline fallback */
     /* the last answer parsed, for the predicates that follow on the same answer */
@@ -63,6 +63,7 @@ typedef struct memo {
 } memo_t;
 
 struct bm_produce {
+    bm_clock_t *clock;
     bm_race_engine_t *race;
     bm_pool_t *pool;
     bm_hint_t *hint;
@@ -89,16 +90,18 @@ void bm_produce_opts_default(bm_produce_opts_t *o)
     o->best_value_grace_ms = BM_DEFAULT_DUTIES_BEST_VALUE_GRACE_MS;
     o->repoll_interval_ms = 250;
     o->connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
+    o->max_hold_ms = BM_DEFAULT_DUTIES_MAX_HOLD_MS;
 }
 
-bm_produce_t *bm_produce_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
-                             const bm_produce_opts_t *opts)
+bm_produce_t *bm_produce_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
+                             bm_hint_t *hint, const bm_produce_opts_t *opts)
 {
-    if (!race || !pool || !hint)
+    if (!clock || !race || !pool || !hint)
         return NULL;
     bm_produce_t *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
+    p->clock = clock;
     p->race = race;
     p->pool = pool;
     p->hint = hint;
@@ -108,6 +111,8 @@ bm_produce_t *bm_produce_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t 
         bm_produce_opts_default(&p->opts);
     if (!p->opts.repoll_interval_ms)
         p->opts.repoll_interval_ms = 250;
+    if (!p->opts.max_hold_ms)
+        p->opts.max_hold_ms = BM_DEFAULT_DUTIES_MAX_HOLD_MS;
     p->lim.window_ms = 10000;
     p->lim.burst = 10;
     return p;
@@ -201,14 +206,23 @@ static bool json_value(struct json_object *j, const char *ptr, bm_u256_t *out, i
 int bm_produce_parse(const bm_hdrs_t *headers, const bm_buf_t *body, bool v4,
                      bm_produce_block_t *out)
 {
+    return bm_produce_parse_form(headers, body, v4 ? BM_PRODUCE_FORM_V4 : BM_PRODUCE_FORM_V3, out);
+}
+
+int bm_produce_parse_form(const bm_hdrs_t *headers, const bm_buf_t *body, bm_produce_form_t form,
+                          bm_produce_block_t *out)
+{
     if (!headers || !body)
         return BM_EINVAL;
+    bool v4 = form == BM_PRODUCE_FORM_V4;
     bm_produce_block_t b;
     memset(&b, 0, sizeof b);
     int rc = 0;
     bool blinded_hdr = false, included_hdr = false;
     bool blinded = header_true(headers, "eth-execution-payload-blinded", &blinded_hdr);
-    b.blinded = !v4 && blinded;
+    /* v3 says in a header (or field) whether its block is blinded; the legacy forms are one
+     * kind each: v2 a full block, blinded_blocks a blinded one */
+    b.blinded = form == BM_PRODUCE_FORM_V3 ? blinded : form == BM_PRODUCE_FORM_BLINDED_V1;
     bool included = header_true(headers, "eth-execution-payload-included", &included_hdr);
     bool has_c = header_value(headers, "eth-consensus-block-value", &b.consensus, &rc);
     bool has_e = !v4 && header_value(headers, "eth-execution-payload-value", &b.execution, &rc);
@@ -217,7 +231,7 @@ int bm_produce_parse(const bm_hdrs_t *headers, const bm_buf_t *body, bool v4,
     if (is_ssz(headers)) {
         const char *fork = bm_hdrs_get(headers, "eth-consensus-version");
         bm_ssz_block_info_t info;
-        if (!fork || (!v4 && !blinded_hdr) || (v4 && !included_hdr))
+        if (!fork || (form == BM_PRODUCE_FORM_V3 && !blinded_hdr) || (v4 && !included_hdr))
             return BM_EINVAL; /* the layout cannot be told without them */
         if (bm_ssz_block_info((const uint8_t *)body->data, body->len, fork, b.blinded, included,
                               v4 ? BM_SSZ_BLOCK_PRODUCE_V4 : BM_SSZ_BLOCK_PRODUCE_V3, &info) != 0)
@@ -244,7 +258,7 @@ int bm_produce_parse(const bm_hdrs_t *headers, const bm_buf_t *body, bool v4,
         snprintf(ptr, sizeof ptr, "%s/state_root", base);
         if (!rc && bm_json_get_root(j, ptr, b.state_root) == 0)
             b.has_state_root = true;
-        if (!rc && !blinded_hdr && !v4) {
+        if (!rc && !blinded_hdr && form == BM_PRODUCE_FORM_V3) {
             bool bl;
             if (bm_json_get_bool(j, "/execution_payload_blinded", &bl) == 0)
                 b.blinded = bl;
@@ -327,7 +341,7 @@ static int parsed(pctx_t *c, const bm_race_answer_t *an, bm_produce_block_t *out
         c->last_node = an->node;
         c->last_attempt = an->attempt;
         c->last_body = an->body;
-        c->last_rc = bm_produce_parse(an->headers, an->body, c->v4, &c->last);
+        c->last_rc = bm_produce_parse_form(an->headers, an->body, c->form, &c->last);
         if (c->last_rc == 0 && c->last.slot != c->slot)
             c->last_rc = BM_EINVAL; /* a block for another slot is no answer */
     }
@@ -456,7 +470,8 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     }
 }
 
-static void route(bm_req_t *req, const bm_route_params_t *params, bool v4, bm_produce_t *p)
+static void route(bm_req_t *req, const bm_route_params_t *params, bm_produce_form_t form,
+                  bm_produce_t *p)
 {
     char sv[32];
     uint64_t slot;
@@ -467,10 +482,12 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bool v4, bm_pr
     }
     size_t qlen;
     const char *query = bm_req_query(req, &qlen);
-    pctx_t c = {.p = p, .slot = slot, .v4 = v4, .boost = bm_produce_boost(query, qlen)};
+    pctx_t c = {.p = p, .slot = slot, .form = form, .boost = bm_produce_boost(query, qlen)};
 
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(p->clock);
     const bm_chain_info_t *chain = bm_hint_chain(p->hint);
+    uint64_t deadline =
+        (chain ? bm_slot_start_ms(&chain->clock, slot) : now) + p->opts.proposal_deadline_ms;
     bm_node_t *nodes[MAX_CANDIDATES];
     bm_serve_record_t rec = {
         .duty = BM_DUTY_READ_BLOCK,
@@ -487,8 +504,10 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bool v4, bm_pr
             {
                 .accept = block_accept,
                 .usable = block_usable,
-                .deadline_ms = (chain ? bm_slot_start_ms(&chain->clock, slot) : now) +
-                               p->opts.proposal_deadline_ms,
+                .deadline_ms = deadline,
+                .hard_timeout_ms = bm_hint_end_at(now, deadline, p->opts.max_hold_ms),
+                .reask_failures = true,
+                .name_failures = true,
                 .repoll = BM_REPOLL_UNTIL_ACCEPTED,
                 .repoll_interval_ms = p->opts.repoll_interval_ms,
                 .connect_timeout_ms = p->opts.connect_timeout_ms,
@@ -509,18 +528,38 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bool v4, bm_pr
 
 static void route_v3(bm_req_t *req, const bm_route_params_t *params, void *ud)
 {
-    route(req, params, false, ud);
+    route(req, params, BM_PRODUCE_FORM_V3, ud);
 }
 
 static void route_v4(bm_req_t *req, const bm_route_params_t *params, void *ud)
 {
-    route(req, params, true, ud);
+    route(req, params, BM_PRODUCE_FORM_V4, ud);
+}
+
+static void route_v2(bm_req_t *req, const bm_route_params_t *params, void *ud)
+{
+    route(req, params, BM_PRODUCE_FORM_V2, ud);
+}
+
+static void route_blinded_v1(bm_req_t *req, const bm_route_params_t *params, void *ud)
+{
+    route(req, params, BM_PRODUCE_FORM_BLINDED_V1, ud);
 }
 
 int bm_produce_register(bm_produce_t *p, bm_router_t *r)
 {
-    int rc = bm_router_add(r, "GET", "/eth/v3/validator/blocks/{slot}", route_v3, p);
-    if (!rc)
-        rc = bm_router_add(r, "GET", "/eth/v4/validator/blocks/{slot}", route_v4, p);
+    static const struct {
+        const char *pattern;
+        bm_route_fn fn;
+    } routes[] = {
+        {"/eth/v3/validator/blocks/{slot}", route_v3},
+        {"/eth/v4/validator/blocks/{slot}", route_v4},
+        /* removed from the spec after Electra, still asked by validator clients in service */
+        {"/eth/v2/validator/blocks/{slot}", route_v2},
+        {"/eth/v1/validator/blinded_blocks/{slot}", route_blinded_v1},
+    };
+    int rc = 0;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0] && !rc; i++)
+        rc = bm_router_add(r, "GET", routes[i].pattern, routes[i].fn, p);
     return rc;
 }

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * produce: block production, GET /eth/v3/validator/blocks/{slot} (phase0..fulu) and
- * GET /eth/v4/validator/blocks/{slot} (gloas), raced over the nodes so that a proposer is
- * never handed a block built on a stale head while another node had the fresh one.
+ * GET /eth/v4/validator/blocks/{slot} (gloas), and the legacy forms validator clients still
+ * in service ask (removed from the spec after Electra): GET /eth/v2/validator/blocks/{slot}
+ * (a full block) and GET /eth/v1/validator/blinded_blocks/{slot} (a blinded one), all
+ * raced over the nodes so that a proposer is never handed a block built on a stale head
+ * while another node had the fresh one. Every form follows the same rules.
  *
  * Rules (docs/duties.md says why):
  *   - accept a block whose parent_root is the expected head (src/duties/hint.h: the cluster
@@ -14,7 +17,9 @@
  *     Eth-Execution-Payload-Blinded / -Included;
  *   - deadline: slot start + proposalDeadline. Before it only an accepted block is
  *     served (a node on a stale parent is re-asked); after it the best accepted block,
- *     else the first 2xx;
+ *     else the first 2xx. A node that failed is asked again until the end, the later of
+ *     the deadline and now + maxHold (a request after the deadline still gets maxHold);
+ *     then the most specific error, a 4xx or a 503 naming each node's failure;
  *   - selection "first": the first accepted block. "best-value": the highest
  *     consensus + execution value (256-bit, from the Eth-Consensus-Block-Value and
  *     Eth-Execution-Payload-Value headers or the JSON fields) among the accepted blocks
@@ -32,6 +37,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/hdrs.h"
 #include "base/u256.h"
 #include "cluster/pool.h"
@@ -60,6 +66,8 @@ typedef struct bm_produce_opts {
     uint32_t repoll_interval_ms;  /* re-asking a node whose block was on a stale parent
                                      (default 250: a block production is not cheap) */
     uint32_t connect_timeout_ms;  /* default timeouts.connect */
+    uint32_t max_hold_ms;         /* a production asked after its deadline waits at most this
+                                     long (default duties.maxHold) */
 } bm_produce_opts_t;
 
 /** Fills `o` with the defaults above. */
@@ -67,10 +75,11 @@ void bm_produce_opts_default(bm_produce_opts_t *o);
 
 typedef struct bm_produce bm_produce_t;
 
-/** A block production policy over `race` and `pool`, judged by `hint` (all borrowed; they
- *  must outlive it). `opts` is copied (NULL: defaults). NULL on allocation failure. */
-bm_produce_t *bm_produce_new(bm_race_engine_t *race, bm_pool_t *pool, bm_hint_t *hint,
-                             const bm_produce_opts_t *opts);
+/** A block production policy over `race` and `pool`, judged by `hint`, reading the time of
+ *  `clock` (the engine's; all borrowed, they must outlive it). `opts` is copied (NULL:
+ *  defaults). NULL on allocation failure. */
+bm_produce_t *bm_produce_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
+                             bm_hint_t *hint, const bm_produce_opts_t *opts);
 
 /** Frees the policy. Free the race engine first when shutting down: its races judge with
  *  this policy (their contexts are the races' own and go with them). */
@@ -82,7 +91,8 @@ void bm_produce_free(bm_produce_t *p);
  */
 void bm_produce_on_served(bm_produce_t *p, bm_served_fn fn, void *ud, bool witness);
 
-/** Registers GET /eth/v3/validator/blocks/{slot} and GET /eth/v4/validator/blocks/{slot}. */
+/** Registers the four production routes (GET v3 and v4 blocks, legacy v2 blocks and v1
+ *  blinded_blocks). */
 int bm_produce_register(bm_produce_t *p, bm_router_t *r);
 
 /**
@@ -121,13 +131,25 @@ typedef struct bm_produce_block {
     bm_u256_t execution; /* execution payload value, Wei (0 when absent) */
 } bm_produce_block_t;
 
+/** Which production request an answer is for. */
+typedef enum bm_produce_form {
+    BM_PRODUCE_FORM_V3 = 0,     /* v3: full or blinded, as Eth-Execution-Payload-Blinded says */
+    BM_PRODUCE_FORM_V4,         /* v4 (gloas): Eth-Execution-Payload-Included */
+    BM_PRODUCE_FORM_V2,         /* legacy v2 blocks: a full block (BlockContents from Deneb) */
+    BM_PRODUCE_FORM_BLINDED_V1, /* legacy v1 blinded_blocks: a BlindedBeaconBlock */
+} bm_produce_form_t;
+
 /**
- * Reads a produce answer (`v4`: GET /eth/v4/...). The body is parsed by its Content-Type:
- * application/octet-stream as SSZ (layout by the Eth-Consensus-Version and
- * Eth-Execution-Payload-Blinded / -Included headers), anything else as JSON. Values come
- * from the headers, else from the JSON fields. Returns 0, or BM_EINVAL when the body or a
- * value cannot be read.
+ * Reads a produce answer of `form`. The body is parsed by its Content-Type:
+ * application/octet-stream as SSZ (layout by Eth-Consensus-Version and, for v3 and v4,
+ * Eth-Execution-Payload-Blinded / -Included), anything else as JSON. Values come from the
+ * headers, else from the JSON fields. Returns 0, or BM_EINVAL when the body or a value
+ * cannot be read.
  */
+int bm_produce_parse_form(const bm_hdrs_t *headers, const bm_buf_t *body, bm_produce_form_t form,
+                          bm_produce_block_t *out);
+
+/** bm_produce_parse_form for v3 or (`v4`) v4. */
 int bm_produce_parse(const bm_hdrs_t *headers, const bm_buf_t *body, bool v4,
                      bm_produce_block_t *out);
 

@@ -5,10 +5,10 @@
  *
  * How it is built:
  *   - one race is one allocation with a slot per candidate node (its running transfer,
- *     its latest answer, its repoll time) and one uv_timer_t. The timer is always armed at
- *     the race's next point in time (grace end, deadline, a repoll, a policy timer, the
- *     hard timeout, or "now" when an answer or a completion is due), computed from wall
- *     time because policies give deadlines in wall time (slot arithmetic);
+ *     its latest answer, its repoll time) and one timer on the engine's clock (base/clock.h). The
+ * timer is always armed at the race's next point in time (grace end, deadline, a repoll, a policy
+ *     timer, the hard timeout, or "now" when an answer or a completion is due), computed
+ *     from wall time because policies give deadlines in wall time (slot arithmetic);
  *   - answers are small reference-counted records (status, filtered headers, a body
  *     reference): a node's latest answer, the best accepted, the best usable, the most
  *     specific error and the final answer share them without copies, and each is dropped
@@ -16,12 +16,13 @@
  *   - decisions (the answer is chosen) happen anywhere, but user callbacks (waiters,
  *     completion, policy timers) run only from a transfer's on_done or the race's timer,
  *     never from inside a bm_race_* call: an API call that decides arms the timer at 0;
- *   - races and the engine are freed only in uv close callbacks, so a pointer held on the
- *     stack stays valid across any callback; after each callout the code checks whether
- *     the race was closed (engine freed) and stops there.
+ *   - races and the engine are freed only in their timers' close callbacks (which run from
+ *     the loop), so a pointer held on the stack stays valid across any callback; after each callout
+ * the code checks whether the race was closed (engine freed) and stops there.
  */
 #include "duties/race.h"
 
+#include <json-c/json.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,12 +30,18 @@
 #include "base/clock.h"
 #include "base/defaults.h"
 #include "base/err.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/url.h"
 
 #define DEFAULT_REPOLL_MS 50
 #define HARD_AFTER_DEADLINE_MS 10000
 #define HARD_WITHOUT_DEADLINE_MS 30000
+/* The upstream client's own time limit of a transfer without one of its own: past the
+ * hard timeout, by this much. The race's timer cuts the transfer at the hard timeout; the
+ * client's limit is only a backstop, and must not cut first (it measures real time, the
+ * race its clock's, which in tests is a manual one). */
+#define TRANSFER_BACKSTOP_MS 30000
 #define KEY_BUCKETS 256 /* keyed races at once are few (coalesced duty reads) */
 
 /* Fallback ranks of HTTP answers that were neither accepted nor usable: lower wins. */
@@ -65,6 +72,8 @@ typedef struct slot {
     unsigned attempts;   /* transfers started */
     uint64_t asked_ms;   /* wall time of the latest start */
     uint64_t xfer_us;    /* monotonic start of the running transfer */
+    uint64_t xfer_end;   /* race time at which the running transfer is cut (the policy's
+                            transfer_timeout_ms); 0: none */
     uint64_t repoll_at;  /* wall time of the next re-ask; 0: none */
     uint64_t repoll_end; /* no re-ask starts at or after this */
     int end_err;         /* why a node without an answer has none */
@@ -90,9 +99,9 @@ struct bm_race_waiter {
 
 struct bm_race {
     bm_race_engine_t *e;
-    uv_timer_t timer;
+    bm_timer_t *timer;
     race_state_t state;
-    bool closing;   /* uv_close was called: no more work, memory valid until the callback */
+    bool closing;   /* its timer is closing: no more work, memory valid until the callback */
     bool drain_cut; /* cut by a drain already */
     bm_race_policy_t pol;
     uint64_t start_ms, start_us, hard_ms;
@@ -132,7 +141,7 @@ struct bm_race {
 };
 
 struct bm_race_engine {
-    uv_loop_t *loop;
+    bm_clock_t *clock;
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_race_t *races;
@@ -140,7 +149,7 @@ struct bm_race_engine {
     size_t writes;
     size_t open_handles; /* the drain timer and every race's timer; freed at 0 */
     bool dying;
-    uv_timer_t drain_timer;
+    bm_timer_t *drain_timer;
     bool draining;
     uint64_t drain_until; /* monotonic ms */
     void (*drain_done)(bm_race_engine_t *e, void *ud);
@@ -151,8 +160,8 @@ struct bm_race_engine {
     bm_race_t *keys[KEY_BUCKETS];
 };
 
-static void on_tick(uv_timer_t *t);
-static void on_drain(uv_timer_t *t);
+static void on_tick(bm_timer_t *t, void *ud);
+static void on_drain(bm_timer_t *t, void *ud);
 static void advance(bm_race_t *r, bool from_loop);
 
 /* ---- answers ---------------------------------------------------------------------------- */
@@ -284,7 +293,7 @@ static double score_of(const bm_race_t *r, const ans_t *an)
  */
 static uint64_t race_now(const bm_race_t *r)
 {
-    return r->start_ms + (bm_clock_mono_us() - r->start_us) / 1000;
+    return r->start_ms + (bm_clock_mono_now_us(r->e->clock) - r->start_us) / 1000;
 }
 
 static uint32_t key_hash(const char *k)
@@ -344,9 +353,9 @@ static void engine_release(bm_race_engine_t *e)
     free(e);
 }
 
-static void on_race_closed(uv_handle_t *h)
+static void on_race_closed(void *ud)
 {
-    bm_race_t *r = h->data;
+    bm_race_t *r = ud;
     bm_race_engine_t *e = r->e;
     free_waiters(r);
     drop_judgement(r);
@@ -383,7 +392,7 @@ static void race_close(bm_race_t *r)
     if (r->next)
         r->next->prev = r->prev;
     r->prev = r->next = NULL;
-    uv_close((uv_handle_t *)&r->timer, on_race_closed);
+    bm_timer_close(r->timer, on_race_closed, r);
 }
 
 /* True while the witness's first transfer may outlive the decision (race.h `witness`). */
@@ -415,7 +424,7 @@ static void cancel_wslot(bm_race_t *r, int err)
 static void cancel_all(bm_race_t *r, int err, bool timed_out, bool keep_witness)
 {
     bm_race_engine_t *e = r->e;
-    uint64_t now_us = bm_clock_mono_us();
+    uint64_t now_us = bm_clock_mono_now_us(e->clock);
     uint64_t now = keep_witness ? race_now(r) : 0;
     if (!keep_witness || !witness_kept(r, &r->wslot, now))
         cancel_wslot(r, err);
@@ -479,7 +488,7 @@ static void start_slot(bm_race_t *r, slot_t *s, uint64_t now)
     bm_str_t url = BM_STR_INIT;
     int rc = bm_url_join(&url, s->node->url, r->target);
     if (rc == 0) {
-        uint64_t left = r->hard_ms > now ? r->hard_ms - now : 1;
+        uint64_t left = (r->hard_ms > now ? r->hard_ms - now : 1) + TRANSFER_BACKSTOP_MS;
         bm_xfer_req_t xr = {
             .method = r->method,
             .url = bm_str_data(&url),
@@ -487,12 +496,13 @@ static void start_slot(bm_race_t *r, slot_t *s, uint64_t now)
             .extra = &s->node->extra,
             .body = r->req_body,
             .connect_timeout_ms = r->pol.connect_timeout_ms,
-            .timeout_ms = r->pol.transfer_timeout_ms ? r->pol.transfer_timeout_ms
-                          : left > UINT32_MAX        ? UINT32_MAX
-                                                     : (uint32_t)left,
+            .timeout_ms = r->pol.transfer_timeout_ms
+                              ? r->pol.transfer_timeout_ms + TRANSFER_BACKSTOP_MS
+                          : left > UINT32_MAX ? UINT32_MAX
+                                              : (uint32_t)left,
             .max_response_bytes = r->pol.max_response_bytes,
         };
-        s->xfer_us = bm_clock_mono_us();
+        s->xfer_us = bm_clock_mono_now_us(e->clock);
         s->xfer = bm_upstream_start(e->up, &xr, &xfer_cbs, s);
         if (!s->xfer)
             rc = BM_EIO;
@@ -504,11 +514,49 @@ static void start_slot(bm_race_t *r, slot_t *s, uint64_t now)
         else
             r->in_flight++;
         s->node->stats.in_flight++;
+        s->xfer_end = r->pol.transfer_timeout_ms ? now + r->pol.transfer_timeout_ms : 0;
         return;
     }
     bm_log_limited(&e->lim, BM_LOG_WARN, "race %s %s: cannot ask %s: %s", r->method, r->target,
                    s->node->id, rc == BM_EINVAL ? "invalid request target" : bm_strerror(rc));
     fail_slot(r, s, rc, now);
+}
+
+/* Cuts the transfers whose own limit (the policy's transfer_timeout_ms, on the engine's
+ * clock) passed: each is its node's failure, BM_ETIMEDOUT, recorded in the pool as a
+ * network error. The upstream client's own limit is only a backstop behind this one. */
+static void expire_transfers(bm_race_t *r, uint64_t now)
+{
+    bm_race_engine_t *e = r->e;
+    for (size_t i = 0; i < r->n && !r->closing && !e->dying; i++) {
+        slot_t *s = &r->slots[i];
+        if (!s->xfer || !s->xfer_end || now < s->xfer_end)
+            continue;
+        bm_upstream_cancel(s->xfer);
+        s->xfer = NULL;
+        s->xfer_end = 0;
+        r->in_flight--;
+        s->node->stats.in_flight--;
+        uint64_t took_us = bm_clock_mono_now_us(e->clock) - s->xfer_us;
+        bm_log_limited(&e->lim, BM_LOG_DEBUG, "race %s %s: %s: no answer within %u ms", r->method,
+                       r->target, s->node->id, r->pol.transfer_timeout_ms);
+        if (e->pool)
+            bm_pool_record(e->pool, s->node, BM_OUTCOME_NET_ERROR, false, took_us,
+                           bm_strerror(BM_ETIMEDOUT));
+        if (r->closing || e->dying)
+            return; /* a pool listener freed the engine */
+        fail_slot(r, s, BM_ETIMEDOUT, now);
+    }
+}
+
+/* The earliest time a running transfer is cut by its own limit (UINT64_MAX: none). */
+static uint64_t next_transfer_end(const bm_race_t *r)
+{
+    uint64_t next = UINT64_MAX;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->slots[i].xfer && r->slots[i].xfer_end && r->slots[i].xfer_end < next)
+            next = r->slots[i].xfer_end;
+    return next;
 }
 
 /* Forgets re-asks whose time is over. */
@@ -566,6 +614,28 @@ static void consider_fallback(bm_race_t *r, ans_t *an, int rank)
         ans_set(&r->fallback, an);
 }
 
+/* A failure worth asking again (reask_failures): a 5xx, a 429, or a network error that a
+ * later attempt may not have (not our own cancel, not a request we cannot even form). */
+static bool retryable(const bm_race_answer_t *a)
+{
+    if (a->err)
+        return a->err != BM_ECANCELED && a->err != BM_EINVAL && a->err != BM_ENOMEM;
+    return a->status >= 500 || a->status == 429;
+}
+
+/* Asks a failed node again (reask_failures) until the hard timeout, at most once per
+ * repoll_interval. */
+static void schedule_retry(bm_race_t *r, slot_t *s, uint64_t now)
+{
+    uint64_t at = s->asked_ms + r->pol.repoll_interval_ms;
+    if (at < now)
+        at = now;
+    if (at < r->hard_ms) {
+        s->repoll_at = at;
+        s->repoll_end = r->hard_ms;
+    }
+}
+
 static void schedule_repoll(bm_race_t *r, slot_t *s, bool usable, uint64_t now)
 {
     const bm_race_policy_t *p = &r->pol;
@@ -584,27 +654,22 @@ static void schedule_repoll(bm_race_t *r, slot_t *s, bool usable, uint64_t now)
     }
 }
 
-static void report(const bm_race_t *r, const ans_t *an, bm_race_judged_t how)
-{
-    if (r->pol.seen)
-        r->pol.seen(&an->a, how, r->pol.ud);
-}
-
 /* Files a node's answer: it becomes the node's latest, and while the race runs it is
- * judged (the witness that is no candidate never is). Never decides by itself (evaluate
- * does) and calls nothing but the predicates. */
+ * judged (the witness that is no candidate never is); `judged` says how. Never decides by
+ * itself (evaluate does) and calls nothing but the predicates. */
 static void take_answer(bm_race_t *r, slot_t *s, ans_t *an, uint64_t now)
 {
     ans_set(&s->last, an);
     bool answer_2xx = !an->a.err && is_2xx(an->a.status);
-    if (r->state != RS_RUNNING || an->a.err || s == &r->wslot) {
-        report(r, an, answer_2xx ? BM_RACE_UNJUDGED : BM_RACE_ERROR);
+    an->a.judged = answer_2xx ? BM_RACE_UNJUDGED : BM_RACE_ERROR;
+    if (r->state != RS_RUNNING || s == &r->wslot)
         return;
-    }
     const bm_race_policy_t *p = &r->pol;
     if (!answer_2xx) {
-        consider_fallback(r, an, rank_of(an->a.status));
-        report(r, an, BM_RACE_ERROR);
+        if (!an->a.err)
+            consider_fallback(r, an, rank_of(an->a.status));
+        if (p->reask_failures && retryable(&an->a))
+            schedule_retry(r, s, now);
         return;
     }
     if (!p->accept || p->accept(&an->a, p->ud)) {
@@ -619,7 +684,7 @@ static void take_answer(bm_race_t *r, slot_t *s, ans_t *an, uint64_t now)
         }
         if (p->complete && p->complete(&an->a, p->ud))
             r->acc_done = true;
-        report(r, an, BM_RACE_ACCEPTED);
+        an->a.judged = BM_RACE_ACCEPTED;
         return;
     }
     bool usable = !p->usable || p->usable(&an->a, p->ud);
@@ -630,7 +695,7 @@ static void take_answer(bm_race_t *r, slot_t *s, ans_t *an, uint64_t now)
     } else {
         consider_fallback(r, an, RANK_UNUSABLE_2XX);
     }
-    report(r, an, usable ? BM_RACE_USABLE : BM_RACE_REJECTED);
+    an->a.judged = usable ? BM_RACE_USABLE : BM_RACE_REJECTED;
     schedule_repoll(r, s, usable, now);
 }
 
@@ -647,7 +712,32 @@ static bool pending(const bm_race_t *r)
     return false;
 }
 
-/* The 503 answered when no node gave an HTTP answer: it names each node's failure. */
+void bm_race_describe(bm_str_t *m, const bm_race_answer_t *a)
+{
+    if (a->err) {
+        bm_str_puts(m, bm_strerror(a->err));
+        return;
+    }
+    if (is_2xx(a->status)) {
+        bm_str_printf(m, "%d, not usable", a->status);
+        return;
+    }
+    bm_str_printf(m, "%d", a->status);
+    struct json_object *j = NULL;
+    const char *msg = NULL;
+    if (a->body && bm_json_parse_buf(a->body, 64 * 1024, &j, NULL) == 0 && j)
+        msg = bm_json_get_str(j, "/message");
+    if (msg && *msg) {
+        bm_str_puts(m, " ");
+        size_t k = 0;
+        for (const char *c = msg; *c && k < 120; c++, k++)
+            bm_str_putc(m, (unsigned char)*c < 0x20 || *c == '"' || *c == '\\' ? ' ' : *c);
+    }
+    json_object_put(j);
+}
+
+/* The 503 answered when no node gave an HTTP answer (or, with name_failures, none a usable
+ * or 4xx one): it names each node's failure. */
 static ans_t *synthesize(bm_race_t *r)
 {
     ans_t *an = &r->synth;
@@ -657,31 +747,36 @@ static ans_t *synthesize(bm_race_t *r)
     an->embedded = true;
     bm_hdrs_init(&an->hdrs);
     an->a.headers = &an->hdrs;
+    bool any_http = false;
+    for (size_t i = 0; i < r->n; i++)
+        any_http |= r->slots[i].last && !r->slots[i].last->a.err;
     bm_str_t m = BM_STR_INIT;
     if (r->n == 0)
         bm_str_puts(&m, "no upstream available");
+    else if (any_http)
+        bm_str_puts(&m, "no usable answer: ");
     else
         bm_str_puts(&m, "no upstream answered: ");
     for (size_t i = 0; i < r->n; i++) {
         const slot_t *s = &r->slots[i];
-        const char *why;
-        if (s->last && s->last->a.err)
-            why = bm_strerror(s->last->a.err);
+        bm_str_printf(&m, "%s%s: ", i ? "; " : "", s->node->id);
+        if (s->last)
+            bm_race_describe(&m, &s->last->a);
         else if (s->xfer)
-            why = "no answer yet";
+            bm_str_puts(&m, "no answer yet");
         else if (!s->tried)
-            why = "not asked";
+            bm_str_puts(&m, "not asked");
         else
-            why = bm_strerror(s->end_err ? s->end_err : BM_EIO);
-        bm_str_printf(&m, "%s%s: %s", i ? "; " : "", s->node->id, why);
+            bm_str_puts(&m, bm_strerror(s->end_err ? s->end_err : BM_EIO));
     }
     an->a.body = bm_race_error_body(503, bm_str_data(&m));
     if (!an->a.body)
         an->a.body = bm_buf_ref(r->e->oom_body);
     bm_str_dispose(&m);
     an->a.status = 503;
+    an->a.judged = BM_RACE_ERROR;
     an->a.arrived_ms = race_now(r);
-    an->a.elapsed_us = bm_clock_mono_us() - r->start_us;
+    an->a.elapsed_us = bm_clock_mono_now_us(r->e->clock) - r->start_us;
     bm_hdrs_add_z(&an->hdrs, "Content-Type", "application/json");
     bm_log_limited(&r->e->lim, BM_LOG_WARN, "race %s %s: %.*s", r->method, r->target,
                    (int)an->a.body->len, an->a.body->data);
@@ -694,7 +789,7 @@ static ans_t *best_in_hand(bm_race_t *r)
         return r->acc;
     if (r->usable)
         return r->usable;
-    if (r->fallback)
+    if (r->fallback && (!r->pol.name_failures || r->fallback->rank == RANK_4XX))
         return r->fallback;
     return synthesize(r);
 }
@@ -705,7 +800,7 @@ static void decide(bm_race_t *r, ans_t *an)
     ans_set(&r->final, an);
     set_state(r, RS_DECIDED);
     drop_judgement(r);
-    if (!r->pol.write)
+    if (!r->pol.write && !r->pol.keep_losers)
         cancel_all(r, BM_ECANCELED, false, true);
 }
 
@@ -786,6 +881,7 @@ static const bm_race_answer_t *fill_view(bm_race_t *r, bool all, size_t *n)
                 .err = s->end_err ? s->end_err : BM_ECANCELED,
                 .headers = &r->e->empty,
                 .attempt = s->attempts ? s->attempts - 1 : 0,
+                .judged = BM_RACE_ERROR,
             };
         }
     }
@@ -808,29 +904,31 @@ static void finish(bm_race_t *r)
         r->complete(r, v, n, r->complete_ud);
     }
     if (r->pol.write && !e->dying && e->draining && e->writes == 0)
-        uv_timer_start(&e->drain_timer, on_drain, 0, 0);
+        bm_timer_start(e->drain_timer, 0);
 }
 
 /* True while a transfer of the witness runs beside the race: its own, or its candidate's
- * first once the race decided. */
+ * first once the race decided (unless the policy keeps every loser anyway). */
 static bool witness_running(const bm_race_t *r)
 {
     if (r->wslot_running)
         return true;
-    return r->state != RS_RUNNING && r->witness_i >= 0 && r->slots[r->witness_i].xfer;
+    return r->state != RS_RUNNING && !r->pol.keep_losers && r->witness_i >= 0 &&
+           r->slots[r->witness_i].xfer;
 }
 
 /* The witness's time is over: what still runs of it is cut. */
 static void cut_witness(bm_race_t *r)
 {
     cancel_wslot(r, BM_ECANCELED);
-    if (r->state == RS_RUNNING || r->witness_i < 0)
+    if (r->state == RS_RUNNING || r->pol.keep_losers || r->witness_i < 0)
         return;
     slot_t *s = &r->slots[r->witness_i];
     if (!s->xfer)
         return;
     bm_upstream_cancel(s->xfer);
     s->xfer = NULL;
+    s->xfer_end = 0;
     r->in_flight--;
     s->node->stats.in_flight--;
     s->end_err = BM_ECANCELED;
@@ -849,9 +947,13 @@ static void arm(bm_race_t *r, uint64_t now)
         break;
     case RS_ANSWERED:
         next = r->in_flight || r->wslot_running ? r->hard_ms : now;
+        if (r->in_flight && next_transfer_end(r) < next)
+            next = next_transfer_end(r);
         break;
     case RS_RUNNING:
         next = r->hard_ms;
+        if (next_transfer_end(r) < next)
+            next = next_transfer_end(r);
         if (r->pol.deadline_ms > now && r->pol.deadline_ms < next)
             next = r->pol.deadline_ms;
         if (r->acc && r->grace_end < next)
@@ -870,9 +972,8 @@ static void arm(bm_race_t *r, uint64_t now)
     }
     if (witness_running(r) && r->witness_outlives && r->witness_until < next)
         next = r->witness_until > now ? r->witness_until : now;
-    /* A wall-time wait: the loop's clock may lag a little, so the timer can fire early;
-     * on_tick then finds nothing due and arms again. */
-    uv_timer_start(&r->timer, on_tick, next > now ? next - now : 0, 0);
+    /* A wait measured on the monotonic clock from the race's own time (race_now). */
+    bm_timer_start(r->timer, next > now ? next - now : 0);
 }
 
 /*
@@ -905,9 +1006,10 @@ static void advance(bm_race_t *r, bool from_loop)
     arm(r, now);
 }
 
-static void on_tick(uv_timer_t *t)
+static void on_tick(bm_timer_t *t, void *arg)
 {
-    bm_race_t *r = t->data;
+    (void)t;
+    bm_race_t *r = arg;
     bm_race_engine_t *e = r->e;
     if (r->closing)
         return;
@@ -919,6 +1021,9 @@ static void on_tick(uv_timer_t *t)
         if (r->closing)
             return;
     }
+    expire_transfers(r, now);
+    if (r->closing || e->dying)
+        return;
     while (r->state == RS_RUNNING) {
         at_timer_t **due_pp = NULL; /* the earliest due timer */
         for (at_timer_t **pp = &r->ats; *pp; pp = &(*pp)->next)
@@ -946,7 +1051,9 @@ static void on_xfer_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     if (s->xfer != x)
         return;
     s->xfer = NULL;
-    if (s == &r->wslot)
+    s->xfer_end = 0;
+    bool witnessed = s == &r->wslot;
+    if (witnessed)
         r->wslot_running = false;
     else
         r->in_flight--;
@@ -989,6 +1096,15 @@ static void on_xfer_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
         an->a.arrived_ms = now;
         an->a.attempt = s->attempts ? s->attempts - 1 : 0;
         take_answer(r, s, an, now);
+        void (*see)(bm_race_t *, const bm_race_answer_t *, void *) =
+            witnessed ? r->pol.witnessed : r->pol.observe;
+        if (see) {
+            see(r, &an->a, r->pol.ud);
+            if (r->closing || e->dying) {
+                ans_unref(an);
+                return;
+            }
+        }
         ans_unref(an);
     }
     advance(r, true);
@@ -996,12 +1112,13 @@ static void on_xfer_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
 
 /* ---- engine ----------------------------------------------------------------------------- */
 
-static void on_drain(uv_timer_t *t)
+static void on_drain(bm_timer_t *t, void *arg)
 {
-    bm_race_engine_t *e = t->data;
+    (void)t;
+    bm_race_engine_t *e = arg;
     if (e->dying || !e->draining)
         return;
-    uint64_t now = bm_clock_mono_ms();
+    uint64_t now = bm_clock_mono_now(e->clock);
     if (e->writes && now >= e->drain_until) {
         for (;;) {
             bm_race_t *r = e->races;
@@ -1028,12 +1145,12 @@ static void on_drain(uv_timer_t *t)
             done(e, ud);
         return;
     }
-    uv_timer_start(&e->drain_timer, on_drain, e->drain_until > now ? e->drain_until - now : 0, 0);
+    bm_timer_start(e->drain_timer, e->drain_until > now ? e->drain_until - now : 0);
 }
 
-bm_race_engine_t *bm_race_engine_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool)
+bm_race_engine_t *bm_race_engine_new(bm_clock_t *clock, bm_upstream_t *up, bm_pool_t *pool)
 {
-    if (!loop || !up)
+    if (!clock || !up)
         return NULL;
     bm_race_engine_t *e = calloc(1, sizeof *e);
     if (!e)
@@ -1043,21 +1160,25 @@ bm_race_engine_t *bm_race_engine_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool
         free(e);
         return NULL;
     }
-    e->loop = loop;
+    e->clock = clock;
     e->up = up;
     e->pool = pool;
     bm_hdrs_init(&e->empty);
     e->lim.window_ms = 10000;
     e->lim.burst = 10;
-    uv_timer_init(loop, &e->drain_timer);
-    e->drain_timer.data = e;
+    e->drain_timer = bm_timer_new(clock, on_drain, e);
+    if (!e->drain_timer) {
+        bm_buf_unref(e->oom_body);
+        free(e);
+        return NULL;
+    }
     e->open_handles = 1;
     return e;
 }
 
-static void on_engine_closed(uv_handle_t *h)
+static void on_engine_closed(void *ud)
 {
-    engine_release(h->data);
+    engine_release(ud);
 }
 
 void bm_race_engine_free(bm_race_engine_t *e)
@@ -1080,7 +1201,7 @@ void bm_race_engine_free(bm_race_engine_t *e)
         }
         race_close(r); /* unlinks it */
     }
-    uv_close((uv_handle_t *)&e->drain_timer, on_engine_closed);
+    bm_timer_close(e->drain_timer, on_engine_closed, e);
 }
 
 size_t bm_race_engine_active(const bm_race_engine_t *e)
@@ -1093,13 +1214,13 @@ void bm_race_engine_drain(bm_race_engine_t *e, uint32_t bound_ms,
 {
     if (!e || e->dying)
         return;
-    uint64_t until = bm_clock_mono_ms() + bound_ms;
+    uint64_t until = bm_clock_mono_now(e->clock) + bound_ms;
     if (!e->draining || until < e->drain_until)
         e->drain_until = until;
     e->draining = true;
     e->drain_done = done;
     e->drain_ud = ud;
-    uv_timer_start(&e->drain_timer, on_drain, 0, 0);
+    bm_timer_start(e->drain_timer, 0);
 }
 
 /* ---- races ------------------------------------------------------------------------------ */
@@ -1155,8 +1276,13 @@ bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_n
         r->pol.connect_timeout_ms = BM_DEFAULT_TIMEOUTS_CONNECT_MS;
     r->complete = complete;
     r->complete_ud = complete_ud;
-    r->start_ms = bm_clock_now_ms(); /* the only wall clock read of a race: see race_now */
-    r->start_us = bm_clock_mono_us();
+    r->timer = bm_timer_new(e->clock, on_tick, r);
+    if (!r->timer) {
+        race_free_unstarted(r);
+        return NULL;
+    }
+    r->start_ms = bm_clock_wall_now(e->clock); /* the only wall clock read: see race_now */
+    r->start_us = bm_clock_mono_now_us(e->clock);
     if (r->pol.hard_timeout_ms)
         r->hard_ms = r->pol.hard_timeout_ms;
     else if (r->pol.deadline_ms)
@@ -1177,8 +1303,6 @@ bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_n
         r->witness_outlives = r->witness_until != 0; /* else it ends with the decision */
     }
 
-    uv_timer_init(e->loop, &r->timer);
-    r->timer.data = r;
     e->open_handles++;
     r->next = e->races;
     if (e->races)

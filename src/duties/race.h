@@ -36,9 +36,14 @@
  * policy predicates (accept, usable, score, complete) run while the engine updates the
  * race: they must only look at the answer and never call into the engine.
  *
- * Times in a policy are wall times (Unix ms, as slot arithmetic gives them). A race reads
- * the wall clock once, at its start, and measures from there with the monotonic clock, so
- * a wall clock step during a race neither stretches nor shortens it.
+ * Time: the engine runs on the clock it is given (base/clock.h: the real one in beaconmux,
+ * a manual one in unit tests); it reads no other. Times in a policy are wall times of that
+ * clock (Unix ms, as slot arithmetic gives them). A race reads the wall clock once, at its
+ * start, and measures from there with the clock's monotonic time, so a wall clock step
+ * during a race neither stretches nor shortens it. Every limit of a race is on that clock,
+ * the per-transfer one (transfer_timeout_ms) included; the upstream client only gets a
+ * backstop well past it (real time), which the race's own timer always beats. The connect
+ * timeout is the upstream client's (real time).
  *
  * Every finished transfer is recorded in the pool (bm_pool_record) and counted in the
  * node's stats.in_flight while it runs; transfers cancelled because their race no longer
@@ -51,9 +56,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <uv.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/hdrs.h"
 #include "cluster/pool.h"
 #include "http/upstream.h"
@@ -61,6 +66,17 @@
 typedef struct bm_race_engine bm_race_engine_t;
 typedef struct bm_race bm_race_t;
 typedef struct bm_race_waiter bm_race_waiter_t;
+
+/** How the engine judged an answer when it arrived (bm_race_answer_t `judged`). */
+typedef enum bm_race_judged {
+    BM_RACE_UNJUDGED = 0, /* a 2xx that came once nothing was judged any more (after the
+                             decision: a write's nodes, kept losers, the witness), or from the
+                             witness that is not a candidate */
+    BM_RACE_ACCEPTED,     /* a 2xx that passed accept */
+    BM_RACE_USABLE,       /* a 2xx that failed accept and passed usable */
+    BM_RACE_REJECTED,     /* a 2xx that was neither */
+    BM_RACE_ERROR,        /* an answer outside 2xx, or a failure without one (err set) */
+} bm_race_judged_t;
 
 /** One node's answer (or failure) as the engine saw it. Borrowed in callbacks: copy the
  *  fields or take a reference on the body to keep them. */
@@ -73,14 +89,17 @@ typedef struct bm_race_answer {
     int status;               /* HTTP status */
     const bm_hdrs_t *headers; /* response headers (hop-by-hop removed); never NULL */
     bm_buf_t *body;           /* complete body (take a ref to keep it); never NULL when err == 0 */
-    uint64_t elapsed_us;      /* from this transfer's start */
-    uint64_t arrived_ms;      /* wall time (Unix ms) it arrived (0: never arrived) */
+    uint64_t elapsed_us;      /* from this transfer's start (real time, the upstream's) */
+    uint64_t arrived_ms;      /* wall time (Unix ms, the engine's clock) it arrived (0: never
+                                 arrived) */
     unsigned attempt;         /* 0 for the first transfer to this node, 1+ for repolls */
+    bm_race_judged_t judged;  /* how it was judged (BM_RACE_ERROR for the synthesized 503) */
 } bm_race_answer_t;
 
 /*
  * Re-asking a node whose 2xx was not accepted, at most once per repoll_interval (counted
- * from the previous request to that node). Errors (non-2xx, network) are never re-asked.
+ * from the previous request to that node). Errors (non-2xx, network) are re-asked only
+ * with the policy's reask_failures.
  */
 typedef enum bm_race_repoll {
     BM_REPOLL_NONE = 0,
@@ -93,17 +112,6 @@ typedef enum bm_race_repoll {
     BM_REPOLL_UNTIL_ANY_2XX,
 } bm_race_repoll_t;
 
-/** How the engine judged an answer, as bm_race_policy_t.seen reports it. */
-typedef enum bm_race_judged {
-    BM_RACE_ACCEPTED = 0, /* a 2xx that passed accept */
-    BM_RACE_USABLE,       /* a 2xx that failed accept and passed usable */
-    BM_RACE_REJECTED,     /* a 2xx that was neither */
-    BM_RACE_ERROR,        /* an answer outside 2xx, or a failure without one (err set) */
-    BM_RACE_UNJUDGED,     /* a 2xx that came once nothing was being judged any more: after the
-                             decision (a write's nodes, the witness) or from the witness that is
-                             not a candidate */
-} bm_race_judged_t;
-
 /**
  * The policy of one race; copied by bm_race_start. Function pointers may be NULL (see
  * each). How an answer is judged:
@@ -114,8 +122,8 @@ typedef enum bm_race_judged {
  *   - the race ends at once when nothing more can arrive (no transfer in flight, no repoll
  *     or untried node left, no bm_race_at timer pending): the best accepted, else the best
  *     usable, else the most specific other answer: a 4xx beats a 3xx beats a 5xx beats a
- *     2xx that was not usable (first to arrive among equals); with no HTTP answer at all,
- *     a synthesized 503 naming each node's failure;
+ *     2xx that was not usable (first to arrive among equals); with no HTTP answer at all
+ *     (with name_failures: no 4xx either), a synthesized 503 naming each node's failure;
  *   - the same choice is made at the hard timeout, whatever is still in flight.
  * Once decided, a race starts no new transfer: a read cancels what is still running, a
  * write lets it finish (a sequential write stops at its answer).
@@ -135,6 +143,10 @@ typedef struct bm_race_policy {
     double (*score)(const bm_race_answer_t *a, void *ud);
     /* optional: an answer with this score ends the grace early (e.g. all bits set) */
     bool (*complete)(const bm_race_answer_t *a, void *ud);
+    /* optional: sees every answer the race takes (an HTTP answer or a network failure), after
+     * it was judged, from the loop (a transfer's on_done), in any state of the race; it may
+     * call anything, bm_race_decide and bm_race_leave included. Borrowed answer */
+    void (*observe)(bm_race_t *r, const bm_race_answer_t *a, void *ud);
     void *ud; /* the policy's context for the race, passed to the callbacks above (and
                  returned by bm_race_ctx): borrowed, unless ud_dispose is set */
     /* optional: the race owns `ud` from a successful bm_race_start on, and calls
@@ -152,24 +164,37 @@ typedef struct bm_race_policy {
     uint64_t hard_timeout_ms; /* wall time after which the race ends whatever it has;
                                  0: deadline + 10 s (or 30 s without a deadline) */
     bm_race_repoll_t repoll;
-    uint32_t repoll_interval_ms;  /* default 50 */
+    uint32_t repoll_interval_ms; /* default 50 */
+    /* a node whose answer was a failure a later attempt may not repeat (a 5xx, a 429, a
+     * network error) is asked again every repoll_interval until the hard timeout, while
+     * the race runs: a node that recovers can still answer. A 4xx is an answer */
+    bool reask_failures;
+    /* with nothing accepted or usable, only a 4xx is relayed as the answer; otherwise the
+     * answer is the engine's 503 naming each node's failure (its status and error message,
+     * its network error, or that it gave no answer), rather than one node's 5xx */
+    bool name_failures;
+    /* a read that decided lets the transfers still running finish (at most until the hard
+     * timeout) instead of cancelling them: their answers change nothing but reach observe
+     * (a policy that learns from every node's answer). A read abandoned by its waiters is
+     * still cancelled */
+    bool keep_losers;
     uint32_t connect_timeout_ms;  /* per transfer (default timeouts.connect) */
     uint32_t transfer_timeout_ms; /* per transfer (default: until the hard timeout); a node
                                      that times out counts as failed (sequential: next) */
     size_t max_response_bytes;    /* per transfer (default 64 MiB) */
-    /* optional: every answer (failures included) as it arrives, with how it was judged,
-     * also after the decision. For bookkeeping only (the duty journal): like the other
-     * predicates it must only look at the answer and never call into the engine */
-    void (*seen)(const bm_race_answer_t *a, bm_race_judged_t how, void *ud);
     /* optional: a node whose answer to its first request the race learns whatever else
      * happens (the duty journal's "what would this node alone have answered"). Among the
-     * candidates, its first transfer is not cancelled by the decision of a read; not among
-     * them, it is asked once beside them and its answer only goes to `seen` (never
-     * accepted, never served, not in the completion's answers). Either way that transfer is
-     * cut at witness_until_ms (not recorded in the pool: the race stopped listening, the
-     * node did not fail). The waiters never wait for it; the completion does */
+     * candidates, its first transfer is not cancelled by the decision of a read (its answer
+     * reaches `observe`); not among them, it is asked once beside them and its answer goes
+     * to `witnessed` only (never judged, accepted or served, never given to `observe`, not
+     * in the completion's answers). Either way that transfer is cut at witness_until_ms
+     * (not recorded in the pool: the race stopped listening, the node did not fail), unless
+     * keep_losers keeps it. The waiters never wait for it; the completion does */
     bm_node_t *witness;
     uint64_t witness_until_ms; /* wall time; 0: the deadline (without one: the decision) */
+    /* optional: the answer of the witness that is not a candidate, from the loop, as
+     * `observe` (it may call anything) */
+    void (*witnessed)(bm_race_t *r, const bm_race_answer_t *a, void *ud);
 } bm_race_policy_t;
 
 /** The request every candidate receives. Copied by bm_race_start. */
@@ -191,9 +216,10 @@ typedef void (*bm_race_answer_fn)(bm_race_waiter_t *w, const bm_race_answer_t *a
 typedef void (*bm_race_complete_fn)(bm_race_t *r, const bm_race_answer_t *answers, size_t n,
                                     void *ud);
 
-/** The engine: shared by every race on one loop. `up` and `pool` (may be NULL: nothing is
- *  recorded) are borrowed and must outlive the engine. NULL on allocation failure. */
-bm_race_engine_t *bm_race_engine_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool);
+/** The engine: shared by every race on one loop. `clock` (its timers run on the loop of
+ *  `up`), `up` and `pool` (may be NULL: nothing is recorded) are borrowed and must outlive
+ *  the engine. NULL on allocation failure. */
+bm_race_engine_t *bm_race_engine_new(bm_clock_t *clock, bm_upstream_t *up, bm_pool_t *pool);
 
 /** Cancels every race (no callbacks run any more, not even a pending drain's) and frees
  *  the engine. May be called from inside any of its callbacks. Every race and waiter
@@ -289,5 +315,12 @@ uint64_t bm_race_started_ms(const bm_race_t *r);
 /** Formats the engine's own error answer ({"code":N,"message":...}, the message JSON
  *  escaped) into a new buffer (caller owns the reference). NULL on allocation failure. */
 bm_buf_t *bm_race_error_body(int code, const char *message);
+
+/**
+ * Appends what one node's answer said, as the 503 of name_failures names it: its network
+ * error ("timed out"), "<status>, not usable" for a 2xx, or the status and the `message` of
+ * a Beacon API error body (at most 120 characters, quotes and controls replaced).
+ */
+void bm_race_describe(bm_str_t *m, const bm_race_answer_t *a);
 
 #endif /* BM_RACE_H */

@@ -337,7 +337,7 @@ typedef struct nrep {
 } nrep_t;
 
 struct bm_replay {
-    uv_loop_t *loop;
+    bm_clock_t *clock;
     bm_upstream_t *up;
     bm_pool_t *pool;
     const bm_chain_info_t *chain;
@@ -345,7 +345,7 @@ struct bm_replay {
     table_t tab[BM_REPLAY_KIND_COUNT];
     nrep_t *nodes;
     size_t n_nodes;
-    uv_timer_t sweep_timer, kick_timer;
+    bm_timer_t *sweep_timer, *kick_timer;
     int open_handles;
     bool stopped;
     bm_replay_stats_t stats;
@@ -1223,21 +1223,22 @@ size_t bm_replay_sweep(bm_replay_t *rp, uint64_t now_ms)
     return dropped;
 }
 
-static void on_sweep(uv_timer_t *tm)
+static void on_sweep(bm_timer_t *tm, void *ud)
 {
-    bm_replay_t *rp = tm->data;
-    size_t n = bm_replay_sweep(rp, bm_clock_now_ms());
+    (void)tm;
+    bm_replay_t *rp = ud;
+    size_t n = bm_replay_sweep(rp, bm_clock_wall_now(rp->clock));
     if (n)
         bm_log(BM_LOG_DEBUG, "replay: %zu expired entr%s dropped", n, n == 1 ? "y" : "ies");
     uint64_t every = DEFAULT_SWEEP_MS;
     if (rp->chain && rp->chain->known && rp->chain->clock.slot_ms) {
         /* just after the next slot boundary, so that a slot's entries go when it ends */
         const bm_slot_clock_t *c = &rp->chain->clock;
-        uint64_t now = bm_clock_now_ms();
+        uint64_t now = bm_clock_wall_now(rp->clock);
         uint64_t next = bm_slot_start_ms(c, bm_slot_at(c, now) + 1);
         every = next > now ? next - now + 5 : c->slot_ms;
     }
-    uv_timer_start(&rp->sweep_timer, on_sweep, every, 0);
+    bm_timer_start(rp->sweep_timer, every);
 }
 
 /* ---- replaying to one node ------------------------------------------------------------------ */
@@ -1260,13 +1261,13 @@ static void replay_end(nrep_t *nr, bool completed)
     nr->running = false;
     if (completed) {
         rp->stats.replays_completed++;
-        nr->last_done_ms = bm_clock_mono_ms();
+        nr->last_done_ms = bm_clock_mono_now(rp->clock);
     } else {
         rp->stats.replays_failed++;
     }
     if (nr->again) {
         nr->again = false;
-        nr->due_ms = bm_clock_mono_ms();
+        nr->due_ms = bm_clock_mono_now(rp->clock);
         kick(rp);
     }
 }
@@ -1345,7 +1346,7 @@ static void next_chunk(nrep_t *nr)
 {
     bm_replay_t *rp = nr->rp;
     bm_node_t *node = bm_pool_node(rp->pool, nr->index);
-    now_t now = now_at(rp, bm_clock_now_ms());
+    now_t now = now_at(rp, bm_clock_wall_now(rp->clock));
     while (nr->kind < BM_REPLAY_KIND_COUNT) {
         if (!nr->counted) {
             rp->tab[nr->kind].cursors++;
@@ -1408,7 +1409,7 @@ static void next_chunk(nrep_t *nr)
         rp->stats.entries_sent += k;
         return;
     }
-    uint64_t took = bm_clock_mono_ms() - nr->started_ms;
+    uint64_t took = bm_clock_mono_now(rp->clock) - nr->started_ms;
     bm_log(BM_LOG_DEBUG, "replay to %s done in %llu ms", node->id, (unsigned long long)took);
     replay_end(nr, true);
 }
@@ -1432,7 +1433,7 @@ static void replay_start(nrep_t *nr)
     nr->cursor = 0;
     nr->fork[0] = '\0';
     nr->n_done_forks = 0;
-    nr->started_ms = bm_clock_mono_ms();
+    nr->started_ms = bm_clock_mono_now(rp->clock);
     rp->stats.replays_started++;
     bm_log(BM_LOG_INFO,
            "replay to %s (%s): %zu preparations, %zu registrations, %zu "
@@ -1442,9 +1443,10 @@ static void replay_start(nrep_t *nr)
     next_chunk(nr);
 }
 
-static void on_kick(uv_timer_t *tm)
+static void on_kick(bm_timer_t *tm, void *ud)
 {
-    bm_replay_t *rp = tm->data;
+    (void)tm;
+    bm_replay_t *rp = ud;
     kick(rp);
 }
 
@@ -1453,7 +1455,7 @@ static void kick(bm_replay_t *rp)
 {
     if (rp->stopped)
         return;
-    uint64_t now = bm_clock_mono_ms();
+    uint64_t now = bm_clock_mono_now(rp->clock);
     uint64_t next = 0;
     for (size_t i = 0; i < rp->n_nodes; i++) {
         nrep_t *nr = &rp->nodes[i];
@@ -1473,7 +1475,7 @@ static void kick(bm_replay_t *rp)
             next = nr->due_ms;
     }
     if (next)
-        uv_timer_start(&rp->kick_timer, on_kick, next - now, 0);
+        bm_timer_start(rp->kick_timer, next - now);
 }
 
 /* Arms the debounce timer at the earliest replay due. */
@@ -1485,15 +1487,15 @@ static void arm_kick(bm_replay_t *rp)
             next = rp->nodes[i].due_ms;
     if (!next)
         return;
-    uint64_t now = bm_clock_mono_ms();
-    uv_timer_start(&rp->kick_timer, on_kick, next > now ? next - now : 0, 0);
+    uint64_t now = bm_clock_mono_now(rp->clock);
+    bm_timer_start(rp->kick_timer, next > now ? next - now : 0);
 }
 
 /* A replay to `nr` after the debounce and not before `not_before` (monotonic ms); a replay
  * due sooner already stands. */
 static void schedule(bm_replay_t *rp, nrep_t *nr, const char *why, uint64_t not_before)
 {
-    uint64_t at = bm_clock_mono_ms() + rp->opts.debounce_ms;
+    uint64_t at = bm_clock_mono_now(rp->clock) + rp->opts.debounce_ms;
     if (at < not_before)
         at = not_before;
     if (!nr->due_ms || at < nr->due_ms) {
@@ -1539,7 +1541,7 @@ void bm_replay_node_state(bm_node_t *node, bm_node_state_t old, void *ud)
     uint64_t epoch_ms = 384000;
     if (rp->chain && rp->chain->known && rp->chain->clock.slot_ms)
         epoch_ms = (uint64_t)rp->chain->clock.slot_ms * rp->chain->clock.slots_per_epoch;
-    if (nr->last_done_ms && bm_clock_mono_ms() - nr->last_done_ms < epoch_ms)
+    if (nr->last_done_ms && bm_clock_mono_now(rp->clock) - nr->last_done_ms < epoch_ms)
         return;
     bm_replay_node(rp, node, "ready again");
 }
@@ -1563,10 +1565,10 @@ void bm_replay_node_connection(size_t node, bool up, void *ud)
 
 /* ---- lifetime ------------------------------------------------------------------------------ */
 
-bm_replay_t *bm_replay_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
+bm_replay_t *bm_replay_new(bm_clock_t *clock, bm_upstream_t *up, bm_pool_t *pool,
                            const bm_chain_info_t *chain, const bm_replay_opts_t *opts)
 {
-    if (!loop || !up || !pool)
+    if (!clock || !up || !pool)
         return NULL;
     bm_replay_t *rp = calloc(1, sizeof *rp);
     if (!rp)
@@ -1585,7 +1587,7 @@ bm_replay_t *bm_replay_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
         rp->opts.timeout_ms = def.timeout_ms;
     if (!rp->opts.connect_timeout_ms)
         rp->opts.connect_timeout_ms = def.connect_timeout_ms;
-    rp->loop = loop;
+    rp->clock = clock;
     rp->up = up;
     rp->pool = pool;
     rp->chain = chain;
@@ -1604,7 +1606,14 @@ bm_replay_t *bm_replay_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
                cap[BM_REPLAY_SYNC_SUBS], ssub_dispose);
     rp->n_nodes = bm_pool_count(pool);
     rp->nodes = calloc(rp->n_nodes ? rp->n_nodes : 1, sizeof *rp->nodes);
-    if (!rp->nodes) {
+    rp->sweep_timer = bm_timer_new(clock, on_sweep, rp);
+    rp->kick_timer = bm_timer_new(clock, on_kick, rp);
+    if (!rp->nodes || !rp->sweep_timer || !rp->kick_timer) {
+        bm_timer_close(rp->sweep_timer, NULL, NULL);
+        bm_timer_close(rp->kick_timer, NULL, NULL);
+        for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++)
+            table_dispose(&rp->tab[k]);
+        free(rp->nodes);
         free(rp);
         return NULL;
     }
@@ -1612,17 +1621,14 @@ bm_replay_t *bm_replay_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
         rp->nodes[i].rp = rp;
         rp->nodes[i].index = i;
     }
-    uv_timer_init(loop, &rp->sweep_timer);
-    uv_timer_init(loop, &rp->kick_timer);
-    rp->sweep_timer.data = rp->kick_timer.data = rp;
     rp->open_handles = 2;
-    uv_timer_start(&rp->sweep_timer, on_sweep, DEFAULT_SWEEP_MS, 0);
+    bm_timer_start(rp->sweep_timer, DEFAULT_SWEEP_MS);
     return rp;
 }
 
-static void on_timer_closed(uv_handle_t *h)
+static void on_timer_closed(void *ud)
 {
-    bm_replay_t *rp = h->data;
+    bm_replay_t *rp = ud;
     rp->open_handles--;
 }
 
@@ -1642,8 +1648,8 @@ void bm_replay_stop(bm_replay_t *rp)
         nr->running = false;
         nr->due_ms = 0;
     }
-    uv_close((uv_handle_t *)&rp->sweep_timer, on_timer_closed);
-    uv_close((uv_handle_t *)&rp->kick_timer, on_timer_closed);
+    bm_timer_close(rp->sweep_timer, on_timer_closed, rp);
+    bm_timer_close(rp->kick_timer, on_timer_closed, rp);
 }
 
 void bm_replay_free(bm_replay_t *rp)

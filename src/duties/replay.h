@@ -46,9 +46,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <uv.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/hdrs.h"
 #include "cluster/chain.h"
 #include "cluster/pool.h"
@@ -85,15 +85,16 @@ typedef struct bm_replay_opts {
 void bm_replay_opts_default(bm_replay_opts_t *o);
 
 /**
- * Creates the replay state on `loop`. `up` and `pool` are borrowed and must outlive it;
+ * Creates the replay state on `clock` (its timers and times; the real clock in beaconmux).
+ * `clock`, `up` and `pool` are borrowed and must outlive it;
  * `chain` (borrowed, may be NULL; typically bm_discovery_chain()) gives the slot clock for
  * expiry: while it is unknown nothing expires and the sweep runs every 12 s. Starts the
  * sweep timer. NULL on allocation failure.
  */
-bm_replay_t *bm_replay_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
+bm_replay_t *bm_replay_new(bm_clock_t *clock, bm_upstream_t *up, bm_pool_t *pool,
                            const bm_chain_info_t *chain, const bm_replay_opts_t *opts);
 
-/** Cancels replays in flight and closes the timers; no callback runs afterwards. Handles
+/** Cancels replays in flight and closes the timers; no callback runs afterwards. The timers
  *  close asynchronously: run the loop, then bm_replay_free. Idempotent. */
 void bm_replay_stop(bm_replay_t *rp);
 

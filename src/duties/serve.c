@@ -11,8 +11,9 @@
  *   - one record per waiting request (sreq_t), freed when its answer went out or its client
  *     went away (which leaves the race);
  *   - when the policy asks for one, the record of what the race served (srec_t, inside the
- *     race's record): the race's `seen` callback files each node's answer class until the
- *     answer goes out, and the witness's first answer whenever it comes; the first waiter's
+ *     race's record): the race's `observe` (before the policy's own, which it calls) files
+ *     each node's answer class until the answer goes out and the witness's first answer
+ *     whenever it comes (`witnessed` when the witness is no candidate); the first waiter's
  *     answer fixes what was served; the completion hands the record to its sink.
  */
 #include "duties/serve.h"
@@ -24,6 +25,8 @@
 typedef struct srec {
     bm_serve_record_t cfg;
     bm_served_t out;
+    uint64_t witness_until; /* the witness's answer counts when it came by then (wall ms) */
+    void (*observe)(bm_race_t *r, const bm_race_answer_t *a, void *ud); /* the policy's */
     bool frozen;         /* the answer went out: the classes are what they were then */
     bool first_known;    /* the witness's first answer arrived */
     bool first_unjudged; /* ... after the decision or beside the race: classed at the end */
@@ -69,7 +72,7 @@ const char *bm_duty_read_name(bm_duty_read_t d)
 
 static bm_answer_class_t class_of(bm_race_judged_t how)
 {
-    switch (how) {
+    switch (how) { /* an unjudged 2xx: stale until the end tells (record_emit) */
     case BM_RACE_ACCEPTED:
         return BM_ANSWER_FRESH;
     case BM_RACE_USABLE:
@@ -95,22 +98,39 @@ static void keep_answer(srace_t *sr, const bm_race_answer_t *a, bm_served_answer
     out->ms = a->arrived_ms > started ? (uint32_t)(a->arrived_ms - started) : 0;
 }
 
-/* race.h `seen`: each node's latest class until the answer goes out; the witness's first. */
-static void on_seen(const bm_race_answer_t *a, bm_race_judged_t how, void *ctx)
+/* Files an answer: each node's latest class until the answer goes out; the witness's first
+ * answer, when it came by the witness's time. */
+static void record_answer(srace_t *sr, const bm_race_answer_t *a)
 {
-    srace_t *sr = srace_of(ctx);
     srec_t *rc = &sr->rec;
     if (!a->node)
         return;
     size_t i = (size_t)a->node->index;
-    if (!rc->frozen && how != BM_RACE_UNJUDGED && i < rc->out.n_nodes)
-        rc->out.classes[i] = (uint8_t)class_of(how);
-    if (a->node == rc->cfg.witness && a->attempt == 0 && !rc->first_known) {
+    if (!rc->frozen && a->judged != BM_RACE_UNJUDGED && i < rc->out.n_nodes)
+        rc->out.classes[i] = (uint8_t)class_of(a->judged);
+    if (a->node == rc->cfg.witness && a->attempt == 0 && !rc->first_known &&
+        (!rc->witness_until || a->arrived_ms <= rc->witness_until || !rc->frozen)) {
         rc->first_known = true;
-        rc->first_unjudged = how == BM_RACE_UNJUDGED;
+        rc->first_unjudged = a->judged == BM_RACE_UNJUDGED;
         keep_answer(sr, a, &rc->out.first);
-        rc->out.first.cls = class_of(how);
+        rc->out.first.cls = class_of(a->judged);
     }
+}
+
+/* race.h `observe`: the record first, then the policy's own observer. */
+static void on_observe(bm_race_t *r, const bm_race_answer_t *a, void *ctx)
+{
+    srace_t *sr = srace_of(ctx);
+    record_answer(sr, a);
+    if (sr->rec.observe)
+        sr->rec.observe(r, a, ctx);
+}
+
+/* race.h `witnessed`: the answer of the witness that is no candidate. */
+static void on_witnessed(bm_race_t *r, const bm_race_answer_t *a, void *ctx)
+{
+    (void)r;
+    record_answer(srace_of(ctx), a);
 }
 
 /* The first waiter's answer is what the race served. */
@@ -164,6 +184,9 @@ static void record_init(srace_t *sr, const bm_serve_t *s)
     rc->out.n_nodes = rc->cfg.n_nodes < BM_SERVED_MAX_NODES ? rc->cfg.n_nodes : BM_SERVED_MAX_NODES;
     rc->out.first_node = rc->cfg.witness ? rc->cfg.witness->index : -1;
     rc->out.served.index = rc->out.first.index = -1;
+    rc->witness_until =
+        s->policy.witness_until_ms ? s->policy.witness_until_ms : s->policy.deadline_ms;
+    rc->observe = s->policy.observe;
     for (size_t i = 0; i < s->n; i++) {
         size_t k = (size_t)s->nodes[i]->index;
         if (k < rc->out.n_nodes)
@@ -255,7 +278,8 @@ static bm_race_t *start(bm_race_engine_t *e, bm_req_t *req, const bm_serve_t *s,
     pol.ud_dispose = srace_dispose;
     if (s->record && !every) {
         record_init(sr, s);
-        pol.seen = on_seen;
+        pol.observe = on_observe;
+        pol.witnessed = on_witnessed;
         pol.witness = s->record->witness;
     }
     bm_race_request_t rq = {

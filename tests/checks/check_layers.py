@@ -17,8 +17,10 @@ import sys
 LAYERS = ["base", "http", "cluster", "duties", "read", "edge", "observe", "app"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
-# Modules of duties/ that are shared machinery, not policies: every policy may include them.
-DUTY_MACHINERY = {"race", "hint", "serve"}
+# Modules of duties/ that are shared machinery, not policies: every policy may include them
+# (checkpoints: the pure book of the nodes' attestation checkpoints; indexed: the merge of a
+# batch write's indexed errors: judgements without I/O, like hint).
+DUTY_MACHINERY = {"race", "hint", "serve", "checkpoints", "indexed"}
 # Policy -> policy includes that are allowed, each with its reason.
 POLICY_EXCEPTIONS = {
     ("broadcast", "replay"): "a broadcast write feeds the replay memory it passes through",

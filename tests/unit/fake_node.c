@@ -4,9 +4,9 @@
  * fake_node.h for what each gives a test).
  *
  * How it is built: every request a scripted node takes is held in a record with one timer
- * (the delay, the gaps of a stream, its keep-alive) until the node ends it or its client
- * goes away; the set counts the records, so a teardown can wait until none is left. A
- * record is freed in its timer's close callback, like every uv handle.
+ * on the set's clock (the delay, the gaps of a stream, its keep-alive) until the node ends
+ * it or its client goes away; the set counts the records, so a teardown can wait until none
+ * is left. A record is freed in its timer's close callback.
  */
 #include "fake_node.h"
 
@@ -28,10 +28,11 @@
 
 /* A request a scripted node has not ended yet (or an event stream a handler opened). */
 struct fake_held {
-    uv_timer_t t;
+    bm_timer_t *t;
     fake_node_t *n;
     bm_req_t *req;
     fake_step_t st;
+    bool started;      /* a stream: its head is out (or pending), the timer paces its pieces */
     int next;          /* the next piece of a stream */
     bool last_out;     /* every piece of a stream is out */
     bool head_pending; /* a stream whose head leaves with its first piece, not out yet */
@@ -50,9 +51,9 @@ static void logf_(fake_nodes_t *s, const char *fmt, ...)
 
 /* ---- held requests ----------------------------------------------------------------------- */
 
-static void held_closed(uv_handle_t *h)
+static void held_closed(void *ud)
 {
-    fake_held_t *p = h->data;
+    fake_held_t *p = ud;
     p->n->set->held--;
     free(p);
 }
@@ -85,6 +86,7 @@ static void held_end(fake_held_t *p, bool cut)
     held_head(p); /* a stream that said nothing yet ends like any other */
     p->ended = true;
     fake_node_t *n = p->n;
+    n->holding--;
     if (n->stream_held == p) {
         n->stream = NULL;
         n->stream_held = NULL;
@@ -93,7 +95,7 @@ static void held_end(fake_held_t *p, bool cut)
         bm_resp_abort(p->req);
     else
         bm_resp_end(p->req);
-    uv_close((uv_handle_t *)&p->t, held_closed);
+    bm_timer_close(p->t, held_closed, p);
 }
 
 static void on_client_gone(bm_req_t *req, void *ud)
@@ -107,15 +109,18 @@ static void on_client_gone(bm_req_t *req, void *ud)
     held_end(p, false);
 }
 
+static void on_held_timer(bm_timer_t *t, void *ud);
+
 static fake_held_t *held_new(fake_node_t *n, bm_req_t *req)
 {
     fake_held_t *p = calloc(1, sizeof *p);
     assert_non_null(p);
     p->n = n;
     p->req = req;
-    uv_timer_init(n->set->loop, &p->t);
-    p->t.data = p;
+    p->t = bm_timer_new(n->set->clock, on_held_timer, p);
+    assert_non_null(p->t);
     n->set->held++;
+    n->holding++;
     bm_req_on_abort(req, on_client_gone, p);
     return p;
 }
@@ -136,9 +141,8 @@ static size_t step_len(const fake_step_t *st)
 }
 
 /* A stream's next event: a piece, then its end (or a keep-alive comment while held). */
-static void on_stream_step(uv_timer_t *t)
+static void on_stream_step(fake_held_t *p)
 {
-    fake_held_t *p = t->data;
     if (p->ended)
         return;
     const fake_step_t *st = &p->st;
@@ -146,7 +150,7 @@ static void on_stream_step(uv_timer_t *t)
     if (p->last_out) {
         if (st->end == FAKE_HOLD) {
             bm_resp_write_copy(p->req, ":\n", 2);
-            uv_timer_start(&p->t, on_stream_step, st->keepalive_ms, 0);
+            bm_timer_start(p->t, st->keepalive_ms);
         } else {
             held_end(p, st->end == FAKE_CUT);
         }
@@ -158,20 +162,19 @@ static void on_stream_step(uv_timer_t *t)
         p->next++;
     }
     if (p->next < FAKE_MAX_PIECES && st->pieces[p->next]) {
-        uv_timer_start(&p->t, on_stream_step, st->gap_ms, 0);
+        bm_timer_start(p->t, st->gap_ms);
         return;
     }
     p->last_out = true;
     if (st->end != FAKE_HOLD)
-        uv_timer_start(&p->t, on_stream_step, st->end_after_ms, 0);
+        bm_timer_start(p->t, st->end_after_ms);
     else if (st->keepalive_ms)
-        uv_timer_start(&p->t, on_stream_step, st->keepalive_ms, 0);
+        bm_timer_start(p->t, st->keepalive_ms);
 }
 
 /* The step's time has come: its answer (or the head of its stream). */
-static void on_due(uv_timer_t *t)
+static void on_due(fake_held_t *p)
 {
-    fake_held_t *p = t->data;
     if (p->ended)
         return;
     fake_node_t *n = p->n;
@@ -180,7 +183,8 @@ static void on_due(uv_timer_t *t)
         p->head_pending = true; /* the head waits for the first piece */
         n->stream = p->req;
         n->stream_held = p;
-        uv_timer_start(&p->t, on_stream_step, st->gap_ms, 0);
+        p->started = true;
+        bm_timer_start(p->t, st->gap_ms);
         return;
     }
     n->answered++;
@@ -192,7 +196,8 @@ static void on_due(uv_timer_t *t)
         bm_hdrs_dispose(&h);
         n->stream = p->req;
         n->stream_held = p;
-        uv_timer_start(&p->t, on_stream_step, st->gap_ms, 0);
+        p->started = true;
+        bm_timer_start(p->t, st->gap_ms);
         return;
     }
     size_t len = step_len(st);
@@ -213,10 +218,22 @@ static void on_due(uv_timer_t *t)
                         : st->body        ? "application/json"
                                           : NULL;
     p->ended = true;
+    n->holding--;
     bm_resp_send(p->req, st->status, ctype, b, &h);
     bm_buf_unref(b);
     bm_hdrs_dispose(&h);
-    uv_close((uv_handle_t *)&p->t, held_closed);
+    bm_timer_close(p->t, held_closed, p);
+}
+
+/* The held request's timer: the answer is due, or (a stream under way) its next event. */
+static void on_held_timer(bm_timer_t *t, void *ud)
+{
+    (void)t;
+    fake_held_t *p = ud;
+    if (p->started)
+        on_stream_step(p);
+    else
+        on_due(p);
 }
 
 /* ---- nodes ---------------------------------------------------------------------------------- */
@@ -244,8 +261,12 @@ static void record(fake_node_t *n, bm_req_t *req)
     if (r->body_len)
         memcpy(r->body, b->data, r->body_len);
     r->body[r->body_len] = '\0';
-    uv_update_time(n->set->loop);
-    r->at_ms = uv_now(n->set->loop);
+    if (bm_clock_is_manual(n->set->clock)) {
+        r->at_ms = bm_clock_mono_now(n->set->clock);
+    } else {
+        uv_update_time(n->set->loop);
+        r->at_ms = uv_now(n->set->loop);
+    }
 }
 
 static void on_request(bm_req_t *req, void *ud)
@@ -260,7 +281,7 @@ static void on_request(bm_req_t *req, void *ud)
     fake_held_t *p = held_new(n, req);
     p->st = n->steps[i < n->nsteps ? i : n->nsteps - 1];
     if (p->st.status)
-        uv_timer_start(&p->t, on_due, p->st.delay_ms, 0);
+        bm_timer_start(p->t, p->st.delay_ms);
 }
 
 void fake_nodes_init(fake_nodes_t *s, uv_loop_t *loop, bm_pool_t *pool)
@@ -268,6 +289,71 @@ void fake_nodes_init(fake_nodes_t *s, uv_loop_t *loop, bm_pool_t *pool)
     memset(s, 0, sizeof *s);
     s->loop = loop;
     s->pool = pool;
+    s->own_clock = bm_clock_real_new(loop);
+    assert_non_null(s->own_clock);
+    s->clock = s->own_clock;
+}
+
+void fake_nodes_set_clock(fake_nodes_t *s, bm_clock_t *clock)
+{
+    assert_int_equal(s->held, 0);
+    s->clock = clock ? clock : s->own_clock;
+}
+
+/* Runs the loop until `settled(ud)`, then lets the I/O that is ready land: a few turns of
+ * the loop that never block (a response written in one turn is flushed at its end, read
+ * by its client in the next, completed at the latest in the one after), and settles again.
+ * Nothing here waits for time: a turn only handles what is ready. */
+static void settle(uv_loop_t *loop, bool (*settled)(const void *), const void *ud)
+{
+    RUN_UNTIL(loop, settled(ud), FAKE_BOUND_MS);
+    assert_true(settled(ud));
+    for (int i = 0; i < 8; i++)
+        uv_run(loop, UV_RUN_NOWAIT);
+    RUN_UNTIL(loop, settled(ud), FAKE_BOUND_MS);
+    assert_true(settled(ud));
+}
+
+/* Moves `clock` `ms` forward one due timer at a time, settling the loop before the first
+ * step and after each: what a timer sets off (a request, an answer, a client's response)
+ * lands before the next timer fires, as if the network took no time. */
+static void advance_settling(bm_clock_t *clock, uv_loop_t *loop, bool (*settled)(const void *),
+                             const void *ud, uint64_t ms)
+{
+    settle(loop, settled, ud);
+    uint64_t left = ms, in;
+    while (bm_clock_manual_next(clock, &in) && in <= left) {
+        bm_clock_manual_advance(clock, in);
+        left -= in;
+        settle(loop, settled, ud);
+    }
+    bm_clock_manual_advance(clock, left);
+    settle(loop, settled, ud);
+}
+
+static bool nodes_settled(const void *ud)
+{
+    return fake_nodes_settled(ud);
+}
+
+void fake_nodes_advance(fake_nodes_t *s, uint64_t ms)
+{
+    advance_settling(s->clock, s->loop, nodes_settled, s, ms);
+}
+
+bool fake_nodes_settled(const fake_nodes_t *s)
+{
+    uint64_t in;
+    if (bm_clock_is_manual(s->clock) && bm_clock_manual_next(s->clock, &in) && in == 0)
+        return false; /* a timer due now still fires from the loop */
+    for (int i = 0; i < s->n; i++) {
+        const fake_node_t *n = &s->node[i];
+        if (!n->node)
+            return false; /* no pool: nothing to compare with */
+        if (n->node->stats.in_flight != (uint64_t)n->holding)
+            return false;
+    }
+    return true;
 }
 
 /* The next node of the set, named after its place. */
@@ -375,13 +461,26 @@ static bool nodes_closed(const fake_nodes_t *s)
     return s->held == 0;
 }
 
+void fake_node_down(fake_node_t *n)
+{
+    assert_non_null(n->srv);
+    assert_false(n->down);
+    n->down = true;
+    bm_server_shutdown(n->srv, 0, on_srv_done, n);
+    RUN_UNTIL(n->set->loop, n->srv_done, FAKE_BOUND_MS);
+    assert_true(n->srv_done);
+}
+
 void fake_nodes_close(fake_nodes_t *s)
 {
     for (int i = 0; i < s->n; i++)
-        if (s->node[i].srv)
+        if (s->node[i].srv && !s->node[i].down)
             bm_server_shutdown(s->node[i].srv, 20, on_srv_done, &s->node[i]);
     RUN_UNTIL(s->loop, nodes_closed(s), FAKE_BOUND_MS);
     assert_true(nodes_closed(s));
+    bm_clock_free(s->own_clock); /* every record's timer is closed */
+    s->own_clock = NULL;
+    s->clock = NULL;
     for (int i = 0; i < s->n; i++) {
         fake_node_t *n = &s->node[i];
         if (n->srv)
@@ -415,6 +514,7 @@ void fake_stream_open(fake_node_t *n, bm_req_t *req)
         held_end(n->stream_held, false);
     fake_held_t *p = held_new(n, req);
     p->last_out = true; /* nothing scripted: the test writes */
+    p->started = true;
     bm_hdrs_t h;
     bm_hdrs_init(&h);
     bm_hdrs_add_z(&h, "Content-Type", "text/event-stream");
@@ -431,6 +531,7 @@ void fake_stream_open_lazy(fake_node_t *n, bm_req_t *req)
         held_end(n->stream_held, false);
     fake_held_t *p = held_new(n, req);
     p->last_out = true; /* nothing scripted: the test writes */
+    p->started = true;
     p->head_pending = true;
     n->stream = req;
     n->stream_held = p;
@@ -468,7 +569,7 @@ static void on_call_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     c->done = true;
     c->err = res->err;
     c->status = res->status;
-    c->end_ms = bm_clock_now_ms();
+    c->end_ms = c->clock ? bm_clock_wall_now(c->clock) : bm_clock_now_ms();
     if (res->headers)
         assert_int_equal(bm_hdrs_copy(&c->hdrs, res->headers), 0);
     c->body_len = res->body ? res->body->len : 0;
@@ -480,9 +581,11 @@ static void on_call_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     c->body[c->body_len] = '\0';
 }
 
-void fake_call_start(fake_call_t *c, bm_upstream_t *up, int port, const fake_request_t *rq)
+void fake_call_start(fake_call_t *c, bm_upstream_t *up, const bm_clock_t *clock, int port,
+                     const fake_request_t *rq)
 {
     memset(c, 0, sizeof *c);
+    c->clock = clock;
     bm_hdrs_init(&c->hdrs);
     c->body = calloc(1, 1);
     assert_non_null(c->body);
@@ -509,7 +612,7 @@ void fake_call_start(fake_call_t *c, bm_upstream_t *up, int port, const fake_req
         .timeout_ms = rq->timeout_ms ? rq->timeout_ms : 10000,
     };
     static const bm_xfer_cbs_t cbs = {.on_done = on_call_done};
-    c->start_ms = bm_clock_now_ms();
+    c->start_ms = clock ? bm_clock_wall_now(clock) : bm_clock_now_ms();
     c->x = bm_upstream_start(up, &xr, &cbs, c);
     assert_non_null(c->x);
     bm_buf_unref(b);
@@ -539,12 +642,23 @@ void fake_call_dispose(fake_call_t *c)
 
 /* ---- beaconmux in miniature ----------------------------------------------------------------- */
 
-fake_mux_t *fake_mux_new(bool pool_records)
+/* The front's handler: counts the request, then routes it. */
+static void front_dispatch(bm_req_t *req, void *ud)
+{
+    fake_mux_t *m = ud;
+    m->dispatched++;
+    bm_router_dispatch(req, m->router);
+}
+
+static fake_mux_t *mux_new(bool pool_records, bool manual)
 {
     fake_mux_t *m = calloc(1, sizeof *m);
     assert_non_null(m);
     bm_log_setup(BM_LOG_ERROR, BM_LOG_TEXT, NULL);
     assert_int_equal(uv_loop_init(&m->loop), 0);
+    m->clock =
+        manual ? bm_clock_manual_new(&m->loop, bm_clock_now_ms()) : bm_clock_real_new(&m->loop);
+    assert_non_null(m->clock);
     bm_upstream_opts_t o;
     bm_upstream_opts_default(&o);
     m->up = bm_upstream_new(&m->loop, &o);
@@ -555,20 +669,67 @@ fake_mux_t *fake_mux_new(bool pool_records)
     assert_non_null(m->cup);
     assert_non_null(m->pool);
     assert_non_null(m->router);
-    m->eng = bm_race_engine_new(&m->loop, m->up, pool_records ? m->pool : NULL);
+    m->eng = bm_race_engine_new(m->clock, m->up, pool_records ? m->pool : NULL);
     assert_non_null(m->eng);
-    m->front = bm_server_new(&m->loop, NULL, bm_router_dispatch, m->router);
+    m->front = bm_server_new(&m->loop, NULL, front_dispatch, m);
     assert_non_null(m->front);
     assert_int_equal(bm_server_listen(m->front, "127.0.0.1", 0), 0);
     m->front_port = bm_server_port(m->front);
     fake_nodes_init(&m->nodes, &m->loop, m->pool);
+    if (manual)
+        fake_nodes_set_clock(&m->nodes, m->clock);
     fake_chain_now(&m->chain, 12000, 8, 40, BM_FORK_FULU);
+    /* half of slot 40 gone on the mux's clock (a manual one starts at the system's time) */
+    m->chain.clock.genesis_ms = bm_clock_wall_now(m->clock) - 40 * 12000 - 6000;
     return m;
+}
+
+fake_mux_t *fake_mux_new(bool pool_records)
+{
+    return mux_new(pool_records, false);
+}
+
+fake_mux_t *fake_mux_new_manual(bool pool_records)
+{
+    return mux_new(pool_records, true);
+}
+
+/* Every call reached the front (or is done), and nothing is in transit to or from the
+ * nodes. */
+static bool mux_settled(const void *ud)
+{
+    const fake_mux_t *m = ud;
+    bool landed = m->dispatched == m->n_calls;
+    for (int i = 0; i < m->n_calls && !landed; i++)
+        if (!m->calls[i].done)
+            return false;
+    return fake_nodes_settled(&m->nodes);
+}
+
+void fake_mux_advance(fake_mux_t *m, uint64_t ms)
+{
+    advance_settling(m->clock, &m->loop, mux_settled, m, ms);
+}
+
+void fake_mux_settle(fake_mux_t *m)
+{
+    settle(&m->loop, mux_settled, m);
+}
+
+uint64_t fake_mux_since(const fake_mux_t *m, uint64_t t0_ms)
+{
+    return bm_clock_wall_now(m->clock) - t0_ms;
 }
 
 int fake_mux_setup(void **state)
 {
     *state = fake_mux_new(true);
+    return 0;
+}
+
+int fake_mux_manual_setup(void **state)
+{
+    *state = fake_mux_new_manual(true);
     return 0;
 }
 
@@ -589,7 +750,7 @@ fake_call_t *fake_mux_call(fake_mux_t *m, const fake_request_t *rq)
 {
     assert_true(m->n_calls < FAKE_MAX_CALLS);
     fake_call_t *c = &m->calls[m->n_calls++];
-    fake_call_start(c, m->cup, m->front_port, rq);
+    fake_call_start(c, m->cup, m->clock, m->front_port, rq);
     return c;
 }
 
@@ -653,6 +814,8 @@ void fake_mux_free(fake_mux_t *m)
     uv_run(&m->loop, UV_RUN_DEFAULT);
     if (m->module_free)
         m->module_free(m->module);
+    bm_clock_free(m->clock); /* after everything that made timers on it */
+    uv_run(&m->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&m->loop), 0);
     for (int i = 0; i < m->n_calls; i++)
         fake_call_dispose(&m->calls[i]);

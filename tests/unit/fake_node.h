@@ -19,9 +19,16 @@
  *     asserted, not guessed.
  *   - A fake call is the test's client: a request through the project's upstream client,
  *     recording status, header fields, body and times.
- *   - A fake mux is beaconmux in miniature for policy tests: a loop, the pool, the race
- *     engine, a router behind the project's server (the front), fake nodes behind the
+ *   - A fake mux is beaconmux in miniature for policy tests: a loop, a clock, the pool, the
+ *     race engine, a router behind the project's server (the front), fake nodes behind the
  *     engine and calls in front.
+ *
+ * Time: a set of nodes paces its scripts (delays, stream gaps) on a clock, its own real one
+ * unless the test gives it another (fake_nodes_set_clock). With a manual clock (the fake
+ * mux's, fake_mux_new_manual) nothing scripted happens until the test advances the clock,
+ * and times on the engine's side and the nodes' side are exact: a test moves time to the
+ * point it wants, then runs the loop until what that point causes has happened (a node
+ * answered, the engine took the answer: fake_nodes_settled).
  *
  * Nothing here sleeps: waits run the loop until a condition holds, with a bound
  * (loop_guard.h), and the teardown checks that the loop closes with nothing left on it.
@@ -36,6 +43,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/hdrs.h"
 #include "cluster/chain.h"
 #include "cluster/pool.h"
@@ -103,7 +111,8 @@ typedef struct fake_req {
     char version[32]; /* Eth-Consensus-Version */
     char *body;       /* NUL-terminated copy ("" without a body) */
     size_t body_len;
-    uint64_t at_ms; /* loop time (uv_now after an update: monotonic) of its arrival */
+    uint64_t at_ms; /* monotonic ms of its arrival: the loop's time (uv_now after an update),
+                       or the set's manual clock */
 } fake_req_t;
 
 typedef struct fake_nodes fake_nodes_t;
@@ -122,6 +131,7 @@ struct fake_node {
     bm_node_t *node;  /* its pool entry (NULL when the set has no pool) */
     bm_server_t *srv; /* NULL: refuses connections */
     bool srv_done;
+    bool down; /* fake_node_down: its server is closed, its port refuses connections */
     fake_step_t steps[FAKE_MAX_STEPS];
     int nsteps;
     fake_handler_fn handler;
@@ -130,6 +140,7 @@ struct fake_node {
     int requests;
     int answered; /* answers sent (a stream: its head) */
     int aborted;  /* requests whose client went away before the node ended them */
+    int holding;  /* requests received and not ended yet (delayed, hung, an open stream) */
     fake_req_t reqs[FAKE_MAX_RECORDS];
     bm_req_t *stream; /* its latest event stream still open, or NULL */
     fake_held_t *stream_held;
@@ -138,15 +149,43 @@ struct fake_node {
 /** The fake nodes of one test, on one loop. */
 struct fake_nodes {
     uv_loop_t *loop;
-    bm_pool_t *pool; /* NULL: nodes are not added to a pool */
+    bm_clock_t *clock;     /* what scripts are paced on (own_clock unless set) */
+    bm_clock_t *own_clock; /* a real clock on `loop` */
+    bm_pool_t *pool;       /* NULL: nodes are not added to a pool */
     fake_node_t node[FAKE_MAX_NODES];
     int n;
     int held;       /* requests the nodes have not ended yet */
     char log[2048]; /* "a>" request, "a<" answer, "a!" the client went away */
 };
 
-/** Empties `s` for nodes on `loop`, added to `pool` (may be NULL) as they are created. */
+/** Empties `s` for nodes on `loop`, added to `pool` (may be NULL) as they are created;
+ *  scripts are paced on a real clock of its own. */
 void fake_nodes_init(fake_nodes_t *s, uv_loop_t *loop, bm_pool_t *pool);
+
+/** Paces the scripts on `clock` (borrowed, e.g. the test's manual clock; NULL: the set's own
+ *  real clock) from now on; no request may be held at the call (asserted). */
+void fake_nodes_set_clock(fake_nodes_t *s, bm_clock_t *clock);
+
+/**
+ * True when nothing is in transit between the engine side and the nodes, and (on a manual
+ * clock) no timer of the set's clock is due now: for every node, the transfers the pool
+ * counts in flight (stats.in_flight) are exactly the requests the node holds (received,
+ * neither answered nor gone; an open stream counts as held). A request on its way to a node,
+ * an answer on its way back and a cancel the node has not seen yet all make it false. Needs
+ * the set's pool; a handler node holds nothing but its open stream. With a manual clock,
+ * RUN_UNTIL(loop, fake_nodes_settled(s), ...) after each advance waits until what the
+ * advance set off has happened.
+ */
+bool fake_nodes_settled(const fake_nodes_t *s);
+
+/**
+ * Moves the set's manual clock `ms` forward one due timer at a time: before the first step
+ * and after each, the loop runs until fake_nodes_settled (asserted, bounded) and then turns
+ * a few more times without blocking (ready I/O lands), so what a timer sets off (a request,
+ * an answer, a re-ask) lands before the next timer fires, as if the network took no time.
+ * Timers fire at their exact due times.
+ */
+void fake_nodes_advance(fake_nodes_t *s, uint64_t ms);
 
 /** A node answering from `steps[0..n)` (1..FAKE_MAX_STEPS). */
 fake_node_t *fake_node_add(fake_nodes_t *s, const fake_step_t *steps, int n);
@@ -159,6 +198,10 @@ fake_node_t *fake_node_add_handler(fake_nodes_t *s, fake_handler_fn fn, void *ud
 
 /** A node whose port refuses connections (bound once to learn a free port, then closed). */
 fake_node_t *fake_node_add_refused(fake_nodes_t *s);
+
+/** Takes a node down: its server closes (requests it holds are cut) and its port refuses
+ *  connections from now on (runs the loop until the server is closed, bounded). */
+void fake_node_down(fake_node_t *n);
 
 /** Replaces a node's script; its request count and records restart. */
 void fake_node_script(fake_node_t *n, const fake_step_t *steps, int nsteps);
@@ -216,16 +259,19 @@ typedef struct fake_call {
     bm_hdrs_t hdrs;
     char *body; /* NUL-terminated copy ("" without one) */
     size_t body_len;
-    uint64_t start_ms, end_ms; /* wall time (bm_clock_now_ms) */
+    const bm_clock_t *clock;   /* what the times are read on (NULL: the system's wall clock) */
+    uint64_t start_ms, end_ms; /* wall time */
 } fake_call_t;
 
-/** Sends `rq` to 127.0.0.1:`port` with `up`; the loop must run for it to complete. */
-void fake_call_start(fake_call_t *c, bm_upstream_t *up, int port, const fake_request_t *rq);
+/** Sends `rq` to 127.0.0.1:`port` with `up`; the loop must run for it to complete. Its
+ *  times are read on `clock` (NULL: the system's wall clock). */
+void fake_call_start(fake_call_t *c, bm_upstream_t *up, const bm_clock_t *clock, int port,
+                     const fake_request_t *rq);
 
 /** A response header field of a finished call, "" when absent. */
 const char *fake_call_header(const fake_call_t *c, const char *name);
 
-/** How long a finished call took, in ms (wall time). */
+/** How long a finished call took, in ms (wall time of its clock). */
 uint64_t fake_call_ms(const fake_call_t *c);
 
 /** Cancels a running call and frees what it holds. */
@@ -235,6 +281,7 @@ void fake_call_dispose(fake_call_t *c);
 
 typedef struct fake_mux {
     uv_loop_t loop;
+    bm_clock_t *clock;  /* the engine's, the policies', the nodes' and the calls' */
     bm_upstream_t *up;  /* the engine's (and the policies') */
     bm_upstream_t *cup; /* the calls' */
     bm_pool_t *pool;
@@ -245,10 +292,12 @@ typedef struct fake_mux {
     int front_port;
     fake_nodes_t nodes; /* in the pool */
     /* chain information for the policies under test (the mux itself reads none): 12 s
-     * slots, 8 per epoch, slot 40 half gone at creation, every fork up to Fulu */
+     * slots, 8 per epoch, slot 40 half gone at creation (on the mux's clock), every fork up
+     * to Fulu */
     bm_chain_info_t chain;
     fake_call_t calls[FAKE_MAX_CALLS];
     int n_calls;
+    int dispatched; /* requests the front handed to the router */
     /* the policies under test: `stop` runs once the front is drained, before the engine
      * goes (stop background work); `free` once the loop ran every close callback, before
      * the loop is closed and the pool goes */
@@ -257,12 +306,32 @@ typedef struct fake_mux {
     void (*module_free)(void *module);
 } fake_mux_t;
 
-/** A new miniature beaconmux, listening; `pool_records`: the engine records transfers in
- *  the pool (bm_pool_record), as beaconmux does. */
+/** A new miniature beaconmux on a real clock, listening; `pool_records`: the engine records
+ *  transfers in the pool (bm_pool_record), as beaconmux does. */
 fake_mux_t *fake_mux_new(bool pool_records);
 
-/** cmocka setup and teardown: a fake_mux_new(true) in *state, and its fake_mux_free. */
+/** The same on a manual clock (starting at the system's wall time), which the nodes' scripts
+ *  and the calls' times share: time moves only with fake_mux_advance. */
+fake_mux_t *fake_mux_new_manual(bool pool_records);
+
+/** Moves the manual clock `ms` forward as fake_nodes_advance does, where settled also means
+ *  that every call has reached the front (or is done), and after each step the loop turns
+ *  a few times without blocking, so that an answer the front gave reaches its call before
+ *  time moves on (the front flushes a response at the end of a loop turn, the call reads
+ *  it in the next). */
+void fake_mux_advance(fake_mux_t *m, uint64_t ms);
+
+/** Runs the loop until every call reached the front (or is done) and the nodes are settled
+ *  (asserted, bounded), letting ready answers reach their calls. */
+void fake_mux_settle(fake_mux_t *m);
+
+/** Milliseconds on the mux's clock since `t0_ms` (a wall time read on it). */
+uint64_t fake_mux_since(const fake_mux_t *m, uint64_t t0_ms);
+
+/** cmocka setup and teardown: a fake_mux_new(true) (fake_mux_manual_setup: on a manual
+ *  clock) in *state, and its fake_mux_free. */
 int fake_mux_setup(void **state);
+int fake_mux_manual_setup(void **state);
 int fake_mux_teardown(void **state);
 
 /** A node of the mux answering from `steps[0..n)`, ready (its pool state set directly:

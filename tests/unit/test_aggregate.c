@@ -6,7 +6,8 @@
  * fake nodes (fake_node.h): most bits wins, zero-bit and unreadable answers are
  * ignored, a full answer ends the wait early, the grace is counted from the first usable
  * answer, the deadline caps the grace, a 404 never beats a 2xx, identical requests share
- * one race, and the answer keeps the winner's headers.
+ * one race, and the answer keeps the winner's headers. Time is a manual clock the test
+ * advances (the nodes' delays too), so every answer time is asserted to the millisecond.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,8 +28,7 @@
 #include "fake_chain.h"
 #include "fake_node.h"
 
-#define BOUND_MS 5000 /* every wait ends within this, or the test fails */
-#define SLACK_MS 150  /* allowed lateness of a timed decision on a shared machine */
+#define BOUND_MS 5000 /* every wait ends within this (real time), or the test fails */
 
 #include "duties/aggregate.h"
 
@@ -66,7 +66,7 @@ static bm_aggregate_t *make(fake_mux_t *f, uint32_t floor_ms, uint32_t max_ms, u
         o.max_hold_ms[k] = max_ms;
     }
     o.grace_ms = grace_ms;
-    bm_aggregate_t *a = bm_aggregate_new(f->eng, f->pool, &f->chain, &o);
+    bm_aggregate_t *a = bm_aggregate_new(f->clock, f->eng, f->pool, &f->chain, &o);
     assert_non_null(a);
     f->module = a;
     f->module_free = (void (*)(void *))bm_aggregate_free;
@@ -200,6 +200,15 @@ static void test_count_ssz(void **state)
 
 /* ---- the race ------------------------------------------------------------------------------- */
 
+/* A GET through the front, time moved `ms` forward, and its answer (asserted to come). */
+static fake_call_t *get_after(fake_mux_t *f, const char *t, const char *accept, uint64_t ms)
+{
+    fake_call_t *c = fake_mux_send(f, "GET", t, NULL, accept);
+    fake_mux_advance(f, ms);
+    fake_mux_wait(f, c);
+    return c;
+}
+
 static void test_most_bits_wins(void **state)
 {
     fake_mux_t *f = *state;
@@ -207,13 +216,13 @@ static void test_most_bits_wins(void **state)
     fake_node_t *n0 = fake_node_add1(&f->nodes, agg(5, "0x0301"));  /* 2 bits, first */
     fake_node_t *n1 = fake_node_add1(&f->nodes, agg(30, "0x3f01")); /* 6 bits */
     fake_node_t *n2 = fake_node_add1(&f->nodes, agg(50, "0x1f01")); /* 5 bits */
-    fake_call_t *c = fake_mux_send_wait(f, "GET", target(1), NULL, NULL);
+    fake_call_t *c = get_after(f, target(1), NULL, 50);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "0x3f01"));
     assert_string_equal(fake_call_header(c, "eth-consensus-version"),
                         "electra"); /* the winner's headers */
     assert_int_equal(n0->requests + n1->requests + n2->requests, 3);
-    assert_true(fake_call_ms(c) < 100 + SLACK_MS); /* everybody answered: no need to wait */
+    assert_int_equal(fake_call_ms(c), 50); /* everybody answered: no need to wait */
     assert_int_equal(bm_aggregate_stats(a)->partial, 1);
     assert_int_equal(bm_aggregate_stats(a)->requests[BM_AGGREGATE_ATTESTATION], 1);
 }
@@ -225,7 +234,8 @@ static void test_zero_bits_and_unreadable_ignored(void **state)
     fake_node_add1(&f->nodes, agg(5, "0x01")); /* a 2xx with no participant */
     fake_node_add1(&f->nodes, FAKE_OK(5, "{\"data\":\"nonsense\"}")); /* unreadable */
     fake_node_add1(&f->nodes, agg(60, "0x0201"));                     /* one bit, last */
-    fake_call_t *c = fake_mux_send_wait(f, "GET", target(2), NULL, NULL);
+    fake_call_t *c = get_after(f, target(2), NULL, 60);
+    assert_int_equal(fake_call_ms(c), 60); /* every node answered */
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "0x0201"));
     assert_int_equal(bm_aggregate_stats(a)->ignored, 2);
@@ -238,10 +248,10 @@ static void test_full_answer_ends_the_grace(void **state)
     fake_node_add1(&f->nodes, agg(5, "0x0301"));
     fake_node_add1(&f->nodes, agg(40, "0xff01")); /* all 8 of 8 */
     fake_node_t *slow = fake_node_add1(&f->nodes, FAKE_HANG);
-    fake_call_t *c = fake_mux_send_wait(f, "GET", target(3), NULL, NULL);
+    fake_call_t *c = get_after(f, target(3), NULL, 40);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "0xff01"));
-    assert_true(fake_call_ms(c) < 40 + SLACK_MS + 100); /* not the 1.5 s grace, nor the deadline */
+    assert_int_equal(fake_call_ms(c), 40); /* not the 1.5 s grace, nor the deadline */
     assert_int_equal(bm_aggregate_stats(a)->full, 1);
     RUN_UNTIL(&f->loop, slow->aborted == 1, BOUND_MS); /* the loser was cancelled */
     assert_int_equal(slow->aborted, 1);
@@ -253,11 +263,10 @@ static void test_grace_counts_from_first_usable(void **state)
     make(f, 2000, 3000, 100);
     fake_node_add1(&f->nodes, agg(5, "0x0301"));
     fake_node_add1(&f->nodes, agg(600, "0x7f01")); /* better, but far past the grace */
-    fake_call_t *c = fake_mux_send_wait(f, "GET", target(4), NULL, NULL);
+    fake_call_t *c = get_after(f, target(4), NULL, 105);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "0x0301"));
-    assert_true(fake_call_ms(c) >= 100);
-    assert_true(fake_call_ms(c) < 100 + SLACK_MS + 100);
+    assert_int_equal(fake_call_ms(c), 105); /* the first usable answer (5) + the grace */
 }
 
 static void test_deadline_caps_the_grace(void **state)
@@ -266,11 +275,10 @@ static void test_deadline_caps_the_grace(void **state)
     make(f, 200, 1000, 1500); /* deadline now + 200 (the slot's due time is over) */
     fake_node_add1(&f->nodes, agg(10, "0x0301"));
     fake_node_add1(&f->nodes, FAKE_HANG);
-    fake_call_t *c = fake_mux_send_wait(f, "GET", target(5), NULL, NULL);
+    fake_call_t *c = get_after(f, target(5), NULL, 200);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "0x0301"));
-    assert_true(fake_call_ms(c) >= 190);
-    assert_true(fake_call_ms(c) < 200 + SLACK_MS + 100);
+    assert_int_equal(fake_call_ms(c), 200);
 }
 
 static void test_deadline_from_due_time(void **state)
@@ -279,15 +287,15 @@ static void test_deadline_from_due_time(void **state)
     /* 1 s slots: slot 40 is half gone, slot 41's aggregate is due 667 ms into it, i.e.
      * about 1167 ms from now, past maxHold: the deadline is now + 600 */
     fake_chain_now(&f->chain, 1000, 8, 40, BM_FORK_FULU);
+    f->chain.clock.genesis_ms = bm_clock_wall_now(f->clock) - 40 * 1000 - 500;
     make(f, 100, 600, 5000);
     fake_node_add1(&f->nodes, agg(10, "0x0301"));
     fake_node_add1(&f->nodes, FAKE_HANG);
     char t[256];
     snprintf(t, sizeof t, AGG_T, 6, 41);
-    fake_call_t *c = fake_mux_send_wait(f, "GET", t, NULL, NULL);
+    fake_call_t *c = get_after(f, t, NULL, 600);
     assert_int_equal(c->status, 200);
-    assert_true(fake_call_ms(c) >= 590);
-    assert_true(fake_call_ms(c) < 600 + SLACK_MS + 100);
+    assert_int_equal(fake_call_ms(c), 600);
 }
 
 static void test_404_never_beats_a_2xx(void **state)
@@ -296,7 +304,8 @@ static void test_404_never_beats_a_2xx(void **state)
     make(f, 400, 1000, 100);
     fake_node_add1(&f->nodes, FAKE_STATUS(404, 5, "{\"code\":404,\"message\":\"No aggregate\"}"));
     fake_node_add1(&f->nodes, agg(150, "0x0101"));
-    fake_call_t *c = fake_mux_send_wait(f, "GET", target(7), NULL, NULL);
+    fake_call_t *c = get_after(f, target(7), NULL, 150);
+    assert_int_equal(fake_call_ms(c), 150);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "0x0101"));
 }
@@ -305,27 +314,88 @@ static void test_only_errors_relay_the_most_specific(void **state)
 {
     fake_mux_t *f = *state;
     bm_aggregate_t *a = make(f, 400, 1000, 100);
-    fake_node_add1(&f->nodes, FAKE_STATUS(503, 5, "{\"code\":503,\"message\":\"optimistic\"}"));
+    fake_node_t *n0 =
+        fake_node_add1(&f->nodes, FAKE_STATUS(503, 5, "{\"code\":503,\"message\":\"optimistic\"}"));
     fake_node_add1(&f->nodes, FAKE_STATUS(404, 10, "{\"code\":404,\"message\":\"No aggregate\"}"));
     fake_node_add1(&f->nodes, agg(10, "0x01")); /* 2xx with nothing in it ranks below a 404 */
-    fake_call_t *c = fake_mux_send_wait(f, "GET", target(8), NULL, NULL);
+    /* the 503 node is asked again until the end (the slot's aggregate is due: now +
+     * maxHold = 1000), since it may recover; the last attempt starts at 950 and fails at
+     * 955, after which nothing more can come: the most specific answer, the 404 */
+    fake_call_t *c = fake_mux_send(f, "GET", target(8), NULL, NULL);
+    fake_mux_advance(f, 954);
+    assert_false(c->done);
+    fake_mux_advance(f, 1);
+    fake_mux_wait(f, c);
     assert_int_equal(c->status, 404);
     assert_non_null(strstr(c->body, "No aggregate"));
-    assert_true(fake_call_ms(c) < 100 + SLACK_MS); /* nothing more could come */
+    assert_int_equal(fake_call_ms(c), 955);
+    assert_int_equal(n0->requests, 20); /* at 0, 50, ..., 950 */
     assert_int_equal(bm_aggregate_stats(a)->errors, 1);
+    /* only answers a later attempt would repeat (4xx, a 2xx with no bit): at once */
+    fake_node_script(n0, &FAKE_STATUS(404, 5, "{\"code\":404,\"message\":\"No aggregate\"}"), 1);
+    c = get_after(f, target(8), NULL, 10);
+    assert_int_equal(c->status, 404);
+    assert_int_equal(fake_call_ms(c), 10); /* nothing more could come */
 }
 
-static void test_hung_nodes_answer_by_the_tail(void **state)
+static void test_hung_nodes_answer_by_the_end(void **state)
 {
     fake_mux_t *f = *state;
-    make(f, 200, 300, 100); /* deadline now + 200, hard timeout 500 ms later */
+    make(f, 200, 300, 100); /* deadline now + 200, end now + maxHold (300): due is past */
     fake_node_add1(&f->nodes, FAKE_STATUS(404, 5, "{\"code\":404,\"message\":\"No aggregate\"}"));
     fake_node_add1(&f->nodes, FAKE_HANG);
     fake_node_add1(&f->nodes, FAKE_HANG);
-    fake_call_t *c = fake_mux_send_wait(f, "GET", target(9), NULL, NULL);
+    fake_call_t *c = fake_mux_send(f, "GET", target(9), NULL, NULL);
+    fake_mux_advance(f, 299);
+    assert_false(c->done);
+    fake_mux_advance(f, 1);
+    fake_mux_wait(f, c);
     assert_int_equal(c->status, 404);
-    assert_true(fake_call_ms(c) >= 690);
-    assert_true(fake_call_ms(c) < 700 + SLACK_MS + 100);
+    assert_int_equal(fake_call_ms(c), 300);
+}
+
+/* Nothing any node can serve (all hung; hung + 5xx; hung + down): a 503 naming each
+ * node's failure at the end, max(now + maxHold, the aggregate's due time). */
+static void test_nothing_usable_answers_by_the_end(void **state)
+{
+    fake_mux_t *f = *state;
+    make(f, 200, 300, 100);
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_HANG);
+    char want[512];
+    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
+    for (int kase = 0; kase < 3; kase++) {
+        if (kase == 1) { /* hung + 5xx */
+            fake_node_script(b, &FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"), 1);
+            fake_node_script(c3, &FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), 1);
+        }
+        if (kase == 2) { /* hung + down: the nodes' servers are gone */
+            fake_node_down(b);
+            fake_node_down(c3);
+        }
+        fake_call_t *c = fake_mux_send(f, "GET", target(20 + kase), NULL, NULL);
+        fake_mux_advance(f, 299);
+        assert_false(c->done);
+        fake_mux_advance(f, 1);
+        fake_mux_wait(f, c);
+        assert_int_equal(fake_call_ms(c), 300);
+        assert_int_equal(c->status, 503);
+        if (kase == 0)
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                     to, to);
+        else if (kase == 1)
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 503 "
+                     "busy\"}",
+                     to);
+        else
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                     refused, refused);
+        assert_string_equal(c->body, want);
+    }
 }
 
 static void test_identical_requests_share_one_race(void **state)
@@ -338,8 +408,11 @@ static void test_identical_requests_share_one_race(void **state)
     fake_call_t *c2 = fake_mux_send(f, "GET", target(10), NULL, NULL);
     fake_call_t *c3 =
         fake_mux_send(f, "GET", target(10), NULL, "application/octet-stream"); /* another key */
-    RUN_UNTIL(&f->loop, c1->done && c2->done && c3->done, BOUND_MS);
-    assert_true(c1->done && c2->done && c3->done);
+    fake_mux_advance(f, 90); /* every node answered */
+    fake_mux_wait(f, c1);
+    fake_mux_wait(f, c2);
+    fake_mux_wait(f, c3);
+    assert_int_equal(fake_call_ms(c1), 90);
     assert_int_equal(c1->status, 200);
     assert_int_equal(c2->status, 200);
     assert_string_equal(c1->body, c2->body);
@@ -371,7 +444,7 @@ static void test_ssz_answers_by_their_own_content_type(void **state)
     fake_node_add1(&f->nodes, s2);
     fake_node_add1(&f->nodes,
                    agg(30, "0x0701")); /* JSON from a node that does not do SSZ: 3 bits */
-    fake_call_t *c = fake_mux_send_wait(f, "GET", target(11), NULL, "application/octet-stream");
+    fake_call_t *c = get_after(f, target(11), "application/octet-stream", 30);
     assert_int_equal(c->status, 200);
     assert_string_equal(fake_call_header(c, "content-type"), "application/octet-stream");
     assert_int_equal(c->body_len, n2);
@@ -391,10 +464,10 @@ static void test_contribution(void **state)
     fake_node_add1(
         &f->nodes,
         FAKE_OK(20, "{\"data\":{\"aggregation_bits\":\"0x00000000000000000000000000000000\"}}"));
-    fake_call_t *c = fake_mux_send_wait(f, "GET",
-                                        "/eth/v1/validator/sync_committee_contribution?slot=30&"
-                                        "subcommittee_index=1&beacon_block_root=0x01",
-                                        NULL, NULL);
+    fake_call_t *c = get_after(f,
+                               "/eth/v1/validator/sync_committee_contribution?slot=30&"
+                               "subcommittee_index=1&beacon_block_root=0x01",
+                               NULL, 20);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "0xff0f"));
     assert_int_equal(bm_aggregate_stats(a)->requests[BM_AGGREGATE_CONTRIBUTION], 1);
@@ -416,7 +489,7 @@ static void test_client_leaving_cancels_the_race(void **state)
     make(f, 400, 1000, 100);
     fake_node_t *n = fake_node_add1(&f->nodes, FAKE_HANG);
     fake_call_t *c = fake_mux_send(f, "GET", target(13), NULL, NULL);
-    RUN_UNTIL(&f->loop, n->requests == 1, BOUND_MS);
+    fake_mux_settle(f);
     assert_int_equal(n->requests, 1);
     bm_upstream_cancel(c->x); /* the client hangs up */
     c->x = NULL;
@@ -426,7 +499,7 @@ static void test_client_leaving_cancels_the_race(void **state)
     assert_int_equal(bm_race_engine_active(f->eng), 0);
 }
 
-#define T(fn) cmocka_unit_test_setup_teardown(fn, fake_mux_setup, fake_mux_teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fake_mux_manual_setup, fake_mux_teardown)
 
 int main(void)
 {
@@ -441,7 +514,8 @@ int main(void)
         T(test_deadline_from_due_time),
         T(test_404_never_beats_a_2xx),
         T(test_only_errors_relay_the_most_specific),
-        T(test_hung_nodes_answer_by_the_tail),
+        T(test_hung_nodes_answer_by_the_end),
+        T(test_nothing_usable_answers_by_the_end),
         T(test_identical_requests_share_one_race),
         T(test_ssz_answers_by_their_own_content_type),
         T(test_contribution),

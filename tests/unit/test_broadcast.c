@@ -8,8 +8,10 @@
  * receives and every answer it sends goes into one ordered log ("a>" request to a, "a<"
  * answer from a, "a!" the request's client went away), so sequencing is asserted.
  *
- * Nothing sleeps: the loop runs until a condition holds, with a bound. Each test ends
- * with uv_loop_close() == 0 (in the teardown).
+ * Time is a manual clock the test advances (the nodes' delays, head starts, read and
+ * write timeouts, the replay's debounce): nothing waits for real time, and answer times
+ * are asserted to the millisecond. Nothing sleeps: the loop runs until a condition holds,
+ * with a bound. Each test ends with uv_loop_close() == 0 (in the teardown).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,6 +40,10 @@
 #include "fake_node.h"
 
 #define BOUND_MS 5000
+#define WRITE_TIMEOUT_MS 800
+#define READ_TIMEOUT_MS 300
+#define HEADSTART_MS 250
+#define DEBOUNCE_MS 10
 
 typedef struct fx {
     fake_mux_t *m;
@@ -100,7 +106,7 @@ static int fx_setup(void **state)
     fx_t *f = calloc(1, sizeof *f);
     if (!f)
         return -1;
-    f->m = fake_mux_new(true);
+    f->m = fake_mux_new_manual(true);
     f->loop = &f->m->loop;
     f->pool = f->m->pool;
     f->nodes = f->m->nodes.node;
@@ -110,15 +116,15 @@ static int fx_setup(void **state)
         fake_node_add1(&f->m->nodes, FAKE_OK(0, NULL));
     bm_replay_opts_t ro;
     bm_replay_opts_default(&ro);
-    ro.debounce_ms = 10;
-    f->replay = bm_replay_new(f->loop, f->m->up, f->pool, NULL, &ro);
+    ro.debounce_ms = DEBOUNCE_MS;
+    f->replay = bm_replay_new(f->m->clock, f->m->up, f->pool, NULL, &ro);
     bm_broadcast_opts_t bo;
     bm_broadcast_opts_default(&bo);
-    bo.write_timeout_ms = 800;
-    bo.read_timeout_ms = 300;
-    bo.producer_headstart_ms = 250;
+    bo.write_timeout_ms = WRITE_TIMEOUT_MS;
+    bo.read_timeout_ms = READ_TIMEOUT_MS;
+    bo.producer_headstart_ms = HEADSTART_MS;
     bo.ssz_probe_grace_ms = 100;
-    f->b = bm_broadcast_new(f->loop, f->m->eng, f->pool, f->replay, &bo);
+    f->b = bm_broadcast_new(f->m->clock, f->m->eng, f->pool, f->replay, &bo);
     if (!f->replay || !f->b)
         return -1;
     f->m->module = f;
@@ -134,8 +140,8 @@ static int fx_setup(void **state)
 static int fx_teardown(void **state)
 {
     fx_t *f = *state;
-    /* every write has finished: nothing of the broadcast is left */
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    /* once every write's time is up, nothing of the broadcast is left */
+    fake_mux_advance(f->m, WRITE_TIMEOUT_MS);
     assert_int_equal(bm_broadcast_active(f->b), 0);
     fake_mux_free(f->m);
     free(f);
@@ -170,6 +176,12 @@ static fake_call_t *post_ssz(fx_t *f, const char *target, const void *p, size_t 
 static void wait_client(fx_t *f, fake_call_t *c)
 {
     fake_mux_wait(f->m, c);
+}
+
+/* Moves time `ms` forward (what each step sets off lands before the next). */
+static void go(fx_t *f, uint64_t ms)
+{
+    fake_mux_advance(f->m, ms);
 }
 
 static int total_requests(fx_t *f)
@@ -324,9 +336,10 @@ static void test_write_reaches_every_node_lagging_and_syncing_included(void **st
     fake_call_t *c;
     c = send_req(f, "POST", "/eth/v2/beacon/blocks?broadcast_validation=consensus",
                  "application/json", block, strlen(block), "fulu");
+    go(f, 0);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
-    RUN_UNTIL(f->loop, total_answered(f) == 3, BOUND_MS);
+    assert_int_equal(total_answered(f), 3);
     for (int i = 0; i < 3; i++) {
         fake_node_t *tn = &f->nodes[i];
         assert_int_equal(tn->requests, 1);
@@ -340,8 +353,9 @@ static void test_write_reaches_every_node_lagging_and_syncing_included(void **st
     /* an unreachable node is left out while another one is usable */
     bm_pool_set_state(f->pool, f->nodes[2].node, BM_NODE_UNREACHABLE, "test");
     c = post_json(f, "/eth/v2/beacon/pool/attestations", "[]");
+    go(f, 0);
     wait_client(f, c);
-    RUN_UNTIL(f->loop, total_answered(f) == 5, BOUND_MS);
+    assert_int_equal(total_answered(f), 5);
     assert_int_equal(f->nodes[2].requests, 1);
     assert_int_equal(f->nodes[0].requests + f->nodes[1].requests, 4);
     bm_broadcast_stats_t st;
@@ -358,21 +372,23 @@ static void test_answered_at_first_2xx_with_a_hung_node(void **state)
     script(&f->nodes[2], 1, FAKE_OK(10, NULL));
     fake_call_t *c;
     c = post_json(f, "/eth/v1/beacon/pool/sync_committees", "[]");
+    go(f, 10);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
     /* the fastest 2xx, neither the slow one nor the hung one */
-    assert_true(fake_call_ms(c) < 140);
+    assert_int_equal(fake_call_ms(c), 10);
     assert_int_equal(f->nodes[2].answered, 1);
     assert_int_equal(f->nodes[1].answered, 0);
     assert_int_equal(f->nodes[0].requests, 1);
     /* the rest runs detached: the slow node still answers, the hung one is cut at the
-     * write timeout (800 ms here) and only then is the write over */
-    RUN_UNTIL(f->loop, f->nodes[1].answered == 1, BOUND_MS);
+     * write timeout and only then is the write over */
+    go(f, 140);
+    assert_int_equal(f->nodes[1].answered, 1);
     assert_int_equal(f->nodes[0].aborted, 0);
+    go(f, WRITE_TIMEOUT_MS - 150 - 1);
     assert_int_equal(bm_broadcast_active(f->b), 1);
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
-    assert_true(bm_clock_now_ms() - c->start_ms >= 750);
-    RUN_UNTIL(f->loop, f->nodes[0].aborted == 1, BOUND_MS);
+    go(f, 1);
+    assert_int_equal(bm_broadcast_active(f->b), 0);
     assert_int_equal(f->nodes[0].aborted, 1);
 }
 
@@ -384,7 +400,9 @@ static void test_most_specific_error_when_none_took_it(void **state)
     script(&f->nodes[2], 1, FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"syncing\"}"));
     fake_call_t *c;
     c = post_json(f, "/eth/v1/beacon/pool/voluntary_exits", "{}");
+    go(f, 20);
     wait_client(f, c);
+    assert_int_equal(fake_call_ms(c), 20);
     assert_int_equal(c->status, 400);
     assert_string_equal(c->body, "{\"code\":400,\"message\":\"bad exit\"}");
     assert_string_equal(fake_call_header(c, "content-type"), "application/json");
@@ -395,10 +413,176 @@ static void test_most_specific_error_when_none_took_it(void **state)
     script(&f->nodes[0], 1, FAKE_HANG);
     script(&f->nodes[1], 1, FAKE_HANG);
     c = post_json(f, "/eth/v1/beacon/pool/voluntary_exits", "{}");
+    go(f, WRITE_TIMEOUT_MS);
     wait_client(f, c);
+    assert_int_equal(fake_call_ms(c), WRITE_TIMEOUT_MS);
     assert_int_equal(c->status, 503);
     assert_non_null(strstr(c->body, "\"code\":503"));
     assert_int_equal(f->nodes[2].requests, 1); /* wrong network: never asked again */
+}
+
+/* No node can take it: a pool write, a block publish and a DVT selection (one node at a
+ * time) keep their bound, writeTimeout, with all nodes hung, one hung and the others
+ * failing, one hung and the others down. A write relays the most specific answer (the
+ * nodes' 500), or the engine's 503 naming each node when none gave an HTTP answer. */
+static void test_no_node_takes_it_bounded(void **state)
+{
+    fx_t *f = *state;
+    static const char *const targets[] = {"/eth/v1/beacon/pool/sync_committees",
+                                          "/eth/v2/beacon/blocks",
+                                          "/eth/v1/validator/beacon_committee_selections"};
+    static const char *const bodies[] = {"[]", "{}", "[]"};
+    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
+    for (int kase = 0; kase < 3; kase++) {
+        if (kase == 2) {
+            fake_node_down(&f->nodes[1]);
+            fake_node_down(&f->nodes[2]);
+        }
+        for (size_t r = 0; r < 3; r++) {
+            /* each from reachable nodes (the earlier time-outs would change the order) */
+            for (int i = 0; i < 3; i++)
+                bm_pool_record(f->pool, f->nodes[i].node, BM_OUTCOME_OK, false, 1000, NULL);
+            script(&f->nodes[0], 1, FAKE_HANG);
+            fake_step_t other =
+                kase == 0 ? FAKE_HANG : FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}");
+            if (kase < 2) {
+                script(&f->nodes[1], 1, other);
+                script(&f->nodes[2], 1, other);
+            }
+            fake_call_t *c = post_json(f, targets[r], bodies[r]);
+            go(f, WRITE_TIMEOUT_MS - 1);
+            assert_false(c->done);
+            go(f, 1);
+            wait_client(f, c);
+            assert_int_equal(fake_call_ms(c), WRITE_TIMEOUT_MS);
+            char want[256];
+            if (r == 2) /* one at a time: the hung first node holds the bound */
+                snprintf(want, sizeof want,
+                         "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: not asked; "
+                         "c: not asked\"}",
+                         to);
+            else if (kase == 1)
+                snprintf(want, sizeof want, "{\"code\":500,\"message\":\"boom\"}");
+            else
+                snprintf(want, sizeof want,
+                         "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: "
+                         "%s\"}",
+                         to, kase ? refused : to, kase ? refused : to);
+            if (strcmp(c->body, want) != 0)
+                fail_msg("%s, case %d: %d %s", targets[r], kase, c->status, c->body);
+            go(f, WRITE_TIMEOUT_MS); /* the detached rest is over */
+        }
+    }
+}
+
+/* The envelope read with no node able to serve it: one node at a time, each for at most the
+ * read timeout, the whole bounded by writeTimeout. */
+static void test_envelope_read_no_node_has_it_bounded(void **state)
+{
+    fx_t *f = *state;
+    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
+    const char *target = "/eth/v1/validator/execution_payload_envelopes/12/0xab";
+    static const uint64_t at[] = {WRITE_TIMEOUT_MS, READ_TIMEOUT_MS, READ_TIMEOUT_MS};
+    for (int kase = 0; kase < 3; kase++) {
+        if (kase == 2) {
+            fake_node_down(&f->nodes[1]);
+            fake_node_down(&f->nodes[2]);
+        }
+        for (int i = 0; i < 3; i++)
+            bm_pool_record(f->pool, f->nodes[i].node, BM_OUTCOME_OK, false, 1000, NULL);
+        script(&f->nodes[0], 1, FAKE_HANG);
+        fake_step_t other =
+            kase == 0 ? FAKE_HANG : FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}");
+        if (kase < 2) {
+            script(&f->nodes[1], 1, other);
+            script(&f->nodes[2], 1, other);
+        }
+        fake_call_t *c = send_req(f, "GET", target, NULL, NULL, 0, NULL);
+        go(f, at[kase] - 1);
+        assert_false(c->done);
+        go(f, 1);
+        wait_client(f, c);
+        assert_int_equal(fake_call_ms(c), at[kase]);
+        char want[256];
+        if (kase == 1)
+            snprintf(want, sizeof want, "{\"code\":500,\"message\":\"boom\"}");
+        else
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                     kase ? refused : to, kase ? refused : to);
+        if (strcmp(c->body, want) != 0)
+            fail_msg("case %d: %d %s", kase, c->status, c->body);
+        go(f, WRITE_TIMEOUT_MS);
+    }
+}
+
+/* Batches refused item by item (the indexed error): the answers are merged. Each node
+ * refuses items the other took, or calls them duplicates (another node gossiped them: a
+ * real Lodestar answers 500 with PublishError.Duplicate): 200, as soon as every item was
+ * taken somewhere, without waiting for a hung node. An item that failed on every node that
+ * answered is a 400 with only that item, each node's message in it. */
+static void test_indexed_errors_merged(void **state)
+{
+    fx_t *f = *state;
+    const char *batch = "[{\"x\":0},{\"x\":1},{\"x\":2}]";
+    script(&f->nodes[0], 1,
+           FAKE_STATUS(400, 0,
+                       "{\"code\":400,\"message\":\"some failed\",\"failures\":[{\"index\":0,"
+                       "\"message\":\"invalid signature\"}]}"));
+    script(&f->nodes[1], 1,
+           FAKE_STATUS(500, 10,
+                       "{\"code\":500,\"message\":\"x\",\"failures\":[{\"index\":1,\"message\":"
+                       "\"PublishError.Duplicate\"},{\"index\":2,\"message\":\"bad\"}]}"));
+    script(&f->nodes[2], 1, FAKE_HANG);
+    fake_call_t *c = post_json(f, "/eth/v1/validator/contribution_and_proofs", batch);
+    go(f, 9);
+    assert_false(c->done); /* item 0 was refused by a, and b has not answered */
+    go(f, 1);
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+    assert_int_equal(c->body_len, 0);
+    assert_int_equal(fake_call_ms(c), 10);
+    assert_int_equal(f->nodes[2].requests, 1); /* the hung node still has it */
+    bm_broadcast_stats_t st;
+    bm_broadcast_stats(f->b, &st);
+    assert_int_equal(st.indexed_merged, 1);
+
+    /* the Lodestar case: every node calls some items duplicates */
+    const char *dup = "{\"code\":500,\"message\":\"Error processing contributions\",\"failures\":"
+                      "[{\"index\":1,\"message\":\"PublishError.Duplicate\"}]}";
+    for (int i = 0; i < 3; i++)
+        script(&f->nodes[i], 1, FAKE_STATUS(500, 0, dup));
+    c = post_json(f, "/eth/v1/validator/contribution_and_proofs", batch);
+    go(f, 0);
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+
+    /* item 0 fails on every node that answered (c: a plain error takes nothing) */
+    script(&f->nodes[0], 1,
+           FAKE_STATUS(400, 0,
+                       "{\"code\":400,\"message\":\"x\",\"failures\":[{\"index\":0,\"message\":"
+                       "\"invalid signature\"}]}"));
+    script(&f->nodes[1], 1,
+           FAKE_STATUS(400, 0,
+                       "{\"code\":400,\"message\":\"x\",\"failures\":[{\"index\":\"0\",\"message\":"
+                       "\"unknown block\"},{\"index\":1,\"message\":\"already known\"}]}"));
+    script(&f->nodes[2], 1, FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"syncing\"}"));
+    c = post_json(f, "/eth/v1/beacon/pool/sync_committees", batch);
+    go(f, 0);
+    wait_client(f, c);
+    assert_int_equal(c->status, 400);
+    assert_string_equal(c->body, "{\"code\":400,\"message\":\"1 item(s) failed on every node that "
+                                 "answered\",\"failures\":[{\"index\":0,\"message\":\"a: invalid "
+                                 "signature; b: unknown block; c: 503 syncing\"}]}");
+    assert_string_equal(fake_call_header(c, "content-type"), "application/json");
+    /* plain errors only: the most specific one, as before */
+    for (int i = 0; i < 3; i++)
+        script(&f->nodes[i], 1, FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"));
+    c = post_json(f, "/eth/v1/beacon/pool/sync_committees", batch);
+    go(f, 0);
+    wait_client(f, c);
+    assert_int_equal(c->status, 500);
+    assert_string_equal(c->body, "{\"code\":500,\"message\":\"boom\"}");
 }
 
 static void test_client_hangup_does_not_stop_a_block(void **state)
@@ -410,15 +594,16 @@ static void test_client_hangup_does_not_stop_a_block(void **state)
     fake_call_t *c;
     c = send_req(f, "POST", "/eth/v2/beacon/blocks", "application/json", block, strlen(block),
                  "fulu");
-    RUN_UNTIL(f->loop, total_requests(f) == 3, BOUND_MS);
+    go(f, 0);
+    assert_int_equal(total_requests(f), 3);
     bm_upstream_cancel(c->x); /* the client times out and hangs up */
     c->x = NULL;
-    RUN_UNTIL(f->loop, total_answered(f) == 3, BOUND_MS);
+    go(f, 150);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(f->nodes[i].answered, 1);
         assert_int_equal(f->nodes[i].aborted, 0);
     }
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    assert_int_equal(bm_broadcast_active(f->b), 0);
     bm_broadcast_stats_t st;
     bm_broadcast_stats(f->b, &st);
     assert_int_equal(st.node_deliveries, 3);
@@ -438,9 +623,11 @@ static void test_ssz_block_never_415_when_a_node_took_it(void **state)
     script(&f->nodes[2], 1, FAKE_OK(60, NULL));
     fake_call_t *c;
     c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    go(f, 40);
     wait_client(f, c);
     assert_int_equal(c->status, 200); /* b took it */
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    go(f, 20);
+    assert_int_equal(bm_broadcast_active(f->b), 0);
     assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_REFUSED);
     assert_int_equal(bm_broadcast_ssz_support(f->b, 1, route), BM_SSZ_ACCEPTED);
     assert_int_equal(bm_broadcast_ssz_support(f->b, 2, route), BM_SSZ_ACCEPTED);
@@ -448,21 +635,25 @@ static void test_ssz_block_never_415_when_a_node_took_it(void **state)
     assert_string_equal(fake_node_last(&f->nodes[1])->ctype, "application/octet-stream");
     /* remembered: the next SSZ block is not sent to a at all, and still answered 200 */
     c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    go(f, 40);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    go(f, 20);
+    assert_int_equal(bm_broadcast_active(f->b), 0);
     assert_int_equal(f->nodes[0].requests, 1);
     assert_int_equal(f->nodes[1].requests, 2);
     /* a JSON block still goes to a */
     c = post_json(f, "/eth/v2/beacon/blocks", "{}");
+    go(f, 60);
     wait_client(f, c);
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    assert_int_equal(bm_broadcast_active(f->b), 0);
     assert_int_equal(f->nodes[0].requests, 2);
     /* when no other node takes the block, the answer is 415: a JSON resend may reach a */
     script(&f->nodes[1], 1, FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"x\"}"));
     script(&f->nodes[2], 1, FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"y\"}"));
     f->nodes[1].requests = f->nodes[2].requests = 0;
     c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    go(f, 0);
     wait_client(f, c);
     assert_int_equal(c->status, 415);
     assert_non_null(strstr(c->body, "\"code\":415"));
@@ -482,25 +673,27 @@ static void test_ssz_pool_write_refused_then_415_at_once(void **state)
     script(&f->nodes[2], 1, FAKE_OK(0, NULL));
     fake_call_t *c;
     c = post_ssz(f, "/eth/v2/beacon/pool/attestations", SSZ_BODY, sizeof SSZ_BODY);
+    go(f, 20);
     wait_client(f, c);
     /* the nodes that take SSZ got it; the client is told to resend JSON for a's sake */
     assert_int_equal(c->status, 415);
     assert_string_equal(c->body, "{\"code\":415,\"message\":\"no ssz\"}");
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    assert_int_equal(bm_broadcast_active(f->b), 0);
     assert_int_equal(f->nodes[1].answered, 1);
     assert_int_equal(f->nodes[2].answered, 1);
     assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_REFUSED);
     /* from now on an SSZ copy is refused before anything is sent: no double delivery */
     int before = total_requests(f);
     c = post_ssz(f, "/eth/v2/beacon/pool/attestations", SSZ_BODY, sizeof SSZ_BODY);
-    wait_client(f, c);
+    wait_client(f, c); /* at once: nothing is sent */
     assert_int_equal(c->status, 415);
     assert_int_equal(total_requests(f), before);
     /* the JSON resend reaches everyone, a included */
     c = post_json(f, "/eth/v2/beacon/pool/attestations", "[{\"x\":1}]");
+    go(f, 20);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    assert_int_equal(bm_broadcast_active(f->b), 0);
     assert_int_equal(total_requests(f), before + 3);
     bm_broadcast_stats_t st;
     bm_broadcast_stats(f->b, &st);
@@ -527,9 +720,13 @@ static void test_ssz_late_refusal_replays_state_as_json(void **state)
     memset(reg + 84, 0xcc, 96);
     fake_call_t *c;
     c = post_ssz(f, "/eth/v1/validator/register_validator", reg, sizeof reg);
+    /* every node's SSZ support is unknown: the answer would wait the probe grace for a 415,
+     * but every node answered at once: nothing more can come */
+    go(f, 0);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    assert_int_equal(fake_call_ms(c), 0);
+    assert_int_equal(bm_broadcast_active(f->b), 0);
     for (size_t i = 0; i < 3; i++)
         assert_int_equal(bm_broadcast_ssz_support(f->b, i, route), BM_SSZ_ACCEPTED);
     assert_int_equal(bm_replay_count(f->replay, BM_REPLAY_REGISTRATION), 1);
@@ -538,14 +735,19 @@ static void test_ssz_late_refusal_replays_state_as_json(void **state)
            FAKE_OK(0, NULL));
     f->nodes[0].requests = 0;
     c = post_ssz(f, "/eth/v1/validator/register_validator", reg, sizeof reg);
+    go(f, 0);
     wait_client(f, c);
     assert_int_equal(c->status, 200); /* every node's SSZ support was known: no grace */
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    assert_int_equal(fake_call_ms(c), 0);
+    go(f, 300);
+    assert_int_equal(bm_broadcast_active(f->b), 0);
     bm_broadcast_stats_t st;
     bm_broadcast_stats(f->b, &st);
     assert_int_equal(st.ssz_refused_late, 1);
-    /* the replay gives a its registration as JSON */
-    RUN_UNTIL(f->loop, f->nodes[0].requests == 2 && !bm_replay_busy(f->replay, 0), BOUND_MS);
+    /* the replay gives a its registration as JSON, after the replay's debounce */
+    assert_int_equal(f->nodes[0].requests, 1);
+    go(f, DEBOUNCE_MS);
+    assert_false(bm_replay_busy(f->replay, 0));
     assert_int_equal(f->nodes[0].requests, 2);
     assert_string_equal(fake_node_last(&f->nodes[0])->target,
                         "/eth/v1/validator/register_validator");
@@ -579,9 +781,11 @@ static void test_blinded_block_goes_first_to_its_producer(void **state)
     char body[256];
     fake_call_t *c;
     c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 77, 0x5e));
+    go(f, 60);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
-    RUN_UNTIL(f->loop, total_answered(f) == 3, BOUND_MS);
+    assert_int_equal(fake_call_ms(c), 60);
+    assert_int_equal(total_answered(f), 3);
     /* the producer alone, then everyone else once it answered */
     assert_true(strncmp(f->log, "c>c<", 4) == 0);
     assert_int_equal(f->nodes[0].requests, 1);
@@ -589,8 +793,11 @@ static void test_blinded_block_goes_first_to_its_producer(void **state)
     /* another node's block for that slot (other state_root): everyone at once */
     f->log[0] = '\0';
     c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 77, 0x01));
+    go(f, 0);
     wait_client(f, c);
-    RUN_UNTIL(f->loop, total_answered(f) == 6, BOUND_MS);
+    assert_int_equal(fake_call_ms(c), 0); /* a and b answered at once */
+    go(f, 60);
+    assert_int_equal(total_answered(f), 6);
     assert_null(strstr(f->log, "c>c<"));
     bm_broadcast_stats_t st;
     bm_broadcast_stats(f->b, &st);
@@ -607,14 +814,19 @@ static void test_blinded_producer_hung_others_after_head_start(void **state)
     fake_call_t *c;
     c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 8, 1));
     /* the client hangs up while only the producer has it */
-    RUN_UNTIL(f->loop, f->nodes[0].requests == 1, BOUND_MS);
+    go(f, 0);
+    assert_int_equal(f->nodes[0].requests, 1);
     bm_upstream_cancel(c->x);
     c->x = NULL;
-    /* after the 250 ms head start the others get it anyway */
-    RUN_UNTIL(f->loop, f->nodes[1].answered == 1 && f->nodes[2].answered == 1, BOUND_MS);
+    /* after the head start the others get it anyway */
+    go(f, HEADSTART_MS - 1);
+    assert_int_equal(f->nodes[1].requests + f->nodes[2].requests, 0);
+    go(f, 1);
+    assert_int_equal(f->nodes[1].answered + f->nodes[2].answered, 2);
     assert_int_equal(f->nodes[0].answered, 0);
     assert_true(strncmp(f->log, "a>", 2) == 0); /* the producer was asked first */
-    RUN_UNTIL(f->loop, f->nodes[0].answered == 1, BOUND_MS);
+    go(f, 600 - HEADSTART_MS);
+    assert_int_equal(f->nodes[0].answered, 1);
     assert_int_equal(f->nodes[0].aborted, 0);
 }
 
@@ -629,12 +841,15 @@ static void test_blinded_producer_fails_answer_from_the_others(void **state)
     char body[256];
     fake_call_t *c;
     c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 3, 1));
+    go(f, 30);
     wait_client(f, c);
     assert_int_equal(c->status, 200); /* c took it after the producer failed */
+    assert_int_equal(fake_call_ms(c), 30);
     assert_true(strncmp(f->log, "b>b<", 4) == 0);
     /* every node refuses: the most specific error of both phases */
     script(&f->nodes[2], 1, FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"z\"}"));
     c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 3, 1));
+    go(f, 0);
     wait_client(f, c);
     assert_int_equal(c->status, 400);
     assert_string_equal(c->body, "{\"code\":400,\"message\":\"unknown payload\"}");
@@ -650,6 +865,7 @@ static void test_envelope_read_goes_first_to_the_producer(void **state)
     fake_call_t *c;
     c = send_req(f, "GET", "/eth/v1/validator/execution_payload_envelopes/12/0xab", NULL, NULL, 0,
                  NULL);
+    go(f, 0);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
     assert_string_equal(c->body, "{\"version\":\"gloas\",\"data\":{}}");
@@ -661,13 +877,16 @@ static void test_envelope_read_goes_first_to_the_producer(void **state)
     script(&f->nodes[2], 1, FAKE_HANG);
     c = send_req(f, "GET", "/eth/v1/validator/execution_payload_envelopes/12/0xab", NULL, NULL, 0,
                  NULL);
+    go(f, READ_TIMEOUT_MS - 1);
+    assert_false(c->done);
+    assert_int_equal(f->nodes[0].requests, 1); /* a is asked only once c timed out */
+    go(f, 1);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
-    assert_true(fake_call_ms(c) < 700);
+    assert_int_equal(fake_call_ms(c), READ_TIMEOUT_MS);
     assert_true(strncmp(f->log, "c>", 2) == 0);
     assert_non_null(strstr(f->log, "a>a<"));
-    RUN_UNTIL(f->loop, f->nodes[2].aborted == 1, BOUND_MS); /* cut at its read timeout */
-    assert_int_equal(f->nodes[2].aborted, 1);
+    assert_int_equal(f->nodes[2].aborted, 1); /* cut at its read timeout */
 }
 
 static void test_dvt_selections_one_node_at_a_time(void **state)
@@ -679,7 +898,9 @@ static void test_dvt_selections_one_node_at_a_time(void **state)
     fake_call_t *c;
     c = post_json(f, "/eth/v1/validator/beacon_committee_selections",
                   "[{\"validator_index\":\"1\",\"slot\":\"2\",\"selection_proof\":\"0x00\"}]");
+    go(f, 10);
     wait_client(f, c);
+    assert_int_equal(fake_call_ms(c), 10);
     assert_int_equal(c->status, 200);
     assert_string_equal(c->body, "{\"data\":[{\"selection_proof\":\"0x01\"}]}");
     assert_string_equal(f->log, "a>a<b>b<");
@@ -698,9 +919,10 @@ static void test_successful_state_writes_feed_replay(void **state)
         "[{\"validator_index\":\"1\",\"fee_recipient\":\"0x1111111111111111111111111111111111"
         "111111\"},{\"validator_index\":\"2\",\"fee_recipient\":\"0x2222222222222222222222222"
         "222222222222222\"}]");
+    go(f, 0);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    assert_int_equal(bm_broadcast_active(f->b), 0);
     assert_int_equal(bm_replay_count(f->replay, BM_REPLAY_PREPARATION), 2);
     /* a write that no node took is not remembered */
     for (int i = 0; i < 3; i++)
@@ -709,9 +931,10 @@ static void test_successful_state_writes_feed_replay(void **state)
         f, "/eth/v1/validator/prepare_beacon_proposer",
         "[{\"validator_index\":\"3\",\"fee_recipient\":\"0x3333333333333333333333333333333333"
         "333333\"}]");
+    go(f, 0);
     wait_client(f, c);
     assert_int_equal(c->status, 400);
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    assert_int_equal(bm_broadcast_active(f->b), 0);
     assert_int_equal(bm_replay_count(f->replay, BM_REPLAY_PREPARATION), 2);
     /* fed at the first 2xx, not when a hung node finally gives up */
     script(&f->nodes[0], 1, FAKE_OK(0, NULL));
@@ -721,17 +944,20 @@ static void test_successful_state_writes_feed_replay(void **state)
         f, "/eth/v1/validator/prepare_beacon_proposer",
         "[{\"validator_index\":\"9\",\"fee_recipient\":\"0x9999999999999999999999999999999999"
         "999999\"}]");
+    go(f, 0);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
     assert_int_equal(bm_broadcast_active(f->b), 1); /* the hung node's transfer still runs */
     assert_int_equal(bm_replay_count(f->replay, BM_REPLAY_PREPARATION), 3);
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    go(f, WRITE_TIMEOUT_MS);
+    assert_int_equal(bm_broadcast_active(f->b), 0);
     /* a pool write is never fed */
     for (int i = 0; i < 3; i++)
         script(&f->nodes[i], 1, FAKE_OK(0, NULL));
     c = post_json(f, "/eth/v1/beacon/pool/sync_committees", "[]");
+    go(f, 0);
     wait_client(f, c);
-    RUN_UNTIL(f->loop, bm_broadcast_active(f->b) == 0, BOUND_MS);
+    assert_int_equal(bm_broadcast_active(f->b), 0);
     for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++)
         if (k != BM_REPLAY_PREPARATION)
             assert_int_equal(bm_replay_count(f->replay, (bm_replay_kind_t)k), 0);
@@ -746,14 +972,16 @@ static void test_stop_sends_waiting_blinded_blocks_on(void **state)
     char body[256];
     fake_call_t *c;
     c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 4, 1));
-    RUN_UNTIL(f->loop, f->nodes[0].requests == 1, BOUND_MS);
-    /* shutdown begins: the others get the block without waiting for the head start */
-    uint64_t t0 = bm_clock_now_ms();
+    go(f, 0);
+    assert_int_equal(f->nodes[0].requests, 1);
+    /* shutdown begins: the others get the block without waiting for the head start (the
+     * clock does not move) */
     bm_broadcast_stop(f->b);
-    RUN_UNTIL(f->loop, f->nodes[1].answered == 1 && f->nodes[2].answered == 1, BOUND_MS);
-    assert_true(bm_clock_now_ms() - t0 < 200);
+    go(f, 0);
+    assert_int_equal(f->nodes[1].answered + f->nodes[2].answered, 2);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
+    assert_int_equal(fake_call_ms(c), 0);
 }
 
 int main(void)
@@ -766,6 +994,10 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_most_specific_error_when_none_took_it, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_no_node_takes_it_bounded, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_envelope_read_no_node_has_it_bounded, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_indexed_errors_merged, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_client_hangup_does_not_stop_a_block, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_ssz_block_never_415_when_a_node_took_it, fx_setup,

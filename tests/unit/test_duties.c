@@ -9,7 +9,8 @@
  * the majority after dutiesMajorityAfter (by dependent root, or by the canonical hash of
  * the data for sync duties), disagreements counted, only ready nodes asked while one is,
  * errors relayed at once; liveness OR-ed over every node with a bound, and 503 unless a
- * node that answered was ready since the queried epoch started.
+ * node that answered was ready since the queried epoch started. Time is a manual clock
+ * the test advances (the nodes' delays too): answer times are asserted to the millisecond.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,8 +31,7 @@
 #include "fake_chain.h"
 #include "fake_node.h"
 
-#define BOUND_MS 5000 /* every wait ends within this, or the test fails */
-#define SLACK_MS 150  /* allowed lateness of a timed decision on a shared machine */
+#define BOUND_MS 5000 /* every wait ends within this (real time), or the test fails */
 
 #include "base/json.h"
 #include "cluster/head.h"
@@ -39,7 +39,8 @@
 
 /* ---- a synthetic chain for the head tracker --------------------------------------------- */
 
-static bool skipped[256]; /* slots without a block */
+static bool skipped[256];      /* slots without a block */
+static bm_clock_t *test_clock; /* the running test's mux clock (for header answers) */
 
 /* The block at `slot` of the synthetic chain: 0xB0, the slot, 0x5A. */
 static void R(uint64_t slot, uint8_t out[32])
@@ -74,7 +75,7 @@ static void on_fetch(const uint8_t root[32], uint64_t slot, size_t node, void *u
             p--;
         R(p, parent);
     }
-    bm_head_on_parent(t, node, root, s, parent, bm_clock_now_ms());
+    bm_head_on_parent(t, node, root, s, parent, bm_clock_wall_now(test_clock));
 }
 
 /* A one-node tracker whose cluster head is the block of `head_slot`, on f's clock. */
@@ -87,7 +88,8 @@ static bm_head_t *make_head(fake_mux_t *f, uint64_t head_slot)
     bm_head_t *t = bm_head_new(1, &o);
     assert_non_null(t);
     bm_head_set_fetch(t, on_fetch, t);
-    uint64_t now = bm_clock_now_ms();
+    test_clock = f->clock;
+    uint64_t now = bm_clock_wall_now(f->clock);
     assert_int_equal(bm_head_set_clock(t, &f->chain.clock, now), 0);
     bm_head_event_t ev = {.slot = head_slot};
     R(head_slot, ev.root);
@@ -121,7 +123,7 @@ static bm_duties_t *make(fake_mux_t *f, uint32_t majority_ms, uint64_t head_slot
     o.majority_after_ms = majority_ms;
     o.tail_ms = 200;
     o.liveness_timeout_ms = 300;
-    m->d = bm_duties_new(f->eng, f->pool, &f->chain, &o);
+    m->d = bm_duties_new(f->clock, f->eng, f->pool, &f->chain, &o);
     assert_non_null(m->d);
     if (head_slot) {
         m->head = make_head(f, head_slot);
@@ -131,6 +133,16 @@ static bm_duties_t *make(fake_mux_t *f, uint32_t majority_ms, uint64_t head_slot
     f->module_free = free_module;
     assert_int_equal(bm_duties_register(m->d, f->router), 0);
     return m->d;
+}
+
+/* Sends `method target` (body `json`), moves time `ms` forward, and waits for the answer. */
+static fake_call_t *send_after(fake_mux_t *f, const char *method, const char *target,
+                               const char *json, uint64_t ms)
+{
+    fake_call_t *c = fake_mux_send(f, method, target, json, NULL);
+    fake_mux_advance(f, ms);
+    fake_mux_wait(f, c);
+    return c;
 }
 
 static const char *duty_json(const char *root, bool optimistic)
@@ -269,11 +281,11 @@ static void test_answer_with_the_clusters_root_wins(void **state)
     fake_node_t *a = fake_node_add1(&f->nodes, duty(5, Rhex(30)));   /* fast, but another root */
     fake_node_t *b = fake_node_add1(&f->nodes, duty(100, Rhex(31))); /* the cluster's */
     ready_all(f);
-    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = send_after(f, "POST", ATT, IDX, 100);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, Rhex(31)));
-    assert_true(fake_call_ms(c) < 100 + SLACK_MS + 100); /* not the majority time */
-    assert_string_equal(fake_node_last(b)->body, IDX);   /* the body is passed on */
+    assert_int_equal(fake_call_ms(c), 100);            /* not the majority time */
+    assert_string_equal(fake_node_last(b)->body, IDX); /* the body is passed on */
     assert_string_equal(fake_node_last(a)->target, ATT);
     const bm_duties_stats_t *st = bm_duties_stats(d);
     assert_int_equal(st->by_root, 1);
@@ -291,21 +303,21 @@ static void test_proposer_v1_and_v2_roots(void **state)
     fake_node_t *b = fake_node_add1(&f->nodes, s[1]);
     ready_all(f);
     /* v1 for epoch 5 depends on slot 39: b's answer */
-    fake_call_t *c =
-        fake_mux_send_wait(f, "GET", "/eth/v1/validator/duties/proposer/5", NULL, NULL);
+    fake_call_t *c = send_after(f, "GET", "/eth/v1/validator/duties/proposer/5", NULL, 60);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, Rhex(39)));
+    assert_int_equal(fake_call_ms(c), 60);
     /* v2 for epoch 5 depends on slot 31: a's answer */
     fake_node_script(a, &s[0], 1);
     fake_node_script(b, &s[1], 1);
-    c = fake_mux_send_wait(f, "GET", "/eth/v2/validator/duties/proposer/5", NULL, NULL);
+    c = send_after(f, "GET", "/eth/v2/validator/duties/proposer/5", NULL, 5);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, Rhex(31)));
-    assert_true(fake_call_ms(c) < 60);
+    assert_int_equal(fake_call_ms(c), 5);
     /* ptc for epoch 6 depends on slot 39 */
     fake_node_script(a, &s[0], 1);
     fake_node_script(b, &s[1], 1);
-    c = fake_mux_send_wait(f, "POST", "/eth/v1/validator/duties/ptc/6", IDX, NULL);
+    c = send_after(f, "POST", "/eth/v1/validator/duties/ptc/6", IDX, 60);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, Rhex(39)));
 }
@@ -319,13 +331,12 @@ static void test_node_one_block_behind_is_reasked(void **state)
     fake_node_t *a = fake_node_add(&f->nodes, s, 2);
     fake_node_add1(&f->nodes, FAKE_HANG);
     ready_all(f);
-    fake_call_t *c =
-        fake_mux_send_wait(f, "POST", "/eth/v1/validator/duties/attester/6", IDX, NULL);
+    fake_call_t *c = send_after(f, "POST", "/eth/v1/validator/duties/attester/6", IDX, 255);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, Rhex(39)));
     assert_int_equal(a->requests, 2);
-    assert_true(fake_call_ms(c) >= 250);                 /* the re-ask interval */
-    assert_true(fake_call_ms(c) < 250 + SLACK_MS + 100); /* long before the majority time */
+    /* re-asked after the interval (250), answered 5 ms later: long before the majority */
+    assert_int_equal(fake_call_ms(c), 255);
     assert_int_equal(bm_duties_stats(d)->by_root, 1);
 }
 
@@ -338,12 +349,16 @@ static void test_majority_after_the_majority_time(void **state)
     fake_node_add1(&f->nodes, duty(10, Rhex(21)));
     fake_node_t *c3 = fake_node_add1(&f->nodes, duty(15, Rhex(20)));
     ready_all(f);
-    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = fake_mux_send(f, "POST", ATT, IDX, NULL);
+    fake_mux_advance(f, 299);
+    assert_false(c->done);
+    fake_mux_advance(f, 1);
+    fake_mux_wait(f, c);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, Rhex(20)));
-    assert_true(fake_call_ms(c) >= 290);
-    assert_true(fake_call_ms(c) < 300 + SLACK_MS + 100);
-    assert_true(a->requests >= 2 && c3->requests >= 2); /* re-asked meanwhile */
+    assert_int_equal(fake_call_ms(c), 300);
+    assert_int_equal(a->requests, 2); /* re-asked meanwhile, at 250 */
+    assert_int_equal(c3->requests, 2);
     const bm_duties_stats_t *st = bm_duties_stats(d);
     assert_int_equal(st->majority, 1);
     assert_int_equal(st->disagreements, 1);
@@ -358,15 +373,17 @@ static void test_majority_tie_goes_to_the_first(void **state)
     fake_node_t *a = fake_node_add1(&f->nodes, late);
     fake_node_t *b = fake_node_add1(&f->nodes, early);
     ready_all(f);
-    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = send_after(f, "POST", ATT, IDX, 300);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, Rhex(20)));
+    assert_int_equal(fake_call_ms(c), 300);
     /* the other way round: arrival decides, not the order of the nodes */
     fake_node_script(a, &early, 1);
     fake_node_script(b, &late, 1);
-    c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
+    c = send_after(f, "POST", ATT, IDX, 300);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, Rhex(20)));
+    assert_int_equal(fake_call_ms(c), 300);
 }
 
 static void test_without_a_known_root_the_first_2xx(void **state)
@@ -376,10 +393,10 @@ static void test_without_a_known_root_the_first_2xx(void **state)
     fake_node_t *a = fake_node_add1(&f->nodes, duty(300, Rhex(30)));
     fake_node_add1(&f->nodes, duty(5, Rhex(20)));
     ready_all(f);
-    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = send_after(f, "POST", ATT, IDX, 5);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, Rhex(20)));
-    assert_true(fake_call_ms(c) < 5 + SLACK_MS);
+    assert_int_equal(fake_call_ms(c), 5);
     assert_int_equal(bm_duties_stats(d)->first, 1);
     RUN_UNTIL(&f->loop, a->aborted == 1, BOUND_MS); /* the loser is cancelled */
     assert_int_equal(a->aborted, 1);
@@ -401,10 +418,10 @@ static void test_sync_duties_first_and_majority_by_data(void **state)
         fake_node_add1(&f->nodes, FAKE_OK(30, d1b)); /* the same data in another key order */
     ready_all(f);
     /* optimistic answers are never accepted: the majority by data decides */
-    fake_call_t *c = fake_mux_send_wait(f, "POST", "/eth/v1/validator/duties/sync/5", IDX, NULL);
+    fake_call_t *c = send_after(f, "POST", "/eth/v1/validator/duties/sync/5", IDX, 300);
     assert_int_equal(c->status, 200);
     assert_string_equal(c->body, d1);
-    assert_true(fake_call_ms(c) >= 290);
+    assert_int_equal(fake_call_ms(c), 300);
     assert_int_equal(bm_duties_stats(d)->majority, 1);
     assert_int_equal(bm_duties_stats(d)->disagreements, 1);
     /* not optimistic: the first 2xx at once (no dependent root to check) */
@@ -414,10 +431,10 @@ static void test_sync_duties_first_and_majority_by_data(void **state)
     fake_node_script(a, &s1, 1);
     fake_node_script(b, &s2, 1);
     fake_node_script(c3, &s1, 1);
-    c = fake_mux_send_wait(f, "POST", "/eth/v1/validator/duties/sync/5", IDX, NULL);
+    c = send_after(f, "POST", "/eth/v1/validator/duties/sync/5", IDX, 5);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "validator_index"));
-    assert_true(fake_call_ms(c) < 5 + SLACK_MS);
+    assert_int_equal(fake_call_ms(c), 5);
     assert_int_equal(bm_duties_stats(d)->first, 1);
 }
 
@@ -428,7 +445,8 @@ static void test_optimistic_answer_waits(void **state)
     fake_node_add1(&f->nodes, FAKE_OK(5, duty_json(Rhex(31), true)));
     fake_node_add1(&f->nodes, duty(80, Rhex(31)));
     ready_all(f);
-    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = send_after(f, "POST", ATT, IDX, 80);
+    assert_int_equal(fake_call_ms(c), 80);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "\"execution_optimistic\":false"));
 }
@@ -440,10 +458,10 @@ static void test_errors_are_relayed_at_once(void **state)
     fake_node_add1(&f->nodes, FAKE_STATUS(503, 5, "{\"code\":503,\"message\":\"syncing\"}"));
     fake_node_add1(&f->nodes, FAKE_STATUS(400, 20, "{\"code\":400,\"message\":\"epoch too far\"}"));
     ready_all(f);
-    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = send_after(f, "POST", ATT, IDX, 50);
     assert_int_equal(c->status, 400);
     assert_non_null(strstr(c->body, "epoch too far"));
-    assert_true(fake_call_ms(c) < 20 + 50 + SLACK_MS); /* one check interval, not the majority */
+    assert_int_equal(fake_call_ms(c), 50); /* the first check after both failed */
     assert_int_equal(bm_duties_stats(d)->errors, 1);
 }
 
@@ -452,12 +470,67 @@ static void test_hung_nodes_bounded(void **state)
     fake_mux_t *f = *state;
     make(f, 300, 40); /* answers by majority time + tail (200) */
     fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_HANG);
+    ready_all(f);
+    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
+    char want[512];
+    for (int kase = 0; kase < 3; kase++) {
+        if (kase == 1) { /* hung + 5xx: asked again every re-ask interval, then named */
+            fake_node_script(b, &FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"), 1);
+            fake_node_script(c3, &FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), 1);
+        }
+        if (kase == 2) { /* hung + down */
+            fake_node_down(b);
+            fake_node_down(c3);
+        }
+        fake_call_t *c = fake_mux_send(f, "POST", ATT, IDX, NULL);
+        fake_mux_advance(f, 499);
+        assert_false(c->done);
+        fake_mux_advance(f, 1);
+        fake_mux_wait(f, c);
+        assert_int_equal(c->status, 503);
+        assert_int_equal(fake_call_ms(c), 500);
+        if (kase == 0)
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                     to, to);
+        else if (kase == 1)
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 503 "
+                     "busy\"}",
+                     to);
+        else
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                     refused, refused);
+        assert_string_equal(c->body, want);
+        if (kase == 1)
+            assert_int_equal(b->requests, 2); /* at 0 and 250 (the duty re-ask interval) */
+    }
+}
+
+/* A node that failed is asked again and serves the duties once it recovers, before the
+ * majority time: the failure did not end the race, nor did it wait for the bound. */
+static void test_failed_node_recovers(void **state)
+{
+    fake_mux_t *f = *state;
+    bm_duties_t *d = make(f, 1000, 40);
+    fake_step_t s[2] = {FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"),
+                        duty(5, Rhex(31))};
+    fake_node_t *a = fake_node_add(&f->nodes, s, 2);
     fake_node_add1(&f->nodes, FAKE_HANG);
     ready_all(f);
-    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
-    assert_int_equal(c->status, 503);
-    assert_true(fake_call_ms(c) >= 490);
-    assert_true(fake_call_ms(c) < 500 + SLACK_MS + 100);
+    fake_call_t *c = fake_mux_send(f, "POST", ATT, IDX, NULL);
+    fake_mux_advance(f, 254);
+    assert_false(c->done);
+    assert_int_equal(a->requests, 2); /* at 0 and 250 */
+    fake_mux_advance(f, 1);
+    fake_mux_wait(f, c);
+    assert_int_equal(c->status, 200);
+    assert_non_null(strstr(c->body, Rhex(31)));
+    assert_int_equal(fake_call_ms(c), 255);
+    assert_int_equal(bm_duties_stats(d)->by_root, 1);
 }
 
 static void test_hung_node_does_not_delay(void **state)
@@ -468,9 +541,9 @@ static void test_hung_node_does_not_delay(void **state)
     fake_node_add1(&f->nodes, duty(10, Rhex(31)));
     fake_node_add1(&f->nodes, FAKE_HANG);
     ready_all(f);
-    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = send_after(f, "POST", ATT, IDX, 10);
     assert_int_equal(c->status, 200);
-    assert_true(fake_call_ms(c) < 10 + SLACK_MS);
+    assert_int_equal(fake_call_ms(c), 10);
 }
 
 static void test_only_ready_nodes_while_one_is(void **state)
@@ -483,13 +556,13 @@ static void test_only_ready_nodes_while_one_is(void **state)
     bm_pool_set_state(f->pool, (a)->node, BM_NODE_READY, "test");
     bm_pool_set_state(f->pool, (b)->node, BM_NODE_LAGGING, "test");
     bm_pool_set_state(f->pool, (c3)->node, BM_NODE_OPTIMISTIC, "test");
-    fake_call_t *c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
+    fake_call_t *c = send_after(f, "POST", ATT, IDX, 60);
     assert_int_equal(c->status, 200);
     assert_int_equal(a->requests, 1);
     assert_int_equal(b->requests + c3->requests, 0);
     /* none ready: every usable node */
     bm_pool_set_state(f->pool, (a)->node, BM_NODE_FORKED, "test");
-    c = fake_mux_send_wait(f, "POST", ATT, IDX, NULL);
+    c = send_after(f, "POST", ATT, IDX, 5);
     assert_int_equal(c->status, 200);
     assert_int_equal(b->requests + c3->requests, 2);
 }
@@ -560,24 +633,67 @@ static void test_liveness_or_over_every_node(void **state)
                                "\"is_live\":true},{\"index\":\"3\",\"is_live\":false}]}"));
     fake_node_t *h = fake_node_add1(&f->nodes, FAKE_HANG);
     ready_all(f);
-    epoch5_starts_at(f, bm_clock_now_ms() + 1000); /* ready before the epoch started */
+    epoch5_starts_at(f, bm_clock_wall_now(f->clock) + 1000); /* ready before the epoch */
     const char *body = "[\"1\",\"2\",\"3\"]";
-    fake_call_t *c = fake_mux_send_wait(f, "POST", LIVE, body, NULL);
+    fake_call_t *c = send_after(f, "POST", LIVE, body, 300);
     assert_int_equal(c->status, 200);
     assert_string_equal(c->body, "{\"data\":[{\"index\":\"1\",\"is_live\":true},{\"index\":"
                                  "\"2\",\"is_live\":true},{\"index\":\"3\",\"is_live\":false}]}");
     /* every node was asked; the hung one bounds the wait */
     assert_int_equal(a->requests + b->requests + h->requests, 3);
     assert_string_equal(fake_node_last(b)->body, body);
-    assert_true(fake_call_ms(c) >= 290);
-    assert_true(fake_call_ms(c) < 300 + SLACK_MS + 100);
+    assert_int_equal(fake_call_ms(c), 300);
     assert_int_equal(bm_duties_stats(d)->liveness, 1);
     /* all answered: no waiting */
     h->steps[0] = FAKE_OK(5, "{\"data\":[{\"index\":\"3\",\"is_live\":true}]}");
-    c = fake_mux_send_wait(f, "POST", LIVE, body, NULL);
+    c = send_after(f, "POST", LIVE, body, 60);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, "{\"index\":\"3\",\"is_live\":true}"));
-    assert_true(fake_call_ms(c) < 60 + SLACK_MS);
+    assert_int_equal(fake_call_ms(c), 60);
+}
+
+/* Liveness keeps its bound (livenessTimeout, 300 ms here) with all nodes hung, one hung
+ * and the others failing, one hung and the others down; the answer names every node. */
+static void test_liveness_no_node_can_answer(void **state)
+{
+    fake_mux_t *f = *state;
+    make(f, 1000, 0);
+    fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_HANG);
+    ready_all(f);
+    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
+    char want[512];
+    for (int kase = 0; kase < 3; kase++) {
+        /* each case from reachable nodes (the earlier cases' time-outs would leave a out) */
+        for (int i = 0; i < f->nodes.n; i++)
+            bm_pool_record(f->pool, f->nodes.node[i].node, BM_OUTCOME_OK, false, 1000, NULL);
+        if (kase == 1) {
+            fake_node_script(b, &FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"), 1);
+            fake_node_script(c3, &FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), 1);
+        }
+        if (kase == 2) {
+            fake_node_down(b);
+            fake_node_down(c3);
+        }
+        fake_call_t *c = fake_mux_send(f, "POST", LIVE, "[\"1\"]", NULL);
+        fake_mux_advance(f, 299);
+        assert_false(c->done);
+        fake_mux_advance(f, 1);
+        fake_mux_wait(f, c);
+        assert_int_equal(c->status, 503);
+        assert_int_equal(fake_call_ms(c), 300);
+        if (kase == 1)
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 503 "
+                     "busy\"}",
+                     to);
+        else
+            snprintf(want, sizeof want,
+                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                     kase ? refused : to, kase ? refused : to);
+        assert_string_equal(c->body, want);
+    }
 }
 
 static void test_liveness_503_unless_ready_through_the_epoch(void **state)
@@ -587,41 +703,41 @@ static void test_liveness_503_unless_ready_through_the_epoch(void **state)
     const char *yes = "{\"data\":[{\"index\":\"1\",\"is_live\":true}]}";
     fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(5, yes));
     fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(5, yes));
-    uint64_t t0 = bm_clock_now_ms();
+    uint64_t t0 = bm_clock_wall_now(f->clock);
     ready_all(f);
     assert_true(bm_duties_ready_since(d, a->node) >= t0);
     /* the epoch started before the nodes became ready (a restart within the epoch) */
     epoch5_starts_at(f, t0 - 1000);
-    fake_call_t *c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    fake_call_t *c = send_after(f, "POST", LIVE, "[\"1\"]", 5);
     assert_int_equal(c->status, 503);
     assert_non_null(strstr(c->body, "ready since the epoch started"));
     assert_int_equal(bm_duties_stats(d)->liveness_unavailable, 1);
     /* the next epoch: they were ready through it */
     epoch5_starts_at(f, t0 + 10);
-    c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    c = send_after(f, "POST", LIVE, "[\"1\"]", 5);
     assert_int_equal(c->status, 200);
     /* only a node that was ready through the epoch and answered vouches: a answers an
      * error, b answers but is not ready now */
     a->steps[0] = FAKE_STATUS(500, 5, "{\"code\":500,\"message\":\"x\"}");
     bm_pool_set_state(f->pool, (b)->node, BM_NODE_LAGGING, "test");
     assert_int_equal(bm_duties_ready_since(d, b->node), 0);
-    c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    c = send_after(f, "POST", LIVE, "[\"1\"]", 5);
     assert_int_equal(c->status, 503);
     assert_int_equal(b->requests, 3); /* asked all the same */
     /* b is ready again, but only from now on: the epoch started before */
     bm_pool_set_state(f->pool, (b)->node, BM_NODE_READY, "test");
     assert_true(bm_duties_ready_since(d, b->node) >= t0);
     epoch5_starts_at(f, bm_duties_ready_since(d, b->node) - 1);
-    c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    c = send_after(f, "POST", LIVE, "[\"1\"]", 5);
     assert_int_equal(c->status, 503);
     /* a answers again: it has been ready since t0 */
     a->steps[0] = FAKE_OK(5, yes);
     epoch5_starts_at(f, t0 + 1);
-    c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    c = send_after(f, "POST", LIVE, "[\"1\"]", 5);
     assert_int_equal(c->status, 200);
     /* an unknown chain clock: nothing can vouch */
     f->chain.clock.slot_ms = 0;
-    c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    c = send_after(f, "POST", LIVE, "[\"1\"]", 5);
     assert_int_equal(c->status, 503);
 }
 
@@ -633,7 +749,7 @@ static void test_liveness_errors_and_bad_bodies(void **state)
         &f->nodes, FAKE_STATUS(400, 5, "{\"code\":400,\"message\":\"Invalid epoch\"}"));
     fake_node_add1(&f->nodes, FAKE_STATUS(500, 5, "{\"code\":500,\"message\":\"boom\"}"));
     ready_all(f);
-    fake_call_t *c = fake_mux_send_wait(f, "POST", LIVE, "[\"1\"]", NULL);
+    fake_call_t *c = send_after(f, "POST", LIVE, "[\"1\"]", 5);
     assert_int_equal(c->status, 400);
     assert_non_null(strstr(c->body, "Invalid epoch"));
     static const char *const bad[] = {"[]", "{}", "[\"x\"]", "[-1]", "[\"1\",true]", "nope"};
@@ -644,7 +760,7 @@ static void test_liveness_errors_and_bad_bodies(void **state)
     assert_int_equal(a->requests, 1);
 }
 
-#define T(fn) cmocka_unit_test_setup_teardown(fn, fake_mux_setup, fake_mux_teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fake_mux_manual_setup, fake_mux_teardown)
 
 int main(void)
 {
@@ -662,11 +778,13 @@ int main(void)
         T(test_optimistic_answer_waits),
         T(test_errors_are_relayed_at_once),
         T(test_hung_nodes_bounded),
+        T(test_failed_node_recovers),
         T(test_hung_node_does_not_delay),
         T(test_only_ready_nodes_while_one_is),
         T(test_bad_epoch),
         cmocka_unit_test(test_liveness_merge),
         T(test_liveness_or_over_every_node),
+        T(test_liveness_no_node_can_answer),
         T(test_liveness_503_unless_ready_through_the_epoch),
         T(test_liveness_errors_and_bad_bodies),
     };

@@ -97,6 +97,14 @@ static void test_deadline_per_duty(void **state)
     assert_int_equal(agg.hold_floor_ms, 1500);
     assert_int_equal(bm_hint_deadline(h, BM_HINT_AGGREGATE, 5, start_of(5) + 7900),
                      start_of(5) + 9400);
+    /* the end without a usable answer: the later of maxHold and the due time */
+    assert_int_equal(bm_hint_end(h, BM_HINT_ATTESTATION_DATA, 5, start_of(5) + 500),
+                     due); /* the due time (1/3 of 12 s) after now + maxHold */
+    assert_int_equal(bm_hint_end(h, BM_HINT_ATTESTATION_DATA, 5, start_of(5) + 3500),
+                     start_of(5) + 4500); /* now + maxHold after the due time */
+    assert_int_equal(bm_hint_end(h, BM_HINT_HEAD_ROOT, 5, start_of(5) + 5000),
+                     start_of(5) + 5300);                 /* its own maxHold (300) */
+    assert_int_equal(bm_hint_end_at(1000, 0, 700), 1700); /* unknown due: past */
 
     /* from Gloas: 1/4, 1/2 and the PTC at 3/4 */
     assert_int_equal(bm_hint_due_ms(h, BM_HINT_ATTESTATION_DATA, 80), start_of(80) + 3000);

@@ -37,10 +37,12 @@
 #include "fake_node.h"
 
 #define BOUND_MS 5000
+#define DEBOUNCE_MS 200 /* the replay's default debounce */
 /* ---- fixture: a replay state, optionally with fake nodes ----------------------------------- */
 
 typedef struct fx {
     uv_loop_t loop;
+    bm_clock_t *clock; /* manual: the replay's and the nodes' */
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_replay_t *rp;
@@ -69,6 +71,8 @@ static fx_t *fx_make(int nodes, const bm_replay_opts_t *opts, bool with_clock)
     assert_non_null(f);
     bm_log_setup(BM_LOG_ERROR, BM_LOG_TEXT, NULL);
     assert_int_equal(uv_loop_init(&f->loop), 0);
+    f->clock = bm_clock_manual_new(&f->loop, bm_clock_now_ms());
+    assert_non_null(f->clock);
     bm_upstream_opts_t uo;
     bm_upstream_opts_default(&uo);
     f->up = bm_upstream_new(&f->loop, &uo);
@@ -76,6 +80,7 @@ static fx_t *fx_make(int nodes, const bm_replay_opts_t *opts, bool with_clock)
     assert_non_null(f->up);
     assert_non_null(f->pool);
     fake_nodes_init(&f->nodes, &f->loop, f->pool);
+    fake_nodes_set_clock(&f->nodes, f->clock);
     for (int i = 0; i < nodes; i++)
         fake_node_add1(&f->nodes, FAKE_OK(0, NULL));
     if (with_clock) {
@@ -88,8 +93,7 @@ static fx_t *fx_make(int nodes, const bm_replay_opts_t *opts, bool with_clock)
     bm_replay_opts_default(&o);
     if (opts)
         o = *opts;
-    o.debounce_ms = o.debounce_ms ? o.debounce_ms : 10;
-    f->rp = bm_replay_new(&f->loop, f->up, f->pool, &f->chain, &o);
+    f->rp = bm_replay_new(f->clock, f->up, f->pool, &f->chain, &o);
     assert_non_null(f->rp);
     return f;
 }
@@ -105,6 +109,8 @@ static void fx_free(fx_t *f)
     fake_nodes_close(&f->nodes);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     bm_replay_free(f->rp);
+    bm_clock_free(f->clock);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     bm_pool_free(f->pool);
     free(f);
@@ -540,6 +546,13 @@ static bm_replay_stats_t stats(fx_t *f)
     return st;
 }
 
+/* Moves the manual clock `ms` forward and runs the loop until what that set off has
+ * happened (nothing in transit to or from the nodes, no timer due now). */
+static void step(fx_t *f, uint64_t ms)
+{
+    fake_nodes_advance(&f->nodes, ms);
+}
+
 static void test_replay_batches_every_kind_in_chunks(void **state)
 {
     (void)state;
@@ -549,7 +562,9 @@ static void test_replay_batches_every_kind_in_chunks(void **state)
     fx_t *f = fx_make(2, &o, false);
     fill_state(f);
     bm_replay_node(f->rp, f->nodes.node[0].node, "test");
-    RUN_UNTIL(&f->loop, stats(f).replays_completed == 1, BOUND_MS);
+    step(f, DEBOUNCE_MS - 1); /* the debounce is not over */
+    assert_int_equal(stats(f).replays_started, 0);
+    step(f, 1);
     bm_replay_stats_t st = stats(f);
     assert_int_equal(st.replays_completed, 1);
     assert_int_equal(st.posts, 8);
@@ -595,7 +610,9 @@ static void test_triggers_and_debounce(void **state)
     bm_node_t *node = f->nodes.node[0].node;
     /* with nothing to replay, a trigger sends nothing */
     bm_pool_set_state(f->pool, node, BM_NODE_READY, "discovered");
-    RUN_UNTIL(&f->loop, !bm_replay_busy(f->rp, 0), BOUND_MS);
+    assert_true(bm_replay_busy(f->rp, 0));
+    step(f, DEBOUNCE_MS);
+    assert_false(bm_replay_busy(f->rp, 0));
     assert_int_equal(stats(f).replays_started, 0);
     char a[128], body[300];
     snprintf(body, sizeof body, "[%s]", prep_json(a, sizeof a, 1, 0x11));
@@ -603,25 +620,28 @@ static void test_triggers_and_debounce(void **state)
     /* came back from unreachable */
     bm_pool_set_state(f->pool, node, BM_NODE_UNREACHABLE, "down");
     bm_pool_set_state(f->pool, node, BM_NODE_LAGGING, "back");
-    RUN_UNTIL(&f->loop, stats(f).replays_completed == 1, BOUND_MS);
+    step(f, DEBOUNCE_MS);
+    assert_int_equal(stats(f).replays_completed, 1);
     assert_int_equal(stats(f).replays_started, 1);
     /* lagging back to ready right after a replay: nothing was lost */
     bm_pool_set_state(f->pool, node, BM_NODE_READY, "caught up");
     bm_pool_set_state(f->pool, node, BM_NODE_LAGGING, "behind");
     bm_pool_set_state(f->pool, node, BM_NODE_READY, "caught up");
-    RUN_FOR(&f->loop, 50);
+    step(f, 1000);
     assert_int_equal(stats(f).replays_started, 1);
     /* synced after a restart: replayed (a node answers 503 to subscriptions while syncing) */
     bm_pool_set_state(f->pool, node, BM_NODE_SYNCING, "restarted");
     bm_pool_set_state(f->pool, node, BM_NODE_READY, "synced");
-    RUN_UNTIL(&f->loop, stats(f).replays_completed == 2, BOUND_MS);
+    step(f, DEBOUNCE_MS);
+    assert_int_equal(stats(f).replays_completed, 2);
     /* a stream reconnect, reported twice at once, and a state change with it: one replay */
     bm_replay_node_connection(0, true, f->rp);
     bm_replay_node_connection(0, true, f->rp);
     bm_pool_set_state(f->pool, node, BM_NODE_UNREACHABLE, "down");
     bm_pool_set_state(f->pool, node, BM_NODE_READY, "back");
-    RUN_UNTIL(&f->loop, stats(f).replays_completed == 3, BOUND_MS);
-    RUN_FOR(&f->loop, 50);
+    step(f, DEBOUNCE_MS);
+    assert_int_equal(stats(f).replays_completed, 3);
+    step(f, 1000);
     assert_int_equal(stats(f).replays_started, 3);
     /* a stream going down, an unknown node index: nothing */
     bm_replay_node_connection(0, false, f->rp);
@@ -629,7 +649,7 @@ static void test_triggers_and_debounce(void **state)
     /* wrong network: never */
     bm_pool_set_state(f->pool, node, BM_NODE_WRONG_NETWORK, "other chain");
     bm_replay_node(f->rp, node, "test");
-    RUN_FOR(&f->loop, 50);
+    step(f, 1000);
     assert_int_equal(stats(f).replays_started, 3);
     assert_int_equal(f->nodes.node[0].requests, 3);
     fx_free(f);
@@ -646,23 +666,23 @@ static void test_reconnects_replay_at_most_once_per_interval(void **state)
     char a[128], body[300];
     snprintf(body, sizeof body, "[%s]", prep_json(a, sizeof a, 1, 0x11));
     feed(f, BM_REPLAY_PREPARATION, body, 1000);
-    uint64_t t1 = bm_clock_mono_ms();
+    /* t = 0: a reconnect; the replay starts after the debounce, at 200 */
     bm_replay_node_connection(0, true, f->rp);
-    RUN_UNTIL(&f->loop, stats(f).replays_completed == 1, BOUND_MS);
-    /* a stream that drops again at once: deferred, not dropped */
+    step(f, DEBOUNCE_MS);
+    assert_int_equal(stats(f).replays_completed, 1);
+    /* a stream that drops again at once: deferred to 300 ms after the last replay's start
+     * (500), not dropped */
     bm_replay_node_connection(0, true, f->rp);
-    RUN_FOR(&f->loop, 100);
+    step(f, 299);
     assert_int_equal(stats(f).replays_started, 1);
     assert_true(bm_replay_busy(f->rp, 0));
-    RUN_UNTIL(&f->loop, stats(f).replays_completed == 2, BOUND_MS);
-    assert_true(bm_clock_mono_ms() - t1 >= 290);
-    /* a node coming back is replayed to at once all the same */
-    uint64_t t2 = bm_clock_mono_ms();
+    step(f, 1);
+    assert_int_equal(stats(f).replays_completed, 2);
+    /* a node coming back is replayed to after the debounce all the same */
     bm_pool_set_state(f->pool, f->nodes.node[0].node, BM_NODE_UNREACHABLE, "down");
     bm_pool_set_state(f->pool, f->nodes.node[0].node, BM_NODE_READY, "back");
-    RUN_UNTIL(&f->loop, stats(f).replays_completed == 3, BOUND_MS);
+    step(f, DEBOUNCE_MS);
     assert_int_equal(stats(f).replays_completed, 3);
-    assert_true(bm_clock_mono_ms() - t2 < 250);
     fx_free(f);
 }
 
@@ -676,9 +696,17 @@ static void test_trigger_while_running_runs_again(void **state)
     fake_node_script(&f->nodes.node[0], &FAKE_OK(60, NULL), 1);
     fill_state(f);
     bm_replay_node(f->rp, f->nodes.node[0].node, "first");
-    RUN_UNTIL(&f->loop, f->nodes.node[0].requests == 1, BOUND_MS);
+    step(f, DEBOUNCE_MS); /* the replay starts: its first POST waits 60 ms for its answer */
+    assert_int_equal(f->nodes.node[0].requests, 1);
     bm_replay_node(f->rp, f->nodes.node[0].node, "second");
-    RUN_UNTIL(&f->loop, stats(f).replays_completed == 2, BOUND_MS);
+    /* eight POSTs of 60 ms each: the second replay starts when the first ends */
+    for (int i = 0; i < 8; i++)
+        step(f, 60);
+    assert_int_equal(stats(f).replays_completed, 1);
+    assert_int_equal(stats(f).replays_started, 2);
+    for (int i = 0; i < 8; i++)
+        step(f, 60);
+    assert_int_equal(stats(f).replays_completed, 2);
     assert_int_equal(stats(f).replays_started, 2);
     assert_int_equal(f->nodes.node[0].requests, 16);
     /* a write arriving during a replay is kept: positions in the table never move under a
@@ -696,12 +724,13 @@ static void test_unreachable_node_fails_the_replay(void **state)
     uv_run(&f->loop, UV_RUN_DEFAULT);
     bm_replay_free(f->rp);
     bm_node_t *node = fake_node_add_refused(&f->nodes)->node;
-    f->rp = bm_replay_new(&f->loop, f->up, f->pool, NULL, NULL);
+    f->rp = bm_replay_new(f->clock, f->up, f->pool, NULL, NULL);
     assert_non_null(f->rp);
     char a[128], body[300];
     snprintf(body, sizeof body, "[%s]", prep_json(a, sizeof a, 1, 0x11));
     feed(f, BM_REPLAY_PREPARATION, body, 1000);
     bm_replay_node(f->rp, node, "test");
+    bm_clock_manual_advance(f->clock, DEBOUNCE_MS);
     RUN_UNTIL(&f->loop, stats(f).replays_failed == 1, BOUND_MS);
     assert_int_equal(stats(f).replays_failed, 1);
     assert_int_equal(stats(f).replays_completed, 0);

@@ -7,7 +7,7 @@
  * gets the race's answer as the node gave it, a client that leaves a read cancels the race,
  * an answer built from every node's answer comes from the completion and a client leaving
  * it does not stop the race, a race that cannot start answers 503, and every context is
- * released exactly once.
+ * released exactly once. Time is a manual clock the test advances.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -165,7 +165,7 @@ static void route(bm_req_t *req, const bm_route_params_t *p, void *ud)
     if (t->record) {
         s.record = &rec;
         s.policy.accept = accept_fresh;
-        s.policy.deadline_ms = bm_clock_now_ms() + 300;
+        s.policy.deadline_ms = bm_clock_wall_now(t->m->clock) + 300;
         s.policy.repoll = BM_REPOLL_UNTIL_ACCEPTED;
     }
     t->last = bm_serve(t->m->eng, req, &s, &t->last_joined);
@@ -175,7 +175,7 @@ static tfx_t *tfx_new(void)
 {
     tfx_t *t = calloc(1, sizeof *t);
     assert_non_null(t);
-    t->m = fake_mux_new(true);
+    t->m = fake_mux_new_manual(true);
     assert_int_equal(bm_router_add(t->m->router, "GET", "/x", route, t), 0);
     return t;
 }
@@ -204,8 +204,10 @@ static void test_join_shares_race_and_context(void **state)
     RUN_UNTIL(&t->m->loop, t->next_id == 2, BOUND_MS);
     assert_true(t->last_joined);
     assert_int_equal(t->seen.disposed, 1); /* the joiner's context: never the race's */
+    fake_mux_advance(t->m, 100);
     fake_mux_wait(t->m, c1);
     fake_mux_wait(t->m, c2);
+    assert_int_equal(fake_call_ms(c1), 100);
     for (int i = 0; i < 2; i++) {
         fake_call_t *c = i ? c2 : c1;
         assert_int_equal(c->status, 200);
@@ -253,11 +255,14 @@ static void test_every_node(void **state)
     fake_node_t *a = fake_node_add1(&t->m->nodes, FAKE_OK(5, "{}"));
     fake_node_t *b = fake_node_add1(&t->m->nodes, FAKE_OK(60, "{}"));
     fake_call_t *c = fake_mux_get(t->m, "/x", NULL);
+    fake_mux_advance(t->m, 59);
+    assert_false(c->done);
+    fake_mux_advance(t->m, 1);
     fake_mux_wait(t->m, c);
     assert_int_equal(c->status, 200);
     assert_string_equal(c->body, "{\"code\":200,\"message\":\"every: 2\"}");
     assert_int_equal(t->seen.n_every, 2);
-    assert_true(fake_call_ms(c) >= 55); /* after the slower node */
+    assert_int_equal(fake_call_ms(c), 60); /* when the slower node answered */
     assert_int_equal(t->seen.completes, 1);
     assert_true(t->seen.complete_after_respond);
     assert_false(t->last_joined); /* never joined, key or not */
@@ -265,10 +270,11 @@ static void test_every_node(void **state)
     /* the client leaves while b still works */
     fake_node_script(b, &(fake_step_t){.status = 200, .delay_ms = 300, .body = "{}"}, 1);
     c = fake_mux_get(t->m, "/x", NULL);
-    RUN_UNTIL(&t->m->loop, a->requests == 2 && b->requests == 1, BOUND_MS);
+    fake_mux_settle(t->m);
+    assert_int_equal(a->requests + b->requests, 3);
     bm_upstream_cancel(c->x);
     c->x = NULL;
-    RUN_UNTIL(&t->m->loop, t->seen.completes == 2, BOUND_MS);
+    fake_mux_advance(t->m, 300);
     assert_int_equal(t->seen.completes, 2);
     assert_int_equal(t->seen.responds, 1);
     assert_int_equal(b->answered, 2); /* both races: the second without its client */
@@ -299,7 +305,7 @@ static void test_cannot_start(void **state)
 
 /* The record of a coalesced read: what was served to how many, each node's class when it
  * went out, and the first node's own first answer (here stale: the vote it would have cast
- * alone). */
+ * alone). The times are the manual clock's, exact. */
 static void test_record(void **state)
 {
     (void)state;
@@ -308,23 +314,28 @@ static void test_record(void **state)
     fake_node_t *a = fake_node_add1(&t->m->nodes, FAKE_OK(5, "{\"r\":1}"));
     fake_node_add1(&t->m->nodes, FAKE_OK(60, "{\"r\":2,\"fresh\":1}"));
     fake_node_t *c = fake_node_add1(&t->m->nodes, FAKE_HANG);
+    uint64_t t0 = bm_clock_wall_now(t->m->clock);
     fake_call_t *c1 = fake_mux_get(t->m, "/x", NULL);
     RUN_UNTIL(&t->m->loop, t->next_id == 1, BOUND_MS);
     fake_call_t *c2 = fake_mux_get(t->m, "/x", NULL);
+    RUN_UNTIL(&t->m->loop, t->next_id == 2, BOUND_MS);
+    fake_mux_advance(t->m, 60);
     fake_mux_wait(t->m, c1);
     fake_mux_wait(t->m, c2);
     assert_string_equal(c1->body, "{\"r\":2,\"fresh\":1}");
+    fake_mux_advance(t->m, 240); /* the hung node's transfer ends (cancelled) */
     RUN_UNTIL(&t->m->loop, t->records == 1 && c->aborted == 1, BOUND_MS);
     const bm_served_t *r = &t->rec;
     assert_int_equal(r->duty, BM_DUTY_READ_ATTESTATION_DATA);
     assert_int_equal(r->slot, 77);
+    assert_int_equal(r->started_ms, t0);
     assert_int_equal(r->requests, 2);
     assert_int_equal(r->node, 1);
     assert_int_equal(r->served.status, 200);
     assert_true(r->served.has_root);
     assert_int_equal(r->served.root[31], 2);
     assert_int_equal(r->served.cls, BM_ANSWER_FRESH);
-    assert_true(r->race_ms >= 55 && r->race_ms < 1000);
+    assert_int_equal(r->race_ms, 60);
     assert_int_equal(r->n_nodes, 3);
     assert_int_equal(r->classes[0], BM_ANSWER_STALE); /* re-asked, still stale */
     assert_int_equal(r->classes[1], BM_ANSWER_FRESH);
@@ -333,7 +344,7 @@ static void test_record(void **state)
     assert_int_equal(r->first.status, 200);
     assert_int_equal(r->first.root[0], 1);
     assert_int_equal(r->first.cls, BM_ANSWER_STALE);
-    assert_true(r->first.ms < r->race_ms);
+    assert_int_equal(r->first.ms, 5);
     assert_true(a->requests > 1);
     assert_int_equal(t->records, 1);
     tfx_free(t);
@@ -341,7 +352,7 @@ static void test_record(void **state)
 
 /* A first node that is no candidate (not ready) is asked beside the race: its fresh answer
  * is recorded as what it would have served alone, never served itself; one that hangs is
- * recorded as hung once the deadline passed. */
+ * recorded as hung once the deadline passed (300 ms), not before. */
 static void test_record_witness_outside(void **state)
 {
     (void)state;
@@ -351,6 +362,8 @@ static void test_record_witness_outside(void **state)
     fake_node_t *a = fake_node_add1(&t->m->nodes, FAKE_OK(5, "{\"r\":2,\"fresh\":1}"));
     fake_node_t *b = fake_node_add1(&t->m->nodes, FAKE_OK(40, "{\"r\":2,\"fresh\":1}"));
     fake_call_t *c1 = fake_mux_get(t->m, "/x", NULL);
+    RUN_UNTIL(&t->m->loop, t->next_id == 1, BOUND_MS);
+    fake_mux_advance(t->m, 40);
     fake_mux_wait(t->m, c1);
     RUN_UNTIL(&t->m->loop, t->records == 1, BOUND_MS);
     assert_int_equal(t->rec.node, 1);
@@ -358,20 +371,23 @@ static void test_record_witness_outside(void **state)
     assert_int_equal(t->rec.classes[1], BM_ANSWER_FRESH);
     assert_int_equal(t->rec.first.cls, BM_ANSWER_FRESH);
     assert_int_equal(t->rec.first.root[0], 2);
+    assert_int_equal(t->rec.first.ms, 5);
     assert_int_equal(a->requests, 1);
     assert_int_equal(b->requests, 1);
 
     fake_node_script(a, &FAKE_HANG, 1);
-    uint64_t t0 = bm_clock_now_ms();
     fake_call_t *c2 = fake_mux_get(t->m, "/x", NULL);
+    RUN_UNTIL(&t->m->loop, t->next_id == 2, BOUND_MS);
+    fake_mux_advance(t->m, 40);
     fake_mux_wait(t->m, c2);
     assert_int_equal(c2->status, 200);
+    fake_mux_advance(t->m, 259);
+    assert_int_equal(t->records, 1); /* the witness still has its time */
+    fake_mux_advance(t->m, 1);
     RUN_UNTIL(&t->m->loop, t->records == 2 && a->aborted == 1, BOUND_MS);
-    assert_true(bm_clock_now_ms() >= t0 + 300); /* the witness had until the deadline */
     assert_int_equal(t->rec.first.cls, BM_ANSWER_HUNG);
     assert_int_equal(t->rec.first.status, 0);
     assert_false(t->rec.first.has_root);
-    assert_int_equal(a->aborted, 1);
     tfx_free(t);
 }
 

@@ -200,6 +200,14 @@ static void shape(resp_t *r, int status, const char *sh, const char *what)
 #define FULU_BLOCK                                                                                 \
     "{" BLOCK_HEAD "body:{" BODY_COMMON ",execution_payload:{" PAYLOAD_DENEB                       \
     "},blob_kzg_commitments:[h48],execution_requests:" REQUESTS "}}"
+#define PAYLOAD_HEADER_DENEB                                                                       \
+    "parent_hash:h32,fee_recipient:h20,state_root:h32,receipts_root:h32,logs_bloom:h256,"          \
+    "prev_randao:h32,block_number:u,gas_limit:u,gas_used:u,timestamp:u,extra_data:hx,"             \
+    "base_fee_per_gas:u,blob_gas_used:u,excess_blob_gas:u,block_hash:h32,transactions_root:h32,"   \
+    "withdrawals_root:h32"
+#define FULU_BLINDED_BLOCK                                                                         \
+    "{" BLOCK_HEAD "body:{" BODY_COMMON ",execution_payload_header:{" PAYLOAD_HEADER_DENEB         \
+    "},blob_kzg_commitments:[h48],execution_requests:" REQUESTS "}}"
 #define GLOAS_BLOCK                                                                                \
     "{" BLOCK_HEAD "body:{" BODY_COMMON                                                            \
     ",signed_execution_payload_bid:{message:{parent_block_hash:h32,parent_block_root:h32,"         \
@@ -574,6 +582,22 @@ static void test_production(void **state)
     snprintf(t, sizeof t, "/eth/v3/validator/blocks/19?randao_reveal=0x12");
     get(0, t, &r);
     shape(&r, 400, ERR, "bad randao");
+    /* the legacy forms: v2 a full block (JSON or SSZ BlockContents), v1 a blinded one */
+    snprintf(t, sizeof t, "/eth/v2/validator/blocks/19?randao_reveal=%s", rv);
+    get(0, t, &r);
+    assert_non_null(strcasestr(r.head, "Eth-Consensus-Version: fulu"));
+    shape(&r, 200, "{version:s,data:{block:" FULU_BLOCK ",kzg_proofs:[h48],blobs:[hx]}}",
+          "produce v2");
+    http(&F.loop, F.port[0], "GET", t, "Accept: application/octet-stream\r\n", NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    p = (const uint8_t *)bm_str_data(&r.body);
+    assert_int_equal(p[0], 12); /* BlockContents */
+    assert_int_equal(p[12], 19);
+    bm_str_dispose(&r.body);
+    snprintf(t, sizeof t, "/eth/v1/validator/blinded_blocks/19?randao_reveal=%s", rv);
+    get(0, t, &r);
+    assert_non_null(strcasestr(r.head, "Eth-Consensus-Version: fulu"));
+    shape(&r, 200, "{version:s,data:" FULU_BLINDED_BLOCK "}", "produce blinded v1");
     uint64_t slot = bs_chain_slot_at(F.sim->chain, bs_sim_now()) + 1;
     snprintf(t, sizeof t, "/eth/v4/validator/blocks/%llu?randao_reveal=%s&include_payload=true",
              (unsigned long long)slot, rv);
@@ -787,6 +811,45 @@ static void test_errors_and_behaviours(void **state)
     bs_behav_default(&b);
     bs_sim_set_behav(F.sim, 0, &b, true); /* reset */
     assert_false(F.sim->nodes[0].node.behav.optimistic);
+    /* bad-source / bad-target: the same head, a wrong checkpoint */
+    get(0, "/eth/v1/validator/attestation_data?slot=21", &r);
+    char good[1024];
+    snprintf(good, sizeof good, "%s", body_of(&r));
+    bm_str_dispose(&r.body);
+    bs_behav_parse("bad-source", &b, err, sizeof err);
+    bs_sim_set_behav(F.sim, 0, &b, false);
+    get(0, "/eth/v1/validator/attestation_data?slot=21", &r);
+    assert_string_not_equal(body_of(&r), good);
+    assert_memory_equal(body_of(&r), good, strstr(good, "\"source\"") - good); /* same head */
+    assert_non_null(strstr(body_of(&r), strstr(good, "\"target\"")));          /* same target */
+    bm_str_dispose(&r.body);
+    bs_behav_parse("bad-source=false,bad-target", &b, err, sizeof err);
+    bs_sim_set_behav(F.sim, 0, &b, false);
+    get(0, "/eth/v1/validator/attestation_data?slot=21", &r);
+    assert_null(strstr(body_of(&r), strstr(good, "\"target\"")));
+    assert_memory_equal(body_of(&r), good, strstr(good, "\"target\"") - good); /* same source */
+    bm_str_dispose(&r.body);
+    /* fail-items and dup-items: an indexed error for those items of a pool batch */
+    const char *msgs = "[{\"slot\":\"21\",\"beacon_block_root\":\"0x"
+                       "1111111111111111111111111111111111111111111111111111111111111111\","
+                       "\"validator_index\":\"3\",\"signature\":\"0x00\"},"
+                       "{\"slot\":\"21\",\"beacon_block_root\":\"0x"
+                       "1111111111111111111111111111111111111111111111111111111111111111\","
+                       "\"validator_index\":\"4\",\"signature\":\"0x00\"}]";
+    bs_behav_parse("bad-target=false,fail-items=1", &b, err, sizeof err);
+    bs_sim_set_behav(F.sim, 0, &b, false);
+    post(0, "/eth/v1/beacon/pool/sync_committees", NULL, msgs, &r);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(body_of(&r), "\"failures\":[{\"index\":1,"));
+    shape(&r, 400, "{code:n,message:s,failures:[{index:n,message:s}]}", "fail-items");
+    bs_behav_parse("fail-items=,dup-items=0+1", &b, err, sizeof err);
+    bs_sim_set_behav(F.sim, 0, &b, false);
+    post(0, "/eth/v1/beacon/pool/sync_committees", NULL, msgs, &r);
+    assert_int_equal(r.status, 500); /* only duplicates: as Lodestar */
+    assert_non_null(strstr(body_of(&r), "PublishError.Duplicate"));
+    shape(&r, 500, "{code:n,message:s,failures:[{index:n,message:s}]}", "dup-items");
+    bs_behav_default(&b);
+    bs_sim_set_behav(F.sim, 0, &b, true);
 }
 
 int main(void)

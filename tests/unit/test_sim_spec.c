@@ -61,6 +61,19 @@ static void test_every_word(void **state)
     assert_int_equal(b.clock_skew_ms, -3000);
     b = parse_ok("clock-skew=24000");
     assert_int_equal(b.clock_skew_ms, 24000);
+    b = parse_ok("bad-source,bad-target");
+    assert_true(b.bad_source && b.bad_target);
+    assert_int_equal(b.set, BS_B_BAD_SOURCE | BS_B_BAD_TARGET);
+    b = parse_ok("fail-items=0+2+63,dup-items=5");
+    assert_true(b.fail_items == ((1ull << 0) | (1ull << 2) | (1ull << 63)));
+    assert_true(b.dup_items == 1ull << 5);
+    b = parse_ok("fail-items=");
+    assert_true(b.fail_items == 0 && (b.set & BS_B_FAIL_ITEMS));
+    bs_behav_t bad;
+    char err[256];
+    assert_int_equal(bs_behav_parse("fail-items=64", &bad, err, sizeof err), BM_EINVAL);
+    assert_int_equal(bs_behav_parse("dup-items=1,2", &bad, err, sizeof err), BM_EINVAL);
+    assert_int_equal(bs_behav_parse("dup-items=1-2", &bad, err, sizeof err), BM_EINVAL);
     b = parse_ok("syncing");
     assert_true(b.syncing);
     b = parse_ok("optimistic");
@@ -182,6 +195,7 @@ static void test_json(void **state)
     bs_behav_t all = parse_ok("lag=5,jitter=6,slow=7,clock-skew=-8,error-rate=0.5,sse-drop=0.25,"
                               "client=nimbus,sse-style=lighthouse,gzip,no-ssz,hang,stale,fork,"
                               "syncing,optimistic,sse-fragment,payload-delay=9,big-values,down,"
+                              "bad-source,bad-target,fail-items=0+2+63,dup-items=1,"
                               "sse-head-with-event,sse-first-event-late=11");
     bm_str_t s = BM_STR_INIT;
     bs_behav_json(&s, &all);
@@ -219,6 +233,10 @@ static void test_help_names_every_word(void **state)
                            "no-ssz",
                            "payload-delay",
                            "big-values",
+                           "bad-source",
+                           "bad-target",
+                           "fail-items=",
+                           "dup-items=",
                            "sse-head-with-event",
                            "sse-first-event-late="};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
