@@ -206,6 +206,18 @@ void bm_expo_double(bm_str_t *o, const char *name, const bm_label_t *labels, siz
     bm_str_putc(o, '\n');
 }
 
+/* One line of a histogram: name + suffix, the labels (with `le` when given), a count. */
+static void hist_line(bm_str_t *o, const char *name, const char *suffix, const bm_label_t *labels,
+                      size_t n, const char *le, uint64_t v)
+{
+    bm_str_puts(o, name);
+    bm_str_puts(o, suffix);
+    labels_out(o, labels, n, le);
+    bm_str_putc(o, ' ');
+    bm_str_u64(o, v);
+    bm_str_putc(o, '\n');
+}
+
 void bm_expo_hist(bm_str_t *o, const char *name, const bm_label_t *labels, size_t n,
                   const bm_hist_t *h)
 {
@@ -214,12 +226,7 @@ void bm_expo_hist(bm_str_t *o, const char *name, const bm_label_t *labels, size_
         cum += h->counts[i];
         char buf[48];
         number_text(buf, sizeof buf, i == h->n_bounds ? INFINITY : h->bounds[i]);
-        bm_str_puts(o, name);
-        bm_str_puts(o, "_bucket");
-        labels_out(o, labels, n, buf);
-        bm_str_putc(o, ' ');
-        bm_str_u64(o, cum);
-        bm_str_putc(o, '\n');
+        hist_line(o, name, "_bucket", labels, n, buf, cum);
     }
     bm_str_puts(o, name);
     bm_str_puts(o, "_sum");
@@ -227,10 +234,5 @@ void bm_expo_hist(bm_str_t *o, const char *name, const bm_label_t *labels, size_
     bm_str_putc(o, ' ');
     bm_expo_number(o, h->sum);
     bm_str_putc(o, '\n');
-    bm_str_puts(o, name);
-    bm_str_puts(o, "_count");
-    labels_out(o, labels, n, NULL);
-    bm_str_putc(o, ' ');
-    bm_str_u64(o, h->count);
-    bm_str_putc(o, '\n');
+    hist_line(o, name, "_count", labels, n, NULL, h->count);
 }

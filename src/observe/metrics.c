@@ -18,6 +18,26 @@
 static const double pool_bounds_s[BM_LATENCY_BUCKETS - 1] = {
     0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 60};
 
+/* A family of one sample without labels. */
+static void single(bm_str_t *o, const char *name, bm_expo_type_t type, const char *help, uint64_t v)
+{
+    bm_expo_family(o, name, type, help);
+    bm_expo_u64(o, name, NULL, 0, v);
+}
+
+/* A family with one label: values[i] under label=names[i]. */
+static void by_label(bm_str_t *o, const char *name, bm_expo_type_t type, const char *help,
+                     const char *label, const char *const *names, const uint64_t *values, size_t n)
+{
+    bm_expo_family(o, name, type, help);
+    for (size_t i = 0; i < n; i++) {
+        bm_label_t l[] = {{label, names[i]}};
+        bm_expo_u64(o, name, l, 1, values[i]);
+    }
+}
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
 /* ---- process ------------------------------------------------------------------------------ */
 
 /* The standard process_* families, from /proc (left out where it cannot be read). */
@@ -224,24 +244,20 @@ static void cluster_metrics(bm_str_t *o, const bm_observe_t *ob)
                    "The newest finalized epoch a node reported on the cluster chain.");
     if (f->finalized_known)
         bm_expo_u64(o, "beaconmux_cluster_finalized_epoch", NULL, 0, f->finalized_epoch);
-    bm_expo_family(o, "beaconmux_cluster_head_moves_total", BM_EXPO_COUNTER,
-                   "Moves of the cluster head by cause: extension (one node, a child of the "
-                   "head), quorum (a competing block or unknown ancestry), reorg.");
-    const char *causes[] = {"extension", "quorum", "reorg"};
+    static const char *const causes[] = {"extension", "quorum", "reorg"};
     uint64_t moves[] = {f->moves_extension, f->moves_quorum, f->moves_reorg};
-    for (int k = 0; k < 3; k++) {
-        bm_label_t l[] = {{"cause", causes[k]}};
-        bm_expo_u64(o, "beaconmux_cluster_head_moves_total", l, 1, moves[k]);
-    }
+    by_label(o, "beaconmux_cluster_head_moves_total", BM_EXPO_COUNTER,
+             "Moves of the cluster head by cause: extension (one node, a child of the head), "
+             "quorum (a competing block or unknown ancestry), reorg.",
+             "cause", causes, moves, N(moves));
     bm_expo_family(o, "beaconmux_cluster_reorg_depth_slots", BM_EXPO_HISTOGRAM,
                    "Depth of the cluster head's re-orgs (old head slot - common ancestor slot).");
     bm_expo_hist(o, "beaconmux_cluster_reorg_depth_slots", NULL, 0, &f->reorg_depth);
     if (!src->head)
         return;
-    const bm_head_stats_t *st = bm_head_stats(src->head);
-    bm_expo_family(o, "beaconmux_cluster_header_requests_total", BM_EXPO_COUNTER,
-                   "Block headers the head tracker asked nodes for (unknown parents).");
-    bm_expo_u64(o, "beaconmux_cluster_header_requests_total", NULL, 0, st->fetches);
+    single(o, "beaconmux_cluster_header_requests_total", BM_EXPO_COUNTER,
+           "Block headers the head tracker asked nodes for (unknown parents).",
+           bm_head_stats(src->head)->fetches);
 }
 
 /* ---- duties ------------------------------------------------------------------------------- */
@@ -273,34 +289,25 @@ static void duty_metrics(bm_str_t *o, const bm_observe_t *ob)
                     f->served[d][BM_ANSWER_FRESH] + f->served[d][BM_ANSWER_STALE]);
     }
     const bm_observe_sources_t *src = bm_observe_sources(ob);
-    if (src->attest) {
-        bm_attest_stats_t s = bm_attest_stats(src->attest);
-        bm_expo_family(o, "beaconmux_duty_coalesced_total", BM_EXPO_COUNTER,
-                       "Duty reads that joined a race already running for the same read.");
-        bm_expo_u64(o, "beaconmux_duty_coalesced_total", NULL, 0, s.joined);
-    }
+    if (src->attest)
+        single(o, "beaconmux_duty_coalesced_total", BM_EXPO_COUNTER,
+               "Duty reads that joined a race already running for the same read.",
+               bm_attest_stats(src->attest).joined);
     if (src->aggregate) {
         const bm_aggregate_stats_t *s = bm_aggregate_stats(src->aggregate);
-        bm_expo_family(o, "beaconmux_aggregate_answers_total", BM_EXPO_COUNTER,
-                       "Aggregate and contribution reads answered: full, partial, error.");
-        const char *outs2[] = {"full", "partial", "error"};
+        static const char *const outs2[] = {"full", "partial", "error"};
         uint64_t v[] = {s->full, s->partial, s->errors};
-        for (int k = 0; k < 3; k++) {
-            bm_label_t l[] = {{"outcome", outs2[k]}};
-            bm_expo_u64(o, "beaconmux_aggregate_answers_total", l, 1, v[k]);
-        }
+        by_label(o, "beaconmux_aggregate_answers_total", BM_EXPO_COUNTER,
+                 "Aggregate and contribution reads answered: full, partial, error.", "outcome",
+                 outs2, v, N(v));
     }
     if (src->duties) {
         const bm_duties_stats_t *s = bm_duties_stats(src->duties);
-        bm_expo_family(o, "beaconmux_duties_answers_total", BM_EXPO_COUNTER,
-                       "Duty list reads answered, by rule: dependent root, first, majority, "
-                       "late, error.");
-        const char *rules[] = {"by_root", "first", "majority", "late", "error"};
+        static const char *const rules[] = {"by_root", "first", "majority", "late", "error"};
         uint64_t v[] = {s->by_root, s->first, s->majority, s->late, s->errors};
-        for (int k = 0; k < 5; k++) {
-            bm_label_t l[] = {{"rule", rules[k]}};
-            bm_expo_u64(o, "beaconmux_duties_answers_total", l, 1, v[k]);
-        }
+        by_label(o, "beaconmux_duties_answers_total", BM_EXPO_COUNTER,
+                 "Duty list reads answered, by rule: dependent root, first, majority, late, error.",
+                 "rule", rules, v, N(v));
     }
 }
 
@@ -329,23 +336,20 @@ static void journal_metrics(bm_str_t *o, const bm_observe_t *ob)
                    "Served duty reads judged two slots after their slot (may change at "
                    "finality).",
                    &s->provisional);
-    bm_expo_family(o, "beaconmux_votes_saved_total", BM_EXPO_COUNTER,
-                   "Duty reads served on the canonical head that the first configured node "
-                   "alone would not have served so (judged at finality).");
-    bm_expo_u64(o, "beaconmux_votes_saved_total", NULL, 0, s->final.saved);
-    bm_expo_family(o, "beaconmux_votes_lost_total", BM_EXPO_COUNTER,
-                   "Duty reads served off the canonical head that the first configured node "
-                   "alone would have served on it (judged at finality).");
-    bm_expo_u64(o, "beaconmux_votes_lost_total", NULL, 0, s->final.lost);
-    bm_expo_family(o, "beaconmux_votes_saved_provisional_total", BM_EXPO_COUNTER,
-                   "beaconmux_votes_saved_total as judged two slots after the slot.");
-    bm_expo_u64(o, "beaconmux_votes_saved_provisional_total", NULL, 0, s->provisional.saved);
-    bm_expo_family(o, "beaconmux_journal_records_total", BM_EXPO_COUNTER,
-                   "Records of served duty reads the journal received.");
-    bm_expo_u64(o, "beaconmux_journal_records_total", NULL, 0, s->records);
-    bm_expo_family(o, "beaconmux_journal_final_slot", BM_EXPO_GAUGE,
-                   "The newest slot the journal judged at finality.");
-    bm_expo_u64(o, "beaconmux_journal_final_slot", NULL, 0, s->final_slot);
+    single(o, "beaconmux_votes_saved_total", BM_EXPO_COUNTER,
+           "Duty reads served on the canonical head that the first configured node alone would "
+           "not have served so (judged at finality).",
+           s->final.saved);
+    single(o, "beaconmux_votes_lost_total", BM_EXPO_COUNTER,
+           "Duty reads served off the canonical head that the first configured node alone would "
+           "have served on it (judged at finality).",
+           s->final.lost);
+    single(o, "beaconmux_votes_saved_provisional_total", BM_EXPO_COUNTER,
+           "beaconmux_votes_saved_total as judged two slots after the slot.", s->provisional.saved);
+    single(o, "beaconmux_journal_records_total", BM_EXPO_COUNTER,
+           "Records of served duty reads the journal received.", s->records);
+    single(o, "beaconmux_journal_final_slot", BM_EXPO_GAUGE,
+           "The newest slot the journal judged at finality.", s->final_slot);
 }
 
 /* ---- broadcast, events ---------------------------------------------------------------------- */
@@ -356,12 +360,12 @@ static void broadcast_metrics(bm_str_t *o, const bm_observe_t *ob)
     if (src->broadcast) {
         bm_broadcast_stats_t s;
         bm_broadcast_stats(src->broadcast, &s);
-        bm_expo_family(o, "beaconmux_broadcast_writes_total", BM_EXPO_COUNTER,
-                       "Writes (pool, publish, subscriptions...) sent to every node, by what "
-                       "the client got: 2xx or error.");
-        bm_label_t ok[] = {{"outcome", "2xx"}}, err[] = {{"outcome", "error"}};
-        bm_expo_u64(o, "beaconmux_broadcast_writes_total", ok, 1, s.answered_2xx);
-        bm_expo_u64(o, "beaconmux_broadcast_writes_total", err, 1, s.answered_error);
+        static const char *const outs[] = {"2xx", "error"};
+        uint64_t v[] = {s.answered_2xx, s.answered_error};
+        by_label(o, "beaconmux_broadcast_writes_total", BM_EXPO_COUNTER,
+                 "Writes (pool, publish, subscriptions...) sent to every node, by what the "
+                 "client got: 2xx or error.",
+                 "outcome", outs, v, N(v));
         bm_expo_family(o, "beaconmux_broadcast_first_2xx_seconds", BM_EXPO_HISTOGRAM,
                        "Time from a write's arrival to the first node's 2xx, which the client "
                        "gets at once.");
@@ -376,15 +380,12 @@ static void broadcast_metrics(bm_str_t *o, const bm_observe_t *ob)
     if (src->replay) {
         bm_replay_stats_t r;
         bm_replay_stats(src->replay, &r);
-        bm_expo_family(o, "beaconmux_replays_total", BM_EXPO_COUNTER,
-                       "Replays of validator state (preparations, registrations, "
-                       "subscriptions) to a node that came back, by outcome.");
-        const char *outs[] = {"started", "completed", "failed"};
+        static const char *const outs[] = {"started", "completed", "failed"};
         uint64_t v[] = {r.replays_started, r.replays_completed, r.replays_failed};
-        for (int k = 0; k < 3; k++) {
-            bm_label_t l[] = {{"outcome", outs[k]}};
-            bm_expo_u64(o, "beaconmux_replays_total", l, 1, v[k]);
-        }
+        by_label(o, "beaconmux_replays_total", BM_EXPO_COUNTER,
+                 "Replays of validator state (preparations, registrations, subscriptions) to a "
+                 "node that came back, by outcome.",
+                 "outcome", outs, v, N(v));
     }
 }
 
@@ -394,21 +395,16 @@ static void events_metrics(bm_str_t *o, const bm_observe_t *ob)
     if (!ev)
         return;
     const bm_events_stats_t *s = bm_events_stats(ev);
-    bm_expo_family(o, "beaconmux_events_subscribers", BM_EXPO_GAUGE,
-                   "Clients subscribed to the cluster event stream now.");
-    bm_expo_u64(o, "beaconmux_events_subscribers", NULL, 0, s->subscribers);
-    bm_expo_family(o, "beaconmux_events_deliveries_total", BM_EXPO_COUNTER,
-                   "Events written to subscribers.");
-    bm_expo_u64(o, "beaconmux_events_deliveries_total", NULL, 0, s->events_out);
-    bm_expo_family(o, "beaconmux_events_delivered_bytes_total", BM_EXPO_COUNTER,
-                   "Bytes of events written to subscribers.");
-    bm_expo_u64(o, "beaconmux_events_delivered_bytes_total", NULL, 0, s->bytes_out);
-    bm_expo_family(o, "beaconmux_events_drops_total", BM_EXPO_COUNTER,
-                   "Subscribers dropped because they did not keep up.");
-    bm_expo_u64(o, "beaconmux_events_drops_total", NULL, 0, s->dropped);
-    bm_expo_family(o, "beaconmux_events_node_events_total", BM_EXPO_COUNTER,
-                   "Events received from the nodes' streams.");
-    bm_expo_u64(o, "beaconmux_events_node_events_total", NULL, 0, s->node_events);
+    single(o, "beaconmux_events_subscribers", BM_EXPO_GAUGE,
+           "Clients subscribed to the cluster event stream now.", s->subscribers);
+    single(o, "beaconmux_events_deliveries_total", BM_EXPO_COUNTER,
+           "Events written to subscribers.", s->events_out);
+    single(o, "beaconmux_events_delivered_bytes_total", BM_EXPO_COUNTER,
+           "Bytes of events written to subscribers.", s->bytes_out);
+    single(o, "beaconmux_events_drops_total", BM_EXPO_COUNTER,
+           "Subscribers dropped because they did not keep up.", s->dropped);
+    single(o, "beaconmux_events_node_events_total", BM_EXPO_COUNTER,
+           "Events received from the nodes' streams.", s->node_events);
 }
 
 /* ---- server, read path ---------------------------------------------------------------------- */
@@ -426,18 +422,15 @@ static void server_metrics(bm_str_t *o, const bm_observe_t *ob)
     if (src->server) {
         bm_server_stats_t s;
         bm_server_stats(src->server, &s);
-        bm_expo_family(o, "beaconmux_server_connections", BM_EXPO_GAUGE,
-                       "Client connections open now.");
-        bm_expo_u64(o, "beaconmux_server_connections", NULL, 0,
-                    bm_server_connection_count(src->server));
-        bm_expo_family(o, "beaconmux_server_connections_total", BM_EXPO_COUNTER,
-                       "Client connections accepted, and refused at accept (over the limit).");
-        bm_label_t a[] = {{"outcome", "accepted"}}, r[] = {{"outcome", "refused"}};
-        bm_expo_u64(o, "beaconmux_server_connections_total", a, 1, s.accepted - s.refused);
-        bm_expo_u64(o, "beaconmux_server_connections_total", r, 1, s.refused);
-        bm_expo_family(o, "beaconmux_server_rejected_requests_total", BM_EXPO_COUNTER,
-                       "Requests the server answered itself: malformed, too large, too slow.");
-        bm_expo_u64(o, "beaconmux_server_rejected_requests_total", NULL, 0, s.rejected);
+        single(o, "beaconmux_server_connections", BM_EXPO_GAUGE, "Client connections open now.",
+               bm_server_connection_count(src->server));
+        static const char *const outs[] = {"accepted", "refused"};
+        uint64_t v[] = {s.accepted - s.refused, s.refused};
+        by_label(o, "beaconmux_server_connections_total", BM_EXPO_COUNTER,
+                 "Client connections accepted, and refused at accept (over the limit).", "outcome",
+                 outs, v, N(v));
+        single(o, "beaconmux_server_rejected_requests_total", BM_EXPO_COUNTER,
+               "Requests the server answered itself: malformed, too large, too slow.", s.rejected);
     }
     bm_expo_family(o, "beaconmux_server_requests_total", BM_EXPO_COUNTER,
                    "Requests answered, by route class and status class.");
@@ -462,22 +455,17 @@ static void read_metrics(bm_str_t *o, const bm_observe_t *ob)
     if (!rp)
         return;
     const bm_readpath_counters_t *c = bm_readpath_counters(rp);
-    bm_expo_family(o, "beaconmux_read_requests_total", BM_EXPO_COUNTER,
-                   "Reads served by the read path.");
-    bm_expo_u64(o, "beaconmux_read_requests_total", NULL, 0, c->reads);
-    bm_expo_family(o, "beaconmux_read_attempts_total", BM_EXPO_COUNTER,
-                   "Requests the read path sent to nodes, by kind: first, retry, hedge.");
-    const char *kinds[] = {"first", "retry", "hedge"};
+    single(o, "beaconmux_read_requests_total", BM_EXPO_COUNTER, "Reads served by the read path.",
+           c->reads);
+    static const char *const kinds[] = {"first", "retry", "hedge"};
     uint64_t first =
         c->attempts >= c->retries + c->hedges ? c->attempts - c->retries - c->hedges : 0;
     uint64_t v[] = {first, c->retries, c->hedges};
-    for (int k = 0; k < 3; k++) {
-        bm_label_t l[] = {{"kind", kinds[k]}};
-        bm_expo_u64(o, "beaconmux_read_attempts_total", l, 1, v[k]);
-    }
-    bm_expo_family(o, "beaconmux_read_deadline_exceeded_total", BM_EXPO_COUNTER,
-                   "Reads that ran out of their total deadline.");
-    bm_expo_u64(o, "beaconmux_read_deadline_exceeded_total", NULL, 0, c->deadline_exceeded);
+    by_label(o, "beaconmux_read_attempts_total", BM_EXPO_COUNTER,
+             "Requests the read path sent to nodes, by kind: first, retry, hedge.", "kind", kinds,
+             v, N(v));
+    single(o, "beaconmux_read_deadline_exceeded_total", BM_EXPO_COUNTER,
+           "Reads that ran out of their total deadline.", c->deadline_exceeded);
 }
 
 void bm_metrics_write(const bm_observe_t *ob, bm_str_t *o)

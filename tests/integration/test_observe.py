@@ -34,7 +34,8 @@ import unittest
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import SOURCE_DIR, Beaconmux, Beaconsim, Proc, http_request, main, wait_for  # noqa: E402
+from harness import (SOURCE_DIR, Beaconmux, Beaconsim, Proc, ensure_packages, free_port,  # noqa: E402
+                     http_request, main, wait_for)
 
 SLOT_MS = 1000
 SPE = 4
@@ -95,26 +96,6 @@ def metric_values(text, name):
         if m:
             out[m.group(1) or ""] = float(m.group(2))
     return out
-
-
-def ensure_observe_packages():
-    """prometheus, promtool (and chromium): installed through the project's script when
-    missing. Returns False when they cannot be had (no network, no root)."""
-    if shutil.which("promtool") and shutil.which("prometheus"):
-        return True
-    script = os.path.join(SOURCE_DIR, "scripts", "install-deps.sh")
-    r = subprocess.run([script, "observe"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    if r.returncode != 0:
-        sys.stderr.write(r.stdout.decode("utf-8", "replace")[-2000:])
-    return bool(shutil.which("promtool") and shutil.which("prometheus"))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class Journal(unittest.TestCase):
@@ -263,7 +244,7 @@ class Exposition(unittest.TestCase):
         return body.decode()
 
     def test_promtool_check_metrics(self):
-        if not ensure_observe_packages():
+        if not ensure_packages("prometheus", "promtool"):
             self.skipTest("prometheus's package is not available here")
         text = self.metrics()
         r = subprocess.run(["promtool", "check", "metrics"], input=text.encode(),
@@ -277,7 +258,7 @@ class Exposition(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
 
     def test_prometheus_scrapes(self):
-        if not ensure_observe_packages():
+        if not ensure_packages("prometheus", "promtool"):
             self.skipTest("prometheus's package is not available here")
         port = free_port()
         cfg = os.path.join(self.tmp, "prometheus.yml")

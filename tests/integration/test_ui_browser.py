@@ -18,14 +18,14 @@ import base64
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import BIN_DIR, SOURCE_DIR, Beaconmux, Beaconsim, Proc, http_request, main, wait_for  # noqa: E402
+from harness import (BIN_DIR, Beaconmux, Beaconsim, Proc, ensure_packages, free_port,  # noqa: E402
+                     http_request, main, wait_for)
 
 SLOT_MS = 1000
 CONFIG = """
@@ -40,25 +40,6 @@ health:
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",
                "--disable-dev-shm-usage", "--window-size=1280,1700"]
-
-
-def ensure_browser():
-    if shutil.which("chromium") and shutil.which("chromedriver"):
-        return True
-    r = subprocess.run([os.path.join(SOURCE_DIR, "scripts", "install-deps.sh"), "observe"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    if r.returncode != 0:
-        sys.stderr.write(r.stdout.decode("utf-8", "replace")[-2000:])
-    return bool(shutil.which("chromium") and shutil.which("chromedriver"))
-
-
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 class WebDriver:
@@ -135,7 +116,7 @@ return {rendered: document.body.dataset.rendered || null, conn: document.getElem
 
 class Dashboard(unittest.TestCase):
     def test_dashboard_in_chromium(self):
-        if not ensure_browser():
+        if not ensure_packages("chromium", "chromedriver"):
             self.skipTest("chromium and chromedriver are not available here")
         sim = Beaconsim(nodes=4, slot_ms=SLOT_MS, slots_per_epoch=8,
                         node_specs={0: "lag=600", 2: "lag=2500", 3: "fork"})
