@@ -15,7 +15,6 @@
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
-#include "duties/hint.h"
 #include "observe/access.h"
 #include "observe/expo.h"
 #include "observe/metrics.h"
@@ -383,17 +382,33 @@ static void summary_json(const bm_observe_t *o, bm_str_t *s)
     bm_str_putc(s, '}');
 }
 
+/* The value of query parameter `name` (its first occurrence) as a span; false when absent. */
+static bool query_value(const char *q, size_t qlen, const char *name, const char **v, size_t *vlen)
+{
+    size_t nl = strlen(name);
+    while (q && qlen) {
+        const char *amp = memchr(q, '&', qlen);
+        size_t len = amp ? (size_t)(amp - q) : qlen;
+        if (len >= nl && memcmp(q, name, nl) == 0 && (len == nl || q[nl] == '=')) {
+            *v = q + (len > nl ? nl + 1 : nl);
+            *vlen = len > nl ? len - nl - 1 : 0;
+            return true;
+        }
+        if (!amp)
+            break;
+        qlen -= len + 1;
+        q = amp + 1;
+    }
+    return false;
+}
+
 /* Reads slot parameter `name` into *v; false (and a 400 sent) when present and invalid. */
 static bool slot_param(bm_req_t *req, const char *name, bool *given, uint64_t *v)
 {
-    size_t qlen;
-    const char *q = bm_req_query(req, &qlen);
-    char buf[32];
-    int n = bm_hint_query_param(q, qlen, name, buf, sizeof buf);
-    *given = n >= 0 || (q && memmem(q, qlen, name, strlen(name)));
-    if (!*given)
-        return true;
-    if (n <= 0 || bm_json_parse_u64(buf, (size_t)n, v) != 0) {
+    size_t qlen, vlen;
+    const char *q = bm_req_query(req, &qlen), *val;
+    *given = query_value(q, qlen, name, &val, &vlen);
+    if (*given && (vlen == 0 || bm_json_parse_u64(val, vlen, v) != 0)) {
         bm_resp_error(req, 400, "Invalid %s: a slot number is expected", name);
         return false;
     }

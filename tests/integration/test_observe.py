@@ -371,11 +371,16 @@ class Exposition(unittest.TestCase):
 
     def test_journal_bad_requests(self):
         for q, word in (("from_slot=x", "from_slot"), ("to_slot=-1", "to_slot"),
-                        ("from_slot=9&to_slot=3", "after")):
+                        ("from_slot=9&to_slot=3", "after"), ("from_slot=", "from_slot"),
+                        ("to_slot=" + "9" * 40, "to_slot")):
             st, body = get_json(self.mux.port, "/beaconmux/v1/journal?" + q)
             self.assertEqual(st, 400, q)
             self.assertEqual(body["code"], 400)
             self.assertIn(word, body["message"])
+        # a parameter whose name only ends like one is another parameter
+        st, body = get_json(self.mux.port, "/beaconmux/v1/journal?xfrom_slot=abc&to_slot=5")
+        self.assertEqual(st, 200, body)
+        self.assertTrue(all(int(x["slot"]) <= 5 for x in body["journal"]["slots"]))
 
 
 class OwnListener(unittest.TestCase):
