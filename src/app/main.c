@@ -229,7 +229,7 @@ static int build_observe(app_t *a)
         .pool = a->pool,
         .head = a->head,
         .monitor = a->monitor,
-        .disc = a->disc,
+        .chain = bm_discovery_chain(a->disc),
         .events = a->events,
         .attest = a->attest,
         .produce = a->produce,

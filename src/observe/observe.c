@@ -75,7 +75,7 @@ const bm_observe_sources_t *bm_observe_sources(const bm_observe_t *o)
 
 static const bm_slot_clock_t *chain_clock(const bm_observe_t *o)
 {
-    const bm_chain_info_t *c = o->src.disc ? bm_discovery_chain(o->src.disc) : NULL;
+    const bm_chain_info_t *c = o->src.chain;
     return c && c->known ? &c->clock : NULL;
 }
 
@@ -108,8 +108,8 @@ void bm_observe_served(const bm_served_t *s, void *ud)
     if (!o->journal)
         return;
     const bm_slot_clock_t *clock = chain_clock(o);
-    if (clock)
-        bm_journal_advance(o->journal, bm_slot_at(clock, bm_clock_now_ms()));
+    if (clock) /* the race's own time (the engine's clock): the slot it ran in has begun */
+        bm_journal_advance(o->journal, bm_slot_at(clock, s->started_ms));
     bm_journal_add(o->journal, s);
 }
 
@@ -142,6 +142,10 @@ void bm_observe_finalized(bm_observe_t *o, size_t node, uint64_t epoch, const ui
         return;
     uint64_t start = bm_epoch_start_slot(clock, epoch);
     uint8_t on_chain[32];
+    bm_head_info_t h;
+    /* nothing past the cluster head is final: a claim beyond it is a node's mistake */
+    if (!bm_head_cluster(o->src.head, &h) || start > h.slot)
+        return;
     if (bm_head_root_at_slot(o->src.head, start, on_chain) != 0 || memcmp(on_chain, root, 32) != 0)
         return; /* not (provably) on the cluster chain: a forked or lagging node's word */
     o->fig.finalized_known = true;

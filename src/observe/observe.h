@@ -31,7 +31,7 @@
 
 #include "base/buf.h"
 #include "base/hist.h"
-#include "cluster/discovery.h"
+#include "cluster/chain.h"
 #include "cluster/events.h"
 #include "cluster/head.h"
 #include "cluster/monitor.h"
@@ -67,7 +67,7 @@ typedef struct bm_observe_sources {
     bm_pool_t *pool;
     bm_head_t *head;
     bm_monitor_t *monitor;
-    bm_discovery_t *disc;
+    const bm_chain_info_t *chain; /* the chain's clock: discovery's, read live */
     bm_events_t *events;
     bm_attest_t *attest;
     bm_produce_t *produce;
