@@ -11,3 +11,9 @@ for b in proxy.sh memory.sh sim.sh events.sh duties.sh broadcast.py readpath.py 
     "./$b"
   fi
 done
+# instructions and system calls per proxied request, for beaconmux and the two proxies it is
+# compared with (callgrind counts do not depend on what else runs on the machine)
+for t in ${BENCH_COST_TARGETS:-beaconmux nginx haproxy}; do
+  echo "=== bench/cost.sh ($t)"
+  COST_TARGET=$t ./cost.sh
+done

@@ -79,6 +79,7 @@ typedef struct bm_config_upstream {
     uint32_t weight;   /* share within its tier */
     bool archive;      /* keeps full history */
     bm_config_autotune_t auto_tune;
+    uint32_t max_connections; /* http://: connections to the node at once (its pool) */
 } bm_config_upstream_t;
 
 typedef struct bm_config_log {

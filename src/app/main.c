@@ -105,6 +105,11 @@ static int build_pool(app_t *a)
             bm_log(BM_LOG_ERROR, "upstream %s: cannot be added", u->id);
             return BM_EINVAL;
         }
+        /* the node's pool (http://; https:// nodes share libcurl's connections) */
+        if (bm_upstream_set_node_limit(a->up, u->url, u->max_connections) != 0) {
+            bm_log(BM_LOG_ERROR, "upstream %s: cannot set its connection limit", u->id);
+            return BM_ENOMEM;
+        }
         bm_log(BM_LOG_INFO, "upstream %s: %s", n->id, n->url_masked);
     }
     return 0;

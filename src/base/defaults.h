@@ -60,12 +60,13 @@
 #define BM_DEFAULT_HEALTH_MAX_HEAD_LAG 1 /* slots */
 #define BM_DEFAULT_HEALTH_HEAD_QUORUM 0  /* 0 = automatic */
 
-/* upstreams[]: per-node read-path settings */
+/* upstreams[]: per-node read-path settings, and the node's connection pool */
 #define BM_DEFAULT_UPSTREAM_PRIORITY 0 /* tier: lower is used first */
 #define BM_DEFAULT_UPSTREAM_WEIGHT 1
 #define BM_DEFAULT_UPSTREAM_ARCHIVE false
-#define BM_DEFAULT_UPSTREAM_AUTOTUNE_MIN 1 /* requests per second */
-#define BM_DEFAULT_UPSTREAM_AUTOTUNE_MAX 0 /* 0: no auto-tuned bucket */
+#define BM_DEFAULT_UPSTREAM_AUTOTUNE_MIN 1     /* requests per second */
+#define BM_DEFAULT_UPSTREAM_AUTOTUNE_MAX 0     /* 0: no auto-tuned bucket */
+#define BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS 64 /* an http:// node's pool (http/upstream.h) */
 
 /* routing: how the read path picks among candidates */
 #define BM_DEFAULT_ROUTING_SCORE_WEIGHT_ERROR_RATE 4

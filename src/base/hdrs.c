@@ -146,22 +146,26 @@ bool bm_header_name_is(const char *name, size_t len, const char *z)
 
 bool bm_header_is_hop_by_hop(const char *name, size_t len)
 {
-    static const char *const hop[] = {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authenticate",
-        "te",
-        "proxy-authorization",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-        "expect",
+    /* Compared by length first: most fields are decided without a string comparison. */
+    static const struct {
+        const char *name;
+        size_t len;
+    } hop[] = {
+        {"te", 2},
+        {"host", 4},
+        {"expect", 6},
+        {"trailer", 7},
+        {"upgrade", 7},
+        {"connection", 10},
+        {"keep-alive", 10},
+        {"content-length", 14},
+        {"proxy-connection", 16},
+        {"transfer-encoding", 17},
+        {"proxy-authenticate", 18},
+        {"proxy-authorization", 19},
     };
-    for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
-        if (bm_header_name_is(name, len, hop[i]))
+    for (size_t i = 0; i < sizeof hop / sizeof hop[0] && hop[i].len <= len; i++)
+        if (hop[i].len == len && strncasecmp(name, hop[i].name, len) == 0)
             return true;
     return false;
 }

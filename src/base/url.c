@@ -14,10 +14,31 @@
  */
 #include "base/url.h"
 
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/err.h"
+
+bool bm_url_printable(const char *p, size_t n)
+{
+    /* Eight bytes at a time: a byte below 0x21 or above 0x7e sets its high bit in one of
+     * the two masks (the classic "has less than" / "has more than" word tricks). */
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        uint64_t below = (x - ones * 0x21) & ~x & highs;
+        uint64_t above = ((x + ones * (127 - 0x7e)) | x) & highs;
+        if (below | above)
+            return false;
+    }
+    for (; i < n; i++)
+        if ((unsigned char)p[i] <= 0x20 || (unsigned char)p[i] >= 0x7f)
+            return false;
+    return true;
+}
 
 /* Length of "http://" or "https://" at the start of `url` (any case), else 0. */
 static size_t scheme_len(const char *url)
@@ -121,52 +142,59 @@ static bool valid_hostport(const char *p, size_t n)
     return h == n || valid_port(p + h, n - h);
 }
 
-/* A path segment that is "." or ".." (dots possibly written as %2e). */
-static bool dot_segment(const char *p, size_t n)
-{
-    size_t dots = 0;
-    for (size_t i = 0; i < n;) {
-        if (p[i] == '.') {
-            i++;
-        } else if (n - i >= 3 && p[i] == '%' && p[i + 1] == '2' && (p[i + 2] | 0x20) == 'e') {
-            i += 3;
-        } else {
-            return false;
-        }
-        dots++;
-    }
-    return dots == 1 || dots == 2;
-}
-
 /*
  * Checks an absolute path with an optional query (when `query_ok`): printable ASCII
  * only, no fragment, no backslash, well-formed percent escapes and no dot segments in
- * the path part. The query part is passed on as the client wrote it.
+ * the path part. The query part is passed on as the client wrote it. One pass: this runs
+ * for every proxied request.
  */
 static bool valid_path(const char *p, bool query_ok)
 {
-    size_t n = strlen(p);
-    size_t path_end = strcspn(p, "?");
-    if (path_end < n && !query_ok)
+    if (p[0] != '\0' && p[0] != '/' && p[0] != '?')
         return false;
-    for (size_t i = 0; i < n; i++) {
+    size_t n = strlen(p);
+    if (!memchr(p, '.', n) && !memchr(p, '%', n)) {
+        /* Without '.' or '%' there is no dot segment and no escape to check: only the
+         * bytes themselves (the usual Beacon API path takes this way). */
+        return bm_url_printable(p, n) && !memchr(p, '#', n) && !memchr(p, '\\', n) &&
+               (query_ok || !memchr(p, '?', n));
+    }
+    bool in_path = true;
+    int dots = 0;          /* "." or "%2e" in the current segment */
+    bool only_dots = true; /* and nothing else */
+    for (size_t i = p[0] == '/' ? 1 : 0;; i++) {
         unsigned char c = (unsigned char)p[i];
+        if (in_path && (c == '/' || c == '?' || c == '\0')) {
+            if (i > 0 && only_dots && (dots == 1 || dots == 2))
+                return false; /* "." or ".." would climb out of a path prefix */
+            dots = 0;
+            only_dots = true;
+            if (c == '?') {
+                if (!query_ok)
+                    return false;
+                in_path = false;
+            }
+        }
+        if (c == '\0')
+            return true;
         if (c <= 0x20 || c >= 0x7f || c == '#' || c == '\\')
             return false;
-        if (c == '%' && i < path_end && !pct_ok(p, path_end, i))
-            return false;
-    }
-    if (path_end > 0 && p[0] != '/')
-        return false;
-    size_t seg = 1;
-    for (size_t i = 1; i <= path_end; i++) {
-        if (i == path_end || p[i] == '/') {
-            if (dot_segment(p + seg, i - seg))
+        if (!in_path || c == '/' || c == '?')
+            continue;
+        if (c == '.') {
+            dots++;
+        } else if (c == '%') {
+            if (!is_hex((unsigned char)p[i + 1]) || !is_hex((unsigned char)p[i + 2]))
                 return false;
-            seg = i + 1;
+            if (p[i + 1] == '2' && (p[i + 2] | 0x20) == 'e')
+                dots++;
+            else
+                only_dots = false;
+            i += 2;
+        } else {
+            only_dots = false;
         }
     }
-    return true;
 }
 
 /* Offsets of the authority of an absolute http(s) URL: [*auth, *auth + *len). */
@@ -189,11 +217,8 @@ bool bm_url_valid(const char *url)
         return false;
     const char *auth = url + a;
     /* The authority itself must be printable; the path is checked by valid_path. */
-    for (size_t i = 0; i < alen; i++) {
-        unsigned char c = (unsigned char)auth[i];
-        if (c <= 0x20 || c >= 0x7f)
-            return false;
-    }
+    if (!bm_url_printable(auth, alen))
+        return false;
     const char *at = memrchr(auth, '@', alen);
     const char *host = auth;
     if (at) {

@@ -9,6 +9,7 @@
 #define BM_URL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "base/buf.h"
 
@@ -39,5 +40,9 @@ void bm_url_mask(bm_str_t *out, const char *url);
  * Queries, fragments, spaces, control and non-ASCII bytes are refused.
  */
 bool bm_url_valid(const char *url);
+
+/** True when p[0..n) is visible ASCII only (0x21 to 0x7e): no space, control or
+ *  non-ASCII byte. Checks eight bytes at a time (it runs on every request URL). */
+bool bm_url_printable(const char *p, size_t n);
 
 #endif /* BM_URL_H */

@@ -45,6 +45,7 @@
 #define IN_BUF_SIZE (16 * 1024)       /* input buffer; also the read-ahead bound while handling */
 #define POOL_MAX 64                   /* spare input buffers kept by the server */
 #define ACC_CAP 4096                  /* accumulator for heads, framing and small bodies */
+#define STREAM_ACC_CAP 128            /* accumulator of a stream: chunk framing only */
 #define SMALL_COPY 512                /* bodies up to this many bytes are copied, not referenced */
 #define MAX_IOV 64                    /* buffers per write */
 #define MAX_WRITE_BYTES (1024 * 1024) /* bytes per uv_write, so that progress is visible */
@@ -470,6 +471,19 @@ static bool q_push(conn_t *c, bm_buf_t *b, size_t off, size_t len)
     return true;
 }
 
+/*
+ * True while the connection streams a response of open length (chunked, or until the
+ * close): an event stream that may last days. Such a connection keeps only a small
+ * accumulator, for chunk framing, and references body buffers instead of copying them:
+ * thousands of subscribers then cost little memory between events, and each event is
+ * still written without a copy (the events module serialises it once for all of them).
+ */
+static bool conn_streaming(const conn_t *c)
+{
+    const bm_req_t *r = &c->req;
+    return r->owned && r->started && (r->mode == RESP_CHUNKED || r->mode == RESP_UNTIL_CLOSE);
+}
+
 /* Turns the accumulator bytes not yet in the queue into a segment. */
 static bool acc_seal(conn_t *c)
 {
@@ -495,7 +509,8 @@ static char *acc_reserve(conn_t *c, size_t n)
         return a->data + a->len;
     if (!acc_seal(c))
         return NULL;
-    bm_buf_t *na = bm_buf_new(n > ACC_CAP ? n : ACC_CAP);
+    size_t cap = conn_streaming(c) ? STREAM_ACC_CAP : ACC_CAP;
+    bm_buf_t *na = bm_buf_new(n > cap ? n : cap);
     if (!na)
         return NULL;
     bm_buf_unref(c->acc);
@@ -527,7 +542,7 @@ static bool queue_buf(conn_t *c, bm_buf_t *b, size_t off, size_t n)
 {
     if (n == 0)
         return true;
-    if (n <= SMALL_COPY)
+    if (n <= SMALL_COPY && !conn_streaming(c))
         return queue_copy(c, b->data + off, n);
     if (!acc_seal(c) || !q_push(c, b, off, n))
         return false;
@@ -702,6 +717,12 @@ static void conn_flush(conn_t *c)
         }
         c->writing = true;
         c->wbytes = bytes;
+    } else if (c->acc && c->acc->refs == 1 && c->acc->cap > STREAM_ACC_CAP && conn_streaming(c)) {
+        /* A stream is under way and everything went out, its head too: keep no large
+         * accumulator while waiting for the next event (a small one comes with it). */
+        bm_buf_unref(c->acc);
+        c->acc = NULL;
+        c->acc_start = 0;
     }
     maybe_drain(c);
     if (!c->closing)

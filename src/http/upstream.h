@@ -1,31 +1,39 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * upstream: HTTP(S) requests to beacon nodes with libcurl's multi interface driven by the
- * libuv loop (socket action: one uv_poll per socket, one uv_timer for curl's timeout).
- * One transfer (bm_xfer_t) is one request to one node. Connections are reused across
- * transfers through the multi handle's connection cache.
+ * upstream: HTTP(S) requests to beacon nodes on the libuv loop. One transfer (bm_xfer_t)
+ * is one request to one node. Two transports sit behind this one interface, chosen by
+ * the URL's scheme:
+ *   - http://: a native HTTP/1.1 client (h1client.c) with a keep-alive pool per node
+ *     (at most node_max_connections, or what bm_upstream_set_node_limit says for that
+ *     node), built for the hot path of every proxied request and duty race;
+ *   - https://: libcurl's multi interface (upstream_curl.c): TLS, certificates, h2
+ *     multiplexing for hosted providers. libcurl is initialised on the first https://
+ *     request only.
+ * A caller cannot tell them apart except by speed: the same callbacks, errors, header
+ * rules and re-entrancy guarantees (uprules.h holds the rules both apply).
  *
  * What every transfer does, whatever the caller passes:
  *   - never follows redirects and speaks only http and https, so a request can reach
  *     nothing but the URL it was given;
  *   - drops hop-by-hop header fields (and those named in Connection), drops the client's
- *     Accept-Encoding and asks for identity (policies must read bodies), sends an empty
- *     Expect: (libcurl would otherwise stall up to 1 s before a body over 1 MiB), lets
- *     libcurl set Host from the URL, and adds no Content-Type of its own;
+ *     Accept-Encoding and asks for identity (policies must read bodies), never sends
+ *     Expect, sets Host from the URL, accepts any media type when the caller sent no
+ *     Accept (as libcurl does), and adds no Content-Type of its own;
  *   - takes credentials from the URL (https://user:pass@host, sent as Basic auth; an
  *     Authorization field in `headers` is then dropped so the node's credentials win) and
  *     never logs them or lets them into `detail`;
  *   - ignores proxy settings from the environment (http_proxy, ...);
  *   - keeps every response header field as received, framing fields (Content-Length,
  *     Transfer-Encoding) included: what to forward is the caller's decision. Trailer
- *     fields of a chunked body are not reported.
+ *     fields of a chunked body are not reported. Interim heads 100, 102 and 103 are
+ *     skipped; 101 or another 1xx, a response head over 64 KiB or a status below 100
+ *     fail the transfer with BM_EPROTO.
  *
- * Re-entrancy: libcurl forbids multi calls from inside its callbacks. Every function here
- * may nevertheless be called from anywhere, including from inside on_head/on_data of any
- * transfer: starts, cancels, pauses and resumes requested while libcurl is on the stack
- * are applied right after it returns. on_done always runs outside libcurl and never inside
- * a bm_upstream_* call; it may start, cancel or free anything. bm_upstream_free from inside
- * a callback is deferred the same way (no callback runs after it).
+ * Re-entrancy: every function here may be called from anywhere, including from inside
+ * on_head/on_data of any transfer. on_done always runs from the loop, never inside a
+ * bm_upstream_* call; it may start, cancel or free anything. No callback of a transfer
+ * runs after its cancel. bm_upstream_free from inside a callback is deferred until the
+ * stack has unwound (no callback runs after it).
  */
 #ifndef BM_UPSTREAM_H
 #define BM_UPSTREAM_H
@@ -42,8 +50,16 @@ typedef struct bm_upstream bm_upstream_t;
 typedef struct bm_xfer bm_xfer_t;
 
 typedef struct bm_upstream_opts {
-    uint32_t max_connects; /* CURLMOPT_MAXCONNECTS: idle connections kept (default 256; 0: 256) */
-    uint32_t max_host_connections; /* per host at once; 0 = unlimited (default 0) */
+    uint32_t max_connects; /* libcurl (https): idle connections kept (default 256; 0: 256) */
+    uint32_t max_host_connections; /* libcurl (https): per host at once; 0 = unlimited */
+    uint32_t node_max_connections; /* http://: connections per node unless set per node
+                                      (bm_upstream_set_node_limit); default 64; 0: 64 */
+    uint32_t node_idle_close_ms;   /* http://: an idle pooled connection closes after this
+                                      (default 30 s; 0: 30 s) */
+    uint32_t node_max_requests;    /* http://: requests per connection before it is replaced
+                                      (default 1000; 0: 1000) */
+    bool http_via_curl;            /* send http:// through libcurl as well (tests compare the two
+                                      transports with it; default false) */
     bool tls_verify;               /* verify peer certificates and host names (tls.verify) */
     const char *ca_file;           /* CA bundle (PEM) used instead of the system bundle; Debian's
                                       libcurl still reads /etc/ssl/certs (CAPATH); copied */
@@ -53,8 +69,9 @@ typedef struct bm_upstream_opts {
 void bm_upstream_opts_default(bm_upstream_opts_t *o);
 
 /**
- * Creates the client on `loop`. NULL on failure (logged). The first call in the process
- * runs curl_global_init (once, under pthread_once); curl_global_cleanup is never called.
+ * Creates the client on `loop`. NULL on failure (logged). The first https:// request in
+ * the process (or the first client with http_via_curl) runs curl_global_init, once,
+ * under pthread_once; curl_global_cleanup is never called.
  */
 bm_upstream_t *bm_upstream_new(uv_loop_t *loop, const bm_upstream_opts_t *opts);
 
@@ -66,6 +83,15 @@ void bm_upstream_free(bm_upstream_t *up);
 
 /** Number of transfers started and not yet done or cancelled. */
 size_t bm_upstream_active(const bm_upstream_t *up);
+
+/**
+ * Bounds the connections to the node of `base_url` (an http:// upstream's configured
+ * URL) to `max_connections` at once (0: node_max_connections). Transfers beyond it wait
+ * for a connection, first come first served. Nodes sharing one origin
+ * (scheme://user@host:port) share one pool; the largest bound wins. https:// nodes are
+ * bounded by max_host_connections instead (returns 0). Returns 0 or BM_EINVAL/BM_ENOMEM.
+ */
+int bm_upstream_set_node_limit(bm_upstream_t *up, const char *base_url, uint32_t max_connections);
 
 /** One request. Everything is copied or referenced by bm_upstream_start; nothing is kept. */
 typedef struct bm_xfer_req {
@@ -94,14 +120,16 @@ typedef struct bm_xfer_result {
 } bm_xfer_result_t;
 
 /**
- * Returned by on_data to pause the transfer; the bytes passed were consumed. libcurl may
- * already hold the next piece (at most one read buffer); it is delivered after the resume.
- * A transfer whose every byte was delivered may complete (on_done) while paused.
+ * Returned by on_data to pause the transfer; the bytes passed were consumed. The client
+ * may already hold the next piece (at most one read buffer); it is delivered after the
+ * resume. A transfer whose every byte was delivered may complete (on_done) while paused.
  */
 #define BM_XFER_PAUSE 1
 
 typedef struct bm_xfer_cbs {
-    /** Optional: the final response head arrived (1xx interim responses are skipped). */
+    /** Optional: the final response head arrived (1xx interim responses are skipped).
+     *  `headers` stay valid and unchanged until on_done has returned (they are the
+     *  result's `headers`), unless the transfer is cancelled first. */
     void (*on_head)(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud);
     /** Stream mode: a piece of the body. Return 0, or BM_XFER_PAUSE to stop receiving. */
     int (*on_data)(bm_xfer_t *x, const char *p, size_t n, void *ud);
@@ -125,8 +153,8 @@ void bm_upstream_cancel(bm_xfer_t *x);
  *  mode too (the body just stops growing). */
 void bm_upstream_pause(bm_xfer_t *x);
 
-/** Resumes receiving after BM_XFER_PAUSE or bm_upstream_pause. Called outside libcurl, it
- *  may run on_data for the held bytes before it returns (never on_done). */
+/** Resumes receiving after BM_XFER_PAUSE or bm_upstream_pause. Held bytes are delivered
+ *  from the loop (libcurl may run on_data for them before this returns; never on_done). */
 void bm_upstream_resume(bm_xfer_t *x);
 
 #endif /* BM_UPSTREAM_H */

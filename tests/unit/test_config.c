@@ -444,7 +444,7 @@ static void test_unknown_keys(void **state)
                  "maxBodyBytes,");
     expect_error("upstreams:\n  - url: http://a:1\n  - url: http://b:2\n    upstrem: x\n",
                  "t.yaml:4:5: unknown key \"upstrem\" in \"upstreams[1]\" (expected one of: id, "
-                 "url, headers, priority, weight, archive, autoTune)");
+                 "url, headers, priority, weight, archive, autoTune, maxConnections)");
     expect_error("upstreams: [{url: \"http://a\", bogus: 1}]\n",
                  "t.yaml:1:31: unknown key \"bogus\" in \"upstreams[0]\"");
     expect_error("duties:\n    holdfloor: 1s\n",
@@ -644,6 +644,14 @@ static void test_sizes(void **state)
 static void test_other_values(void **state)
 {
     (void)state;
+    /* an http:// node's pool: 1 to 10000, 64 when not given */
+    expect_error("upstreams: [{url: \"http://a:1\", maxConnections: 0}]\n",
+                 "t.yaml:1:49: upstreams[0].maxConnections: must be between 1 and 10000 (got 0)");
+    bm_config_t *pool = expect_ok("upstreams:\n  - url: http://a:1\n    maxConnections: 8\n"
+                                  "  - url: http://b:2\n");
+    assert_int_equal(pool->upstreams[0].max_connections, 8);
+    assert_int_equal(pool->upstreams[1].max_connections, 64);
+    bm_config_free(pool);
     expect_error("failover: {maxAttempts: 17}\n",
                  "t.yaml:1:25: failover.maxAttempts: must be between 1 and 16 (got 17)");
     expect_error("failover: {maxAttempts: 0}\n",

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -229,18 +230,143 @@ static void test_request_summary(void **state)
     fake_mux_free(m);
 }
 
+/* ---- the tree against the definition: walk every route, keep the most specific ---------- */
+
+typedef struct ref_route {
+    const char *method;
+    char pattern[64];
+    int id;
+} ref_route_t;
+
+/* Score of `pattern` for `path` as the router defines specificity: one digit per segment
+ * (2 literal, 1 parameter, 0 rest), compared from the left; -1 when it does not match. */
+static long long ref_score(const char *pattern, const char *path)
+{
+    long long score = 0;
+    int depth = 0;
+    const char *p = path + 1, *q = pattern + 1;
+    for (;;) {
+        size_t qlen = strcspn(q, "/");
+        if (qlen == 1 && q[0] == '*') {
+            if (*p == '\0')
+                return -1;
+            for (; depth < 16; depth++)
+                score *= 10;
+            return score;
+        }
+        size_t plen = strcspn(p, "/");
+        if (plen == 0)
+            return -1;
+        if (q[0] == '{')
+            score = score * 10 + 1;
+        else if (qlen == plen && memcmp(p, q, plen) == 0)
+            score = score * 10 + 2;
+        else
+            return -1;
+        depth++;
+        bool p_end = p[plen] == '\0', q_end = q[qlen] == '\0';
+        if (p_end || q_end) {
+            if (!p_end || !q_end)
+                return -1;
+            for (; depth < 16; depth++)
+                score *= 10;
+            return score;
+        }
+        p += plen + 1;
+        q += qlen + 1;
+    }
+}
+
+static int ref_match(const ref_route_t *routes, int n, const char *method, const char *path)
+{
+    int best = -1;
+    long long best_score = -1;
+    for (int i = 0; i < n; i++) {
+        if (routes[i].method && strcmp(routes[i].method, method) != 0)
+            continue;
+        long long sc = ref_score(routes[i].pattern, path);
+        if (sc < 0)
+            continue;
+        if (best < 0 || sc > best_score ||
+            (sc == best_score && routes[i].method && !routes[best].method)) {
+            best = i;
+            best_score = sc;
+        }
+    }
+    return best < 0 ? -1 : routes[best].id;
+}
+
+static void test_tree_matches_definition(void **state)
+{
+    static const char *const segs[] = {"a", "b", "{x}", "{y}", "*"};
+    static const char *const methods[] = {"GET", "POST", NULL};
+    static const char *const path_segs[] = {"a", "b", "c", ""};
+    static int ids[64];
+    uint32_t rnd = 12345;
+#define RND() (rnd = rnd * 1103515245u + 12345u, (rnd >> 16) & 0x7fff)
+    for (int round = 0; round < 200; round++) {
+        bm_router_t *r = bm_router_new();
+        ref_route_t routes[24];
+        int n = 0;
+        for (int i = 0; i < 24; i++) {
+            ref_route_t *rt = &routes[n];
+            rt->method = methods[RND() % 3];
+            size_t len = 0;
+            int nseg = 1 + (int)(RND() % 4);
+            for (int k = 0; k < nseg; k++) {
+                const char *sg = segs[RND() % 5];
+                if (sg[0] == '*' && k + 1 < nseg)
+                    sg = "a";
+                len += (size_t)snprintf(rt->pattern + len, sizeof rt->pattern - len, "/%s", sg);
+            }
+            rt->id = i;
+            ids[i] = i;
+            assert_int_equal(bm_router_add(r, rt->method, rt->pattern, fn_a, &ids[i]), 0);
+            /* a later route with the same method and pattern takes the earlier one's place */
+            bool replaced = false;
+            for (int k = 0; k < n && !replaced; k++)
+                if (strcmp(routes[k].pattern, rt->pattern) == 0 &&
+                    ((!routes[k].method && !rt->method) ||
+                     (routes[k].method && rt->method &&
+                      strcmp(routes[k].method, rt->method) == 0))) {
+                    routes[k].id = i;
+                    replaced = true;
+                }
+            if (!replaced)
+                n++;
+        }
+        for (int t = 0; t < 50; t++) {
+            char path[64];
+            size_t len = 0;
+            int nseg = 1 + (int)(RND() % 4);
+            for (int k = 0; k < nseg; k++)
+                len += (size_t)snprintf(path + len, sizeof path - len, "/%s", path_segs[RND() % 4]);
+            const char *method = RND() % 2 ? "GET" : "POST";
+            int want = ref_match(routes, n, method, path);
+            bm_route_params_t p;
+            void *ud = NULL;
+            bm_route_fn fn = bm_router_match(r, method, path, len, &p, &ud);
+            int got = fn ? *(int *)ud : -1;
+            if (got != want) {
+                for (int k = 0; k < n; k++)
+                    print_message("route %d: %s %s\n", routes[k].id,
+                                  routes[k].method ? routes[k].method : "ANY", routes[k].pattern);
+                fail_msg("%s %s: route %d, want %d", method, path, got, want);
+            }
+        }
+        bm_router_free(r);
+    }
+#undef RND
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_literal_and_method),
-        cmocka_unit_test(test_params),
-        cmocka_unit_test(test_literal_beats_param),
-        cmocka_unit_test(test_rest_and_any_method),
-        cmocka_unit_test(test_bad_patterns_and_replace),
-        cmocka_unit_test(test_not_origin_form),
-        cmocka_unit_test(test_route_class),
-        cmocka_unit_test(test_trailing_slash),
-        cmocka_unit_test(test_request_summary),
+        cmocka_unit_test(test_literal_and_method),       cmocka_unit_test(test_params),
+        cmocka_unit_test(test_literal_beats_param),      cmocka_unit_test(test_rest_and_any_method),
+        cmocka_unit_test(test_bad_patterns_and_replace), cmocka_unit_test(test_not_origin_form),
+        cmocka_unit_test(test_tree_matches_definition),  cmocka_unit_test(test_route_class),
+        cmocka_unit_test(test_trailing_slash),           cmocka_unit_test(test_request_summary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

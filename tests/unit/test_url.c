@@ -234,6 +234,33 @@ static void test_mask(void **state)
     bm_str_dispose(&s);
 }
 
+/* The word-at-a-time check says what a byte-by-byte one says, at every length and
+ * alignment, for the bytes around both edges. */
+static void test_printable(void **state)
+{
+    (void)state;
+    static const unsigned char edge[] = {0x00, 0x01, 0x1f, 0x20, 0x21,
+                                         0x41, 0x7e, 0x7f, 0x80, 0xff};
+    char buf[48];
+    uint32_t rnd = 7;
+    for (int round = 0; round < 20000; round++) {
+        size_t n = (size_t)(round % 40);
+        size_t off = (size_t)(round % 8);
+        bool want = true;
+        for (size_t i = 0; i < n; i++) {
+            rnd = rnd * 1103515245u + 12345u;
+            /* mostly plain bytes, now and then one from the edges */
+            unsigned char c = (rnd >> 16) % 9 ? (unsigned char)('a' + (rnd >> 20) % 26)
+                                              : edge[(rnd >> 20) % sizeof edge];
+            buf[off + i] = (char)c;
+            if (c <= 0x20 || c >= 0x7f)
+                want = false;
+        }
+        if (bm_url_printable(buf + off, n) != want)
+            fail_msg("round %d: length %zu", round, n);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -242,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_join_never_changes_authority),
         cmocka_unit_test(test_join_appends),
         cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_printable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
