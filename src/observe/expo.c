@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/err.h"
 #include "base/log.h"
 
 static bool name_char(int c, bool first, bool colon)
@@ -235,4 +236,117 @@ void bm_expo_hist(bm_str_t *o, const char *name, const bm_label_t *labels, size_
     bm_expo_number(o, h->sum);
     bm_str_putc(o, '\n');
     hist_line(o, name, "_count", labels, n, NULL, h->count);
+}
+
+/* ---- merging the texts of several networks -------------------------------------------- */
+
+/* One family of a text: its name, its header lines and its sample lines. */
+typedef struct fam {
+    const char *name;
+    size_t name_len;
+    const char *head, *samples, *end; /* head..samples: # lines; samples..end: samples */
+} fam_t;
+
+/* The families of `t` into *out (caller frees). Returns their count, or -1 on no memory. */
+static long split_families(const char *t, fam_t **out)
+{
+    size_t cap = 64, n = 0;
+    fam_t *f = malloc(cap * sizeof *f);
+    if (!f)
+        return -1;
+    const char *p = t;
+    while (*p) {
+        if (strncmp(p, "# HELP ", 7) != 0) { /* a line outside any family: skipped */
+            const char *nl = strchr(p, '\n');
+            p = nl ? nl + 1 : p + strlen(p);
+            continue;
+        }
+        if (n == cap) {
+            fam_t *g = realloc(f, (cap *= 2) * sizeof *f);
+            if (!g) {
+                free(f);
+                return -1;
+            }
+            f = g;
+        }
+        fam_t *x = &f[n++];
+        x->head = p;
+        x->name = p + 7;
+        x->name_len = strcspn(x->name, " \n");
+        while (*p == '#') { /* the header lines */
+            const char *nl = strchr(p, '\n');
+            p = nl ? nl + 1 : p + strlen(p);
+        }
+        x->samples = p;
+        while (*p && *p != '#') {
+            const char *nl = strchr(p, '\n');
+            p = nl ? nl + 1 : p + strlen(p);
+        }
+        x->end = p;
+    }
+    *out = f;
+    return (long)n;
+}
+
+/* Appends the sample lines samples..end with label="value" first on each. */
+static void relabel(bm_str_t *o, const char *p, const char *end, const char *label,
+                    const char *value)
+{
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *line_end = nl ? nl : end;
+        size_t name_len = strcspn(p, "{ \n");
+        bm_str_append(o, p, name_len);
+        bm_str_putc(o, '{');
+        bm_str_puts(o, label);
+        bm_str_puts(o, "=\"");
+        label_value(o, value);
+        bm_str_putc(o, '"');
+        const char *rest = p + name_len;
+        if (*rest == '{') {
+            rest++;
+            if (*rest != '}')
+                bm_str_putc(o, ',');
+        } else {
+            bm_str_putc(o, '}');
+        }
+        bm_str_append(o, rest, (size_t)(line_end - rest));
+        bm_str_putc(o, '\n');
+        p = nl ? nl + 1 : end;
+    }
+}
+
+int bm_expo_merge(const char *const *texts, const char *label, const char *const *values, size_t n,
+                  bm_str_t *out)
+{
+    bm_assert(bm_expo_label_name_ok(label));
+    fam_t **fams = calloc(n ? n : 1, sizeof *fams);
+    long *counts = calloc(n ? n : 1, sizeof *counts);
+    int rc = fams && counts ? 0 : BM_ENOMEM;
+    for (size_t i = 0; i < n && !rc; i++)
+        if ((counts[i] = split_families(texts[i], &fams[i])) < 0)
+            rc = BM_ENOMEM;
+    /* each family at its first appearance: its header, then every text's samples of it */
+    for (size_t i = 0; i < n && !rc; i++)
+        for (long k = 0; k < counts[i]; k++) {
+            const fam_t *x = &fams[i][k];
+            bool seen = false;
+            for (size_t j = 0; j < i && !seen; j++)
+                for (long m = 0; m < counts[j] && !seen; m++)
+                    seen = fams[j][m].name_len == x->name_len &&
+                           memcmp(fams[j][m].name, x->name, x->name_len) == 0;
+            if (seen)
+                continue;
+            bm_str_append(out, x->head, (size_t)(x->samples - x->head));
+            for (size_t j = i; j < n; j++)
+                for (long m = 0; m < counts[j]; m++)
+                    if (fams[j][m].name_len == x->name_len &&
+                        memcmp(fams[j][m].name, x->name, x->name_len) == 0)
+                        relabel(out, fams[j][m].samples, fams[j][m].end, label, values[j]);
+        }
+    for (size_t i = 0; fams && i < n; i++)
+        free(fams[i]);
+    free(fams);
+    free(counts);
+    return rc ? rc : out->oom ? BM_ENOMEM : 0;
 }

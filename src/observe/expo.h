@@ -59,6 +59,16 @@ void bm_expo_double(bm_str_t *o, const char *name, const bm_label_t *labels, siz
 void bm_expo_hist(bm_str_t *o, const char *name, const bm_label_t *labels, size_t n,
                   const bm_hist_t *h);
 
+/**
+ * Merges the expositions texts[0..n) (each as this writer wrote it, one per network) into
+ * one: every family once, in the order of first appearance, its # HELP and # TYPE from its
+ * first text, then the samples of each text in turn, each with `label`="values[i]" as its
+ * first label. The text format wants a family's samples in one group: this is how several
+ * networks share one /metrics. Returns 0, or BM_ENOMEM (out holds a partial text).
+ */
+int bm_expo_merge(const char *const *texts, const char *label, const char *const *values, size_t n,
+                  bm_str_t *out);
+
 /** Appends `v` as the exposition writes a float ("0.25", "1e-05", "+Inf", "NaN"). */
 void bm_expo_number(bm_str_t *o, double v);
 

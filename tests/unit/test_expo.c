@@ -202,6 +202,47 @@ static void test_names(void **state)
     assert_false(bm_expo_label_name_ok("a:b"));
 }
 
+/* Several networks' texts become one: each family once, its samples grouped, each sample
+ * labelled with its network first. */
+static void test_merge(void **state)
+{
+    (void)state;
+    bm_hist_t h;
+    bm_hist_init(&h, bounds, 2);
+    bm_hist_add(&h, 0.005);
+    bm_str_t a = BM_STR_INIT, b = BM_STR_INIT, out = BM_STR_INIT;
+    bm_label_t up[] = {{"upstream", "n1"}};
+    bm_expo_family(&a, "x_total", BM_EXPO_COUNTER, "X.");
+    bm_expo_u64(&a, "x_total", NULL, 0, 1);
+    bm_expo_family(&a, "h_seconds", BM_EXPO_HISTOGRAM, "H.");
+    bm_expo_hist(&a, "h_seconds", up, 1, &h);
+    bm_expo_family(&b, "only_b", BM_EXPO_GAUGE, "B.");
+    bm_expo_u64(&b, "only_b", up, 1, 7);
+    bm_expo_family(&b, "x_total", BM_EXPO_COUNTER, "X.");
+    bm_expo_u64(&b, "x_total", NULL, 0, 2);
+    const char *texts[] = {bm_str_data(&a), bm_str_data(&b)};
+    const char *nets[] = {"mainnet", "hoo\"di"};
+    assert_int_equal(bm_expo_merge(texts, "network", nets, 2, &out), 0);
+    assert_string_equal(bm_str_data(&out),
+                        "# HELP x_total X.\n# TYPE x_total counter\n"
+                        "x_total{network=\"mainnet\"} 1\n"
+                        "x_total{network=\"hoo\\\"di\"} 2\n"
+                        "# HELP h_seconds H.\n# TYPE h_seconds histogram\n"
+                        "h_seconds_bucket{network=\"mainnet\",upstream=\"n1\",le=\"0.001\"} 0\n"
+                        "h_seconds_bucket{network=\"mainnet\",upstream=\"n1\",le=\"0.01\"} 1\n"
+                        "h_seconds_bucket{network=\"mainnet\",upstream=\"n1\",le=\"+Inf\"} 1\n"
+                        "h_seconds_sum{network=\"mainnet\",upstream=\"n1\"} 0.005\n"
+                        "h_seconds_count{network=\"mainnet\",upstream=\"n1\"} 1\n"
+                        "# HELP only_b B.\n# TYPE only_b gauge\n"
+                        "only_b{network=\"hoo\\\"di\",upstream=\"n1\"} 7\n");
+    bm_str_clear(&out);
+    assert_int_equal(bm_expo_merge(texts, "network", nets, 0, &out), 0);
+    assert_string_equal(bm_str_data(&out), "");
+    bm_str_dispose(&a);
+    bm_str_dispose(&b);
+    bm_str_dispose(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -212,6 +253,7 @@ int main(void)
         cmocka_unit_test(test_hist_buckets),
         cmocka_unit_test(test_hist_without_labels),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_merge),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
