@@ -5,7 +5,9 @@
 "use strict";
 
 const POLL_MS = 1000;
-const DOC = "/beaconmux/v1/dashboard";
+// relative to the page: /ui/ reads /beaconmux/v1/dashboard, and a page served under a prefix
+// (a network's /{id}/ui/, a path key) reads the document under the same prefix
+const DOC = location.pathname.replace(/ui\/[^/]*$/, "") + "beaconmux/v1/dashboard";
 
 // A perceptually uniform ramp whose lightness grows monotonically (viridis): readable by
 // colour-blind readers and in grey. Dark = the head arrived early, light = late.

@@ -64,7 +64,7 @@ static void route_root(bm_req_t *req, const bm_route_params_t *p, void *ud)
     (void)ud;
     bm_hdrs_t h;
     bm_hdrs_init(&h);
-    bm_hdrs_add_z(&h, "Location", "/ui/");
+    bm_hdrs_add_z(&h, "Location", "ui/"); /* relative: under a network's prefix too */
     bm_resp_send(req, 301, NULL, NULL, &h);
     bm_hdrs_dispose(&h);
 }

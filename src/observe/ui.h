@@ -6,7 +6,8 @@
  * /beaconmux/v1/dashboard (observe.h) once a second.
  *
  * Answers carry Cache-Control: no-cache (a new binary brings its page at once), a
- * Content-Security-Policy that allows this origin only, and X-Content-Type-Options.
+ * Content-Security-Policy that allows this origin only, and X-Content-Type-Options. Every
+ * link of the page is relative, so that it works under a prefix (a network's /{id}/ui/).
  */
 #ifndef BM_UI_H
 #define BM_UI_H

@@ -369,6 +369,28 @@ class Exposition(unittest.TestCase):
         self.assertRegex(line, r'access 127\.0\.0\.1 "GET /eth/v1/node/version\?api_key=\*\*\*&x=1" '
                                r'200 \d+ [0-9.]+ms class=read nodes=n\d')
 
+    def test_ui_files(self):
+        """The dashboard's files come from the binary: the page, its script and style, with
+        their types and a policy allowing this origin only; /ui sends the browser to /ui/."""
+        st, h, _ = http_request(self.mux.port, "GET", "/ui")
+        self.assertEqual((st, h["location"]), (301, "ui/"))
+        for path, ctype, word in (("/ui/", "text/html", b"<title>beaconmux"),
+                                  ("/ui/app.js", "text/javascript", b"beaconmux/v1/dashboard"),
+                                  ("/ui/app.css", "text/css", b".heat")):
+            st, h, body = http_request(self.mux.port, "GET", path)
+            self.assertEqual(st, 200, path)
+            self.assertTrue(h["content-type"].startswith(ctype), (path, h))
+            self.assertIn("default-src 'self'", h["content-security-policy"])
+            self.assertIn(word, body)
+            self.assertNotIn(b"http://", body.replace(b"http://www.w3.org", b""))  # no CDN
+        st, _, body = http_request(self.mux.port, "GET", "/ui/nope.js")
+        self.assertEqual(st, 404)
+        st, _, body = http_request(self.mux.port, "GET", "/beaconmux/v1/dashboard")
+        doc = json.loads(body)
+        self.assertEqual(sorted(doc["status"]["upstreams"][i]["id"] for i in range(3)),
+                         ["n0", "n1", "n2"])
+        self.assertEqual(len(doc["arrivals"]["nodes"]), 3)
+
     def test_journal_bad_requests(self):
         for q, word in (("from_slot=x", "from_slot"), ("to_slot=-1", "to_slot"),
                         ("from_slot=9&to_slot=3", "after"), ("from_slot=", "from_slot"),
