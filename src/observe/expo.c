@@ -292,6 +292,10 @@ static long split_families(const char *t, fam_t **out)
 static void relabel(bm_str_t *o, const char *p, const char *end, const char *label,
                     const char *value)
 {
+    if (!value) {
+        bm_str_append(o, p, (size_t)(end - p));
+        return;
+    }
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         const char *line_end = nl ? nl : end;

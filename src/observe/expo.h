@@ -63,8 +63,9 @@ void bm_expo_hist(bm_str_t *o, const char *name, const bm_label_t *labels, size_
  * Merges the expositions texts[0..n) (each as this writer wrote it, one per network) into
  * one: every family once, in the order of first appearance, its # HELP and # TYPE from its
  * first text, then the samples of each text in turn, each with `label`="values[i]" as its
- * first label. The text format wants a family's samples in one group: this is how several
- * networks share one /metrics. Returns 0, or BM_ENOMEM (out holds a partial text).
+ * first label (values[i] NULL: text i's samples as they are, for families of the process
+ * rather than of one network). The text format wants a family's samples in one group: this is how
+ * several networks share one /metrics. Returns 0, or BM_ENOMEM (out holds a partial text).
  */
 int bm_expo_merge(const char *const *texts, const char *label, const char *const *values, size_t n,
                   bm_str_t *out);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * metrics: one function per group of families (process, upstreams, cluster, duties, the
- * journal, broadcast, events, server, read path), each reading its module's counters.
+ * journal, broadcast, events, server, read path, response cache, the front), each reading
+ * its module's counters.
  */
 #include "observe/metrics.h"
 
@@ -10,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/err.h"
+#include "edge/cachekey.h"
 #include "observe/expo.h"
 
 #define U(v) ((uint64_t)(v))
@@ -415,23 +418,28 @@ static const char *code_name(int c)
     return names[c];
 }
 
-static void server_metrics(bm_str_t *o, const bm_observe_t *ob)
+/* The listener's own figures: the process's, once however many networks it serves. */
+static void connection_metrics(bm_str_t *o, const bm_server_t *srv)
 {
-    const bm_observe_sources_t *src = bm_observe_sources(ob);
+    if (!srv)
+        return;
+    bm_server_stats_t s;
+    bm_server_stats(srv, &s);
+    single(o, "beaconmux_server_connections", BM_EXPO_GAUGE, "Client connections open now.",
+           bm_server_connection_count(srv));
+    static const char *const outs[] = {"accepted", "refused"};
+    uint64_t v[] = {s.accepted - s.refused, s.refused};
+    by_label(o, "beaconmux_server_connections_total", BM_EXPO_COUNTER,
+             "Client connections accepted, and refused at accept (over the limit).", "outcome",
+             outs, v, N(v));
+    single(o, "beaconmux_server_rejected_requests_total", BM_EXPO_COUNTER,
+           "Requests the server answered itself: malformed, too large, too slow.", s.rejected);
+}
+
+/* Requests by route class and status class: a network's (those its router took). */
+static void request_metrics(bm_str_t *o, const bm_observe_t *ob)
+{
     const bm_observe_figures_t *f = bm_observe_figures(ob);
-    if (src->server) {
-        bm_server_stats_t s;
-        bm_server_stats(src->server, &s);
-        single(o, "beaconmux_server_connections", BM_EXPO_GAUGE, "Client connections open now.",
-               bm_server_connection_count(src->server));
-        static const char *const outs[] = {"accepted", "refused"};
-        uint64_t v[] = {s.accepted - s.refused, s.refused};
-        by_label(o, "beaconmux_server_connections_total", BM_EXPO_COUNTER,
-                 "Client connections accepted, and refused at accept (over the limit).", "outcome",
-                 outs, v, N(v));
-        single(o, "beaconmux_server_rejected_requests_total", BM_EXPO_COUNTER,
-               "Requests the server answered itself: malformed, too large, too slow.", s.rejected);
-    }
     bm_expo_family(o, "beaconmux_server_requests_total", BM_EXPO_COUNTER,
                    "Requests answered, by route class and status class.");
     for (size_t c = 0; c < f->n_classes; c++)
@@ -468,10 +476,47 @@ static void read_metrics(bm_str_t *o, const bm_observe_t *ob)
            "Reads that ran out of their total deadline.", c->deadline_exceeded);
 }
 
-void bm_metrics_write(const bm_observe_t *ob, bm_str_t *o)
+/* The response cache: lookups by route class and outcome, what it holds, what left it. */
+static void cache_metrics(bm_str_t *o, const bm_observe_t *ob)
+{
+    const bm_cache_t *c = bm_observe_sources(ob)->cache;
+    if (!c)
+        return;
+    bm_cache_size_t z;
+    bm_cache_size(c, &z);
+    static const char *const outcome[] = {"hit", "miss", "coalesced", "bypassed"};
+    static const char name[] = "beaconmux_cache_requests_total";
+    bm_expo_family(
+        o, name, BM_EXPO_COUNTER,
+        "Cacheable reads by route class and outcome: hit (served from the cache), "
+        "miss (asked a node), coalesced (joined a read in flight), bypassed (no-cache).");
+    for (int r = 0; r < BM_CK_ROUTE_COUNT; r++) {
+        const bm_cache_counters_t *k = bm_cache_counters(c, r);
+        uint64_t v[] = {k->hits, k->misses, k->coalesced, k->bypassed};
+        for (size_t i = 0; i < N(v); i++) {
+            bm_label_t l[] = {{"route", bm_ck_route_name((bm_ck_route_t)r)},
+                              {"outcome", outcome[i]}};
+            bm_expo_u64(o, name, l, 2, v[i]);
+        }
+    }
+    static const char ev[] = "beaconmux_cache_evictions_total";
+    bm_expo_family(o, ev, BM_EXPO_COUNTER,
+                   "Entries the cache's bounds (maxEntries, maxBytes) pushed out, by route class.");
+    for (int r = 0; r < BM_CK_ROUTE_COUNT; r++) {
+        bm_label_t l[] = {{"route", bm_ck_route_name((bm_ck_route_t)r)}};
+        bm_expo_u64(o, ev, l, 1, z.store->evictions[r]);
+    }
+    single(o, "beaconmux_cache_expirations_total", BM_EXPO_COUNTER,
+           "Entries found past their TTL and dropped.", z.store->expirations);
+    single(o, "beaconmux_cache_entries", BM_EXPO_GAUGE, "Entries held now.", z.entries);
+    single(o, "beaconmux_cache_bytes", BM_EXPO_GAUGE,
+           "Memory the entries take now (bodies, gzip forms, keys).", z.bytes);
+}
+
+/* Every family of one network (none of the process's). */
+static void network_metrics(const bm_observe_t *ob, bm_str_t *o)
 {
     const bm_pool_t *pool = bm_observe_sources(ob)->pool;
-    process_metrics(o);
     upstream_states(o, pool);
     upstream_heads(o, ob);
     upstream_simple(o, ob, UP_REQUESTS);
@@ -484,6 +529,44 @@ void bm_metrics_write(const bm_observe_t *ob, bm_str_t *o)
     journal_metrics(o, ob);
     broadcast_metrics(o, ob);
     events_metrics(o, ob);
-    server_metrics(o, ob);
+    request_metrics(o, ob);
     read_metrics(o, ob);
+    cache_metrics(o, ob);
+}
+
+void bm_metrics_write(const bm_observe_t *ob, bm_str_t *o)
+{
+    process_metrics(o);
+    connection_metrics(o, bm_observe_sources(ob)->server);
+    network_metrics(ob, o);
+}
+
+int bm_metrics_write_merged(const bm_observe_t *const *obs, const char *const *ids, size_t n,
+                            bm_str_t *out)
+{
+    if (n > BM_OBSERVE_MAX_NETWORKS)
+        return BM_EINVAL;
+    bm_str_t parts[BM_OBSERVE_MAX_NETWORKS + 1];
+    const char *texts[BM_OBSERVE_MAX_NETWORKS + 1], *values[BM_OBSERVE_MAX_NETWORKS + 1];
+    /* the process's families first and unlabelled, then each network's with its id */
+    parts[0] = (bm_str_t){0};
+    process_metrics(&parts[0]);
+    connection_metrics(&parts[0], n ? bm_observe_sources(obs[0])->server : NULL);
+    values[0] = NULL;
+    for (size_t i = 0; i < n; i++) {
+        parts[i + 1] = (bm_str_t){0};
+        network_metrics(obs[i], &parts[i + 1]);
+        values[i + 1] = ids[i];
+    }
+    int rc = 0;
+    for (size_t i = 0; i <= n; i++) {
+        texts[i] = bm_str_len(&parts[i]) ? bm_str_data(&parts[i]) : "";
+        if (parts[i].oom)
+            rc = BM_ENOMEM;
+    }
+    if (!rc)
+        rc = bm_expo_merge(texts, "network", values, n + 1, out);
+    for (size_t i = 0; i <= n; i++)
+        bm_str_dispose(&parts[i]);
+    return rc;
 }

@@ -18,7 +18,16 @@
 #include "base/buf.h"
 #include "observe/observe.h"
 
-/** Appends the whole exposition of `o` to `out`. */
+/** Appends the whole exposition of `o` (the process's families and one network's). */
 void bm_metrics_write(const bm_observe_t *o, bm_str_t *out);
+
+/**
+ * Several networks under one /metrics: the process's families once (process_*, build
+ * info, the listener's connections: from obs[0]'s server), then every network family with
+ * network="ids[i]" first on each of its samples (bm_expo_merge). 0, BM_EINVAL (more than
+ * BM_OBSERVE_MAX_NETWORKS) or BM_ENOMEM.
+ */
+int bm_metrics_write_merged(const bm_observe_t *const *obs, const char *const *ids, size_t n,
+                            bm_str_t *out);
 
 #endif /* BM_METRICS_H */

@@ -20,7 +20,6 @@
 #include "observe/metrics.h"
 #include "observe/ui.h"
 
-#define MAX_SERVERS 2
 #define DASHBOARD_JOURNAL_SLOTS 16 /* the journal's slots the dashboard shows */
 #define JOURNAL_DEFAULT_SLOTS 32   /* a journal read without from_slot */
 
@@ -45,8 +44,6 @@ struct bm_observe {
     bool settling;      /* the first tick gave the slot the journal starts at */
     uint64_t next_prov; /* the next slot to settle provisionally */
     uint64_t next_final;
-    bm_server_t *servers[MAX_SERVERS];
-    size_t n_servers;
     void (*status_fn)(bm_str_t *out, void *ud);
     void *status_ud;
 };
@@ -222,7 +219,7 @@ static size_t class_index(bm_observe_t *o, const char *cls)
     return f->n_classes++;
 }
 
-static void on_end(const bm_req_summary_t *s, void *ud)
+void bm_observe_request_ended(const bm_req_summary_t *s, void *ud)
 {
     bm_observe_t *o = ud;
     size_t c = class_index(o, s->route_class);
@@ -238,14 +235,9 @@ static void on_end(const bm_req_summary_t *s, void *ud)
     bm_access_log(s, ids, n < BM_HEAD_MAX_NODES ? n : BM_HEAD_MAX_NODES);
 }
 
-void bm_observe_add_server(bm_observe_t *o, bm_server_t *srv)
+void bm_observe_set_server(bm_observe_t *o, bm_server_t *srv)
 {
-    if (o->n_servers == MAX_SERVERS)
-        return;
-    o->servers[o->n_servers++] = srv;
-    if (!o->src.server)
-        o->src.server = srv;
-    bm_server_on_end(srv, on_end, o);
+    o->src.server = srv;
 }
 
 void bm_observe_set_status(bm_observe_t *o, void (*fn)(bm_str_t *out, void *ud), void *ud)
@@ -310,8 +302,6 @@ void bm_observe_free(bm_observe_t *o)
         bm_attest_on_served(o->src.attest, NULL, NULL, false);
     if (o->src.produce)
         bm_produce_on_served(o->src.produce, NULL, NULL, false);
-    for (size_t i = 0; i < o->n_servers; i++)
-        bm_server_on_end(o->servers[i], NULL, NULL);
     bm_journal_free(o->journal);
     bm_arrivals_free(o->arrivals);
     free(o);
@@ -510,6 +500,27 @@ static void route_dashboard(bm_req_t *req, const bm_route_params_t *p, void *ud)
     }
     bm_str_putc(&s, '}');
     send_str(req, &s, "application/json");
+}
+
+static void route_merged(bm_req_t *req, const bm_route_params_t *p, void *ud)
+{
+    (void)p;
+    const bm_observe_set_t *set = ud;
+    bm_str_t s = BM_STR_INIT;
+    bm_str_reserve(&s, set->n * (64 << 10));
+    if (bm_metrics_write_merged(set->obs, set->ids, set->n, &s) != 0) {
+        bm_str_dispose(&s);
+        bm_resp_error(req, 500, "out of memory");
+        return;
+    }
+    send_str(req, &s, BM_EXPO_CONTENT_TYPE);
+}
+
+int bm_observe_register_merged(const bm_observe_set_t *set, bm_router_t *r)
+{
+    if (!set->n || !set->obs[0]->opts.metrics)
+        return 0;
+    return bm_router_add(r, "GET", set->obs[0]->opts.metrics_path, route_merged, (void *)set);
 }
 
 int bm_observe_register(bm_observe_t *o, bm_router_t *r, bool with_metrics)

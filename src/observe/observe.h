@@ -18,6 +18,11 @@
  * chain the tracker follows), and when a node reports a finalized checkpoint that is on the
  * cluster chain, every slot up to its epoch's start is settled finally.
  *
+ * With several networks there is one observe per network (app/network.c); the server and
+ * the front are the process's, and app/main.c hands each ended request to its network's
+ * observe (bm_observe_request_ended) and serves the networks' expositions merged under
+ * one /metrics (bm_metrics_write_merged).
+ *
  * Everything it reads is borrowed and must outlive it; it writes to no other module. All
  * callbacks run on the loop; nothing here allocates per request (the access log formats on
  * the stack and through the logger).
@@ -43,6 +48,7 @@
 #include "duties/produce.h"
 #include "duties/replay.h"
 #include "duties/serve.h"
+#include "edge/cache.h"
 #include "http/router.h"
 #include "http/server.h"
 #include "observe/arrivals.h"
@@ -76,7 +82,8 @@ typedef struct bm_observe_sources {
     bm_broadcast_t *broadcast;
     bm_replay_t *replay;
     bm_readpath_t *readpath;
-    bm_server_t *server; /* the API listener (connections) */
+    bm_cache_t *cache;   /* the response cache in front of the read path */
+    bm_server_t *server; /* the API listener (connections); or bm_observe_set_server */
 } bm_observe_sources_t;
 
 /** Status classes of responses: 1xx..5xx, and none (the client left before one). */
@@ -124,8 +131,16 @@ bm_observe_t *bm_observe_new(const bm_observe_sources_t *src, const bm_observe_o
 /** Stops listening and frees it. Before the modules it reads. NULL is ignored. */
 void bm_observe_free(bm_observe_t *o);
 
-/** Counts and logs the requests of another listener too (metrics.listen). */
-void bm_observe_add_server(bm_observe_t *o, bm_server_t *srv);
+/** The listener whose connections the exposition shows (the API's; the server is made
+ *  after the networks). */
+void bm_observe_set_server(bm_observe_t *o, bm_server_t *srv);
+
+/**
+ * A request that ended (a server's end listener, bm_server_on_end, with `ud` the observe
+ * of the request's network): counted by route class and status class, and written to the
+ * access log when log.access is on, with this network's node ids.
+ */
+void bm_observe_request_ended(const bm_req_summary_t *s, void *ud);
 
 /**
  * The status document (the admin module's) for /beaconmux/v1/dashboard: `fn` appends it.
@@ -161,5 +176,20 @@ void bm_observe_tick(bm_observe_t *o, uint64_t now_ms);
  * finally. Exported for tests.
  */
 void bm_observe_finalized(bm_observe_t *o, size_t node, uint64_t epoch, const uint8_t root[32]);
+
+/** Several networks' observes, for the process's /metrics. */
+#define BM_OBSERVE_MAX_NETWORKS 64
+typedef struct bm_observe_set {
+    const bm_observe_t *obs[BM_OBSERVE_MAX_NETWORKS];
+    const char *ids[BM_OBSERVE_MAX_NETWORKS]; /* each network's id, its label value */
+    size_t n;
+} bm_observe_set_t;
+
+/**
+ * Registers /metrics (metrics.path of the first) on `r` for every network of `set` at
+ * once (bm_metrics_write_merged); `set` is borrowed. Nothing when metrics are off or the
+ * set is empty. 0 or BM_ENOMEM.
+ */
+int bm_observe_register_merged(const bm_observe_set_t *set, bm_router_t *r);
 
 #endif /* BM_OBSERVE_H */
