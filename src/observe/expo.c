@@ -273,10 +273,12 @@ static long split_families(const char *t, fam_t **out)
         x->head = p;
         x->name = p + 7;
         x->name_len = strcspn(x->name, " \n");
-        while (*p == '#') { /* the header lines */
+        /* its header: its # HELP and what follows up to the next # HELP (# TYPE); a family
+         * without samples ends where the next one's # HELP starts */
+        do {
             const char *nl = strchr(p, '\n');
             p = nl ? nl + 1 : p + strlen(p);
-        }
+        } while (*p == '#' && strncmp(p, "# HELP ", 7) != 0);
         x->samples = p;
         while (*p && *p != '#') {
             const char *nl = strchr(p, '\n');

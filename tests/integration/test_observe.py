@@ -440,5 +440,95 @@ class OwnListener(unittest.TestCase):
         self.assertEqual(rc, 0)
 
 
+class Networks(unittest.TestCase):
+    """Several networks: one /metrics for all (a network label, the process's families once),
+    each network's own exposition, dashboard and journal under its prefix, admin keys for
+    all of them, and the access log naming each network's own nodes."""
+
+    ADMIN = "admin-secret-123"
+    READER = "reader-secret-456"
+
+    def test_two_networks(self):
+        a = Beaconsim(nodes=2, slot_ms=SLOT_MS, slots_per_epoch=SPE)
+        b = Beaconsim(nodes=1, slot_ms=SLOT_MS, slots_per_epoch=SPE)
+
+        def ups(sim, prefix):
+            return "    upstreams:\n" + "".join("      - id: %s%d\n        url: %s\n" % (prefix, i, u)
+                                             for i, u in enumerate(sim.nodes))
+        mux = Beaconmux(config_text=CONFIG + "log:\n  access: true\n"
+                        "auth:\n  keys:\n"
+                        "    - {id: adm, secret: \"%s\", routes: [read, duties, admin]}\n"
+                        "    - {id: rd, secret: \"%s\", routes: [read]}\n"
+                        "networks:\n  - id: alpha\n%s  - id: beta\n%s"
+                        % (self.ADMIN, self.READER, ups(a, "a"), ups(b, "b")))
+        adm = {"Authorization": "Bearer " + self.ADMIN}
+        rd = {"Authorization": "Bearer " + self.READER}
+        try:
+            def served(net):
+                st, _, _ = mux.request("GET", "/%s/eth/v1/beacon/headers/head" % net, headers=rd)
+                return st == 200
+            wait_for(lambda: served("alpha") and served("beta"), 15, what="both networks serve")
+
+            # the process's /metrics: admin routes, for every network
+            self.assertEqual(mux.request("GET", "/metrics")[0], 401)
+            self.assertEqual(mux.request("GET", "/metrics", headers=rd)[0], 403)
+            st, h, body = mux.request("GET", "/metrics", headers=adm)
+            self.assertEqual(st, 200)
+            self.assertTrue(h["content-type"].startswith("text/plain; version=0.0.4"))
+            text = body.decode()
+            types = re.findall(r"^# TYPE (\S+) ", text, re.M)
+            self.assertEqual(len(types), len(set(types)), "a family written twice")
+            states = re.findall(r'^beaconmux_upstream_state\{network="(\w+)",upstream="(\w+)"',
+                                text, re.M)
+            self.assertEqual(sorted(set(states)), [("alpha", "a0"), ("alpha", "a1"), ("beta", "b0")])
+            self.assertEqual(len(re.findall(r"^process_cpu_seconds_total ", text, re.M)), 1)
+            self.assertNotIn('process_cpu_seconds_total{network', text)
+            self.assertEqual(len(re.findall(r"^beaconmux_server_connections ", text, re.M)), 1)
+            if shutil.which("promtool"):
+                p = subprocess.run(["promtool", "check", "metrics"], input=body,
+                                   capture_output=True, timeout=30)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+            # one network's exposition, dashboard and journal under its prefix
+            st, _, body = mux.request("GET", "/beta/metrics", headers=adm)
+            self.assertEqual(st, 200)
+            self.assertIn(b'beaconmux_upstream_state{upstream="b0"', body)
+            self.assertNotIn(b'upstream="a0"', body)
+            self.assertNotIn(b'network=', body)
+            self.assertEqual(mux.request("GET", "/alpha/ui/", headers=rd)[0], 403)
+            st, h, body = mux.request("GET", "/alpha/ui/", headers=adm)
+            self.assertEqual(st, 200)
+            self.assertIn(b"<html", body.lower())
+            self.assertEqual(mux.request("GET", "/beta/beaconmux/v1/journal", headers=rd)[0], 403)
+            st, _, body = mux.request("GET", "/beta/beaconmux/v1/journal", headers=adm)
+            self.assertEqual(st, 200)
+            self.assertIn("summary", json.loads(body))
+
+            def beta_nodes():
+                st, _, body = mux.request("GET", "/beta/beaconmux/v1/dashboard", headers=adm)
+                arr = json.loads(body)["arrivals"] if st == 200 else None
+                return [n["id"] for n in arr["nodes"]] if arr else None
+            self.assertEqual(wait_for(beta_nodes, 10, what="beta's heatmap"), ["b0"])
+
+            # the access log: a path key masked, each network's own node ids
+            st, _, _ = mux.request("GET", "/%s/beta/eth/v1/node/version" % self.ADMIN)
+            self.assertEqual(st, 200)
+
+            def line():
+                for l in mux.stderr():
+                    if " access " in l and "/beta/eth/v1/node/version" in l:
+                        return l
+                return None
+            l = wait_for(line, 10, what="the access line of the path-key request")
+            self.assertIn('"GET /***/beta/eth/v1/node/version"', l)
+            self.assertNotIn(self.ADMIN, "\n".join(mux.stderr()))
+            self.assertRegex(l, r" 200 \d+ [0-9.]+ms class=read nodes=b0$")
+        finally:
+            rc = mux.stop()
+            a.stop()
+            b.stop()
+        self.assertEqual(rc, 0)
+
+
 if __name__ == "__main__":
     main()

@@ -243,6 +243,38 @@ static void test_merge(void **state)
     bm_str_dispose(&out);
 }
 
+/* A family without samples in one text (no requests yet on that network) keeps its own
+ * header only: the next family's header and samples stay the next family's. A text without
+ * a value (the process's families) is copied as it is. */
+static void test_merge_empty_family_and_unlabelled(void **state)
+{
+    (void)state;
+    bm_str_t p = BM_STR_INIT, a = BM_STR_INIT, b = BM_STR_INIT, out = BM_STR_INIT;
+    bm_expo_family(&p, "proc_seconds", BM_EXPO_COUNTER, "P.");
+    bm_expo_u64(&p, "proc_seconds", NULL, 0, 3);
+    bm_expo_family(&a, "req_total", BM_EXPO_COUNTER, "R.");
+    bm_expo_u64(&a, "req_total", NULL, 0, 4);
+    bm_expo_family(&a, "read_total", BM_EXPO_COUNTER, "D.");
+    bm_expo_u64(&a, "read_total", NULL, 0, 5);
+    bm_expo_family(&b, "req_total", BM_EXPO_COUNTER, "R."); /* no samples */
+    bm_expo_family(&b, "read_total", BM_EXPO_COUNTER, "D.");
+    bm_expo_u64(&b, "read_total", NULL, 0, 6);
+    const char *texts[] = {bm_str_data(&p), bm_str_data(&a), bm_str_data(&b)};
+    const char *nets[] = {NULL, "a", "b"};
+    assert_int_equal(bm_expo_merge(texts, "network", nets, 3, &out), 0);
+    assert_string_equal(bm_str_data(&out), "# HELP proc_seconds P.\n# TYPE proc_seconds counter\n"
+                                           "proc_seconds 3\n"
+                                           "# HELP req_total R.\n# TYPE req_total counter\n"
+                                           "req_total{network=\"a\"} 4\n"
+                                           "# HELP read_total D.\n# TYPE read_total counter\n"
+                                           "read_total{network=\"a\"} 5\n"
+                                           "read_total{network=\"b\"} 6\n");
+    bm_str_dispose(&p);
+    bm_str_dispose(&a);
+    bm_str_dispose(&b);
+    bm_str_dispose(&out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -254,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_hist_without_labels),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_merge_empty_family_and_unlabelled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
