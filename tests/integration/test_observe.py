@@ -499,6 +499,10 @@ class Networks(unittest.TestCase):
             st, h, body = mux.request("GET", "/alpha/ui/", headers=adm)
             self.assertEqual(st, 200)
             self.assertIn(b"<html", body.lower())
+            # a path key: the page's relative links and its document stay behind the key
+            st, _, body = mux.request("GET", "/%s/alpha/beaconmux/v1/dashboard" % self.ADMIN)
+            self.assertEqual(st, 200)
+            self.assertIn("arrivals", json.loads(body))
             self.assertEqual(mux.request("GET", "/beta/beaconmux/v1/journal", headers=rd)[0], 403)
             st, _, body = mux.request("GET", "/beta/beaconmux/v1/journal", headers=adm)
             self.assertEqual(st, 200)
