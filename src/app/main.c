@@ -168,8 +168,10 @@ static int build(app_t *a)
     if (!a->server)
         return BM_ENOMEM;
     bm_server_on_end(a->server, on_request_end, a);
-    for (size_t i = 0; i < a->n_net; i++)
+    for (size_t i = 0; i < a->n_net; i++) {
         bm_observe_set_server(bm_network_observe(a->net[i]), a->server);
+        bm_observe_set_front(bm_network_observe(a->net[i]), a->front);
+    }
     /* before the API: once "listening on" is logged, every listener is bound */
     if ((rc = listen_metrics(a)) != 0)
         return rc;

@@ -17,11 +17,6 @@
 #define MAX_NETWORKS 64
 #define MAX_ADMIN_PATHS 8
 
-typedef struct counters {
-    uint64_t requests, unauthorized, forbidden, not_allowed_client, unknown_network, preflights,
-        cors_denied, limited_read, limited_duties, path_keys;
-} counters_t;
-
 struct bm_front {
     uv_loop_t *loop;
     bm_front_opts_t o;
@@ -34,7 +29,7 @@ struct bm_front {
     bm_limiter_t *duty_clients; /* duty buckets per client or key */
     bm_bucket_t global, duty_global;
     bool limits; /* any rate limit is configured (else step 6 has nothing to do) */
-    counters_t c;
+    bm_front_counters_t c;
     bm_log_limit_t lim;
 };
 
@@ -445,10 +440,15 @@ void bm_front_handle(bm_req_t *req, void *ud)
     bm_router_dispatch(req, net ? net->router : f->process);
 }
 
+const bm_front_counters_t *bm_front_counters(const bm_front_t *f)
+{
+    return &f->c;
+}
+
 void bm_front_status_json(bm_str_t *o, void *ud)
 {
     const bm_front_t *f = ud;
-    const counters_t *c = &f->c;
+    const bm_front_counters_t *c = &f->c;
     bm_str_printf(o,
                   "{\"networks\":%zu,\"keys\":%zu,\"requests\":%llu,\"unauthorized\":%llu,"
                   "\"forbidden\":%llu,\"client_not_allowed\":%llu,\"unknown_network\":%llu,"

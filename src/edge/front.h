@@ -84,6 +84,15 @@ void bm_front_set_global(bm_front_t *f, bm_router_t *r);
  *  request's scope (bm_req_set_scope: its bm_front_network_t.ud). */
 void bm_front_handle(bm_req_t *req, void *front);
 
+/** The front's counters since its start. */
+typedef struct bm_front_counters {
+    uint64_t requests, unauthorized, forbidden, not_allowed_client, unknown_network, preflights,
+        cors_denied, limited_read, limited_duties, path_keys;
+} bm_front_counters_t;
+
+/** Its counters (for the exposition). */
+const bm_front_counters_t *bm_front_counters(const bm_front_t *f);
+
 /** Appends the front's counters as a JSON object (an admin status section). */
 void bm_front_status_json(bm_str_t *out, void *ud);
 

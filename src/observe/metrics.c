@@ -436,6 +436,29 @@ static void connection_metrics(bm_str_t *o, const bm_server_t *srv)
            "Requests the server answered itself: malformed, too large, too slow.", s.rejected);
 }
 
+/* The front: requests it refused before any network's router, and rate limits. */
+static void front_metrics(bm_str_t *o, const bm_front_t *f)
+{
+    if (!f)
+        return;
+    const bm_front_counters_t *c = bm_front_counters(f);
+    static const char *const reasons[] = {"unauthorized", "forbidden", "client_not_allowed",
+                                          "unknown_network", "cors_denied"};
+    uint64_t r[] = {c->unauthorized, c->forbidden, c->not_allowed_client, c->unknown_network,
+                    c->cors_denied};
+    by_label(o, "beaconmux_edge_refused_total", BM_EXPO_COUNTER,
+             "Requests the edge refused, by reason: unauthorized (401: no or an unknown key), "
+             "forbidden (403: the key lacks the route class or network), client_not_allowed "
+             "(server.allowedClients), unknown_network (404), cors_denied.",
+             "reason", reasons, r, N(r));
+    static const char *const classes[] = {"read", "duties"};
+    uint64_t l[] = {c->limited_read, c->limited_duties};
+    by_label(o, "beaconmux_edge_rate_limited_total", BM_EXPO_COUNTER,
+             "Requests answered 429 by the rate limits, by budget: read or duties (writes are "
+             "never limited).",
+             "class", classes, l, N(l));
+}
+
 /* Requests by route class and status class: a network's (those its router took). */
 static void request_metrics(bm_str_t *o, const bm_observe_t *ob)
 {
@@ -538,6 +561,7 @@ void bm_metrics_write(const bm_observe_t *ob, bm_str_t *o)
 {
     process_metrics(o);
     connection_metrics(o, bm_observe_sources(ob)->server);
+    front_metrics(o, bm_observe_sources(ob)->front);
     network_metrics(ob, o);
 }
 
@@ -552,6 +576,7 @@ int bm_metrics_write_merged(const bm_observe_t *const *obs, const char *const *i
     parts[0] = (bm_str_t){0};
     process_metrics(&parts[0]);
     connection_metrics(&parts[0], n ? bm_observe_sources(obs[0])->server : NULL);
+    front_metrics(&parts[0], n ? bm_observe_sources(obs[0])->front : NULL);
     values[0] = NULL;
     for (size_t i = 0; i < n; i++) {
         parts[i + 1] = (bm_str_t){0};

@@ -235,6 +235,11 @@ void bm_observe_request_ended(const bm_req_summary_t *s, void *ud)
     bm_access_log(s, ids, n < BM_HEAD_MAX_NODES ? n : BM_HEAD_MAX_NODES);
 }
 
+void bm_observe_set_front(bm_observe_t *o, const bm_front_t *front)
+{
+    o->src.front = front;
+}
+
 void bm_observe_set_server(bm_observe_t *o, bm_server_t *srv)
 {
     o->src.server = srv;

@@ -49,6 +49,7 @@
 #include "duties/replay.h"
 #include "duties/serve.h"
 #include "edge/cache.h"
+#include "edge/front.h"
 #include "http/router.h"
 #include "http/server.h"
 #include "observe/arrivals.h"
@@ -82,8 +83,9 @@ typedef struct bm_observe_sources {
     bm_broadcast_t *broadcast;
     bm_replay_t *replay;
     bm_readpath_t *readpath;
-    bm_cache_t *cache;   /* the response cache in front of the read path */
-    bm_server_t *server; /* the API listener (connections); or bm_observe_set_server */
+    bm_cache_t *cache;       /* the response cache in front of the read path */
+    bm_server_t *server;     /* the API listener (connections); or bm_observe_set_server */
+    const bm_front_t *front; /* keys, CORS, rate limits: the process's (bm_observe_set_front) */
 } bm_observe_sources_t;
 
 /** Status classes of responses: 1xx..5xx, and none (the client left before one). */
@@ -134,6 +136,9 @@ void bm_observe_free(bm_observe_t *o);
 /** The listener whose connections the exposition shows (the API's; the server is made
  *  after the networks). */
 void bm_observe_set_server(bm_observe_t *o, bm_server_t *srv);
+
+/** The front before the API listener (its rejections and rate limits in the exposition). */
+void bm_observe_set_front(bm_observe_t *o, const bm_front_t *front);
 
 /**
  * A request that ended (a server's end listener, bm_server_on_end, with `ud` the observe

@@ -484,6 +484,11 @@ class Networks(unittest.TestCase):
             self.assertEqual(len(re.findall(r"^process_cpu_seconds_total ", text, re.M)), 1)
             self.assertNotIn('process_cpu_seconds_total{network', text)
             self.assertEqual(len(re.findall(r"^beaconmux_server_connections ", text, re.M)), 1)
+            m = re.search(r'^beaconmux_edge_refused_total\{reason="unauthorized"\} (\d+)$', text, re.M)
+            self.assertIsNotNone(m, "the edge's refusals, once and unlabelled")
+            self.assertGreaterEqual(int(m.group(1)), 1)  # the keyless /metrics above
+            m = re.search(r'^beaconmux_edge_refused_total\{reason="forbidden"\} (\d+)$', text, re.M)
+            self.assertGreaterEqual(int(m.group(1)), 1)  # the reader's /metrics above
             if shutil.which("promtool"):
                 p = subprocess.run(["promtool", "check", "metrics"], input=body,
                                    capture_output=True, timeout=30)
