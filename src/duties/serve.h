@@ -18,6 +18,10 @@
  *     an OR over the nodes). A client that goes away does not stop the race; its answers
  *     still reach `on_complete`.
  *
+ * Shadow nodes: a race serve starts (not one a request joins) is mirrored to the shadow
+ * nodes when the policy names them (`shadow`); the served answer is handed to the mirror
+ * when it goes out (the first waiter's), and the mirror is let go with the race.
+ *
  * Lifetime: the context is copied into memory the race owns (race.h `ud_dispose`) and
  * freed with the race, whatever ended it, so nothing of a request or a race outlives the
  * engine's own bookkeeping. The client requests must end before the engine is freed (a
@@ -36,6 +40,7 @@
 
 #include "cluster/pool.h"
 #include "duties/race.h"
+#include "duties/shadow.h"
 #include "http/server.h"
 
 /* ---- what was served, for the duty journal and the metrics above this layer ------------ */
@@ -102,6 +107,10 @@ typedef struct bm_serve_record {
     void *ud;
 } bm_serve_record_t;
 
+/** The journal's witness: the first configured node that is not a shadow (the one a
+ *  validator client with a single node would use); NULL when there is none. */
+bm_node_t *bm_serve_witness_node(bm_pool_t *pool);
+
 /** "not_asked", "fresh", "stale", "error", "hung". */
 const char *bm_answer_class_name(bm_answer_class_t c);
 
@@ -145,6 +154,13 @@ typedef struct bm_serve {
      * record->fn when it completes (copied; a joined race keeps its starter's). It sets
      * the race's `seen` and `witness` (the policy's own are replaced) */
     const bm_serve_record_t *record;
+
+    /* optional: the shadow nodes (duties/shadow.h). Every race serve starts is mirrored to
+     * them (the same request, once each), read as `shadow_read` says, and their answers are
+     * compared with the one served (none, when `respond` builds the answer), by the
+     * policy's deadline; they never reach a client */
+    bm_shadow_t *shadow;
+    bm_shadow_read_t shadow_read;
 } bm_serve_t;
 
 /**
