@@ -39,7 +39,7 @@ struct bm_arrivals {
 
 bm_arrivals_t *bm_arrivals_new(size_t n_nodes)
 {
-    if (n_nodes == 0 || n_nodes > BM_HEAD_MAX_NODES)
+    if (n_nodes == 0 || n_nodes > BM_MAX_NODES)
         return NULL;
     bm_arrivals_t *a = calloc(1, sizeof *a + n_nodes * sizeof(nrec_t));
     if (!a)

@@ -45,7 +45,7 @@ typedef int (*bm_arrivals_canon_fn)(uint64_t slot, uint8_t root[32], void *ud);
 
 typedef struct bm_arrivals bm_arrivals_t;
 
-/** Arrivals of `n_nodes` nodes (1..BM_HEAD_MAX_NODES). NULL on bad size or no memory. */
+/** Arrivals of `n_nodes` nodes (1..BM_MAX_NODES). NULL on bad size or no memory. */
 bm_arrivals_t *bm_arrivals_new(size_t n_nodes);
 
 /** Frees it (NULL is ignored). */

@@ -189,17 +189,15 @@ static void on_tick(uint64_t now_ms, void *ud)
 }
 
 /* The monitor's events: finalized checkpoints settle the journal. */
-static void on_event(size_t node, const char *topic, const char *data, size_t len, void *ud)
+static void on_event(size_t node, const bm_node_event_t *e, void *ud)
 {
-    if (strcmp(topic, "finalized_checkpoint") != 0)
+    if (strcmp(e->topic, "finalized_checkpoint") != 0)
         return;
-    struct json_object *j = NULL;
     uint64_t epoch;
     uint8_t root[32];
-    if (bm_json_parse(data, len, 0, &j, NULL) == 0 && j &&
-        bm_json_get_u64(j, "/epoch", &epoch) == 0 && bm_json_get_root(j, "/block", root) == 0)
+    if (bm_json_get_u64(e->doc, "/epoch", &epoch) == 0 &&
+        bm_json_get_root(e->doc, "/block", root) == 0)
         bm_observe_finalized(ud, node, epoch, root);
-    json_object_put(j);
 }
 
 /* ---- requests ------------------------------------------------------------------------------ */
@@ -228,11 +226,11 @@ void bm_observe_request_ended(const bm_req_summary_t *s, void *ud)
     bm_hist_add(&o->fig.request_seconds[c], (double)s->duration_us / 1e6);
     if (!o->opts.access_log)
         return;
-    const char *ids[BM_HEAD_MAX_NODES];
+    const char *ids[BM_MAX_NODES];
     size_t n = bm_pool_count(o->src.pool);
-    for (size_t i = 0; i < n && i < BM_HEAD_MAX_NODES; i++)
+    for (size_t i = 0; i < n && i < BM_MAX_NODES; i++)
         ids[i] = bm_pool_node(o->src.pool, i)->id;
-    bm_access_log(s, ids, n < BM_HEAD_MAX_NODES ? n : BM_HEAD_MAX_NODES);
+    bm_access_log(s, ids, n < BM_MAX_NODES ? n : BM_MAX_NODES);
 }
 
 void bm_observe_set_front(bm_observe_t *o, const bm_front_t *front)
@@ -274,7 +272,7 @@ bm_observe_t *bm_observe_new(const bm_observe_sources_t *src, const bm_observe_o
     size_t n = bm_pool_count(src->pool);
     if (o->opts.journal_slots && !(o->journal = bm_journal_new(o->opts.journal_slots)))
         goto fail;
-    if (n && !(o->arrivals = bm_arrivals_new(n < BM_HEAD_MAX_NODES ? n : BM_HEAD_MAX_NODES)))
+    if (n && !(o->arrivals = bm_arrivals_new(n < BM_MAX_NODES ? n : BM_MAX_NODES)))
         goto fail;
     o->fig.journal = o->journal;
     o->fig.arrivals = o->arrivals;
@@ -338,8 +336,8 @@ static void route_metrics(bm_req_t *req, const bm_route_params_t *p, void *ud)
 static size_t node_ids(const bm_observe_t *o, const char **ids)
 {
     size_t n = bm_pool_count(o->src.pool);
-    if (n > BM_HEAD_MAX_NODES)
-        n = BM_HEAD_MAX_NODES;
+    if (n > BM_MAX_NODES)
+        n = BM_MAX_NODES;
     for (size_t i = 0; i < n; i++)
         ids[i] = bm_pool_node(o->src.pool, i)->id;
     return n;
@@ -435,7 +433,7 @@ static void route_journal(bm_req_t *req, const bm_route_params_t *p, void *ud)
                       (unsigned long long)from, (unsigned long long)to);
         return;
     }
-    const char *ids[BM_HEAD_MAX_NODES];
+    const char *ids[BM_MAX_NODES];
     size_t n = node_ids(o, ids);
     bm_str_t s = BM_STR_INIT;
     bm_str_puts(&s, "{\"summary\":");
@@ -472,7 +470,7 @@ static void route_dashboard(bm_req_t *req, const bm_route_params_t *p, void *ud)
     bm_observe_t *o = ud;
     const bm_slot_clock_t *clock = chain_clock(o);
     uint64_t now = bm_clock_now_ms();
-    const char *ids[BM_HEAD_MAX_NODES];
+    const char *ids[BM_MAX_NODES];
     size_t n = node_ids(o, ids);
     bm_str_t s = BM_STR_INIT;
     bm_str_printf(&s, "{\"now_ms\":%llu", (unsigned long long)now);
