@@ -402,6 +402,12 @@ void bm_front_handle(bm_req_t *req, void *ud)
         bm_resp_error(req, 403, "this client address is not allowed (server.allowedClients)");
         return;
     }
+    if (f->o.n_trusted) { /* the access log names the client, not the proxy in front */
+        char client[64];
+        bm_client_addr(peer, bm_req_header(req, "x-forwarded-for"), f->o.trusted, f->o.n_trusted,
+                       client, sizeof client);
+        bm_req_set_client(req, client);
+    }
     /* a preflight carries no credentials: answered before keys are asked for */
     if (strcmp(bm_req_method(req), "OPTIONS") == 0 && bm_req_header(req, "origin") &&
         bm_req_header(req, "access-control-request-method")) {

@@ -87,7 +87,7 @@ void bm_server_stats(const bm_server_t *srv, bm_server_stats_t *out);
 typedef struct bm_req_summary {
     const char *method;
     const char *target;      /* as sent (mask secrets before writing it anywhere) */
-    const char *peer;        /* the client's address */
+    const char *peer;        /* the client's address (bm_req_set_client, or the peer) */
     const char *route_class; /* bm_req_set_route_class, or NULL */
     void *scope;             /* bm_req_set_scope, or NULL */
     int status;              /* the status sent; 0: none (the client left first) */
@@ -196,6 +196,10 @@ void bm_req_on_abort(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *u
 /** Names the request's route class for its summary (a string that outlives the request:
  *  a literal). The router sets it when it dispatches. */
 void bm_req_set_route_class(bm_req_t *req, const char *cls);
+
+/** The client's address as the edge judged it (through trusted proxies' X-Forwarded-For),
+ *  for the summary; without it the summary names the peer. Copied (cut at 63 bytes). */
+void bm_req_set_client(bm_req_t *req, const char *addr);
 
 /** Names what took the request in charge (the front: its network), for its summary: the
  *  end listener tells networks apart by it (their node indices are their own). */

@@ -84,6 +84,7 @@ struct bm_req {
     const char *route_class;
     void *scope;        /* bm_req_set_scope */
     size_t masked_path; /* bm_req_mask_path_prefix */
+    char client[64];    /* bm_req_set_client; "": the peer */
 };
 
 /*

@@ -392,6 +392,11 @@ void bm_req_mask_path_prefix(bm_req_t *req, size_t n)
     req->masked_path = n;
 }
 
+void bm_req_set_client(bm_req_t *req, const char *addr)
+{
+    snprintf(req->client, sizeof req->client, "%s", addr ? addr : "");
+}
+
 void bm_req_set_scope(bm_req_t *req, void *scope)
 {
     req->scope = scope;
@@ -573,7 +578,7 @@ static void report_end(bm_req_t *r, bool abort)
     bm_req_summary_t s = {
         .method = r->head->method,
         .target = target,
-        .peer = r->conn->peer,
+        .peer = r->client[0] ? r->client : r->conn->peer,
         .route_class = r->route_class,
         .scope = r->scope,
         .status = r->started ? r->status : 0,

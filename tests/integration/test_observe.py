@@ -456,6 +456,7 @@ class Networks(unittest.TestCase):
             return "    upstreams:\n" + "".join("      - id: %s%d\n        url: %s\n" % (prefix, i, u)
                                              for i, u in enumerate(sim.nodes))
         mux = Beaconmux(config_text=CONFIG + "log:\n  access: true\n"
+                        "trustedProxies: [\"127.0.0.1/32\"]\n"
                         "auth:\n  keys:\n"
                         "    - {id: adm, secret: \"%s\", routes: [read, duties, admin]}\n"
                         "    - {id: rd, secret: \"%s\", routes: [read]}\n"
@@ -519,8 +520,10 @@ class Networks(unittest.TestCase):
                 return [n["id"] for n in arr["nodes"]] if arr else None
             self.assertEqual(wait_for(beta_nodes, 10, what="beta's heatmap"), ["b0"])
 
-            # the access log: a path key masked, each network's own node ids
-            st, _, _ = mux.request("GET", "/%s/beta/eth/v1/node/version" % self.ADMIN)
+            # the access log: the client behind a trusted proxy, a path key masked, each
+            # network's own node ids
+            st, _, _ = mux.request("GET", "/%s/beta/eth/v1/node/version" % self.ADMIN,
+                                   headers={"X-Forwarded-For": "10.0.0.7"})
             self.assertEqual(st, 200)
 
             def line():
@@ -529,7 +532,7 @@ class Networks(unittest.TestCase):
                         return l
                 return None
             l = wait_for(line, 10, what="the access line of the path-key request")
-            self.assertIn('"GET /***/beta/eth/v1/node/version"', l)
+            self.assertIn('access 10.0.0.7 "GET /***/beta/eth/v1/node/version"', l)
             self.assertNotIn(self.ADMIN, "\n".join(mux.stderr()))
             self.assertRegex(l, r" 200 \d+ [0-9.]+ms class=read nodes=b0$")
         finally:
