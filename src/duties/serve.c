@@ -310,7 +310,12 @@ static bm_race_t *start(bm_race_engine_t *e, bm_req_t *req, const bm_serve_t *s,
         record_init(sr, s);
         pol.observe = on_observe;
         pol.witnessed = on_witnessed;
-        pol.witness = s->record->witness;
+        /* an unreachable first node is not asked beside the race: beaconmux judged within
+         * the slot that it does not answer (a stopped process would only queue the request
+         * and answer it stale on resume); the record counts it as no answer, which is what a
+         * client asking it alone got */
+        bm_node_t *w = s->record->witness;
+        pol.witness = w && w->state != BM_NODE_UNREACHABLE ? w : NULL;
     }
     bm_race_request_t rq = {
         .method = bm_req_method(req),

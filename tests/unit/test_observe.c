@@ -5,6 +5,7 @@
  * the tracker's chain (an empty slot too), a finalized checkpoint settles finally only when
  * its root is the cluster chain's and not past the cluster head, head moves are counted by
  * cause, arrivals are recorded per node; and the exposition has the journal's counts.
+ * Ended requests are counted by class, and several networks' expositions merge.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -187,11 +188,79 @@ static void test_finality(void **state)
     tfx_free(&t);
 }
 
+static size_t count_of(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* Ended requests are counted by route class and status class (no class: "other"; no
+ * status: "none"; past the table's room: "other"); two networks' expositions merge with
+ * the process's families once and every other sample under its network. */
+static void test_requests_and_networks(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t);
+    bm_req_summary_t s = {.method = "GET", .target = "/x", .peer = "127.0.0.1", .status = 200};
+    s.route_class = "duty";
+    bm_observe_request_ended(&s, t.o);
+    bm_observe_request_ended(&s, t.o);
+    s.route_class = "read";
+    s.status = 503;
+    bm_observe_request_ended(&s, t.o);
+    s.route_class = NULL;
+    s.status = 0;
+    bm_observe_request_ended(&s, t.o);
+    const bm_observe_figures_t *f = bm_observe_figures(t.o);
+    assert_int_equal(f->n_classes, 3);
+    assert_string_equal(f->classes[0], "duty");
+    assert_int_equal(f->requests[0][BM_CODE_2XX], 2);
+    assert_int_equal(f->requests[1][BM_CODE_5XX], 1);
+    assert_string_equal(f->classes[2], "other");
+    assert_int_equal(f->requests[2][BM_CODE_NONE], 1);
+    static const char *const many[] = {"c1", "c2",  "c3",  "c4",  "c5",  "c6",  "c7", "c8",
+                                       "c9", "c10", "c11", "c12", "c13", "c14", "c15"};
+    s.status = 200;
+    for (size_t i = 0; i < sizeof many / sizeof many[0]; i++) {
+        s.route_class = many[i];
+        bm_observe_request_ended(&s, t.o);
+    }
+    assert_int_equal(f->n_classes, BM_OBSERVE_MAX_CLASSES - 1); /* "other" is among them */
+    assert_int_equal(f->requests[2][BM_CODE_2XX], 3);           /* c13..c15 share "other" */
+
+    bm_pool_t *pool2 = bm_pool_new();
+    assert_non_null(bm_pool_add(pool2, "x", "http://127.0.0.1:2", NULL));
+    bm_observe_sources_t src2 = {.pool = pool2};
+    bm_observe_t *o2 = bm_observe_new(&src2, NULL);
+    assert_non_null(o2);
+    const bm_observe_t *obs[] = {t.o, o2};
+    const char *ids[] = {"alpha", "beta"};
+    bm_str_t out = BM_STR_INIT;
+    assert_int_equal(bm_metrics_write_merged(obs, ids, 2, &out), 0);
+    const char *m = bm_str_data(&out);
+    assert_non_null(strstr(m, "beaconmux_upstream_state{network=\"alpha\",upstream=\"a\","));
+    assert_non_null(strstr(m, "beaconmux_upstream_state{network=\"beta\",upstream=\"x\","));
+    assert_null(strstr(m, "network=\"beta\",upstream=\"a\""));
+    assert_int_equal(count_of(m, "# TYPE beaconmux_upstream_state "), 1);
+    assert_int_equal(count_of(m, "\nprocess_cpu_seconds_total "), 1);
+    assert_null(strstr(m, "process_cpu_seconds_total{"));
+    assert_non_null(strstr(m, "beaconmux_server_requests_total{network=\"alpha\",class=\"duty\","
+                              "code=\"2xx\"} 2\n"));
+    bm_str_dispose(&out);
+    bm_observe_free(o2);
+    bm_pool_free(pool2);
+    tfx_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_settles_two_slots_later),
         cmocka_unit_test(test_finality),
+        cmocka_unit_test(test_requests_and_networks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -352,7 +352,8 @@ static void test_record(void **state)
 
 /* A first node that is no candidate (not ready) is asked beside the race: its fresh answer
  * is recorded as what it would have served alone, never served itself; one that hangs is
- * recorded as hung once the deadline passed (300 ms), not before. */
+ * recorded as hung once the deadline passed (300 ms), not before; an unreachable one is not
+ * asked and recorded as hung. */
 static void test_record_witness_outside(void **state)
 {
     (void)state;
@@ -388,6 +389,21 @@ static void test_record_witness_outside(void **state)
     assert_int_equal(t->rec.first.cls, BM_ANSWER_HUNG);
     assert_int_equal(t->rec.first.status, 0);
     assert_false(t->rec.first.has_root);
+
+    /* unreachable: not asked at all (nothing queued on a stopped node), counted as no answer */
+    a->node->state = BM_NODE_UNREACHABLE;
+    size_t asked = a->requests;
+    fake_call_t *c3 = fake_mux_get(t->m, "/x", NULL);
+    RUN_UNTIL(&t->m->loop, t->next_id == 3, BOUND_MS);
+    fake_mux_advance(t->m, 40);
+    fake_mux_wait(t->m, c3);
+    assert_int_equal(c3->status, 200);
+    fake_mux_advance(t->m, 300);
+    RUN_UNTIL(&t->m->loop, t->records == 3, BOUND_MS);
+    assert_int_equal(a->requests, asked);
+    assert_int_equal(t->rec.first_node, 0);
+    assert_int_equal(t->rec.first.cls, BM_ANSWER_HUNG);
+    assert_int_equal(t->rec.first.status, 0);
     tfx_free(t);
 }
 
