@@ -350,8 +350,9 @@ static const char *host_problem(const char *host, const char *end)
 /*
  * An upstream base URL: http:// or https://, optional user[:password]@, a host name or an IP
  * literal ([v6] in brackets), an optional port 1-65535, an optional path prefix; no query,
- * fragment, space or control character. (src/base/url.h's bm_url_valid covers the same ground
- * for the proxy path; this check also says what is wrong.)
+ * fragment, space, control or non-ASCII byte, dot segment ("/../", "/%2e%2e") or malformed
+ * escape in the path. It says what is wrong; src/base/url.h's bm_url_valid, which the pool and
+ * the proxy path use, accepts every URL this one does.
  */
 const char *bm_cfg_url_problem(const char *url)
 {
@@ -374,7 +375,12 @@ const char *bm_cfg_url_problem(const char *url)
     for (const char *c = p; c < p + alen; c++)
         if (*c == '@')
             at = c;
-    return host_problem(at ? at + 1 : p, p + alen);
+    const char *why = host_problem(at ? at + 1 : p, p + alen);
+    if (!why)
+        why = bm_url_base_path_problem(url);
+    if (!why && !bm_url_valid(url))
+        why = "has malformed user information (letters, digits, -._~!$&'()*+,;=: and %-escapes)";
+    return why;
 }
 
 static bool is_tchar(int c)
@@ -433,28 +439,6 @@ static const char *tier_problem(const char *t)
     const char *p = t;
     if (!parse_digits(&p, &v) || *p || v > 1000)
         return "must be a priority, a whole number from 0 to 1000";
-    return NULL;
-}
-
-static const char *metrics_path_problem(const char *p)
-{
-    size_t n = strlen(p);
-    if (n < 2 || p[0] != '/' || p[n - 1] == '/')
-        return "must start with '/' and not end with one (\"/metrics\")";
-    if (bm_pattern_problem(p) || strpbrk(p, "*{}"))
-        return "must be a plain path: no '*', '{', '?', '#', '%', '//' or spaces";
-    if (strncmp(p, "/eth/", 5) == 0 || strncmp(p, "/ui/", 4) == 0 || strcmp(p, "/ui") == 0 ||
-        strncmp(p, "/beaconmux/", 11) == 0)
-        return "must not be a path of the Beacon API, /ui or /beaconmux/";
-    return NULL;
-}
-
-static const char *listen_problem(const char *s)
-{
-    char host[64];
-    uint16_t port;
-    if (bm_config_parse_listen(s, host, sizeof host, &port) != 0)
-        return "must be HOST:PORT (\"127.0.0.1:9090\", \"[::1]:9090\")";
     return NULL;
 }
 
@@ -594,19 +578,6 @@ static const bm_cfg_key_t log_keys[] = {
 };
 #undef T
 
-static const bm_cfg_key_t metrics_keys[] = {
-    BOOL(bm_config_metrics_t, "enabled", enabled, BM_DEFAULT_METRICS_ENABLED),
-    TEXT_DEF(bm_config_metrics_t, "path", path, metrics_path_problem, 0,
-             BM_DEFAULT_METRICS_PATH),
-    TEXT(bm_config_metrics_t, "listen",  listen,  listen_problem,       BM_CFG_EMPTY_NONE),
-};
-static const bm_cfg_key_t journal_keys[] = {
-    COUNT(bm_config_journal_t, "slots", slots, 0, BM_CONFIG_MAX_JOURNAL_SLOTS,
-          BM_DEFAULT_JOURNAL_SLOTS),
-};
-static const bm_cfg_key_t ui_keys[] = {
-    BOOL(bm_config_ui_t, "enabled", enabled, BM_DEFAULT_UI_ENABLED),
-};
 
 static const bm_cfg_map_t header_map = {"header", BM_CONFIG_MAX_HEADERS,
                                         bm_cfg_header_name_problem, bm_cfg_header_value_problem};
@@ -628,6 +599,7 @@ static const bm_cfg_key_t upstream_keys[] = {
     BOOL(T,  "shadow",   shadow,   BM_DEFAULT_UPSTREAM_SHADOW),
     SECTION(T, "autoTune", auto_tune, bm_config_autotune_t, autotune_section),
     COUNT(T, "maxConnections", max_connections, 1, 10000, BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS),
+    BOOL(T,  "forwardedFor", forwarded_for, false),
 };
 #undef T
 
@@ -641,10 +613,16 @@ static const bm_cfg_key_t server_keys[] = {
              BM_DEFAULT_SERVER_HEADER_TIMEOUT_MS),
     DURATION(T, "bodyTimeout",     body_timeout_ms,     1, D_MAX,
              BM_DEFAULT_SERVER_BODY_TIMEOUT_MS),
+    DURATION(T, "bodyDeadline",    body_deadline_ms,    1, D_MAX,
+             BM_DEFAULT_SERVER_BODY_DEADLINE_MS),
     DURATION(T, "idleTimeout",     idle_timeout_ms,     1000, D_MAX,
              BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS),
     COUNT(T,    "maxConnections",  max_connections,     1, 1000000,
           BM_DEFAULT_SERVER_MAX_CONNECTIONS),
+    COUNT(T,    "maxConnectionsPerClient", max_connections_per_client, 1, 1000000,
+          BM_DEFAULT_SERVER_MAX_CONNECTIONS_PER_CLIENT),
+    DURATION(T, "sendTimeout",     send_timeout_ms,     1, D_MAX,
+             BM_DEFAULT_SERVER_SEND_TIMEOUT_MS),
     DURATION(T, "shutdownTimeout", shutdown_timeout_ms, 0, D_MAX,
              BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
     STRINGS(T,  "allowedClients",  allowed_clients, n_allowed_clients, 256, bm_cidr_problem),
@@ -876,11 +854,6 @@ static const bm_cfg_key_t duties_keys[] = {
 #undef T
 
 static const bm_cfg_section_t log_section = SECTION_OF(bm_config_log_t, log_keys, NULL);
-static const bm_cfg_section_t metrics_section =
-    SECTION_OF(bm_config_metrics_t, metrics_keys, NULL);
-static const bm_cfg_section_t journal_section =
-    SECTION_OF(bm_config_journal_t, journal_keys, NULL);
-static const bm_cfg_section_t ui_section = SECTION_OF(bm_config_ui_t, ui_keys, NULL);
 static const bm_cfg_section_t upstream_section =
     SECTION_OF(bm_config_upstream_t, upstream_keys, upstream_finish);
 static const bm_cfg_section_t server_section = SECTION_OF(bm_config_server_t, server_keys, NULL);
@@ -913,8 +886,8 @@ static const bm_cfg_key_t network_keys[] = {
     SECTION(T, "cache",     cache,     bm_config_cache_t,     bm_cfg_cache),
     LIST(T,    "routeRules",   route_rules,   bm_config_route_rule_t,   n_route_rules,
          route_rule_section, BM_CONFIG_MAX_RULES),
-    STRINGS(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
-            bm_pattern_problem),
+    STRINGS_DEF(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
+                bm_pattern_problem, bm_rules_default_blocked),
     LIST(T,    "clientRoutes", client_routes, bm_config_client_route_t, n_client_routes,
          client_route_section, BM_CONFIG_MAX_RULES),
     SECTION(T, "duties",    duties,    bm_config_duties_t,    duties_section),
@@ -941,11 +914,11 @@ static const bm_cfg_key_t root_keys[] = {
     SECTION(T, "duties",    duties,    bm_config_duties_t,    duties_section),
     SECTION(T, "routing",   routing,   bm_config_routing_t,   routing_section),
     SECTION(T, "failsafe",  failsafe,  bm_config_failsafe_t,  failsafe_section),
-    SECTION(T, "metrics",   metrics,   bm_config_metrics_t,   metrics_section),
-    SECTION(T, "journal",   journal,   bm_config_journal_t,   journal_section),
-    SECTION(T, "ui",        ui,        bm_config_ui_t,        ui_section),
-    STRINGS(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
-            bm_pattern_problem),
+    SECTION(T, "metrics",   metrics,   bm_config_metrics_t,   bm_cfg_metrics),
+    SECTION(T, "journal",   journal,   bm_config_journal_t,   bm_cfg_journal),
+    SECTION(T, "ui",        ui,        bm_config_ui_t,        bm_cfg_ui),
+    STRINGS_DEF(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
+                bm_pattern_problem, bm_rules_default_blocked),
     LIST(T,    "clientRoutes", client_routes, bm_config_client_route_t, n_client_routes,
          client_route_section, BM_CONFIG_MAX_RULES),
     LIST(T,    "routeRules",   route_rules,   bm_config_route_rule_t,   n_route_rules,
@@ -1333,6 +1306,17 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw
     return bm_cfg_check(k, obj, msg, n);
 }
 
+void bm_cfg_clear_strings(const bm_cfg_key_t *k, void *obj)
+{
+    char ***arr = at_off(obj, k->off);
+    size_t *count = at_off(obj, k->aux);
+    for (size_t j = 0; *arr && j < *count; j++)
+        free((*arr)[j]);
+    free(*arr);
+    *arr = NULL;
+    *count = 0;
+}
+
 const char *bm_cfg_add_string(const bm_cfg_key_t *k, void *obj, const char *v)
 {
     char ***arr = at_off(obj, k->off);
@@ -1370,8 +1354,12 @@ int bm_cfg_defaults(const bm_cfg_section_t *sec, void *obj)
                 return BM_ENOMEM;
         } else if (is_number(k->kind) || k->kind == BM_CFG_BOOL || k->kind == BM_CFG_ENUM) {
             set_num(k, obj, k->def);
+        } else if (k->kind == BM_CFG_STRINGS && k->def_list) {
+            for (size_t j = 0; k->def_list[j]; j++)
+                if (bm_cfg_add_string(k, obj, k->def_list[j]))
+                    return BM_ENOMEM; /* the defaults pass their own checks */
         }
-        /* strings, lists and maps start empty: the memory is zeroed */
+        /* other strings, lists and maps start empty: the memory is zeroed */
     }
     return 0;
 }
@@ -1401,16 +1389,9 @@ void bm_cfg_dispose(const bm_cfg_section_t *sec, void *obj)
             *count = 0;
             break;
         }
-        case BM_CFG_STRINGS: {
-            char ***arr = at_off(obj, k->off);
-            size_t *count = at_off(obj, k->aux);
-            for (size_t j = 0; *arr && j < *count; j++)
-                free((*arr)[j]);
-            free(*arr);
-            *arr = NULL;
-            *count = 0;
+        case BM_CFG_STRINGS:
+            bm_cfg_clear_strings(k, obj);
             break;
-        }
         case BM_CFG_MAP: {
             bm_config_header_t **arr = at_off(obj, k->off);
             size_t *count = at_off(obj, k->aux);

@@ -104,6 +104,7 @@ typedef struct bm_cfg_key {
     uint64_t min, max;           /* numbers: the range; LIST: most entries */
     uint64_t def;                /* numbers, BOOL, ENUM: the default; LISTEN: the port's */
     const char *def_text;        /* LISTEN: the default host; TEXT: the default (NULL: none) */
+    const char *const *def_list; /* STRINGS: the default entries, NULL-terminated */
     const bm_cfg_section_t *sub; /* SECTION, LIST */
     const bm_cfg_enum_t *names;  /* ENUM */
     const bm_cfg_map_t *map;     /* MAP */
@@ -154,6 +155,9 @@ bool bm_cfg_check(const bm_cfg_key_t *k, const void *obj, char *msg, size_t n);
 /** True for an inheriting key (DURATION_OPT, or BM_CFG_INHERIT) that holds BM_CONFIG_UNSET. */
 bool bm_cfg_unset(const bm_cfg_key_t *k, const void *obj);
 
+/** Empties a STRINGS list (its default entries too: a list given replaces them). */
+void bm_cfg_clear_strings(const bm_cfg_key_t *k, void *obj);
+
 /** Appends the text of a STRINGS item to its list (copied), after `problem` accepted it.
  *  Returns NULL or why not (for the item at its position); "out of memory" on failure. */
 const char *bm_cfg_add_string(const bm_cfg_key_t *k, void *obj, const char *v);
@@ -174,6 +178,8 @@ const char *bm_cfg_id_problem(const char *id);
 
 /** The edge's sections (config_edge.c). */
 extern const bm_cfg_section_t bm_cfg_cache, bm_cfg_cors, bm_cfg_rate_limit, bm_cfg_auth;
+/** What beaconmux shows of itself: metrics, journal, ui (config_observe.c). */
+extern const bm_cfg_section_t bm_cfg_metrics, bm_cfg_journal, bm_cfg_ui;
 
 /** The rows of a networks[] entry (a bm_config_t of which only these are set). */
 extern const bm_cfg_section_t bm_cfg_network;

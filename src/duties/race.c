@@ -79,7 +79,6 @@ typedef struct slot {
     uint64_t repoll_end; /* no re-ask starts at or after this */
     int end_err;         /* why a node without an answer has none */
     bool tried;
-    bool cut; /* the running transfer was cut by the hard timeout (to be recorded) */
 } slot_t;
 
 typedef struct at_timer {
@@ -406,12 +405,12 @@ static void cancel_wslot(bm_race_t *r, int err)
 }
 
 /* Cancels every running transfer, but the witness's while `keep_witness` and its time lasts.
- * `err` is what the nodes without an answer report; a transfer cut by the hard timeout
- * (`timed_out`) is recorded in the pool as a timeout. */
-static void cancel_all(bm_race_t *r, int err, bool timed_out, bool keep_witness)
+ * `err` is what the nodes without an answer report. Nothing is recorded in the pool: a race
+ * that ends itself (decided, abandoned, cut by its hard timeout or a drain) says nothing
+ * about a node that had not answered yet (issue 12: two block productions for a past slot,
+ * cut at maxHold, made every node unreachable). */
+static void cancel_all(bm_race_t *r, int err, bool keep_witness)
 {
-    bm_race_engine_t *e = r->e;
-    uint64_t now_us = bm_clock_mono_now_us(e->clock);
     uint64_t now = keep_witness ? race_now(r) : 0;
     if (!keep_witness || !witness_kept(r, &r->wslot, now))
         cancel_wslot(r, err);
@@ -424,22 +423,6 @@ static void cancel_all(bm_race_t *r, int err, bool timed_out, bool keep_witness)
         r->in_flight--;
         s->node->stats.in_flight--;
         s->end_err = err;
-        if (timed_out) {
-            s->cut = true;
-            s->xfer_us = now_us - s->xfer_us;
-        }
-    }
-    if (!timed_out)
-        return;
-    /* Recorded after every cancel: pool listeners may call anything. */
-    for (size_t i = 0; i < r->n && !r->closing; i++) {
-        slot_t *s = &r->slots[i];
-        if (!s->cut)
-            continue;
-        s->cut = false;
-        if (e->pool)
-            bm_pool_record(e->pool, s->node, BM_OUTCOME_NET_ERROR, false, s->xfer_us,
-                           "no answer within the race's time limit");
     }
 }
 
@@ -788,7 +771,7 @@ static void decide(bm_race_t *r, ans_t *an)
     set_state(r, RS_DECIDED);
     drop_judgement(r);
     if (!r->pol.write && !r->pol.keep_losers)
-        cancel_all(r, BM_ECANCELED, false, true);
+        cancel_all(r, BM_ECANCELED, true);
 }
 
 /* Decides when the rules say so (see race.h). No callouts but the predicates. */
@@ -817,7 +800,7 @@ static void evaluate(bm_race_t *r, uint64_t now)
 static void cut_race(bm_race_t *r, int err)
 {
     size_t cut = r->in_flight;
-    cancel_all(r, err, err == BM_ETIMEDOUT, false);
+    cancel_all(r, err, false);
     if (r->closing)
         return;
     for (size_t i = 0; i < r->n; i++)
@@ -1358,7 +1341,7 @@ static void cancel_race(bm_race_t *r)
 {
     set_state(r, RS_CANCELLED);
     key_remove(r);
-    cancel_all(r, BM_ECANCELED, false, false);
+    cancel_all(r, BM_ECANCELED, false);
     drop_judgement(r);
     ans_set(&r->final, NULL);
     arm(r, race_now(r));

@@ -523,18 +523,18 @@ int bm_observe_register_merged(const bm_observe_set_t *set, bm_router_t *r)
 {
     if (!set->n || !set->obs[0]->opts.metrics)
         return 0;
-    return bm_router_add(r, "GET", set->obs[0]->opts.metrics_path, route_merged, (void *)set);
+    return bm_router_add_only(r, "GET", set->obs[0]->opts.metrics_path, route_merged, (void *)set);
 }
 
 int bm_observe_register(bm_observe_t *o, bm_router_t *r, bool with_metrics)
 {
     int rc = 0;
     if (o->opts.metrics && with_metrics)
-        rc = bm_router_add(r, "GET", o->opts.metrics_path, route_metrics, o);
+        rc = bm_router_add_only(r, "GET", o->opts.metrics_path, route_metrics, o);
     if (!rc)
-        rc = bm_router_add(r, "GET", "/beaconmux/v1/journal", route_journal, o);
+        rc = bm_router_add_only(r, "GET", "/beaconmux/v1/journal", route_journal, o);
     if (!rc && o->opts.ui)
-        rc = bm_router_add(r, "GET", "/beaconmux/v1/dashboard", route_dashboard, o);
+        rc = bm_router_add_only(r, "GET", "/beaconmux/v1/dashboard", route_dashboard, o);
     if (!rc && o->opts.ui)
         rc = bm_ui_register(r);
     return rc;

@@ -92,10 +92,10 @@ static void route_file(bm_req_t *req, const bm_route_params_t *p, void *ud)
 
 int bm_ui_register(bm_router_t *r)
 {
-    int rc = bm_router_add(r, "GET", "/ui", route_root, NULL);
+    int rc = bm_router_add_only(r, "GET", "/ui", route_root, NULL);
     if (!rc)
-        rc = bm_router_add(r, "GET", "/ui/", route_index, NULL);
+        rc = bm_router_add_only(r, "GET", "/ui/", route_index, NULL);
     if (!rc)
-        rc = bm_router_add(r, "GET", "/ui/{file}", route_file, NULL);
+        rc = bm_router_add_only(r, "GET", "/ui/{file}", route_file, NULL);
     return rc;
 }
