@@ -5,6 +5,9 @@
  *
  *   server -> front (allowed clients, API keys, network prefix, CORS, rate limits)
  *          -> the network's router -> its policies (app/network.h builds one network)
+ *   server (end of every request) -> the request's network's observe (counts, access log)
+ *   metrics: on a network's router, on metrics.listen's own server, and with several
+ *            networks one /metrics for all of them (the front's process routes)
  *
  * docs/architecture.md draws the whole. The front and the networks are built and owned by
  * app/reload.h, which replaces them on SIGHUP; main owns the loop, the server and the
@@ -27,7 +30,9 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "edge/front.h"
+#include "http/router.h"
 #include "http/server.h"
+#include "observe/observe.h"
 
 #define MAX_OLD_SERVERS 8
 
@@ -38,12 +43,48 @@ typedef struct app {
     bm_server_t *server;
     bm_server_t *old_servers[MAX_OLD_SERVERS]; /* listeners a reload replaced, draining */
     size_t n_old_servers;
+    bm_server_t *metrics_server; /* metrics.listen: a listener of its own */
     uv_signal_t sigterm;
     uv_signal_t sigint;
     uv_signal_t sighup;
     int signals;
     int exit_code;
 } app_t;
+
+static bool metrics_on_own_listener(const bm_config_t *c)
+{
+    return c->metrics.enabled && c->metrics.listen && *c->metrics.listen;
+}
+
+/* metrics.listen: /metrics on a listener of its own (one network's routes, or every
+ * network's /metrics), served from the current generation (app/reload.h). */
+static int listen_metrics(app_t *a, const bm_config_t *c)
+{
+    const char *l = c->metrics.listen;
+    if (!metrics_on_own_listener(c))
+        return 0;
+    char host[64];
+    uint16_t port;
+    if (bm_config_parse_listen(l, host, sizeof host, &port) != 0)
+        return BM_EINVAL; /* validated: cannot happen */
+    bm_options_t o;
+    int rc = bm_options_from_config(&o, c);
+    if (rc)
+        return rc;
+    a->metrics_server = bm_server_new(&a->loop, &o.server, bm_reload_handle_metrics, a->reload);
+    if (!a->metrics_server)
+        return BM_ENOMEM;
+    bm_server_on_end(a->metrics_server, bm_reload_request_ended, a->reload);
+    rc = bm_server_listen(a->metrics_server, host, port);
+    if (rc) {
+        bm_log(BM_LOG_ERROR, "cannot listen on %s for metrics: %s", l, bm_strerror(rc));
+        return rc;
+    }
+    bool v6 = strchr(host, ':') != NULL;
+    bm_log(BM_LOG_INFO, "metrics on http://%s%s%s:%d%s", v6 ? "[" : "", host, v6 ? "]" : "",
+           bm_server_port(a->metrics_server), o.observe.metrics_path);
+    return 0;
+}
 
 static void log_listening(const bm_config_t *c, const bm_server_t *srv)
 {
@@ -60,6 +101,8 @@ static bm_server_t *listen_on(app_t *a, const bm_config_t *c)
     if (bm_options_from_config(&o, c) != 0)
         return NULL;
     bm_server_t *srv = bm_server_new(&a->loop, &o.server, bm_reload_handle, a->reload);
+    if (srv)
+        bm_server_on_end(srv, bm_reload_request_ended, a->reload);
     int rc = srv ? bm_server_listen(srv, c->listen_host, c->listen_port) : BM_ENOMEM;
     if (rc) {
         bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", c->listen_host, c->listen_port,
@@ -113,6 +156,7 @@ static int rebind(const bm_config_t *c, void *ud)
     }
     bm_server_t *old = a->server;
     a->server = srv;
+    bm_reload_set_listener(a->reload, srv); /* the old one is freed once it drained */
     a->old_servers[a->n_old_servers++] = old;
     bm_server_shutdown(old, c->server.shutdown_timeout_ms, on_old_server_drained, a);
     return 0;
@@ -132,8 +176,13 @@ static int build(app_t *a, bm_config_t *cfg)
     bm_reload_server_t hooks = {set_server_limits, rebind, a};
     if (!(a->reload = bm_reload_new(&a->loop, cfg, &a->cli, &hooks)))
         return BM_EINVAL;
+    /* before the API: once "listening on" is logged, every listener is bound */
+    int rc = listen_metrics(a, bm_reload_config(a->reload));
+    if (rc)
+        return rc;
     if (!(a->server = listen_on(a, bm_reload_config(a->reload))))
         return BM_EIO;
+    bm_reload_set_listener(a->reload, a->server);
     return bm_reload_start(a->reload);
 }
 
@@ -173,6 +222,8 @@ static void on_signal(uv_signal_t *s, int signum)
     bm_log(BM_LOG_INFO, "%s: shutting down (in-flight requests get up to %u ms)",
            signum == SIGTERM ? "SIGTERM" : "SIGINT", grace);
     bm_reload_stop(a->reload); /* a reload in progress is abandoned */
+    if (a->metrics_server)
+        bm_server_shutdown(a->metrics_server, grace, NULL, NULL);
     bm_server_shutdown(a->server, grace, on_server_drained, a);
     for (size_t i = 0; i < a->n_old_servers; i++) /* already draining: a no-op but the log */
         bm_server_shutdown(a->old_servers[i], grace, on_old_server_drained, a);
@@ -189,9 +240,20 @@ static void on_sighup(uv_signal_t *s, int signum)
 
 static void teardown(app_t *a)
 {
+    /* the networks' observes go with the reload module: no request reaches them any more */
+    if (a->server)
+        bm_server_on_end(a->server, NULL, NULL);
+    if (a->metrics_server)
+        bm_server_on_end(a->metrics_server, NULL, NULL);
+    for (size_t i = 0; i < a->n_old_servers; i++)
+        bm_server_on_end(a->old_servers[i], NULL, NULL);
+    if (a->reload)
+        bm_reload_set_listener(a->reload, NULL); /* freed below */
     uv_run(&a->loop, UV_RUN_DEFAULT);
     if (a->server)
         bm_server_free(a->server);
+    if (a->metrics_server)
+        bm_server_free(a->metrics_server);
     uv_run(&a->loop, UV_RUN_DEFAULT);
     bm_reload_free(a->reload); /* the networks, the front and every configuration */
     if (uv_loop_close(&a->loop) != 0)

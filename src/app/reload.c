@@ -22,10 +22,12 @@
 #include "app/options.h"
 #include "app/reload_diff.h"
 #include "base/clock.h"
+#include "base/defaults.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "edge/front.h"
 #include "http/router.h"
+#include "observe/observe.h"
 
 /* How long networks built by a reload may take to settle before they take requests anyway
  * (a node that is down stays unknown until discovery gives up on its first attempts). */
@@ -56,6 +58,11 @@ typedef struct gen {
     slot_t *slot[BM_RELOAD_MAX_NETWORKS];
     bm_router_t *lane[BM_RELOAD_MAX_NETWORKS]; /* the front's router for slot i */
     size_t n;
+    /* observe: the networks' expositions merged for one /metrics (several networks, on the
+     * API listener: the front's process routes), and metrics.listen's routes */
+    bm_observe_set_t observed;
+    bm_router_t *global_router;
+    bm_router_t *metrics_router;
     bool detached; /* replaced: its slots' `gens` no longer count it */
     uint64_t number;
 } gen_t;
@@ -64,6 +71,7 @@ struct bm_reload {
     uv_loop_t *loop;
     const bm_cli_t *cli;
     bm_reload_server_t server;
+    bm_server_t *listener; /* the API listener whose connections the expositions show */
     cfg_ref_t *listen_cfg; /* the one whose listen address is bound */
     gen_t *cur;
     gen_t *replaced; /* generations replaced, freed from the retire timer */
@@ -242,10 +250,54 @@ static void gen_free(gen_t *g)
     gen_detach(g);
     for (size_t i = 0; i < g->n; i++)
         bm_router_free(g->lane[i]);
+    bm_router_free(g->global_router);
+    bm_router_free(g->metrics_router);
     bm_front_free(g->front);
     bm_options_edge_dispose(&g->edge);
     cfg_unref(g->cfg);
     free(g);
+}
+
+static bool metrics_on_own_listener(const bm_config_t *c)
+{
+    return c->metrics.enabled && c->metrics.listen && *c->metrics.listen;
+}
+
+/* The generation's observe routes: metrics and the dashboard are admin routes for API
+ * keys; several networks share one /metrics (the front's process route, unless
+ * metrics.listen has its own listener); metrics.listen's router serves one network's
+ * routes or every network's /metrics. Built from this generation's networks, so that a
+ * scrape lists exactly the networks that take requests. */
+static int gen_build_observe(gen_t *g)
+{
+    const bm_config_t *c = g->cfg->cfg;
+    for (size_t i = 0; i < g->n; i++) {
+        g->observed.obs[i] = bm_network_observe(g->slot[i]->net);
+        g->observed.ids[i] = bm_network_id(g->slot[i]->net);
+    }
+    g->observed.n = g->n;
+    int rc = bm_front_add_admin_path(g->front,
+                                     c->metrics.path ? c->metrics.path : BM_DEFAULT_METRICS_PATH);
+    if (!rc)
+        rc = bm_front_add_admin_path(g->front, "/ui");
+    if (rc)
+        return rc;
+    if (metrics_on_own_listener(c)) {
+        if (!(g->metrics_router = bm_router_new()))
+            return BM_ENOMEM;
+        bm_router_set_class(g->metrics_router, "metrics");
+        if (g->n == 1)
+            return bm_observe_register(bm_network_observe(g->slot[0]->net), g->metrics_router,
+                                       true);
+        return bm_observe_register_merged(&g->observed, g->metrics_router);
+    }
+    if (g->n < 2)
+        return 0;
+    if (!(g->global_router = bm_router_new()))
+        return BM_ENOMEM;
+    bm_router_set_class(g->global_router, "observe");
+    bm_front_set_global(g->front, g->global_router);
+    return bm_observe_register_merged(&g->observed, g->global_router);
 }
 
 /* The front over the generation's lanes; each network's status shows this front. */
@@ -256,6 +308,8 @@ static int gen_build_front(gen_t *g)
         return rc;
     if (!(g->front = bm_front_new(g->rl->loop, &g->edge.front)))
         return BM_ENOMEM;
+    if ((rc = gen_build_observe(g)) != 0)
+        return rc;
     for (size_t i = 0; i < g->n; i++) {
         bm_network_t *n = g->slot[i]->net;
         bm_front_network_t fn = {bm_network_id(n), g->lane[i], bm_network_health, bm_network_status,
@@ -321,6 +375,43 @@ void bm_reload_handle(bm_req_t *req, void *ud)
 {
     bm_reload_t *rl = ud;
     bm_front_handle(req, rl->cur->front);
+}
+
+void bm_reload_handle_metrics(bm_req_t *req, void *ud)
+{
+    bm_reload_t *rl = ud;
+    if (rl->cur->metrics_router)
+        bm_router_dispatch(req, rl->cur->metrics_router);
+    else /* metrics.listen removed by a reload: its listener stays until a restart */
+        bm_resp_error(req, 404, "metrics are not served on this listener any more");
+}
+
+void bm_reload_request_ended(const bm_req_summary_t *s, void *ud)
+{
+    bm_reload_t *rl = ud;
+    /* the scope is the network the front dispatched to: alive until the request's end
+     * (bm_req_on_end runs after the end listener); what the front answered before choosing
+     * one is counted with the current first network's */
+    bm_network_t *n = s->scope ? s->scope : rl->cur->slot[0]->net;
+    bm_observe_request_ended(s, bm_network_observe(n));
+}
+
+/* Every live network's observe reads the current front and listener: none keeps a pointer
+ * to a front a switch freed or a listener a rebind replaced (retiring networks included:
+ * their in-flight requests may still be a scrape). */
+static void point_observes(bm_reload_t *rl)
+{
+    for (slot_t *s = rl->slots; s; s = s->next) {
+        bm_observe_t *o = bm_network_observe(s->net);
+        bm_observe_set_front(o, rl->cur->front);
+        bm_observe_set_server(o, rl->listener);
+    }
+}
+
+void bm_reload_set_listener(bm_reload_t *rl, bm_server_t *srv)
+{
+    rl->listener = srv;
+    point_observes(rl);
 }
 
 /* ---- the reload -------------------------------------------------------------------- */
@@ -467,6 +558,7 @@ static void swap(bm_reload_t *rl)
     old->next = rl->replaced;
     rl->replaced = old;
     rl->cur = g;
+    point_observes(rl); /* before the old front is freed (the retire timer's next run) */
     size_t finishing = 0;
     for (slot_t *s = rl->slots; s; s = s->next)
         if (s->gens == 0 && !s->retiring)

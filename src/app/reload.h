@@ -68,6 +68,18 @@ int bm_reload_start(bm_reload_t *rl);
 /** The server handler: pass the module as the server's `ud`. */
 void bm_reload_handle(bm_req_t *req, void *rl);
 
+/** The metrics.listen server's handler (`ud` the module): the current generation's
+ *  metrics routes (one network's, or every network's /metrics). */
+void bm_reload_handle_metrics(bm_req_t *req, void *rl);
+
+/** The servers' end listener (bm_server_on_end, `ud` the module): every ended request is
+ *  counted and logged by the observe of the network that took it, else the first one's. */
+void bm_reload_request_ended(const bm_req_summary_t *s, void *rl);
+
+/** The API listener (main's, and again after a rebind): every network's observe shows its
+ *  connections. At every switch the networks' observes are pointed at the new front too. */
+void bm_reload_set_listener(bm_reload_t *rl, bm_server_t *srv);
+
 /** The configuration applied last (borrowed; valid until the next reload applies). */
 const bm_config_t *bm_reload_config(const bm_reload_t *rl);
 
