@@ -14,7 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import (BIN_DIR, Beaconmux, Beaconsim, HangServer, Proc, closed_port,  # noqa: E402
-                     http_request, main, wait_for)
+                     free_port, http_request, main, wait_for)
 
 BASE = """
 timeouts:
@@ -448,6 +448,110 @@ class Reload(unittest.TestCase):
             self.assertRegex(line, r"[1-9]\d* request\(s\) finish on the networks it replaced")
         finally:
             mux.stop()
+
+    # ---- observe across generations (sanitizer builds catch a use of a freed network) -----
+
+    def scrape(self, port, path):
+        st, _, body = http_request(port, "GET", path)
+        return st, body.decode(errors="replace")
+
+    def assert_exposes(self, port, path, present, absent=()):
+        """`path` on `port` answers 200 with every text of `present` and none of `absent`."""
+        st, text = self.scrape(port, path)
+        self.assertEqual(st, 200, text[:300])
+        for p in present:
+            self.assertTrue(p in text, "%s lacks %s" % (path, p))
+        for p in absent:
+            self.assertFalse(p in text, "%s still shows %s" % (path, p))
+        return text
+
+    def test_k_metrics_follow_networks_and_nodes(self):
+        mux = Beaconmux(config_text=self.networks(("main", (0, 1), "")))
+        try:
+            wait_for(lambda: mux.request("GET", "/main/eth/v1/node/version")[0] == 200, 10,
+                     what="main served")
+            up = 'upstream="%s",state="unknown"'  # beaconmux_upstream_state's
+            self.assert_exposes(mux.port, "/main/metrics", [up % "main-n0", up % "main-n1"],
+                                [up % "main-n2"])
+            # a network added: two networks, one merged /metrics on the API listener
+            self.reload(self.networks(("main", (0, 1), ""), ("hoodi", (2,), "")), mux=mux)
+            self.assert_exposes(mux.port, "/metrics", ['network="main"', 'network="hoodi"',
+                                                       up % "hoodi-n2"])
+            self.assert_exposes(mux.port, "/hoodi/metrics", [up % "hoodi-n2"], [up % "main-n0"])
+            # a node added to main: main rebuilt; scrapes while the old main retires
+            mark = self.log_mark(mux)
+            self.reload(self.networks(("main", (0, 1, 2), ""), ("hoodi", (2,), "")), mux=mux)
+            retired = [False]
+
+            def scraped_until_retired():
+                self.assert_exposes(mux.port, "/main/metrics", [up % "main-n2"])
+                self.assert_exposes(mux.port, "/metrics", [up % "main-n2", 'network="hoodi"'])
+                retired[0] = retired[0] or any("reload: network main retired" in l
+                                               for l in mux.stderr()[mark:])
+                return retired[0]
+            wait_for(scraped_until_retired, 15, what="the old main retired")
+            self.assert_exposes(mux.port, "/main/metrics", [up % "main-n2"])
+            # hoodi replaced by sepolia: the merged /metrics lists the current networks only
+            mark = self.log_mark(mux)
+            self.reload(self.networks(("main", (0, 1, 2), ""), ("sepolia", (1,), "")), mux=mux)
+            self.wait_log(r"reload: network hoodi retired", mark, mux)
+            self.assert_exposes(mux.port, "/metrics",
+                                ['network="sepolia"', up % "sepolia-n1", up % "main-n2"],
+                                ['network="hoodi"', up % "hoodi-n2"])
+            self.assert_exposes(mux.port, "/sepolia/metrics", [up % "sepolia-n1"])
+            self.assertEqual(mux.request("GET", "/hoodi/metrics")[0], 404)
+            # the front's counters in the exposition are the new front's: it answered that 404
+            self.assertRegex(self.scrape(mux.port, "/metrics")[1],
+                             r'beaconmux_edge_refused_total\{[^}]*reason="unknown_network"[^}]*\} [1-9]')
+            self.assertEqual(mux.stop(), 0, "\n".join(mux.stderr()[-30:]))
+        finally:
+            mux.stop()
+
+    def test_l_metrics_listener_across_reloads_and_a_rebind(self):
+        """metrics.listen keeps serving the current generation: one network's routes, then
+        every network's /metrics; after the API listener moved, the connections shown are the
+        new listener's."""
+        mport = free_port()
+        ml = 'metrics:\n  listen: "127.0.0.1:%d"\n' % mport
+        tmp = os.path.join(os.path.dirname(self.mux.config_path),
+                           "reload-metrics-%d.yaml" % os.getpid())
+        text = BASE + ml + 'listen: "127.0.0.1:0"\n'
+        with open(tmp, "w") as f:
+            f.write(text + upstreams([("n0", self.sim.nodes[0])]))
+        mux = Proc([os.path.join(BIN_DIR, "beaconmux"), "--config", tmp, "--log-level", "debug"])
+        up = 'upstream="%s",state="unknown"'  # beaconmux_upstream_state's
+        try:
+            old = int(mux.wait_line(r"listening on http://127\.0\.0\.1:(\d+)").group(1))
+            self.assert_exposes(mport, "/metrics", [up % "n0"], [up % "n1"])
+            # a node added, and the API listener moves
+            new = closed_port()
+            mark = len(mux.stderr())
+            with open(tmp + ".new", "w") as f:
+                f.write(text.replace("127.0.0.1:0", "127.0.0.1:%d" % new) +
+                        upstreams([("n0", self.sim.nodes[0]), ("n1", self.sim.nodes[1])]))
+            os.replace(tmp + ".new", tmp)
+            mux.signal(signal.SIGHUP)
+            self.wait_log(r"reload: applied", mark, mux)
+            self.wait_log(r"previous listener's connections are done", mark, mux)
+            self.assert_exposes(mport, "/metrics", [up % "n0", up % "n1"])
+            self.assertEqual(http_request(new, "GET", "/eth/v1/node/version")[0], 200)
+            self.assert_exposes(mport, "/metrics", ["beaconmux_"])
+            self.assertNotEqual(old, new)
+            # one network becomes two: the listener shows both, merged
+            mark = len(mux.stderr())
+            with open(tmp + ".new", "w") as f:
+                f.write(self.networks(("main", (0,), ""), ("hoodi", (1,), "")) + ml +
+                        'listen: "127.0.0.1:%d"\n' % new)
+            os.replace(tmp + ".new", tmp)
+            mux.signal(signal.SIGHUP)
+            self.wait_log(r"reload: applied", mark, mux)
+            self.wait_log(r"reload: the network retired", mark, mux)
+            self.assert_exposes(mport, "/metrics", ['network="main"', 'network="hoodi"',
+                                                    up % "hoodi-n1"], [up % "n0"])
+            self.assertEqual(mux.stop(), 0, "\n".join(mux.stderr()[-30:]))
+        finally:
+            mux.stop()
+            os.unlink(tmp)
 
 if __name__ == "__main__":
     main()
