@@ -44,6 +44,7 @@ typedef struct app {
     bm_server_t *old_servers[MAX_OLD_SERVERS]; /* listeners a reload replaced, draining */
     size_t n_old_servers;
     bm_server_t *metrics_server; /* metrics.listen: a listener of its own */
+    char metrics_addr[128];      /* the address it listens on, or "" */
     uv_signal_t sigterm;
     uv_signal_t sigint;
     uv_signal_t sighup;
@@ -80,6 +81,7 @@ static int listen_metrics(app_t *a, const bm_config_t *c)
         bm_log(BM_LOG_ERROR, "cannot listen on %s for metrics: %s", l, bm_strerror(rc));
         return rc;
     }
+    snprintf(a->metrics_addr, sizeof a->metrics_addr, "%s", l);
     bool v6 = strchr(host, ':') != NULL;
     bm_log(BM_LOG_INFO, "metrics on http://%s%s%s:%d%s", v6 ? "[" : "", host, v6 ? "]" : "",
            bm_server_port(a->metrics_server), o.observe.metrics_path);
@@ -162,6 +164,32 @@ static int rebind(const bm_config_t *c, void *ud)
     return 0;
 }
 
+/* reload: metrics.listen as `c` says. A new address is bound first, then the old listener
+ * drains like the API's; one that cannot be bound leaves the old one serving (logged). */
+static void set_metrics_listener(const bm_config_t *c, void *ud)
+{
+    app_t *a = ud;
+    const char *want = metrics_on_own_listener(c) ? c->metrics.listen : "";
+    if (strcmp(want, a->metrics_addr) == 0)
+        return;
+    bm_server_t *old = a->metrics_server;
+    a->metrics_server = NULL;
+    if (*want && listen_metrics(a, c) != 0) {
+        if (a->metrics_server)
+            bm_server_free(a->metrics_server); /* never listened */
+        a->metrics_server = old;
+        bm_log(BM_LOG_ERROR, "reload: metrics stay where they were served");
+        return;
+    }
+    if (!*want)
+        a->metrics_addr[0] = '\0';
+    if (!old)
+        return;
+    if (a->n_old_servers < MAX_OLD_SERVERS)
+        a->old_servers[a->n_old_servers++] = old;
+    bm_server_shutdown(old, c->server.shutdown_timeout_ms, on_old_server_drained, a);
+}
+
 /* Takes `cfg` (validated). */
 static int build(app_t *a, bm_config_t *cfg)
 {
@@ -173,7 +201,7 @@ static int build(app_t *a, bm_config_t *cfg)
         bm_config_free(cfg);
         return BM_EINVAL;
     }
-    bm_reload_server_t hooks = {set_server_limits, rebind, a};
+    bm_reload_server_t hooks = {set_server_limits, rebind, set_metrics_listener, a};
     if (!(a->reload = bm_reload_new(&a->loop, cfg, &a->cli, &hooks)))
         return BM_EINVAL;
     /* before the API: once "listening on" is logged, every listener is bound */

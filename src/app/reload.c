@@ -547,6 +547,8 @@ static void swap(bm_reload_t *rl)
         bm_log_setup(c->log.level, c->log.format, NULL);
     if (d->server && rl->server.set_limits)
         rl->server.set_limits(c, rl->server.ud);
+    if (rl->server.metrics_listen)
+        rl->server.metrics_listen(c, rl->server.ud);
     if (d->listen && rl->server.rebind && rl->server.rebind(c, rl->server.ud) == 0) {
         cfg_unref(rl->listen_cfg);
         rl->listen_cfg = cfg_ref(g->cfg);

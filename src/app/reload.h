@@ -51,6 +51,9 @@ typedef struct bm_reload_server {
     /* listen changed: listen on `cfg`'s address, the old listener drains. 0, or a BM_E*
      * code (logged by it) when the old one keeps listening */
     int (*rebind)(const bm_config_t *cfg, void *ud);
+    /* at every switch: metrics.listen as `cfg` says (bound anew when it changed, the old
+     * listener drains; none when it went) */
+    void (*metrics_listen)(const bm_config_t *cfg, void *ud);
     void *ud;
 } bm_reload_server_t;
 

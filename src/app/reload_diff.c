@@ -19,7 +19,9 @@ static void clear_globals(bm_config_t *x, const bm_config_t *defaults)
     x->path = NULL;
     x->listen_host = defaults->listen_host;
     x->listen_port = defaults->listen_port;
+    bool access = x->log.access; /* each network's observe writes its access log */
     x->log = defaults->log;
+    x->log.access = access;
     x->server = defaults->server;
     x->auth = defaults->auth;
     x->cors = defaults->cors;

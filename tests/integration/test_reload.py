@@ -509,8 +509,8 @@ class Reload(unittest.TestCase):
 
     def test_l_metrics_listener_across_reloads_and_a_rebind(self):
         """metrics.listen keeps serving the current generation: one network's routes, then
-        every network's /metrics; after the API listener moved, the connections shown are the
-        new listener's."""
+        every network's /metrics, across a move of the API listener; then metrics.listen
+        itself moves."""
         mport = free_port()
         ml = 'metrics:\n  listen: "127.0.0.1:%d"\n' % mport
         tmp = os.path.join(os.path.dirname(self.mux.config_path),
@@ -548,6 +548,20 @@ class Reload(unittest.TestCase):
             self.wait_log(r"reload: the network retired", mark, mux)
             self.assert_exposes(mport, "/metrics", ['network="main"', 'network="hoodi"',
                                                     up % "hoodi-n1"], [up % "n0"])
+            # metrics.listen moves: the new address serves, the old listener drains and closes
+            mport2 = free_port()
+            mark = len(mux.stderr())
+            with open(tmp + ".new", "w") as f:
+                f.write(self.networks(("main", (0,), ""), ("hoodi", (1,), "")) +
+                        'metrics:\n  listen: "127.0.0.1:%d"\n' % mport2 +
+                        'listen: "127.0.0.1:%d"\n' % new)
+            os.replace(tmp + ".new", tmp)
+            mux.signal(signal.SIGHUP)
+            self.wait_log(r"metrics on http://127\.0\.0\.1:%d/metrics" % mport2, mark, mux)
+            self.wait_log(r"previous listener's connections are done", mark, mux)
+            self.assert_exposes(mport2, "/metrics", ['network="main"', 'network="hoodi"'])
+            with self.assertRaises(ConnectionRefusedError):
+                http_request(mport, "GET", "/metrics")
             self.assertEqual(mux.stop(), 0, "\n".join(mux.stderr()[-30:]))
         finally:
             mux.stop()

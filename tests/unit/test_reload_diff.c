@@ -78,6 +78,12 @@ static void test_network_keys_rebuild_the_network(void **state)
         ONE "duties: {writeTimeout: 9s}\n",
         ONE "cache: {maxEntries: 9}\n",
         ONE "blockedPaths: [\"/eth/v1/debug/*\"]\n",
+        /* what each network's observe reads: its options and its routes */
+        ONE "metrics: {path: /prom}\n",
+        ONE "metrics: {listen: \"127.0.0.1:9100\"}\n",
+        ONE "journal: {slots: 64}\n",
+        ONE "ui: {enabled: false}\n",
+        ONE "log: {access: true}\n",
         /* a secret: a new password counts although --check masks it */
         "upstreams: [{id: a, url: \"http://u:p2@127.0.0.1:1\"}, {id: b, url: "
         "\"http://127.0.0.1:2\"}]\n",
