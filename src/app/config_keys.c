@@ -881,10 +881,22 @@ static const bm_cfg_key_t network_keys[] = {
 #undef T
 const bm_cfg_section_t bm_cfg_network = SECTION_OF(bm_config_t, network_keys, network_finish);
 
+/* stateDir: an absolute directory path; whether it exists and is writable is checked at
+ * start (systemd's StateDirectory= creates it only then). */
+static const char *state_dir_problem(const char *v)
+{
+    if (v[0] != '/')
+        return "must be an absolute path";
+    if (strlen(v) > 3072)
+        return "is too long";
+    return NULL;
+}
+
 #define T bm_config_t
 static const bm_cfg_key_t root_keys[] = {
     LISTEN(T,  "listen", listen_host, listen_port, BM_DEFAULT_LISTEN_HOST, BM_DEFAULT_LISTEN_PORT),
     ROOT(T,    "genesisValidatorsRoot", genesis_validators_root),
+    TEXT(T,    "stateDir",  state_dir, state_dir_problem, 0),
     SECTION(T, "log",       log,       bm_config_log_t,       log_section),
     LIST(T,    "upstreams", upstreams, bm_config_upstream_t, n_upstreams, upstream_section,
          BM_CONFIG_MAX_UPSTREAMS),

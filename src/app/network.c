@@ -12,12 +12,16 @@
  */
 #include "app/network.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "app/admin.h"
 #include "app/options.h"
 #include "app/report.h"
+#include "app/statedir.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -62,6 +66,7 @@ struct bm_network {
     bm_produce_t *produce;
     bm_replay_t *replay; /* replay of node-local state */
     bm_broadcast_t *bcast;
+    bm_statedir_t *state; /* stateDir's file of this network, or NULL */
     bm_router_t *router;
     void (*drained)(void *ud);
     void *drained_ud;
@@ -308,8 +313,62 @@ bm_network_t *bm_network_new(uv_loop_t *loop, const bm_config_t *cfg, size_t i)
     return a;
 }
 
+/* statedir sections: the replay memory and the SSZ refusals */
+static int export_replay(void *ud, uint64_t now_ms, bm_str_t *out)
+{
+    return bm_replay_export(ud, now_ms, out);
+}
+
+static int import_replay(void *ud, const char *json, size_t len, uint64_t now_ms)
+{
+    return bm_replay_import(ud, json, len, now_ms);
+}
+
+static int export_ssz(void *ud, uint64_t now_ms, bm_str_t *out)
+{
+    return bm_broadcast_export_ssz(ud, now_ms, out);
+}
+
+static int import_ssz(void *ud, const char *json, size_t len, uint64_t now_ms)
+{
+    return bm_broadcast_import_ssz(ud, json, len, now_ms);
+}
+
+/* stateDir: restores what the last run saved before discovery starts, so that the first
+ * discovery of each node replays it (a node that restarted while beaconmux was down gets
+ * its validators' state again), and saves it from then on. */
+static int start_state(bm_network_t *a)
+{
+    const char *dir = a->cfg.state_dir;
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        bm_log(BM_LOG_ERROR, "stateDir %s: not a writable directory", dir);
+        return BM_EINVAL;
+    }
+    char file[160];
+    if (a->cfg.network_id)
+        snprintf(file, sizeof file, "state-%s.json", a->cfg.network_id);
+    else
+        snprintf(file, sizeof file, "state.json");
+    bm_statedir_opts_t o = {dir, file, a->cfg.network_id ? a->cfg.network_id : "default",
+                            a->cfg.genesis_validators_root, 0};
+    a->state = bm_statedir_new(a->clock, &o);
+    if (!a->state ||
+        bm_statedir_add(a->state, "replay", export_replay, import_replay, a->replay) != 0 ||
+        bm_statedir_add(a->state, "sszRefusals", export_ssz, import_ssz, a->bcast) != 0)
+        return BM_ENOMEM;
+    bm_statedir_load(a->state);
+    bm_statedir_start(a->state);
+    return 0;
+}
+
 int bm_network_start(bm_network_t *a)
 {
+    if (a->cfg.state_dir) {
+        int rc = start_state(a);
+        if (rc)
+            return rc;
+    }
     int rc = bm_discovery_start(a->disc);
     return rc ? rc : bm_monitor_start(a->monitor);
 }
@@ -327,6 +386,7 @@ static void on_writes_drained(bm_race_engine_t *e, void *ud)
     (void)e;
     bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
     bm_discovery_stop(a->disc);
+    bm_statedir_stop(a->state); /* the last save: every write has been fed by now */
     bm_replay_stop(a->replay);
     bm_race_engine_free(a->race); /* before curl: it cancels what still runs */
     a->race = NULL;
@@ -359,6 +419,7 @@ void bm_network_free(bm_network_t *a)
     a->events = NULL;
     if (a->disc)
         bm_discovery_stop(a->disc);
+    bm_statedir_stop(a->state);
     bm_replay_stop(a->replay);
     bm_broadcast_stop(a->bcast);
     if (a->race)
@@ -375,6 +436,7 @@ void bm_network_free(bm_network_t *a)
     bm_attest_free(a->attest); /* after the engine, whose races they judge */
     bm_produce_free(a->produce);
     bm_hint_free(a->hint);
+    bm_statedir_free(a->state);
     bm_broadcast_free(a->bcast);
     bm_replay_free(a->replay);
     bm_cache_free(a->cache); /* before the tracker it listens to */
