@@ -885,7 +885,7 @@ const bm_cfg_section_t bm_cfg_network = SECTION_OF(bm_config_t, network_keys, ne
  * start (systemd's StateDirectory= creates it only then). */
 static const char *state_dir_problem(const char *v)
 {
-    if (v[0] != '/')
+    if (v[0] && v[0] != '/') /* "" means none */
         return "must be an absolute path";
     if (strlen(v) > 3072)
         return "is too long";
@@ -896,7 +896,6 @@ static const char *state_dir_problem(const char *v)
 static const bm_cfg_key_t root_keys[] = {
     LISTEN(T,  "listen", listen_host, listen_port, BM_DEFAULT_LISTEN_HOST, BM_DEFAULT_LISTEN_PORT),
     ROOT(T,    "genesisValidatorsRoot", genesis_validators_root),
-    TEXT(T,    "stateDir",  state_dir, state_dir_problem, 0),
     SECTION(T, "log",       log,       bm_config_log_t,       log_section),
     LIST(T,    "upstreams", upstreams, bm_config_upstream_t, n_upstreams, upstream_section,
          BM_CONFIG_MAX_UPSTREAMS),
@@ -921,6 +920,7 @@ static const bm_cfg_key_t root_keys[] = {
     SECTION(T, "rateLimit", rate_limit, bm_config_rate_limit_t, bm_cfg_rate_limit),
     STRINGS(T, "trustedProxies", trusted_proxies, n_trusted_proxies, 256, bm_cidr_problem),
     SECTION(T, "auth",      auth,       bm_config_auth_t,       bm_cfg_auth),
+    TEXT(T,    "stateDir",  state_dir, state_dir_problem, 0),
     LIST(T,    "networks",  networks,   bm_config_t,            n_networks, bm_cfg_network, 64),
 };
 #undef T

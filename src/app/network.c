@@ -364,7 +364,7 @@ static int start_state(bm_network_t *a)
 
 int bm_network_start(bm_network_t *a)
 {
-    if (a->cfg.state_dir) {
+    if (a->cfg.state_dir && *a->cfg.state_dir) {
         int rc = start_state(a);
         if (rc)
             return rc;

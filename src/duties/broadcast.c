@@ -138,8 +138,8 @@ struct bm_broadcast {
     bm_broadcast_producer_fn producer;
     void *producer_ud;
     size_t n_nodes;
-    sszmem_t *mem; /* n_nodes * N_ROUTES */
-    bool *met;     /* n_nodes: the node was usable at least once since start */
+    sszmem_t *mem;  /* n_nodes * N_ROUTES */
+    bool *restored; /* n_nodes: its memory came from a state file and it was not seen yet */
     route_ud_t rud[N_ROUTES];
     wctx_t *ctxs; /* every live context */
     size_t n_ctxs;
@@ -285,11 +285,12 @@ void bm_broadcast_node_state(bm_node_t *node, bm_node_state_t old, void *ud)
     bool is_gone = node->state == BM_NODE_UNKNOWN || node->state == BM_NODE_UNREACHABLE;
     if (!b || node->index < 0 || (size_t)node->index >= b->n_nodes || !was_gone || is_gone)
         return;
-    /* the first sight of a node keeps what a state file restored: only a node seen usable
-     * before came back (and may have been upgraded) */
-    if (b->met[node->index])
+    /* the first sight of a node after a restart keeps what the state file restored: only
+     * a node seen by this process going away and coming back may have been upgraded */
+    if (b->restored[node->index])
+        b->restored[node->index] = false;
+    else
         bm_broadcast_forget_node(b, (size_t)node->index);
-    b->met[node->index] = true;
 }
 
 /* ---- contexts ------------------------------------------------------------------------------- */
@@ -1019,13 +1020,13 @@ bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_p
     b->replay = replay;
     b->n_nodes = bm_pool_count(pool);
     b->mem = calloc(b->n_nodes ? b->n_nodes * N_ROUTES : 1, sizeof *b->mem);
-    b->met = calloc(b->n_nodes ? b->n_nodes : 1, sizeof *b->met);
+    b->restored = calloc(b->n_nodes ? b->n_nodes : 1, sizeof *b->restored);
     b->timer = bm_timer_new(clock, on_timer, b);
-    if (!b->mem || !b->met || !b->timer) {
+    if (!b->mem || !b->restored || !b->timer) {
         if (b->timer)
             bm_timer_close(b->timer, NULL, NULL);
         free(b->mem);
-        free(b->met);
+        free(b->restored);
         free(b);
         return NULL;
     }
@@ -1080,7 +1081,7 @@ void bm_broadcast_free(bm_broadcast_t *b)
     while (b->ctxs)
         ctx_free(b->ctxs);
     free(b->mem);
-    free(b->met);
+    free(b->restored);
     free(b);
 }
 
@@ -1146,6 +1147,7 @@ static int import_refusal(bm_broadcast_t *b, json_object *e, uint64_t now_ms, ui
         return 0;
     m->state = BM_SSZ_REFUSED;
     m->since_ms = mono > age ? mono - age : 0;
+    b->restored[node->index] = true;
     return 1;
 }
 

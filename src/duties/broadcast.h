@@ -153,8 +153,8 @@ bm_ssz_support_t bm_broadcast_ssz_support(const bm_broadcast_t *b, size_t node, 
 void bm_broadcast_forget_node(bm_broadcast_t *b, size_t node);
 
 /** Pool state listener (`ud` = the broadcast): a node that comes back from unknown or
- *  unreachable, after it was usable once since start, is forgotten
- *  (bm_broadcast_forget_node). Its first discovery keeps what a state file restored. */
+ *  unreachable is forgotten (bm_broadcast_forget_node), except the first time after
+ *  bm_broadcast_import_ssz restored refusals of it (its first discovery after a restart). */
 void bm_broadcast_node_state(bm_node_t *node, bm_node_state_t old, void *ud);
 
 /**

@@ -1767,6 +1767,6 @@ int bm_replay_import(bm_replay_t *rp, const char *json, size_t len, uint64_t now
             n += import_entry(rp, kind, json_object_array_get_idx(arr, i), now_ms);
     }
     json_object_put(doc);
-    bm_replay_sweep(rp, now_ms); /* what expired while beaconmux was down */
-    return n;
+    size_t gone = bm_replay_sweep(rp, now_ms); /* what expired while beaconmux was down */
+    return n > (int)gone ? n - (int)gone : 0;
 }
