@@ -920,7 +920,7 @@ static const bm_cfg_key_t root_keys[] = {
     SECTION(T, "rateLimit", rate_limit, bm_config_rate_limit_t, bm_cfg_rate_limit),
     STRINGS(T, "trustedProxies", trusted_proxies, n_trusted_proxies, 256, bm_cidr_problem),
     SECTION(T, "auth",      auth,       bm_config_auth_t,       bm_cfg_auth),
-    TEXT(T,    "stateDir",  state_dir, state_dir_problem, 0),
+    TEXT(T,    "stateDir",  state_dir, state_dir_problem, BM_CFG_EMPTY_NONE),
     LIST(T,    "networks",  networks,   bm_config_t,            n_networks, bm_cfg_network, 64),
 };
 #undef T
@@ -1281,7 +1281,7 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw
             snprintf(msg, n, "%s %s %s", k->name, q.s, why);
             return false;
         }
-        return set_string(str_field(k, obj), v, false, msg, n);
+        return set_string(str_field(k, obj), v, k->flags & BM_CFG_EMPTY_NONE, msg, n);
     case BM_CFG_SECTION:
     case BM_CFG_LIST:
     case BM_CFG_MAP:

@@ -53,10 +53,11 @@ typedef enum bm_cfg_kind {
 } bm_cfg_kind_t;
 
 enum {
-    BM_CFG_REQUIRED = 1 << 0, /* a mapping that holds this section's keys must give it */
-    BM_CFG_MASK_URL = 1 << 1, /* a URL whose password is masked in messages and masked dumps */
-    BM_CFG_INHERIT = 1 << 2,  /* COUNT, DECIMAL: BM_CONFIG_UNSET (the default) inherits */
-    BM_CFG_SECRET = 1 << 3,   /* TEXT: never shown in messages, "***" in masked dumps */
+    BM_CFG_REQUIRED = 1 << 0,   /* a mapping that holds this section's keys must give it */
+    BM_CFG_MASK_URL = 1 << 1,   /* a URL whose password is masked in messages and masked dumps */
+    BM_CFG_INHERIT = 1 << 2,    /* COUNT, DECIMAL: BM_CONFIG_UNSET (the default) inherits */
+    BM_CFG_SECRET = 1 << 3,     /* TEXT: never shown in messages, "***" in masked dumps */
+    BM_CFG_EMPTY_NONE = 1 << 4, /* TEXT: "" stores NULL (none), as for PATH */
 };
 
 /** An enumerated value: the names a user writes. */
