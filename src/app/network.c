@@ -266,6 +266,55 @@ static int build_chain(bm_network_t *a)
     return bm_admin_add_section(a->admin, "cache", bm_cache_status_json, a->cache);
 }
 
+/* statedir sections: the replay memory and the SSZ refusals */
+static int export_replay(void *ud, uint64_t now_ms, bm_str_t *out)
+{
+    return bm_replay_export(ud, now_ms, out);
+}
+
+static int import_replay(void *ud, const char *json, size_t len, uint64_t now_ms)
+{
+    return bm_replay_import(ud, json, len, now_ms);
+}
+
+static int export_ssz(void *ud, uint64_t now_ms, bm_str_t *out)
+{
+    return bm_broadcast_export_ssz(ud, now_ms, out);
+}
+
+static int import_ssz(void *ud, const char *json, size_t len, uint64_t now_ms)
+{
+    return bm_broadcast_import_ssz(ud, json, len, now_ms);
+}
+
+/* stateDir: restores what the last run saved while the network is built, before anything
+ * listens or discovers, so that the first discovery of each node replays it (a node that
+ * restarted while beaconmux was down gets its validators' state again); bm_network_start
+ * starts the periodic saves. */
+static int build_state(bm_network_t *a)
+{
+    const char *dir = a->cfg.state_dir;
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        bm_log(BM_LOG_ERROR, "stateDir %s: not a writable directory", dir);
+        return BM_EINVAL;
+    }
+    char file[160];
+    if (a->cfg.network_id)
+        snprintf(file, sizeof file, "state-%s.json", a->cfg.network_id);
+    else
+        snprintf(file, sizeof file, "state.json");
+    bm_statedir_opts_t o = {dir, file, a->cfg.network_id ? a->cfg.network_id : "default",
+                            a->cfg.genesis_validators_root, 0};
+    a->state = bm_statedir_new(a->clock, &o);
+    if (!a->state ||
+        bm_statedir_add(a->state, "replay", export_replay, import_replay, a->replay) != 0 ||
+        bm_statedir_add(a->state, "sszRefusals", export_ssz, import_ssz, a->bcast) != 0)
+        return BM_ENOMEM;
+    bm_statedir_load(a->state);
+    return 0;
+}
+
 static int build(bm_network_t *a)
 {
     bm_options_t *o = &a->opts;
@@ -291,6 +340,8 @@ static int build(bm_network_t *a)
         return rc;
     if ((rc = build_routes(a)) != 0)
         return rc;
+    if (a->cfg.state_dir && *a->cfg.state_dir && (rc = build_state(a)) != 0)
+        return rc;
     bm_report_sources_t rs = {a->events, a->attest, a->produce, a->aggregate,
                               a->duties, a->bcast,  a->replay};
     return bm_report_register(a->admin, &rs);
@@ -313,62 +364,9 @@ bm_network_t *bm_network_new(uv_loop_t *loop, const bm_config_t *cfg, size_t i)
     return a;
 }
 
-/* statedir sections: the replay memory and the SSZ refusals */
-static int export_replay(void *ud, uint64_t now_ms, bm_str_t *out)
-{
-    return bm_replay_export(ud, now_ms, out);
-}
-
-static int import_replay(void *ud, const char *json, size_t len, uint64_t now_ms)
-{
-    return bm_replay_import(ud, json, len, now_ms);
-}
-
-static int export_ssz(void *ud, uint64_t now_ms, bm_str_t *out)
-{
-    return bm_broadcast_export_ssz(ud, now_ms, out);
-}
-
-static int import_ssz(void *ud, const char *json, size_t len, uint64_t now_ms)
-{
-    return bm_broadcast_import_ssz(ud, json, len, now_ms);
-}
-
-/* stateDir: restores what the last run saved before discovery starts, so that the first
- * discovery of each node replays it (a node that restarted while beaconmux was down gets
- * its validators' state again), and saves it from then on. */
-static int start_state(bm_network_t *a)
-{
-    const char *dir = a->cfg.state_dir;
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
-        bm_log(BM_LOG_ERROR, "stateDir %s: not a writable directory", dir);
-        return BM_EINVAL;
-    }
-    char file[160];
-    if (a->cfg.network_id)
-        snprintf(file, sizeof file, "state-%s.json", a->cfg.network_id);
-    else
-        snprintf(file, sizeof file, "state.json");
-    bm_statedir_opts_t o = {dir, file, a->cfg.network_id ? a->cfg.network_id : "default",
-                            a->cfg.genesis_validators_root, 0};
-    a->state = bm_statedir_new(a->clock, &o);
-    if (!a->state ||
-        bm_statedir_add(a->state, "replay", export_replay, import_replay, a->replay) != 0 ||
-        bm_statedir_add(a->state, "sszRefusals", export_ssz, import_ssz, a->bcast) != 0)
-        return BM_ENOMEM;
-    bm_statedir_load(a->state);
-    bm_statedir_start(a->state);
-    return 0;
-}
-
 int bm_network_start(bm_network_t *a)
 {
-    if (a->cfg.state_dir && *a->cfg.state_dir) {
-        int rc = start_state(a);
-        if (rc)
-            return rc;
-    }
+    bm_statedir_start(a->state);
     int rc = bm_discovery_start(a->disc);
     return rc ? rc : bm_monitor_start(a->monitor);
 }
