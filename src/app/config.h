@@ -95,6 +95,7 @@ typedef struct bm_config_server {
     uint32_t shutdown_timeout_ms; /* bound for in-flight requests on SIGTERM */
     char **allowed_clients;       /* owned CIDR blocks; none: every client address */
     size_t n_allowed_clients;
+    bool reuse_port; /* SO_REUSEPORT on the listener (upgrades beside the old process) */
 } bm_config_server_t;
 
 typedef struct bm_config_timeouts {

@@ -610,6 +610,7 @@ static const bm_cfg_key_t server_keys[] = {
     DURATION(T, "shutdownTimeout", shutdown_timeout_ms, 0, D_MAX,
              BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
     STRINGS(T,  "allowedClients",  allowed_clients, n_allowed_clients, 256, bm_cidr_problem),
+    BOOL(T,     "reusePort",       reuse_port,          false),
 };
 #undef T
 

@@ -94,6 +94,11 @@ void bm_network_status(bm_str_t *out, void *ud)
     bm_admin_status_json(n->admin, out);
 }
 
+int bm_network_on_node_state(bm_network_t *n, bm_pool_state_fn fn, void *ud)
+{
+    return bm_pool_on_state(n->pool, fn, ud);
+}
+
 int bm_network_add_status(bm_network_t *n, const char *name, void (*fn)(bm_str_t *out, void *ud),
                           void *ud)
 {

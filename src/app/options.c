@@ -30,6 +30,7 @@
     B(server.body_timeout_ms,            server.body_timeout_ms)                                   \
     B(server.idle_timeout_ms,            server.idle_timeout_ms)                                   \
     B(server.max_connections,            server.max_connections)                                   \
+    B(server.reuse_port,                 server.reuse_port)                                        \
     /* timeouts.connect: every module that connects to nodes */                                    \
     B(timeouts.connect_ms,               discovery.connect_timeout_ms)                             \
     B(timeouts.connect_ms,               readpath.connect_timeout_ms)                              \

@@ -44,6 +44,8 @@ typedef struct bm_server_opts {
     uint32_t idle_timeout_ms;   /* keep-alive idle between requests (server.idleTimeout) */
     uint32_t max_connections; /* accepted at once; more closed at accept (server.maxConnections) */
     size_t write_high_water;  /* bm_resp_writable() turns false above this (default 1 MiB) */
+    bool reuse_port; /* SO_REUSEPORT: a new process may bind the port while the old one still
+                        drains (server.reusePort; default off) */
 } bm_server_opts_t;
 
 /** Fills `o` with the defaults above. (bm_server_new also takes a zero field as its default.) */
@@ -65,6 +67,13 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
  * free port (see bm_server_port). Returns 0 or a BM_E* code.
  */
 int bm_server_listen(bm_server_t *srv, const char *host, int port);
+
+/**
+ * Listens on `fd`, a socket already bound and listening that was handed over (systemd
+ * socket activation); the server owns it from now on. Returns 0 or a BM_E* code (then the
+ * caller still owns `fd`).
+ */
+int bm_server_listen_fd(bm_server_t *srv, int fd);
 
 /** The port actually bound (useful after port 0), or -1 before listening. */
 int bm_server_port(const bm_server_t *srv);
