@@ -212,6 +212,7 @@ void bm_server_opts_default(bm_server_opts_t *o)
     o->idle_timeout_ms = BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS;
     o->max_connections = BM_DEFAULT_SERVER_MAX_CONNECTIONS;
     o->write_high_water = 1024 * 1024;
+    o->reuse_port = false;
 }
 
 static const struct {
