@@ -4,11 +4,16 @@
 #   make demo   beaconsim (3 nodes) + beaconmux, and what to open
 #   make bench  wrk against a local upstream: direct, beaconmux, nginx, haproxy
 #   make fuzz   every libFuzzer harness for FUZZ_SECONDS (default 30) each
+#   make install   the release build under PREFIX (default /usr/local), staged in DESTDIR
+#   make package   build/release/beaconmux_<version>_<arch>.deb (docs/operations.md)
+#   make image     the container image beaconmux:<version> (podman, offline, FROM scratch)
 
 FUZZ_SECONDS ?= 30
 CTEST_JOBS ?= 2
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all build deps test demo bench fuzz format clean
+.PHONY: all build deps test demo bench fuzz format clean install package image
 
 all: build
 
@@ -40,6 +45,21 @@ fuzz: deps
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+install: build
+	cmake --preset release -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	DESTDIR=$(DESTDIR) cmake --install build/release
+
+# The package installs under /usr (and /etc, /lib/systemd/system), whatever PREFIX is.
+package: build
+	@scripts/install-deps.sh package
+	cmake --preset release -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
+	cmake --build --preset release
+	cd build/release && cpack -G DEB
+
+image: package
+	@scripts/install-deps.sh image
+	scripts/build-image.sh build/release
 
 format:
 	clang-format -i src/*/*.[ch] sim/*.[ch] tests/unit/*.[ch] fuzz/*.c
