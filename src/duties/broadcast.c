@@ -1143,8 +1143,8 @@ static int import_refusal(bm_broadcast_t *b, json_object *e, uint64_t now_ms, ui
     if (!node || node->index < 0 || r < 0 || age >= b->opts.ssz_memory_ms)
         return 0;
     sszmem_t *m = mem_at(b, (size_t)node->index, (size_t)r);
-    if (!m)
-        return 0;
+    if (!m || m->state != BM_SSZ_UNKNOWN)
+        return 0; /* what this process learned itself is newer */
     m->state = BM_SSZ_REFUSED;
     m->since_ms = mono > age ? mono - age : 0;
     b->restored[node->index] = true;

@@ -1753,6 +1753,12 @@ int bm_replay_import(bm_replay_t *rp, const char *json, size_t len, uint64_t now
     json_object *doc = NULL;
     if (!rp || bm_json_parse(json, len, 0, &doc, NULL) != 0)
         return BM_EINVAL;
+    for (int kind = 0; kind < BM_REPLAY_KIND_COUNT; kind++) {
+        if (rp->tab[kind].live) { /* what this process holds is newer than any file */
+            json_object_put(doc);
+            return 0;
+        }
+    }
     if (!json_object_is_type(doc, json_type_object)) {
         json_object_put(doc);
         return BM_EINVAL;

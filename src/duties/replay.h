@@ -143,7 +143,9 @@ int bm_replay_export(const bm_replay_t *rp, uint64_t now_ms, bm_str_t *out);
 /**
  * Restores what bm_replay_export wrote, each entry with its own last-sent time (so it
  * expires as it would have), then sweeps what expired by `now_ms`. Entries it cannot read
- * are skipped; caps apply. Returns the entries restored and still live, or BM_EINVAL when `json` is not
+ * are skipped; caps apply. Only an empty state is restored (at start): entries this
+ * process already holds are newer than any file, so then nothing is imported (0).
+ * Returns the entries restored and still live, or BM_EINVAL when `json` is not
  * such an object (nothing restored).
  */
 int bm_replay_import(bm_replay_t *rp, const char *json, size_t len, uint64_t now_ms);

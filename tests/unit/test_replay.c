@@ -794,6 +794,10 @@ static void test_export_import_round_trip(void **state)
     for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++)
         assert_int_equal(bm_replay_count(c->rp, (bm_replay_kind_t)k), 0);
 
+    /* a state that already holds entries (a reload's new generation) keeps its own */
+    assert_int_equal(bm_replay_import(b->rp, bm_str_data(&ex), bm_str_len(&ex), saved + 500), 0);
+    assert_int_equal(bm_replay_count(b->rp, BM_REPLAY_PREPARATION), 1);
+
     /* what is not an export restores nothing */
     const char *bad[] = {"[]", "{\"preparations\":{}}", "not json", "{\"preparations\":[1,{}]}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
