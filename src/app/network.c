@@ -39,6 +39,7 @@
 #include "duties/produce.h"
 #include "duties/race.h"
 #include "duties/replay.h"
+#include "duties/shadow.h"
 #include "edge/cache.h"
 #include "http/upstream.h"
 #include "read/readpath.h"
@@ -47,7 +48,7 @@ struct bm_network {
     uv_loop_t *loop;
     bm_config_t cfg;   /* its effective configuration (borrowed from the file's) */
     bm_options_t opts; /* every module's options, from cfg */
-    bm_clock_t *clock; /* the duty layer's clock: the real one */
+    bm_clock_t *clock; /* every module's clock: the real one */
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_health_t *health;
@@ -64,6 +65,7 @@ struct bm_network {
     bm_hint_t *hint;        /* the expected head and hold of duty reads */
     bm_attest_t *attest;
     bm_produce_t *produce;
+    bm_shadow_t *shadow; /* every duty read mirrored to the shadow nodes, and their score */
     bm_replay_t *replay; /* replay of node-local state */
     bm_broadcast_t *bcast;
     bm_statedir_t *state; /* stateDir's file of this network, or NULL */
@@ -127,8 +129,10 @@ static int build_pool(bm_network_t *a)
             bm_log(BM_LOG_ERROR, "upstream %s: cannot set its connection limit", u->id);
             return BM_ENOMEM;
         }
-        bm_log(BM_LOG_INFO, "%s%supstream %s: %s", a->cfg.network_id ? a->cfg.network_id : "",
-               a->cfg.network_id ? ": " : "", n->id, n->url_masked);
+        bm_pool_set_shadow(n, u->shadow);
+        bm_log(BM_LOG_INFO, "%s%supstream %s: %s%s", a->cfg.network_id ? a->cfg.network_id : "",
+               a->cfg.network_id ? ": " : "", n->id, n->url_masked,
+               u->shadow ? " (shadow: mirrored and scored, never served)" : "");
     }
     return 0;
 }
@@ -210,6 +214,20 @@ static int build_fresh(bm_network_t *a)
     return a->attest && a->produce ? 0 : BM_ENOMEM;
 }
 
+/* shadow: every duty policy's races mirrored to the shadow nodes, scored against what was
+ * served (the status page's "shadow" section); nothing else of a shadow node is used. */
+static int build_shadow(bm_network_t *a)
+{
+    a->shadow = bm_shadow_new(a->race, a->pool, a->head);
+    if (!a->shadow)
+        return BM_ENOMEM;
+    bm_attest_set_shadow(a->attest, a->shadow);
+    bm_produce_set_shadow(a->produce, a->shadow);
+    bm_aggregate_set_shadow(a->aggregate, a->shadow);
+    bm_duties_set_shadow(a->duties, a->shadow);
+    return bm_admin_add_section(a->admin, "shadow", bm_shadow_status_json, a->shadow);
+}
+
 /* readpath: ordinary reads, with each upstream's tier, weight, archive flag and bucket, and
  * the rules (blocked paths, route rules, client routes) compiled from the configuration. */
 static int build_readpath(bm_network_t *a)
@@ -238,7 +256,7 @@ static int build_chain(bm_network_t *a)
     a->head = bm_head_new(bm_pool_count(a->pool), NULL);
     if (!a->head || (rc = bm_health_set_head(a->health, a->head)) != 0)
         return a->head ? rc : BM_ENOMEM;
-    a->monitor = bm_monitor_new(a->loop, a->up, a->pool, a->disc, a->head, a->health, &o->monitor);
+    a->monitor = bm_monitor_new(a->clock, a->up, a->pool, a->disc, a->head, a->health, &o->monitor);
     if (!a->monitor)
         return BM_ENOMEM;
     bm_admin_set_monitor(a->admin, a->monitor);
@@ -255,8 +273,10 @@ static int build_chain(bm_network_t *a)
     if (!a->aggregate || !a->duties)
         return BM_ENOMEM;
     bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
+    if ((rc = build_shadow(a)) != 0)
+        return rc;
     /* the cluster event stream, fed by the tracker and every node's streams */
-    a->events = bm_events_new(a->loop, &o->events);
+    a->events = bm_events_new(a->clock, &o->events);
     if (!a->events || bm_events_attach_head(a->events, a->head) != 0 ||
         bm_monitor_on_event(a->monitor, bm_events_node_event, a->events) != 0 ||
         bm_monitor_on_connection(a->monitor, bm_events_node_conn, a->events) != 0)
@@ -335,7 +355,7 @@ static int build(bm_network_t *a)
     if ((rc = build_pool(a)) != 0)
         return rc;
     a->health = bm_health_new(a->pool, &o->health);
-    a->disc = bm_discovery_new(a->loop, a->up, a->pool, &o->discovery);
+    a->disc = bm_discovery_new(a->clock, a->up, a->pool, &o->discovery);
     a->admin = bm_admin_new(a->pool, a->disc);
     if (!a->health || !a->disc || !a->admin || (rc = build_readpath(a)) != 0)
         return rc ? rc : BM_ENOMEM;
@@ -438,6 +458,7 @@ void bm_network_free(bm_network_t *a)
     bm_admin_free(a->admin);
     bm_attest_free(a->attest); /* after the engine, whose races they judge */
     bm_produce_free(a->produce);
+    bm_shadow_free(a->shadow); /* after the engine, whose mirrors report to it */
     bm_hint_free(a->hint);
     bm_statedir_free(a->state);
     bm_broadcast_free(a->bcast);

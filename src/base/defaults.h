@@ -27,6 +27,12 @@
 #define BM_DEFAULT_LISTEN_HOST "127.0.0.1"
 #define BM_DEFAULT_LISTEN_PORT 5555
 
+/* Not a setting but the bound behind several: the most nodes beaconmux runs with. Sets of
+ * nodes are 64-bit masks (the head tracker's asked nodes, a race's candidates), so 64 is
+ * the most there can be; every per-node table is sized by it, and the configuration takes
+ * at most this many upstreams. */
+#define BM_MAX_NODES 64
+
 /* log */
 #define BM_DEFAULT_LOG_LEVEL BM_LOG_INFO
 #define BM_DEFAULT_LOG_FORMAT BM_LOG_TEXT
@@ -57,6 +63,7 @@
 #define BM_DEFAULT_UPSTREAM_PRIORITY 0 /* tier: lower is used first */
 #define BM_DEFAULT_UPSTREAM_WEIGHT 1
 #define BM_DEFAULT_UPSTREAM_ARCHIVE false
+#define BM_DEFAULT_UPSTREAM_SHADOW false
 #define BM_DEFAULT_UPSTREAM_AUTOTUNE_MIN 1     /* requests per second */
 #define BM_DEFAULT_UPSTREAM_AUTOTUNE_MAX 0     /* 0: no auto-tuned bucket */
 #define BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS 64 /* an http:// node's pool (http/upstream.h) */

@@ -18,6 +18,7 @@
 
 #include "base/defaults.h"
 #include "base/err.h"
+#include "base/json.h"
 
 struct bm_health {
     bm_pool_t *pool;
@@ -127,8 +128,8 @@ static bool counts(const bm_health_t *h, const bm_node_t *n)
 {
     bm_head_node_view_t v;
     bool have = view_of(h, n, &v);
-    return n->network == BM_NET_OK && n->reachable && !says_syncing(n) && !says_optimistic(n) &&
-           !(have && (v.time_discrepancy || v.forked || v.optimistic));
+    return !n->shadow && n->network == BM_NET_OK && n->reachable && !says_syncing(n) &&
+           !says_optimistic(n) && !(have && (v.time_discrepancy || v.forked || v.optimistic));
 }
 
 size_t bm_health_quorum_base(const bm_health_t *h)
@@ -146,18 +147,6 @@ uint32_t bm_health_quorum(const bm_health_t *h)
     return bm_health_quorum_base(h) >= 3 ? 2 : 1;
 }
 
-static void hex8(const uint8_t r[32], char out[12])
-{
-    static const char hex[] = "0123456789abcdef";
-    out[0] = '0';
-    out[1] = 'x';
-    for (int i = 0; i < 4; i++) {
-        out[2 + 2 * i] = hex[r[i] >> 4];
-        out[3 + 2 * i] = hex[r[i] & 15];
-    }
-    out[10] = '\0';
-}
-
 static void eval_one(bm_health_t *h, bm_node_t *n)
 {
     bm_pool_t *p = h->pool;
@@ -166,9 +155,13 @@ static void eval_one(bm_health_t *h, bm_node_t *n)
     bool have = view_of(h, n, &v);
     if (have) {
         bool may_vote = n->network == BM_NET_OK && !says_syncing(n) && !says_optimistic(n);
+        if (v.observer != n->shadow) {
+            bm_head_set_node_observer(h->head, (size_t)n->index, n->shadow);
+            have = view_of(h, n, &v); /* the tracker may have decided something */
+        }
         if (v.may_vote != may_vote) {
             bm_head_set_node_vote(h->head, (size_t)n->index, may_vote);
-            have = view_of(h, n, &v); /* the tracker may have decided something */
+            have = view_of(h, n, &v);
         }
     }
     bm_head_info_t ch;
@@ -179,11 +172,11 @@ static void eval_one(bm_health_t *h, bm_node_t *n)
     n->head_lag = n->head_lag_known ? (int64_t)ch.slot - (int64_t)v.slot : 0;
 
     const char *why = bm_node_input_reason(n);
-    char a[12], b[12];
+    char a[BM_ROOT_SHORT_LEN + 1], b[BM_ROOT_SHORT_LEN + 1];
     if (n->network == BM_NET_WRONG) {
         bm_pool_set_state(p, n, BM_NODE_WRONG_NETWORK, "%s", why);
     } else if (!n->reachable) {
-        bm_pool_set_state(p, n, BM_NODE_UNREACHABLE, "%s", why);
+        bm_pool_set_state(p, n, BM_NODE_UNREACHABLE, "%s", bm_node_reach_reason(n));
     } else if (n->network == BM_NET_UNKNOWN) {
         bm_pool_set_state(p, n, BM_NODE_UNKNOWN, "discovery pending");
     } else if (have && v.td_head) {
@@ -196,8 +189,8 @@ static void eval_one(bm_health_t *h, bm_node_t *n)
                           "syncing head_slot %" PRIu64 " is more than a slot ahead of our clock",
                           v.td_slot);
     } else if (have && v.forked) {
-        hex8(v.root, a);
-        hex8(ch.root, b);
+        bm_root_short(v.root, a);
+        bm_root_short(ch.root, b);
         bm_pool_set_state(p, n, BM_NODE_FORKED,
                           "head %s at slot %" PRIu64
                           " is off the cluster chain (cluster head %s at slot %" PRIu64 ")",

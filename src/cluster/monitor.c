@@ -14,18 +14,23 @@
  *   response head at least two slots and its idle timeout: Lodestar sends the head only
  *   with its first event.
  * - Polled heads. Whenever a node's stream does not deliver its heads (not up yet, down,
- *   or silent for a slot while the cluster head moved past the node), its head is asked
- *   for (GET /eth/v1/beacon/headers/head, at most once per slot; headpoll.h decides when:
- *   at the cluster head's move, at the mid-slot point, at the slot start) and fed to the
- *   tracker like a head event. A failed poll of a node without a stream makes its head
- *   stale (no vote), as a dropped stream does.
+ *   or the node has not followed the cluster head a quarter slot after it moved), its head
+ *   is asked for (GET /eth/v1/beacon/headers/head; headpoll.h decides when: at the cluster
+ *   head's move, a quarter slot after it, at the mid-slot point, at the slot start) and
+ *   fed to the tracker like a head event. A failed poll of a node without a stream makes
+ *   its head stale (no vote), as a dropped stream does.
+ * - Probes. A head request still unanswered after bm_headpoll_probe_ms (a quarter slot, at
+ *   most 1 s) makes the node unreachable (bm_pool_set_unresponsive) until its next HTTP
+ *   answer: a stopped node is out of `ready` within the slot it stopped following, instead
+ *   of when its lag passes maxHeadLag slots later.
  * - Requests. Header requests asked by the tracker, the head-at-connect request and the
  *   per-slot syncing poll are buffered transfers with a short timeout, kept on one list
  *   so that stop cancels them. Every header request is answered to the tracker exactly
  *   once (on_parent or on_parent_failed), also when it could not start.
- * - Time. One uv_timer fires at the next slot start or at the tracker's next wake-up,
- *   whichever comes first: bm_head_tick there (health re-evaluates from the tracker's
- *   tick), and at a new slot the syncing polls and the Gloas and version checks.
+ * - Time. One uv_timer fires at the next slot start, the tracker's next wake-up, the
+ *   mid-slot or follow-up poll point or a probe's verdict, whichever comes first:
+ *   bm_head_tick there (health re-evaluates from the tracker's tick), at a new slot the
+ *   syncing polls and the Gloas and version checks, then the polls and verdicts due.
  *
  * Re-entrancy: tracker inputs are made from inside nodestream and upstream callbacks;
  * the tracker may call the fetch function from inside them, which only queues a
@@ -44,6 +49,7 @@
 #include "base/err.h"
 #include "base/fork.h"
 #include "base/json.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/url.h"
 #include "cluster/headpoll.h"
@@ -57,7 +63,7 @@ typedef enum { REQ_HEADER = 0, REQ_HEAD, REQ_SYNCING } req_kind_t;
 typedef struct mnode mnode_t;
 
 typedef struct mreq {
-    struct mreq *prev, *next;
+    bm_link_t link; /* on the monitor's reqs */
     mnode_t *mn;
     req_kind_t kind;
     uint8_t root[32];
@@ -78,6 +84,7 @@ struct mnode {
     bool poll_busy;        /* a head request (GET .../headers/head) is in flight */
     uint64_t poll_slot;    /* slot of the last head request (UINT64_MAX: none) */
     uint64_t poll_sent_ms; /* wall time it was sent */
+    bool poll_judged;      /* it went unanswered past the probe time: the pool was told */
     uint64_t last_stream_head_ms; /* wall time of the last head event from its stream */
     bool has_stream_root;         /* ... and the root it announced */
     uint8_t stream_root[32];
@@ -86,7 +93,7 @@ struct mnode {
 };
 
 struct bm_monitor {
-    uv_loop_t *loop;
+    bm_clock_t *clk; /* time and the timer (m->clock is the chain's slot clock) */
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_discovery_t *disc;
@@ -96,7 +103,7 @@ struct bm_monitor {
     mnode_t *nodes;
     size_t n;
     bm_hdrs_t req_hdrs;
-    uv_timer_t timer;
+    bm_timer_t *timer;
     bool timer_closed;
     bool started;
     bool stopped;
@@ -106,13 +113,14 @@ struct bm_monitor {
     bool want_payload;      /* the chain is in or near Gloas */
     uint64_t last_slot;     /* slot of the last per-slot round (UINT64_MAX: none) */
     uint64_t mid_slot;      /* slot of the last mid-slot poll round (UINT64_MAX: none) */
+    uint64_t followed_ms;   /* the cluster head move (its since_ms) whose follow-up round ran */
     bool pregenesis_polled; /* the round just before genesis ran */
     uint64_t missing_since; /* first slot seen without a cluster head while the chain runs
                                (UINT64_MAX: not missing) */
     bool missing_logged;    /* ... and it was logged */
     bool listening;         /* registered as a tracker listener */
     uint64_t timer_at;      /* wall time the timer is armed for (0: not armed) */
-    mreq_t *reqs;           /* requests in flight */
+    bm_link_t reqs;         /* requests in flight (mreq_t) */
     bm_str_t scratch;       /* one-line copies of multi-line event data */
     struct {
         bm_monitor_event_fn fn;
@@ -141,16 +149,6 @@ void bm_monitor_opts_default(bm_monitor_opts_t *o)
 
 static void req_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud);
 
-static void req_unlink(bm_monitor_t *m, mreq_t *r)
-{
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        m->reqs = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-}
-
 /* Starts one buffered GET on the node. Returns the request or NULL (nothing started). */
 static mreq_t *req_start(mnode_t *mn, req_kind_t kind, const char *path, const uint8_t *root)
 {
@@ -169,7 +167,7 @@ static mreq_t *req_start(mnode_t *mn, req_kind_t kind, const char *path, const u
     r->kind = kind;
     if (root)
         memcpy(r->root, root, 32);
-    r->t0_us = bm_clock_mono_us();
+    r->t0_us = bm_clock_mono_now_us(m->clk);
     bm_xfer_req_t req = {.method = "GET",
                          .url = bm_str_data(&url),
                          .headers = &m->req_hdrs,
@@ -184,10 +182,7 @@ static mreq_t *req_start(mnode_t *mn, req_kind_t kind, const char *path, const u
         free(r);
         return NULL;
     }
-    r->next = m->reqs;
-    if (m->reqs)
-        m->reqs->prev = r;
-    m->reqs = r;
+    bm_list_push_front(&m->reqs, &r->link);
     return r;
 }
 
@@ -269,6 +264,7 @@ static void poll_head(mnode_t *mn, const char *why, uint64_t now)
     if (!req_start(mn, REQ_HEAD, "/eth/v1/beacon/headers/head", NULL))
         return;
     mn->poll_busy = true;
+    mn->poll_judged = false;
     mn->poll_sent_ms = now;
     mn->poll_slot =
         m->clock_known && now >= m->clock.genesis_ms ? bm_slot_at(&m->clock, now) : UINT64_MAX;
@@ -292,12 +288,15 @@ static void maybe_poll(mnode_t *mn, bm_headpoll_moment_t moment, uint64_t now)
         .clock = m->clock, .has_head = has_ch, .head_since_ms = has_ch ? ch.since_ms : 0};
     bm_headpoll_node_t n = {
         .stream_up = mn->connected,
-        .stream_up_ms = mn->info.up_since_ms,
-        .last_stream_head_ms = mn->last_stream_head_ms,
         .has_head = v.has_head,
-        .at_cluster_head = v.relation == BM_HEAD_REL_EQUAL || v.relation == BM_HEAD_REL_DESCENDANT,
+        /* not behind it: the cluster head, a descendant, or a later block whose relation the
+         * tracker is still learning (the node announced its news, it is not stopped) */
+        .at_cluster_head = v.relation == BM_HEAD_REL_EQUAL ||
+                           v.relation == BM_HEAD_REL_DESCENDANT ||
+                           (has_ch && v.has_head && v.slot > ch.slot),
         .poll_in_flight = mn->poll_busy,
         .polled_slot = mn->poll_slot,
+        .polled_ms = mn->poll_sent_ms,
     };
     bm_headpoll_reason_t why = bm_headpoll_due(&c, &n, moment, now);
     if (why != BM_HEADPOLL_NO)
@@ -308,6 +307,62 @@ static void poll_round(bm_monitor_t *m, bm_headpoll_moment_t moment, uint64_t no
 {
     for (size_t i = 0; i < m->n && !m->stopped; i++)
         maybe_poll(&m->nodes[i], moment, now);
+}
+
+/* When a head request in flight counts as unanswered (0: none waits for a verdict). */
+static uint64_t probe_due(const bm_monitor_t *m, const mnode_t *mn)
+{
+    if (!mn->poll_busy || mn->poll_judged || !m->clock_known)
+        return 0;
+    return mn->poll_sent_ms + bm_headpoll_probe_ms(&m->clock);
+}
+
+/*
+ * A head request unanswered for bm_headpoll_probe_ms: the node says nothing at all (it was
+ * asked because its stream does not deliver, or because it did not follow the cluster head),
+ * so it is not ready for new work until it answers again (the pool flips it back at its
+ * next HTTP answer, this request's included). A stopped node otherwise stays `ready` until
+ * its lag passes maxHeadLag, while requests queue on it.
+ */
+static void judge_probes(bm_monitor_t *m, uint64_t now)
+{
+    if (!m->clock_known || now < m->clock.genesis_ms)
+        return;
+    for (size_t i = 0; i < m->n && !m->stopped; i++) {
+        mnode_t *mn = &m->nodes[i];
+        uint64_t due = probe_due(m, mn);
+        if (!due || now < due)
+            continue;
+        mn->poll_judged = true;
+        mn->info.unanswered++;
+        bm_pool_set_unresponsive(m->pool, mn->node,
+                                 "no answer within %llu ms to a head request (asked: %s)",
+                                 (unsigned long long)bm_headpoll_probe_ms(&m->clock),
+                                 mn->info.last_poll_why ? mn->info.last_poll_why : "?");
+    }
+}
+
+/* When the follow-up round of the cluster head's last move is due (0: none pending): nodes
+ * with a stream that have not followed it by then are asked (headpoll's "behind"). */
+static uint64_t follow_up_due(const bm_monitor_t *m)
+{
+    bm_head_info_t ch;
+    if (!m->clock_known || !bm_head_cluster(m->head, &ch) || ch.since_ms == m->followed_ms)
+        return 0;
+    return bm_headpoll_behind_ms(&m->clock, ch.since_ms);
+}
+
+/* Runs the follow-up round and the probe verdicts that are due at `now`. */
+static void follow_up(bm_monitor_t *m, uint64_t now)
+{
+    uint64_t fu = follow_up_due(m);
+    if (fu && now >= fu) {
+        bm_head_info_t ch;
+        bm_head_cluster(m->head, &ch);
+        m->followed_ms = ch.since_ms;
+        poll_round(m, BM_HEADPOLL_FOLLOW_UP, now);
+    }
+    judge_probes(m, now);
 }
 
 static void on_syncing_answer(mreq_t *r, const bm_xfer_result_t *res, uint64_t now)
@@ -350,13 +405,13 @@ static void req_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     mnode_t *mn = r->mn;
     bm_monitor_t *m = mn->m;
     (void)x;
-    req_unlink(m, r);
+    bm_link_unlink(&r->link);
     bm_outcome_t oc = res->status == 0     ? BM_OUTCOME_NET_ERROR
                       : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
                                            : BM_OUTCOME_OK;
     bm_pool_record(m->pool, mn->node, oc, res->err == BM_ECONNREFUSED,
-                   bm_clock_mono_us() - r->t0_us, res->err ? res->detail : NULL);
-    uint64_t now = bm_clock_now_ms();
+                   bm_clock_mono_now_us(m->clk) - r->t0_us, res->err ? res->detail : NULL);
+    uint64_t now = bm_clock_wall_now(m->clk);
     switch (r->kind) {
     case REQ_HEADER:
         on_header_answer(r, res, now);
@@ -378,7 +433,7 @@ static void fetch_header(const uint8_t root[32], uint64_t slot, size_t node, voi
     bm_monitor_t *m = ud;
     (void)slot;
     if (node >= m->n || m->stopped) {
-        bm_head_on_parent_failed(m->head, node, root, bm_clock_now_ms());
+        bm_head_on_parent_failed(m->head, node, root, bm_clock_wall_now(m->clk));
         return;
     }
     mnode_t *mn = &m->nodes[node];
@@ -387,7 +442,7 @@ static void fetch_header(const uint8_t root[32], uint64_t slot, size_t node, voi
     bm_root_to_hex(root, hex);
     snprintf(path, sizeof path, "/eth/v1/beacon/headers/%s", hex);
     if (!req_start(mn, REQ_HEADER, path, root)) {
-        bm_head_on_parent_failed(m->head, node, root, bm_clock_now_ms());
+        bm_head_on_parent_failed(m->head, node, root, bm_clock_wall_now(m->clk));
         return;
     }
     mn->info.header_fetches++;
@@ -459,7 +514,7 @@ static void on_event(bm_nodestream_t *s, const char *topic, size_t tl, const cha
     mnode_t *mn = ud;
     bm_monitor_t *m = mn->m;
     (void)s;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(m->clk);
     mn->info.events++;
     mn->info.last_event_ms = now;
     /* the listeners get one line: nodes send one already, compact the rare other case */
@@ -484,15 +539,17 @@ static void on_event(bm_nodestream_t *s, const char *topic, size_t tl, const cha
         return;
     }
     bool ok = feed(mn, topic, tl, doc, line, len, now);
-    json_object_put(doc);
     if (!ok) {
+        json_object_put(doc);
         mn->info.bad_events++;
         bm_log_limited(&m->log_lim, BM_LOG_DEBUG, "monitor: %s: %.*s event lacks fields",
                        mn->node->id, (int)(tl < 64 ? tl : 64), topic);
         return;
     }
+    bm_node_event_t e = {.topic = topic, .data = line, .len = len, .doc = doc};
     for (size_t i = 0; i < m->n_ev_l && !m->stopped; i++)
-        m->ev_l[i].fn(mn->idx, topic, line, len, m->ev_l[i].ud);
+        m->ev_l[i].fn(mn->idx, &e, m->ev_l[i].ud);
+    json_object_put(doc);
     arm_timer(m);
 }
 
@@ -512,7 +569,7 @@ static void went_down(mnode_t *mn)
     mn->connected = false;
     mn->info.connected = false;
     mn->info.up_since_ms = 0;
-    bm_head_on_disconnect(m->head, mn->idx, bm_clock_now_ms());
+    bm_head_on_disconnect(m->head, mn->idx, bm_clock_wall_now(m->clk));
     tell_conn(m, mn, false);
 }
 
@@ -521,7 +578,7 @@ static void on_up(bm_nodestream_t *s, void *ud)
     mnode_t *mn = ud;
     bm_monitor_t *m = mn->m;
     (void)s;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(m->clk);
     bool reconnect = mn->info.connects > 0;
     mn->info.connects++;
     mn->connected = true;
@@ -632,7 +689,7 @@ static void on_rejected(bm_nodestream_t *s, int status, const char *body, size_t
 
 /* ---- time ----------------------------------------------------------------------------- */
 
-static void on_timer(uv_timer_t *t);
+static void on_timer(bm_timer_t *t, void *ud);
 
 /* Does any node depend on the mid-slot poll (its stream is not up, or its head unknown)? */
 static bool mid_slot_wanted(const bm_monitor_t *m)
@@ -656,7 +713,7 @@ static void arm_timer(bm_monitor_t *m)
 {
     if (m->stopped || !m->started || !m->clock_known)
         return;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(m->clk);
     uint64_t at;
     if (now < m->clock.genesis_ms) {
         at = m->clock.genesis_ms;
@@ -671,6 +728,14 @@ static void arm_timer(bm_monitor_t *m)
         if (slot != m->mid_slot && mid < at && mid_slot_wanted(m))
             at = mid > now ? mid : now;
     }
+    uint64_t fu = follow_up_due(m);
+    if (fu && fu < at)
+        at = fu > now ? fu : now;
+    for (size_t i = 0; i < m->n; i++) {
+        uint64_t pd = probe_due(m, &m->nodes[i]);
+        if (pd && pd < at)
+            at = pd > now ? pd : now;
+    }
     uint64_t w = bm_head_next_wakeup_ms(m->head);
     /* A wake-up already due is served 1 ms from now, never at 0 ms: libuv 1.44 runs a timer
      * re-armed at 0 ms from its own callback again in the same pass, against a loop time
@@ -680,12 +745,12 @@ static void arm_timer(bm_monitor_t *m)
         w = now + 1;
     if (w && w < at)
         at = w;
-    if (m->timer_at && m->timer_at <= at && uv_is_active((uv_handle_t *)&m->timer))
+    if (m->timer_at && m->timer_at <= at && bm_timer_active(m->timer))
         return; /* armed for earlier (or due now) already */
     m->timer_at = at;
     /* +1: land after the instant, never just before it (ms rounding) */
     uint64_t delay = at > now ? at - now + 1 : 0;
-    uv_timer_start(&m->timer, on_timer, delay, 0);
+    bm_timer_start(m->timer, delay);
 }
 
 static bool near_gloas(const bm_monitor_t *m, const bm_chain_info_t *c, uint64_t now)
@@ -786,13 +851,14 @@ static void per_slot(bm_monitor_t *m, uint64_t now, uint64_t slot)
     check_missing(m, slot);
 }
 
-static void on_timer(uv_timer_t *t)
+static void on_timer(bm_timer_t *t, void *ud)
 {
-    bm_monitor_t *m = t->data;
+    bm_monitor_t *m = ud;
+    (void)t;
     m->timer_at = 0;
     if (m->stopped)
         return;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(m->clk);
     bm_head_tick(m->head, now); /* health re-evaluates every node from the tracker's tick */
     uint64_t slot = now < m->clock.genesis_ms ? UINT64_MAX : bm_slot_at(&m->clock, now);
     if (slot != UINT64_MAX && slot != m->last_slot) {
@@ -809,6 +875,8 @@ static void on_timer(uv_timer_t *t)
         m->mid_slot = slot;
         poll_round(m, BM_HEADPOLL_MID_SLOT, now);
     }
+    if (!m->stopped)
+        follow_up(m, now);
     arm_timer(m);
 }
 
@@ -841,7 +909,7 @@ static void on_chain(const bm_chain_info_t *c, void *ud)
     bm_monitor_t *m = ud;
     if (!c->known || m->stopped)
         return;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(m->clk);
     if (!m->clock_known || memcmp(&m->clock, &c->clock, sizeof m->clock) != 0) {
         m->clock = c->clock;
         m->clock_known = true;
@@ -868,18 +936,18 @@ static void on_chain(const bm_chain_info_t *c, void *ud)
 
 /* ---- lifetime ------------------------------------------------------------------------- */
 
-bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
+bm_monitor_t *bm_monitor_new(bm_clock_t *clk, bm_upstream_t *up, bm_pool_t *pool,
                              bm_discovery_t *disc, bm_head_t *head, bm_health_t *health,
                              const bm_monitor_opts_t *opts)
 {
     size_t n = pool ? bm_pool_count(pool) : 0;
-    if (!loop || !up || !pool || !disc || !head || !health || n == 0 ||
-        bm_head_node_count(head) < n)
+    if (!clk || !up || !pool || !disc || !head || !health || n == 0 || bm_head_node_count(head) < n)
         return NULL;
     bm_monitor_t *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
-    m->loop = loop;
+    m->clk = clk;
+    bm_link_init(&m->reqs);
     m->up = up;
     m->pool = pool;
     m->disc = disc;
@@ -893,8 +961,6 @@ bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool
     m->last_slot = UINT64_MAX;
     m->mid_slot = UINT64_MAX;
     m->missing_since = UINT64_MAX;
-    m->log_lim.window_ms = 10000;
-    m->log_lim.burst = 10;
     m->missing_lim.window_ms = 60000;
     m->missing_lim.burst = 1;
     bm_hdrs_init(&m->req_hdrs);
@@ -919,12 +985,13 @@ bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool
         const char *t[8];
         size_t nt = topics_for(mn, false, t);
         mn->stream =
-            bm_nodestream_new(loop, up, mn->node->url, &mn->node->extra, t, nt, &so, &cbs, mn);
+            bm_nodestream_new(clk, up, mn->node->url, &mn->node->extra, t, nt, &so, &cbs, mn);
         if (!mn->stream)
             goto fail;
     }
-    uv_timer_init(loop, &m->timer);
-    m->timer.data = m;
+    m->timer = bm_timer_new(clk, on_timer, m);
+    if (!m->timer)
+        goto fail;
     return m;
 fail:
     for (size_t i = 0; i < n && m->nodes; i++)
@@ -960,9 +1027,9 @@ int bm_monitor_start(bm_monitor_t *m)
     return 0;
 }
 
-static void on_timer_closed(uv_handle_t *h)
+static void on_timer_closed(void *ud)
 {
-    bm_monitor_t *m = h->data;
+    bm_monitor_t *m = ud;
     m->timer_closed = true;
     if (m->free_pending)
         bm_monitor_free(m);
@@ -985,13 +1052,13 @@ void bm_monitor_stop(bm_monitor_t *m)
         bm_nodestream_free(m->nodes[i].stream);
         m->nodes[i].stream = NULL;
     }
-    while (m->reqs) {
-        mreq_t *r = m->reqs;
-        req_unlink(m, r);
+    while (!bm_list_empty(&m->reqs)) {
+        mreq_t *r = bm_list_first(&m->reqs, mreq_t, link);
+        bm_link_unlink(&r->link);
         bm_upstream_cancel(r->x); /* unanswered header requests: the tracker goes too */
         free(r);
     }
-    uv_close((uv_handle_t *)&m->timer, on_timer_closed);
+    bm_timer_close(m->timer, on_timer_closed, m);
 }
 
 void bm_monitor_free(bm_monitor_t *m)

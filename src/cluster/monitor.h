@@ -8,9 +8,11 @@
  * says; the tracker's header requests are answered with GET /eth/v1/beacon/headers/{root};
  * on every (re)connect the node's current head (GET /eth/v1/beacon/headers/head) is fed
  * as a head event, and so is the answer of the same request whenever the node's stream
- * does not deliver its heads (not up yet, down, or silent while the cluster head moved;
- * at most once per slot, src/cluster/headpoll.h says when), so that the tracker knows
- * every node's head within a slot whether its stream works or not; /eth/v1/node/syncing
+ * does not deliver its heads (not up yet, down, or the node has not followed the cluster
+ * head a quarter slot after it moved; src/cluster/headpoll.h says when), so that the
+ * tracker knows every node's head within a slot whether its stream works or not; a head
+ * request unanswered after bm_headpoll_probe_ms makes the node unreachable until it
+ * answers again (a stopped node is not ready for new work); /eth/v1/node/syncing
  * is polled once per slot per node for health; the tracker is ticked at every slot start
  * and at its own next wake-up; the tracker's clock follows discovery's chain information.
  * Then the event and connection listeners run (the cluster event stream, replay of
@@ -25,6 +27,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/clock.h"
 #include "cluster/discovery.h"
 #include "cluster/head.h"
 #include "cluster/health.h"
@@ -50,12 +53,21 @@ typedef struct bm_monitor_opts {
 void bm_monitor_opts_default(bm_monitor_opts_t *o);
 
 /**
- * Every event of a node's main stream, after the tracker saw it: `topic` as the node
- * named it, `data` its data as one line of JSON (NUL-terminated, borrowed for the call).
- * Events whose data is not valid JSON are dropped before this (and counted).
+ * One event of a node's stream, parsed once: every listener reads the same object rather
+ * than parse the text again. All of it is borrowed for the call.
  */
-typedef void (*bm_monitor_event_fn)(size_t node, const char *topic, const char *data, size_t len,
-                                    void *ud);
+typedef struct bm_node_event {
+    const char *topic;       /* as the node named it (NUL-terminated) */
+    const char *data;        /* its data as one line of JSON (NUL-terminated) */
+    size_t len;              /* strlen(data) */
+    struct json_object *doc; /* data parsed: a JSON object */
+} bm_node_event_t;
+
+/**
+ * Every event of a node's main stream, after the tracker saw it. Events whose data is not
+ * a valid JSON object are dropped before this (and counted).
+ */
+typedef void (*bm_monitor_event_fn)(size_t node, const bm_node_event_t *e, void *ud);
 
 /**
  * A node's main stream came up (`up` true, after every (re)connect: replay state) or went
@@ -80,6 +92,8 @@ typedef struct bm_monitor_node_info {
                                   whenever the stream does not deliver) */
     uint64_t polled_heads;     /* their answers fed to the tracker */
     uint64_t poll_failures;    /* their failures */
+    uint64_t unanswered;       /* polls unanswered after the probe time (bm_headpoll_probe_ms):
+                                  each made the node unreachable */
     uint64_t last_poll_ms;     /* wall time of the last one sent (0: never) */
     const char *last_poll_why; /* why (bm_headpoll_reason_name, or "connect"); static */
     bool head_polled;          /* the tracker's head for this node did not come from its stream
@@ -95,10 +109,11 @@ typedef struct bm_monitor_node_info {
  * A monitor over every node of `pool` (n nodes: the tracker must have at least n). Feeds
  * `head` (not owned), reports syncing answers to `health` (not owned), takes the chain
  * from `disc` (registers itself as discovery's chain listener) and asks discovery to
- * refresh a node whose stream reconnected. All must outlive the monitor. Nothing is sent
+ * refresh a node whose stream reconnected. Time (the tracker's inputs, the slot timer, the
+ * streams' timeouts) is read and armed on `clk`. All must outlive the monitor. Nothing is sent
  * before bm_monitor_start. NULL on bad arguments or no memory.
  */
-bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
+bm_monitor_t *bm_monitor_new(bm_clock_t *clk, bm_upstream_t *up, bm_pool_t *pool,
                              bm_discovery_t *disc, bm_head_t *head, bm_health_t *health,
                              const bm_monitor_opts_t *opts);
 

@@ -157,16 +157,10 @@ bool bm_hint_slot_at(const bm_hint_t *h, uint64_t now_ms, uint64_t *slot);
 
 /**
  * The candidates of a duty race, in pool order: the ready nodes; when none is ready,
- * every node that can take requests (not wrong-network), best state first. Writes at most
+ * every node that can take requests (not wrong-network), best state first. Never a shadow
+ * node (bm_node_usable): the shadow module mirrors the race to it instead. Writes at most
  * `cap` borrowed pointers (the pool owns the nodes) and returns how many.
  */
 size_t bm_hint_candidates(const bm_pool_t *pool, bm_node_t **out, size_t cap);
-
-/**
- * The value of query parameter `name` in query[0..len) (no '?'), copied NUL-terminated into
- * out[0..cap) (not percent-decoded; the first occurrence). Returns its length, or -1 when
- * absent or longer than cap - 1.
- */
-int bm_hint_query_param(const char *query, size_t len, const char *name, char *out, size_t cap);
 
 #endif /* BM_HINT_H */

@@ -27,10 +27,9 @@
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "base/url.h"
 #include "base/ssz.h"
 #include "duties/serve.h"
-
-#define MAX_CANDIDATES 64
 
 typedef struct value_rank {
     bm_produce_block_t blk; /* only the fields the order reads */
@@ -67,6 +66,7 @@ struct bm_produce {
     bm_race_engine_t *race;
     bm_pool_t *pool;
     bm_hint_t *hint;
+    bm_shadow_t *shadow; /* the shadow nodes every race is mirrored to, or NULL */
     bm_produce_opts_t opts;
     bm_produce_stats_t stats;
     memo_t memo[BM_PRODUCE_MEMORY_SLOTS];
@@ -103,9 +103,24 @@ bm_produce_t *bm_produce_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_
         p->opts.repoll_interval_ms = 250;
     if (!p->opts.max_hold_ms)
         p->opts.max_hold_ms = BM_DEFAULT_DUTIES_MAX_HOLD_MS;
-    p->lim.window_ms = 10000;
-    p->lim.burst = 10;
     return p;
+}
+
+void bm_produce_set_shadow(bm_produce_t *p, bm_shadow_t *shadow)
+{
+    p->shadow = shadow;
+}
+
+/* A shadow node's block is about its parent (duties/shadow.h); `arg` is the form. */
+static bool shadow_read_block(const bm_hdrs_t *h, const bm_buf_t *body, uint32_t arg,
+                              bm_shadow_view_t *out)
+{
+    bm_produce_block_t b;
+    if (bm_produce_parse_form(h, body, (bm_produce_form_t)arg, &b) != 0)
+        return false;
+    out->has_root = true;
+    memcpy(out->root, b.parent_root, 32);
+    return true;
 }
 
 void bm_produce_free(bm_produce_t *p)
@@ -153,17 +168,6 @@ static bool header_true(const bm_hdrs_t *h, const char *name, bool *present)
     if (present)
         *present = v != NULL;
     return v && strcasecmp(v, "true") == 0;
-}
-
-static bool is_ssz(const bm_hdrs_t *h)
-{
-    const char *ct = bm_hdrs_get(h, "content-type");
-    if (!ct)
-        return false;
-    while (*ct == ' ' || *ct == '\t')
-        ct++;
-    return strncasecmp(ct, "application/octet-stream", 24) == 0 &&
-           (ct[24] == '\0' || ct[24] == ';' || ct[24] == ' ' || ct[24] == '\t');
 }
 
 /* A decimal Wei value from a header; true when present (BM_EINVAL in *rc when malformed). */
@@ -218,7 +222,7 @@ int bm_produce_parse_form(const bm_hdrs_t *headers, const bm_buf_t *body, bm_pro
     bool has_e = !v4 && header_value(headers, "eth-execution-payload-value", &b.execution, &rc);
     if (rc)
         return rc;
-    if (is_ssz(headers)) {
+    if (bm_hdrs_is_ssz(headers)) {
         const char *fork = bm_hdrs_get(headers, "eth-consensus-version");
         bm_ssz_block_info_t info;
         if (!fork || (form == BM_PRODUCE_FORM_V3 && !blinded_hdr) || (v4 && !included_hdr))
@@ -314,7 +318,7 @@ uint64_t bm_produce_boost(const char *query, size_t len)
 {
     char v[32];
     uint64_t boost;
-    int n = bm_hint_query_param(query, len, "builder_boost_factor", v, sizeof v);
+    int n = bm_url_query_param(query, len, "builder_boost_factor", v, sizeof v);
     if (n <= 0 || bm_json_parse_u64(v, (size_t)n, &boost) != 0)
         return 100;
     return boost;
@@ -428,7 +432,7 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     pctx_t *c = ctx;
     bm_produce_t *p = c->p;
     bm_produce_block_t b;
-    bool ok2xx = !an->err && an->status >= 200 && an->status < 300;
+    bool ok2xx = !an->err && bm_race_2xx(an->status);
     if (ok2xx && an->node) {
         bool readable = parsed(c, an, &b) == 0;
         remember(p, c->slot, an->node->index, readable ? &b : NULL);
@@ -467,7 +471,7 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bm_produce_for
     const bm_chain_info_t *chain = bm_hint_chain(p->hint);
     uint64_t deadline =
         (chain ? bm_slot_start_ms(&chain->clock, slot) : now) + p->opts.proposal_deadline_ms;
-    bm_node_t *nodes[MAX_CANDIDATES];
+    bm_node_t *nodes[BM_MAX_NODES];
     bm_serve_t s = {
         .policy =
             {
@@ -482,11 +486,13 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bm_produce_for
                 .connect_timeout_ms = p->opts.connect_timeout_ms,
             },
         .nodes = nodes,
-        .n = bm_hint_candidates(p->pool, nodes, MAX_CANDIDATES),
+        .n = bm_hint_candidates(p->pool, nodes, BM_MAX_NODES),
         .ctx = &c,
         .ctx_size = sizeof c,
         .ctx_dispose = ctx_dispose,
         .on_answer = on_answer,
+        .shadow = p->shadow,
+        .shadow_read = {BM_SHADOW_BLOCK, shadow_read_block, (uint32_t)form},
     };
     if (p->opts.selection == BM_PRODUCE_BEST_VALUE) {
         s.policy.score = block_score;

@@ -19,14 +19,24 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 
 # Modules of duties/ that are shared machinery, not policies: every policy may include them
 # (checkpoints: the pure book of the nodes' attestation checkpoints; indexed: the merge of a
-# batch write's indexed errors: judgements without I/O, like hint).
-DUTY_MACHINERY = {"race", "hint", "serve", "checkpoints", "indexed"}
+# batch write's indexed errors: judgements without I/O, like hint; shadow: the mirror of every
+# race to the shadow nodes, which serve starts for each policy, and their score).
+DUTY_MACHINERY = {"race", "hint", "serve", "checkpoints", "indexed", "shadow"}
 # Policy -> policy includes that are allowed, each with its reason.
 POLICY_EXCEPTIONS = {
     ("broadcast", "replay"): "a broadcast write feeds the replay memory it passes through",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def module_of(folder, name):
+    """The module a file belongs to: a module too large for one file keeps its parts in
+    name_part.c files (and what they share in name_int.h) beside name.h."""
+    base = name.split("_")[0]
+    if base != name and os.path.exists(os.path.join(folder, base + ".h")):
+        return base
+    return name
 
 
 def check(root):
@@ -47,6 +57,7 @@ def check(root):
             text = open(os.path.join(path, name), encoding="utf-8").read()
             includes = INCLUDE.findall(text)
             module = name[:-2]
+            owner = module_of(path, module)
             if name.endswith(".c") and os.path.exists(os.path.join(path, module + ".h")):
                 if not includes or includes[0] != "%s/%s.h" % (layer, module):
                     errors.append("%s: must include its own header %s/%s.h first"
@@ -59,15 +70,15 @@ def check(root):
                 if not os.path.exists(os.path.join(src, inc)):
                     errors.append('%s: include "%s" does not exist' % (rel, inc))
                     continue
-                other, other_mod = parts[0], parts[1][:-2]
+                other, other_mod = parts[0], module_of(os.path.join(src, parts[0]), parts[1][:-2])
                 if RANK[other] > RANK[layer]:
                     errors.append('%s: includes "%s", a higher layer (%s above %s)'
                                   % (rel, inc, other, layer))
-                if (layer == "duties" and other == "duties" and module != other_mod
-                        and module not in DUTY_MACHINERY and other_mod not in DUTY_MACHINERY
-                        and (module, other_mod) not in POLICY_EXCEPTIONS):
+                if (layer == "duties" and other == "duties" and owner != other_mod
+                        and owner not in DUTY_MACHINERY and other_mod not in DUTY_MACHINERY
+                        and (owner, other_mod) not in POLICY_EXCEPTIONS):
                     errors.append('%s: policy "%s" includes policy "%s"; policies are peers'
-                                  % (rel, module, other_mod))
+                                  % (rel, owner, other_mod))
     return errors
 
 
