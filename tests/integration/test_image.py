@@ -13,26 +13,16 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import SOURCE_DIR, main  # noqa: E402
+from harness import SOURCE_DIR, main, project_version as version, run_tool as run  # noqa: E402
 
 SRC = os.path.abspath(SOURCE_DIR)
 UID = 65532
-
-
-def run(args, **kw):
-    return subprocess.run(args, capture_output=True, text=True, **kw)
-
-
-def version():
-    text = open(os.path.join(SRC, "CMakeLists.txt")).read()
-    return re.search(r"project\(beaconmux VERSION (\S+)", text).group(1)
 
 
 class Image(unittest.TestCase):

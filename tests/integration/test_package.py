@@ -12,21 +12,16 @@ man pages and docs, and that lintian finds nothing but the one explained warning
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import SOURCE_DIR, main  # noqa: E402
+from harness import SOURCE_DIR, main, project_version as version, run_tool as run  # noqa: E402
 
 SRC = os.path.abspath(SOURCE_DIR)
 # The package is not uploaded to Debian, so its first changelog entry closes no ITP bug.
 LINTIAN_EXPLAINED = {"initial-upload-closes-no-bugs"}
-
-
-def run(args, **kw):
-    return subprocess.run(args, capture_output=True, text=True, **kw)
 
 
 def owner_of(path):
@@ -38,11 +33,6 @@ def owner_of(path):
         if r.returncode == 0:
             return r.stdout.split(":")[0]
     return None
-
-
-def version():
-    text = open(os.path.join(SRC, "CMakeLists.txt")).read()
-    return re.search(r"project\(beaconmux VERSION (\S+)", text).group(1)
 
 
 class Package(unittest.TestCase):
