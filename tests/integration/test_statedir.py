@@ -20,14 +20,18 @@ import unittest
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import BIN_DIR, Beaconmux, Beaconsim, Proc, main, wait_for  # noqa: E402
 
+# Timeouts generous enough that a loaded machine never makes a node look unreachable: a
+# node that comes back from unreachable rightly forgets its SSZ refusal, which would look
+# like a restore that failed.
 CONFIG = """
 timeouts:
-  connect: 300ms
-  read: 700ms
+  connect: 1s
+  read: 3s
+  write: 3s
 discovery:
   retryInterval: 200ms
 duties:
-  writeTimeout: 2s
+  writeTimeout: 3s
 stateDir: %s
 """
 SIG = "0x" + "cc" * 96
