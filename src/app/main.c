@@ -49,6 +49,7 @@ typedef struct app {
     bool ready_sent;     /* READY=1 went to systemd */
     uv_timer_t watchdog; /* WATCHDOG=1 from the loop, when systemd asks for it */
     bool watchdog_on;
+    bool running; /* built and in the loop: a signal shuts down (before: the start failed) */
 } app_t;
 
 /* systemd (Type=notify): ready once clients can be served, which needs the listener and a
@@ -219,6 +220,8 @@ static void on_server_drained(bm_server_t *srv, void *ud)
 static void on_signal(uv_signal_t *s, int signum)
 {
     app_t *a = s->data;
+    if (!a->running)
+        return; /* a network that failed to build runs the loop to close; we exit anyway */
     if (++a->signals > 1) {
         bm_log(BM_LOG_WARN, "second signal: exiting now");
         exit(1);
@@ -299,14 +302,23 @@ int main(int argc, char **argv)
     else
         bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu upstream%s", BM_VERSION,
                a.cfg->n_upstreams, a.cfg->n_upstreams == 1 ? "" : "s");
+    /* before anything says it listens or is ready: a SIGTERM sent right after READY=1 (or
+     * after the "listening" line) must start a graceful shutdown, not kill the process. The
+     * callbacks run only once the loop runs, after build; until then the handles do not
+     * keep the loop alive (a network that fails to build runs the loop to close its own). */
+    uv_signal_start(&a.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&a.sigint, on_signal, SIGINT);
+    uv_unref((uv_handle_t *)&a.sigterm);
+    uv_unref((uv_handle_t *)&a.sigint);
     int rc = build(&a);
     if (rc) {
         a.exit_code = 1;
         close_signals(&a);
     } else {
-        uv_signal_start(&a.sigterm, on_signal, SIGTERM);
-        uv_signal_start(&a.sigint, on_signal, SIGINT);
+        uv_ref((uv_handle_t *)&a.sigterm);
+        uv_ref((uv_handle_t *)&a.sigint);
         start_watchdog(&a);
+        a.running = true;
         uv_run(&a.loop, UV_RUN_DEFAULT);
         bm_log(BM_LOG_INFO, "stopped");
     }
