@@ -1183,6 +1183,13 @@ void bm_server_shutdown(bm_server_t *srv, uint32_t grace_ms,
         if (c->req.owned || c->st >= CONN_FINISHING)
             continue; /* closes after its answer, or is closing already */
         if (bm_http1_phase(c->parser) == BM_HTTP1_IDLE && c->pending == 0) {
+            /* A connection accepted a moment ago whose request is still on its way: closing
+             * it would fail a request the client sent correctly (its connect raced the
+             * shutdown). It gets its one answer (keep_alive is off), within the header
+             * timeout and the grace period. A keep-alive connection between requests is
+             * closed: a client retries a request on a reused connection that closes. */
+            if (c->fresh && c->in_len == c->in_off)
+                continue;
             bm_srv_conn_close(c); /* idle */
             continue;
         }

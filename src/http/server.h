@@ -83,7 +83,10 @@ size_t bm_server_connection_count(const bm_server_t *srv);
 
 /**
  * Graceful shutdown: stops accepting, closes idle keep-alive connections, lets requests
- * in flight finish (their connections close after the response), and after `grace_ms`
+ * in flight finish (their connections close after the response), answers the first
+ * request of a connection accepted just before whose request had not arrived yet (then
+ * closes it; its connect raced the shutdown, e.g. on a socket shared with the process
+ * that replaces this one), and after `grace_ms`
  * closes whatever is left (streams such as SSE included). `done` runs once, from the
  * loop (never from inside this call), when the last connection has closed and every
  * handler has ended its request; the server can then be freed, from `done` itself too.
