@@ -55,6 +55,7 @@
 #include <stdint.h>
 
 #include "base/clock.h"
+#include "base/hist.h"
 #include "cluster/pool.h"
 #include "duties/race.h"
 #include "duties/replay.h"
@@ -172,6 +173,8 @@ int bm_broadcast_export_ssz(const bm_broadcast_t *b, uint64_t now_ms, bm_str_t *
 int bm_broadcast_import_ssz(bm_broadcast_t *b, const char *json, size_t len, uint64_t now_ms);
 
 /** What the policy did so far. */
+#define BM_BROADCAST_NODE_STATS 64
+
 typedef struct bm_broadcast_stats {
     uint64_t requests;            /* client requests served */
     uint64_t answered_2xx;        /* ... answered with a node's 2xx */
@@ -182,6 +185,10 @@ typedef struct bm_broadcast_stats {
     uint64_t node_failures;       /* node answers non-2xx or no answer to a write */
     uint64_t producer_first;      /* writes and reads sent to the producing node first */
     uint64_t indexed_merged;      /* answered with the merge of the nodes' indexed errors */
+    /* per node (pool index; nodes past BM_BROADCAST_NODE_STATS are only in the totals) */
+    uint64_t deliveries_by[BM_BROADCAST_NODE_STATS];
+    uint64_t failures_by[BM_BROADCAST_NODE_STATS];
+    bm_hist_t first_2xx; /* seconds from the request to the client's 2xx (1 ms to 2 s) */
 } bm_broadcast_stats_t;
 
 /** Copies the counters into `out`. */
