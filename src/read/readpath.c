@@ -764,20 +764,18 @@ static void after_failure(exchange_t *ex)
     answer_failure(ex);
 }
 
-/* The deadline bounds the whole exchange: a node dripping its body cannot hold the client
- * longer. The client has part of the answer, so its connection is cut before the body's end
- * (HTTP/1.1's "truncated"); a detached read gets its 504. */
+/* The deadline bounds the whole exchange, so a dripping node cannot hold the client: it has
+ * part of the answer, so its connection is cut before the body's end (HTTP/1.1's "truncated"). */
 static void cut_at_deadline(exchange_t *ex)
 {
     const char *node = ex->winner >= 0 ? ex->at[ex->winner].node->id : "?";
     bm_log_limited(&ex->rp->limit, BM_LOG_WARN,
                    "%s %.*s via %s: the answer was not complete within the %u ms deadline; the "
-                   "client's connection is cut (a larger routeRules[].timeout serves slow routes)",
+                   "client's connection is cut (routeRules[].timeout serves slow routes)",
                    ex->v.method, (int)ex->v.path_len, ex->v.path, node, ex->s.timeout_ms);
     cancel_all(ex, -1);
     if (ex->fetch)
-        reply_error(ex, 504, "%s: the answer was not complete within %u ms", node,
-                    ex->s.timeout_ms);
+        reply_error(ex, 504, "%s: answer not complete within %u ms", node, ex->s.timeout_ms);
     else
         bm_resp_abort(ex->req);
     finished(ex);
@@ -795,8 +793,7 @@ static void on_timer(uv_timer_t *t)
             cut_at_deadline(ex);
         } else if (ex->winner >= 0 && ex->at[ex->winner].phase == AT_HELD &&
                    ex->at[ex->winner].xfer) {
-            /* chosen, but its answer did not complete in time: nothing reached the client
-             * yet, so it gets a clean 504 (or the last failed answer) */
+            /* chosen but not complete: nothing reached the client, so a clean 504 */
             add_error(ex, "%s: its answer was not complete", ex->at[ex->winner].node->id);
             cancel_all(ex, -1);
             answer_failure(ex);
