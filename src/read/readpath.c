@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * readpath: one exchange per client request (see readpath.h). An exchange owns a timer
- * (hedges, retry delays, the deadline) and up to MAX_PARALLEL attempts at once; each attempt
- * is one streamed transfer to one node. Until an answer is chosen nothing reaches the client.
+ * readpath: one exchange per client request (see readpath.h). An exchange has up to
+ * MAX_PARALLEL attempts at once; each attempt is one streamed transfer to one node. Until an
+ * answer is chosen nothing reaches the client. Its times (hedge, retry delay, deadline) wait
+ * in one list of the read path, earliest first, under one timer: a proxied request costs no
+ * timer of its own (see "timers" below).
  *
  * An attempt's phases:
  *   HEAD    running, no response head yet
@@ -15,6 +17,7 @@
 #include "read/readpath.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -37,6 +40,7 @@
 #define SSZ_MEMORY_MS (10 * 60 * 1000) /* ... for this long */
 #define COOLDOWN_429_MS 1000           /* a 429 without Retry-After closes the node this long */
 #define STICKY_CAPACITY 4096
+#define MAX_SPARE 64 /* finished exchanges kept for reuse */
 
 typedef struct exchange exchange_t;
 
@@ -65,6 +69,13 @@ struct bm_readpath {
     size_t active;
     bm_log_limit_t limit;
     bm_str_t url; /* scratch for an attempt's URL (copied by bm_upstream_start) */
+    /* timers: exchanges waiting for a time, earliest first, and the one timer for them all */
+    uv_timer_t *timer; /* freed in its close callback */
+    uint64_t timer_at; /* loop ms the timer is armed for; 0: not armed */
+    exchange_t *due_first, *due_last;
+    uint64_t due_seq;  /* stamps each scheduling (a pass runs only older ones) */
+    exchange_t *spare; /* finished exchanges for reuse (linked by due_next) */
+    size_t n_spare;
 };
 
 typedef enum { AT_IDLE = 0, AT_HEAD, AT_KEEP, AT_HELD, AT_STREAM } at_phase_t;
@@ -81,6 +92,9 @@ typedef struct attempt {
     bool failed;  /* finished without a usable answer */
     int status;
     int64_t length;
+    /* the answer's fields: the transfer's own (`view`, valid until its on_done returned), or
+     * `hdrs`, a copy made when the answer must outlive its transfer or drop fields */
+    const bm_hdrs_t *view;
     bm_hdrs_t hdrs;
     bm_str_t body;
 } attempt_t;
@@ -103,7 +117,9 @@ typedef struct settings {
 struct exchange {
     bm_readpath_t *rp;
     bm_req_t *req;
-    uv_timer_t timer;
+    exchange_t *due_prev, *due_next; /* the read path's list of times */
+    uint64_t due_at;                 /* loop ms when on_timer should run; 0: not listed */
+    uint64_t due_seq;
     settings_t s;
     bool is_read, ssz_accept;
     uint64_t route_key; /* of the 415 memory */
@@ -117,12 +133,13 @@ struct exchange {
     uint64_t retry_at, hedge_at; /* loop ms; 0: none */
     bool sticky;
     uint64_t sticky_key;
-    attempt_t at[MAX_PARALLEL];
     int winner; /* the chosen attempt, or -1 */
     bool committed, finished, paused, timed_out;
     unsigned busy;
-    bm_str_t errors; /* "n1: connection refused; n2: HTTP 503" */
-    int kept;        /* the attempt whose failed answer is kept, or -1 */
+    bm_str_t errors;            /* "n1: connection refused; n2: HTTP 503" */
+    int kept;                   /* the attempt whose failed answer is kept, or -1 */
+    int used;                   /* at[0..used) were used (the rest is as new) */
+    attempt_t at[MAX_PARALLEL]; /* last: a reused exchange clears the fields above at once */
 };
 
 static const bm_xfer_cbs_t xfer_cbs;
@@ -174,10 +191,14 @@ bm_readpath_t *bm_readpath_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *po
         rp->opts.max_attempts = 1;
     rp->rules = bm_rules_new();
     rp->sticky = rp->opts.sticky ? bm_sticky_new(STICKY_CAPACITY) : NULL;
-    if (!rp->rules || (rp->opts.sticky && !rp->sticky)) {
+    rp->timer = malloc(sizeof *rp->timer);
+    if (!rp->rules || (rp->opts.sticky && !rp->sticky) || !rp->timer) {
         bm_readpath_free(rp);
         return NULL;
     }
+    uv_timer_init(loop, rp->timer);
+    rp->timer->data = rp;
+    uv_unref((uv_handle_t *)rp->timer); /* the requests it serves keep the loop alive */
     bm_rng_seed(&rp->rng, rp->opts.seed ? rp->opts.seed : bm_clock_now_ms() ^ (uintptr_t)rp);
     bm_hedge_budget_init(&rp->budget, rp->opts.hedge_max_ratio_milli / 1000.0, 10);
     uint64_t now = uv_now(loop);
@@ -191,10 +212,28 @@ bm_readpath_t *bm_readpath_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *po
     return rp;
 }
 
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void exchange_free(exchange_t *ex);
+
 void bm_readpath_free(bm_readpath_t *rp)
 {
     if (!rp)
         return;
+    if (rp->timer && rp->timer->loop) {
+        rp->timer->data = NULL;
+        uv_close((uv_handle_t *)rp->timer, free_handle);
+    } else {
+        free(rp->timer); /* never initialised */
+    }
+    while (rp->spare) {
+        exchange_t *ex = rp->spare;
+        rp->spare = ex->due_next;
+        exchange_free(ex);
+    }
     bm_rules_free(rp->rules);
     bm_sticky_free(rp->sticky);
     bm_str_dispose(&rp->url);
@@ -399,10 +438,101 @@ static bool archive_available(exchange_t *ex)
 
 /* ---- exchange life ------------------------------------------------------------------ */
 
-static void on_timer_closed(uv_handle_t *h)
+/* An attempt's answer fields, wherever they are. */
+static const bm_hdrs_t *answer_fields(const attempt_t *a)
 {
-    exchange_t *ex = h->data;
-    for (size_t i = 0; i < MAX_PARALLEL; i++) {
+    return a->view ? a->view : &a->hdrs;
+}
+
+/* The transfer of `a` ends: its fields are copied when the answer may still be sent. */
+static void own_fields(exchange_t *ex, attempt_t *a)
+{
+    if (!a->view)
+        return;
+    if (!ex->finished && a->phase != AT_IDLE) {
+        bm_hdrs_clear(&a->hdrs);
+        for (size_t i = 0; i < a->view->n; i++) {
+            const bm_header_t *h = &a->view->items[i];
+            bm_hdrs_add(&a->hdrs, h->name, h->name_len, h->value, h->value_len);
+        }
+    }
+    a->view = NULL;
+}
+
+/* ---- timers ------------------------------------------------------------------------- */
+/*
+ * Every exchange that waits for a time (its hedge, a retry, its deadline) is in one list of
+ * the read path, earliest first, and one timer wakes the earliest. Most exchanges are added
+ * at the end (their times are now + the same delays), so adding, moving and removing cost
+ * a few pointer writes. The timer is armed lazily: an exchange that leaves the list or
+ * moves to a later time leaves the timer as it is; when it fires with nothing due, it is
+ * armed again for the first one. A proxied request touches the timer heap only when the
+ * list was empty.
+ */
+
+static void unschedule(exchange_t *ex)
+{
+    if (!ex->due_at)
+        return;
+    bm_readpath_t *rp = ex->rp;
+    *(ex->due_prev ? &ex->due_prev->due_next : &rp->due_first) = ex->due_next;
+    *(ex->due_next ? &ex->due_next->due_prev : &rp->due_last) = ex->due_prev;
+    ex->due_prev = ex->due_next = NULL;
+    ex->due_at = 0;
+}
+
+static void on_rp_timer(uv_timer_t *t);
+
+/* Arms the timer for `at` unless it fires earlier already. */
+static void arm_rp_timer(bm_readpath_t *rp, uint64_t at)
+{
+    if (rp->timer_at && rp->timer_at <= at)
+        return;
+    uint64_t now = uv_now(rp->loop);
+    rp->timer_at = at;
+    uv_timer_start(rp->timer, on_rp_timer, at > now ? at - now : 0, 0);
+}
+
+/* Lists `ex` to run on_timer at `at` (loop ms, > 0), in order; later equal times after it. */
+static void schedule(exchange_t *ex, uint64_t at)
+{
+    bm_readpath_t *rp = ex->rp;
+    unschedule(ex);
+    exchange_t *before = rp->due_last;
+    while (before && before->due_at > at)
+        before = before->due_prev;
+    ex->due_prev = before;
+    ex->due_next = before ? before->due_next : rp->due_first;
+    *(ex->due_next ? &ex->due_next->due_prev : &rp->due_last) = ex;
+    *(before ? &before->due_next : &rp->due_first) = ex;
+    ex->due_at = at;
+    ex->due_seq = ++rp->due_seq;
+    arm_rp_timer(rp, at);
+}
+
+static void on_timer(exchange_t *ex);
+
+/* Runs on_timer of every exchange due, each once: one listed again during the pass (by
+ * itself or another) waits for the next. */
+static void on_rp_timer(uv_timer_t *t)
+{
+    bm_readpath_t *rp = t->data;
+    uint64_t now = uv_now(rp->loop), seq = rp->due_seq;
+    rp->timer_at = 0;
+    exchange_t *ex;
+    while ((ex = rp->due_first) && ex->due_at <= now && ex->due_seq <= seq) {
+        unschedule(ex);
+        on_timer(ex);
+    }
+    if (rp->due_first)
+        arm_rp_timer(rp, rp->due_first->due_at);
+}
+
+/* ---- exchange life ------------------------------------------------------------------ */
+
+static void exchange_free(exchange_t *ex)
+{
+    for (int i = 0; i < ex->used; i++) {
         bm_hdrs_dispose(&ex->at[i].hdrs);
         bm_str_dispose(&ex->at[i].body);
     }
@@ -410,14 +540,46 @@ static void on_timer_closed(uv_handle_t *h)
     free(ex);
 }
 
-/* Leaves one of our callbacks; frees the exchange when it is finished, nobody is inside
+/* A cleared exchange: a spare one, or a new one. NULL when out of memory. */
+static exchange_t *exchange_new(bm_readpath_t *rp)
+{
+    exchange_t *ex = rp->spare;
+    if (!ex)
+        return calloc(1, sizeof *ex);
+    rp->spare = ex->due_next;
+    rp->n_spare--;
+    memset(ex, 0, offsetof(exchange_t, at)); /* the attempts were cleared when it was kept */
+    return ex;
+}
+
+/* The exchange is over: kept as a spare (its attempts as new), or freed. */
+static void exchange_release(bm_readpath_t *rp, exchange_t *ex)
+{
+    if (rp->n_spare >= MAX_SPARE) {
+        exchange_free(ex);
+        return;
+    }
+    bm_str_dispose(&ex->errors);
+    for (int i = 0; i < ex->used; i++) {
+        attempt_t *a = &ex->at[i];
+        bm_hdrs_dispose(&a->hdrs);
+        bm_str_dispose(&a->body);
+        *a = (attempt_t){0};
+    }
+    ex->due_next = rp->spare;
+    rp->spare = ex;
+    rp->n_spare++;
+}
+
+/* Leaves one of our callbacks; releases the exchange when it is finished, nobody is inside
  * and no transfer runs. */
 static void leave(exchange_t *ex)
 {
     if (--ex->busy == 0 && ex->finished && ex->running == 0) {
-        ex->rp->active--;
-        uv_timer_stop(&ex->timer);
-        uv_close((uv_handle_t *)&ex->timer, on_timer_closed);
+        bm_readpath_t *rp = ex->rp;
+        rp->active--;
+        unschedule(ex);
+        exchange_release(rp, ex);
     }
 }
 
@@ -427,6 +589,7 @@ static void cancel_attempt(exchange_t *ex, attempt_t *a)
         return;
     bm_upstream_cancel(a->xfer);
     a->xfer = NULL;
+    own_fields(ex, a);
     a->node->stats.in_flight--;
     ex->running--;
     bm_breaker_done(&ex->rp->node[a->node->index].breaker, false, true, uv_now(ex->rp->loop));
@@ -434,8 +597,8 @@ static void cancel_attempt(exchange_t *ex, attempt_t *a)
 
 static void cancel_all(exchange_t *ex, int except)
 {
-    for (int i = 0; i < MAX_PARALLEL; i++)
-        if (i != except)
+    for (int i = 0; i < ex->used; i++)
+        if (i != except && ex->at[i].xfer)
             cancel_attempt(ex, &ex->at[i]);
 }
 
@@ -496,7 +659,7 @@ static void add_error(exchange_t *ex, const char *fmt, ...)
 static void send_attempt(exchange_t *ex, attempt_t *a)
 {
     bm_buf_t *body = bm_str_finish(&a->body);
-    bm_resp_send(ex->req, a->status, NULL, body, &a->hdrs);
+    bm_resp_send(ex->req, a->status, NULL, body, answer_fields(a));
     bm_buf_unref(body);
     finished(ex);
 }
@@ -530,7 +693,7 @@ static void commit(exchange_t *ex, attempt_t *a)
 {
     a->phase = AT_STREAM;
     ex->committed = true;
-    if (bm_resp_start(ex->req, a->status, &a->hdrs, a->length) != 0) {
+    if (bm_resp_start(ex->req, a->status, answer_fields(a), a->length) != 0) {
         cancel_attempt(ex, a); /* the client is gone; on_client_abort ends the request */
         return;
     }
@@ -546,9 +709,13 @@ static void commit(exchange_t *ex, attempt_t *a)
 
 static attempt_t *free_slot(exchange_t *ex)
 {
-    for (int i = 0; i < MAX_PARALLEL; i++)
-        if (!ex->at[i].xfer && ex->at[i].phase == AT_IDLE && i != ex->kept)
+    for (int i = 0; i < MAX_PARALLEL; i++) {
+        if (!ex->at[i].xfer && ex->at[i].phase == AT_IDLE && i != ex->kept) {
+            if (i >= ex->used)
+                ex->used = i + 1;
             return &ex->at[i];
+        }
+    }
     return NULL;
 }
 
@@ -678,9 +845,8 @@ static void after_failure(exchange_t *ex)
     answer_failure(ex);
 }
 
-static void on_timer(uv_timer_t *t)
+static void on_timer(exchange_t *ex)
 {
-    exchange_t *ex = t->data;
     uint64_t now = uv_now(ex->rp->loop);
     ex->busy++;
     if (!ex->finished && now >= ex->s.deadline) {
@@ -719,11 +885,11 @@ static void on_timer(uv_timer_t *t)
     leave(ex);
 }
 
-/* Arms the timer for the earliest of the deadline, the hedge and the retry. */
+/* Lists the exchange for the earliest of the deadline, the hedge and the retry. */
 static void arm_timer(exchange_t *ex)
 {
     if (ex->finished || ex->committed) {
-        uv_timer_stop(&ex->timer);
+        unschedule(ex);
         return;
     }
     uint64_t at = ex->s.deadline;
@@ -731,8 +897,8 @@ static void arm_timer(exchange_t *ex)
         at = ex->hedge_at;
     if (ex->retry_at && ex->retry_at < at)
         at = ex->retry_at;
-    uint64_t now = uv_now(ex->rp->loop);
-    uv_timer_start(&ex->timer, on_timer, at > now ? at - now : 0, 0);
+    if (at != ex->due_at)
+        schedule(ex, at ? at : 1);
 }
 
 /* ---- the nodes' answers -------------------------------------------------------------- */
@@ -741,7 +907,26 @@ static void arm_timer(exchange_t *ex)
 typedef struct head_info {
     const char *connection, *content_length, *content_type, *retry_after;
     bool chunked;
+    bool connection_lists; /* the Connection value names a field (not only keep-alive or
+                              close, which nodes send every time) */
 } head_info_t;
+
+/* Whether a Connection value holds a token other than keep-alive and close. */
+static bool names_fields(const char *conn)
+{
+    for (const char *p = conn; *p;) {
+        p += strspn(p, " \t,");
+        size_t n = strcspn(p, ",");
+        size_t t = n;
+        while (t && (p[t - 1] == ' ' || p[t - 1] == '\t'))
+            t--;
+        if (t && !(t == 10 && strncasecmp(p, "keep-alive", 10) == 0) &&
+            !(t == 5 && strncasecmp(p, "close", 5) == 0))
+            return true;
+        p += n;
+    }
+    return false;
+}
 
 static void scan_head(const bm_hdrs_t *h, head_info_t *hi)
 {
@@ -762,10 +947,12 @@ static void scan_head(const bm_hdrs_t *h, head_info_t *hi)
         if (slot && !*slot)
             *slot = f->value;
     }
+    hi->connection_lists = hi->connection && names_fields(hi->connection);
 }
 
-/* The node's fields that go to the client: not its Connection field nor those it lists
- * (the server drops the other hop-by-hop fields itself). */
+/* The node's fields that go to the client when its Connection field lists some: not those
+ * nor Connection (the server drops the other hop-by-hop fields itself). Without such a
+ * list the transfer's own fields are passed on as they are (attempt_t.view). */
 static void copy_response_headers(bm_hdrs_t *dst, const bm_hdrs_t *src, const head_info_t *hi)
 {
     bm_hdrs_clear(dst);
@@ -849,7 +1036,12 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
     scan_head(headers, &hi);
     a->status = status;
     a->length = response_length(&hi);
-    copy_response_headers(&a->hdrs, headers, &hi);
+    if (hi.connection_lists) {
+        copy_response_headers(&a->hdrs, headers, &hi);
+        a->view = NULL;
+    } else {
+        a->view = headers; /* the server drops Connection and the other hop-by-hop fields */
+    }
     bm_str_clear(&a->body);
     if (ex->s.query) {
         a->phase = AT_HELD; /* consensus: every answer is compared whole */
@@ -945,7 +1137,7 @@ static void record(exchange_t *ex, attempt_t *a, const bm_xfer_result_t *res)
 
 static bool same_answer(const attempt_t *a, const attempt_t *b)
 {
-    const char *ct = bm_hdrs_get(&a->hdrs, "content-type");
+    const char *ct = bm_hdrs_get(answer_fields(a), "content-type");
     bool ssz = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
     return a->status == b->status &&
            bm_canon_equal(bm_str_data(&a->body), bm_str_len(&a->body), bm_str_data(&b->body),
@@ -1083,6 +1275,7 @@ static void on_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
             after_failure(ex);
         }
     }
+    own_fields(ex, a); /* a kept or compared answer outlives its transfer */
     leave(ex);
 }
 
@@ -1183,7 +1376,7 @@ static void handle(bm_readpath_t *rp, bm_req_t *req, int client, bool restrict_n
         bm_resp_error(req, 403, "this path is blocked by the configuration of beaconmux");
         return;
     }
-    exchange_t *ex = calloc(1, sizeof *ex);
+    exchange_t *ex = exchange_new(rp);
     if (!ex) {
         bm_resp_error(req, 500, "out of memory");
         return;
@@ -1211,8 +1404,6 @@ static void handle(bm_readpath_t *rp, bm_req_t *req, int client, bool restrict_n
         classify_history(ex);
     if (rp->sticky && !ex->s.query)
         sticky_key(ex);
-    uv_timer_init(rp->loop, &ex->timer);
-    ex->timer.data = ex;
     ex->busy++;
     bm_req_on_abort(req, on_client_abort, ex);
     bm_resp_on_drain(req, on_client_drain, ex);
