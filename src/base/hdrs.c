@@ -146,28 +146,34 @@ bool bm_header_name_is(const char *name, size_t len, const char *z)
 
 bool bm_header_is_hop_by_hop(const char *name, size_t len)
 {
-    /* Compared by length first: most fields are decided without a string comparison. */
-    static const struct {
-        const char *name;
-        size_t len;
-    } hop[] = {
-        {"te", 2},
-        {"host", 4},
-        {"expect", 6},
-        {"trailer", 7},
-        {"upgrade", 7},
-        {"connection", 10},
-        {"keep-alive", 10},
-        {"content-length", 14},
-        {"proxy-connection", 16},
-        {"transfer-encoding", 17},
-        {"proxy-authenticate", 18},
-        {"proxy-authorization", 19},
-    };
-    for (size_t i = 0; i < sizeof hop / sizeof hop[0] && hop[i].len <= len; i++)
-        if (hop[i].len == len && strncasecmp(name, hop[i].name, len) == 0)
-            return true;
-    return false;
+    /* The length picks the candidates: most fields are decided without a string comparison
+     * (this runs for every field of every proxied head). */
+#define IS(lit) (strncasecmp(name, lit, sizeof lit - 1) == 0)
+    switch (len) {
+    case 2:
+        return IS("te");
+    case 4:
+        return IS("host");
+    case 6:
+        return IS("expect");
+    case 7:
+        return IS("trailer") || IS("upgrade");
+    case 10:
+        return IS("connection") || IS("keep-alive");
+    case 14:
+        return IS("content-length");
+    case 16:
+        return IS("proxy-connection");
+    case 17:
+        return IS("transfer-encoding");
+    case 18:
+        return IS("proxy-authenticate");
+    case 19:
+        return IS("proxy-authorization");
+    default:
+        return false;
+    }
+#undef IS
 }
 
 bool bm_header_listed_in_connection(const char *conn, const char *name, size_t len)

@@ -735,10 +735,10 @@ static bool launch(exchange_t *ex, bm_node_t *node, bool hedge)
         bm_str_t t = BM_STR_INIT;
         bm_str_putc(&t, '/');
         bm_str_puts(&t, target);
-        rc = bm_url_join(url, node->url, bm_str_data(&t));
+        rc = bm_url_join_valid_base(url, node->url, bm_str_data(&t));
         bm_str_dispose(&t);
     } else {
-        rc = bm_url_join(url, node->url, target);
+        rc = bm_url_join_valid_base(url, node->url, target);
     }
     if (rc != 0) {
         add_error(ex, "%s: the path cannot be joined to its URL", node->id);

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of hdrs: the hop-by-hop set, decided by length and name whatever the case. */
+#include <ctype.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cmocka.h>
+
+#include "base/hdrs.h"
+
+static const char *const hop[] = {
+    "te",
+    "host",
+    "expect",
+    "trailer",
+    "upgrade",
+    "connection",
+    "keep-alive",
+    "content-length",
+    "proxy-connection",
+    "transfer-encoding",
+    "proxy-authenticate",
+    "proxy-authorization",
+};
+
+static bool in_list(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
+        if (strlen(hop[i]) == len && strncasecmp(hop[i], name, len) == 0)
+            return true;
+    return false;
+}
+
+static void test_hop_by_hop(void **state)
+{
+    (void)state;
+    char up[64];
+    for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++) {
+        size_t n = strlen(hop[i]);
+        assert_true(bm_header_is_hop_by_hop(hop[i], n));
+        for (size_t j = 0; j < n; j++)
+            up[j] = (char)toupper((unsigned char)hop[i][j]);
+        assert_true(bm_header_is_hop_by_hop(up, n));
+        /* a prefix, or the name with one byte changed, is not */
+        assert_false(bm_header_is_hop_by_hop(hop[i], n - 1));
+        memcpy(up, hop[i], n);
+        up[n - 1] ^= 0x01;
+        assert_false(bm_header_is_hop_by_hop(up, n));
+    }
+    /* fields that every answer carries, and names of every length from 0 to 24 */
+    const char *others[] = {"server",   "date",        "content-type", "eth-consensus-version",
+                            "x-custom", "connections", "te-",          "authorization",
+                            ""};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++)
+        assert_false(bm_header_is_hop_by_hop(others[i], strlen(others[i])));
+    const char *s = "proxy-authorization-and-more";
+    for (size_t n = 0; n <= strlen(s); n++)
+        assert_true(bm_header_is_hop_by_hop(s, n) == in_list(s, n));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hop_by_hop),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
