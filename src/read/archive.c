@@ -68,7 +68,8 @@ void bm_archive_classify(const char *p, size_t n, uint32_t slots_per_epoch, bm_h
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
         const prefix_t *pre = &prefixes[i];
         size_t l = pre->len;
-        if (n <= l || memcmp(p, pre->text, l) != 0)
+        /* the byte before the final '/' tells most prefixes apart without a memcmp */
+        if (n <= l || p[l - 2] != pre->text[l - 2] || memcmp(p, pre->text, l) != 0)
             continue;
         const char *id = p + l;
         const char *end = memchr(id, '/', n - l);
