@@ -630,6 +630,7 @@ static void take_answer(bm_race_t *r, slot_t *s, ans_t *an, uint64_t now)
         return;
     }
     if (!p->accept || p->accept(&an->a, p->ud)) {
+        an->a.accepted = true;
         an->score = score_of(r, an);
         if (!r->acc) {
             ans_set(&r->acc, an);

@@ -82,6 +82,10 @@ typedef struct bm_race_answer {
     uint64_t arrived_ms;      /* wall time (Unix ms, the engine's clock) it arrived (0: never
                                  arrived) */
     unsigned attempt;         /* 0 for the first transfer to this node, 1+ for repolls */
+    bool accepted;            /* the policy's accept passed when the answer was judged (the
+                                 race's own verdict, kept with the answer: a waiter need not
+                                 judge it again); false for an answer not judged (it came
+                                 after the decision) and for the synthesized 503 */
 } bm_race_answer_t;
 
 /*
