@@ -345,6 +345,20 @@ static void test_coalescing_key(void **state)
     assert_string_not_equal(a, b);
     /* too small a buffer */
     assert_int_equal(bm_attest_data_key(b, 10, 5, "1", "application/json", false), -1);
+    /* the text, and a buffer that holds it exactly (with its NUL) or one byte less */
+    const char *want = "GET /eth/v1/validator/attestation_data slot=18446744073709551615 ci=7 "
+                       "accept=application/json";
+    int n = bm_attest_data_key(a, sizeof a, UINT64_MAX, "7", "application/json", true);
+    assert_int_equal(n, (int)strlen(want));
+    assert_string_equal(a, want);
+    assert_int_equal(
+        bm_attest_data_key(b, strlen(want) + 1, UINT64_MAX, "7", "application/json", true), n);
+    assert_string_equal(b, want);
+    assert_int_equal(bm_attest_data_key(b, strlen(want), UINT64_MAX, "7", "application/json", true),
+                     -1);
+    n = bm_attest_data_key(b, sizeof b, 0, NULL, NULL, false);
+    assert_string_equal(b, "GET /eth/v1/validator/attestation_data slot=0 ci=* accept=-");
+    assert_int_equal(n, (int)strlen(b));
 }
 
 /* ---- the policy end to end ------------------------------------------------------------- */
