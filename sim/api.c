@@ -689,12 +689,13 @@ static bool state_id(ctx_t *x, bs_block_id_t *out)
     bool nf;
     if (api_block_id(x, id, out, &nf))
         return true;
-    if (nf) {
+    bs_root_t r;
+    bool is_root = bs_root_parse(id, strlen(id), &r) == 0;
+    if (nf && !is_root) {
         api_reply_error(x, 404, "State not found: %s", id);
         return false;
     }
-    bs_root_t r;
-    if (bs_root_parse(id, strlen(id), &r) == 0) {
+    if (is_root) { /* not a block root: a state root? */
         /* state roots of the node's chain and recent blocks */
         for (uint32_t i = x->n->nrecent; i-- > 0;) {
             bs_root_t s = bs_chain_state_root(x->c, x->n->recent[i]);

@@ -31,6 +31,8 @@ typedef struct bs_block_desc {
     uint64_t block_number;
     uint64_t timestamp;
     uint64_t bid_value; /* gloas bid value (Gwei) */
+    uint32_t tx_bytes;  /* one execution transaction of this many bytes (0: none) */
+    uint64_t tx_seed;   /* its bytes' seed */
     bool blinded;       /* fulu: a BlindedBeaconBlock (execution_payload_header), JSON only */
 } bs_block_desc_t;
 

@@ -52,6 +52,7 @@ typedef struct bs_chain_cfg {
     uint32_t validators;      /* validator count */
     uint32_t nodes;           /* node count (for competing-block majorities) */
     uint64_t gloas_epoch;     /* BS_FAR_FUTURE: not scheduled */
+    uint32_t tx_bytes;        /* each block carries one transaction this large (larger bodies) */
 } bs_chain_cfg_t;
 
 /** Fills defaults: seed 1, 12 s slots, 32 slots per epoch, 64 validators, fulu. */

@@ -36,6 +36,8 @@ static const char USAGE[] =
     "  --fork NAME            fulu (default) or gloas (gloas from genesis)\n"
     "  --gloas-epoch E        schedule the fulu -> gloas transition at epoch E\n"
     "  --skip-rate P          probability that a slot has no block, 0..0.9 (default 0)\n"
+    "  --block-tx-bytes N     each block carries one execution transaction of N bytes, for\n"
+    "                         larger bodies, 0..16777216 (default 0)\n"
     "  --seed N               seed of every root, skip, jitter and value (default 1)\n"
     "  --validators N         validator count, 1..200000 (default 64)\n"
     "  --node I:SPEC          behaviour of node I (repeatable), SPEC as below\n"
@@ -73,6 +75,7 @@ enum {
     OPT_FORK,
     OPT_GLOAS_EPOCH,
     OPT_SKIP_RATE,
+    OPT_TX_BYTES,
     OPT_SEED,
     OPT_VALIDATORS,
     OPT_NODE,
@@ -93,6 +96,7 @@ static const struct option OPTS[] = {
     {"fork", required_argument, NULL, OPT_FORK},
     {"gloas-epoch", required_argument, NULL, OPT_GLOAS_EPOCH},
     {"skip-rate", required_argument, NULL, OPT_SKIP_RATE},
+    {"block-tx-bytes", required_argument, NULL, OPT_TX_BYTES},
     {"seed", required_argument, NULL, OPT_SEED},
     {"validators", required_argument, NULL, OPT_VALIDATORS},
     {"node", required_argument, NULL, OPT_NODE},
@@ -229,6 +233,11 @@ int main(int argc, char **argv)
             cfg.chain.skip_rate = p;
             break;
         }
+        case OPT_TX_BYTES:
+            if (parse_num("--block-tx-bytes", optarg, 0, 16u << 20, &v))
+                return 2;
+            cfg.chain.tx_bytes = (uint32_t)v;
+            break;
         case OPT_SEED:
             if (parse_num("--seed", optarg, 0, UINT64_MAX, &v))
                 return 2;

@@ -297,14 +297,40 @@ const char *bm_config_deprecation(const bm_config_t *cfg)
     return "failover.maxAttempts is deprecated: write failsafe.retry.maxAttempts instead";
 }
 
-int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err)
+size_t bm_config_network_count(const bm_config_t *cfg)
 {
-    if (!cfg) {
-        bm_cfg_err(err, "no configuration");
-        return BM_EINVAL;
+    return cfg->n_networks ? cfg->n_networks : 1;
+}
+
+void bm_config_network(const bm_config_t *cfg, size_t i, bm_config_t *out)
+{
+    *out = *cfg;
+    if (cfg->n_networks == 0 || i >= cfg->n_networks)
+        return;
+    const bm_config_t *net = &cfg->networks[i];
+    out->networks = NULL;
+    out->n_networks = 0;
+    out->network_id = net->network_id;
+    /* each row the entry gave replaces the top level's value: the field, and for a list its
+     * count too */
+    const bm_cfg_section_t *sec = &bm_cfg_network;
+    for (size_t r = 1; r < sec->n_keys; r++) {
+        const bm_cfg_key_t *k = &sec->keys[r];
+        bool given = net->network_given & (1ull << r);
+        if (!given && !(k->kind == BM_CFG_LIST && strcmp(k->name, "upstreams") == 0))
+            continue; /* upstreams are never inherited: each network names its nodes */
+        size_t size = k->kind == BM_CFG_SECTION ? k->sub->size : sizeof(void *);
+        memcpy((char *)out + k->off, (const char *)net + k->off, size);
+        if (k->kind == BM_CFG_LIST || k->kind == BM_CFG_STRINGS)
+            memcpy((char *)out + k->aux, (const char *)net + k->aux, sizeof(size_t));
     }
-    if (check_keys(&bm_cfg_root, cfg, "", err) != 0 || check_upstreams(cfg, err) != 0 ||
-        check_holds(cfg, err) != 0 || check_read_path(cfg, err) != 0)
+}
+
+/* The checks of one network's effective configuration. */
+static int validate_network(const bm_config_t *cfg, bm_config_err_t *err)
+{
+    if (check_upstreams(cfg, err) != 0 || check_holds(cfg, err) != 0 ||
+        check_read_path(cfg, err) != 0)
         return BM_EINVAL;
     if (cfg->duties.checkpoint_quorum > cfg->n_upstreams) {
         bm_cfg_err(err,
@@ -319,6 +345,54 @@ int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err)
                    "the cluster head could never move except by extension",
                    cfg->health.head_quorum, cfg->n_upstreams);
         return BM_EINVAL;
+    }
+    return 0;
+}
+
+/* API keys: the networks they name exist. */
+static int check_auth(const bm_config_t *cfg, bm_config_err_t *err)
+{
+    bm_cfg_quote_t q;
+    for (size_t i = 0; i < cfg->auth.n_keys; i++) {
+        const bm_config_key_t *k = &cfg->auth.keys[i];
+        for (size_t j = 0; j < k->n_networks; j++) {
+            bool found = false;
+            for (size_t n = 0; n < cfg->n_networks && !found; n++)
+                found = strcmp(cfg->networks[n].network_id, k->networks[j]) == 0;
+            if (!found) {
+                bm_cfg_err(err, "auth.keys[%zu] (%s): networks[%zu]: no network has the id %s%s", i,
+                           k->id, j, bm_cfg_quote(&q, k->networks[j]),
+                           cfg->n_networks ? "" : " (there is no networks: list)");
+                return BM_EINVAL;
+            }
+        }
+    }
+    return 0;
+}
+
+int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err)
+{
+    if (!cfg) {
+        bm_cfg_err(err, "no configuration");
+        return BM_EINVAL;
+    }
+    if (check_keys(&bm_cfg_root, cfg, "", err) != 0 || check_auth(cfg, err) != 0)
+        return BM_EINVAL;
+    if (cfg->n_networks == 0)
+        return validate_network(cfg, err);
+    if (cfg->n_upstreams) {
+        bm_cfg_err(err, "upstreams are given at the top level and networks are listed: give "
+                        "each network its upstreams under networks[]");
+        return BM_EINVAL;
+    }
+    for (size_t i = 0; i < cfg->n_networks; i++) {
+        bm_config_t view;
+        bm_config_network(cfg, i, &view);
+        bm_config_err_t e;
+        if (validate_network(&view, &e) != 0) {
+            bm_cfg_err(err, "networks[%zu] (%s): %s", i, view.network_id, e.msg);
+            return BM_EINVAL;
+        }
     }
     return 0;
 }
@@ -395,7 +469,9 @@ static void dump_section(bm_str_t *out, const bm_cfg_section_t *sec, const void 
 /* A string value: quoted, '$' doubled; a URL with its password masked on request. */
 static void dump_string(bm_str_t *out, const bm_cfg_key_t *k, const char *v, bool mask)
 {
-    if ((k->flags & BM_CFG_MASK_URL) && mask) {
+    if ((k->flags & BM_CFG_SECRET) && mask) {
+        dump_quoted(out, "***", true);
+    } else if ((k->flags & BM_CFG_MASK_URL) && mask) {
         bm_str_t m = BM_STR_INIT;
         bm_url_mask(&m, v);
         dump_quoted(out, bm_str_data(&m), true);

@@ -93,6 +93,8 @@ typedef struct bm_config_server {
     uint32_t idle_timeout_ms;
     uint32_t max_connections;
     uint32_t shutdown_timeout_ms; /* bound for in-flight requests on SIGTERM */
+    char **allowed_clients;       /* owned CIDR blocks; none: every client address */
+    size_t n_allowed_clients;
 } bm_config_server_t;
 
 typedef struct bm_config_timeouts {
@@ -241,6 +243,65 @@ typedef struct bm_config_duties {
     bm_config_duty_hold_t hold[BM_CONFIG_DUTY_COUNT]; /* per duty; BM_CONFIG_UNSET inherits */
 } bm_config_duties_t;
 
+/** cache: the response cache of each network (edge/cache.h) */
+typedef struct bm_config_cache {
+    bool enabled;
+    uint32_t max_entries;
+    uint64_t max_bytes;
+    uint64_t max_entry_bytes;
+    uint32_t chain_ttl_ms;
+    uint32_t clock_ttl_ms;
+    uint64_t gzip_min_bytes;
+    uint32_t gzip_level;
+} bm_config_cache_t;
+
+/** cors (edge/cors.h); off while allowedOrigins is empty */
+typedef struct bm_config_cors {
+    char **allowed_origins; /* owned */
+    size_t n_allowed_origins;
+    char **allowed_methods; /* owned; none: GET, POST, OPTIONS */
+    size_t n_allowed_methods;
+    char **allowed_headers; /* owned; none: those the preflight asks for */
+    size_t n_allowed_headers;
+    char **exposed_headers; /* owned; none: the consensus headers */
+    size_t n_exposed_headers;
+    bool allow_credentials;
+    uint32_t max_age_ms;
+} bm_config_cors_t;
+
+/** A token bucket: requests per second and burst; rate 0 is no limit. */
+typedef struct bm_config_rate {
+    uint32_t rate, burst;
+} bm_config_rate_t;
+
+/** rateLimit.duties */
+typedef struct bm_config_rate_duties {
+    bm_config_rate_t per_client, global;
+} bm_config_rate_duties_t;
+
+/** rateLimit */
+typedef struct bm_config_rate_limit {
+    bm_config_rate_t per_client, global;
+    bm_config_rate_duties_t duties;
+    uint32_t max_clients; /* per-client buckets kept */
+} bm_config_rate_limit_t;
+
+/** auth.keys[] */
+typedef struct bm_config_key {
+    char *id;        /* owned */
+    char *secret;    /* owned; never logged nor dumped unmasked */
+    char **networks; /* owned ids; none: every network */
+    size_t n_networks;
+    char **routes; /* owned: read, duties, admin; none: read */
+    size_t n_routes;
+    bm_config_rate_t rate_limit; /* its own per-client limit; rate 0: rateLimit.perClient */
+} bm_config_key_t;
+
+typedef struct bm_config_auth {
+    bm_config_key_t *keys; /* owned array */
+    size_t n_keys;
+} bm_config_auth_t;
+
 /** The whole configuration. Create with bm_config_new/_parse/_load, free with bm_config_free. */
 typedef struct bm_config {
     char *path;                    /* owned; the file it was loaded from, or NULL */
@@ -266,6 +327,22 @@ typedef struct bm_config {
     size_t n_client_routes;
     bm_config_route_rule_t *route_rules; /* owned array */
     size_t n_route_rules;
+    bm_config_cache_t cache;
+    bm_config_cors_t cors;
+    bm_config_rate_limit_t rate_limit;
+    char **trusted_proxies; /* owned CIDR blocks */
+    size_t n_trusted_proxies;
+    bm_config_auth_t auth;
+    /*
+     * networks[]: each entry is a bm_config_t of which only the per-network keys are set
+     * (id, upstreams, genesisValidatorsRoot, routing, failsafe, cache, routeRules,
+     * blockedPaths, clientRoutes, duties, health, events); a per-network section it does
+     * not give is the top level's (bm_config_network). `network_given` says which it gave.
+     */
+    struct bm_config *networks; /* owned array */
+    size_t n_networks;
+    char *network_id;       /* owned; a networks[] entry's id */
+    uint64_t network_given; /* a networks[] entry: bit i, row i of its keys was given */
 } bm_config_t;
 
 /** An error message; set by every function below that fails. Never contains secrets. */
@@ -323,6 +400,18 @@ void bm_config_duty_hold(const bm_config_t *cfg, bm_config_duty_t duty, uint32_t
  * deprecated failover.maxAttempts when set, else 3.
  */
 uint32_t bm_config_max_attempts(const bm_config_t *cfg);
+
+/**
+ * The number of networks served: n_networks, or 1 for a file without `networks:`.
+ */
+size_t bm_config_network_count(const bm_config_t *cfg);
+
+/**
+ * The effective configuration of network i: a shallow copy of `cfg` whose per-network keys
+ * are networks[i]'s where it gives them (without `networks:`, cfg itself, i = 0). Borrows
+ * everything from cfg: never free it, never use it after cfg is freed.
+ */
+void bm_config_network(const bm_config_t *cfg, size_t i, bm_config_t *out);
 
 /** A deprecation notice for keys still read but replaced (failover.maxAttempts), or NULL. */
 const char *bm_config_deprecation(const bm_config_t *cfg);

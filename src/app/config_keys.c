@@ -5,6 +5,7 @@
  * config_keys.h for the shape of the table and docs/configuration.md for how to add a key.
  */
 #include "app/config_keys.h"
+#include "app/config_rows.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,15 +23,13 @@
 #include "base/hdrs.h"
 #include "base/url.h"
 #include "cluster/pool.h"
+#include "edge/addr.h"
+#include "edge/front.h"
 #include "read/rules.h"
 
-#define DURATION_MAX_MS 86400000u   /* 24 hours: durations are uint32_t milliseconds */
 #define SIZE_MAX_BYTES (1ull << 40) /* 1 TiB */
 #define HEADER_VALUE_MAX_BYTES (8u << 10)
 #define HEADER_NAME_MAX_BYTES 256u
-#define KB ((uint64_t)1 << 10)
-#define MB ((uint64_t)1 << 20)
-#define GB ((uint64_t)1 << 30)
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
@@ -498,6 +497,24 @@ static int upstream_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_
     return 0;
 }
 
+/* Network ids unique; which rows the entry gave (its own sections). */
+static int network_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_pos_t *at)
+{
+    bm_config_t *nets = e->entries, *net = &nets[e->index];
+    bm_cfg_quote_t q;
+    net->network_given = e->given;
+    for (size_t j = 0; j < e->index; j++) {
+        if (net->network_id && nets[j].network_id &&
+            strcmp(nets[j].network_id, net->network_id) == 0) {
+            *at = e->value_at[0];
+            snprintf(msg, n, "%s: id %s is already used by %s[%zu]", e->path,
+                     bm_cfg_quote(&q, net->network_id), e->list, j);
+            return BM_EINVAL;
+        }
+    }
+    return 0;
+}
+
 /* ---- enumerations ------------------------------------------------------------------- */
 
 static int parse_level(const char *s, int *v)
@@ -544,55 +561,7 @@ _Static_assert(BM_LOG_OFF == 4 && BM_LOG_JSON == 1 && BM_PRODUCE_BEST_VALUE == 1
  * One row per key, built by the macros below; AT() refuses, at compile time, a field whose
  * type is not the one its kind stores. Sections come before the sections holding them. */
 
-#define AT(T, f, type) (offsetof(T, f) + 0 * sizeof(char[_Generic(((T *)0)->f, type : 1)]))
-#define D_MAX DURATION_MAX_MS
-
 // clang-format off
-#define DURATION(T, key, f, lo, hi, d)                                                             \
-    {.name = key, .kind = BM_CFG_DURATION, .off = AT(T, f, uint32_t), .min = lo, .max = hi,        \
-     .def = d}
-#define DURATION_OPT(T, key, f, lo, hi)                                                            \
-    {.name = key, .kind = BM_CFG_DURATION_OPT, .off = AT(T, f, uint32_t), .min = lo, .max = hi,    \
-     .def = BM_CONFIG_UNSET}
-#define SIZE(T, key, f, lo, hi, d)                                                                 \
-    {.name = key, .kind = BM_CFG_SIZE, .off = AT(T, f, uint64_t), .min = lo, .max = hi, .def = d}
-#define COUNT(T, key, f, lo, hi, d)                                                                \
-    {.name = key, .kind = BM_CFG_COUNT, .off = AT(T, f, uint32_t), .min = lo, .max = hi, .def = d}
-#define COUNT_INH(T, key, f, lo, hi)                                                               \
-    {.name = key, .kind = BM_CFG_COUNT, .off = AT(T, f, uint32_t), .min = lo, .max = hi,           \
-     .def = BM_CONFIG_UNSET, .flags = BM_CFG_INHERIT}
-#define DECIMAL(T, key, f, lo, hi, d)                                                              \
-    {.name = key, .kind = BM_CFG_DECIMAL, .off = AT(T, f, uint32_t), .min = lo, .max = hi, .def = d}
-#define DECIMAL_INH(T, key, f, lo, hi)                                                             \
-    {.name = key, .kind = BM_CFG_DECIMAL, .off = AT(T, f, uint32_t), .min = lo, .max = hi,         \
-     .def = BM_CONFIG_UNSET, .flags = BM_CFG_INHERIT}
-#define STRINGS(T, key, f, count, most, check)                                                     \
-    {.name = key, .kind = BM_CFG_STRINGS, .off = AT(T, f, char **), .aux = AT(T, count, size_t),   \
-     .max = most, .problem = check}
-#define BOOL(T, key, f, d)                                                                         \
-    {.name = key, .kind = BM_CFG_BOOL, .off = AT(T, f, bool), .def = d}
-#define ENUM(T, key, f, type, e, d)                                                                \
-    {.name = key, .kind = BM_CFG_ENUM, .off = AT(T, f, type), .names = &e, .def = d}
-#define LISTEN(T, key, host, port, dhost, dport)                                                   \
-    {.name = key, .kind = BM_CFG_LISTEN, .off = AT(T, host, char *),                               \
-     .aux = AT(T, port, uint16_t), .def_text = dhost, .def = dport}
-#define ROOT(T, key, f) {.name = key, .kind = BM_CFG_ROOT, .off = AT(T, f, char *)}
-#define PATH(T, key, f) {.name = key, .kind = BM_CFG_PATH, .off = AT(T, f, char *)}
-#define TEXT(T, key, f, check, fl)                                                                 \
-    {.name = key, .kind = BM_CFG_TEXT, .off = AT(T, f, char *), .problem = check, .flags = fl}
-#define SECTION(T, key, f, S, sec)                                                                 \
-    {.name = key, .kind = BM_CFG_SECTION, .off = AT(T, f, S), .sub = &sec}
-#define LIST(T, key, f, E, count, sec, most)                                                       \
-    {.name = key, .kind = BM_CFG_LIST, .off = AT(T, f, E *), .aux = AT(T, count, size_t),          \
-     .sub = &sec, .max = most}
-#define MAP(T, key, f, count, m)                                                                   \
-    {.name = key, .kind = BM_CFG_MAP, .off = AT(T, f, bm_config_header_t *),                       \
-     .aux = AT(T, count, size_t), .map = &m}
-#define ROWS(rows)                                                                                 \
-    (sizeof rows / sizeof rows[0] +                                                                \
-     0 * sizeof(char[sizeof rows / sizeof rows[0] <= BM_CFG_MAX_KEYS ? 1 : -1]))
-#define SECTION_OF(T, rows, fin) {rows, ROWS(rows), sizeof(T), fin}
-
 /* Rows: struct of the section, YAML key, field, then the kind's arguments (min, max, default). */
 
 #define T bm_config_log_t
@@ -640,6 +609,7 @@ static const bm_cfg_key_t server_keys[] = {
           BM_DEFAULT_SERVER_MAX_CONNECTIONS),
     DURATION(T, "shutdownTimeout", shutdown_timeout_ms, 0, D_MAX,
              BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
+    STRINGS(T,  "allowedClients",  allowed_clients, n_allowed_clients, 256, bm_cidr_problem),
 };
 #undef T
 
@@ -885,6 +855,32 @@ static const bm_cfg_section_t routing_section = SECTION_OF(bm_config_routing_t, 
 static const bm_cfg_section_t failsafe_section =
     SECTION_OF(bm_config_failsafe_t, failsafe_keys, NULL);
 
+/* ---- networks: the per-network keys again (the edge's sections are in config_edge.c) ---- */
+
+/* A networks[] entry: a bm_config_t of which only these rows are set; row 0 is its id. The
+ * sections it leaves out are the top level's (bm_config_network). */
+#define T bm_config_t
+static const bm_cfg_key_t network_keys[] = {
+    TEXT(T,    "id",        network_id, bm_front_network_id_problem, BM_CFG_REQUIRED),
+    LIST(T,    "upstreams", upstreams, bm_config_upstream_t, n_upstreams, upstream_section,
+         BM_CONFIG_MAX_UPSTREAMS),
+    ROOT(T,    "genesisValidatorsRoot", genesis_validators_root),
+    SECTION(T, "routing",   routing,   bm_config_routing_t,   routing_section),
+    SECTION(T, "failsafe",  failsafe,  bm_config_failsafe_t,  failsafe_section),
+    SECTION(T, "cache",     cache,     bm_config_cache_t,     bm_cfg_cache),
+    LIST(T,    "routeRules",   route_rules,   bm_config_route_rule_t,   n_route_rules,
+         route_rule_section, BM_CONFIG_MAX_RULES),
+    STRINGS(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
+            bm_pattern_problem),
+    LIST(T,    "clientRoutes", client_routes, bm_config_client_route_t, n_client_routes,
+         client_route_section, BM_CONFIG_MAX_RULES),
+    SECTION(T, "duties",    duties,    bm_config_duties_t,    duties_section),
+    SECTION(T, "health",    health,    bm_config_health_t,    health_section),
+    SECTION(T, "events",    events,    bm_config_events_t,    events_section),
+};
+#undef T
+const bm_cfg_section_t bm_cfg_network = SECTION_OF(bm_config_t, network_keys, network_finish);
+
 #define T bm_config_t
 static const bm_cfg_key_t root_keys[] = {
     LISTEN(T,  "listen", listen_host, listen_port, BM_DEFAULT_LISTEN_HOST, BM_DEFAULT_LISTEN_PORT),
@@ -908,6 +904,12 @@ static const bm_cfg_key_t root_keys[] = {
          client_route_section, BM_CONFIG_MAX_RULES),
     LIST(T,    "routeRules",   route_rules,   bm_config_route_rule_t,   n_route_rules,
          route_rule_section, BM_CONFIG_MAX_RULES),
+    SECTION(T, "cache",     cache,      bm_config_cache_t,      bm_cfg_cache),
+    SECTION(T, "cors",      cors,       bm_config_cors_t,       bm_cfg_cors),
+    SECTION(T, "rateLimit", rate_limit, bm_config_rate_limit_t, bm_cfg_rate_limit),
+    STRINGS(T, "trustedProxies", trusted_proxies, n_trusted_proxies, 256, bm_cidr_problem),
+    SECTION(T, "auth",      auth,       bm_config_auth_t,       bm_cfg_auth),
+    LIST(T,    "networks",  networks,   bm_config_t,            n_networks, bm_cfg_network, 64),
 };
 #undef T
 // clang-format on
@@ -1258,7 +1260,9 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw
     case BM_CFG_TEXT:
         if (k->problem && (why = k->problem(v))) {
             bool template = (k->flags & BM_CFG_MASK_URL) && raw && strstr(raw, "${");
-            if (k->flags & BM_CFG_MASK_URL)
+            if (k->flags & BM_CFG_SECRET)
+                snprintf(q.s, sizeof q.s, "(hidden)");
+            else if (k->flags & BM_CFG_MASK_URL)
                 bm_cfg_quote_url(&q, template ? raw : v);
             else
                 bm_cfg_quote(&q, v);
@@ -1406,7 +1410,9 @@ static void keys_of(const bm_cfg_section_t *sec, const char *prefix,
         fn(ud, path, shape_of(k->kind));
         if (k->kind == BM_CFG_SECTION) {
             keys_of(k->sub, path, fn, ud);
-        } else if (k->kind == BM_CFG_LIST) {
+        } else if (k->kind == BM_CFG_LIST && k->sub != &bm_cfg_network) {
+            /* a networks[] entry holds the top level's per-network keys again (and its id):
+             * documented once, at the top level */
             snprintf(entry, sizeof entry, "%s[]", path); /* "upstreams[].url" */
             keys_of(k->sub, entry, fn, ud);
         }

@@ -56,6 +56,7 @@ enum {
     BM_CFG_REQUIRED = 1 << 0, /* a mapping that holds this section's keys must give it */
     BM_CFG_MASK_URL = 1 << 1, /* a URL whose password is masked in messages and masked dumps */
     BM_CFG_INHERIT = 1 << 2,  /* COUNT, DECIMAL: BM_CONFIG_UNSET (the default) inherits */
+    BM_CFG_SECRET = 1 << 3,   /* TEXT: never shown in messages, "***" in masked dumps */
 };
 
 /** An enumerated value: the names a user writes. */
@@ -169,6 +170,12 @@ void bm_cfg_format(char *b, size_t n, const bm_cfg_key_t *k, uint64_t v);
 
 /** Why `id` is not an upstream id ([A-Za-z0-9][A-Za-z0-9._-]*, 1-64), or NULL. */
 const char *bm_cfg_id_problem(const char *id);
+
+/** The edge's sections (config_edge.c). */
+extern const bm_cfg_section_t bm_cfg_cache, bm_cfg_cors, bm_cfg_rate_limit, bm_cfg_auth;
+
+/** The rows of a networks[] entry (a bm_config_t of which only these are set). */
+extern const bm_cfg_section_t bm_cfg_network;
 
 /** Why `url` is not an upstream base URL, or NULL. */
 const char *bm_cfg_url_problem(const char *url);

@@ -516,6 +516,11 @@ static int walk_strings(walk_t *w, const bm_cfg_key_t *k, void *obj, const char 
 static int walk_value(walk_t *w, const bm_cfg_key_t *k, void *obj, const char *path,
                       const char *parent, bool *given)
 {
+    /* a section or a list given (not null) counts as given, as a value does: a networks[]
+     * entry replaces the top level's section only where it gives its own */
+    if (k->kind == BM_CFG_SECTION || k->kind == BM_CFG_LIST || k->kind == BM_CFG_MAP ||
+        k->kind == BM_CFG_STRINGS)
+        *given = !is_null(&w->ev);
     switch (k->kind) {
     case BM_CFG_SECTION:
         if (is_null(&w->ev))

@@ -1,19 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * main: parses the command line, loads the configuration, creates the loop and wires the
- * modules together in the direction data flows:
+ * global pieces to the networks:
  *
- *   server -> router -> policies (discovery's static endpoints, admin, the read path)
- *                                  -> pool -> upstream (libcurl multi on the loop)
- *   discovery -> pool (network verdicts) -> health (states)
- *   monitor (per-node event streams) -> head tracker -> health (cluster-relative states)
- *   router -> duty policies (attest, produce: fresh head) -> race engine -> upstream
+ *   server -> front (allowed clients, API keys, network prefix, CORS, rate limits)
+ *          -> the network's router -> its policies (app/network.h builds one network)
  *
- * docs/architecture.md draws the whole.
- *
- * It owns nothing else: no module is reached through a global. SIGTERM/SIGINT start a
- * graceful shutdown (stop accepting, finish in-flight requests within the configured
- * bound); a second signal exits at once.
+ * docs/architecture.md draws the whole. It owns nothing else: no module is reached
+ * through a global. SIGTERM/SIGINT start a graceful shutdown (stop accepting, finish
+ * in-flight requests within the configured bound, let detached writes reach the nodes); a
+ * second signal exits at once.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -21,59 +17,26 @@
 #include <string.h>
 #include <uv.h>
 
-#include "app/admin.h"
 #include "app/cli.h"
 #include "app/config.h"
+#include "app/network.h"
 #include "app/options.h"
-#include "app/report.h"
-#include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
-#include "cluster/discovery.h"
-#include "cluster/events.h"
-#include "cluster/head.h"
-#include "cluster/health.h"
-#include "cluster/monitor.h"
-#include "cluster/pool.h"
-#include "duties/aggregate.h"
-#include "duties/attest.h"
-#include "duties/broadcast.h"
-#include "duties/duties.h"
-#include "duties/hint.h"
-#include "duties/produce.h"
-#include "duties/race.h"
-#include "duties/replay.h"
-#include "http/router.h"
+#include "edge/front.h"
 #include "http/server.h"
-#include "http/upstream.h"
-#include "read/readpath.h"
+
+#define MAX_NETWORKS 64
 
 typedef struct app {
     uv_loop_t loop;
-    bm_clock_t *clock; /* the duty layer's clock: the real one */
     bm_config_t *cfg;
-    bm_options_t opts; /* every module's options, from cfg */
-    bm_upstream_t *up;
-    bm_pool_t *pool;
-    bm_health_t *health;
-    bm_head_t *head;       /* the cluster head tracker */
-    bm_monitor_t *monitor; /* per-node event streams feeding it */
-    bm_events_t *events;   /* the cluster event stream for subscribers */
-    bm_discovery_t *disc;
-    bm_readpath_t *readpath;
-    /* aggregation reads, duties and liveness */
-    bm_aggregate_t *aggregate;
-    bm_duties_t *duties;
-    bm_admin_t *admin;
-    bm_race_engine_t *race; /* the shared race engine (duty policies, broadcast) */
-    /* the expected head and hold of duty reads, and the fresh-head policies */
-    bm_hint_t *hint;
-    bm_attest_t *attest;
-    bm_produce_t *produce;
-    /* every write to every node; replay of node-local state */
-    bm_replay_t *replay;
-    bm_broadcast_t *bcast;
-    bm_router_t *router;
+    bm_options_t opts;      /* the global modules' options (server) */
+    bm_edge_options_t edge; /* the front's */
+    bm_network_t *net[MAX_NETWORKS];
+    size_t n_net;
+    size_t draining; /* networks whose writes are still draining */
+    bm_front_t *front;
     bm_server_t *server;
     uv_signal_t sigterm;
     uv_signal_t sigint;
@@ -81,190 +44,44 @@ typedef struct app {
     int exit_code;
 } app_t;
 
-static int build_pool(app_t *a)
+static int build_front(app_t *a)
 {
-    a->pool = bm_pool_new();
-    if (!a->pool)
+    int rc = bm_options_edge(&a->edge, a->cfg);
+    if (rc)
+        return rc;
+    a->front = bm_front_new(&a->loop, &a->edge.front);
+    if (!a->front)
         return BM_ENOMEM;
-    for (size_t i = 0; i < a->cfg->n_upstreams; i++) {
-        const bm_config_upstream_t *u = &a->cfg->upstreams[i];
-        bm_hdrs_t extra;
-        bm_hdrs_init(&extra);
-        for (size_t h = 0; h < u->n_headers; h++)
-            bm_hdrs_add_z(&extra, u->headers[h].name, u->headers[h].value);
-        bm_node_t *n = bm_pool_add(a->pool, u->id, u->url, &extra);
-        bm_hdrs_dispose(&extra);
-        if (!n) {
-            bm_log(BM_LOG_ERROR, "upstream %s: cannot be added", u->id);
-            return BM_EINVAL;
-        }
-        /* the node's pool (http://; https:// nodes share libcurl's connections) */
-        if (bm_upstream_set_node_limit(a->up, u->url, u->max_connections) != 0) {
-            bm_log(BM_LOG_ERROR, "upstream %s: cannot set its connection limit", u->id);
-            return BM_ENOMEM;
-        }
-        bm_log(BM_LOG_INFO, "upstream %s: %s", n->id, n->url_masked);
+    for (size_t i = 0; i < a->n_net; i++) {
+        bm_front_network_t fn = {bm_network_id(a->net[i]), bm_network_router(a->net[i]),
+                                 bm_network_health, bm_network_status, a->net[i]};
+        if ((rc = bm_front_add_network(a->front, &fn)) != 0 ||
+            (rc = bm_network_add_status(a->net[i], "edge", bm_front_status_json, a->front)) != 0)
+            return rc;
     }
     return 0;
-}
-
-static int build_routes(app_t *a)
-{
-    static const char *const statics[] = {"/eth/v1/beacon/genesis", "/eth/v1/config/spec",
-                                          "/eth/v1/config/fork_schedule",
-                                          "/eth/v1/config/deposit_contract"};
-    bm_router_t *r = a->router = bm_router_new();
-    if (!r)
-        return BM_ENOMEM;
-    int rc = 0;
-    for (size_t i = 0; i < sizeof statics / sizeof statics[0] && !rc; i++)
-        rc = bm_router_add(r, "GET", statics[i], bm_discovery_route, a->disc);
-    if (!rc)
-        rc = bm_admin_register(a->admin, r);
-    /* aggregation reads, duties and liveness */
-    if (!rc)
-        rc = bm_aggregate_register(a->aggregate, r);
-    if (!rc)
-        rc = bm_duties_register(a->duties, r);
-    if (!rc)
-        rc = bm_events_register(a->events, r); /* the cluster event stream */
-    /* attestation data, head root, payload attestation data, block production */
-    if (!rc)
-        rc = bm_attest_register(a->attest, r);
-    if (!rc)
-        rc = bm_produce_register(a->produce, r);
-    /* broadcast: pool and publish POSTs, subscriptions, preparations,
-     * registrations, preferences, DVT selections, the stateful envelope read */
-    if (!rc)
-        rc = bm_broadcast_register(a->bcast, r);
-    /* the read path (owner: readpath): everything else, client routes included */
-    bm_router_set_fallback(r, bm_readpath_route, a->readpath);
-    return rc;
-}
-
-/* broadcast: the producing node of a slot, for blinded blocks and the
- * stateful envelope read, from block production's memory. */
-static int producer_of_slot(void *ud, uint64_t slot, uint8_t state_root[32], bool *has_state_root)
-{
-    return bm_produce_node_for_slot(ud, slot, state_root, has_state_root);
-}
-
-/* broadcast: replay state fed by broadcast's successful writes, replayed
- * to a node that comes back, is first discovered or becomes ready after syncing (pool
- * states) and to a node whose event stream reconnects (the monitor's connection listener);
- * blinded blocks and the stateful envelope read first to the producing node. */
-static int build_broadcast(app_t *a)
-{
-    a->replay =
-        bm_replay_new(a->clock, a->up, a->pool, bm_discovery_chain(a->disc), &a->opts.replay);
-    a->bcast = bm_broadcast_new(a->clock, a->race, a->pool, a->replay, &a->opts.broadcast);
-    if (!a->replay || !a->bcast)
-        return BM_ENOMEM;
-    bm_broadcast_set_producer(a->bcast, producer_of_slot, a->produce);
-    int rc = bm_pool_on_state(a->pool, bm_replay_node_state, a->replay);
-    if (!rc)
-        rc = bm_pool_on_state(a->pool, bm_broadcast_node_state, a->bcast);
-    if (!rc)
-        rc = bm_monitor_on_connection(a->monitor, bm_replay_node_connection, a->replay);
-    return rc;
-}
-
-/* The hint (expected head from the monitor's tracker, due times from discovery's
- * chain, per-duty holds), attestation data / head root / payload attestation data, and
- * block production, all racing on the shared engine. */
-static int build_fresh(app_t *a)
-{
-    a->hint = bm_hint_new(&a->opts.hint);
-    if (!a->hint)
-        return BM_ENOMEM;
-    bm_hint_set_chain(a->hint, bm_discovery_chain(a->disc));
-    bm_hint_set_head(a->hint, bm_monitor_head(a->monitor));
-    a->attest = bm_attest_new(a->clock, a->race, a->pool, a->hint, &a->opts.attest);
-    a->produce = bm_produce_new(a->clock, a->race, a->pool, a->hint, &a->opts.produce);
-    return a->attest && a->produce ? 0 : BM_ENOMEM;
-}
-
-/* readpath: ordinary reads, with each upstream's tier, weight, archive flag and bucket, and
- * the rules (blocked paths, route rules, client routes) compiled from the configuration. */
-static int build_readpath(app_t *a)
-{
-    a->readpath = bm_readpath_new(&a->loop, a->up, a->pool, a->disc, &a->opts.readpath);
-    bm_rules_t *rules = bm_options_rules(a->cfg);
-    if (!a->readpath || !rules) {
-        bm_rules_free(rules);
-        return BM_ENOMEM;
-    }
-    bm_readpath_set_rules(a->readpath, rules);
-    for (size_t i = 0; i < a->cfg->n_upstreams; i++) {
-        bm_readpath_node_opts_t no;
-        bm_options_readpath_node(a->cfg, i, &no);
-        bm_readpath_set_node(a->readpath, i, &no);
-    }
-    return bm_admin_add_section(a->admin, "read_path", bm_readpath_status_json, a->readpath);
 }
 
 static int build(app_t *a)
 {
     const bm_config_t *c = a->cfg;
-    bm_options_t *o = &a->opts;
-    int rc = bm_options_from_config(o, c);
+    int rc = bm_options_from_config(&a->opts, c);
     if (rc)
         return rc;
-    a->up = bm_upstream_new(&a->loop, &o->upstream);
-    if (!a->up)
-        return BM_EIO;
-    a->clock = bm_clock_real_new(&a->loop);
-    if (!a->clock)
-        return BM_ENOMEM;
-    if ((rc = build_pool(a)) != 0)
+    /* secure by default: duty and write routes are never open to a whole network */
+    const char *exposed =
+        bm_front_exposure_problem(c->listen_host, c->auth.n_keys, c->server.n_allowed_clients);
+    if (exposed) {
+        bm_log(BM_LOG_ERROR, "listen %s: %s", c->listen_host, exposed);
+        return BM_EINVAL;
+    }
+    a->n_net = bm_config_network_count(c);
+    for (size_t i = 0; i < a->n_net; i++)
+        if (!(a->net[i] = bm_network_new(&a->loop, c, i)))
+            return BM_EINVAL;
+    if ((rc = build_front(a)) != 0)
         return rc;
-    a->health = bm_health_new(a->pool, &o->health);
-    a->disc = bm_discovery_new(&a->loop, a->up, a->pool, &o->discovery);
-    a->admin = bm_admin_new(a->pool, a->disc);
-    if (!a->health || !a->disc || !a->admin || (rc = build_readpath(a)) != 0)
-        return rc ? rc : BM_ENOMEM;
-
-    /* monitor: the head tracker, health judged against it, the per-node streams */
-    a->head = bm_head_new(bm_pool_count(a->pool), NULL);
-    if (!a->head || (rc = bm_health_set_head(a->health, a->head)) != 0)
-        return a->head ? rc : BM_ENOMEM;
-    a->monitor = bm_monitor_new(&a->loop, a->up, a->pool, a->disc, a->head, a->health, &o->monitor);
-    if (!a->monitor)
-        return BM_ENOMEM;
-    bm_admin_set_monitor(a->admin, a->monitor);
-    bm_admin_set_readpath(a->admin, a->readpath);
-    a->race = bm_race_engine_new(a->clock, a->up, a->pool);
-    if (!a->race)
-        return BM_ENOMEM;
-    if ((rc = build_fresh(a)) != 0)
-        return rc;
-
-    /* aggregation reads (most bits), duties (dependent root) and liveness (OR) */
-    a->aggregate =
-        bm_aggregate_new(a->clock, a->race, a->pool, bm_discovery_chain(a->disc), &o->aggregate);
-    a->duties = bm_duties_new(a->clock, a->race, a->pool, bm_discovery_chain(a->disc), &o->duties);
-    if (!a->aggregate || !a->duties)
-        return BM_ENOMEM;
-    bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
-    /* the cluster event stream, fed by the tracker and every node's streams */
-    a->events = bm_events_new(&a->loop, &o->events);
-    if (!a->events || bm_events_attach_head(a->events, a->head) != 0 ||
-        bm_monitor_on_event(a->monitor, bm_events_node_event, a->events) != 0 ||
-        bm_monitor_on_connection(a->monitor, bm_events_node_conn, a->events) != 0)
-        return BM_ENOMEM;
-    bm_events_attach_nodes(a->events, a->up, a->pool);
-    bm_events_attach_discovery(a->events, a->disc);
-
-    if ((rc = build_broadcast(a)) != 0)
-        return rc;
-    if ((rc = build_routes(a)) != 0)
-        return rc;
-    bm_report_sources_t rs = {a->events, a->attest, a->produce, a->aggregate,
-                              a->duties, a->bcast,  a->replay};
-    if ((rc = bm_report_register(a->admin, &rs)) != 0)
-        return rc;
-
-    a->server = bm_server_new(&a->loop, &o->server, bm_router_dispatch, a->router);
+    a->server = bm_server_new(&a->loop, &a->opts.server, bm_front_handle, a->front);
     if (!a->server)
         return BM_ENOMEM;
     rc = bm_server_listen(a->server, c->listen_host, c->listen_port);
@@ -277,9 +94,14 @@ static int build(app_t *a)
     bool v6 = strchr(h, ':') != NULL;
     bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d", v6 ? "[" : "", h, v6 ? "]" : "",
            bm_server_port(a->server));
-    if ((rc = bm_discovery_start(a->disc)) != 0)
-        return rc;
-    return bm_monitor_start(a->monitor); /* monitor */
+    for (size_t i = 0; i < a->n_net; i++) {
+        if (c->n_networks)
+            bm_log(BM_LOG_INFO, "network %s: served under /%s/", bm_network_id(a->net[i]),
+                   bm_network_id(a->net[i]));
+        if ((rc = bm_network_start(a->net[i])) != 0)
+            return rc;
+    }
+    return 0;
 }
 
 static void close_signals(app_t *a)
@@ -290,20 +112,12 @@ static void close_signals(app_t *a)
         uv_close((uv_handle_t *)&a->sigint, NULL);
 }
 
-/* Everything after the writes drained: stop background work, close the loop's handles. */
-static void on_writes_drained(bm_race_engine_t *e, void *ud)
+/* One network's detached writes are done; after the last, nothing keeps the loop. */
+static void on_network_drained(void *ud)
 {
     app_t *a = ud;
-    (void)e;
-    bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
-    bm_discovery_stop(a->disc);
-    bm_replay_stop(a->replay);
-    bm_race_engine_free(a->race); /* before curl: it cancels what still runs */
-    a->race = NULL;
-    /* nothing runs any more: close curl's sockets and timers so that the loop ends */
-    bm_upstream_free(a->up);
-    a->up = NULL;
-    close_signals(a);
+    if (--a->draining == 0)
+        close_signals(a);
 }
 
 /* The clients are answered; writes detached from them (broadcast) may still be running:
@@ -313,11 +127,9 @@ static void on_server_drained(bm_server_t *srv, void *ud)
     app_t *a = ud;
     (void)srv;
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
-    bm_broadcast_stop(a->bcast);
-    if (bm_race_engine_active(a->race))
-        bm_log(BM_LOG_INFO, "shutdown: %zu write(s) still reaching nodes (up to %u ms)",
-               bm_race_engine_active(a->race), a->cfg->server.shutdown_timeout_ms);
-    bm_race_engine_drain(a->race, a->cfg->server.shutdown_timeout_ms, on_writes_drained, a);
+    a->draining = a->n_net;
+    for (size_t i = 0; i < a->n_net; i++)
+        bm_network_drain(a->net[i], a->cfg->server.shutdown_timeout_ms, on_network_drained, a);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -329,50 +141,21 @@ static void on_signal(uv_signal_t *s, int signum)
     }
     bm_log(BM_LOG_INFO, "%s: shutting down (in-flight requests get up to %u ms)",
            signum == SIGTERM ? "SIGTERM" : "SIGINT", a->cfg->server.shutdown_timeout_ms);
-    bm_events_shutdown(a->events); /* streams end now, not after the grace period */
+    for (size_t i = 0; i < a->n_net; i++)
+        bm_network_stop_streams(a->net[i]);
     bm_server_shutdown(a->server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
 }
 
 static void teardown(app_t *a)
 {
-    bm_monitor_stop(a->monitor); /* monitor */
-    bm_events_free(a->events);   /* after the monitor, before curl and the tracker */
-    a->events = NULL;
-    if (a->disc)
-        bm_discovery_stop(a->disc);
-    bm_replay_stop(a->replay);
-    bm_broadcast_stop(a->bcast);
-    if (a->race)
-        bm_race_engine_free(a->race);
-    a->race = NULL;
-    if (a->up)
-        bm_upstream_free(a->up);
-    a->up = NULL;
-    /* let close callbacks of timers, polls and sockets run */
+    for (size_t i = 0; i < a->n_net; i++)
+        bm_network_free(a->net[i]); /* runs the loop to let its handles close */
     uv_run(&a->loop, UV_RUN_DEFAULT);
     if (a->server)
         bm_server_free(a->server);
-    bm_discovery_free(a->disc);
     uv_run(&a->loop, UV_RUN_DEFAULT);
-    bm_admin_free(a->admin);
-    bm_attest_free(a->attest); /* after the engine, whose races they judge */
-    bm_produce_free(a->produce);
-    bm_hint_free(a->hint);
-    bm_broadcast_free(a->bcast);
-    bm_replay_free(a->replay);
-    bm_readpath_free(a->readpath);
-    bm_router_free(a->router);
-    bm_monitor_free(a->monitor); /* its handles closed in the runs above */
-    bm_health_free(a->health);
-    if (a->head)
-        bm_head_free(a->head); /* after health, which listens to it */
-    /* aggregation reads and duties: after the engine (its races judged with their rules),
-     * right before the pool (whose state listener they hold) */
-    bm_aggregate_free(a->aggregate);
-    bm_duties_free(a->duties);
-    bm_pool_free(a->pool);
-    bm_clock_free(a->clock); /* after every module that made timers on it */
-    uv_run(&a->loop, UV_RUN_DEFAULT);
+    bm_front_free(a->front);
+    bm_options_edge_dispose(&a->edge);
     if (uv_loop_close(&a->loop) != 0)
         bm_log(BM_LOG_WARN, "shutdown: handles still open on the loop");
 }
@@ -404,6 +187,10 @@ int main(int argc, char **argv)
     if (cli.check) {
         if (deprecated)
             fprintf(stderr, "beaconmux: warning: %s\n", deprecated);
+        const char *exposed = bm_front_exposure_problem(a.cfg->listen_host, a.cfg->auth.n_keys,
+                                                        a.cfg->server.n_allowed_clients);
+        if (exposed)
+            fprintf(stderr, "beaconmux: warning: listen %s: %s\n", a.cfg->listen_host, exposed);
         bm_str_t dump = BM_STR_INIT;
         bm_config_dump(a.cfg, true, &dump);
         printf("configuration OK%s%s\n%s", a.cfg->path ? ": " : "", a.cfg->path ? a.cfg->path : "",
@@ -420,8 +207,12 @@ int main(int argc, char **argv)
     uv_signal_init(&a.loop, &a.sigterm);
     uv_signal_init(&a.loop, &a.sigint);
     a.sigterm.data = a.sigint.data = &a;
-    bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu upstream%s", BM_VERSION, a.cfg->n_upstreams,
-           a.cfg->n_upstreams == 1 ? "" : "s");
+    if (a.cfg->n_networks)
+        bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu networks", BM_VERSION,
+               a.cfg->n_networks);
+    else
+        bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu upstream%s", BM_VERSION,
+               a.cfg->n_upstreams, a.cfg->n_upstreams == 1 ? "" : "s");
     int rc = build(&a);
     if (rc) {
         a.exit_code = 1;

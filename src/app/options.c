@@ -89,7 +89,16 @@
     B(duties.checkpoint_mode,            attest.checkpoint_mode)                                   \
     B(duties.duties_majority_after_ms,   duties.majority_after_ms)                                 \
     B(duties.write_timeout_ms,           replay.timeout_ms)                                        \
-    B(duties.write_timeout_ms,           broadcast.write_timeout_ms)
+    B(duties.write_timeout_ms,           broadcast.write_timeout_ms)                               \
+    /* cache */                                                                                    \
+    B(cache.enabled,                     cache.enabled)                                            \
+    B(cache.max_entries,                 cache.max_entries)                                        \
+    B(cache.max_bytes,                   cache.max_bytes)                                          \
+    B(cache.max_entry_bytes,             cache.max_entry_bytes)                                    \
+    B(cache.chain_ttl_ms,                cache.chain_ttl_ms)                                       \
+    B(cache.clock_ttl_ms,                cache.clock_ttl_ms)                                       \
+    B(cache.gzip_min_bytes,              cache.gzip_min_bytes)                                     \
+    B(cache.gzip_level,                  cache.gzip_level)
 // clang-format on
 
 #define ASSIGN(from, to)                                                                           \
@@ -147,6 +156,7 @@ int bm_options_from_config(bm_options_t *o, const bm_config_t *cfg)
     bm_duties_opts_default(&o->duties);
     bm_replay_opts_default(&o->replay);
     bm_broadcast_opts_default(&o->broadcast);
+    bm_cache_opts_default(&o->cache);
 
     BINDINGS(ASSIGN)
     o->readpath.max_attempts = bm_config_max_attempts(cfg);
@@ -252,4 +262,103 @@ bm_rules_t *bm_options_rules(const bm_config_t *cfg)
         return NULL;
     }
     return t;
+}
+
+/* ---- the edge --------------------------------------------------------------------------- */
+
+/* The items of a list joined with ", " (NULL for none; caller frees). */
+static char *joined(char *const *items, size_t n)
+{
+    if (n == 0)
+        return NULL;
+    bm_str_t s = BM_STR_INIT;
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            bm_str_puts(&s, ", ");
+        bm_str_puts(&s, items[i]);
+    }
+    char *r = s.oom ? NULL : strdup(bm_str_data(&s));
+    bm_str_dispose(&s);
+    return r;
+}
+
+static bm_rate_t rate_of(const bm_config_rate_t *r)
+{
+    return (bm_rate_t){(double)r->rate, (double)(r->burst ? r->burst : r->rate)};
+}
+
+static int cidrs_of(char *const *items, size_t n, bm_cidr_t **out)
+{
+    *out = n ? calloc(n, sizeof **out) : NULL;
+    if (n && !*out)
+        return BM_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (bm_cidr_parse(items[i], &(*out)[i]) != 0)
+            return BM_EINVAL;
+    return 0;
+}
+
+int bm_options_edge(bm_edge_options_t *e, const bm_config_t *cfg)
+{
+    memset(e, 0, sizeof *e);
+    bm_front_opts_t *f = &e->front;
+    int rc = cidrs_of(cfg->trusted_proxies, cfg->n_trusted_proxies, &e->trusted);
+    if (!rc)
+        rc = cidrs_of(cfg->server.allowed_clients, cfg->server.n_allowed_clients, &e->allowed);
+    if (rc)
+        return rc;
+    f->trusted = e->trusted;
+    f->n_trusted = cfg->n_trusted_proxies;
+    f->allowed = e->allowed;
+    f->n_allowed = cfg->server.n_allowed_clients;
+    size_t nk = cfg->auth.n_keys;
+    e->keys = nk ? calloc(nk, sizeof *e->keys) : NULL;
+    if (nk && !e->keys)
+        return BM_ENOMEM;
+    for (size_t i = 0; i < nk; i++) {
+        const bm_config_key_t *k = &cfg->auth.keys[i];
+        bm_auth_key_t *a = &e->keys[i];
+        a->id = k->id;
+        a->secret = k->secret;
+        a->networks = (const char *const *)k->networks;
+        a->n_networks = k->n_networks;
+        for (size_t r = 0; r < k->n_routes; r++)
+            a->routes |= bm_auth_route_parse(k->routes[r]);
+        if (k->n_routes == 0)
+            a->routes = BM_ROUTE_READ;
+        a->rate = rate_of(&k->rate_limit);
+    }
+    f->keys = e->keys;
+    f->n_keys = nk;
+    const bm_config_cors_t *c = &cfg->cors;
+    e->methods = joined(c->allowed_methods, c->n_allowed_methods);
+    e->headers = joined(c->allowed_headers, c->n_allowed_headers);
+    e->exposed = joined(c->exposed_headers, c->n_exposed_headers);
+    f->cors = (bm_cors_opts_t){
+        .origins = (const char *const *)c->allowed_origins,
+        .n_origins = c->n_allowed_origins,
+        .methods = e->methods ? e->methods : BM_DEFAULT_CORS_METHODS,
+        .headers = e->headers,
+        .exposed = e->exposed ? e->exposed : BM_DEFAULT_CORS_EXPOSED,
+        .credentials = c->allow_credentials,
+        .max_age_s = c->max_age_ms / 1000,
+    };
+    const bm_config_rate_limit_t *rl = &cfg->rate_limit;
+    f->per_client = rate_of(&rl->per_client);
+    f->global = rate_of(&rl->global);
+    f->duties_per_client = rate_of(&rl->duties.per_client);
+    f->duties_global = rate_of(&rl->duties.global);
+    f->max_clients = rl->max_clients;
+    return 0;
+}
+
+void bm_options_edge_dispose(bm_edge_options_t *e)
+{
+    free(e->keys);
+    free(e->trusted);
+    free(e->allowed);
+    free(e->methods);
+    free(e->headers);
+    free(e->exposed);
+    memset(e, 0, sizeof *e);
 }

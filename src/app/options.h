@@ -23,6 +23,8 @@
 #include "duties/hint.h"
 #include "duties/produce.h"
 #include "duties/replay.h"
+#include "edge/cache.h"
+#include "edge/front.h"
 #include "http/server.h"
 #include "http/upstream.h"
 #include "read/readpath.h"
@@ -44,6 +46,7 @@ typedef struct bm_options {
     bm_duties_opts_t duties;
     bm_replay_opts_t replay;
     bm_broadcast_opts_t broadcast;
+    bm_cache_opts_t cache;
 } bm_options_t;
 
 /**
@@ -64,5 +67,24 @@ void bm_options_readpath_node(const bm_config_t *cfg, size_t i, bm_readpath_node
  * failure (the configuration was validated, so nothing else can fail).
  */
 bm_rules_t *bm_options_rules(const bm_config_t *cfg);
+
+/** The front's options (edge/front.h) and the arrays they point into. */
+typedef struct bm_edge_options {
+    bm_front_opts_t front;
+    bm_auth_key_t *keys; /* owned; strings borrowed from the configuration */
+    bm_cidr_t *trusted, *allowed;
+    char *methods, *headers, *exposed; /* owned; joined lists */
+} bm_edge_options_t;
+
+/**
+ * The front's options from the global keys (auth, cors, rateLimit, trustedProxies,
+ * server.allowedClients). Borrows strings from cfg, which must outlive `e`. Returns 0,
+ * BM_EINVAL (a CIDR the configuration should have refused) or BM_ENOMEM; dispose in every
+ * case.
+ */
+int bm_options_edge(bm_edge_options_t *e, const bm_config_t *cfg);
+
+/** Frees what bm_options_edge allocated. */
+void bm_options_edge_dispose(bm_edge_options_t *e);
 
 #endif /* BM_OPTIONS_H */

@@ -106,4 +106,24 @@
 #define BM_DEFAULT_DUTIES_AGGREGATE_GRACE_MS 100
 #define BM_DEFAULT_DUTIES_CHECKPOINT_QUORUM 0 /* 0 = automatic */
 
+/* cache: the response cache of the edge (edge/cache.h) */
+#define BM_DEFAULT_CACHE_ENABLED true
+#define BM_DEFAULT_CACHE_MAX_ENTRIES 16384
+#define BM_DEFAULT_CACHE_MAX_BYTES (64ull << 20)      /* 64 MiB */
+#define BM_DEFAULT_CACHE_MAX_ENTRY_BYTES (4ull << 20) /* 4 MiB */
+#define BM_DEFAULT_CACHE_CHAIN_TTL_MS 384000          /* 32 slots of 12 s */
+#define BM_DEFAULT_CACHE_CLOCK_TTL_MS 2000
+#define BM_DEFAULT_CACHE_GZIP_MIN_BYTES 1024
+#define BM_DEFAULT_CACHE_GZIP_LEVEL 6
+
+/* cors: off until allowedOrigins names an origin (edge/cors.h) */
+#define BM_DEFAULT_CORS_METHODS "GET, POST, OPTIONS"
+#define BM_DEFAULT_CORS_EXPOSED                                                                    \
+    "Eth-Consensus-Version, Eth-Execution-Payload-Blinded, Eth-Execution-Payload-Value, "          \
+    "Eth-Consensus-Block-Value"
+#define BM_DEFAULT_CORS_MAX_AGE_MS 600000 /* 10 min */
+
+/* rateLimit: off until a rate is set (edge/limit.h) */
+#define BM_DEFAULT_RATE_LIMIT_CLIENTS 65536 /* per-client buckets kept */
+
 #endif /* BM_DEFAULTS_H */

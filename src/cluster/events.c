@@ -395,6 +395,8 @@ struct bm_events {
     bm_head_t *head;
     bm_upstream_t *up;
     bm_pool_t *pool;
+    bm_events_tap_fn tap; /* sees every event the stream emits (the response cache) */
+    void *tap_ud;
     const bm_discovery_t *disc; /* the chain, read when needed */
     bool chain_known;
     bm_chain_info_t chain; /* set directly (tests), when no discovery is attached */
@@ -555,6 +557,8 @@ static void on_hold(uv_timer_t *t)
  */
 static void emit(bm_events_t *ev, bm_topic_t t, const char *data, size_t len)
 {
+    if (ev->tap)
+        ev->tap(t, data, len, ev->tap_ud);
     if (!ev->cnt[t])
         return;
     bm_buf_t *b = bm_events_serialise(TOPIC_NAMES[t], data, len);
@@ -1001,6 +1005,12 @@ static void pend_try(bm_events_t *ev, bool v2, const char *data, size_t len)
         bm_buf_unref(c.raw_reorg);
     }
     bm_buf_unref(b);
+}
+
+void bm_events_set_tap(bm_events_t *ev, bm_events_tap_fn fn, void *ud)
+{
+    ev->tap = fn;
+    ev->tap_ud = ud;
 }
 
 /* ---- node events --------------------------------------------------------------------------- */

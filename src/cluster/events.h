@@ -156,6 +156,15 @@ void bm_events_opts_default(bm_events_opts_t *o);
 bm_events_t *bm_events_new(uv_loop_t *loop, const bm_events_opts_t *opts);
 
 /**
+ * A tap on the stream: `fn` sees every event the cluster stream emits, subscribers or not,
+ * after the trust check and the first-copy window (a finalized_checkpoint from a trusted
+ * node, once), as (topic, data JSON, length); borrowed for the call. One tap; NULL
+ * removes it. It must not free the module.
+ */
+typedef void (*bm_events_tap_fn)(bm_topic_t t, const char *data, size_t len, void *ud);
+void bm_events_set_tap(bm_events_t *ev, bm_events_tap_fn fn, void *ud);
+
+/**
  * Listens to the head tracker (bm_head_listen; not owned; must outlive the events
  * module or be detached by bm_events_free): cluster head moves, payload becomes full.
  * Also used to judge whether a node's events are trusted (not forked, optimistic or

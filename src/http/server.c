@@ -81,6 +81,8 @@ typedef enum {
 struct bm_req {
     conn_t *conn;
     const bm_http1_head_t *head;
+    char *target;     /* owned: a target set by bm_req_set_target, or NULL (the head's) */
+    bm_hdrs_t *extra; /* owned: fields added to the response head (bm_req_add_resp_fields) */
     const char *path;
     size_t path_len;
     const char *query;
@@ -378,6 +380,11 @@ static void conn_free(conn_t *c)
     free(c->q);
     bm_buf_unref(c->acc);
     bm_buf_unref(c->req.body);
+    free(c->req.target);
+    if (c->req.extra) {
+        bm_hdrs_dispose(c->req.extra);
+        free(c->req.extra);
+    }
     if (c->in) {
         pool_put(srv, c->in);
         c->in = NULL;
@@ -727,6 +734,7 @@ static void conn_flush(conn_t *c)
 typedef struct head_spec {
     int status;
     const bm_hdrs_t *hdrs;
+    const bm_hdrs_t *extra; /* the request's own additions (CORS), or NULL */
     const char *content_type;
     resp_mode_t mode;
     uint64_t content_length;
@@ -753,6 +761,8 @@ static bool queue_head(conn_t *c, const head_spec_t *h)
                 have_date = true;
         }
     }
+    for (size_t i = 0; h->extra && i < h->extra->n; i++)
+        need += h->extra->items[i].name_len + h->extra->items[i].value_len + 4;
     char *w0 = acc_reserve(c, need);
     if (!w0)
         return false;
@@ -768,9 +778,10 @@ static bool queue_head(conn_t *c, const head_spec_t *h)
         w = put(w, h->content_type, ct_len);
         w = PUT_LIT(w, "\r\n");
     }
-    if (h->hdrs) {
-        for (size_t i = 0; i < h->hdrs->n; i++) {
-            const bm_header_t *f = &h->hdrs->items[i];
+    const bm_hdrs_t *lists[2] = {h->hdrs, h->extra};
+    for (size_t l = 0; l < 2; l++) {
+        for (size_t i = 0; lists[l] && i < lists[l]->n; i++) {
+            const bm_header_t *f = &lists[l]->items[i];
             if (bm_header_is_hop_by_hop(f->name, f->name_len))
                 continue;
             if (!is_token(f->name, f->name_len) || !is_safe_value(f->value, f->value_len)) {
@@ -1157,8 +1168,8 @@ static const bm_http1_callbacks_t parser_cbs = {on_head, on_body, NULL};
 
 static void split_target(bm_req_t *r)
 {
-    const char *t = r->head->target;
-    size_t n = r->head->target_len;
+    const char *t = r->target ? r->target : r->head->target;
+    size_t n = strlen(t);
     const char *path = t;
     /* absolute-form (RFC 9112 3.2.2): the path starts after the authority */
     if ((n > 7 && strncasecmp(t, "http://", 7) == 0) ||
@@ -1332,7 +1343,37 @@ const char *bm_req_method(const bm_req_t *req)
 
 const char *bm_req_target(const bm_req_t *req)
 {
-    return req->head->target;
+    return req->target ? req->target : req->head->target;
+}
+
+int bm_req_add_resp_fields(bm_req_t *req, const bm_hdrs_t *h)
+{
+    if (!req->extra) {
+        req->extra = malloc(sizeof *req->extra);
+        if (!req->extra)
+            return BM_ENOMEM;
+        bm_hdrs_init(req->extra);
+    }
+    for (size_t i = 0; i < h->n; i++)
+        if (bm_hdrs_add(req->extra, h->items[i].name, h->items[i].name_len, h->items[i].value,
+                        h->items[i].value_len) != 0)
+            return BM_ENOMEM;
+    return 0;
+}
+
+int bm_req_set_target(bm_req_t *req, const char *target, size_t len)
+{
+    if (len == 0 || target[0] != '/' || memchr(target, '\0', len))
+        return BM_EINVAL;
+    char *t = malloc(len + 1);
+    if (!t)
+        return BM_ENOMEM;
+    memcpy(t, target, len);
+    t[len] = '\0';
+    free(req->target);
+    req->target = t;
+    split_target(req);
+    return 0;
 }
 
 const char *bm_req_path(const bm_req_t *req, size_t *len)
@@ -1352,6 +1393,13 @@ const char *bm_req_query(const bm_req_t *req, size_t *len)
 const bm_hdrs_t *bm_req_headers(const bm_req_t *req)
 {
     return req->head->headers;
+}
+
+size_t bm_req_remove_header(bm_req_t *req, const char *name)
+{
+    /* the fields belong to this connection's parser, which reads them no more once the
+     * request was dispatched: removing one in place is safe */
+    return bm_hdrs_remove((bm_hdrs_t *)req->head->headers, name);
 }
 
 const char *bm_req_header(const bm_req_t *req, const char *name)
@@ -1420,7 +1468,7 @@ static int resp_start(bm_req_t *r, int status, const bm_hdrs_t *hdrs, const char
     if (c->closing)
         return BM_ECLOSED;
     const bm_http1_head_t *h = r->head;
-    head_spec_t hs = {.status = status, .hdrs = hdrs, .content_type = ctype};
+    head_spec_t hs = {.status = status, .hdrs = hdrs, .extra = r->extra, .content_type = ctype};
     hs.http10 = h->version_minor == 0;
     if (status == 204 || status == 304) {
         hs.mode = RESP_NOBODY;
@@ -1524,6 +1572,13 @@ static void req_release(conn_t *c)
 {
     bm_req_t *r = &c->req;
     r->owned = false;
+    free(r->target);
+    r->target = NULL;
+    if (r->extra) {
+        bm_hdrs_dispose(r->extra);
+        free(r->extra);
+        r->extra = NULL;
+    }
     bm_buf_unref(r->body);
     r->body = NULL;
     r->abort_cb = NULL;
@@ -1579,7 +1634,7 @@ void bm_resp_end(bm_req_t *req)
     if (req->owned && !req->started && !req->conn->closing) {
         bm_log_limited(&req->conn->srv->log_lim, BM_LOG_ERROR,
                        "server: handler ended %s %s without an answer", req->head->method,
-                       req->head->target);
+                       bm_req_target(req));
         resp_json_error(req, 500, "no answer");
         return;
     }

@@ -98,6 +98,22 @@ const char *bm_req_method(const bm_req_t *req);
 /** The raw request target ("/eth/v1/node/health?x=1"), NUL-terminated. */
 const char *bm_req_target(const bm_req_t *req);
 
+/**
+ * Replaces the request target with target[0..len) (origin-form: it must start with '/'),
+ * copied; path and query follow it. What a front handler does before dispatching a request
+ * whose first segments it consumed (a network id, an API key in the path), so that nothing
+ * after it (handlers, forwarded requests, log lines) sees them. Returns 0, BM_EINVAL (not
+ * origin-form, or a NUL byte) or BM_ENOMEM.
+ */
+int bm_req_set_target(bm_req_t *req, const char *target, size_t len);
+
+/**
+ * Adds fields (copied) to whatever response head this request gets, from any handler or
+ * from the server's own error answers to it: what a front handler decides for every answer
+ * (CORS). Returns 0 or BM_ENOMEM.
+ */
+int bm_req_add_resp_fields(bm_req_t *req, const bm_hdrs_t *h);
+
 /** The path part of the target (before '?'), with its length. Not percent-decoded. */
 const char *bm_req_path(const bm_req_t *req, size_t *len);
 
@@ -106,6 +122,13 @@ const char *bm_req_query(const bm_req_t *req, size_t *len);
 
 /** All request header fields in arrival order. Borrowed; valid while the request lives. */
 const bm_hdrs_t *bm_req_headers(const bm_req_t *req);
+
+/**
+ * Removes every field named `name` (case-insensitive) from the request, so that nothing
+ * after the caller sees or forwards it (a client's credential for beaconmux itself).
+ * Returns how many were removed.
+ */
+size_t bm_req_remove_header(bm_req_t *req, const char *name);
 
 /** The first header named `name` (case-insensitive), or NULL. */
 const char *bm_req_header(const bm_req_t *req, const char *name);

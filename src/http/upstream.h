@@ -16,7 +16,8 @@
  *   - never follows redirects and speaks only http and https, so a request can reach
  *     nothing but the URL it was given;
  *   - drops hop-by-hop header fields (and those named in Connection), drops the client's
- *     Accept-Encoding and asks for identity (policies must read bodies), never sends
+ *     Accept-Encoding and asks for identity (policies must read bodies; `compress` asks
+ *     an https node for gzip, which libcurl inflates, so they still do), never sends
  *     Expect, sets Host from the URL, accepts any media type when the caller sent no
  *     Accept (as libcurl does), and adds no Content-Type of its own;
  *   - takes credentials from the URL (https://user:pass@host, sent as Basic auth; an
@@ -106,6 +107,10 @@ typedef struct bm_xfer_req {
                                     Counts from the start; never fires while paused by us */
     size_t max_response_bytes;   /* buffered mode only; larger fails BM_ETOOBIG; 0: 64 MiB */
     bool stream;                 /* body goes to on_data as it arrives, nothing buffered */
+    bool compress; /* a read whose answer may be large: an https node (a hosted, metered one)
+                      is asked for gzip and libcurl inflates it, so the owner still reads
+                      identity bytes (its Content-Encoding and compressed Content-Length are
+                      removed from the head); http nodes are always asked for identity */
 } bm_xfer_req_t;
 
 /** What a transfer ended with. Everything is borrowed for the duration of on_done. */

@@ -85,6 +85,7 @@ struct cx {
     char method[BM_UPRULES_METHOD_MAX + 1];
     char *secret; /* password (or token user name) of the URL, masked in messages */
     bool stream;
+    bool gzip; /* an https node was asked for gzip: libcurl inflates what comes */
     size_t max_bytes;
 
     /* Response. */
@@ -573,6 +574,14 @@ static void deliver_head(cx_t *x)
     bm_upcurl_t *up = x->up;
     x->head_done = true;
     x->t_head = bm_clock_mono_us();
+    if (x->gzip) {
+        /* the body reaches the owner inflated: the coding and the compressed length go */
+        const char *ce = bm_hdrs_get(&x->hdrs, "Content-Encoding");
+        if (ce && strcasecmp(ce, "gzip") == 0) {
+            bm_hdrs_remove(&x->hdrs, "Content-Encoding");
+            bm_hdrs_remove(&x->hdrs, "Content-Length");
+        }
+    }
     if (!x->stream && !x->body.b && x->status >= 200 && x->status < 300 &&
         strcmp(x->method, "HEAD") != 0) {
         const char *cl = bm_hdrs_get(&x->hdrs, "Content-Length");
@@ -1133,7 +1142,8 @@ static int build_headers(cx_t *x, const bm_xfer_req_t *req, bool has_body, bool 
     if (rc)
         return rc;
     bool has_ct = saw & BM_UPRULES_SAW_CONTENT_TYPE;
-    hl_add_raw(&l, LIT("Accept-Encoding: identity"));
+    if (!x->gzip) /* else libcurl sends its own Accept-Encoding: gzip */
+        hl_add_raw(&l, LIT("Accept-Encoding: identity"));
     if (has_body) {
         /* "Name:" with nothing after it removes a field libcurl would add itself. */
         hl_add_raw(&l, LIT("Expect:"));
@@ -1237,6 +1247,7 @@ static CURLU *url_handle(bm_upcurl_t *up, const char *url)
 static int setup(cx_t *x, const bm_xfer_req_t *req, bool https, bool has_userinfo)
 {
     CURL *e = x->easy;
+    x->gzip = req->compress && https;
     SETOPT(CURLOPT_URL, req->url);
     x->curlu = url_handle(x->up, req->url);
     SETOPT(CURLOPT_CURLU, x->curlu); /* NULL: libcurl parses the string */
@@ -1274,6 +1285,7 @@ static int setup(cx_t *x, const bm_xfer_req_t *req, bool https, bool has_userinf
     if (rc)
         return rc;
     SETOPT(CURLOPT_HTTPHEADER, list);
+    SETOPT(CURLOPT_ACCEPT_ENCODING, x->gzip ? "gzip" : NULL);
     /* Refuse a too large buffered body from its Content-Length already (not for HEAD,
      * whose Content-Length describes a body that does not come). */
     SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)(!x->stream && !head ? x->max_bytes : 0));

@@ -114,9 +114,30 @@ typedef struct settings {
     bool ready_only;
 } settings_t;
 
+/* What an exchange forwards: borrowed from the client's request, or owned copies for a
+ * detached read (bm_readpath_fetch). */
+typedef struct view {
+    const char *method, *target, *path, *query, *peer;
+    size_t path_len, query_len;
+    const bm_hdrs_t *headers;
+    bm_buf_t *body;
+} view_t;
+
+/* A detached read's own copies and where its answer goes. */
+typedef struct detached {
+    bm_str_t method, target, peer;
+    bm_hdrs_t headers;
+    size_t max_bytes;
+    bool missing_moves_on;    /* a 404 moves on: the node lacks what the cluster chain has */
+    bm_readpath_answer_fn cb; /* NULL once answered or cancelled */
+    void *ud;
+} detached_t;
+
 struct exchange {
     bm_readpath_t *rp;
-    bm_req_t *req;
+    bm_req_t *req;     /* NULL for a detached read */
+    detached_t *fetch; /* a detached read, or NULL */
+    view_t v;
     exchange_t *due_prev, *due_next; /* the read path's list of times */
     uint64_t due_at;                 /* loop ms when on_timer should run; 0: not listed */
     uint64_t due_seq;
@@ -530,6 +551,17 @@ static void on_rp_timer(uv_timer_t *t)
 
 /* ---- exchange life ------------------------------------------------------------------ */
 
+static void detached_free(detached_t *d)
+{
+    if (!d)
+        return;
+    bm_str_dispose(&d->method);
+    bm_str_dispose(&d->target);
+    bm_str_dispose(&d->peer);
+    bm_hdrs_dispose(&d->headers);
+    free(d);
+}
+
 static void exchange_free(exchange_t *ex)
 {
     for (int i = 0; i < ex->used; i++) {
@@ -537,11 +569,12 @@ static void exchange_free(exchange_t *ex)
         bm_str_dispose(&ex->at[i].body);
     }
     bm_str_dispose(&ex->errors);
+    detached_free(ex->fetch);
     free(ex);
 }
 
 /* A cleared exchange: a spare one, or a new one. NULL when out of memory. */
-static exchange_t *exchange_new(bm_readpath_t *rp)
+static exchange_t *exchange_alloc(bm_readpath_t *rp)
 {
     exchange_t *ex = rp->spare;
     if (!ex)
@@ -560,6 +593,8 @@ static void exchange_release(bm_readpath_t *rp, exchange_t *ex)
         return;
     }
     bm_str_dispose(&ex->errors);
+    detached_free(ex->fetch);
+    ex->fetch = NULL;
     for (int i = 0; i < ex->used; i++) {
         attempt_t *a = &ex->at[i];
         bm_hdrs_dispose(&a->hdrs);
@@ -655,11 +690,63 @@ static void add_error(exchange_t *ex, const char *fmt, ...)
 
 /* ---- answering ---------------------------------------------------------------------- */
 
+/* Gives a detached read its answer (once). */
+static void deliver(exchange_t *ex, const bm_readpath_answer_t *ans)
+{
+    bm_readpath_answer_fn cb = ex->fetch->cb;
+    ex->fetch->cb = NULL;
+    if (cb)
+        cb(ans, ex->fetch->ud);
+}
+
+/* Answers {"code":status,"message":...}: to the client, or to a detached read's callback. */
+static void reply_error(exchange_t *ex, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void reply_error(exchange_t *ex, int status, const char *fmt, ...)
+{
+    bm_str_t msg = BM_STR_INIT;
+    va_list ap;
+    va_start(ap, fmt);
+    bm_str_vprintf(&msg, fmt, ap);
+    va_end(ap);
+    if (ex->req) {
+        bm_resp_error(ex->req, status, "%s", bm_str_data(&msg));
+    } else {
+        bm_str_t b = BM_STR_INIT;
+        bm_str_printf(&b, "{\"code\":%d,\"message\":", status);
+        bm_str_json_string(&b, bm_str_data(&msg), bm_str_len(&msg));
+        bm_str_putc(&b, '}');
+        bm_buf_t *body = bm_str_finish(&b);
+        bm_readpath_answer_t ans = {.status = status, .body = body, .node = -1};
+        deliver(ex, &ans);
+        bm_buf_unref(body);
+    }
+    bm_str_dispose(&msg);
+}
+
+/* A detached read's answer grew past its bound: nothing is kept, the caller asks again. */
+static void reply_too_big(exchange_t *ex)
+{
+    bm_readpath_answer_t ans = {.status = 0, .too_big = true, .node = -1};
+    deliver(ex, &ans);
+    finished(ex);
+}
+
 /* Sends a complete held answer with its exact length. */
 static void send_attempt(exchange_t *ex, attempt_t *a)
 {
     bm_buf_t *body = bm_str_finish(&a->body);
-    bm_resp_send(ex->req, a->status, NULL, body, answer_fields(a));
+    if (ex->req) {
+        bm_resp_send(ex->req, a->status, NULL, body, answer_fields(a));
+    } else {
+        bm_readpath_answer_t ans = {.status = a->status,
+                                    .hdrs = answer_fields(a),
+                                    .body = body,
+                                    .from_node = true,
+                                    .node = (int)a->node->index};
+        deliver(ex, &ans);
+    }
     bm_buf_unref(body);
     finished(ex);
 }
@@ -675,15 +762,15 @@ static void answer_failure(exchange_t *ex)
     }
     const char *why = bm_str_len(&ex->errors) ? bm_str_data(&ex->errors) : "none available";
     if (ex->timed_out) {
-        bm_resp_error(ex->req, 504, "no upstream answered within %u ms: %s", ex->s.timeout_ms, why);
+        reply_error(ex, 504, "no upstream answered within %u ms: %s", ex->s.timeout_ms, why);
     } else if (ex->started == 0 && ex->s.client) {
-        bm_resp_error(ex->req, 503, "no usable %s upstream", bm_client_name(ex->s.client));
+        reply_error(ex, 503, "no usable %s upstream", bm_client_name(ex->s.client));
     } else if (ex->started == 0 && ex->s.ready_only) {
-        bm_resp_error(ex->req, 503, "no ready upstream");
+        reply_error(ex, 503, "no ready upstream");
     } else if (ex->started == 0) {
-        bm_resp_error(ex->req, 503, "no usable upstream");
+        reply_error(ex, 503, "no usable upstream");
     } else {
-        bm_resp_error(ex->req, 503, "no upstream answered: %s", why);
+        reply_error(ex, 503, "no upstream answered: %s", why);
     }
     finished(ex);
 }
@@ -729,7 +816,7 @@ static bool launch(exchange_t *ex, bm_node_t *node, bool hedge)
     ex->tried |= 1ull << node->index;
     bm_str_t *url = &rp->url;
     bm_str_clear(url);
-    const char *target = bm_req_target(ex->req) + ex->target_off;
+    const char *target = ex->v.target + ex->target_off;
     int rc;
     if (ex->strip && target[0] != '/') {
         bm_str_t t = BM_STR_INIT;
@@ -745,15 +832,17 @@ static bool launch(exchange_t *ex, bm_node_t *node, bool hedge)
         return false;
     }
     bm_xfer_req_t xr = {
-        .method = bm_req_method(ex->req),
+        .method = ex->v.method,
         .url = bm_str_data(url),
-        .headers = bm_req_headers(ex->req),
+        .headers = ex->v.headers,
         .extra = &node->extra,
-        .body = bm_req_body(ex->req),
+        .body = ex->v.body,
         .connect_timeout_ms = rp->opts.connect_timeout_ms,
         .timeout_ms = ex->is_read ? 0 : rp->opts.write_timeout_ms,
         .idle_timeout_ms = ex->is_read ? rp->opts.read_timeout_ms : 0,
         .stream = true,
+        /* reads may be large: a hosted (https, metered) node sends them gzip */
+        .compress = ex->is_read && strcmp(ex->v.method, "GET") == 0,
     };
     bm_hdrs_clear(&a->hdrs);
     bm_str_clear(&a->body);
@@ -853,8 +942,12 @@ static void on_timer(exchange_t *ex)
         ex->timed_out = true;
         ex->rp->c.deadline_exceeded++;
         if (ex->winner >= 0 && ex->at[ex->winner].phase == AT_HELD && ex->at[ex->winner].xfer) {
-            /* the answer is coming: send what is held as a stream rather than drop it */
-            commit(ex, &ex->at[ex->winner]);
+            /* the answer is coming: send what is held as a stream rather than drop it (a
+             * detached read keeps holding it: it is chosen, the silence bound still holds) */
+            if (ex->fetch)
+                ex->committed = true;
+            else
+                commit(ex, &ex->at[ex->winner]);
         } else if (!ex->committed) {
             cancel_all(ex, -1);
             if (ex->s.query)
@@ -1003,6 +1096,11 @@ static bool moves_on(exchange_t *ex, attempt_t *a, int status, const head_info_t
         add_error(ex, "%s: HTTP 429 (throttled)", a->node->id);
         return true;
     }
+    if (status == 404 && ex->fetch && ex->fetch->missing_moves_on) {
+        /* a root of the cluster chain this node has not imported yet (one slot behind) */
+        add_error(ex, "%s: HTTP 404 (not imported yet)", a->node->id);
+        return true;
+    }
     if (status == 415 && ex->ssz_accept) {
         rp->c.ssz_refused++;
         remember_no_ssz(ns, ex->route_key, now);
@@ -1057,7 +1155,9 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
         cancel_all(ex, ex->winner); /* the first usable answer wins */
         ex->hedge_at = 0;
         bool sse = hi.content_type && strncasecmp(hi.content_type, "text/event-stream", 17) == 0;
-        if (sse || a->length > (int64_t)ex->rp->opts.hold_bytes)
+        if (ex->fetch && (sse || a->length > (int64_t)ex->fetch->max_bytes))
+            reply_too_big(ex);
+        else if (sse || a->length > (int64_t)ex->rp->opts.hold_bytes)
             commit(ex, a);
         else if (a->length > 0)
             bm_str_reserve(&a->body, (size_t)a->length);
@@ -1079,6 +1179,9 @@ static int on_data(bm_xfer_t *x, const char *p, size_t n, void *ud)
         if (ex->s.query) {
             if (bm_str_len(&a->body) > MAX_CONSENSUS_BODY)
                 rc = BM_XFER_PAUSE; /* on_done cannot come: the timer's deadline decides */
+        } else if (ex->fetch) {
+            if (bm_str_len(&a->body) > ex->fetch->max_bytes)
+                reply_too_big(ex);
         } else if (bm_str_len(&a->body) > ex->rp->opts.hold_bytes) {
             commit(ex, a);
         }
@@ -1123,14 +1226,14 @@ static void record(exchange_t *ex, attempt_t *a, const bm_xfer_result_t *res)
         bm_aimd_success(&ns->bucket);
     if (outcome == BM_OUTCOME_OK)
         return;
-    size_t plen;
-    const char *path = bm_req_path(ex->req, &plen);
+    size_t plen = ex->v.path_len;
+    const char *path = ex->v.path;
     if (res->err)
-        bm_log_limited(&rp->limit, BM_LOG_WARN, "%s %.*s via %s: %s", bm_req_method(ex->req),
-                       (int)plen, path, node->id, detail);
+        bm_log_limited(&rp->limit, BM_LOG_WARN, "%s %.*s via %s: %s", ex->v.method, (int)plen, path,
+                       node->id, detail);
     else
-        bm_log_limited(&rp->limit, BM_LOG_WARN, "%s %.*s via %s: HTTP %d", bm_req_method(ex->req),
-                       (int)plen, path, node->id, res->status);
+        bm_log_limited(&rp->limit, BM_LOG_WARN, "%s %.*s via %s: HTTP %d", ex->v.method, (int)plen,
+                       path, node->id, res->status);
 }
 
 /* ---- consensus ------------------------------------------------------------------------ */
@@ -1174,10 +1277,10 @@ static void consensus_failed(exchange_t *ex)
                       'A' + group[i] % 26, a->status);
     }
     ex->rp->c.consensus_failed++;
-    bm_resp_error(ex->req, 502, "no consensus: %u of %u nodes must agree; %s%s%s", ex->s.agree,
-                  ex->s.query, bm_str_len(&who) ? bm_str_data(&who) : "no answer",
-                  bm_str_len(&ex->errors) ? "; failed: " : "",
-                  bm_str_len(&ex->errors) ? bm_str_data(&ex->errors) : "");
+    reply_error(ex, 502, "no consensus: %u of %u nodes must agree; %s%s%s", ex->s.agree,
+                ex->s.query, bm_str_len(&who) ? bm_str_data(&who) : "no answer",
+                bm_str_len(&ex->errors) ? "; failed: " : "",
+                bm_str_len(&ex->errors) ? bm_str_data(&ex->errors) : "");
     bm_str_dispose(&who);
     finished(ex);
 }
@@ -1237,6 +1340,13 @@ static void on_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
         /* the client went away or another answer was sent */
     } else if (ex->s.query) {
         consensus_done(ex, a, res);
+    } else if (is_winner && ex->committed && ex->fetch) {
+        if (res->err)
+            reply_error(ex, 502, "%s: the answer broke off: %s", a->node->id,
+                        bm_strerror(res->err));
+        else
+            send_attempt(ex, a);
+        finished(ex);
     } else if (is_winner && ex->committed) {
         if (res->err)
             bm_resp_abort(ex->req); /* never splice: the client sees a broken connection */
@@ -1331,8 +1441,8 @@ static void classify_history(exchange_t *ex)
     bm_readpath_t *rp = ex->rp;
     const bm_chain_info_t *c = rp->disc ? bm_discovery_chain(rp->disc) : NULL;
     uint32_t spe = c ? c->clock.slots_per_epoch : 32;
-    size_t n;
-    const char *path = bm_req_path(ex->req, &n);
+    size_t n = ex->v.path_len;
+    const char *path = ex->v.path;
     bm_archive_classify(path + ex->target_off, n - ex->target_off, spe, &ex->hist);
     if (ex->hist.kind == BM_HIST_NONE || !c)
         return;
@@ -1347,66 +1457,66 @@ static void classify_history(exchange_t *ex)
 static void sticky_key(exchange_t *ex)
 {
     bm_readpath_t *rp = ex->rp;
-    const char *k = rp->opts.sticky_header ? bm_req_header(ex->req, rp->opts.sticky_header)
-                                           : bm_req_peer(ex->req);
+    const char *k =
+        rp->opts.sticky_header ? bm_hdrs_get(ex->v.headers, rp->opts.sticky_header) : ex->v.peer;
     if (!k)
         return; /* no such header: balanced as any other request */
     ex->sticky = true;
     ex->sticky_key = bm_sticky_key(k, strlen(k));
 }
 
-static bool accepts_ssz(bm_req_t *req)
+static bool accepts_ssz(const bm_hdrs_t *h)
 {
-    const char *a = bm_req_header(req, "accept");
+    const char *a = bm_hdrs_get(h, "accept");
     return a && strcasestr(a, "application/octet-stream") != NULL;
 }
 
-/* Starts an exchange for `req`; `client`, `nodes`, `target_off` and `strip` come from its
- * client route, `ready_only` from the caller. */
-static void handle(bm_readpath_t *rp, bm_req_t *req, int client, bool restrict_nodes,
-                   uint64_t nodes, size_t target_off, bool strip, bool ready_only)
+/* A new exchange of `rp` for what `v` describes, with its rule resolved; NULL when the path
+ * is blocked (*blocked set) or memory ran out. */
+static exchange_t *exchange_new(bm_readpath_t *rp, const view_t *v, size_t target_off,
+                                bool *blocked)
 {
-    size_t n, qlen = 0;
-    const char *method = bm_req_method(req);
-    const char *path = bm_req_path(req, &n);
-    const char *query = bm_req_query(req, &qlen);
-    const bm_rule_t *rule = bm_rules_match(rp->rules, method, path + target_off, n - target_off);
-    if (bm_rules_blocked(rp->rules, path, n) || (rule && rule->blocked)) {
+    const char *method = v->method;
+    size_t n = v->path_len;
+    const bm_rule_t *rule = bm_rules_match(rp->rules, method, v->path + target_off, n - target_off);
+    *blocked = bm_rules_blocked(rp->rules, v->path, n) || (rule && rule->blocked);
+    if (*blocked) {
         rp->c.blocked++;
-        bm_resp_error(req, 403, "this path is blocked by the configuration of beaconmux");
-        return;
+        return NULL;
     }
-    exchange_t *ex = exchange_new(rp);
-    if (!ex) {
-        bm_resp_error(req, 500, "out of memory");
-        return;
-    }
-    rp->active++;
-    rp->c.reads++;
+    exchange_t *ex = exchange_alloc(rp);
+    if (!ex)
+        return NULL;
     ex->rp = rp;
-    ex->req = req;
+    ex->v = *v;
     ex->winner = ex->kept = -1;
     ex->target_off = target_off;
-    ex->strip = strip;
-    ex->s.client = client;
-    ex->s.restrict_nodes = restrict_nodes;
-    ex->s.nodes = restrict_nodes ? nodes : ~0ull;
-    ex->s.ready_only = ready_only;
-    ex->is_read = bm_rules_is_read(method, path, n);
-    ex->ssz_accept = accepts_ssz(req);
+    ex->s.nodes = ~0ull;
+    ex->is_read = bm_rules_is_read(method, v->path, n);
+    ex->ssz_accept = accepts_ssz(v->headers);
     if (ex->ssz_accept)
-        ex->route_key = route_key_of(method, path + target_off, n - target_off);
-    bm_buf_t *body = bm_req_body(req);
-    bool heavy = bm_rules_is_heavy(method, path, n, query, qlen, body ? body->data : NULL,
-                                   body ? body->len : 0);
+        ex->route_key = route_key_of(method, v->path + target_off, n - target_off);
+    bool heavy = bm_rules_is_heavy(method, v->path, n, v->query, v->query_len,
+                                   v->body ? v->body->data : NULL, v->body ? v->body->len : 0);
     resolve(ex, rule, heavy);
+    return ex;
+}
+
+/* Starts the exchange's first attempts (the settings are final). */
+static void exchange_start(exchange_t *ex)
+{
+    bm_readpath_t *rp = ex->rp;
+    rp->active++;
+    rp->c.reads++;
     if (ex->is_read)
         classify_history(ex);
     if (rp->sticky && !ex->s.query)
         sticky_key(ex);
     ex->busy++;
-    bm_req_on_abort(req, on_client_abort, ex);
-    bm_resp_on_drain(req, on_client_drain, ex);
+    if (ex->req) {
+        bm_req_on_abort(ex->req, on_client_abort, ex);
+        bm_resp_on_drain(ex->req, on_client_drain, ex);
+    }
     if (ex->is_read)
         bm_hedge_budget_earn(&rp->budget);
     if (ex->s.query) {
@@ -1418,6 +1528,89 @@ static void handle(bm_readpath_t *rp, bm_req_t *req, int client, bool restrict_n
         answer_failure(ex);
     }
     arm_timer(ex);
+}
+
+/* Starts an exchange for `req`; `client`, `nodes`, `target_off` and `strip` come from its
+ * client route, `ready_only` from the caller. */
+static void handle(bm_readpath_t *rp, bm_req_t *req, int client, bool restrict_nodes,
+                   uint64_t nodes, size_t target_off, bool strip, bool ready_only)
+{
+    view_t v = {.method = bm_req_method(req),
+                .target = bm_req_target(req),
+                .peer = bm_req_peer(req),
+                .headers = bm_req_headers(req),
+                .body = bm_req_body(req)};
+    v.path = bm_req_path(req, &v.path_len);
+    v.query = bm_req_query(req, &v.query_len);
+    bool blocked;
+    exchange_t *ex = exchange_new(rp, &v, target_off, &blocked);
+    if (!ex) {
+        if (blocked)
+            bm_resp_error(req, 403, "this path is blocked by the configuration of beaconmux");
+        else
+            bm_resp_error(req, 500, "out of memory");
+        return;
+    }
+    ex->req = req;
+    ex->strip = strip;
+    ex->s.client = client;
+    ex->s.restrict_nodes |= restrict_nodes;
+    if (restrict_nodes)
+        ex->s.nodes &= nodes;
+    ex->s.ready_only = ready_only;
+    exchange_start(ex);
+    leave(ex);
+}
+
+bm_readpath_fetch_t *bm_readpath_fetch(bm_readpath_t *rp, const bm_readpath_fetch_req_t *f,
+                                       bm_readpath_answer_fn cb, void *ud)
+{
+    detached_t *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    bm_str_puts(&d->method, f->method);
+    bm_str_puts(&d->target, f->target);
+    bm_str_puts(&d->peer, f->peer ? f->peer : "");
+    bm_hdrs_init(&d->headers);
+    if (f->headers)
+        for (size_t i = 0; i < f->headers->n; i++)
+            bm_hdrs_add(&d->headers, f->headers->items[i].name, f->headers->items[i].name_len,
+                        f->headers->items[i].value, f->headers->items[i].value_len);
+    d->max_bytes = f->max_bytes ? f->max_bytes : rp->opts.hold_bytes;
+    d->missing_moves_on = f->missing_moves_on;
+    d->cb = cb;
+    d->ud = ud;
+    view_t v = {.method = bm_str_data(&d->method),
+                .target = bm_str_data(&d->target),
+                .peer = bm_str_data(&d->peer),
+                .headers = &d->headers};
+    const char *q = strchr(v.target, '?');
+    v.path = v.target;
+    v.path_len = q ? (size_t)(q - v.target) : strlen(v.target);
+    v.query = q ? q + 1 : NULL;
+    v.query_len = q ? strlen(q + 1) : 0;
+    bool blocked = false;
+    exchange_t *ex =
+        d->method.oom || d->target.oom || d->peer.oom ? NULL : exchange_new(rp, &v, 0, &blocked);
+    if (!ex) {
+        detached_free(d);
+        return NULL;
+    }
+    ex->fetch = d;
+    exchange_start(ex);
+    bool done = ex->finished;
+    leave(ex);
+    return done ? NULL : (bm_readpath_fetch_t *)ex;
+}
+
+void bm_readpath_fetch_cancel(bm_readpath_fetch_t *f)
+{
+    exchange_t *ex = (exchange_t *)f;
+    if (!ex || ex->finished)
+        return;
+    ex->busy++;
+    ex->fetch->cb = NULL;
+    finished(ex);
     leave(ex);
 }
 

@@ -105,6 +105,48 @@ size_t bm_readpath_active(const bm_readpath_t *rp);
 /** Route adapter (the router's fallback): client routes, then any node. `ud` is the read path. */
 void bm_readpath_route(bm_req_t *req, const bm_route_params_t *params, void *ud);
 
+/** A read made for beaconmux itself (the response cache), detached from any client. */
+typedef struct bm_readpath_fetch bm_readpath_fetch_t;
+
+/** What a detached read asks. Everything is copied by bm_readpath_fetch. */
+typedef struct bm_readpath_fetch_req {
+    const char *method;       /* "GET" */
+    const char *target;       /* origin-form target sent to the node ("/eth/v1/...?...") */
+    const bm_hdrs_t *headers; /* end-to-end fields to send (Accept), or NULL */
+    const char *peer;         /* the client address sticky sessions key on, or NULL */
+    size_t max_bytes;         /* a larger answer is not held: `too_big` (0: hold_bytes) */
+    bool missing_moves_on;    /* a 404 moves on to the next node, like a 5xx (the target names
+                                 a root of the cluster chain: a node one slot behind lacks it);
+                                 relayed when every node said so */
+} bm_readpath_fetch_req_t;
+
+/** The answer of a detached read. Borrowed for the duration of the callback. */
+typedef struct bm_readpath_answer {
+    int status;            /* HTTP status; 0 with too_big */
+    const bm_hdrs_t *hdrs; /* the node's fields (its Connection ones removed), or NULL for
+                              an answer of beaconmux's own (503, 504, 502) */
+    bm_buf_t *body;        /* the complete body (take a reference to keep it), or NULL */
+    bool from_node;        /* the node's answer, not beaconmux's error */
+    bool too_big;          /* the answer is larger than max_bytes, or a stream: not held */
+    int node;              /* the answering node's index, or -1 */
+} bm_readpath_answer_t;
+
+typedef void (*bm_readpath_answer_fn)(const bm_readpath_answer_t *ans, void *ud);
+
+/**
+ * Starts a detached read with every mechanism of an ordinary read (candidates, retries,
+ * hedges, breakers, buckets, archive routing, route rules), the answer held whole. `cb`
+ * runs exactly once with the answer unless the read is cancelled first; it may run from
+ * inside this call, which then returns NULL. Returns NULL without calling `cb` when the
+ * path is blocked or memory ran out (the caller answers by itself); else the handle, valid
+ * until `cb` ran or the read was cancelled.
+ */
+bm_readpath_fetch_t *bm_readpath_fetch(bm_readpath_t *rp, const bm_readpath_fetch_req_t *f,
+                                       bm_readpath_answer_fn cb, void *ud);
+
+/** Cancels a detached read: its transfers end, `cb` never runs. */
+void bm_readpath_fetch_cancel(bm_readpath_fetch_t *f);
+
 /** Proxies `req` to ready nodes only, with the same attempts; 503 when none is ready. */
 void bm_readpath_handle_ready(bm_readpath_t *rp, bm_req_t *req);
 

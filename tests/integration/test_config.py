@@ -187,7 +187,7 @@ class CheckTest(unittest.TestCase):
         self.assertIn("failover.maxAttempts is deprecated", err)
 
     def test_example_file_is_valid(self):
-        env = dict(os.environ, BEACON_API_KEY="k")
+        env = dict(os.environ, BEACON_API_KEY="k", BEACONMUX_KEY="example-secret")
         r = subprocess.run([MUX, "--config", os.path.join(SOURCE_DIR, "beaconmux.example.yaml"),
                             "--check"], capture_output=True, env=env, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr.decode())

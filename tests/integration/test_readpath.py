@@ -11,7 +11,11 @@ import unittest
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import Beaconmux, Beaconsim, main, wait_for  # noqa: E402
 
+# The response cache is off: every read here must reach the read path, whose mechanisms are
+# counted on the nodes (docs/cache.md; test_edge covers the cache in front of it).
 BASE = """
+cache:
+  enabled: false
 timeouts:
   connect: 300ms
   read: 2s

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """HTTPS upstreams: certificate verification with a configured CA file, credentials in the
 URL sent as Basic auth and never logged, and a node with an untrusted certificate refused."""
+import gzip
 import json
 import os
 import shutil
@@ -50,6 +51,36 @@ class Tls(unittest.TestCase):
             m.stop()
             up.stop()
         self.assertNotIn(secret, "\n".join(m.stderr()))
+
+    def test_hosted_node_sends_reads_gzip(self):
+        # a hosted (https) node is asked for gzip on reads, which beaconmux inflates: the
+        # client gets identity bytes with their exact length; writes stay identity
+        up = FakeBeacon(tls=(self.cert, self.key))
+        body = json.dumps({"data": [{"index": str(i), "balance": "32000000000"}
+                                    for i in range(500)]}).encode()
+        up.routes[("GET", "/eth/v1/beacon/states/head/validator_balances")] = (
+            200, {"Content-Type": "application/json", "Content-Encoding": "gzip"},
+            gzip.compress(body))
+        cfg = ("tls:\n  caFile: %s\ncache:\n  enabled: false\nupstreams:\n"
+               "  - url: https://127.0.0.1:%d\n" % (self.cert, up.port))
+        m = Beaconmux(config_text=cfg)
+        try:
+            wait_for(lambda: m.node_states().get("node1") not in (None, "unknown"), 10)
+            st, hdrs, got = m.request("GET", "/eth/v1/beacon/states/head/validator_balances",
+                                      headers={"Accept-Encoding": "identity"})
+            self.assertEqual(st, 200)
+            self.assertEqual(got, body)
+            self.assertNotIn("content-encoding", hdrs)
+            self.assertEqual(int(hdrs["content-length"]), len(body))
+            rec = up.find("GET", "/eth/v1/beacon/states/head/validator_balances")[-1]
+            self.assertIn("gzip", rec["headers"].get("Accept-Encoding", ""))
+            m.request("POST", "/eth/v1/beacon/pool/attestations", body=b"[]",
+                      headers={"Content-Type": "application/json"})
+            rec = up.find("POST", "/eth/v1/beacon/pool/attestations")[-1]
+            self.assertEqual(rec["headers"].get("Accept-Encoding"), "identity")
+        finally:
+            m.stop()
+            up.stop()
 
     def test_untrusted_certificate_is_refused(self):
         up = FakeBeacon(tls=(self.cert, self.key))

@@ -221,6 +221,7 @@ static void test_example_file(void **state)
     bm_config_err_t err;
     snprintf(path, sizeof path, "%s/beaconmux.example.yaml", source_dir());
     setenv("BEACON_API_KEY", "example-key", 1);
+    setenv("BEACONMUX_KEY", "example-secret", 1);
     bm_config_t *cfg = bm_config_read(path, &err);
     if (!cfg || bm_config_validate(cfg, &err) != 0)
         print_error("%s\n", err.msg);
@@ -247,7 +248,11 @@ static void test_example_file(void **state)
     def->n_client_routes = cfg->n_client_routes;
     def->route_rules = cfg->route_rules;
     def->n_route_rules = cfg->n_route_rules;
+    def->auth = cfg->auth; /* the example key */
+    assert_int_equal(cfg->auth.n_keys, 1);
+    assert_string_equal(cfg->auth.keys[0].secret, "example-secret");
     assert_same_config(cfg, def);
+    memset(&def->auth, 0, sizeof def->auth);
     def->upstreams = NULL;
     def->n_upstreams = 0;
     def->blocked_paths = NULL;
@@ -968,6 +973,82 @@ static void test_read_path_errors(void **state)
     bm_config_free(cfg);
 }
 
+/* The edge's keys: networks (a section left out is the top level's), keys, CIDRs, origins. */
+static void test_edge_keys(void **state)
+{
+    (void)state;
+    bm_config_t *cfg =
+        expect_ok("failsafe: {timeout: 3s}\n"
+                  "cache: {maxBytes: 8MiB}\n"
+                  "networks:\n"
+                  "  - id: mainnet\n"
+                  "    upstreams: [{url: \"http://127.0.0.1:1\"}, {url: \"http://127.0.0.1:2\"}]\n"
+                  "    cache: {maxEntries: 7}\n"
+                  "  - id: hoodi\n"
+                  "    upstreams: [{id: h1, url: \"http://127.0.0.1:3\"}]\n"
+                  "    failsafe: {timeout: 9s}\n"
+                  "auth:\n  keys:\n    - {id: a, secret: \"0123456789\", networks: [hoodi], "
+                  "routes: [admin]}\n"
+                  "server: {allowedClients: [\"10.0.0.0/8\"]}\n"
+                  "trustedProxies: [\"::1\"]\n");
+    assert_int_equal(bm_config_network_count(cfg), 2);
+    bm_config_t m, h;
+    bm_config_network(cfg, 0, &m);
+    bm_config_network(cfg, 1, &h);
+    assert_string_equal(m.network_id, "mainnet");
+    assert_int_equal(m.n_upstreams, 2);
+    assert_int_equal(m.cache.max_entries, 7);
+    assert_int_equal(m.cache.max_bytes, 64ull << 20); /* its own section: defaults, not 8MiB */
+    assert_int_equal(m.failsafe.timeout_ms, 3000);    /* left out: the top level's */
+    assert_int_equal(h.failsafe.timeout_ms, 9000);
+    assert_int_equal(h.cache.max_bytes, 8ull << 20);
+    assert_string_equal(h.upstreams[0].id, "h1");
+    /* the secret never shows in a masked dump */
+    char *d = dump(cfg, true);
+    assert_null(strstr(d, "0123456789"));
+    assert_non_null(strstr(d, "secret: \"***\""));
+    free(d);
+    bm_config_free(cfg);
+    /* without networks: one network, cfg itself */
+    cfg = expect_ok("upstreams: [{url: \"http://127.0.0.1:1\"}]\n");
+    assert_int_equal(bm_config_network_count(cfg), 1);
+    bm_config_network(cfg, 0, &m);
+    assert_null(m.network_id);
+    assert_int_equal(m.n_upstreams, 1);
+    bm_config_free(cfg);
+
+    expect_error("networks: [{id: eth, upstreams: [{url: \"http://h:1\"}]}]\n",
+                 "t.yaml:1:17: networks[0]: id \"eth\" would shadow a route of beaconmux");
+    expect_error("networks: [{id: lighthouse, upstreams: [{url: \"http://h:1\"}]}]\n",
+                 "t.yaml:1:17: networks[0]: id \"lighthouse\" would shadow a client route");
+    expect_error("networks: [{id: a, upstreams: [{url: \"http://h:1\"}]}, "
+                 "{id: a, upstreams: [{url: \"http://h:2\"}]}]\n",
+                 "t.yaml:1:60: networks[1]: id \"a\" is already used by networks[0]");
+    expect_error("networks: [{id: a, listen: \"127.0.0.1:1\"}]\n",
+                 "t.yaml:1:20: unknown key \"listen\" in \"networks[0]\"");
+    expect_error("auth: {keys: [{id: a, secret: short}]}\n",
+                 "t.yaml:1:31: auth.keys[0]: secret (hidden) must be at least 8 characters");
+    expect_error("auth: {keys: [{id: a, secret: 012345678, routes: [write]}]}\n",
+                 "t.yaml:1:51: auth.keys[0].routes[0]: \"write\" must be read, duties or admin");
+    expect_error("auth: {keys: [{id: a, secret: 012345678}, {id: b, secret: 012345678}]}\n",
+                 "t.yaml:1:59: auth.keys[1]: its secret is the secret of auth.keys[0] too");
+    expect_error("trustedProxies: [10.0.0.0/33]\n",
+                 "t.yaml:1:18: trustedProxies[0]: \"10.0.0.0/33\" must be an IP address or a CIDR");
+    expect_error(
+        "cors: {allowedOrigins: [\"https://a.example/path\"]}\n",
+        "t.yaml:1:25: cors.allowedOrigins[0]: \"https://a.example/path\" must be an origin");
+    expect_invalid("upstreams: [{url: \"http://h:1\"}]\n"
+                   "networks: [{id: a, upstreams: [{url: \"http://h:2\"}]}]\n",
+                   "upstreams are given at the top level and networks are listed");
+    expect_invalid(
+        "networks: [{id: a, upstreams: [{url: \"http://h:2\"}], health: {headQuorum: 2}}]\n",
+        "networks[0] (a): health.headQuorum (2) is larger than the number of upstreams");
+    expect_invalid("networks: [{id: a}]\n", "networks[0] (a): no upstream configured");
+    expect_invalid("upstreams: [{url: \"http://h:1\"}]\n"
+                   "auth: {keys: [{id: k, secret: 012345678, networks: [mainnet]}]}\n",
+                   "auth.keys[0] (k): networks[0]: no network has the id \"mainnet\"");
+}
+
 static void test_dump_round_trip(void **state)
 {
     (void)state;
@@ -1150,6 +1231,7 @@ int main(void)
         cmocka_unit_test(test_dump_round_trip),
         cmocka_unit_test(test_duty_holds),
         cmocka_unit_test(test_read_path_errors),
+        cmocka_unit_test(test_edge_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

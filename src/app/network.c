@@ -1,0 +1,395 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * network: the modules of one network, wired in the direction data flows (network.h):
+ *
+ *   router -> policies (discovery's static endpoints, admin, duties, broadcast, events)
+ *          -> fallback: the response cache -> the read path -> pool -> upstream
+ *   discovery -> pool (network verdicts) -> health (states)
+ *   monitor (per-node event streams) -> head tracker -> health, cluster event stream, cache
+ *   duty policies (attest, produce, aggregate, duties) -> race engine -> upstream
+ *
+ * docs/architecture.md draws the whole.
+ */
+#include "app/network.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/admin.h"
+#include "app/options.h"
+#include "app/report.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "cluster/discovery.h"
+#include "cluster/events.h"
+#include "cluster/head.h"
+#include "cluster/health.h"
+#include "cluster/monitor.h"
+#include "cluster/pool.h"
+#include "duties/aggregate.h"
+#include "duties/attest.h"
+#include "duties/broadcast.h"
+#include "duties/duties.h"
+#include "duties/hint.h"
+#include "duties/produce.h"
+#include "duties/race.h"
+#include "duties/replay.h"
+#include "edge/cache.h"
+#include "http/upstream.h"
+#include "read/readpath.h"
+
+struct bm_network {
+    uv_loop_t *loop;
+    bm_config_t cfg;   /* its effective configuration (borrowed from the file's) */
+    bm_options_t opts; /* every module's options, from cfg */
+    bm_clock_t *clock; /* the duty layer's clock: the real one */
+    bm_upstream_t *up;
+    bm_pool_t *pool;
+    bm_health_t *health;
+    bm_head_t *head;       /* the cluster head tracker */
+    bm_monitor_t *monitor; /* per-node event streams feeding it */
+    bm_events_t *events;   /* the cluster event stream for subscribers */
+    bm_discovery_t *disc;
+    bm_readpath_t *readpath;
+    bm_cache_t *cache; /* in front of the read path */
+    bm_aggregate_t *aggregate;
+    bm_duties_t *duties;
+    bm_admin_t *admin;
+    bm_race_engine_t *race; /* the shared race engine (duty policies, broadcast) */
+    bm_hint_t *hint;        /* the expected head and hold of duty reads */
+    bm_attest_t *attest;
+    bm_produce_t *produce;
+    bm_replay_t *replay; /* replay of node-local state */
+    bm_broadcast_t *bcast;
+    bm_router_t *router;
+    void (*drained)(void *ud);
+    void *drained_ud;
+};
+
+const char *bm_network_id(const bm_network_t *n)
+{
+    return n->cfg.network_id;
+}
+
+bm_router_t *bm_network_router(bm_network_t *n)
+{
+    return n->router;
+}
+
+int bm_network_health(void *ud)
+{
+    bm_network_t *n = ud;
+    return bm_admin_health_code(n->admin);
+}
+
+void bm_network_status(bm_str_t *out, void *ud)
+{
+    bm_network_t *n = ud;
+    bm_admin_status_json(n->admin, out);
+}
+
+int bm_network_add_status(bm_network_t *n, const char *name, void (*fn)(bm_str_t *out, void *ud),
+                          void *ud)
+{
+    return bm_admin_add_section(n->admin, name, fn, ud);
+}
+
+static int build_pool(bm_network_t *a)
+{
+    a->pool = bm_pool_new();
+    if (!a->pool)
+        return BM_ENOMEM;
+    for (size_t i = 0; i < a->cfg.n_upstreams; i++) {
+        const bm_config_upstream_t *u = &a->cfg.upstreams[i];
+        bm_hdrs_t extra;
+        bm_hdrs_init(&extra);
+        for (size_t h = 0; h < u->n_headers; h++)
+            bm_hdrs_add_z(&extra, u->headers[h].name, u->headers[h].value);
+        bm_node_t *n = bm_pool_add(a->pool, u->id, u->url, &extra);
+        bm_hdrs_dispose(&extra);
+        if (!n) {
+            bm_log(BM_LOG_ERROR, "upstream %s: cannot be added", u->id);
+            return BM_EINVAL;
+        }
+        /* the node's pool (http://; https:// nodes share libcurl's connections) */
+        if (bm_upstream_set_node_limit(a->up, u->url, u->max_connections) != 0) {
+            bm_log(BM_LOG_ERROR, "upstream %s: cannot set its connection limit", u->id);
+            return BM_ENOMEM;
+        }
+        bm_log(BM_LOG_INFO, "%s%supstream %s: %s", a->cfg.network_id ? a->cfg.network_id : "",
+               a->cfg.network_id ? ": " : "", n->id, n->url_masked);
+    }
+    return 0;
+}
+
+static int build_routes(bm_network_t *a)
+{
+    static const char *const statics[] = {"/eth/v1/beacon/genesis", "/eth/v1/config/spec",
+                                          "/eth/v1/config/fork_schedule",
+                                          "/eth/v1/config/deposit_contract"};
+    bm_router_t *r = a->router = bm_router_new();
+    if (!r)
+        return BM_ENOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < sizeof statics / sizeof statics[0] && !rc; i++)
+        rc = bm_router_add(r, "GET", statics[i], bm_discovery_route, a->disc);
+    if (!rc)
+        rc = bm_admin_register(a->admin, r);
+    /* aggregation reads, duties and liveness */
+    if (!rc)
+        rc = bm_aggregate_register(a->aggregate, r);
+    if (!rc)
+        rc = bm_duties_register(a->duties, r);
+    if (!rc)
+        rc = bm_events_register(a->events, r); /* the cluster event stream */
+    /* attestation data, head root, payload attestation data, block production */
+    if (!rc)
+        rc = bm_attest_register(a->attest, r);
+    if (!rc)
+        rc = bm_produce_register(a->produce, r);
+    /* broadcast: pool and publish POSTs, subscriptions, preparations,
+     * registrations, preferences, DVT selections, the stateful envelope read */
+    if (!rc)
+        rc = bm_broadcast_register(a->bcast, r);
+    /* everything else: the response cache, in front of the read path (client routes
+     * included); no duty route reaches it */
+    bm_router_set_fallback(r, bm_cache_route, a->cache);
+    return rc;
+}
+
+/* broadcast: the producing node of a slot, for blinded blocks and the
+ * stateful envelope read, from block production's memory. */
+static int producer_of_slot(void *ud, uint64_t slot, uint8_t state_root[32], bool *has_state_root)
+{
+    return bm_produce_node_for_slot(ud, slot, state_root, has_state_root);
+}
+
+/* broadcast: replay state fed by broadcast's successful writes, replayed to a node that
+ * comes back, is first discovered or becomes ready after syncing (pool states) and to a
+ * node whose event stream reconnects (the monitor's connection listener); blinded blocks
+ * and the stateful envelope read first to the producing node. */
+static int build_broadcast(bm_network_t *a)
+{
+    a->replay =
+        bm_replay_new(a->clock, a->up, a->pool, bm_discovery_chain(a->disc), &a->opts.replay);
+    a->bcast = bm_broadcast_new(a->clock, a->race, a->pool, a->replay, &a->opts.broadcast);
+    if (!a->replay || !a->bcast)
+        return BM_ENOMEM;
+    bm_broadcast_set_producer(a->bcast, producer_of_slot, a->produce);
+    int rc = bm_pool_on_state(a->pool, bm_replay_node_state, a->replay);
+    if (!rc)
+        rc = bm_pool_on_state(a->pool, bm_broadcast_node_state, a->bcast);
+    if (!rc)
+        rc = bm_monitor_on_connection(a->monitor, bm_replay_node_connection, a->replay);
+    return rc;
+}
+
+/* The hint (expected head from the monitor's tracker, due times from discovery's
+ * chain, per-duty holds), attestation data / head root / payload attestation data, and
+ * block production, all racing on the shared engine. */
+static int build_fresh(bm_network_t *a)
+{
+    a->hint = bm_hint_new(&a->opts.hint);
+    if (!a->hint)
+        return BM_ENOMEM;
+    bm_hint_set_chain(a->hint, bm_discovery_chain(a->disc));
+    bm_hint_set_head(a->hint, bm_monitor_head(a->monitor));
+    a->attest = bm_attest_new(a->clock, a->race, a->pool, a->hint, &a->opts.attest);
+    a->produce = bm_produce_new(a->clock, a->race, a->pool, a->hint, &a->opts.produce);
+    return a->attest && a->produce ? 0 : BM_ENOMEM;
+}
+
+/* readpath: ordinary reads, with each upstream's tier, weight, archive flag and bucket, and
+ * the rules (blocked paths, route rules, client routes) compiled from the configuration. */
+static int build_readpath(bm_network_t *a)
+{
+    a->readpath = bm_readpath_new(a->loop, a->up, a->pool, a->disc, &a->opts.readpath);
+    bm_rules_t *rules = bm_options_rules(&a->cfg);
+    if (!a->readpath || !rules) {
+        bm_rules_free(rules);
+        return BM_ENOMEM;
+    }
+    bm_readpath_set_rules(a->readpath, rules);
+    for (size_t i = 0; i < a->cfg.n_upstreams; i++) {
+        bm_readpath_node_opts_t no;
+        bm_options_readpath_node(&a->cfg, i, &no);
+        bm_readpath_set_node(a->readpath, i, &no);
+    }
+    return bm_admin_add_section(a->admin, "read_path", bm_readpath_status_json, a->readpath);
+}
+
+/* The head tracker, health judged against it, the per-node streams; the race engine and
+ * the duty policies; the cluster event stream; the cache in front of the read path. */
+static int build_chain(bm_network_t *a)
+{
+    bm_options_t *o = &a->opts;
+    int rc = 0;
+    a->head = bm_head_new(bm_pool_count(a->pool), NULL);
+    if (!a->head || (rc = bm_health_set_head(a->health, a->head)) != 0)
+        return a->head ? rc : BM_ENOMEM;
+    a->monitor = bm_monitor_new(a->loop, a->up, a->pool, a->disc, a->head, a->health, &o->monitor);
+    if (!a->monitor)
+        return BM_ENOMEM;
+    bm_admin_set_monitor(a->admin, a->monitor);
+    bm_admin_set_readpath(a->admin, a->readpath);
+    a->race = bm_race_engine_new(a->clock, a->up, a->pool);
+    if (!a->race)
+        return BM_ENOMEM;
+    if ((rc = build_fresh(a)) != 0)
+        return rc;
+    /* aggregation reads (most bits), duties (dependent root) and liveness (OR) */
+    a->aggregate =
+        bm_aggregate_new(a->clock, a->race, a->pool, bm_discovery_chain(a->disc), &o->aggregate);
+    a->duties = bm_duties_new(a->clock, a->race, a->pool, bm_discovery_chain(a->disc), &o->duties);
+    if (!a->aggregate || !a->duties)
+        return BM_ENOMEM;
+    bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
+    /* the cluster event stream, fed by the tracker and every node's streams */
+    a->events = bm_events_new(a->loop, &o->events);
+    if (!a->events || bm_events_attach_head(a->events, a->head) != 0 ||
+        bm_monitor_on_event(a->monitor, bm_events_node_event, a->events) != 0 ||
+        bm_monitor_on_connection(a->monitor, bm_events_node_conn, a->events) != 0)
+        return BM_ENOMEM;
+    bm_events_attach_nodes(a->events, a->up, a->pool);
+    bm_events_attach_discovery(a->events, a->disc);
+    /* the response cache: keys from the tracker, finality from the cluster stream */
+    a->cache = bm_cache_new(a->loop, a->readpath, a->head, a->disc, &o->cache);
+    if (!a->cache)
+        return BM_ENOMEM;
+    bm_cache_attach_events(a->cache, a->events);
+    return bm_admin_add_section(a->admin, "cache", bm_cache_status_json, a->cache);
+}
+
+static int build(bm_network_t *a)
+{
+    bm_options_t *o = &a->opts;
+    int rc = bm_options_from_config(o, &a->cfg);
+    if (rc)
+        return rc;
+    a->up = bm_upstream_new(a->loop, &o->upstream);
+    if (!a->up)
+        return BM_EIO;
+    a->clock = bm_clock_real_new(a->loop);
+    if (!a->clock)
+        return BM_ENOMEM;
+    if ((rc = build_pool(a)) != 0)
+        return rc;
+    a->health = bm_health_new(a->pool, &o->health);
+    a->disc = bm_discovery_new(a->loop, a->up, a->pool, &o->discovery);
+    a->admin = bm_admin_new(a->pool, a->disc);
+    if (!a->health || !a->disc || !a->admin || (rc = build_readpath(a)) != 0)
+        return rc ? rc : BM_ENOMEM;
+    if ((rc = build_chain(a)) != 0)
+        return rc;
+    if ((rc = build_broadcast(a)) != 0)
+        return rc;
+    if ((rc = build_routes(a)) != 0)
+        return rc;
+    bm_report_sources_t rs = {a->events, a->attest, a->produce, a->aggregate,
+                              a->duties, a->bcast,  a->replay};
+    return bm_report_register(a->admin, &rs);
+}
+
+bm_network_t *bm_network_new(uv_loop_t *loop, const bm_config_t *cfg, size_t i)
+{
+    bm_network_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    a->loop = loop;
+    bm_config_network(cfg, i, &a->cfg);
+    int rc = build(a);
+    if (rc) {
+        bm_log(BM_LOG_ERROR, "%s%scannot be built: %s", a->cfg.network_id ? "network " : "",
+               a->cfg.network_id ? a->cfg.network_id : "", bm_strerror(rc));
+        bm_network_free(a);
+        return NULL;
+    }
+    return a;
+}
+
+int bm_network_start(bm_network_t *a)
+{
+    int rc = bm_discovery_start(a->disc);
+    return rc ? rc : bm_monitor_start(a->monitor);
+}
+
+void bm_network_stop_streams(bm_network_t *a)
+{
+    bm_events_shutdown(a->events); /* streams end now, not after the grace period */
+    bm_cache_stop(a->cache);
+}
+
+/* Everything after the writes drained: stop background work, close the loop's handles. */
+static void on_writes_drained(bm_race_engine_t *e, void *ud)
+{
+    bm_network_t *a = ud;
+    (void)e;
+    bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
+    bm_discovery_stop(a->disc);
+    bm_replay_stop(a->replay);
+    bm_race_engine_free(a->race); /* before curl: it cancels what still runs */
+    a->race = NULL;
+    /* nothing runs any more: close curl's sockets and timers so that the loop ends */
+    bm_upstream_free(a->up);
+    a->up = NULL;
+    if (a->drained)
+        a->drained(a->drained_ud);
+}
+
+void bm_network_drain(bm_network_t *a, uint32_t grace_ms, void (*done)(void *ud), void *ud)
+{
+    a->drained = done;
+    a->drained_ud = ud;
+    bm_broadcast_stop(a->bcast);
+    if (bm_race_engine_active(a->race))
+        bm_log(BM_LOG_INFO, "shutdown: %zu write(s) still reaching nodes (up to %u ms)",
+               bm_race_engine_active(a->race), grace_ms);
+    bm_race_engine_drain(a->race, grace_ms, on_writes_drained, a);
+}
+
+void bm_network_free(bm_network_t *a)
+{
+    if (!a)
+        return;
+    if (a->monitor)
+        bm_monitor_stop(a->monitor);
+    bm_cache_stop(a->cache);   /* before the read path: it cancels its detached reads */
+    bm_events_free(a->events); /* after the monitor, before curl and the tracker */
+    a->events = NULL;
+    if (a->disc)
+        bm_discovery_stop(a->disc);
+    bm_replay_stop(a->replay);
+    bm_broadcast_stop(a->bcast);
+    if (a->race)
+        bm_race_engine_free(a->race);
+    a->race = NULL;
+    if (a->up)
+        bm_upstream_free(a->up);
+    a->up = NULL;
+    /* let close callbacks of timers, polls and sockets run */
+    uv_run(a->loop, UV_RUN_DEFAULT);
+    bm_discovery_free(a->disc);
+    uv_run(a->loop, UV_RUN_DEFAULT);
+    bm_admin_free(a->admin);
+    bm_attest_free(a->attest); /* after the engine, whose races they judge */
+    bm_produce_free(a->produce);
+    bm_hint_free(a->hint);
+    bm_broadcast_free(a->bcast);
+    bm_replay_free(a->replay);
+    bm_cache_free(a->cache); /* before the tracker it listens to */
+    bm_readpath_free(a->readpath);
+    bm_router_free(a->router);
+    bm_monitor_free(a->monitor); /* its handles closed in the runs above */
+    bm_health_free(a->health);
+    if (a->head)
+        bm_head_free(a->head); /* after health, which listens to it */
+    /* aggregation reads and duties: after the engine (its races judged with their rules),
+     * right before the pool (whose state listener they hold) */
+    bm_aggregate_free(a->aggregate);
+    bm_duties_free(a->duties);
+    bm_pool_free(a->pool);
+    bm_clock_free(a->clock); /* after every module that made timers on it */
+    uv_run(a->loop, UV_RUN_DEFAULT);
+    free(a);
+}

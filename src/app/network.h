@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * network: everything beaconmux runs for one network, owned by one object: the upstream
+ * client, the pool of nodes, discovery, health, the head tracker and the monitor that feeds
+ * it, the cluster event stream, the race engine and the duty policies, broadcast and
+ * replay, the read path and its response cache, the admin routes and the router that maps
+ * this network's routes to them. A process serves one network (the configuration's top
+ * level) or several (`networks:`); the server, the log and the edge's front are global and
+ * live in main.
+ *
+ * Life: bm_network_new builds and wires it (nothing runs yet); bm_network_start starts
+ * discovery and the node streams; on shutdown bm_network_stop_streams ends the event
+ * stream's subscribers at once, bm_network_drain lets detached writes finish within a
+ * bound, and bm_network_free tears everything down (the loop is run inside to let handles
+ * close).
+ */
+#ifndef BM_NETWORK_H
+#define BM_NETWORK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "app/config.h"
+#include "base/buf.h"
+#include "http/router.h"
+
+typedef struct bm_network bm_network_t;
+
+/**
+ * Builds network `i` of `cfg` (bm_config_network) on `loop`. `cfg` must outlive it. NULL on
+ * failure (logged).
+ */
+bm_network_t *bm_network_new(uv_loop_t *loop, const bm_config_t *cfg, size_t i);
+
+/** Starts discovery and the monitor. 0 or a BM_E* code. */
+int bm_network_start(bm_network_t *n);
+
+/** Its id (NULL for the one network of a file without `networks:`). */
+const char *bm_network_id(const bm_network_t *n);
+
+/** The router of its routes. */
+bm_router_t *bm_network_router(bm_network_t *n);
+
+/** /healthz's status for it (200 when a node is usable, else 503); `ud` is the network. */
+int bm_network_health(void *ud);
+
+/** Appends its status page object; `ud` is the network. */
+void bm_network_status(bm_str_t *out, void *ud);
+
+/** Adds a section to its status page (the front's counters); 0 or BM_ENOMEM. */
+int bm_network_add_status(bm_network_t *n, const char *name, void (*fn)(bm_str_t *out, void *ud),
+                          void *ud);
+
+/** Shutdown, first step: the event stream's subscribers end now, cached reads stop. */
+void bm_network_stop_streams(bm_network_t *n);
+
+/**
+ * Shutdown, after the clients were answered: broadcasts stop taking new writes, writes
+ * still reaching nodes get up to `grace_ms`; then background work stops and `done` runs
+ * once, from the loop.
+ */
+void bm_network_drain(bm_network_t *n, uint32_t grace_ms, void (*done)(void *ud), void *ud);
+
+/** Tears it down (runs the loop to let handles close). NULL is ignored. */
+void bm_network_free(bm_network_t *n);
+
+#endif /* BM_NETWORK_H */

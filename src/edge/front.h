@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * front: the server's handler, in front of each network's router. For every request, in
+ * this order (docs/edge.md says why):
+ *   1. server.allowedClients: a peer outside the list gets 403;
+ *   2. the client address: the peer, or through trustedProxies the X-Forwarded-For hop;
+ *   3. API keys (auth.keys): a key from Bearer, X-Api-Key, Basic or a /{secret}/ prefix
+ *      (removed from the target before anything logs it); none or a wrong one: 401, except
+ *      /healthz; a key without the route class or the network: 403;
+ *   4. the network: /{networkId}/... selects it (the prefix removed); with one network the
+ *      prefix is optional; an unknown id is 404; several networks and no prefix: /healthz
+ *      and /beaconmux/v1/status answer for all of them, anything else is 404;
+ *   5. CORS: a preflight is answered here (204 or 403), never forwarded; an allowed
+ *      origin's request gets the CORS fields on whatever answer it gets;
+ *   6. rate limits: writes (pool, publish, preparations...) are never limited (a dropped
+ *      submission is a missed duty); duty reads take from the duty buckets, everything
+ *      else from the read buckets (per client or per key, and global); over a limit: 429
+ *      with Retry-After;
+ *   7. the network's router.
+ * Times are the loop's (uv_now).
+ */
+#ifndef BM_FRONT_H
+#define BM_FRONT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/buf.h"
+#include "edge/addr.h"
+#include "edge/auth.h"
+#include "edge/cors.h"
+#include "edge/limit.h"
+#include "http/router.h"
+#include "http/server.h"
+
+typedef struct bm_front_opts {
+    const bm_auth_key_t *keys; /* auth.keys (borrowed); none: no authentication */
+    size_t n_keys;
+    const bm_cidr_t *trusted; /* trustedProxies (borrowed) */
+    size_t n_trusted;
+    const bm_cidr_t *allowed; /* server.allowedClients (borrowed); none: everyone */
+    size_t n_allowed;
+    bm_cors_opts_t cors;
+    bm_rate_t per_client, global;               /* rateLimit.perClient, .global */
+    bm_rate_t duties_per_client, duties_global; /* rateLimit.duties.perClient, .global */
+    uint32_t max_clients;                       /* per-client buckets kept */
+} bm_front_opts_t;
+
+/** One network behind the front. Everything is borrowed and must outlive the front. */
+typedef struct bm_front_network {
+    const char *id; /* the path prefix; NULL for the one unnamed network */
+    bm_router_t *router;
+    int (*health)(void *ud);                 /* /healthz's status code */
+    void (*status)(bm_str_t *out, void *ud); /* the status page's JSON object */
+    void *ud;
+} bm_front_network_t;
+
+typedef struct bm_front bm_front_t;
+
+/** A front on `loop` (for the buckets' time). NULL on no memory. */
+bm_front_t *bm_front_new(uv_loop_t *loop, const bm_front_opts_t *o);
+void bm_front_free(bm_front_t *f);
+
+/** Adds a network (copied; at most 64). Returns 0, BM_EINVAL or BM_ENOMEM. */
+int bm_front_add_network(bm_front_t *f, const bm_front_network_t *n);
+
+/** The server handler: pass the front as the server's `ud`. */
+void bm_front_handle(bm_req_t *req, void *front);
+
+/** Appends the front's counters as a JSON object (an admin status section). */
+void bm_front_status_json(bm_str_t *out, void *ud);
+
+/**
+ * Why listening on `host` would open duty and write routes to anyone (a non-loopback
+ * address with no API key and no allowed-client list), or NULL when it is safe.
+ */
+const char *bm_front_exposure_problem(const char *host, size_t n_keys, size_t n_allowed);
+
+/**
+ * Why `id` cannot be a network id (it would shadow a route: eth, beaconmux, healthz,
+ * metrics, ui, the client prefixes; or it is not [A-Za-z0-9][A-Za-z0-9._-]*), or NULL.
+ */
+const char *bm_front_network_id_problem(const char *id);
+
+#endif /* BM_FRONT_H */
