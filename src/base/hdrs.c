@@ -7,7 +7,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "base/err.h"
 
@@ -54,12 +53,12 @@ void bm_hdrs_clear(bm_hdrs_t *h)
     h->n = 0;
 }
 
-/* Copies p[0..n) plus a NUL into chunk storage. */
-static char *store(bm_hdrs_t *h, const char *p, size_t n)
+/* `need` bytes of chunk storage that never move, or NULL. */
+static char *reserve(bm_hdrs_t *h, size_t need)
 {
     struct bm_hdrs_chunk *c = h->chunks;
-    if (!c || c->cap - c->used < n + 1) {
-        size_t cap = n + 1 > CHUNK_MIN ? n + 1 : CHUNK_MIN;
+    if (!c || c->cap - c->used < need) {
+        size_t cap = need > CHUNK_MIN ? need : CHUNK_MIN;
         c = malloc(sizeof *c + cap);
         if (!c)
             return NULL;
@@ -69,10 +68,7 @@ static char *store(bm_hdrs_t *h, const char *p, size_t n)
         h->chunks = c;
     }
     char *out = c->data + c->used;
-    if (n)
-        memcpy(out, p, n);
-    out[n] = '\0';
-    c->used += n + 1;
+    c->used += need;
     return out;
 }
 
@@ -87,10 +83,17 @@ int bm_hdrs_add(bm_hdrs_t *h, const char *name, size_t name_len, const char *val
         h->items = items;
         h->cap = ncap;
     }
-    char *n = store(h, name, name_len);
-    char *v = n ? store(h, value, value_len) : NULL;
-    if (!v)
+    /* name and value side by side: one reservation and one bounds check per field */
+    char *n = reserve(h, name_len + 1 + value_len + 1);
+    if (!n)
         return BM_ENOMEM;
+    char *v = n + name_len + 1;
+    if (name_len)
+        memcpy(n, name, name_len);
+    n[name_len] = '\0';
+    if (value_len)
+        memcpy(v, value, value_len);
+    v[value_len] = '\0';
     h->items[h->n++] = (bm_header_t){n, v, name_len, value_len};
     return 0;
 }
@@ -122,8 +125,9 @@ int bm_hdrs_set_z(bm_hdrs_t *h, const char *name, const char *value)
 
 const char *bm_hdrs_get(const bm_hdrs_t *h, const char *name)
 {
+    size_t len = strlen(name);
     for (size_t i = 0; i < h->n; i++)
-        if (bm_header_name_is(h->items[i].name, h->items[i].name_len, name))
+        if (h->items[i].name_len == len && bm_ascii_case_eq(h->items[i].name, name, len))
             return h->items[i].value;
     return NULL;
 }
@@ -141,14 +145,14 @@ int bm_hdrs_copy(bm_hdrs_t *dst, const bm_hdrs_t *src)
 
 bool bm_header_name_is(const char *name, size_t len, const char *z)
 {
-    return strlen(z) == len && strncasecmp(name, z, len) == 0;
+    return strlen(z) == len && bm_ascii_case_eq(name, z, len);
 }
 
 bool bm_header_is_hop_by_hop(const char *name, size_t len)
 {
     /* The length picks the candidates: most fields are decided without a string comparison
      * (this runs for every field of every proxied head). */
-#define IS(lit) (strncasecmp(name, lit, sizeof lit - 1) == 0)
+#define IS(lit) bm_ascii_case_eq(name, lit, sizeof lit - 1)
     switch (len) {
     case 2:
         return IS("te");
@@ -188,7 +192,7 @@ bool bm_header_listed_in_connection(const char *conn, const char *name, size_t l
         const char *end = p;
         while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
             end--;
-        if ((size_t)(end - start) == len && strncasecmp(start, name, len) == 0)
+        if ((size_t)(end - start) == len && bm_ascii_case_eq(start, name, len))
             return true;
     }
     return false;

@@ -1013,8 +1013,8 @@ static bool names_fields(const char *conn)
         size_t t = n;
         while (t && (p[t - 1] == ' ' || p[t - 1] == '\t'))
             t--;
-        if (t && !(t == 10 && strncasecmp(p, "keep-alive", 10) == 0) &&
-            !(t == 5 && strncasecmp(p, "close", 5) == 0))
+        if (t && !(t == 10 && bm_ascii_case_eq(p, "keep-alive", 10)) &&
+            !(t == 5 && bm_ascii_case_eq(p, "close", 5)))
             return true;
         p += n;
     }
@@ -1027,15 +1027,15 @@ static void scan_head(const bm_hdrs_t *h, head_info_t *hi)
     for (size_t i = 0; i < h->n; i++) {
         const bm_header_t *f = &h->items[i];
         const char **slot = NULL;
-        if (f->name_len == 10 && strncasecmp(f->name, "connection", 10) == 0)
+        if (f->name_len == 10 && bm_ascii_case_eq(f->name, "connection", 10))
             slot = &hi->connection;
-        else if (f->name_len == 12 && strncasecmp(f->name, "content-type", 12) == 0)
+        else if (f->name_len == 12 && bm_ascii_case_eq(f->name, "content-type", 12))
             slot = &hi->content_type;
-        else if (f->name_len == 14 && strncasecmp(f->name, "content-length", 14) == 0)
+        else if (f->name_len == 14 && bm_ascii_case_eq(f->name, "content-length", 14))
             slot = &hi->content_length;
-        else if (f->name_len == 11 && strncasecmp(f->name, "retry-after", 11) == 0)
+        else if (f->name_len == 11 && bm_ascii_case_eq(f->name, "retry-after", 11))
             slot = &hi->retry_after;
-        else if (f->name_len == 17 && strncasecmp(f->name, "transfer-encoding", 17) == 0)
+        else if (f->name_len == 17 && bm_ascii_case_eq(f->name, "transfer-encoding", 17))
             hi->chunked = true;
         if (slot && !*slot)
             *slot = f->value;
@@ -1052,7 +1052,7 @@ static void copy_response_headers(bm_hdrs_t *dst, const bm_hdrs_t *src, const he
     for (size_t i = 0; i < src->n; i++) {
         const bm_header_t *h = &src->items[i];
         if (hi->connection) {
-            if (h->name_len == 10 && strncasecmp(h->name, "connection", 10) == 0)
+            if (h->name_len == 10 && bm_ascii_case_eq(h->name, "connection", 10))
                 continue;
             if (bm_header_listed_in_connection(hi->connection, h->name, h->name_len))
                 continue;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of hdrs: the hop-by-hop set, decided by length and name whatever the case. */
+/* Unit tests of hdrs: the hop-by-hop set, decided by length and name whatever the case; the
+ * case-insensitive comparison of names. */
 #include <ctype.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -62,10 +63,46 @@ static void test_hop_by_hop(void **state)
         assert_true(bm_header_is_hop_by_hop(s, n) == in_list(s, n));
 }
 
+/* bm_ascii_case_eq agrees with strncasecmp (C locale) on every pair of non-NUL bytes, at
+ * every position of a longer string. */
+static void test_ascii_case_eq(void **state)
+{
+    (void)state;
+    char a[4] = "x-y", b[4] = "x-y";
+    for (int x = 1; x < 256; x++) {
+        for (int y = 1; y < 256; y++) {
+            for (size_t at = 0; at < 3; at++) {
+                memcpy(a, "x-y", 3);
+                memcpy(b, "x-y", 3);
+                a[at] = (char)x;
+                b[at] = (char)y;
+                bool want = strncasecmp(a, b, 3) == 0;
+                assert_true(bm_ascii_case_eq(a, b, 3) == want);
+            }
+        }
+    }
+    assert_true(bm_ascii_case_eq("Content-Length", "content-length", 14));
+    assert_false(bm_ascii_case_eq("Content-Lengtx", "content-length", 14));
+    assert_true(bm_ascii_case_eq("", "", 0));
+    /* a lookup finds a field whatever its case, and only a whole name */
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    assert_int_equal(bm_hdrs_add_z(&h, "Content-Type", "application/json"), 0);
+    assert_int_equal(bm_hdrs_add_z(&h, "X-A", "1"), 0);
+    assert_string_equal(bm_hdrs_get(&h, "content-type"), "application/json");
+    assert_string_equal(bm_hdrs_get(&h, "x-a"), "1");
+    assert_null(bm_hdrs_get(&h, "content-typ"));
+    assert_null(bm_hdrs_get(&h, "x-ab"));
+    assert_true(bm_header_listed_in_connection("keep-alive, X-A", "x-a", 3));
+    assert_false(bm_header_listed_in_connection("keep-alive, X-AB", "x-a", 3));
+    bm_hdrs_dispose(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hop_by_hop),
+        cmocka_unit_test(test_ascii_case_eq),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
