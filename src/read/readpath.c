@@ -4,7 +4,7 @@
  * MAX_PARALLEL attempts at once; each attempt is one streamed transfer to one node. Until an
  * answer is chosen nothing reaches the client. Its times (hedge, retry delay, deadline) wait
  * in one list of the read path, earliest first, under one timer: a proxied request costs no
- * timer of its own (see "timers" below).
+ * timer of its own (duelist.h). The types are in readpath_int.h.
  *
  * An attempt's phases:
  *   HEAD    running, no response head yet
@@ -27,141 +27,14 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/url.h"
-#include "read/aimd.h"
 #include "read/canon.h"
 #include "read/pick.h"
-#include "read/sticky.h"
+#include "read/readpath_int.h"
 
-#define MAX_NODES 64
-#define MAX_PARALLEL 16                /* attempts of one exchange at once */
-#define MAX_KEPT_BODY (64 * 1024)      /* a failed answer kept to relay if all fail */
-#define MAX_CONSENSUS_BODY (64u << 20) /* an answer compared for consensus */
-#define SSZ_MEMORY 16                  /* routes remembered per node as refusing SSZ */
-#define SSZ_MEMORY_MS (10 * 60 * 1000) /* ... for this long */
+#define SSZ_MEMORY_MS (10 * 60 * 1000) /* a node's refusal of SSZ remembered this long */
 #define COOLDOWN_429_MS 1000           /* a 429 without Retry-After closes the node this long */
 #define STICKY_CAPACITY 4096
 #define MAX_SPARE 64 /* finished exchanges kept for reuse */
-
-typedef struct exchange exchange_t;
-
-typedef struct node_state {
-    bm_readpath_node_opts_t o;
-    bm_breaker_t breaker;
-    bm_aimd_t bucket;
-    int64_t rr;
-    uint64_t no_ssz[SSZ_MEMORY]; /* route keys refused with 415 */
-    uint64_t no_ssz_until[SSZ_MEMORY];
-    size_t no_ssz_next;
-} node_state_t;
-
-struct bm_readpath {
-    uv_loop_t *loop;
-    bm_upstream_t *up;
-    bm_pool_t *pool;
-    bm_discovery_t *disc;
-    bm_readpath_opts_t opts;
-    node_state_t node[MAX_NODES];
-    bm_rules_t *rules;
-    bm_sticky_t *sticky;
-    bm_rng_t rng;
-    bm_hedge_budget_t budget;
-    bm_readpath_counters_t c;
-    size_t active;
-    bm_log_limit_t limit;
-    bm_str_t url; /* scratch for an attempt's URL (copied by bm_upstream_start) */
-    /* timers: exchanges waiting for a time, earliest first, and the one timer for them all */
-    uv_timer_t *timer; /* freed in its close callback */
-    uint64_t timer_at; /* loop ms the timer is armed for; 0: not armed */
-    exchange_t *due_first, *due_last;
-    uint64_t due_seq;  /* stamps each scheduling (a pass runs only older ones) */
-    exchange_t *spare; /* finished exchanges for reuse (linked by due_next) */
-    size_t n_spare;
-};
-
-typedef enum { AT_IDLE = 0, AT_HEAD, AT_KEEP, AT_HELD, AT_STREAM } at_phase_t;
-
-typedef struct attempt {
-    exchange_t *ex;
-    bm_node_t *node;
-    bm_xfer_t *xfer; /* NULL when not running */
-    at_phase_t phase;
-    bool hedge;
-    bool inspect; /* a blob 400: read the body before deciding */
-    bool pruned;  /* a pruned answer (fall-through to archive nodes) */
-    bool done;    /* finished (consensus: a result to compare) */
-    bool failed;  /* finished without a usable answer */
-    int status;
-    int64_t length;
-    /* the answer's fields: the transfer's own (`view`, valid until its on_done returned), or
-     * `hdrs`, a copy made when the answer must outlive its transfer or drop fields */
-    const bm_hdrs_t *view;
-    bm_hdrs_t hdrs;
-    bm_str_t body;
-} attempt_t;
-
-/* What a request may do, after its rule. */
-typedef struct settings {
-    uint64_t deadline; /* loop ms */
-    uint32_t timeout_ms;
-    uint32_t max_attempts; /* attempts in all (hedges included) */
-    uint32_t delay_ms, backoff_milli, max_delay_ms, jitter_ms;
-    uint32_t hedge_delay_ms, hedge_max;
-    uint32_t query, agree; /* consensus; 0: none */
-    bm_balance_strategy_t strategy;
-    bool restrict_nodes;
-    uint64_t nodes;
-    int client; /* bm_client_t brand, or 0 */
-    bool ready_only;
-} settings_t;
-
-/* What an exchange forwards: borrowed from the client's request, or owned copies for a
- * detached read (bm_readpath_fetch). */
-typedef struct view {
-    const char *method, *target, *path, *query, *peer;
-    size_t path_len, query_len;
-    const bm_hdrs_t *headers;
-    bm_buf_t *body;
-} view_t;
-
-/* A detached read's own copies and where its answer goes. */
-typedef struct detached {
-    bm_str_t method, target, peer;
-    bm_hdrs_t headers;
-    size_t max_bytes;
-    bool missing_moves_on;    /* a 404 moves on: the node lacks what the cluster chain has */
-    bm_readpath_answer_fn cb; /* NULL once answered or cancelled */
-    void *ud;
-} detached_t;
-
-struct exchange {
-    bm_readpath_t *rp;
-    bm_req_t *req;     /* NULL for a detached read */
-    detached_t *fetch; /* a detached read, or NULL */
-    view_t v;
-    exchange_t *due_prev, *due_next; /* the read path's list of times */
-    uint64_t due_at;                 /* loop ms when on_timer should run; 0: not listed */
-    uint64_t due_seq;
-    settings_t s;
-    bool is_read, ssz_accept;
-    uint64_t route_key; /* of the 415 memory */
-    bm_hist_id_t hist;
-    bool archive_first, archive_only;
-    size_t target_off; /* forward bm_req_target() from here (a stripped prefix) */
-    bool strip;        /* the forwarded target needs a leading '/' */
-    uint64_t tried;    /* bit i: node i was asked */
-    uint32_t started, hedges, running;
-    uint32_t rounds;             /* times every candidate was asked */
-    uint64_t retry_at, hedge_at; /* loop ms; 0: none */
-    bool sticky;
-    uint64_t sticky_key;
-    int winner; /* the chosen attempt, or -1 */
-    bool committed, finished, paused, timed_out;
-    unsigned busy;
-    bm_str_t errors;            /* "n1: connection refused; n2: HTTP 503" */
-    int kept;                   /* the attempt whose failed answer is kept, or -1 */
-    int used;                   /* at[0..used) were used (the rest is as new) */
-    attempt_t at[MAX_PARALLEL]; /* last: a reused exchange clears the fields above at once */
-};
 
 static const bm_xfer_cbs_t xfer_cbs;
 
@@ -194,6 +67,8 @@ void bm_readpath_opts_default(bm_readpath_opts_t *o)
     bm_retention_default(&o->retention);
 }
 
+static void on_due(bm_duelink_t *d, void *ud);
+
 bm_readpath_t *bm_readpath_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
                                bm_discovery_t *disc, const bm_readpath_opts_t *o)
 {
@@ -212,30 +87,18 @@ bm_readpath_t *bm_readpath_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *po
         rp->opts.max_attempts = 1;
     rp->rules = bm_rules_new();
     rp->sticky = rp->opts.sticky ? bm_sticky_new(STICKY_CAPACITY) : NULL;
-    rp->timer = malloc(sizeof *rp->timer);
-    if (!rp->rules || (rp->opts.sticky && !rp->sticky) || !rp->timer) {
+    rp->due = bm_duelist_new(loop, on_due, rp);
+    if (!rp->rules || (rp->opts.sticky && !rp->sticky) || !rp->due) {
         bm_readpath_free(rp);
         return NULL;
     }
-    uv_timer_init(loop, rp->timer);
-    rp->timer->data = rp;
-    uv_unref((uv_handle_t *)rp->timer); /* the requests it serves keep the loop alive */
     bm_rng_seed(&rp->rng, rp->opts.seed ? rp->opts.seed : bm_clock_now_ms() ^ (uintptr_t)rp);
     bm_hedge_budget_init(&rp->budget, rp->opts.hedge_max_ratio_milli / 1000.0, 10);
-    uint64_t now = uv_now(loop);
-    for (size_t i = 0; i < MAX_NODES; i++) {
+    for (size_t i = 0; i < BM_MAX_NODES; i++) {
         bm_readpath_set_node(rp, i, &(bm_readpath_node_opts_t){.weight = 1});
         bm_breaker_init(&rp->node[i].breaker, &rp->opts.breaker);
     }
-    (void)now;
-    rp->limit.window_ms = 10000;
-    rp->limit.burst = 10;
     return rp;
-}
-
-static void free_handle(uv_handle_t *h)
-{
-    free(h);
 }
 
 static void exchange_free(exchange_t *ex);
@@ -244,15 +107,10 @@ void bm_readpath_free(bm_readpath_t *rp)
 {
     if (!rp)
         return;
-    if (rp->timer && rp->timer->loop) {
-        rp->timer->data = NULL;
-        uv_close((uv_handle_t *)rp->timer, free_handle);
-    } else {
-        free(rp->timer); /* never initialised */
-    }
+    bm_duelist_free(rp->due);
     while (rp->spare) {
         exchange_t *ex = rp->spare;
-        rp->spare = ex->due_next;
+        rp->spare = ex->spare_next;
         exchange_free(ex);
     }
     bm_rules_free(rp->rules);
@@ -263,7 +121,7 @@ void bm_readpath_free(bm_readpath_t *rp)
 
 void bm_readpath_set_node(bm_readpath_t *rp, size_t i, const bm_readpath_node_opts_t *o)
 {
-    if (i >= MAX_NODES)
+    if (i >= BM_MAX_NODES)
         return;
     node_state_t *ns = &rp->node[i];
     ns->o = *o;
@@ -283,6 +141,11 @@ size_t bm_readpath_active(const bm_readpath_t *rp)
     return rp->active;
 }
 
+bm_balance_strategy_t bm_readpath_strategy(const bm_readpath_t *rp)
+{
+    return rp->opts.strategy;
+}
+
 const bm_readpath_counters_t *bm_readpath_counters(const bm_readpath_t *rp)
 {
     return &rp->c;
@@ -290,7 +153,7 @@ const bm_readpath_counters_t *bm_readpath_counters(const bm_readpath_t *rp)
 
 const bm_breaker_t *bm_readpath_breaker(const bm_readpath_t *rp, size_t i)
 {
-    return i < MAX_NODES ? &rp->node[i].breaker : NULL;
+    return i < BM_MAX_NODES ? &rp->node[i].breaker : NULL;
 }
 
 /* ---- the score and the candidate order ---------------------------------------------- */
@@ -392,16 +255,26 @@ static int excluded(exchange_t *ex, size_t i, const bm_node_t *n, bool hedge, ui
     return 0;
 }
 
+/* True when `nd` has as many requests in flight as its connection pool holds: one more
+ * would wait for a connection behind them. */
+static bool busy(const node_state_t *ns, const bm_node_t *nd)
+{
+    return ns->o.max_in_flight && nd->stats.in_flight >= ns->o.max_in_flight;
+}
+
 /* The next node for an attempt of `ex`, or NULL; *wait gets the shortest wait of a node
- * that only lacks a token (0: none). */
+ * that only lacks a token (0: none). A busy node is a candidate only when every other one
+ * is excluded or busy too: a free node of a later set or tier is asked before it, and a
+ * read that finds every node busy still queues on the best of them. */
 static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *wait)
 {
     bm_readpath_t *rp = ex->rp;
     size_t n = bm_pool_count(rp->pool);
-    bm_pick_node_t cand[MAX_NODES];
+    bm_pick_node_t cand[BM_MAX_NODES];
+    bool any_busy = false;
     *wait = 0;
-    if (n > MAX_NODES)
-        n = MAX_NODES;
+    if (n > BM_MAX_NODES)
+        n = BM_MAX_NODES;
     for (size_t i = 0; i < n; i++) {
         bm_node_t *nd = bm_pool_node(rp->pool, i);
         node_state_t *ns = &rp->node[i];
@@ -411,18 +284,30 @@ static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *
         if (why == 2 && (*wait == 0 || w < *wait))
             *wait = w;
         node_terms(rp, nd, &t);
+        bool full = why == 0 && busy(ns, nd);
+        any_busy |= full;
         cand[i] = (bm_pick_node_t){
             .set = bm_pick_set_of(nd->state),
             .priority = ns->o.priority,
             .archive = ns->o.archive,
-            .available = why == 0,
+            .available = why == 0 && !full,
             .item = {ns->o.weight, t.score, nd->stats.in_flight, &ns->rr},
         };
     }
     bm_pick_opts_t po = {ex->s.strategy, ex->archive_first, ex->archive_only};
     size_t order[1];
-    if (bm_pick_order(cand, n, &po, 1, &rp->rng, order) == 0)
-        return NULL;
+    if (bm_pick_order(cand, n, &po, 1, &rp->rng, order) == 0) {
+        if (!any_busy)
+            return NULL;
+        /* every node left is busy: the best of them, where the read waits for a connection */
+        for (size_t i = 0; i < n; i++)
+            cand[i].available = cand[i].available || busy(&rp->node[i], bm_pool_node(rp->pool, i));
+        if (bm_pick_order(cand, n, &po, 1, &rp->rng, order) == 0)
+            return NULL;
+        rp->c.busy_waits++;
+    } else if (any_busy) {
+        rp->c.busy_skips++;
+    }
     bm_node_t *best = bm_pool_node(rp->pool, order[0]);
     if (!ex->sticky || ex->started > 0)
         return best;
@@ -450,7 +335,7 @@ static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *
 static bool archive_available(exchange_t *ex)
 {
     bm_readpath_t *rp = ex->rp;
-    for (size_t i = 0; i < bm_pool_count(rp->pool) && i < MAX_NODES; i++) {
+    for (size_t i = 0; i < bm_pool_count(rp->pool) && i < BM_MAX_NODES; i++) {
         const bm_node_t *n = bm_pool_node(rp->pool, i);
         if (rp->node[i].o.archive && !(ex->tried & (1ull << i)) && bm_node_usable(n) &&
             (!ex->s.restrict_nodes || (ex->s.nodes & (1ull << i))))
@@ -483,72 +368,19 @@ static void own_fields(exchange_t *ex, attempt_t *a)
 }
 
 /* ---- timers ------------------------------------------------------------------------- */
-/*
- * Every exchange that waits for a time (its hedge, a retry, its deadline) is in one list of
- * the read path, earliest first, and one timer wakes the earliest. Most exchanges are added
- * at the end (their times are now + the same delays), so adding, moving and removing cost
- * a few pointer writes. The timer is armed lazily: an exchange that leaves the list or
- * moves to a later time leaves the timer as it is; when it fires with nothing due, it is
- * armed again for the first one. A proxied request touches the timer heap only when the
- * list was empty.
- */
 
 static void unschedule(exchange_t *ex)
 {
-    if (!ex->due_at)
-        return;
-    bm_readpath_t *rp = ex->rp;
-    *(ex->due_prev ? &ex->due_prev->due_next : &rp->due_first) = ex->due_next;
-    *(ex->due_next ? &ex->due_next->due_prev : &rp->due_last) = ex->due_prev;
-    ex->due_prev = ex->due_next = NULL;
-    ex->due_at = 0;
-}
-
-static void on_rp_timer(uv_timer_t *t);
-
-/* Arms the timer for `at` unless it fires earlier already. */
-static void arm_rp_timer(bm_readpath_t *rp, uint64_t at)
-{
-    if (rp->timer_at && rp->timer_at <= at)
-        return;
-    uint64_t now = uv_now(rp->loop);
-    rp->timer_at = at;
-    uv_timer_start(rp->timer, on_rp_timer, at > now ? at - now : 0, 0);
-}
-
-/* Lists `ex` to run on_timer at `at` (loop ms, > 0), in order; later equal times after it. */
-static void schedule(exchange_t *ex, uint64_t at)
-{
-    bm_readpath_t *rp = ex->rp;
-    unschedule(ex);
-    exchange_t *before = rp->due_last;
-    while (before && before->due_at > at)
-        before = before->due_prev;
-    ex->due_prev = before;
-    ex->due_next = before ? before->due_next : rp->due_first;
-    *(ex->due_next ? &ex->due_next->due_prev : &rp->due_last) = ex;
-    *(before ? &before->due_next : &rp->due_first) = ex;
-    ex->due_at = at;
-    ex->due_seq = ++rp->due_seq;
-    arm_rp_timer(rp, at);
+    bm_duelist_cancel(ex->rp->due, &ex->due);
 }
 
 static void on_timer(exchange_t *ex);
 
-/* Runs on_timer of every exchange due, each once: one listed again during the pass (by
- * itself or another) waits for the next. */
-static void on_rp_timer(uv_timer_t *t)
+/* An exchange's time came (duelist.h: one timer for every exchange). */
+static void on_due(bm_duelink_t *d, void *ud)
 {
-    bm_readpath_t *rp = t->data;
-    uint64_t now = uv_now(rp->loop), seq = rp->due_seq;
-    rp->timer_at = 0;
-    exchange_t *ex;
-    while ((ex = rp->due_first) && ex->due_at <= now && ex->due_seq <= seq) {
-        unschedule(ex);
-        on_timer(ex);
-    }
-    if (rp->due_first)
-        arm_rp_timer(rp, rp->due_first->due_at);
+    (void)ud;
+    on_timer((exchange_t *)((char *)d - offsetof(exchange_t, due)));
 }
 
 /* ---- exchange life ------------------------------------------------------------------ */
@@ -581,7 +413,7 @@ static exchange_t *exchange_alloc(bm_readpath_t *rp)
     exchange_t *ex = rp->spare;
     if (!ex)
         return calloc(1, sizeof *ex);
-    rp->spare = ex->due_next;
+    rp->spare = ex->spare_next;
     rp->n_spare--;
     memset(ex, 0, offsetof(exchange_t, at)); /* the attempts were cleared when it was kept */
     return ex;
@@ -603,7 +435,7 @@ static void exchange_release(bm_readpath_t *rp, exchange_t *ex)
         bm_str_dispose(&a->body);
         *a = (attempt_t){0};
     }
-    ex->due_next = rp->spare;
+    ex->spare_next = rp->spare;
     rp->spare = ex;
     rp->n_spare++;
 }
@@ -992,8 +824,8 @@ static void arm_timer(exchange_t *ex)
         at = ex->hedge_at;
     if (ex->retry_at && ex->retry_at < at)
         at = ex->retry_at;
-    if (at != ex->due_at)
-        schedule(ex, at ? at : 1);
+    if (at != ex->due.at)
+        bm_duelist_schedule(ex->rp->due, &ex->due, at ? at : 1);
 }
 
 /* ---- the nodes' answers -------------------------------------------------------------- */
@@ -1243,7 +1075,7 @@ static void record(exchange_t *ex, attempt_t *a, const bm_xfer_result_t *res)
 static bool same_answer(const attempt_t *a, const attempt_t *b)
 {
     const char *ct = bm_hdrs_get(answer_fields(a), "content-type");
-    bool ssz = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
+    bool ssz = bm_content_type_is_ssz(ct);
     return a->status == b->status &&
            bm_canon_equal(bm_str_data(&a->body), bm_str_len(&a->body), bm_str_data(&b->body),
                           bm_str_len(&b->body), ssz);
@@ -1641,7 +1473,7 @@ void bm_readpath_handle_ready(bm_readpath_t *rp, bm_req_t *req)
 void bm_readpath_node_json(bm_readpath_t *rp, size_t i, bm_str_t *o)
 {
     const bm_node_t *n = bm_pool_node(rp->pool, i);
-    if (!n || i >= MAX_NODES)
+    if (!n || i >= BM_MAX_NODES)
         return;
     node_state_t *ns = &rp->node[i];
     bm_score_terms_t t;
@@ -1662,28 +1494,4 @@ void bm_readpath_node_json(bm_readpath_t *rp, size_t i, bm_str_t *o)
                       ns->bucket.min, ns->bucket.max);
     uint64_t closed = ns->bucket.closed_until_ms > now ? ns->bucket.closed_until_ms - now : 0;
     bm_str_printf(o, ",\"retry_after_ms\":%llu}", (unsigned long long)closed);
-}
-
-void bm_readpath_status_json(bm_str_t *o, void *ud)
-{
-    const bm_readpath_t *rp = ud;
-    const bm_readpath_counters_t *c = &rp->c;
-    bm_str_printf(o,
-                  "{\"strategy\":\"%s\",\"in_flight\":%zu,\"reads\":%llu,\"attempts\":%llu,"
-                  "\"retries\":%llu,\"hedges\":%llu,\"hedges_won\":%llu,\"hedges_refused\":%llu,"
-                  "\"blocked\":%llu,\"deadline_exceeded\":%llu,\"breaker_skips\":%llu,"
-                  "\"bucket_waits\":%llu,\"throttled\":%llu,\"ssz_refused\":%llu,"
-                  "\"archive_routed\":%llu,\"archive_fallthrough\":%llu,"
-                  "\"archive_missing\":%llu,\"consensus_agreed\":%llu,"
-                  "\"consensus_failed\":%llu,\"sticky_moves\":%llu}",
-                  bm_balance_strategy_name(rp->opts.strategy), rp->active,
-                  (unsigned long long)c->reads, (unsigned long long)c->attempts,
-                  (unsigned long long)c->retries, (unsigned long long)c->hedges,
-                  (unsigned long long)c->hedges_won, (unsigned long long)c->hedges_refused,
-                  (unsigned long long)c->blocked, (unsigned long long)c->deadline_exceeded,
-                  (unsigned long long)c->breaker_skips, (unsigned long long)c->bucket_waits,
-                  (unsigned long long)c->throttled, (unsigned long long)c->ssz_refused,
-                  (unsigned long long)c->archive_routed, (unsigned long long)c->archive_fallthrough,
-                  (unsigned long long)c->archive_missing, (unsigned long long)c->consensus_agreed,
-                  (unsigned long long)c->consensus_failed, (unsigned long long)c->sticky_moves);
 }
