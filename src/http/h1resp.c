@@ -85,6 +85,7 @@ struct bm_h1resp {
     bool fresh;         /* nothing of this response was given to http-parser yet */
     bool quick;         /* the head was read by quick_head: the body is counted here */
     uint64_t remaining; /* quick: body bytes still to come */
+    bool lag;           /* quick: the last byte of the previous event is not consumed yet */
 
     int err;
     const char *detail;
@@ -253,6 +254,10 @@ static int on_headers_complete(http_parser *hp)
                                          : "unexpected interim response");
         return 1; /* no body, whatever it says; on_message_complete starts over */
     }
+    /* http-parser takes lengths up to 2^64 - 2; past 2^63 - 1 no body can match it (the
+     * libcurl transport refuses the same, bm_uprules_content_length) */
+    if ((hp->flags & F_CONTENTLENGTH) && hp->content_length > (uint64_t)INT64_MAX)
+        return fail_cb(r, BM_EPROTO, "invalid Content-Length");
     r->status = status;
     /* Returning 1 tells http-parser that no body follows, whatever the head announces. */
     bool bodyless = r->head_request || status == 204 || status == 304;
@@ -260,7 +265,7 @@ static int on_headers_complete(http_parser *hp)
         r->body_len = 0;
     else if (hp->flags & F_CHUNKED)
         r->body_len = -1;
-    else if (hp->content_length != ULLONG_MAX && hp->content_length <= INT64_MAX)
+    else if (hp->flags & F_CONTENTLENGTH)
         r->body_len = (int64_t)hp->content_length;
     else
         r->body_len = -1;
@@ -439,11 +444,25 @@ aside:
     return 0;
 }
 
-/* The body of a quickly read head: counted down to its end. */
+/*
+ * The body of a quickly read head: counted down to its end. As http-parser's way does, the
+ * last byte of the head and the last byte of the body are left unconsumed by their events
+ * and taken by the next call, which ends the response: the end then always comes from
+ * bytes the caller still holds (a caller paused after the head or the last data feeds them
+ * again on resume; a call without bytes would never come).
+ */
 static bm_h1resp_ev_t quick_body(bm_h1resp_t *r, const char *p, size_t n, size_t *used,
                                  const char **data, size_t *len)
 {
     *used = 0;
+    if (r->lag) {
+        if (n == 0)
+            return BM_H1RESP_MORE;
+        r->lag = false;
+        p++;
+        n--;
+        *used = 1;
+    }
     if (r->remaining == 0) {
         set_phase(r, PH_DONE);
         return BM_H1RESP_DONE;
@@ -454,7 +473,8 @@ static bm_h1resp_ev_t quick_body(bm_h1resp_t *r, const char *p, size_t n, size_t
     r->remaining -= give;
     *data = p;
     *len = give;
-    *used = give;
+    r->lag = r->remaining == 0;
+    *used += r->lag ? give - 1 : give;
     return BM_H1RESP_DATA;
 }
 
@@ -505,6 +525,7 @@ void bm_h1resp_reset(bm_h1resp_t *r, bool head_request, bm_hdrs_t *hdrs)
     r->fresh = true;
     r->quick = false;
     r->remaining = 0;
+    r->lag = false;
     r->err = 0;
     r->detail = NULL;
 }
@@ -551,8 +572,9 @@ bm_h1resp_ev_t bm_h1resp_next(bm_h1resp_t *r, const char *p, size_t n, size_t *u
             size_t head = quick_head(r, p + off, n - off);
             if (head) {
                 r->quick = true;
+                r->lag = true; /* the head's final LF: see quick_body */
                 set_phase(r, PH_BODY);
-                *used = off + head;
+                *used = off + head - 1;
                 return BM_H1RESP_HEAD;
             }
         }
@@ -619,7 +641,7 @@ bm_h1resp_ev_t bm_h1resp_eof(bm_h1resp_t *r)
                     r->head_bytes ? "connection closed inside the response head"
                                   : "connection closed before any response");
     if (r->quick) {
-        if (r->remaining)
+        if (r->remaining || r->lag)
             return fail(r, BM_ECONNRESET, "connection closed inside the response body");
         set_phase(r, PH_DONE);
         r->keep_alive = false; /* as http-parser's way: the close ended it */

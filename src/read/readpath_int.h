@@ -137,9 +137,11 @@ struct exchange {
     int winner; /* the chosen attempt, or -1 */
     bool committed, finished, paused, timed_out;
     unsigned busy;
-    bm_str_t errors;            /* "n1: connection refused; n2: HTTP 503" */
-    int kept;                   /* the attempt whose failed answer is kept, or -1 */
-    int used;                   /* at[0..used) were used (the rest is as new) */
+    bm_str_t errors; /* "n1: connection refused; n2: HTTP 503" */
+    int kept;        /* the attempt whose failed answer is kept, or -1 */
+    bool invalid;    /* a node answered what HTTP does not allow (an unasked 1xx, a length
+                        that cannot be): that node's answer counts as a 502 */
+    int used;        /* at[0..used) were used (the rest is as new) */
     attempt_t at[MAX_PARALLEL]; /* last: a reused exchange clears the fields above at once */
 };
 

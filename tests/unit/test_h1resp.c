@@ -147,6 +147,40 @@ static void test_cases(void **state)
     }
 }
 
+/* The end of a response always comes from bytes the caller still holds: the head's event and
+ * the last data's leave their last byte unconsumed (a caller paused there feeds the rest again
+ * on resume and gets the end; it would never call with no bytes). Whole and byte by byte. */
+static void test_end_from_held_bytes(void **state)
+{
+    (void)state;
+    static const char *const ins[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc",
+        "HTTP/1.1 204 No Content\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++) {
+        size_t n = strlen(ins[i]);
+        bm_h1resp_t *r = bm_h1resp_new(BM_UPRULES_MAX_HEAD_BYTES);
+        bm_hdrs_t h;
+        bm_hdrs_init(&h);
+        bm_h1resp_reset(r, false, &h);
+        size_t pos = 0;
+        bm_h1resp_ev_t ev;
+        do {
+            size_t used, len;
+            const char *d;
+            ev = bm_h1resp_next(r, ins[i] + pos, n - pos, &used, &d, &len);
+            pos += used;
+            if (ev == BM_H1RESP_HEAD || ev == BM_H1RESP_DATA)
+                assert_true(pos < n); /* a byte is left for the end */
+        } while (ev == BM_H1RESP_HEAD || ev == BM_H1RESP_DATA);
+        assert_int_equal(ev, BM_H1RESP_DONE);
+        assert_int_equal(pos, n);
+        bm_hdrs_dispose(&h);
+        bm_h1resp_free(r);
+    }
+}
+
 /* A head ends within the limit, or fails at the limit, wherever the input is cut. */
 static void test_head_limit_exact(void **state)
 {
@@ -174,6 +208,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases),
         cmocka_unit_test(test_head_limit_exact),
+        cmocka_unit_test(test_end_from_held_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
