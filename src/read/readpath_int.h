@@ -136,6 +136,7 @@ struct exchange {
     uint64_t sticky_key;
     int winner; /* the chosen attempt, or -1 */
     bool committed, finished, paused, timed_out;
+    bool event_stream; /* the committed answer is an event stream: no total deadline */
     unsigned busy;
     bm_str_t errors; /* "n1: connection refused; n2: HTTP 503" */
     int kept;        /* the attempt whose failed answer is kept, or -1 */
