@@ -500,6 +500,9 @@ static int upstream_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_
                  explicit_id ? "" : " (ids default to node1, node2, ...)");
         return BM_EINVAL;
     }
+    /* before anything shows the URL (the --check dump, the nodes' logs, the status page) */
+    if (up->secret_path && up->url && bm_url_secret_path_add(up->url) == BM_ENOMEM)
+        return BM_ENOMEM;
     return 0;
 }
 
@@ -600,6 +603,7 @@ static const bm_cfg_key_t upstream_keys[] = {
     SECTION(T, "autoTune", auto_tune, bm_config_autotune_t, autotune_section),
     COUNT(T, "maxConnections", max_connections, 1, 10000, BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS),
     BOOL(T,  "forwardedFor", forwarded_for, false),
+    BOOL(T,  "secretPath", secret_path, false),
 };
 #undef T
 
@@ -626,6 +630,7 @@ static const bm_cfg_key_t server_keys[] = {
     DURATION(T, "shutdownTimeout", shutdown_timeout_ms, 0, D_MAX,
              BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
     STRINGS(T,  "allowedClients",  allowed_clients, n_allowed_clients, 256, bm_cidr_problem),
+    BOOL(T,     "reusePort",       reuse_port,          false),
 };
 #undef T
 
@@ -897,6 +902,17 @@ static const bm_cfg_key_t network_keys[] = {
 #undef T
 const bm_cfg_section_t bm_cfg_network = SECTION_OF(bm_config_t, network_keys, network_finish);
 
+/* stateDir: an absolute directory path; whether it exists and is writable is checked at
+ * start (systemd's StateDirectory= creates it only then). */
+static const char *state_dir_problem(const char *v)
+{
+    if (v[0] && v[0] != '/') /* "" means none */
+        return "must be an absolute path";
+    if (strlen(v) > 3072)
+        return "is too long";
+    return NULL;
+}
+
 #define T bm_config_t
 static const bm_cfg_key_t root_keys[] = {
     LISTEN(T,  "listen", listen_host, listen_port, BM_DEFAULT_LISTEN_HOST, BM_DEFAULT_LISTEN_PORT),
@@ -928,6 +944,7 @@ static const bm_cfg_key_t root_keys[] = {
     SECTION(T, "rateLimit", rate_limit, bm_config_rate_limit_t, bm_cfg_rate_limit),
     STRINGS(T, "trustedProxies", trusted_proxies, n_trusted_proxies, 256, bm_cidr_problem),
     SECTION(T, "auth",      auth,       bm_config_auth_t,       bm_cfg_auth),
+    TEXT(T,    "stateDir",  state_dir, state_dir_problem, BM_CFG_EMPTY_NONE),
     LIST(T,    "networks",  networks,   bm_config_t,            n_networks, bm_cfg_network, 64),
 };
 #undef T
@@ -1290,7 +1307,7 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw
             snprintf(msg, n, "%s %s %s", k->name, q.s, why);
             return false;
         }
-        return set_string(str_field(k, obj), v, false, msg, n);
+        return set_string(str_field(k, obj), v, k->flags & BM_CFG_EMPTY_NONE, msg, n);
     case BM_CFG_SECTION:
     case BM_CFG_LIST:
     case BM_CFG_MAP:

@@ -16,10 +16,12 @@
  * detached writes reach the nodes); a second signal exits at once. SIGHUP reloads the
  * configuration file (docs/operations.md).
  */
+#include <arpa/inet.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <uv.h>
 
 #include "app/cli.h"
@@ -27,6 +29,7 @@
 #include "app/fdlimit.h"
 #include "app/options.h"
 #include "app/reload.h"
+#include "app/systemd.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "edge/front.h"
@@ -50,7 +53,52 @@ typedef struct app {
     uv_signal_t sighup;
     int signals;
     int exit_code;
+    bool no_wait;        /* --no-wait: READY=1 once listening */
+    bool ready_sent;     /* READY=1 went to systemd */
+    uv_timer_t watchdog; /* WATCHDOG=1 from the loop, when systemd asks for it */
+    bool watchdog_on;
+    bool running; /* built and in the loop: a signal shuts down (before: the start failed) */
 } app_t;
+
+/* systemd (Type=notify): ready once clients can be served, which needs the listener and a
+ * node that discovery found usable (or the listener alone with --no-wait). */
+static void notify_ready(app_t *a, const char *why)
+{
+    if (a->ready_sent)
+        return;
+    a->ready_sent = true;
+    char msg[200];
+    snprintf(msg, sizeof msg, "READY=1\nSTATUS=serving (%s)", why);
+    if (bm_systemd_notify(msg) != 0)
+        bm_log(BM_LOG_WARN, "systemd: cannot notify NOTIFY_SOCKET");
+}
+
+static void on_node_state(bm_node_t *node, bm_node_state_t old, void *ud)
+{
+    app_t *a = ud;
+    (void)old;
+    if (node->state != BM_NODE_UNKNOWN && node->state != BM_NODE_UNREACHABLE &&
+        node->state != BM_NODE_WRONG_NETWORK)
+        notify_ready(a, "a beacon node is discovered");
+}
+
+static void on_watchdog(uv_timer_t *t)
+{
+    bm_systemd_notify("WATCHDOG=1"); /* sent from the loop: a frozen loop sends nothing */
+    (void)t;
+}
+
+/* WatchdogSec=: a ping at half the interval, as systemd recommends. */
+static void start_watchdog(app_t *a)
+{
+    uint64_t ms = bm_systemd_watchdog_ms();
+    if (!ms)
+        return;
+    uv_timer_init(&a->loop, &a->watchdog);
+    a->watchdog_on = true;
+    uv_timer_start(&a->watchdog, on_watchdog, ms / 2 ? ms / 2 : 1, ms / 2 ? ms / 2 : 1);
+    bm_log(BM_LOG_INFO, "systemd: watchdog every %llu ms", (unsigned long long)(ms / 2));
+}
 
 static bool metrics_on_own_listener(const bm_config_t *c)
 {
@@ -114,6 +162,43 @@ static bm_server_t *listen_on(app_t *a, const bm_config_t *c)
         return NULL;
     }
     log_listening(c, srv);
+    return srv;
+}
+
+/* The first listener: the socket systemd handed over (socket activation), else `c`'s
+ * address. A reload that changes listen binds the new address itself (listen_on). */
+static bm_server_t *open_listener(app_t *a, const bm_config_t *c)
+{
+    int n = bm_systemd_listen_fds();
+    if (n == 0)
+        return listen_on(a, c);
+    if (n > 1)
+        bm_log(BM_LOG_WARN, "systemd passed %d sockets; the first serves, the others are unused",
+               n);
+    bm_options_t o;
+    if (bm_options_from_config(&o, c) != 0)
+        return NULL;
+    bm_server_t *srv = bm_server_new(&a->loop, &o.server, bm_reload_handle, a->reload);
+    if (!srv)
+        return NULL;
+    bm_server_on_end(srv, bm_reload_request_ended, a->reload);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (getsockname(BM_SYSTEMD_FIRST_FD, (struct sockaddr *)&ss, &sl) == 0)
+        inet_ntop(ss.ss_family,
+                  ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+                                           : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
+                  host, sizeof host);
+    int rc = bm_server_listen_fd(srv, BM_SYSTEMD_FIRST_FD);
+    if (rc) {
+        bm_log(BM_LOG_ERROR, "cannot listen on the socket from systemd: %s", bm_strerror(rc));
+        bm_server_free(srv);
+        return NULL;
+    }
+    bool v6 = strchr(host, ':') != NULL;
+    bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d (socket from systemd)", v6 ? "[" : "", host,
+           v6 ? "]" : "", bm_server_port(srv));
     return srv;
 }
 
@@ -208,14 +293,22 @@ static int build(app_t *a, bm_config_t *cfg)
     int rc = listen_metrics(a, bm_reload_config(a->reload));
     if (rc)
         return rc;
-    if (!(a->server = listen_on(a, bm_reload_config(a->reload))))
+    if (!(a->server = open_listener(a, bm_reload_config(a->reload))))
         return BM_EIO;
     bm_reload_set_listener(a->reload, a->server);
+    /* READY=1 once a node is usable: of the networks of every generation (a reload before
+     * the first node came may replace them) */
+    if ((rc = bm_reload_on_node_state(a->reload, on_node_state, a)) != 0)
+        return rc;
+    if (a->no_wait)
+        notify_ready(a, "--no-wait");
     return bm_reload_start(a->reload);
 }
 
 static void close_signals(app_t *a)
 {
+    if (a->watchdog_on && !uv_is_closing((uv_handle_t *)&a->watchdog))
+        uv_close((uv_handle_t *)&a->watchdog, NULL);
     uv_signal_t *s[] = {&a->sigterm, &a->sigint, &a->sighup};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
         if (!uv_is_closing((uv_handle_t *)s[i]))
@@ -242,6 +335,8 @@ static void on_server_drained(bm_server_t *srv, void *ud)
 static void on_signal(uv_signal_t *s, int signum)
 {
     app_t *a = s->data;
+    if (!a->running)
+        return; /* a network that failed to build runs the loop to close; we exit anyway */
     if (++a->signals > 1) {
         bm_log(BM_LOG_WARN, "second signal: exiting now");
         exit(1);
@@ -249,6 +344,7 @@ static void on_signal(uv_signal_t *s, int signum)
     uint32_t grace = bm_reload_config(a->reload)->server.shutdown_timeout_ms;
     bm_log(BM_LOG_INFO, "%s: shutting down (in-flight requests get up to %u ms)",
            signum == SIGTERM ? "SIGTERM" : "SIGINT", grace);
+    bm_systemd_notify("STOPPING=1\nSTATUS=draining");
     bm_reload_stop(a->reload); /* a reload in progress is abandoned */
     if (a->metrics_server)
         bm_server_shutdown(a->metrics_server, grace, NULL, NULL);
@@ -360,18 +456,29 @@ int main(int argc, char **argv)
     uv_signal_init(&a.loop, &a.sigint);
     uv_signal_init(&a.loop, &a.sighup);
     a.sigterm.data = a.sigint.data = a.sighup.data = &a;
+    a.no_wait = a.cli.no_wait;
     if (cfg->n_networks)
         bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu networks", BM_VERSION, cfg->n_networks);
     else
         bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu upstream%s", BM_VERSION,
                cfg->n_upstreams, cfg->n_upstreams == 1 ? "" : "s");
+    /* before anything says it listens or is ready: a SIGTERM sent right after READY=1 (or
+     * after the "listening" line) must start a graceful shutdown, not kill the process. The
+     * callbacks run only once the loop runs, after build; until then the handles do not
+     * keep the loop alive (a network that fails to build runs the loop to close its own). */
+    uv_signal_start(&a.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&a.sigint, on_signal, SIGINT);
+    uv_unref((uv_handle_t *)&a.sigterm);
+    uv_unref((uv_handle_t *)&a.sigint);
     if (build(&a, cfg) != 0) {
         a.exit_code = 1;
         close_signals(&a);
     } else {
-        uv_signal_start(&a.sigterm, on_signal, SIGTERM);
-        uv_signal_start(&a.sigint, on_signal, SIGINT);
+        uv_ref((uv_handle_t *)&a.sigterm);
+        uv_ref((uv_handle_t *)&a.sigint);
         uv_signal_start(&a.sighup, on_sighup, SIGHUP);
+        start_watchdog(&a);
+        a.running = true;
         uv_run(&a.loop, UV_RUN_DEFAULT);
         bm_log(BM_LOG_INFO, "stopped");
     }

@@ -71,7 +71,9 @@ struct bm_reload {
     uv_loop_t *loop;
     const bm_cli_t *cli;
     bm_reload_server_t server;
-    bm_server_t *listener; /* the API listener whose connections the expositions show */
+    bm_server_t *listener;       /* the API listener whose connections the expositions show */
+    bm_pool_state_fn node_state; /* bm_reload_on_node_state: on every network built */
+    void *node_state_ud;
     cfg_ref_t *listen_cfg; /* the one whose listen address is bound */
     gen_t *cur;
     gen_t *replaced; /* generations replaced, freed from the retire timer */
@@ -150,6 +152,10 @@ static slot_t *slot_new(bm_reload_t *rl, cfg_ref_t *cfg, size_t i)
     s->cfg = cfg_ref(cfg);
     s->next = rl->slots;
     rl->slots = s;
+    if (rl->node_state && bm_network_on_node_state(s->net, rl->node_state, rl->node_state_ud)) {
+        schedule_retire(rl); /* routed to by nothing: released from the loop */
+        return NULL;
+    }
     return s;
 }
 
@@ -406,6 +412,18 @@ static void point_observes(bm_reload_t *rl)
         bm_observe_set_front(o, rl->cur->front);
         bm_observe_set_server(o, rl->listener);
     }
+}
+
+int bm_reload_on_node_state(bm_reload_t *rl, bm_pool_state_fn fn, void *ud)
+{
+    rl->node_state = fn;
+    rl->node_state_ud = ud;
+    for (slot_t *s = rl->slots; s; s = s->next) {
+        int rc = bm_network_on_node_state(s->net, fn, ud);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
 void bm_reload_set_listener(bm_reload_t *rl, bm_server_t *srv)

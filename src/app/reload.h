@@ -40,6 +40,7 @@
 
 #include "app/cli.h"
 #include "app/config.h"
+#include "cluster/pool.h"
 #include "http/server.h"
 
 typedef struct bm_reload bm_reload_t;
@@ -82,6 +83,10 @@ void bm_reload_request_ended(const bm_req_summary_t *s, void *rl);
 /** The API listener (main's, and again after a rebind): every network's observe shows its
  *  connections. At every switch the networks' observes are pointed at the new front too. */
 void bm_reload_set_listener(bm_reload_t *rl, bm_server_t *srv);
+
+/** Node state changes of every network, those a reload builds later included (main's
+ *  readiness notice). 0 or BM_ENOMEM. */
+int bm_reload_on_node_state(bm_reload_t *rl, bm_pool_state_fn fn, void *ud);
 
 /** The configuration applied last (borrowed; valid until the next reload applies). */
 const bm_config_t *bm_reload_config(const bm_reload_t *rl);

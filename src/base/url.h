@@ -24,6 +24,13 @@
 int bm_url_join(bm_str_t *out, const char *base, const char *path_and_query);
 
 /**
+ * bm_url_join for a base already known to pass bm_url_valid (a node's URL, checked when the
+ * node was added): only path_and_query is checked. The read path and the races join a
+ * node's URL for every request; checking it again each time cost ~600 instructions.
+ */
+int bm_url_join_valid_base(bm_str_t *out, const char *base, const char *path_and_query);
+
+/**
  * Appends `url` to `out` with its credentials hidden: "user:pass@" becomes "user:***@", and
  * a user name without password (usually a token, https://TOKEN@host) becomes "***@".
  * The user info is looked for after "scheme:" and any number of slashes, wider than RFC
@@ -34,6 +41,19 @@ int bm_url_join(bm_str_t *out, const char *base, const char *path_and_query);
  * more of letters, digits, '-' and '_', with a letter and a digit) becomes "***" too.
  */
 void bm_url_mask(bm_str_t *out, const char *url);
+
+/**
+ * Declares the whole path of `base` (a node's base URL, upstreams[].secretPath) secret: from
+ * then on bm_url_mask shows any URL that starts with it (followed by nothing, '/', '?' or
+ * '#') with that whole path replaced by one masked segment, and the request's own path after
+ * it kept (masked by the heuristic only). Process-wide, for the process's life (the
+ * configuration calls it before anything is logged); `base` is copied. Returns 0, BM_EINVAL
+ * for an empty base, or BM_ENOMEM.
+ */
+int bm_url_secret_path_add(const char *base);
+
+/** Forgets every base declared with bm_url_secret_path_add (tests, and the end of main). */
+void bm_url_secret_path_clear(void);
 
 /**
  * True when `url` is usable as an upstream's base URL: an absolute http:// or https:// URL

@@ -21,8 +21,12 @@
  * (what the spec tells nodes to keep), a registration `registration_ttl_epochs` after
  * the validator client last sent it, preferences and committee subscriptions after their
  * slot, a sync subscription at its `until_epoch` (exclusive). Expired entries are swept
- * on a slot timer and never replayed. Every kind has a cap on entries; a write past the
- * cap is still broadcast, only not remembered (counted and logged).
+ * on a slot timer and never replayed. Every submission refreshes the entries it carries.
+ * Nobody can fill the memory: every kind has a cap on entries, and a full kind makes room
+ * by dropping its least recently submitted entry (never by refusing the newest, which would
+ * let the first to fill it keep it), while one write may add at most 1/BM_REPLAY_SHARE_DIV
+ * of the cap as new entries; the rest of that write is still broadcast, only not
+ * remembered (counted, logged at a bounded rate).
  *
  * A replay to one node sends every live entry of every kind as JSON arrays, one endpoint
  * after the other (preparations first: the fee recipient matters most), in chunks of at
@@ -55,6 +59,9 @@
 #include "http/upstream.h"
 
 typedef struct bm_replay bm_replay_t;
+
+/** One write may add at most 1/BM_REPLAY_SHARE_DIV of a kind's cap as new entries. */
+#define BM_REPLAY_SHARE_DIV 4
 
 /** What is kept, in replay order. */
 typedef enum bm_replay_kind {
@@ -131,8 +138,11 @@ int bm_replay_adopt(bm_replay_t *to, const bm_replay_t *from);
 /** Live entries of a kind (expired ones count until the next sweep). */
 size_t bm_replay_count(const bm_replay_t *rp, bm_replay_kind_t kind);
 
-/** Entries not remembered because the kind was at its cap. */
+/** Entries not remembered: past their write's share of the cap (or out of memory). */
 uint64_t bm_replay_dropped(const bm_replay_t *rp, bm_replay_kind_t kind);
+
+/** Entries dropped, least recently submitted first, to make room for newer ones. */
+uint64_t bm_replay_evicted(const bm_replay_t *rp, bm_replay_kind_t kind);
 
 /**
  * Appends every entry of `kind` not expired at `now_ms` to `out` as the one JSON array a
@@ -140,6 +150,24 @@ uint64_t bm_replay_dropped(const bm_replay_t *rp, bm_replay_kind_t kind);
  * tests. Preferences of every fork go into the one array. Returns 0 or BM_ENOMEM.
  */
 int bm_replay_dump(const bm_replay_t *rp, bm_replay_kind_t kind, uint64_t now_ms, bm_str_t *out);
+
+/**
+ * State kept across restarts (app/statedir.h): appends every live entry of every kind to
+ * `out` as one JSON object {"preparations":[{"seenMs":"N","item":{...}}, ...], ...}, each
+ * item in its endpoint's request shape with the wall time it was last sent (preferences
+ * also carry their fork). Returns 0 or BM_ENOMEM.
+ */
+int bm_replay_export(const bm_replay_t *rp, uint64_t now_ms, bm_str_t *out);
+
+/**
+ * Restores what bm_replay_export wrote, each entry with its own last-sent time (so it
+ * expires as it would have), then sweeps what expired by `now_ms`. Entries it cannot read
+ * are skipped; caps apply. Only an empty state is restored (at start): entries this
+ * process already holds are newer than any file, so then nothing is imported (0).
+ * Returns the entries restored and still live, or BM_EINVAL when `json` is not
+ * such an object (nothing restored).
+ */
+int bm_replay_import(bm_replay_t *rp, const char *json, size_t len, uint64_t now_ms);
 
 /**
  * Replays everything to `node` after the debounce (`why` is logged; static string). A

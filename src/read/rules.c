@@ -297,6 +297,8 @@ const bm_client_route_t *bm_rules_client_route(const bm_rules_t *t, const char *
 {
     for (size_t i = 0; i < t->n_routes; i++) {
         const bm_client_route_t *r = &t->routes[i];
+        if (n < 2 || path[1] != r->prefix[1]) /* a prefix is '/' and at least one byte */
+            continue;
         size_t len = strlen(r->prefix);
         if (n < len || memcmp(path, r->prefix, len) != 0)
             continue;
