@@ -450,6 +450,11 @@ int bm_network_start(bm_network_t *a)
     return rc ? rc : bm_monitor_start(a->monitor);
 }
 
+void bm_network_hand_over_state(bm_network_t *a)
+{
+    bm_statedir_disown(a->state);
+}
+
 void bm_network_stop_streams(bm_network_t *a)
 {
     bm_events_shutdown(a->events); /* streams end now, not after the grace period */

@@ -94,6 +94,10 @@ void bm_network_end_subscribers(bm_network_t *n);
  */
 void bm_network_release(bm_network_t *n, void (*done)(void *ud), void *ud);
 
+/** A network a reload built replaces this one: it writes the stateDir file from now on,
+ *  this one saves no more (not at its stop either). */
+void bm_network_hand_over_state(bm_network_t *n);
+
 /** Tears it down (runs the loop to let handles close). NULL is ignored. */
 void bm_network_free(bm_network_t *n);
 

@@ -574,6 +574,9 @@ static void swap(bm_reload_t *rl)
     for (size_t j = 0; j < d->n_old; j++)
         if (d->retire[j])
             bm_network_end_subscribers(old->slot[j]->net); /* they reconnect to the new one */
+    for (size_t i = 0; i < d->n_new; i++)
+        if (d->keep[i] < 0 && d->replaces[i] >= 0) /* the new one saves the state file now */
+            bm_network_hand_over_state(old->slot[d->replaces[i]]->net);
     gen_detach(old);
     old->next = rl->replaced;
     rl->replaced = old;

@@ -292,6 +292,16 @@ void bm_statedir_stop(bm_statedir_t *sd)
     sd->timer = NULL;
 }
 
+void bm_statedir_disown(bm_statedir_t *sd)
+{
+    if (!sd || sd->stopped)
+        return;
+    sd->stopped = true;
+    if (sd->timer)
+        bm_timer_close(sd->timer, NULL, NULL);
+    sd->timer = NULL;
+}
+
 void bm_statedir_free(bm_statedir_t *sd)
 {
     if (!sd)

@@ -78,6 +78,11 @@ void bm_statedir_start(bm_statedir_t *sd);
 /** Saves once more (shutdown) and closes the timer; run the loop, then free. Idempotent. */
 void bm_statedir_stop(bm_statedir_t *sd);
 
+/** Another owner writes the file from now on (a reload's network that replaces this one):
+ *  stops like bm_statedir_stop but without the last save, which would put back older
+ *  state. Idempotent. */
+void bm_statedir_disown(bm_statedir_t *sd);
+
 /** Frees (after bm_statedir_stop and a loop run). NULL is ignored. */
 void bm_statedir_free(bm_statedir_t *sd);
 

@@ -194,6 +194,35 @@ static void test_periodic_and_final_saves(void **state)
     fx_dispose(&f);
 }
 
+/* A reload's replacement owns the file: the replaced one's stop writes nothing (its state,
+ * older than the new network's, would overwrite it), and its periodic saves end. */
+static void test_disowned_saves_nothing_more(void **state)
+{
+    (void)state;
+    fx_t f;
+    fx_init(&f);
+    mod_t old = {.value = 1}, new = {.value = 2};
+    bm_statedir_t *a = open_sd(&f, "hoodi", NULL, &old, NULL);
+    bm_statedir_t *b = open_sd(&f, "hoodi", NULL, &new, NULL);
+    bm_statedir_start(a);
+    bm_statedir_start(b);
+    bm_statedir_disown(a);
+    bm_clock_manual_advance(f.clock, 1000);
+    uv_run(&f.loop, UV_RUN_NOWAIT);
+    assert_int_equal(bm_statedir_writes(a), 0);
+    assert_int_equal(bm_statedir_writes(b), 1);
+    bm_statedir_stop(a); /* after disown: nothing */
+    bm_statedir_disown(a);
+    assert_int_equal(bm_statedir_writes(a), 0);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    bm_statedir_free(a);
+    char *text = read_text(f.path);
+    assert_non_null(strstr(text, "{\"value\":2}"));
+    free(text);
+    close_sd(&f, b);
+    fx_dispose(&f);
+}
+
 /* Each bad file: load reports it, restores nothing, keeps it as state.json.bad. */
 static void expect_ignored(fx_t *f, const char *network, const char *genesis, const char *text)
 {
@@ -304,6 +333,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_and_unchanged_saves),
         cmocka_unit_test(test_periodic_and_final_saves),
+        cmocka_unit_test(test_disowned_saves_nothing_more),
         cmocka_unit_test(test_bad_files_are_ignored),
         cmocka_unit_test(test_failed_write_keeps_the_old_file),
     };
