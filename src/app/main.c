@@ -373,6 +373,10 @@ static void teardown(app_t *a)
         bm_server_on_end(a->old_servers[i], NULL, NULL);
     if (a->reload)
         bm_reload_set_listener(a->reload, NULL); /* freed below */
+    if (!a->running) { /* the start failed: networks built but never started nor drained */
+        bm_reload_free(a->reload);
+        a->reload = NULL;
+    }
     uv_run(&a->loop, UV_RUN_DEFAULT);
     if (a->server)
         bm_server_free(a->server);

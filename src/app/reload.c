@@ -771,6 +771,15 @@ void bm_reload_free(bm_reload_t *rl)
     }
     gen_free(rl->cur);
     rl->cur = NULL;
+    /* networks not drained (the start failed) stop now too: their timers would keep the
+     * loop; after a drain this only closes what is left */
+    for (slot_t *s = rl->slots, *next; s; s = next) {
+        next = s->next;
+        if (!s->retiring) {
+            s->retiring = true;
+            bm_network_release(s->net, on_slot_released, s);
+        }
+    }
     uv_run(rl->loop, UV_RUN_DEFAULT); /* networks being retired finish their release */
     /* the rest were drained at shutdown (or never started) */
     while (rl->slots) {
