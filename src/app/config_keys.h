@@ -173,6 +173,8 @@ const char *bm_cfg_id_problem(const char *id);
 
 /** The edge's sections (config_edge.c). */
 extern const bm_cfg_section_t bm_cfg_cache, bm_cfg_cors, bm_cfg_rate_limit, bm_cfg_auth;
+/* state (config_state.c) */
+extern const bm_cfg_section_t bm_cfg_state;
 
 /** The rows of a networks[] entry (a bm_config_t of which only these are set). */
 extern const bm_cfg_section_t bm_cfg_network;

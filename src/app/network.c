@@ -18,6 +18,7 @@
 #include "app/admin.h"
 #include "app/options.h"
 #include "app/report.h"
+#include "app/sharing.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -62,6 +63,7 @@ struct bm_network {
     bm_produce_t *produce;
     bm_replay_t *replay; /* replay of node-local state */
     bm_broadcast_t *bcast;
+    bm_sharing_t *sharing; /* state.driver redis: replay and producer memories shared */
     bm_router_t *router;
     void (*drained)(void *ud);
     void *drained_ud;
@@ -185,6 +187,25 @@ static int build_broadcast(bm_network_t *a)
     return rc;
 }
 
+static void local_state_json(bm_str_t *out, void *ud)
+{
+    (void)ud;
+    bm_str_puts(out, "{\"driver\":\"local\"}");
+}
+
+/* state.driver redis: the replay and producer memories shared with the other instances
+ * (app/sharing.h); the status page's "state" section either way. */
+static int build_sharing(bm_network_t *a)
+{
+    if (a->cfg.state.driver != BM_STATE_REDIS)
+        return bm_admin_add_section(a->admin, "state", local_state_json, NULL);
+    a->sharing = bm_sharing_new(a->loop, a->clock, &a->cfg, a->cfg.network_id, a->pool, a->replay,
+                                a->produce);
+    if (!a->sharing)
+        return BM_ENOMEM;
+    return bm_admin_add_section(a->admin, "state", bm_sharing_status_json, a->sharing);
+}
+
 /* The hint (expected head from the monitor's tracker, due times from discovery's
  * chain, per-duty holds), attestation data / head root / payload attestation data, and
  * block production, all racing on the shared engine. */
@@ -284,6 +305,8 @@ static int build(bm_network_t *a)
         return rc;
     if ((rc = build_broadcast(a)) != 0)
         return rc;
+    if ((rc = build_sharing(a)) != 0)
+        return rc;
     if ((rc = build_routes(a)) != 0)
         return rc;
     bm_report_sources_t rs = {a->events, a->attest, a->produce, a->aggregate,
@@ -352,6 +375,8 @@ void bm_network_free(bm_network_t *a)
 {
     if (!a)
         return;
+    bm_sharing_free(a->sharing); /* first: nothing is shared while the rest goes */
+    a->sharing = NULL;
     if (a->monitor)
         bm_monitor_stop(a->monitor);
     bm_cache_stop(a->cache);   /* before the read path: it cancels its detached reads */

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sharing: what one network's modules share with the other instances when state.driver is
+ * redis (docs/high-availability.md): the replay memory (every entry a write stores, and
+ * every entry another instance stored, given to bm_replay_restore) and the producer memory
+ * (slot -> the node that produced the block served, by its configured id: a record naming
+ * no configured upstream is ignored). The transport is state/shared.h; this module only
+ * says what a record means, on both sides.
+ */
+#ifndef BM_SHARING_H
+#define BM_SHARING_H
+
+#include <uv.h>
+
+#include "app/config.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "cluster/pool.h"
+#include "duties/produce.h"
+#include "duties/replay.h"
+
+typedef struct bm_sharing bm_sharing_t;
+
+/**
+ * Connects the network's replay and producer memories (borrowed; they must outlive it) to
+ * Redis as `cfg->state` says, under the network id `network` ("default" when NULL). NULL on
+ * allocation failure (the caller only calls it for driver redis).
+ */
+bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config_t *cfg,
+                             const char *network, bm_pool_t *pool, bm_replay_t *replay,
+                             bm_produce_t *produce);
+
+/** The status page's "state" section (`ud` = the sharing). */
+void bm_sharing_status_json(bm_str_t *out, void *ud);
+
+/** Detaches from the memories and closes the connections; run the loop afterwards. NULL is
+ *  ignored. */
+void bm_sharing_free(bm_sharing_t *s);
+
+#endif /* BM_SHARING_H */

@@ -1,0 +1,381 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shared: records shared by several instances through Redis; see shared.h for the layout,
+ * the newer-wins rule and what happens when Redis is away.
+ */
+#include "state/shared.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/log.h"
+
+#define SCAN_COUNT "256"
+
+/*
+ * KEYS[1] the record; ARGV: time, value, ttl ms, channel, message head. Stores "time value"
+ * unless the record there is newer, then publishes "head time value". Returns 1 when
+ * stored, 0 when Redis held a newer record.
+ */
+static const char PUT_SCRIPT[] =
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if v then\n"
+    "  local t = tonumber(string.match(v, '^(%d+) '))\n"
+    "  if t and t > tonumber(ARGV[1]) then return 0 end\n"
+    "end\n"
+    "redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'PX', ARGV[3])\n"
+    "redis.call('PUBLISH', ARGV[4], ARGV[5] .. ARGV[1] .. ' ' .. ARGV[2])\n"
+    "return 1\n";
+
+typedef struct shared_stats {
+    uint64_t writes, stored, older, write_failures, skipped;
+    uint64_t loaded, received, outages, reconciles;
+} shared_stats_t;
+
+struct bm_shared {
+    bm_clock_t *clock;
+    bm_shared_opts_t o;
+    bm_redis_t *cmd, *sub;
+    char ns[200];      /* "<prefix><network>:" */
+    char channel[220]; /* ns + "events" */
+    char instance[17]; /* random hex id of this instance */
+    bm_shared_record_fn record;
+    bm_shared_up_fn up;
+    void *ud;
+    bool available;
+    uint64_t since_ms; /* wall time of the last change of availability */
+    char why[160];     /* why it is not available */
+    bool scan_done;
+    unsigned mgets; /* MGETs of the load still unanswered */
+    uint64_t load_count;
+    shared_stats_t st;
+    bm_log_limit_t lim;
+};
+
+/* ---- the load: SCAN the namespace, MGET each page ------------------------------------------ */
+
+typedef struct mget {
+    bm_shared_t *sh;
+    size_t n;
+    char **keys;
+} mget_t;
+
+static void mget_free(mget_t *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        free(m->keys[i]);
+    free(m->keys);
+    free(m);
+}
+
+/* "<time> <value>" of a record; false when it is not one. */
+static bool split_record(const char *p, size_t len, uint64_t *time_ms, const char **value,
+                         size_t *vlen)
+{
+    uint64_t t = 0;
+    size_t i = 0;
+    while (i < len && p[i] >= '0' && p[i] <= '9' && i < 20)
+        t = t * 10 + (uint64_t)(p[i++] - '0');
+    if (i == 0 || i >= len || p[i] != ' ')
+        return false;
+    *time_ms = t;
+    *value = p + i + 1;
+    *vlen = len - i - 1;
+    return true;
+}
+
+static void load_finished(bm_shared_t *sh)
+{
+    if (sh->scan_done && sh->mgets == 0)
+        bm_log(BM_LOG_INFO, "state: %llu shared record(s) loaded from redis",
+               (unsigned long long)sh->load_count);
+}
+
+/* Delivers one stored record: the key names its topic and key after the namespace. */
+static void deliver_stored(bm_shared_t *sh, const char *full, const char *p, size_t len)
+{
+    size_t ns = strlen(sh->ns);
+    if (strncmp(full, sh->ns, ns) != 0)
+        return;
+    char topic[64];
+    const char *rest = full + ns, *colon = strchr(rest, ':');
+    uint64_t t;
+    const char *value;
+    size_t vlen;
+    if (!colon || (size_t)(colon - rest) >= sizeof topic ||
+        !split_record(p, len, &t, &value, &vlen))
+        return;
+    memcpy(topic, rest, (size_t)(colon - rest));
+    topic[colon - rest] = '\0';
+    sh->st.loaded++;
+    sh->load_count++;
+    sh->record(sh->ud, topic, colon + 1, t, value, vlen);
+}
+
+static void on_mget(void *ud, int status, const bm_redis_reply_t *reply)
+{
+    mget_t *m = ud;
+    bm_shared_t *sh = m->sh;
+    sh->mgets--;
+    if (status == 0 && bm_redis_reply_type(reply) == BM_REDIS_ARRAY) {
+        size_t n = bm_redis_reply_count(reply);
+        for (size_t i = 0; i < n && i < m->n; i++) {
+            const bm_redis_reply_t *e = bm_redis_reply_at(reply, i);
+            size_t len;
+            const char *p = bm_redis_reply_str(e, &len);
+            if (bm_redis_reply_type(e) == BM_REDIS_STRING)
+                deliver_stored(sh, m->keys[i], p, len);
+        }
+    }
+    mget_free(m);
+    load_finished(sh);
+}
+
+static void scan_step(bm_shared_t *sh, const char *cursor, size_t clen);
+
+static void send_mget(bm_shared_t *sh, const bm_redis_reply_t *keys)
+{
+    size_t n = bm_redis_reply_count(keys);
+    mget_t *m = calloc(1, sizeof *m);
+    const char **argv = calloc(n + 1, sizeof *argv);
+    size_t *lens = calloc(n + 1, sizeof *lens);
+    if (m)
+        m->keys = calloc(n, sizeof *m->keys);
+    if (!m || !argv || !lens || !m->keys)
+        goto out;
+    m->sh = sh;
+    argv[0] = "MGET";
+    lens[0] = 4;
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *k = bm_redis_reply_str(bm_redis_reply_at(keys, i), &len);
+        if (!(m->keys[i] = strndup(k, len)))
+            goto out;
+        m->n = i + 1;
+        argv[i + 1] = m->keys[i];
+        lens[i + 1] = len;
+    }
+    if (bm_redis_command(sh->cmd, (int)n + 1, argv, lens, on_mget, m) == 0) {
+        sh->mgets++;
+        m = NULL;
+    }
+out:
+    if (m)
+        mget_free(m);
+    free(argv);
+    free(lens);
+}
+
+static void on_scan(void *ud, int status, const bm_redis_reply_t *reply)
+{
+    bm_shared_t *sh = ud;
+    if (status != 0 || bm_redis_reply_type(reply) != BM_REDIS_ARRAY ||
+        bm_redis_reply_count(reply) != 2)
+        return; /* the connection went; the next one loads again */
+    size_t clen;
+    const char *cursor = bm_redis_reply_str(bm_redis_reply_at(reply, 0), &clen);
+    const bm_redis_reply_t *keys = bm_redis_reply_at(reply, 1);
+    if (bm_redis_reply_count(keys))
+        send_mget(sh, keys);
+    if (clen == 1 && cursor[0] == '0') {
+        sh->scan_done = true;
+        load_finished(sh);
+    } else {
+        scan_step(sh, cursor, clen);
+    }
+}
+
+static void scan_step(bm_shared_t *sh, const char *cursor, size_t clen)
+{
+    char match[210];
+    snprintf(match, sizeof match, "%s*", sh->ns);
+    const char *argv[6] = {"SCAN", cursor, "MATCH", match, "COUNT", SCAN_COUNT};
+    size_t lens[6] = {4, clen, 5, strlen(match), 5, strlen(SCAN_COUNT)};
+    bm_redis_command(sh->cmd, 6, argv, lens, on_scan, sh);
+}
+
+/* ---- availability -------------------------------------------------------------------------- */
+
+static void on_cmd_state(void *ud, bool up, const char *why)
+{
+    bm_shared_t *sh = ud;
+    sh->available = up;
+    sh->since_ms = bm_clock_wall_now(sh->clock);
+    snprintf(sh->why, sizeof sh->why, "%s", up ? "" : why);
+    if (!up) {
+        sh->st.outages++;
+        return;
+    }
+    /* our records first (newer wins in Redis), then everyone's: pipelined in this order */
+    sh->st.reconciles++;
+    sh->up(sh->ud);
+    sh->scan_done = false;
+    sh->load_count = 0;
+    scan_step(sh, "0", 1);
+}
+
+/* A message: "<instance> <topic> <key> <time> <value>". */
+static void on_message(void *ud, int status, const bm_redis_reply_t *reply)
+{
+    bm_shared_t *sh = ud;
+    if (status != 0 || bm_redis_reply_type(reply) != BM_REDIS_ARRAY ||
+        bm_redis_reply_count(reply) != 3)
+        return;
+    size_t len;
+    const char *kind = bm_redis_reply_str(bm_redis_reply_at(reply, 0), &len);
+    if (len != 7 || memcmp(kind, "message", 7) != 0)
+        return; /* the subscription's confirmation */
+    const char *p = bm_redis_reply_str(bm_redis_reply_at(reply, 2), &len);
+    const char *end = p + len, *f[3];
+    size_t fl[3];
+    for (int i = 0; i < 3; i++) {
+        const char *sp = memchr(p, ' ', (size_t)(end - p));
+        if (!sp)
+            return;
+        f[i] = p;
+        fl[i] = (size_t)(sp - p);
+        p = sp + 1;
+    }
+    if (fl[0] == strlen(sh->instance) && memcmp(f[0], sh->instance, fl[0]) == 0)
+        return; /* our own */
+    char topic[64], key[160];
+    uint64_t t;
+    const char *value;
+    size_t vlen;
+    if (fl[1] >= sizeof topic || fl[2] >= sizeof key ||
+        !split_record(p, (size_t)(end - p), &t, &value, &vlen))
+        return;
+    memcpy(topic, f[1], fl[1]);
+    topic[fl[1]] = '\0';
+    memcpy(key, f[2], fl[2]);
+    key[fl[2]] = '\0';
+    sh->st.received++;
+    sh->record(sh->ud, topic, key, t, value, vlen);
+}
+
+/* ---- writing ------------------------------------------------------------------------------- */
+
+static void on_put(void *ud, int status, const bm_redis_reply_t *reply)
+{
+    bm_shared_t *sh = ud;
+    if (status != 0 || bm_redis_reply_type(reply) != BM_REDIS_INTEGER) {
+        sh->st.write_failures++;
+        if (status == 0) {
+            size_t len;
+            const char *e = bm_redis_reply_str(reply, &len);
+            bm_log_limited(&sh->lim, BM_LOG_WARN, "state: redis refused a write: %.*s",
+                           (int)(len > 200 ? 200 : len), e);
+        }
+        return;
+    }
+    if (bm_redis_reply_int(reply))
+        sh->st.stored++;
+    else
+        sh->st.older++;
+}
+
+int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                  uint64_t ttl_ms, const char *value, size_t len)
+{
+    if (!bm_redis_up(sh->cmd)) {
+        sh->st.skipped++;
+        return BM_EUNAVAIL;
+    }
+    char full[400], head[300], t[24], ttl[24];
+    snprintf(full, sizeof full, "%s%s:%s", sh->ns, topic, key);
+    snprintf(head, sizeof head, "%s %s %s ", sh->instance, topic, key);
+    snprintf(t, sizeof t, "%llu", (unsigned long long)time_ms);
+    snprintf(ttl, sizeof ttl, "%llu", (unsigned long long)(ttl_ms ? ttl_ms : 1));
+    const char *argv[9] = {"EVAL", PUT_SCRIPT, "1", full, t, value, ttl, sh->channel, head};
+    size_t lens[9] = {4,           sizeof PUT_SCRIPT - 1, 1,           strlen(full), strlen(t), len,
+                      strlen(ttl), strlen(sh->channel),   strlen(head)};
+    int rc = bm_redis_command(sh->cmd, 9, argv, lens, on_put, sh);
+    if (rc == 0)
+        sh->st.writes++;
+    return rc;
+}
+
+bool bm_shared_available(const bm_shared_t *sh)
+{
+    return sh && bm_redis_up(sh->cmd);
+}
+
+/* ---- life ---------------------------------------------------------------------------------- */
+
+static void random_id(char out[17])
+{
+    uint8_t b[8] = {0};
+    if (uv_random(NULL, NULL, b, sizeof b, 0, NULL) != 0) {
+        uint64_t x = bm_clock_now_ms() ^ (uint64_t)uv_os_getpid() << 32;
+        memcpy(b, &x, sizeof b);
+    }
+    for (int i = 0; i < 8; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+bm_shared_t *bm_shared_new(uv_loop_t *loop, bm_clock_t *clock, const bm_shared_opts_t *opts,
+                           bm_shared_record_fn record, bm_shared_up_fn up, void *ud)
+{
+    bm_shared_t *sh = calloc(1, sizeof *sh);
+    if (!sh)
+        return NULL;
+    sh->clock = clock;
+    sh->o = *opts;
+    sh->record = record;
+    sh->up = up;
+    sh->ud = ud;
+    snprintf(sh->ns, sizeof sh->ns, "%s%s:", opts->prefix, opts->network);
+    snprintf(sh->channel, sizeof sh->channel, "%sevents", sh->ns);
+    snprintf(sh->why, sizeof sh->why, "connecting");
+    random_id(sh->instance);
+    sh->since_ms = bm_clock_wall_now(clock);
+    sh->cmd = bm_redis_new(loop, clock, "state", &opts->redis, on_cmd_state, sh);
+    sh->sub = bm_redis_new(loop, clock, "state (subscription)", &opts->redis, NULL, NULL);
+    if (!sh->cmd || !sh->sub || bm_redis_subscribe(sh->sub, sh->channel, on_message, sh) != 0) {
+        bm_shared_free(sh);
+        return NULL;
+    }
+    bm_log(BM_LOG_INFO, "state: shared through redis %s under %s* (instance %s)", opts->url_masked,
+           sh->ns, sh->instance);
+    return sh;
+}
+
+void bm_shared_status_json(bm_str_t *out, void *ud)
+{
+    bm_shared_t *sh = ud;
+    bm_redis_stats_t r;
+    bm_redis_stats(sh->cmd, &r);
+    bm_str_puts(out, "{\"driver\":\"redis\",\"url\":");
+    bm_str_json_string(out, sh->o.url_masked, strlen(sh->o.url_masked));
+    bm_str_puts(out, ",\"namespace\":");
+    bm_str_json_string(out, sh->ns, strlen(sh->ns));
+    bm_str_printf(out, ",\"instance\":\"%s\",\"available\":%s,\"since_ms\":%llu", sh->instance,
+                  sh->available ? "true" : "false", (unsigned long long)sh->since_ms);
+    if (!sh->available) {
+        bm_str_puts(out, ",\"why\":");
+        bm_str_json_string(out, sh->why, strlen(sh->why));
+    }
+#define U(x) ((unsigned long long)(x))
+    bm_str_printf(out,
+                  ",\"writes\":%llu,\"stored\":%llu,\"older_in_redis\":%llu,"
+                  "\"write_failures\":%llu,\"local_only\":%llu,\"loaded\":%llu,"
+                  "\"received\":%llu,\"outages\":%llu,\"reconciles\":%llu,"
+                  "\"redis\":{\"connects\":%llu,\"failures\":%llu,\"drops\":%llu,"
+                  "\"commands\":%llu,\"timeouts\":%llu}}",
+                  U(sh->st.writes), U(sh->st.stored), U(sh->st.older), U(sh->st.write_failures),
+                  U(sh->st.skipped), U(sh->st.loaded), U(sh->st.received), U(sh->st.outages),
+                  U(sh->st.reconciles), U(r.connects), U(r.failures), U(r.drops), U(r.commands),
+                  U(r.timeouts));
+#undef U
+}
+
+void bm_shared_free(bm_shared_t *sh)
+{
+    if (!sh)
+        return;
+    bm_redis_free(sh->cmd);
+    bm_redis_free(sh->sub);
+    free(sh);
+}
