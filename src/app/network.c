@@ -351,6 +351,8 @@ static void on_writes_drained(bm_race_engine_t *e, void *ud)
     bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
     bm_discovery_stop(a->disc);
     bm_replay_stop(a->replay);
+    bm_sharing_free(a->sharing); /* its connections and timers close: the loop can end */
+    a->sharing = NULL;
     bm_race_engine_free(a->race); /* before curl: it cancels what still runs */
     a->race = NULL;
     /* nothing runs any more: close curl's sockets and timers so that the loop ends */

@@ -262,10 +262,13 @@ static void report(bm_redis_t *r, bool up, const char *why)
     if (r->reported == (int)up || r->freeing)
         return;
     r->reported = up;
+    /* a subscribing connection follows the command connection: only that one speaks up */
+    bm_log_level_t warn = r->channel ? BM_LOG_DEBUG : BM_LOG_WARN;
     if (up)
-        bm_log(BM_LOG_INFO, "%s: redis at %s:%d is ready", r->name, r->o.host, r->o.port);
+        bm_log(r->channel ? BM_LOG_DEBUG : BM_LOG_INFO, "%s: redis at %s:%d is ready", r->name,
+               r->o.host, r->o.port);
     else
-        bm_log(BM_LOG_WARN,
+        bm_log(warn,
                "%s: redis at %s:%d is not available (%s); using local state until "
                "it is",
                r->name, r->o.host, r->o.port, why);

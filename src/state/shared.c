@@ -45,6 +45,7 @@ struct bm_shared {
     bm_shared_up_fn up;
     void *ud;
     bool available;
+    bool subscribed;   /* the subscription is confirmed: no message is missed from now on */
     uint64_t since_ms; /* wall time of the last change of availability */
     char why[160];     /* why it is not available */
     bool scan_done;
@@ -198,6 +199,15 @@ static void scan_step(bm_shared_t *sh, const char *cursor, size_t clen)
 
 /* ---- availability -------------------------------------------------------------------------- */
 
+/* Everything Redis holds, once both connections are up: a record published before the
+ * subscription was confirmed is in Redis by then, one published after is heard. */
+static void load(bm_shared_t *sh)
+{
+    sh->scan_done = false;
+    sh->load_count = 0;
+    scan_step(sh, "0", 1);
+}
+
 static void on_cmd_state(void *ud, bool up, const char *why)
 {
     bm_shared_t *sh = ud;
@@ -211,9 +221,17 @@ static void on_cmd_state(void *ud, bool up, const char *why)
     /* our records first (newer wins in Redis), then everyone's: pipelined in this order */
     sh->st.reconciles++;
     sh->up(sh->ud);
-    sh->scan_done = false;
-    sh->load_count = 0;
-    scan_step(sh, "0", 1);
+    if (sh->subscribed)
+        load(sh);
+}
+
+/* The subscription's connection went down: messages may be missed until it is back. */
+static void on_sub_state(void *ud, bool up, const char *why)
+{
+    (void)why;
+    bm_shared_t *sh = ud;
+    if (!up)
+        sh->subscribed = false;
 }
 
 /* A message: "<instance> <topic> <key> <time> <value>". */
@@ -225,8 +243,14 @@ static void on_message(void *ud, int status, const bm_redis_reply_t *reply)
         return;
     size_t len;
     const char *kind = bm_redis_reply_str(bm_redis_reply_at(reply, 0), &len);
+    if (len == 9 && memcmp(kind, "subscribe", 9) == 0) {
+        sh->subscribed = true;
+        if (sh->available)
+            load(sh);
+        return;
+    }
     if (len != 7 || memcmp(kind, "message", 7) != 0)
-        return; /* the subscription's confirmation */
+        return;
     const char *p = bm_redis_reply_str(bm_redis_reply_at(reply, 2), &len);
     const char *end = p + len, *f[3];
     size_t fl[3];
@@ -332,7 +356,7 @@ bm_shared_t *bm_shared_new(uv_loop_t *loop, bm_clock_t *clock, const bm_shared_o
     random_id(sh->instance);
     sh->since_ms = bm_clock_wall_now(clock);
     sh->cmd = bm_redis_new(loop, clock, "state", &opts->redis, on_cmd_state, sh);
-    sh->sub = bm_redis_new(loop, clock, "state (subscription)", &opts->redis, NULL, NULL);
+    sh->sub = bm_redis_new(loop, clock, "state (subscription)", &opts->redis, on_sub_state, sh);
     if (!sh->cmd || !sh->sub || bm_redis_subscribe(sh->sub, sh->channel, on_message, sh) != 0) {
         bm_shared_free(sh);
         return NULL;
