@@ -179,14 +179,14 @@ const char *bm_redis_parse_url(const char *url, bm_redis_opts_t *o)
     } else if (p != end) {
         return "has something after the host that is not a port";
     }
+    if (strpbrk(end, "?#"))
+        return "has a query or fragment, which means nothing to Redis";
     if (*end == '/' && end[1]) {
         char *num_end;
         long db = strtol(end + 1, &num_end, 10);
-        if (*num_end || db < 0 || db > 65535)
+        if (*num_end || num_end == end + 1 || db < 0 || db > 65535)
             return "has a database that is not a number";
         o->db = (int)db;
-    } else if (*end && !(*end == '/' && !end[1])) {
-        return "has a query or fragment, which means nothing to Redis";
     }
     return NULL;
 }
