@@ -21,6 +21,7 @@
 #include "app/config.h"
 #include "app/network.h"
 #include "app/options.h"
+#include "app/sharedlimit.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "edge/front.h"
@@ -37,6 +38,7 @@ typedef struct app {
     size_t n_net;
     size_t draining; /* networks whose writes are still draining */
     bm_front_t *front;
+    bm_sharedlimit_t *limits; /* state.driver redis: the global buckets shared */
     bm_server_t *server;
     uv_signal_t sigterm;
     uv_signal_t sigint;
@@ -81,6 +83,8 @@ static int build(app_t *a)
             return BM_EINVAL;
     if ((rc = build_front(a)) != 0)
         return rc;
+    if (c->state.driver == BM_STATE_REDIS)
+        a->limits = bm_sharedlimit_new(&a->loop, c, a->front); /* NULL: no global limit */
     a->server = bm_server_new(&a->loop, &a->opts.server, bm_front_handle, a->front);
     if (!a->server)
         return BM_ENOMEM;
@@ -127,6 +131,8 @@ static void on_server_drained(bm_server_t *srv, void *ud)
     app_t *a = ud;
     (void)srv;
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
+    bm_sharedlimit_free(a->limits); /* its connection and timer must not keep the loop */
+    a->limits = NULL;
     a->draining = a->n_net;
     for (size_t i = 0; i < a->n_net; i++)
         bm_network_drain(a->net[i], a->cfg->server.shutdown_timeout_ms, on_network_drained, a);
@@ -148,6 +154,8 @@ static void on_signal(uv_signal_t *s, int signum)
 
 static void teardown(app_t *a)
 {
+    bm_sharedlimit_free(a->limits);
+    a->limits = NULL;
     for (size_t i = 0; i < a->n_net; i++)
         bm_network_free(a->net[i]); /* runs the loop to let its handles close */
     uv_run(&a->loop, UV_RUN_DEFAULT);

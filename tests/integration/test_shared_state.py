@@ -125,13 +125,13 @@ class SharedState(unittest.TestCase):
 
     # ---- helpers ---------------------------------------------------------------------------
 
-    def start_mux(self, password_in_url=False):
+    def start_mux(self, password_in_url=False, extra=""):
         if password_in_url:
             redis = '    url: "redis://:%s@127.0.0.1:%d/0"\n' % (PASSWORD, self.redis.port)
         else:
             redis = ('    url: "redis://127.0.0.1:%d/0"\n    password: "${REDIS_PASSWORD}"\n'
                      % self.redis.port)
-        cfg = (BASE + self.ups + "state:\n  driver: redis\n  redis:\n" + redis +
+        cfg = (BASE + extra + self.ups + "state:\n  driver: redis\n  redis:\n" + redis +
                '    prefix: "%s"\n    timeout: %dms\n' % (PREFIX, TIMEOUT_MS))
         m = Beaconmux(config_text=cfg, env={"REDIS_PASSWORD": PASSWORD})
         self.muxes.append(m)
@@ -241,6 +241,34 @@ class SharedState(unittest.TestCase):
         self.assertGreaterEqual(times[1][0] - times[0][0], 350, times)
         producer = self.redis.command("GET", "%sdefault:producer:%d" % (PREFIX, slot))
         self.assertEqual(producer.split()[1], "n%d" % times[0][1], producer)
+
+    # ---- the global rate limit ----------------------------------------------------------------
+
+    def test_global_rate_limit_holds_across_instances(self):
+        rate = 20
+        limit = "rateLimit:\n  global:\n    rate: %d\n    burst: %d\n" % (rate, rate)
+        a, b = self.start_mux(extra=limit), self.start_mux(extra=limit)
+        ok = limited = 0
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 3.0:
+            for m in (a, b):
+                st, _, _ = m.request("GET", "/eth/v1/node/version")
+                if st == 200:
+                    ok += 1
+                else:
+                    self.assertEqual(st, 429)
+                    limited += 1
+        secs = time.monotonic() - t0
+        # one bucket for both: its burst, its rate over the run, and at most one 100 ms sync
+        # of each instance beyond it (each instance alone would admit as much again)
+        most = rate + rate * secs + 2 * (rate + rate * 0.1)
+        least = rate * secs
+        print("\nglobal limit %d/s across two instances over %.1f s: %d admitted (at most %.0f "
+              "by one bucket, %.0f by two), %d limited" % (rate, secs, ok, most,
+                                                           2 * (rate + rate * secs), limited))
+        self.assertLessEqual(ok, most)
+        self.assertGreaterEqual(ok, least)
+        self.assertGreater(limited, 0)
 
     # ---- Redis slow, then gone, then back ----------------------------------------------------
 
