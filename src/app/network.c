@@ -207,6 +207,8 @@ static int build_sharing(bm_network_t *a)
                                 a->produce);
     if (!a->sharing)
         return BM_ENOMEM;
+    bm_cache_tier_t tier = {bm_sharing_cache_get, bm_sharing_cache_put, a->sharing};
+    bm_cache_set_tier(a->cache, &tier);
     return bm_admin_add_section(a->admin, "state", bm_sharing_status_json, a->sharing);
 }
 
@@ -371,7 +373,8 @@ static void on_writes_drained(bm_race_engine_t *e, void *ud)
     bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
     bm_discovery_stop(a->disc);
     bm_replay_stop(a->replay);
-    bm_sharing_free(a->sharing); /* its connections and timers close: the loop can end */
+    bm_cache_set_tier(a->cache, NULL); /* stopped already (bm_network_stop_streams) */
+    bm_sharing_free(a->sharing);       /* its connections and timers close: the loop can end */
     a->sharing = NULL;
     bm_race_engine_free(a->race); /* before curl: it cancels what still runs */
     a->race = NULL;
@@ -397,11 +400,13 @@ void bm_network_free(bm_network_t *a)
 {
     if (!a)
         return;
-    bm_sharing_free(a->sharing); /* first: nothing is shared while the rest goes */
-    a->sharing = NULL;
     if (a->monitor)
         bm_monitor_stop(a->monitor);
-    bm_cache_stop(a->cache);   /* before the read path: it cancels its detached reads */
+    bm_cache_stop(a->cache); /* before the read path: it cancels its detached reads */
+    if (a->cache)
+        bm_cache_set_tier(a->cache, NULL);
+    bm_sharing_free(a->sharing); /* after the cache's lookups were dropped */
+    a->sharing = NULL;
     bm_events_free(a->events); /* after the monitor, before curl and the tracker */
     a->events = NULL;
     if (a->disc)

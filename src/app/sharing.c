@@ -130,6 +130,22 @@ static void on_record(void *ud, const char *topic, const char *key, uint64_t tim
     }
 }
 
+/* ---- the cache's second tier (edge/cache.h)
+ * ------------------------------------------------------ */
+
+int bm_sharing_cache_get(void *ud, const char *key, size_t n, bm_cache_tier_done_fn done, void *ctx)
+{
+    bm_sharing_t *s = ud;
+    return bm_shared_get_raw(s->sh, "cache", key, n, done, ctx);
+}
+
+void bm_sharing_cache_put(void *ud, const char *key, size_t n, const char *rec, size_t len,
+                          uint32_t ttl_ms)
+{
+    bm_sharing_t *s = ud;
+    bm_shared_put_raw(s->sh, "cache", key, n, rec, len, ttl_ms);
+}
+
 /* ---- life ---------------------------------------------------------------------------------- */
 
 bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config_t *cfg,

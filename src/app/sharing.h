@@ -4,8 +4,8 @@
  * redis (docs/high-availability.md): the replay memory (every entry a write stores, and
  * every entry another instance stored, given to bm_replay_restore) and the producer memory
  * (slot -> the node that produced the block served, by its configured id: a record naming
- * no configured upstream is ignored). The transport is state/shared.h; this module only
- * says what a record means, on both sides.
+ * no configured upstream is ignored), and the response cache's second tier. The transport is
+ * state/shared.h; this module only says what a record means, on both sides.
  */
 #ifndef BM_SHARING_H
 #define BM_SHARING_H
@@ -18,6 +18,7 @@
 #include "cluster/pool.h"
 #include "duties/produce.h"
 #include "duties/replay.h"
+#include "edge/cache.h"
 
 typedef struct bm_sharing bm_sharing_t;
 
@@ -29,6 +30,14 @@ typedef struct bm_sharing bm_sharing_t;
 bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config_t *cfg,
                              const char *network, bm_pool_t *pool, bm_replay_t *replay,
                              bm_produce_t *produce);
+
+/** The response cache's second tier (bm_cache_tier_t, `ud` = the sharing): entries under
+ *  "<prefix><network>:cache:<cache key>", immutable ones without expiry, chain-relative ones
+ *  with their time to live. */
+int bm_sharing_cache_get(void *ud, const char *key, size_t n, bm_cache_tier_done_fn done,
+                         void *ctx);
+void bm_sharing_cache_put(void *ud, const char *key, size_t n, const char *rec, size_t len,
+                          uint32_t ttl_ms);
 
 /** The status page's "state" section (`ud` = the sharing). */
 void bm_sharing_status_json(bm_str_t *out, void *ud);

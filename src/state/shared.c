@@ -32,6 +32,7 @@ static const char PUT_SCRIPT[] =
 typedef struct shared_stats {
     uint64_t writes, stored, older, write_failures, skipped;
     uint64_t loaded, received, outages, reconciles;
+    uint64_t raw_gets, raw_hits, raw_puts;
 } shared_stats_t;
 
 struct bm_shared {
@@ -300,6 +301,13 @@ static void on_put(void *ud, int status, const bm_redis_reply_t *reply)
         sh->st.older++;
 }
 
+static void on_put_raw(void *ud, int status, const bm_redis_reply_t *reply)
+{
+    bm_shared_t *sh = ud;
+    if (status != 0 || bm_redis_reply_type(reply) == BM_REDIS_ERROR)
+        sh->st.write_failures++;
+}
+
 int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
                   uint64_t ttl_ms, const char *value, size_t len)
 {
@@ -318,6 +326,76 @@ int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t 
     int rc = bm_redis_command(sh->cmd, 9, argv, lens, on_put, sh);
     if (rc == 0)
         sh->st.writes++;
+    return rc;
+}
+
+/* ---- raw values (the shared cache) ----------------------------------------------------------- */
+
+typedef struct rawq {
+    bm_shared_t *sh;
+    bm_shared_got_fn got;
+    void *ctx;
+} rawq_t;
+
+static void on_raw(void *ud, int status, const bm_redis_reply_t *reply)
+{
+    rawq_t *q = ud;
+    size_t len = 0;
+    const char *v = NULL;
+    if (status == 0 && bm_redis_reply_type(reply) == BM_REDIS_STRING)
+        v = bm_redis_reply_str(reply, &len);
+    if (v)
+        q->sh->st.raw_hits++;
+    q->got(q->ctx, v, len);
+    free(q);
+}
+
+static int raw_key(const bm_shared_t *sh, const char *topic, const char *key, size_t n,
+                   bm_str_t *out)
+{
+    bm_str_printf(out, "%s%s:", sh->ns, topic);
+    bm_str_append(out, key, n);
+    return out->oom ? BM_ENOMEM : 0;
+}
+
+int bm_shared_get_raw(bm_shared_t *sh, const char *topic, const char *key, size_t key_len,
+                      bm_shared_got_fn got, void *ctx)
+{
+    if (!bm_redis_up(sh->cmd))
+        return BM_EUNAVAIL;
+    bm_str_t k = BM_STR_INIT;
+    rawq_t *q = calloc(1, sizeof *q);
+    int rc = q ? raw_key(sh, topic, key, key_len, &k) : BM_ENOMEM;
+    if (rc == 0) {
+        *q = (rawq_t){sh, got, ctx};
+        const char *argv[2] = {"GET", bm_str_data(&k)};
+        size_t lens[2] = {3, bm_str_len(&k)};
+        rc = bm_redis_command(sh->cmd, 2, argv, lens, on_raw, q);
+    }
+    if (rc == 0)
+        sh->st.raw_gets++;
+    else
+        free(q);
+    bm_str_dispose(&k);
+    return rc;
+}
+
+int bm_shared_put_raw(bm_shared_t *sh, const char *topic, const char *key, size_t key_len,
+                      const char *value, size_t len, uint64_t ttl_ms)
+{
+    if (!bm_redis_up(sh->cmd))
+        return BM_EUNAVAIL;
+    bm_str_t k = BM_STR_INIT;
+    int rc = raw_key(sh, topic, key, key_len, &k);
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%llu", (unsigned long long)ttl_ms);
+    const char *argv[5] = {"SET", bm_str_data(&k), value, "PX", ttl};
+    size_t lens[5] = {3, bm_str_len(&k), len, 2, strlen(ttl)};
+    if (rc == 0)
+        rc = bm_redis_command(sh->cmd, ttl_ms ? 5 : 3, argv, lens, on_put_raw, sh);
+    if (rc == 0)
+        sh->st.raw_puts++;
+    bm_str_dispose(&k);
     return rc;
 }
 
@@ -386,12 +464,13 @@ void bm_shared_status_json(bm_str_t *out, void *ud)
                   ",\"writes\":%llu,\"stored\":%llu,\"older_in_redis\":%llu,"
                   "\"write_failures\":%llu,\"local_only\":%llu,\"loaded\":%llu,"
                   "\"received\":%llu,\"outages\":%llu,\"reconciles\":%llu,"
+                  "\"cache\":{\"gets\":%llu,\"hits\":%llu,\"puts\":%llu},"
                   "\"redis\":{\"connects\":%llu,\"failures\":%llu,\"drops\":%llu,"
                   "\"commands\":%llu,\"timeouts\":%llu}}",
                   U(sh->st.writes), U(sh->st.stored), U(sh->st.older), U(sh->st.write_failures),
                   U(sh->st.skipped), U(sh->st.loaded), U(sh->st.received), U(sh->st.outages),
-                  U(sh->st.reconciles), U(r.connects), U(r.failures), U(r.drops), U(r.commands),
-                  U(r.timeouts));
+                  U(sh->st.reconciles), U(sh->st.raw_gets), U(sh->st.raw_hits), U(sh->st.raw_puts),
+                  U(r.connects), U(r.failures), U(r.drops), U(r.commands), U(r.timeouts));
 #undef U
 }
 

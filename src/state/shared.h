@@ -62,6 +62,22 @@ bm_shared_t *bm_shared_new(uv_loop_t *loop, bm_clock_t *clock, const bm_shared_o
 int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
                   uint64_t ttl_ms, const char *value, size_t len);
 
+/** A raw value's lookup: `value` NULL when absent or on any failure. Borrowed for the call. */
+typedef void (*bm_shared_got_fn)(void *ctx, const char *value, size_t len);
+
+/**
+ * Looks up the raw value under "<namespace><topic>:<key>" (no record time, no newer-wins:
+ * the shared cache). Returns 0 and calls `got` once, later (never inside this call), or
+ * BM_EUNAVAIL / BM_ENOMEM at once (got never runs).
+ */
+int bm_shared_get_raw(bm_shared_t *sh, const char *topic, const char *key, size_t key_len,
+                      bm_shared_got_fn got, void *ctx);
+
+/** Stores a raw value there for `ttl_ms` (0: no expiry), unpublished; the outcome is only
+ *  counted. Returns 0, BM_EUNAVAIL or BM_ENOMEM. */
+int bm_shared_put_raw(bm_shared_t *sh, const char *topic, const char *key, size_t key_len,
+                      const char *value, size_t len, uint64_t ttl_ms);
+
 /** True while Redis is available for commands. */
 bool bm_shared_available(const bm_shared_t *sh);
 

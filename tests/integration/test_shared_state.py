@@ -242,6 +242,36 @@ class SharedState(unittest.TestCase):
         producer = self.redis.command("GET", "%sdefault:producer:%d" % (PREFIX, slot))
         self.assertEqual(producer.split()[1], "n%d" % times[0][1], producer)
 
+    # ---- the shared cache --------------------------------------------------------------------
+
+    def block_requests(self):
+        return sum(self.sim.requests(i)["data"].get("getBlockV2", 0) for i in range(3))
+
+    def test_block_fetched_through_a_is_served_by_b_from_the_shared_cache(self):
+        a, b = self.start_mux(), self.start_mux()
+        self.sim.wait_slot(3)
+        root = self.sim.truth()["head"]["root"]
+        path = "/eth/v2/beacon/blocks/%s" % root  # by root: immutable
+        for i in range(3):
+            self.sim.clear_requests(i)
+        st, _, body_a = a.request("GET", path)
+        self.assertEqual(st, 200, body_a)
+        self.assertEqual(self.block_requests(), 1)
+        wait_for(lambda: self.redis.keys("%sdefault:cache:*" % PREFIX), 5,
+                 what="the block in the shared cache")
+        self.assertEqual(self.redis.command("PTTL", self.redis.keys(
+            "%sdefault:cache:*" % PREFIX)[0]), -1)  # immutable: no expiry
+        st, h, body_b = b.request("GET", path)
+        self.assertEqual(st, 200, body_b)
+        self.assertEqual(json.loads(body_b), json.loads(body_a))
+        self.assertEqual(h.get("eth-consensus-version"), self.sim.truth()["fork"])
+        self.assertEqual(self.block_requests(), 1)  # no node asked for B's
+        routes = b.status()["cache"]["routes"]
+        self.assertEqual(sum(r["tier_hits"] for r in routes.values()), 1)
+        st, h, _ = b.request("GET", path)  # now in B's memory
+        self.assertEqual(h.get("x-beaconmux-cache"), "hit")
+        self.assertEqual(self.block_requests(), 1)
+
     # ---- the global rate limit ----------------------------------------------------------------
 
     def test_global_rate_limit_holds_across_instances(self):
