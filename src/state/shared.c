@@ -13,6 +13,26 @@
 #include "base/log.h"
 
 #define SCAN_COUNT "256"
+/* Writes in flight at most: a validator client with 10 000 validators sends as many
+ * preparations at once, and each write's deadline counts from when it was sent; the rest
+ * wait here, in order, until answers come (up to MAX_QUEUED; then they stay local until the
+ * next reconnect writes everything back). */
+#define MAX_IN_FLIGHT 256
+#define MAX_QUEUED 262144
+
+/* What the load reads back: records only (the shared cache's entries are looked up one by
+ * one when asked, never loaded). */
+static const char *const LOAD_TOPICS[] = {"replay.*", "producer:*"};
+#define N_LOAD_TOPICS (sizeof LOAD_TOPICS / sizeof LOAD_TOPICS[0])
+
+/* A write waiting for room in the window. */
+typedef struct qrec {
+    struct qrec *next;
+    uint64_t time_ms, ttl_ms;
+    size_t len;
+    char topic[32], key[128];
+    char value[];
+} qrec_t;
 
 /*
  * KEYS[1] the record; ARGV: time, value, ttl ms, channel, message head. Stores "time value"
@@ -50,6 +70,10 @@ struct bm_shared {
     uint64_t since_ms; /* wall time of the last change of availability */
     char why[160];     /* why it is not available */
     bool scan_done;
+    size_t scan_topic; /* LOAD_TOPICS[scan_topic] is being scanned */
+    unsigned puts_in_flight;
+    qrec_t *q_head, *q_tail;
+    size_t queued;
     unsigned mgets; /* MGETs of the load still unanswered */
     uint64_t load_count;
     shared_stats_t st;
@@ -181,7 +205,9 @@ static void on_scan(void *ud, int status, const bm_redis_reply_t *reply)
     const bm_redis_reply_t *keys = bm_redis_reply_at(reply, 1);
     if (bm_redis_reply_count(keys))
         send_mget(sh, keys);
-    if (clen == 1 && cursor[0] == '0') {
+    if (clen == 1 && cursor[0] == '0' && ++sh->scan_topic < N_LOAD_TOPICS) {
+        scan_step(sh, "0", 1);
+    } else if (clen == 1 && cursor[0] == '0') {
         sh->scan_done = true;
         load_finished(sh);
     } else {
@@ -191,8 +217,8 @@ static void on_scan(void *ud, int status, const bm_redis_reply_t *reply)
 
 static void scan_step(bm_shared_t *sh, const char *cursor, size_t clen)
 {
-    char match[210];
-    snprintf(match, sizeof match, "%s*", sh->ns);
+    char match[240];
+    snprintf(match, sizeof match, "%s%s", sh->ns, LOAD_TOPICS[sh->scan_topic]);
     const char *argv[6] = {"SCAN", cursor, "MATCH", match, "COUNT", SCAN_COUNT};
     size_t lens[6] = {4, clen, 5, strlen(match), 5, strlen(SCAN_COUNT)};
     bm_redis_command(sh->cmd, 6, argv, lens, on_scan, sh);
@@ -205,9 +231,12 @@ static void scan_step(bm_shared_t *sh, const char *cursor, size_t clen)
 static void load(bm_shared_t *sh)
 {
     sh->scan_done = false;
+    sh->scan_topic = 0;
     sh->load_count = 0;
     scan_step(sh, "0", 1);
 }
+
+static void drop_queue(bm_shared_t *sh);
 
 static void on_cmd_state(void *ud, bool up, const char *why)
 {
@@ -217,6 +246,7 @@ static void on_cmd_state(void *ud, bool up, const char *why)
     snprintf(sh->why, sizeof sh->why, "%s", up ? "" : why);
     if (!up) {
         sh->st.outages++;
+        drop_queue(sh); /* written back with everything else when Redis returns */
         return;
     }
     /* our records first (newer wins in Redis), then everyone's: pipelined in this order */
@@ -282,9 +312,12 @@ static void on_message(void *ud, int status, const bm_redis_reply_t *reply)
 
 /* ---- writing ------------------------------------------------------------------------------- */
 
+static void drain(bm_shared_t *sh);
+
 static void on_put(void *ud, int status, const bm_redis_reply_t *reply)
 {
     bm_shared_t *sh = ud;
+    sh->puts_in_flight--;
     if (status != 0 || bm_redis_reply_type(reply) != BM_REDIS_INTEGER) {
         sh->st.write_failures++;
         if (status == 0) {
@@ -293,12 +326,12 @@ static void on_put(void *ud, int status, const bm_redis_reply_t *reply)
             bm_log_limited(&sh->lim, BM_LOG_WARN, "state: redis refused a write: %.*s",
                            (int)(len > 200 ? 200 : len), e);
         }
-        return;
-    }
-    if (bm_redis_reply_int(reply))
+    } else if (bm_redis_reply_int(reply)) {
         sh->st.stored++;
-    else
+    } else {
         sh->st.older++;
+    }
+    drain(sh);
 }
 
 static void on_put_raw(void *ud, int status, const bm_redis_reply_t *reply)
@@ -308,13 +341,9 @@ static void on_put_raw(void *ud, int status, const bm_redis_reply_t *reply)
         sh->st.write_failures++;
 }
 
-int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
-                  uint64_t ttl_ms, const char *value, size_t len)
+static int send_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                    uint64_t ttl_ms, const char *value, size_t len)
 {
-    if (!bm_redis_up(sh->cmd)) {
-        sh->st.skipped++;
-        return BM_EUNAVAIL;
-    }
     char full[400], head[300], t[24], ttl[24];
     snprintf(full, sizeof full, "%s%s:%s", sh->ns, topic, key);
     snprintf(head, sizeof head, "%s %s %s ", sh->instance, topic, key);
@@ -324,9 +353,73 @@ int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t 
     size_t lens[9] = {4,           sizeof PUT_SCRIPT - 1, 1,           strlen(full), strlen(t), len,
                       strlen(ttl), strlen(sh->channel),   strlen(head)};
     int rc = bm_redis_command(sh->cmd, 9, argv, lens, on_put, sh);
-    if (rc == 0)
+    if (rc == 0) {
         sh->st.writes++;
+        sh->puts_in_flight++;
+    }
     return rc;
+}
+
+static void drop_queue(bm_shared_t *sh)
+{
+    while (sh->q_head) {
+        qrec_t *q = sh->q_head;
+        sh->q_head = q->next;
+        free(q);
+        sh->st.skipped++;
+    }
+    sh->q_tail = NULL;
+    sh->queued = 0;
+}
+
+/* Sends queued writes while the window has room. */
+static void drain(bm_shared_t *sh)
+{
+    while (sh->q_head && sh->puts_in_flight < MAX_IN_FLIGHT) {
+        qrec_t *q = sh->q_head;
+        if (send_put(sh, q->topic, q->key, q->time_ms, q->ttl_ms, q->value, q->len) != 0) {
+            drop_queue(sh); /* Redis went: everything is written back when it returns */
+            return;
+        }
+        sh->q_head = q->next;
+        if (!sh->q_head)
+            sh->q_tail = NULL;
+        sh->queued--;
+        free(q);
+    }
+}
+
+int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                  uint64_t ttl_ms, const char *value, size_t len)
+{
+    if (!bm_redis_up(sh->cmd)) {
+        sh->st.skipped++;
+        return BM_EUNAVAIL;
+    }
+    if (sh->puts_in_flight < MAX_IN_FLIGHT && !sh->q_head)
+        return send_put(sh, topic, key, time_ms, ttl_ms, value, len);
+    if (strlen(topic) >= sizeof(((qrec_t *)0)->topic) || strlen(key) >= sizeof(((qrec_t *)0)->key))
+        return BM_EINVAL;
+    qrec_t *q = sh->queued < MAX_QUEUED ? malloc(sizeof *q + len + 1) : NULL;
+    if (!q) {
+        sh->st.skipped++;
+        return BM_ENOMEM;
+    }
+    q->next = NULL;
+    q->time_ms = time_ms;
+    q->ttl_ms = ttl_ms;
+    q->len = len;
+    snprintf(q->topic, sizeof q->topic, "%s", topic);
+    snprintf(q->key, sizeof q->key, "%s", key);
+    memcpy(q->value, value, len);
+    q->value[len] = '\0';
+    if (sh->q_tail)
+        sh->q_tail->next = q;
+    else
+        sh->q_head = q;
+    sh->q_tail = q;
+    sh->queued++;
+    return 0;
 }
 
 /* ---- raw values (the shared cache) ----------------------------------------------------------- */
@@ -462,15 +555,16 @@ void bm_shared_status_json(bm_str_t *out, void *ud)
 #define U(x) ((unsigned long long)(x))
     bm_str_printf(out,
                   ",\"writes\":%llu,\"stored\":%llu,\"older_in_redis\":%llu,"
-                  "\"write_failures\":%llu,\"local_only\":%llu,\"loaded\":%llu,"
+                  "\"write_failures\":%llu,\"local_only\":%llu,\"queued\":%llu,\"loaded\":%llu,"
                   "\"received\":%llu,\"outages\":%llu,\"reconciles\":%llu,"
                   "\"cache\":{\"gets\":%llu,\"hits\":%llu,\"puts\":%llu},"
                   "\"redis\":{\"connects\":%llu,\"failures\":%llu,\"drops\":%llu,"
                   "\"commands\":%llu,\"timeouts\":%llu}}",
                   U(sh->st.writes), U(sh->st.stored), U(sh->st.older), U(sh->st.write_failures),
-                  U(sh->st.skipped), U(sh->st.loaded), U(sh->st.received), U(sh->st.outages),
-                  U(sh->st.reconciles), U(sh->st.raw_gets), U(sh->st.raw_hits), U(sh->st.raw_puts),
-                  U(r.connects), U(r.failures), U(r.drops), U(r.commands), U(r.timeouts));
+                  U(sh->st.skipped), U(sh->queued), U(sh->st.loaded), U(sh->st.received),
+                  U(sh->st.outages), U(sh->st.reconciles), U(sh->st.raw_gets), U(sh->st.raw_hits),
+                  U(sh->st.raw_puts), U(r.connects), U(r.failures), U(r.drops), U(r.commands),
+                  U(r.timeouts));
 #undef U
 }
 
@@ -480,5 +574,6 @@ void bm_shared_free(bm_shared_t *sh)
         return;
     bm_redis_free(sh->cmd);
     bm_redis_free(sh->sub);
+    drop_queue(sh);
     free(sh);
 }

@@ -202,6 +202,17 @@ class SharedState(unittest.TestCase):
         before = self.state(b)["received"]
         self.prepare(a, 4002, FEE(0x42))
         wait_for(lambda: self.state(b)["received"] > before, 5, what="B hearing A's record")
+        # a validator client's whole set at once: more writes than the window holds in flight
+        many = [{"validator_index": str(v), "fee_recipient": FEE(0x43)}
+                for v in range(20000, 23000)]
+        st, _, raw = self.post(a, "/eth/v1/validator/prepare_beacon_proposer", many)
+        self.assertEqual(st, 200, raw)
+        wait_for(lambda: self.state(b)["received"] >= before + 3001, 15,
+                 what="B hearing all 3000 preparations")
+        sa = self.state(a)
+        self.assertEqual(sa["queued"], 0)
+        self.assertEqual(sa["write_failures"], 0, sa)
+        self.assertGreaterEqual(len(self.redis.keys("%sdefault:replay.0:*" % PREFIX)), 3001)
         self.stop_mux(a)
         mark = self.restart_node(1, [b])
         self.wait_replayed(1, mark, 4002, FEE(0x42))
