@@ -3,7 +3,7 @@
  * sharing: the meaning of the shared records of one network. Topics:
  *   "replay.<kind>"  key: the entry's key in hex; value: the entry (bm_replay_entry_fn);
  *                    time: when the write that carried it was seen; kept until it expires.
- *   "producer"       key: the slot; value: "<upstream id> <state_root hex | ->"; kept an
+ *   "producer"       key: the slot; value: "<upstream id> <0x state_root | ->"; kept an
  *                    hour (the producer memory holds BM_PRODUCE_MEMORY_SLOTS slots).
  */
 #include "app/sharing.h"
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/url.h"
 #include "state/shared.h"
@@ -50,11 +51,7 @@ static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state
     if (!n)
         return;
     bm_str_t v = BM_STR_INIT;
-    bm_str_printf(&v, "%s ", n->id);
-    if (state_root)
-        bm_str_hex(&v, state_root, 32);
-    else
-        bm_str_putc(&v, '-');
+    bm_sharing_producer_format(&v, n->id, state_root);
     char key[24];
     snprintf(key, sizeof key, "%" PRIu64, slot);
     if (!v.oom && v.b)
@@ -73,27 +70,48 @@ static void on_up(void *ud)
 
 /* ---- Redis -> local ------------------------------------------------------------------------ */
 
-static int hexval(char c)
+void bm_sharing_producer_format(bm_str_t *out, const char *id, const uint8_t *state_root)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    bm_str_printf(out, "%s ", id);
+    if (state_root)
+        bm_str_hex(out, state_root, 32); /* "0x" and 64 digits */
+    else
+        bm_str_putc(out, '-');
+}
+
+int bm_sharing_producer_parse(const char *v, size_t len, char id[128], uint8_t state_root[32],
+                              bool *has_root)
+{
+    const char *sp = memchr(v, ' ', len);
+    if (!sp || sp == v || (size_t)(sp - v) >= 128)
+        return BM_EINVAL;
+    memcpy(id, v, (size_t)(sp - v));
+    id[sp - v] = '\0';
+    const char *root = sp + 1;
+    size_t rlen = len - (size_t)(root - v);
+    *has_root = false;
+    if (rlen == 1 && root[0] == '-')
+        return 0;
+    char text[BM_ROOT_HEX_LEN + 1];
+    if (rlen != BM_ROOT_HEX_LEN)
+        return BM_EINVAL;
+    memcpy(text, root, rlen);
+    text[rlen] = '\0';
+    if (bm_hex_to_root(text, state_root) != 0)
+        return BM_EINVAL;
+    *has_root = true;
+    return 0;
 }
 
 static void learn_producer(bm_sharing_t *s, const char *key, const char *v, size_t len)
 {
     char *end;
     uint64_t slot = strtoull(key, &end, 10);
-    const char *sp = memchr(v, ' ', len);
-    if (*end || end == key || !sp || (size_t)(sp - v) >= 128)
-        return;
     char id[128];
-    memcpy(id, v, (size_t)(sp - v));
-    id[sp - v] = '\0';
+    uint8_t sr[32];
+    bool has_root;
+    if (*end || end == key || bm_sharing_producer_parse(v, len, id, sr, &has_root) != 0)
+        return;
     const bm_node_t *n = bm_pool_find(s->pool, id);
     if (!n) {
         /* never contact anything from Redis that is not configured here */
@@ -102,15 +120,6 @@ static void learn_producer(bm_sharing_t *s, const char *key, const char *v, size
                        "configured here: ignored",
                        id);
         return;
-    }
-    const char *root = sp + 1;
-    size_t rlen = len - (size_t)(root - v);
-    uint8_t sr[32];
-    bool has_root = rlen == 64;
-    for (size_t i = 0; has_root && i < 32; i++) {
-        int hi = hexval(root[2 * i]), lo = hexval(root[2 * i + 1]);
-        has_root = hi >= 0 && lo >= 0;
-        sr[i] = (uint8_t)(hi << 4 | lo);
     }
     bm_produce_learn(s->produce, slot, (int)n->index, has_root ? sr : NULL);
 }

@@ -39,6 +39,14 @@ int bm_sharing_cache_get(void *ud, const char *key, size_t n, bm_cache_tier_done
 void bm_sharing_cache_put(void *ud, const char *key, size_t n, const char *rec, size_t len,
                           uint32_t ttl_ms);
 
+/** A producer record's value: "<upstream id> <0x state root>" or "<upstream id> -". */
+void bm_sharing_producer_format(bm_str_t *out, const char *id, const uint8_t *state_root);
+
+/** Reads a producer record's value back: the id (NUL-terminated) and the state root when
+ *  there is one (*has_root). Returns 0 or BM_EINVAL. */
+int bm_sharing_producer_parse(const char *v, size_t len, char id[128], uint8_t state_root[32],
+                              bool *has_root);
+
 /** The status page's "state" section (`ud` = the sharing). */
 void bm_sharing_status_json(bm_str_t *out, void *ud);
 

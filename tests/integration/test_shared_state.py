@@ -252,6 +252,7 @@ class SharedState(unittest.TestCase):
         self.assertGreaterEqual(times[1][0] - times[0][0], 350, times)
         producer = self.redis.command("GET", "%sdefault:producer:%d" % (PREFIX, slot))
         self.assertEqual(producer.split()[1], "n%d" % times[0][1], producer)
+        self.assertEqual(producer.split()[2], block["state_root"], producer)
 
     # ---- the shared cache --------------------------------------------------------------------
 
