@@ -3,6 +3,8 @@
  * sharing: the meaning of the shared records of one network. Topics:
  *   "replay.<kind>"  key: the entry's key in hex; value: the entry (bm_replay_entry_fn);
  *                    time: when the write that carried it was seen; kept until it expires.
+ *   "ssz"            key: "<upstream id>|<endpoint>"; value: "refused": a node answered 415 to
+ *                    an SSZ body there; kept an hour, as broadcast keeps it.
  *   "producer"       key: the slot; value: "<upstream id> <0x state_root | ->"; kept an
  *                    hour (the producer memory holds BM_PRODUCE_MEMORY_SLOTS slots).
  */
@@ -20,6 +22,7 @@
 #include "state/shared.h"
 
 #define PRODUCER_KEEP_MS 3600000u
+#define SSZ_KEEP_MS 3600000u /* broadcast's own memory of a refusal (ssz_memory_ms) */
 #define MIN_KEEP_MS 1000u
 
 struct bm_sharing {
@@ -27,6 +30,7 @@ struct bm_sharing {
     bm_pool_t *pool;
     bm_replay_t *replay;
     bm_produce_t *produce;
+    bm_broadcast_t *bcast;
     bm_shared_t *sh;
     bm_log_limit_t lim;
 };
@@ -58,6 +62,30 @@ static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state
         bm_shared_put(s->sh, "producer", key, bm_clock_wall_now(s->clock), PRODUCER_KEEP_MS,
                       v.b->data, v.b->len);
     bm_str_dispose(&v);
+}
+
+/* A node newly refusing SSZ on an endpoint: "<upstream id>|<endpoint>". */
+static void put_refusal(void *ud, size_t node, const char *pattern)
+{
+    bm_sharing_t *s = ud;
+    const bm_node_t *n = bm_pool_node(s->pool, node);
+    char key[256];
+    if (!n || snprintf(key, sizeof key, "%s|%s", n->id, pattern) >= (int)sizeof key)
+        return;
+    bm_shared_put(s->sh, "ssz", key, bm_clock_wall_now(s->clock), SSZ_KEEP_MS, "refused", 7);
+}
+
+static void learn_refusal(bm_sharing_t *s, const char *key)
+{
+    const char *bar = strchr(key, '|');
+    char id[128];
+    if (!bar || (size_t)(bar - key) >= sizeof id)
+        return;
+    memcpy(id, key, (size_t)(bar - key));
+    id[bar - key] = '\0';
+    const bm_node_t *n = bm_pool_find(s->pool, id);
+    if (n)
+        bm_broadcast_learn_ssz_refusal(s->bcast, (size_t)n->index, bar + 1);
 }
 
 /* Redis is back (or there for the first time): everything we remember goes there, newer
@@ -136,6 +164,8 @@ static void on_record(void *ud, const char *topic, const char *key, uint64_t tim
         bm_replay_restore(s->replay, (bm_replay_kind_t)kind, value, len, time_ms);
     } else if (strcmp(topic, "producer") == 0) {
         learn_producer(s, key, value, len);
+    } else if (strcmp(topic, "ssz") == 0) {
+        learn_refusal(s, key);
     }
 }
 
@@ -159,7 +189,7 @@ void bm_sharing_cache_put(void *ud, const char *key, size_t n, const char *rec, 
 
 bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config_t *cfg,
                              const char *network, bm_pool_t *pool, bm_replay_t *replay,
-                             bm_produce_t *produce)
+                             bm_produce_t *produce, bm_broadcast_t *bcast)
 {
     const bm_config_redis_t *rc = &cfg->state.redis;
     bm_shared_opts_t o;
@@ -186,6 +216,7 @@ bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config
     s->pool = pool;
     s->replay = replay;
     s->produce = produce;
+    s->bcast = bcast;
     s->sh = bm_shared_new(loop, clock, &o, on_record, on_up, s);
     memset(&o, 0, sizeof o); /* the password */
     if (!s->sh) {
@@ -194,6 +225,7 @@ bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config
     }
     bm_replay_on_entry(replay, put_entry, s);
     bm_produce_on_remember(produce, put_producer, s);
+    bm_broadcast_on_ssz_refusal(bcast, put_refusal, s);
     return s;
 }
 
@@ -209,6 +241,7 @@ void bm_sharing_free(bm_sharing_t *s)
         return;
     bm_replay_on_entry(s->replay, NULL, NULL);
     bm_produce_on_remember(s->produce, NULL, NULL);
+    bm_broadcast_on_ssz_refusal(s->bcast, NULL, NULL);
     bm_shared_free(s->sh);
     free(s);
 }

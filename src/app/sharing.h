@@ -4,7 +4,8 @@
  * redis (docs/high-availability.md): the replay memory (every entry a write stores, and
  * every entry another instance stored, given to bm_replay_restore) and the producer memory
  * (slot -> the node that produced the block served, by its configured id: a record naming
- * no configured upstream is ignored), and the response cache's second tier. The transport is
+ * no configured upstream is ignored), the nodes' SSZ refusals per endpoint (broadcast's
+ * memory), and the response cache's second tier. The transport is
  * state/shared.h; this module only says what a record means, on both sides.
  */
 #ifndef BM_SHARING_H
@@ -16,6 +17,7 @@
 #include "base/buf.h"
 #include "base/clock.h"
 #include "cluster/pool.h"
+#include "duties/broadcast.h"
 #include "duties/produce.h"
 #include "duties/replay.h"
 #include "edge/cache.h"
@@ -29,7 +31,7 @@ typedef struct bm_sharing bm_sharing_t;
  */
 bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config_t *cfg,
                              const char *network, bm_pool_t *pool, bm_replay_t *replay,
-                             bm_produce_t *produce);
+                             bm_produce_t *produce, bm_broadcast_t *bcast);
 
 /** The response cache's second tier (bm_cache_tier_t, `ud` = the sharing): entries under
  *  "<prefix><network>:cache:<cache key>", immutable ones without expiry, chain-relative ones

@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -253,6 +254,32 @@ class SharedState(unittest.TestCase):
         producer = self.redis.command("GET", "%sdefault:producer:%d" % (PREFIX, slot))
         self.assertEqual(producer.split()[1], "n%d" % times[0][1], producer)
         self.assertEqual(producer.split()[2], block["state_root"], producer)
+
+    # ---- SSZ refusals ---------------------------------------------------------------------------
+
+    def test_ssz_refusal_seen_by_a_is_known_to_b(self):
+        a, b = self.start_mux(), self.start_mux()
+        self.sim.put_node(1, {"no_ssz": True})
+        try:
+            fork = self.sim.truth()["fork"]
+            single = struct.pack("<QQ", 0, 3) + b"\x00" * 128 + b"\xcc" * 96  # SingleAttestation
+            path = "/eth/v2/beacon/pool/attestations"
+            headers = {"Content-Type": "application/octet-stream", "Eth-Consensus-Version": fork}
+            before = self.state(b)["received"]
+            st, _, raw = a.request("POST", path, single, headers)
+            self.assertEqual(st, 415, raw)  # n1 refused it: A tells the client to resend JSON
+            wait_for(lambda: self.redis.keys("%sdefault:ssz:n1|%s" % (PREFIX, path)), 5,
+                     what="the refusal in redis")
+            wait_for(lambda: self.state(b)["received"] > before, 5, what="B hearing it")
+            # B never saw n1 refuse, yet answers 415 at once: nothing is sent to any node
+            marks = [self.sim.submissions(i)["last_seq"] for i in range(3)]
+            st, _, raw = b.request("POST", path, single, headers)
+            self.assertEqual(st, 415, raw)
+            self.assertEqual([[s for s in self.sim.submissions(i, since=marks[i])["data"]
+                               if s["route"] == "submitPoolAttestationsV2"] for i in range(3)],
+                             [[], [], []])
+        finally:
+            self.sim.put_node(1, {"no_ssz": False})
 
     # ---- the shared cache --------------------------------------------------------------------
 
