@@ -302,7 +302,7 @@ static void data_observe(bm_race_t *r, const bm_race_answer_t *an, void *ud)
     (void)r;
     rctx_t *c = ud;
     bm_attest_data_t d;
-    if (!an->err && bm_race_2xx(an->status) &&
+    if (!an->err && bm_status_2xx(an->status) &&
         bm_attest_parse_data(an->headers, an->body, &d) == 0 && d.slot == c->slot)
         book_note(c, an, &d.checkpoints);
 }
@@ -418,7 +418,7 @@ static double payload_score(const bm_race_answer_t *an, void *ud)
 
 static bool judged_accepted(rctx_t *c, const bm_race_answer_t *an)
 {
-    if (an->err || !bm_race_2xx(an->status))
+    if (an->err || !bm_status_2xx(an->status))
         return false;
     switch (c->ep) {
     case EP_DATA:
@@ -438,7 +438,7 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     rctx_t *c = ctx;
     bm_attest_t *a = c->a;
     bm_attest_data_t d;
-    if (c->ep == EP_DATA && !an->err && bm_race_2xx(an->status) &&
+    if (c->ep == EP_DATA && !an->err && bm_status_2xx(an->status) &&
         bm_attest_parse_data(an->headers, an->body, &d) == 0 &&
         !bm_checkpoints_agreed(a->book, &d.checkpoints))
         bm_checkpoints_served(a->book, &d.checkpoints);

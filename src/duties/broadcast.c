@@ -366,7 +366,7 @@ static void respond(wctx_t *c, int status, const bm_hdrs_t *hdrs, bm_buf_t *body
     bm_req_t *req = c->req;
     c->req = NULL;
     c->client_status = status;
-    if (bm_race_2xx(status))
+    if (bm_status_2xx(status))
         c->b->stats.answered_2xx++;
     else
         c->b->stats.answered_error++;
@@ -521,7 +521,7 @@ static void on_write_observe(bm_race_t *r, const bm_race_answer_t *a, void *ud)
     if (a->err || !a->node || a->node->index < 0)
         return;
     bm_indexed_add(c->merge, (size_t)a->node->index, a->node->id, a->status, a->body);
-    if (c->req && !bm_race_2xx(a->status) && bm_indexed_active(c->merge) &&
+    if (c->req && !bm_status_2xx(a->status) && bm_indexed_active(c->merge) &&
         bm_indexed_all_taken(c->merge) &&
         !(c->ssz && (c->r415.set || c->skipped_refusers || a->status == 415)))
         respond_merged(c);
@@ -579,7 +579,7 @@ static void on_write_answer(wctx_t *c, int p, const bm_race_answer_t *a)
     scan_415(c, c->race[p]);
     if (!c->req)
         return;
-    if (bm_race_2xx(a->status) && !a->err && a->node) {
+    if (bm_status_2xx(a->status) && !a->err && a->node) {
         /* a non-gossip write that a node refused as SSZ: the client must resend JSON */
         if (c->rt->cls != BM_BCAST_PUBLISH && c->r415.set)
             respond_kept(c, &c->r415);
@@ -623,7 +623,7 @@ static void feed_replay(wctx_t *c)
 static void on_feed_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
 {
     (void)w;
-    if (!a->err && a->node && bm_race_2xx(a->status))
+    if (!a->err && a->node && bm_status_2xx(a->status))
         feed_replay(ud);
 }
 
@@ -635,7 +635,7 @@ static void on_write_complete(wctx_t *c, int p, const bm_race_answer_t *v, size_
     bool debug = bm_log_enabled(BM_LOG_DEBUG);
     for (size_t i = 0; i < n; i++) {
         const bm_race_answer_t *a = &v[i];
-        bool ok = !a->err && bm_race_2xx(a->status);
+        bool ok = !a->err && bm_status_2xx(a->status);
         any_2xx |= ok;
         if (ok)
             b->stats.node_deliveries++;
@@ -646,7 +646,7 @@ static void on_write_complete(wctx_t *c, int p, const bm_race_answer_t *v, size_
             if (a->status == 415) {
                 if (!c->r415.set)
                     kept_set(&c->r415, a, 1);
-                if (bm_race_2xx(c->client_status)) {
+                if (bm_status_2xx(c->client_status)) {
                     /* the client will not resend: gossip carries pool objects to that node,
                      * and replay gives it the node-local state as JSON */
                     b->stats.ssz_refused_late++;

@@ -456,7 +456,7 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     pctx_t *c = ctx;
     bm_produce_t *p = c->p;
     bm_produce_block_t b;
-    bool ok2xx = !an->err && bm_race_2xx(an->status);
+    bool ok2xx = !an->err && bm_status_2xx(an->status);
     if (ok2xx && an->node) {
         bool readable = parsed(c, an, &b) == 0;
         remember(p, c->slot, an->node->index, readable ? &b : NULL);

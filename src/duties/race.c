@@ -592,7 +592,7 @@ static void take_answer(bm_race_t *r, slot_t *s, ans_t *an, uint64_t now)
     if (r->state != RS_RUNNING)
         return;
     const bm_race_policy_t *p = &r->pol;
-    if (an->a.err || !bm_race_2xx(an->a.status)) {
+    if (an->a.err || !bm_status_2xx(an->a.status)) {
         if (!an->a.err)
             consider_fallback(r, an, rank_of(an->a.status));
         if (p->reask_failures && retryable(&an->a))
@@ -643,7 +643,7 @@ void bm_race_describe(bm_str_t *m, const bm_race_answer_t *a)
         bm_str_puts(m, bm_strerror(a->err));
         return;
     }
-    if (bm_race_2xx(a->status)) {
+    if (bm_status_2xx(a->status)) {
         bm_str_printf(m, "%d, not usable", a->status);
         return;
     }

@@ -1083,8 +1083,6 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
     srv->handler = handler;
     srv->ud = ud;
     srv->port = -1;
-    srv->log_lim.window_ms = 10000;
-    srv->log_lim.burst = 5;
 
     uv_tcp_init(loop, &srv->listener);
     uv_timer_init(loop, &srv->grace);

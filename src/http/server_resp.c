@@ -13,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <time.h>
 
+#include "base/buf.h"
 #include "base/clock.h"
 #include "base/defaults.h"
 #include "base/err.h"
@@ -91,13 +92,7 @@ static char *put(char *w, const void *p, size_t n)
 
 static char *put_u64(char *w, uint64_t v)
 {
-    char tmp[24];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return put(w, tmp + i, sizeof tmp - i);
+    return w + bm_u64_dec(w, v);
 }
 
 static char *put_hex(char *w, uint64_t v)

@@ -53,6 +53,17 @@ def sleep_until(t_ms):
         time.sleep(d)
 
 
+def port_of(url):
+    """The port of a node's URL (http://127.0.0.1:PORT[/...])."""
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+def upstreams_yaml(nodes):
+    """The upstreams section naming the nodes n0, n1, ... in order."""
+    return "upstreams:\n" + "".join("  - id: n%d\n    url: %s\n" % (i, u)
+                                    for i, u in enumerate(nodes))
+
+
 class Proc:
     """A child process whose stderr is collected in a background thread."""
 
