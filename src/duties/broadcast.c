@@ -366,10 +366,13 @@ static void respond(wctx_t *c, int status, const bm_hdrs_t *hdrs, bm_buf_t *body
     bm_req_t *req = c->req;
     c->req = NULL;
     c->client_status = status;
-    if (bm_status_2xx(status))
+    if (bm_status_2xx(status)) {
         c->b->stats.answered_2xx++;
-    else
+        bm_hist_add(&c->b->stats.first_2xx,
+                    (double)(bm_clock_mono_us() - bm_req_start_us(req)) / 1e6);
+    } else {
         c->b->stats.answered_error++;
+    }
     leave_waits(c);
     bm_resp_send(req, status, NULL, body, hdrs);
     ctx_unref(c);
@@ -581,10 +584,12 @@ static void on_write_answer(wctx_t *c, int p, const bm_race_answer_t *a)
         return;
     if (bm_status_2xx(a->status) && !a->err && a->node) {
         /* a non-gossip write that a node refused as SSZ: the client must resend JSON */
-        if (c->rt->cls != BM_BCAST_PUBLISH && c->r415.set)
+        if (c->rt->cls != BM_BCAST_PUBLISH && c->r415.set) {
             respond_kept(c, &c->r415);
-        else
+        } else {
+            bm_req_add_upstream(c->req, a->node->index);
             respond(c, a->status, a->headers, a->body);
+        }
         return;
     }
     int rank = rank_of(a);
@@ -637,10 +642,13 @@ static void on_write_complete(wctx_t *c, int p, const bm_race_answer_t *v, size_
         const bm_race_answer_t *a = &v[i];
         bool ok = !a->err && bm_status_2xx(a->status);
         any_2xx |= ok;
+        size_t ni = a->node ? (size_t)a->node->index : BM_BROADCAST_NODE_STATS;
         if (ok)
             b->stats.node_deliveries++;
         else
             b->stats.node_failures++;
+        if (ni < BM_BROADCAST_NODE_STATS)
+            (ok ? b->stats.deliveries_by : b->stats.failures_by)[ni]++;
         if (!a->err && c->ssz) {
             mem_learn(b, a->node, c->route, a->status);
             if (a->status == 415) {
@@ -883,6 +891,8 @@ static void on_read_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void 
     wctx_t *c = ud;
     (void)w;
     c->w[0] = NULL;
+    if (c->req && a->node)
+        bm_req_add_upstream(c->req, a->node->index);
     respond(c, a->status, a->headers, a->body);
 }
 
@@ -964,6 +974,11 @@ int bm_broadcast_register(bm_broadcast_t *b, bm_router_t *r)
 
 /* ---- lifetime ------------------------------------------------------------------------------- */
 
+/* Seconds to a write's first 2xx: a node on the LAN answers within milliseconds, a block
+ * publication takes up to a second or two. */
+static const double first_2xx_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                          0.1,   0.25,   0.5,   1,    2};
+
 bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
                                  bm_replay_t *replay, const bm_broadcast_opts_t *opts)
 {
@@ -972,6 +987,8 @@ bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_p
     bm_broadcast_t *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
+    bm_hist_init(&b->stats.first_2xx, first_2xx_bounds,
+                 sizeof first_2xx_bounds / sizeof first_2xx_bounds[0]);
     bm_link_init(&b->ctxs);
     bm_broadcast_opts_t def;
     bm_broadcast_opts_default(&def);

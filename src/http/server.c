@@ -824,6 +824,7 @@ static void dispatch(conn_t *c)
     c->drain_armed = c->pending > srv->opts.write_high_water;
     clear_deadline(c);
     bm_srv_conn_hold(c); /* the request's reference, dropped when it ends */
+    srv->stats.requests++;
     srv->handler(r, srv->ud);
 }
 
@@ -955,7 +956,10 @@ static void on_connection(uv_stream_t *ls, int status)
         c->parser = bm_http1_new(&srv->lim, &parser_cbs, c);
         refuse = c->parser == NULL;
     }
+    if (rc == 0)
+        srv->stats.accepted++;
     if (refuse) {
+        srv->stats.refused += rc == 0;
         if (c->counted)
             bm_peers_release(srv->peers, c->peer);
         c->counted = false;
@@ -1142,6 +1146,17 @@ int bm_server_port(const bm_server_t *srv)
 size_t bm_server_connection_count(const bm_server_t *srv)
 {
     return srv->nconns;
+}
+
+void bm_server_stats(const bm_server_t *srv, bm_server_stats_t *out)
+{
+    *out = srv->stats;
+}
+
+void bm_server_on_end(bm_server_t *srv, void (*fn)(const bm_req_summary_t *s, void *ud), void *ud)
+{
+    srv->on_end = fn;
+    srv->on_end_ud = ud;
 }
 
 static void on_srv_handle_closed(uv_handle_t *h)

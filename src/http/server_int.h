@@ -79,6 +79,13 @@ struct bm_req {
     bool aborted;       /* the abort callback ran (or was due with none registered) */
     bool started;
     bool suppress_body; /* HEAD, 204, 304 */
+    int status;         /* the status sent (for the summary) */
+    uint64_t body_bytes;
+    uint64_t upstreams;
+    const char *route_class;
+    void *scope;        /* bm_req_set_scope */
+    size_t masked_path; /* bm_req_mask_path_prefix */
+    char client[64];    /* bm_req_set_client; "": the peer */
 };
 
 /*
@@ -178,6 +185,9 @@ struct bm_server {
     char date[64]; /* "Date: ...\r\n" */
     size_t date_len;
     bm_log_limit_t log_lim;
+    bm_server_stats_t stats;
+    void (*on_end)(const bm_req_summary_t *s, void *ud);
+    void *on_end_ud;
 };
 
 /* ---- across the parts ----------------------------------------------------------------------- */
