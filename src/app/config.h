@@ -120,6 +120,7 @@ typedef struct bm_config_server {
     uint32_t shutdown_timeout_ms; /* bound for in-flight requests on SIGTERM */
     char **allowed_clients;       /* owned CIDR blocks; none: every client address */
     size_t n_allowed_clients;
+    bool reuse_port; /* SO_REUSEPORT on the listener (upgrades beside the old process) */
 } bm_config_server_t;
 
 typedef struct bm_config_timeouts {
@@ -353,6 +354,7 @@ typedef struct bm_config {
     char *listen_host;             /* owned; IPv4/IPv6 literal (no brackets) or "localhost" */
     uint16_t listen_port;          /* 0 lets the system pick (tests) */
     char *genesis_validators_root; /* owned; "0x" + 64 lowercase hex digits, or NULL */
+    char *state_dir; /* owned; where state survives restarts (app/statedir.h); NULL or "": none */
     bm_config_log_t log;
     bm_config_upstream_t *upstreams; /* owned array of n_upstreams */
     size_t n_upstreams;

@@ -630,6 +630,7 @@ static const bm_cfg_key_t server_keys[] = {
     DURATION(T, "shutdownTimeout", shutdown_timeout_ms, 0, D_MAX,
              BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
     STRINGS(T,  "allowedClients",  allowed_clients, n_allowed_clients, 256, bm_cidr_problem),
+    BOOL(T,     "reusePort",       reuse_port,          false),
 };
 #undef T
 
@@ -901,6 +902,17 @@ static const bm_cfg_key_t network_keys[] = {
 #undef T
 const bm_cfg_section_t bm_cfg_network = SECTION_OF(bm_config_t, network_keys, network_finish);
 
+/* stateDir: an absolute directory path; whether it exists and is writable is checked at
+ * start (systemd's StateDirectory= creates it only then). */
+static const char *state_dir_problem(const char *v)
+{
+    if (v[0] && v[0] != '/') /* "" means none */
+        return "must be an absolute path";
+    if (strlen(v) > 3072)
+        return "is too long";
+    return NULL;
+}
+
 #define T bm_config_t
 static const bm_cfg_key_t root_keys[] = {
     LISTEN(T,  "listen", listen_host, listen_port, BM_DEFAULT_LISTEN_HOST, BM_DEFAULT_LISTEN_PORT),
@@ -933,6 +945,7 @@ static const bm_cfg_key_t root_keys[] = {
     STRINGS(T, "trustedProxies", trusted_proxies, n_trusted_proxies, 256, bm_cidr_problem),
     SECTION(T, "auth",      auth,       bm_config_auth_t,       bm_cfg_auth),
     SECTION(T, "state",     state,      bm_config_state_t,      bm_cfg_state),
+    TEXT(T,    "stateDir",  state_dir, state_dir_problem, BM_CFG_EMPTY_NONE),
     LIST(T,    "networks",  networks,   bm_config_t,            n_networks, bm_cfg_network, 64),
 };
 #undef T
@@ -1295,7 +1308,7 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw
             snprintf(msg, n, "%s %s %s", k->name, q.s, why);
             return false;
         }
-        return set_string(str_field(k, obj), v, false, msg, n);
+        return set_string(str_field(k, obj), v, k->flags & BM_CFG_EMPTY_NONE, msg, n);
     case BM_CFG_SECTION:
     case BM_CFG_LIST:
     case BM_CFG_MAP:

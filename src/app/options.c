@@ -34,6 +34,7 @@
     B(server.max_connections,            server.max_connections)                                   \
     B(server.max_connections_per_client, server.max_connections_per_client)                        \
     B(server.send_timeout_ms,            server.send_timeout_ms)                                   \
+    B(server.reuse_port,                 server.reuse_port)                                        \
     /* timeouts.connect: every module that connects to nodes */                                    \
     B(timeouts.connect_ms,               discovery.connect_timeout_ms)                             \
     B(timeouts.connect_ms,               readpath.connect_timeout_ms)                              \

@@ -154,8 +154,23 @@ bm_ssz_support_t bm_broadcast_ssz_support(const bm_broadcast_t *b, size_t node, 
 void bm_broadcast_forget_node(bm_broadcast_t *b, size_t node);
 
 /** Pool state listener (`ud` = the broadcast): a node that comes back from unknown or
- *  unreachable is forgotten (bm_broadcast_forget_node). */
+ *  unreachable is forgotten (bm_broadcast_forget_node), except the first time after
+ *  bm_broadcast_import_ssz restored refusals of it (its first discovery after a restart). */
 void bm_broadcast_node_state(bm_node_t *node, bm_node_state_t old, void *ud);
+
+/**
+ * State kept across restarts (app/statedir.h): appends the SSZ refusals still remembered
+ * as one JSON array [{"node":id,"method":"POST","route":pattern,"sinceMs":"wall ms"}].
+ * Returns 0 or BM_ENOMEM.
+ */
+int bm_broadcast_export_ssz(const bm_broadcast_t *b, uint64_t now_ms, bm_str_t *out);
+
+/**
+ * Restores what bm_broadcast_export_ssz wrote: refusals of nodes (by id) and routes still
+ * configured and younger than `ssz_memory_ms` at `now_ms` (wall). Returns how many, or
+ * BM_EINVAL when `json` is not such an array (nothing restored).
+ */
+int bm_broadcast_import_ssz(bm_broadcast_t *b, const char *json, size_t len, uint64_t now_ms);
 
 /** What the policy did so far. */
 #define BM_BROADCAST_NODE_STATS 64

@@ -812,3 +812,93 @@ bool bm_replay_busy(const bm_replay_t *rp, size_t index)
         return false;
     return rp->nodes[index].running || rp->nodes[index].due_ms != 0;
 }
+
+/* ---- state kept across restarts (app/statedir.h) -------------------------------------------- */
+
+/* The keys of the exported object, one per kind; stable: they are in state files. */
+static const char *const KIND_KEY[BM_REPLAY_KIND_COUNT] = {
+    "preparations", "registrations", "preferences", "committeeSubscriptions", "syncSubscriptions"};
+
+int bm_replay_export(const bm_replay_t *rp, uint64_t now_ms, bm_str_t *out)
+{
+    if (!rp)
+        return BM_EINVAL;
+    now_t now = bm_rp_now_at(rp, now_ms);
+    bm_str_putc(out, '{');
+    for (int kind = 0; kind < BM_REPLAY_KIND_COUNT; kind++) {
+        const table_t *t = &rp->tab[kind];
+        bm_str_printf(out, "%s\"%s\":[", kind ? "," : "", KIND_KEY[kind]);
+        size_t k = 0;
+        for (size_t i = 0; i < t->n_ents; i++) {
+            const ehdr_t *h = bm_rp_ent_at(t, i);
+            if (!h->live || bm_rp_expired(rp, kind, h, &now))
+                continue;
+            bm_str_puts(out, k++ ? ",{\"seenMs\":\"" : "{\"seenMs\":\"");
+            bm_str_u64(out, h->seen_ms);
+            bm_str_putc(out, '"');
+            if (kind == BM_REPLAY_PREFERENCES) {
+                const char *fork = ((const pref_e *)h)->fork;
+                bm_str_puts(out, ",\"fork\":");
+                bm_str_json_string(out, fork, strlen(fork));
+            }
+            bm_str_puts(out, ",\"item\":");
+            bm_rp_render(out, kind, h);
+            bm_str_putc(out, '}');
+        }
+        bm_str_putc(out, ']');
+    }
+    bm_str_putc(out, '}');
+    return out->oom ? BM_ENOMEM : 0;
+}
+
+/* One exported entry back into its table, with the time it was last sent (never later than
+ * now), so that it expires when it would have without the restart. */
+static int import_entry(bm_replay_t *rp, int kind, json_object *e, uint64_t now_ms)
+{
+    uint64_t seen;
+    json_object *item, *fork = NULL;
+    if (!json_object_is_type(e, json_type_object) || bm_json_get_u64(e, "/seenMs", &seen) != 0 ||
+        !json_object_object_get_ex(e, "item", &item) ||
+        !json_object_is_type(item, json_type_object))
+        return 0;
+    const char *fork_name = NULL;
+    if (kind == BM_REPLAY_PREFERENCES) {
+        if (!json_object_object_get_ex(e, "fork", &fork) ||
+            !json_object_is_type(fork, json_type_string) || json_object_get_string_len(fork) == 0 ||
+            json_object_get_string_len(fork) > FORK_MAX)
+            return 0;
+        fork_name = json_object_get_string(fork);
+    }
+    now_t at = bm_rp_now_at(rp, seen < now_ms ? seen : now_ms);
+    item_t it = {item, NULL};
+    return put_item(rp, (bm_replay_kind_t)kind, &it, fork_name, &at);
+}
+
+int bm_replay_import(bm_replay_t *rp, const char *json, size_t len, uint64_t now_ms)
+{
+    json_object *doc = NULL;
+    if (!rp || bm_json_parse(json, len, 0, &doc, NULL) != 0)
+        return BM_EINVAL;
+    for (int kind = 0; kind < BM_REPLAY_KIND_COUNT; kind++) {
+        if (rp->tab[kind].live) { /* what this process holds is newer than any file */
+            json_object_put(doc);
+            return 0;
+        }
+    }
+    if (!json_object_is_type(doc, json_type_object)) {
+        json_object_put(doc);
+        return BM_EINVAL;
+    }
+    int n = 0;
+    for (int kind = 0; kind < BM_REPLAY_KIND_COUNT; kind++) {
+        json_object *arr;
+        if (!json_object_object_get_ex(doc, KIND_KEY[kind], &arr) ||
+            !json_object_is_type(arr, json_type_array))
+            continue;
+        for (size_t i = 0; i < json_object_array_length(arr); i++)
+            n += import_entry(rp, kind, json_object_array_get_idx(arr, i), now_ms);
+    }
+    json_object_put(doc);
+    size_t gone = bm_replay_sweep(rp, now_ms); /* what expired while beaconmux was down */
+    return n > (int)gone ? n - (int)gone : 0;
+}

@@ -143,6 +143,24 @@ uint64_t bm_replay_evicted(const bm_replay_t *rp, bm_replay_kind_t kind);
 int bm_replay_dump(const bm_replay_t *rp, bm_replay_kind_t kind, uint64_t now_ms, bm_str_t *out);
 
 /**
+ * State kept across restarts (app/statedir.h): appends every live entry of every kind to
+ * `out` as one JSON object {"preparations":[{"seenMs":"N","item":{...}}, ...], ...}, each
+ * item in its endpoint's request shape with the wall time it was last sent (preferences
+ * also carry their fork). Returns 0 or BM_ENOMEM.
+ */
+int bm_replay_export(const bm_replay_t *rp, uint64_t now_ms, bm_str_t *out);
+
+/**
+ * Restores what bm_replay_export wrote, each entry with its own last-sent time (so it
+ * expires as it would have), then sweeps what expired by `now_ms`. Entries it cannot read
+ * are skipped; caps apply. Only an empty state is restored (at start): entries this
+ * process already holds are newer than any file, so then nothing is imported (0).
+ * Returns the entries restored and still live, or BM_EINVAL when `json` is not
+ * such an object (nothing restored).
+ */
+int bm_replay_import(bm_replay_t *rp, const char *json, size_t len, uint64_t now_ms);
+
+/**
  * Replays everything to `node` after the debounce (`why` is logged; static string). A
  * replay already running for the node is run again once it finished. Wrong-network nodes
  * are never replayed to.

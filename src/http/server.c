@@ -33,12 +33,15 @@
  */
 #include "http/server.h"
 
+#include <errno.h>
 #include <linux/sockios.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "base/clock.h"
@@ -84,6 +87,7 @@ void bm_server_opts_default(bm_server_opts_t *o)
     o->body_deadline_ms = BM_DEFAULT_SERVER_BODY_DEADLINE_MS;
     o->send_timeout_ms = BM_DEFAULT_SERVER_SEND_TIMEOUT_MS;
     o->write_high_water = 1024 * 1024;
+    o->reuse_port = false;
 }
 
 /* ---- input buffer pool ------------------------------------------------------------- */
@@ -1103,6 +1107,27 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
     return srv;
 }
 
+/* SO_REUSEPORT must be set before bind, so the listener's socket is made here and given
+ * to libuv (1.44 has no flag for it). Returns 0 or a libuv error code. */
+static int open_reuse_port(bm_server_t *srv, int family)
+{
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return uv_translate_sys_error(errno);
+    int on = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) {
+        int e = errno;
+        close(fd);
+        return uv_translate_sys_error(e);
+    }
+    int rc = uv_tcp_open(&srv->listener, fd);
+    if (rc < 0)
+        close(fd);
+    return rc;
+}
+
+static int listening(bm_server_t *srv, const char *host);
+
 int bm_server_listen(bm_server_t *srv, const char *host, int port)
 {
     if (srv->listening || srv->shutting_down || srv->freeing || port < 0 || port > 65535)
@@ -1122,13 +1147,37 @@ int bm_server_listen(bm_server_t *srv, const char *host, int port)
         bm_log(BM_LOG_ERROR, "server: cannot listen on '%s': not an IP address", host);
         return BM_EINVAL;
     }
-    int rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
+    int rc = srv->opts.reuse_port ? open_reuse_port(srv, ss.ss_family) : 0;
+    if (rc == 0)
+        rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&srv->listener, 511, on_connection);
     if (rc < 0) {
         bm_log(BM_LOG_ERROR, "server: cannot listen on %s:%d: %s", host, port, uv_strerror(rc));
         return bm_err_from_uv(rc);
     }
+    return listening(srv, host);
+}
+
+int bm_server_listen_fd(bm_server_t *srv, int fd)
+{
+    if (srv->listening || srv->shutting_down || srv->freeing || fd < 0)
+        return BM_EINVAL;
+    int rc = uv_tcp_open(&srv->listener, fd);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&srv->listener, 511, on_connection);
+    if (rc < 0) {
+        bm_log(BM_LOG_ERROR, "server: cannot listen on the socket handed over (fd %d): %s", fd,
+               uv_strerror(rc));
+        return bm_err_from_uv(rc);
+    }
+    return listening(srv, "the socket handed over");
+}
+
+/* The bound port, for logs and bm_server_port. */
+static int listening(bm_server_t *srv, const char *host)
+{
+    struct sockaddr_storage ss;
     int sl = sizeof ss;
     if (uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &sl) == 0)
         srv->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
@@ -1199,6 +1248,13 @@ void bm_server_shutdown(bm_server_t *srv, uint32_t grace_ms,
         if (c->req.owned || c->st >= CONN_FINISHING)
             continue; /* closes after its answer, or is closing already */
         if (bm_http1_phase(c->parser) == BM_HTTP1_IDLE && c->pending == 0) {
+            /* A connection accepted a moment ago whose request is still on its way: closing
+             * it would fail a request the client sent correctly (its connect raced the
+             * shutdown). It gets its one answer (keep_alive is off), within the header
+             * timeout and the grace period. A keep-alive connection between requests is
+             * closed: a client retries a request on a reused connection that closes. */
+            if (c->fresh && c->in_len == c->in_off)
+                continue;
             bm_srv_conn_close(c); /* idle */
             continue;
         }
