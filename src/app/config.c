@@ -410,6 +410,10 @@ int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err)
     }
     if (check_keys(&bm_cfg_root, cfg, "", err) != 0 || check_auth(cfg, err) != 0)
         return BM_EINVAL;
+    if (cfg->state.driver == BM_STATE_REDIS && !cfg->state.redis.url) {
+        bm_cfg_err(err, "state.driver is redis: give state.redis.url");
+        return BM_EINVAL;
+    }
     if (cfg->n_networks == 0)
         return validate_network(cfg, err);
     if (cfg->n_upstreams) {

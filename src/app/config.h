@@ -328,6 +328,26 @@ typedef struct bm_config_auth {
     size_t n_keys;
 } bm_config_auth_t;
 
+/** state.driver: where the state several instances share lives (docs/high-availability.md) */
+typedef enum bm_state_driver {
+    BM_STATE_LOCAL = 0, /* each instance alone (the default) */
+    BM_STATE_REDIS,     /* shared through Redis: state.redis */
+} bm_state_driver_t;
+
+/** state.redis */
+typedef struct bm_config_redis {
+    char *url;           /* owned; "redis://[user:password@]host[:port][/db]", masked in messages */
+    char *password;      /* owned; never logged nor dumped unmasked; overrides the URL's */
+    char *prefix;        /* owned; key prefix, NULL: "beaconmux:" */
+    uint32_t timeout_ms; /* connect and per-command deadline */
+} bm_config_redis_t;
+
+/** state */
+typedef struct bm_config_state {
+    bm_state_driver_t driver;
+    bm_config_redis_t redis;
+} bm_config_state_t;
+
 /** The whole configuration. Create with bm_config_new/_parse/_load, free with bm_config_free. */
 typedef struct bm_config {
     char *path;                    /* owned; the file it was loaded from, or NULL */
@@ -363,6 +383,7 @@ typedef struct bm_config {
     char **trusted_proxies; /* owned CIDR blocks */
     size_t n_trusted_proxies;
     bm_config_auth_t auth;
+    bm_config_state_t state;
     /*
      * networks[]: each entry is a bm_config_t of which only the per-network keys are set
      * (id, upstreams, genesisValidatorsRoot, routing, failsafe, cache, routeRules,

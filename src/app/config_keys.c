@@ -944,6 +944,7 @@ static const bm_cfg_key_t root_keys[] = {
     SECTION(T, "rateLimit", rate_limit, bm_config_rate_limit_t, bm_cfg_rate_limit),
     STRINGS(T, "trustedProxies", trusted_proxies, n_trusted_proxies, 256, bm_cidr_problem),
     SECTION(T, "auth",      auth,       bm_config_auth_t,       bm_cfg_auth),
+    SECTION(T, "state",     state,      bm_config_state_t,      bm_cfg_state),
     TEXT(T,    "stateDir",  state_dir, state_dir_problem, BM_CFG_EMPTY_NONE),
     LIST(T,    "networks",  networks,   bm_config_t,            n_networks, bm_cfg_network, 64),
 };

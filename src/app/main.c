@@ -27,6 +27,7 @@
 #include "app/fdlimit.h"
 #include "app/network.h"
 #include "app/options.h"
+#include "app/sharedlimit.h"
 #include "app/systemd.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -47,6 +48,7 @@ typedef struct app {
     size_t n_net;
     size_t draining; /* networks whose writes are still draining */
     bm_front_t *front;
+    bm_sharedlimit_t *limits; /* state.driver redis: the global buckets shared */
     bm_server_t *server;
     bm_observe_set_t observed;   /* every network's observe, for one /metrics */
     bm_router_t *global_router;  /* several networks: the merged /metrics on the API listener */
@@ -251,6 +253,8 @@ static int build(app_t *a)
             return BM_EINVAL;
     if ((rc = build_front(a)) != 0)
         return rc;
+    if (c->state.driver == BM_STATE_REDIS)
+        a->limits = bm_sharedlimit_new(&a->loop, c, a->front); /* NULL: no global limit */
     a->server = bm_server_new(&a->loop, &a->opts.server, bm_front_handle, a->front);
     if (!a->server)
         return BM_ENOMEM;
@@ -304,6 +308,8 @@ static void on_server_drained(bm_server_t *srv, void *ud)
     app_t *a = ud;
     (void)srv;
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
+    bm_sharedlimit_free(a->limits); /* its connection and timer must not keep the loop */
+    a->limits = NULL;
     a->draining = a->n_net;
     for (size_t i = 0; i < a->n_net; i++)
         bm_network_drain(a->net[i], a->cfg->server.shutdown_timeout_ms, on_network_drained, a);
@@ -330,6 +336,8 @@ static void on_signal(uv_signal_t *s, int signum)
 
 static void teardown(app_t *a)
 {
+    bm_sharedlimit_free(a->limits);
+    a->limits = NULL;
     /* the networks' observes go with them: no request reaches them any more */
     if (a->server)
         bm_server_on_end(a->server, NULL, NULL);
