@@ -6,7 +6,7 @@
 set -eu
 
 PACKAGES="cmake ninja-build pkg-config gcc make python3 \
-  libuv1-dev libhttp-parser-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev \
+  libuv1-dev libhttp-parser-dev libcurl4-openssl-dev libssl-dev libjson-c-dev libyaml-dev \
   libhiredis-dev zlib1g-dev libcmocka-dev clang-14 libclang-rt-14-dev curl openssl"
 if [ "${1:-build}" = bench ]; then
   PACKAGES="$PACKAGES wrk nginx-light haproxy util-linux procps valgrind strace"

@@ -26,6 +26,14 @@
  *
  * A connection is freed when its handles are closed and no handler holds its request:
  * a reference count covers both, and temporary holds protect code that calls out.
+ *
+ * TLS (bm_server_set_tls) sits between the socket and everything above: bytes read go
+ * into the connection's TLS session and come out as plaintext into the same input buffer
+ * (tls_pump), and the output queue is encrypted just before it is written (tls_send), a
+ * batch at a time so that a slow reader still holds its bytes in the queue, where the
+ * high-water mark sees them. Parsing, handlers and responses cannot tell the difference.
+ * The handshake must end, and the first request start, within header_timeout_ms of the
+ * accept (the deadline of a fresh connection).
  */
 #include "http/server.h"
 
@@ -41,6 +49,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "http/http1.h"
+#include "http/tls.h"
 
 #define IN_BUF_SIZE (16 * 1024)       /* input buffer; also the read-ahead bound while handling */
 #define POOL_MAX 64                   /* spare input buffers kept by the server */
@@ -51,6 +60,9 @@
 #define MAX_WRITE_BYTES (1024 * 1024) /* bytes per uv_write, so that progress is visible */
 #define LINGER_MS 2000                /* reading after our FIN, so the client sees the answer */
 #define BODY_PREALLOC (1024 * 1024)   /* Content-Length bodies up to this are sized at once */
+#define TLS_BATCH (256 * 1024)        /* plaintext encrypted per write: the rest stays queued */
+#define TLS_STAGE (16 * 1024)         /* small segments are joined into one record */
+#define TLS_RBUF (17 * 1024)          /* ciphertext per read: a record of 16 KiB and its framing */
 
 typedef struct conn conn_t;
 
@@ -148,6 +160,11 @@ struct conn {
     bool fresh; /* no request seen yet */
     uint64_t deadline;
     deadline_kind_t dl_kind;
+
+    /* TLS, on a TLS listener only */
+    bm_tls_conn_t *tls;
+    bm_buf_t *tls_wbuf; /* ciphertext of the write in flight; one reference held */
+    bool tls_pumping;   /* tls_pump is on the stack */
 };
 
 struct bm_server {
@@ -187,6 +204,10 @@ struct bm_server {
     char date[64]; /* "Date: ...\r\n" */
     size_t date_len;
     bm_log_limit_t log_lim;
+
+    bm_tls_ctx_t *tls;          /* one reference; NULL: plain HTTP */
+    bm_log_limit_t tls_log_lim; /* handshake failures: scanners make many */
+    char tls_rbuf[TLS_RBUF];    /* ciphertext read target: fed to the session at once */
 };
 
 static void conn_process(conn_t *c);
@@ -196,6 +217,7 @@ static void conn_update_deadline(conn_t *c, bool progress);
 static void conn_update_reading(conn_t *c);
 static void srv_maybe_done(bm_server_t *srv);
 static void dirty_remove(conn_t *c);
+static void tls_pump(conn_t *c);
 
 /* ---- small helpers ------------------------------------------------------------------- */
 
@@ -390,6 +412,8 @@ static void conn_free(conn_t *c)
         c->in = NULL;
     }
     bm_http1_free(c->parser);
+    bm_tls_conn_free(c->tls);
+    bm_buf_unref(c->tls_wbuf);
     free(c);
     srv->nalloc--;
     srv_maybe_done(srv);
@@ -649,6 +673,14 @@ static void conn_maybe_shutdown(conn_t *c)
         conn_close(c); /* the client's FIN came first: nothing left to linger for */
         return;
     }
+    if (c->tls) {
+        /* A TLS client knows the answer is complete from the close_notify before the FIN. */
+        bm_tls_conn_close_notify(c->tls);
+        if (bm_tls_conn_out_len(c->tls) > 0) {
+            conn_flush(c); /* comes back here once it is written */
+            return;
+        }
+    }
     c->shut = true;
     c->sreq.data = c;
     int rc = uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown);
@@ -665,6 +697,8 @@ static void on_write(uv_write_t *w, int status)
     c->writing = false;
     q_consume(c, c->wbytes);
     c->wbytes = 0;
+    bm_buf_unref(c->tls_wbuf);
+    c->tls_wbuf = NULL;
     if (c->closing)
         return;
     if (status < 0) {
@@ -682,16 +716,12 @@ static void on_write(uv_write_t *w, int status)
     conn_unref(c);
 }
 
-/* Writes what is queued: uv_try_write first, then one uv_write for the rest. */
-static void conn_flush(conn_t *c)
+/*
+ * Writes the queue in plain: uv_try_write first, then one uv_write for the rest. False
+ * when the connection closed.
+ */
+static bool plain_send(conn_t *c)
 {
-    if (c->closing || c->writing)
-        return;
-    dirty_remove(c);
-    if (!acc_seal(c)) {
-        conn_close(c);
-        return;
-    }
     uv_buf_t iov[MAX_IOV];
     size_t bytes;
     while (c->qhead < c->qtail) {
@@ -701,7 +731,7 @@ static void conn_flush(conn_t *c)
             rc = 0;
         if (rc < 0) {
             conn_close(c);
-            return;
+            return false;
         }
         q_consume(c, (size_t)rc);
         if ((size_t)rc < bytes)
@@ -713,11 +743,99 @@ static void conn_flush(conn_t *c)
         int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, iov, (unsigned)n, on_write);
         if (rc < 0) {
             conn_close(c);
-            return;
+            return false;
         }
         c->writing = true;
         c->wbytes = bytes;
-    } else if (c->acc && c->acc->refs == 1 && c->acc->cap > STREAM_ACC_CAP && conn_streaming(c)) {
+    }
+    return true;
+}
+
+/* Encrypts up to TLS_BATCH bytes from the front of the queue; small segments are joined
+ * so that a head and a small body make one record. False when the session failed. */
+static bool tls_encrypt(conn_t *c)
+{
+    char stage[TLS_STAGE];
+    size_t staged = 0, done = 0;
+    while (c->qhead < c->qtail && done < TLS_BATCH) {
+        seg_t *s = &c->q[c->qhead];
+        size_t k = s->len < TLS_BATCH - done ? s->len : TLS_BATCH - done;
+        const char *p = s->b->data + s->off;
+        if (k <= TLS_STAGE - staged) {
+            memcpy(stage + staged, p, k);
+            staged += k;
+        } else {
+            if ((staged && bm_tls_conn_write(c->tls, stage, staged) != 0) ||
+                bm_tls_conn_write(c->tls, p, k) != 0)
+                return false;
+            staged = 0;
+        }
+        q_consume(c, k);
+        done += k;
+    }
+    return !staged || bm_tls_conn_write(c->tls, stage, staged) == 0;
+}
+
+/*
+ * Writes what the TLS session has for the peer, encrypting more of the queue only once the
+ * previous batch is out. False when the connection closed.
+ */
+static bool tls_send(conn_t *c)
+{
+    for (;;) {
+        if (bm_tls_conn_out_len(c->tls) == 0 && c->qhead < c->qtail && bm_tls_conn_ready(c->tls) &&
+            !tls_encrypt(c)) {
+            bm_log_limited(&c->srv->tls_log_lim, BM_LOG_WARN, "server: TLS to %s failed: %s",
+                           c->peer, bm_tls_conn_error(c->tls));
+            conn_close(c);
+            return false;
+        }
+        size_t n = bm_tls_conn_out_len(c->tls);
+        if (n == 0)
+            return true;
+        bm_buf_t *b = bm_buf_new(n);
+        if (!b) {
+            conn_close(c);
+            return false;
+        }
+        b->len = bm_tls_conn_take(c->tls, b->data, n);
+        uv_buf_t one = uv_buf_init(b->data, (unsigned)b->len);
+        int rc = uv_try_write((uv_stream_t *)&c->tcp, &one, 1);
+        if (rc == UV_EAGAIN || rc == UV_ENOSYS)
+            rc = 0;
+        if (rc >= 0 && (size_t)rc < b->len) {
+            one = uv_buf_init(b->data + rc, (unsigned)(b->len - (size_t)rc));
+            c->wreq.data = c;
+            rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &one, 1, on_write);
+            if (rc == 0) {
+                c->tls_wbuf = b; /* the plaintext left the queue when it was encrypted */
+                c->writing = true;
+                c->wbytes = 0;
+                return true;
+            }
+        }
+        bm_buf_unref(b);
+        if (rc < 0) {
+            conn_close(c);
+            return false;
+        }
+    }
+}
+
+/* Writes what is queued, in plain or through the TLS session. */
+static void conn_flush(conn_t *c)
+{
+    if (c->closing || c->writing)
+        return;
+    dirty_remove(c);
+    if (!acc_seal(c)) {
+        conn_close(c);
+        return;
+    }
+    if (!(c->tls ? tls_send(c) : plain_send(c)))
+        return;
+    if (!c->writing && c->qhead == c->qtail && c->acc && c->acc->refs == 1 &&
+        c->acc->cap > STREAM_ACC_CAP && conn_streaming(c)) {
         /* A stream is under way and everything went out, its head too: keep no large
          * accumulator while waiting for the next event (a small one comes with it). */
         bm_buf_unref(c->acc);
@@ -973,6 +1091,10 @@ static void on_conn_timer(uv_timer_t *t)
         conn_close(c);
         break;
     default:
+        if (kind == DL_FRESH && c->tls && !bm_tls_conn_ready(c->tls))
+            bm_log_limited(&c->srv->tls_log_lim, BM_LOG_WARN,
+                           "server: TLS handshake with %s not done within %u ms", c->peer,
+                           c->srv->opts.header_timeout_ms);
         conn_close(c);
         break;
     }
@@ -1013,15 +1135,15 @@ static bool body_reserve(conn_t *c, size_t extra, size_t limit)
     return true;
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+/* True while the input buffer can take more bytes (what a read may fill). */
+static bool input_room(const conn_t *c)
 {
-    conn_t *c = h->data;
-    (void)suggested;
-    c->alloc_direct = false;
-    if (c->linger) {
-        *buf = uv_buf_init(c->srv->discard, sizeof c->srv->discard);
-        return;
-    }
+    return !c->in || c->in_off > 0 || c->in_len < IN_BUF_SIZE;
+}
+
+/* Where the next input bytes go: straight into the request body, or the input buffer. */
+static void input_alloc(conn_t *c, uv_buf_t *buf)
+{
     if (conn_body_direct(c)) {
         /* Read the body straight into the request's buffer: no copy for large uploads. */
         const bm_http1_head_t *hd = bm_http1_head(c->parser);
@@ -1056,6 +1178,19 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(c->in + c->in_len, (unsigned)(IN_BUF_SIZE - c->in_len));
 }
 
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    conn_t *c = h->data;
+    (void)suggested;
+    c->alloc_direct = false;
+    if (c->linger)
+        *buf = uv_buf_init(c->srv->discard, sizeof c->srv->discard);
+    else if (c->tls) /* libuv calls on_read before it allocates again: one buffer serves all */
+        *buf = uv_buf_init(c->srv->tls_rbuf, sizeof c->srv->tls_rbuf);
+    else
+        input_alloc(c, buf);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 /* Reads while there is room; stops when the buffer is full of unparsed input. */
@@ -1069,7 +1204,7 @@ static void conn_update_reading(conn_t *c)
     else if (c->peer_eof || c->finishing)
         want = false;
     else
-        want = !c->in || c->in_off > 0 || c->in_len < IN_BUF_SIZE;
+        want = input_room(c);
     if (want && !c->reading) {
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
             c->reading = true;
@@ -1079,13 +1214,9 @@ static void conn_update_reading(conn_t *c)
     }
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* Takes nread bytes (or the end, or an error) that arrived in `buf` (input_alloc's). */
+static void conn_input(conn_t *c, ssize_t nread, const uv_buf_t *buf, bool direct)
 {
-    conn_t *c = s->data;
-    bool direct = c->alloc_direct;
-    c->alloc_direct = false;
-    if (c->closing)
-        return;
     if (nread == 0) {
         conn_release_input(c);
         return;
@@ -1120,6 +1251,80 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         c->in_len += (size_t)nread;
     }
     conn_process(c);
+    conn_unref(c);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    conn_t *c = s->data;
+    bool direct = c->alloc_direct;
+    c->alloc_direct = false;
+    if (c->closing)
+        return;
+    if (c->tls && nread > 0 && !c->linger) {
+        if (bm_tls_conn_feed(c->tls, buf->base, (size_t)nread) != 0)
+            conn_close(c);
+        else
+            tls_pump(c);
+        return;
+    }
+    conn_input(c, nread, buf, direct);
+}
+
+/* A handshake or record failed: the client learns why from the alert, we from the log. */
+static void tls_fail(conn_t *c)
+{
+    bool ready = bm_tls_conn_ready(c->tls);
+    bm_log_limited(&c->srv->tls_log_lim, BM_LOG_WARN, "server: TLS %s %s failed: %s",
+                   ready ? "session with" : "handshake with", c->peer, bm_tls_conn_error(c->tls));
+    char alert[256];
+    size_t n = bm_tls_conn_take(c->tls, alert, sizeof alert);
+    if (n > 0) {
+        uv_buf_t one = uv_buf_init(alert, (unsigned)n);
+        uv_try_write((uv_stream_t *)&c->tcp, &one, 1); /* best effort: we close anyway */
+    }
+    conn_close(c);
+}
+
+/*
+ * Decrypts what the TLS session holds into the input while there is room for it, each
+ * piece taken as a plain read would be, then sends what the session has for the peer
+ * (handshake messages, tickets). What does not fit waits in the session: conn_process
+ * pumps again once the input was consumed.
+ */
+static void tls_pump(conn_t *c)
+{
+    if (c->tls_pumping || c->closing)
+        return;
+    c->tls_pumping = true;
+    conn_hold(c);
+    while (!c->closing && !c->linger && !c->peer_eof && input_room(c)) {
+        uv_buf_t buf;
+        c->alloc_direct = false;
+        input_alloc(c, &buf);
+        bool direct = c->alloc_direct;
+        c->alloc_direct = false;
+        if (!buf.base || buf.len == 0) {
+            conn_close(c);
+            break;
+        }
+        ssize_t n = bm_tls_conn_read(c->tls, buf.base, buf.len);
+        if (n > 0) {
+            conn_input(c, n, &buf, direct);
+        } else if (n == 0) {
+            conn_release_input(c); /* more ciphertext needed */
+            break;
+        } else if (n == BM_ECLOSED) {
+            conn_input(c, UV_EOF, &buf, false); /* close_notify: the client's end */
+            break;
+        } else {
+            tls_fail(c);
+            break;
+        }
+    }
+    c->tls_pumping = false;
+    if (!c->closing && bm_tls_conn_out_len(c->tls) > 0)
+        conn_flush(c);
     conn_unref(c);
 }
 
@@ -1269,6 +1474,8 @@ static void conn_process(conn_t *c)
         conn_update_deadline(c, false);
         conn_update_reading(c);
     }
+    if (c->tls && !c->closing && bm_tls_conn_has_input(c->tls))
+        tls_pump(c); /* plaintext that did not fit before */
     conn_unref(c);
 }
 
@@ -1302,6 +1509,10 @@ static void on_connection(uv_stream_t *ls, int status)
     if (!refuse) {
         c->parser = bm_http1_new(&srv->lim, &parser_cbs, c);
         refuse = c->parser == NULL;
+    }
+    if (!refuse && srv->tls) {
+        c->tls = bm_tls_conn_new(srv->tls); /* the context of this moment, kept to the end */
+        refuse = c->tls == NULL;
     }
     if (refuse) {
         if (rc == 0 && srv->nconns >= srv->opts.max_connections)
@@ -1714,6 +1925,7 @@ bool bm_resp_started(const bm_req_t *req)
 
 static void srv_free_now(bm_server_t *srv)
 {
+    bm_tls_ctx_unref(srv->tls);
     for (size_t i = 0; i < srv->npool; i++)
         free(srv->pool[i]);
     free(srv);
@@ -1807,6 +2019,8 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
     srv->port = -1;
     srv->log_lim.window_ms = 10000;
     srv->log_lim.burst = 5;
+    srv->tls_log_lim.window_ms = 10000;
+    srv->tls_log_lim.burst = 5;
 
     uv_tcp_init(loop, &srv->listener);
     uv_timer_init(loop, &srv->grace);
@@ -1854,8 +2068,16 @@ int bm_server_listen(bm_server_t *srv, const char *host, int port)
         srv->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                    : ((struct sockaddr_in *)&ss)->sin_port);
     srv->listening = true;
-    bm_log(BM_LOG_INFO, "server: listening on %s port %d", host, srv->port);
+    bm_log(BM_LOG_INFO, "server: listening on %s port %d%s", host, srv->port,
+           srv->tls ? " (TLS)" : "");
     return 0;
+}
+
+void bm_server_set_tls(bm_server_t *srv, bm_tls_ctx_t *ctx)
+{
+    bm_tls_ctx_t *old = srv->tls;
+    srv->tls = ctx ? bm_tls_ctx_ref(ctx) : NULL;
+    bm_tls_ctx_unref(old);
 }
 
 int bm_server_port(const bm_server_t *srv)

@@ -30,6 +30,7 @@
 
 #include "base/buf.h"
 #include "base/hdrs.h"
+#include "http/tls.h"
 
 typedef struct bm_server bm_server_t;
 typedef struct bm_req bm_req_t;
@@ -65,6 +66,13 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
  * free port (see bm_server_port). Returns 0 or a BM_E* code.
  */
 int bm_server_listen(bm_server_t *srv, const char *host, int port);
+
+/**
+ * Makes the listener speak TLS with `ctx` (takes a reference; NULL: plain HTTP again).
+ * Set it before bm_server_listen for a TLS listener; a later call is a reload: connections
+ * accepted from then on use the new context, open ones keep the one they started with.
+ */
+void bm_server_set_tls(bm_server_t *srv, bm_tls_ctx_t *ctx);
 
 /** The port actually bound (useful after port 0), or -1 before listening. */
 int bm_server_port(const bm_server_t *srv);
