@@ -84,6 +84,16 @@ typedef struct bm_config_log {
     bm_log_format_t format;
 } bm_config_log_t;
 
+/** server.tls: a second listener that speaks TLS, beside the plain one (docs/operations.md). */
+typedef struct bm_config_server_tls {
+    char *listen_host;        /* owned; NULL: no TLS listener */
+    uint16_t listen_port;     /* 0 lets the system pick (tests) */
+    char *cert_file;          /* owned PEM path: certificate and intermediates, or NULL */
+    char *key_file;           /* owned PEM path: its private key, or NULL */
+    char *client_ca_file;     /* owned PEM path: CAs for client certificates, or NULL */
+    bool require_client_cert; /* refuse a client without a certificate */
+} bm_config_server_tls_t;
+
 typedef struct bm_config_server {
     uint64_t max_body_bytes;
     uint64_t max_header_bytes;
@@ -95,6 +105,7 @@ typedef struct bm_config_server {
     uint32_t shutdown_timeout_ms; /* bound for in-flight requests on SIGTERM */
     char **allowed_clients;       /* owned CIDR blocks; none: every client address */
     size_t n_allowed_clients;
+    bm_config_server_tls_t tls;
 } bm_config_server_t;
 
 typedef struct bm_config_timeouts {
