@@ -120,6 +120,12 @@ static bool ctx_identity(SSL_CTX *s, const bm_tls_files_t *f, char *why, size_t 
         return false;
     }
     if (SSL_CTX_use_PrivateKey_file(s, f->key_file, SSL_FILETYPE_PEM) != 1) {
+        if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+            ERR_clear_error();
+            snprintf(why, n, "keyFile %s does not belong to the certificate in %s", f->key_file,
+                     f->cert_file);
+            return false;
+        }
         snprintf(why, n, "keyFile %s: not a usable PEM private key, or an encrypted one (%s)",
                  f->key_file, ssl_reason(r, sizeof r));
         return false;
