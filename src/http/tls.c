@@ -268,7 +268,9 @@ ssize_t bm_tls_conn_read(bm_tls_conn_t *t, void *buf, size_t n)
     case SSL_ERROR_ZERO_RETURN:
         return BM_ECLOSED;
     default:
-        ssl_reason(t->why, sizeof t->why);
+        if (!t->why[0]) /* the first reason; a session that failed fails again without one */
+            ssl_reason(t->why, sizeof t->why);
+        ERR_clear_error();
         return BM_ETLS;
     }
 }
@@ -292,7 +294,9 @@ int bm_tls_conn_write(bm_tls_conn_t *t, const void *p, size_t n)
         ERR_clear_error();
         int w = SSL_write(t->ssl, p, k);
         if (w <= 0) {
-            ssl_reason(t->why, sizeof t->why);
+            if (!t->why[0])
+                ssl_reason(t->why, sizeof t->why);
+            ERR_clear_error();
             return BM_ETLS;
         }
         p = (const char *)p + w;
