@@ -217,9 +217,10 @@ static void node_json(const bm_admin_t *a, bm_head_t *t, size_t i, const bm_node
                   (unsigned long long)mi.header_fetches);
     bm_str_printf(o,
                   ",\"head_polls\":{\"sent\":%llu,\"answered\":%llu,\"failed\":%llu,"
-                  "\"last_ms\":%llu",
+                  "\"unanswered\":%llu,\"last_ms\":%llu",
                   (unsigned long long)mi.head_polls, (unsigned long long)mi.polled_heads,
-                  (unsigned long long)mi.poll_failures, (unsigned long long)mi.last_poll_ms);
+                  (unsigned long long)mi.poll_failures, (unsigned long long)mi.unanswered,
+                  (unsigned long long)mi.last_poll_ms);
     json_kv_str(o, "last_why", mi.last_poll_why, true);
     bm_str_putc(o, '}');
 }
@@ -254,6 +255,8 @@ void bm_admin_status_json(bm_admin_t *a, bm_str_t *o)
         bm_str_puts(o, i ? ",{" : "{");
         json_kv_str(o, "id", n->id, false);
         json_kv_str(o, "url", n->url_masked, true);
+        if (n->shadow)
+            bm_str_puts(o, ",\"shadow\":true");
         json_kv_str(o, "state", bm_node_state_name(n->state), true);
         json_kv_str(o, "reason", n->state_reason, true);
         bm_str_printf(o, ",\"state_since_ms\":%llu", (unsigned long long)n->state_since_ms);
@@ -300,8 +303,8 @@ static void route_healthz(bm_req_t *req, const bm_route_params_t *params, void *
     size_t usable = 0;
     for (size_t i = 0; i < bm_pool_count(a->pool); i++) {
         const bm_node_t *n = bm_pool_node(a->pool, i);
-        usable += n->state != BM_NODE_WRONG_NETWORK && n->state != BM_NODE_UNREACHABLE &&
-                  n->state != BM_NODE_UNKNOWN;
+        usable += bm_node_usable(n) && n->state != BM_NODE_UNREACHABLE &&
+                  n->state != BM_NODE_UNKNOWN; /* a shadow serves nothing */
     }
     bm_buf_t *b;
     if (usable) {

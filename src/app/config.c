@@ -182,6 +182,10 @@ static int check_upstreams(const bm_config_t *cfg, bm_config_err_t *err)
         if (check_headers(up, i, err) != 0)
             return BM_EINVAL;
     }
+    if (bm_config_serving_upstreams(cfg) == 0) {
+        bm_cfg_err(err, "every upstream is a shadow: at least one must serve (shadow: false)");
+        return BM_EINVAL;
+    }
     return 0;
 }
 
@@ -225,8 +229,14 @@ static int check_ids(const bm_config_t *cfg, const char *where, char *const *ids
 {
     bm_cfg_quote_t q;
     for (size_t j = 0; j < n; j++) {
-        if (upstream_index(cfg, ids[j]) < 0) {
+        long k = upstream_index(cfg, ids[j]);
+        if (k < 0) {
             bm_cfg_err(err, "%s.upstreams[%zu]: no upstream has the id %s", where, j,
+                       bm_cfg_quote(&q, ids[j]));
+            return BM_EINVAL;
+        }
+        if (cfg->upstreams[k].shadow) {
+            bm_cfg_err(err, "%s.upstreams[%zu]: %s is a shadow: it serves no request", where, j,
                        bm_cfg_quote(&q, ids[j]));
             return BM_EINVAL;
         }
@@ -332,21 +342,31 @@ static int validate_network(const bm_config_t *cfg, bm_config_err_t *err)
     if (check_upstreams(cfg, err) != 0 || check_holds(cfg, err) != 0 ||
         check_read_path(cfg, err) != 0)
         return BM_EINVAL;
-    if (cfg->duties.checkpoint_quorum > cfg->n_upstreams) {
+    /* shadow nodes count for no quorum: only the serving ones can reach it */
+    size_t serving = bm_config_serving_upstreams(cfg);
+    if (cfg->duties.checkpoint_quorum > serving) {
         bm_cfg_err(err,
                    "duties.checkpointQuorum (%" PRIu32 ") is larger than the number of upstreams "
-                   "(%zu): no attestation data could ever reach it",
-                   cfg->duties.checkpoint_quorum, cfg->n_upstreams);
+                   "that are not shadows (%zu): no attestation data could ever reach it",
+                   cfg->duties.checkpoint_quorum, serving);
         return BM_EINVAL;
     }
-    if (cfg->health.head_quorum > cfg->n_upstreams) {
+    if (cfg->health.head_quorum > serving) {
         bm_cfg_err(err,
-                   "health.headQuorum (%" PRIu32 ") is larger than the number of upstreams (%zu): "
-                   "the cluster head could never move except by extension",
-                   cfg->health.head_quorum, cfg->n_upstreams);
+                   "health.headQuorum (%" PRIu32 ") is larger than the number of upstreams that "
+                   "are not shadows (%zu): the cluster head could never move except by extension",
+                   cfg->health.head_quorum, serving);
         return BM_EINVAL;
     }
     return 0;
+}
+
+size_t bm_config_serving_upstreams(const bm_config_t *cfg)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < cfg->n_upstreams; i++)
+        n += !cfg->upstreams[i].shadow;
+    return n;
 }
 
 /* API keys: the networks they name exist. */

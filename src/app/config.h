@@ -75,6 +75,7 @@ typedef struct bm_config_upstream {
     uint32_t priority; /* read-path tier: lower is used first */
     uint32_t weight;   /* share within its tier */
     bool archive;      /* keeps full history */
+    bool shadow;       /* mirrored and scored, never served, never counted (duties/shadow.h) */
     bm_config_autotune_t auto_tune;
     uint32_t max_connections; /* http://: connections to the node at once (its pool) */
 } bm_config_upstream_t;
@@ -386,11 +387,15 @@ bm_config_t *bm_config_parse(const char *text, size_t len, const char *name,
 
 /**
  * Checks the whole configuration: every value in range, upstream ids and URLs, headers,
- * at least one upstream, duties.holdFloor <= duties.maxHold (for the section and for every
- * duty, with inherited values), health.headQuorum <= number of upstreams, tls.caFile
+ * at least one upstream that is not a shadow, duties.holdFloor <= duties.maxHold (for the
+ * section and for every duty, with inherited values), health.headQuorum and
+ * duties.checkpointQuorum <= number of upstreams that are not shadows, tls.caFile
  * readable. Returns 0 or BM_EINVAL with `err` set.
  */
 int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err);
+
+/** The upstreams that serve (every one but the shadows). */
+size_t bm_config_serving_upstreams(const bm_config_t *cfg);
 
 /**
  * Appends the configuration as YAML that bm_config_parse reads back to the same

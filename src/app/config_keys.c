@@ -588,6 +588,7 @@ static const bm_cfg_key_t upstream_keys[] = {
     COUNT(T, "priority", priority, 0, 1000, BM_DEFAULT_UPSTREAM_PRIORITY),
     COUNT(T, "weight",   weight,   1, 1000, BM_DEFAULT_UPSTREAM_WEIGHT),
     BOOL(T,  "archive",  archive,  BM_DEFAULT_UPSTREAM_ARCHIVE),
+    BOOL(T,  "shadow",   shadow,   BM_DEFAULT_UPSTREAM_SHADOW),
     SECTION(T, "autoTune", auto_tune, bm_config_autotune_t, autotune_section),
     COUNT(T, "maxConnections", max_connections, 1, 10000, BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS),
 };

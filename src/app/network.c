@@ -35,6 +35,7 @@
 #include "duties/produce.h"
 #include "duties/race.h"
 #include "duties/replay.h"
+#include "duties/shadow.h"
 #include "edge/cache.h"
 #include "http/upstream.h"
 #include "read/readpath.h"
@@ -60,6 +61,7 @@ struct bm_network {
     bm_hint_t *hint;        /* the expected head and hold of duty reads */
     bm_attest_t *attest;
     bm_produce_t *produce;
+    bm_shadow_t *shadow; /* every duty read mirrored to the shadow nodes, and their score */
     bm_replay_t *replay; /* replay of node-local state */
     bm_broadcast_t *bcast;
     bm_router_t *router;
@@ -117,8 +119,10 @@ static int build_pool(bm_network_t *a)
             bm_log(BM_LOG_ERROR, "upstream %s: cannot set its connection limit", u->id);
             return BM_ENOMEM;
         }
-        bm_log(BM_LOG_INFO, "%s%supstream %s: %s", a->cfg.network_id ? a->cfg.network_id : "",
-               a->cfg.network_id ? ": " : "", n->id, n->url_masked);
+        bm_pool_set_shadow(n, u->shadow);
+        bm_log(BM_LOG_INFO, "%s%supstream %s: %s%s", a->cfg.network_id ? a->cfg.network_id : "",
+               a->cfg.network_id ? ": " : "", n->id, n->url_masked,
+               u->shadow ? " (shadow: mirrored and scored, never served)" : "");
     }
     return 0;
 }
@@ -200,6 +204,20 @@ static int build_fresh(bm_network_t *a)
     return a->attest && a->produce ? 0 : BM_ENOMEM;
 }
 
+/* shadow: every duty policy's races mirrored to the shadow nodes, scored against what was
+ * served (the status page's "shadow" section); nothing else of a shadow node is used. */
+static int build_shadow(bm_network_t *a)
+{
+    a->shadow = bm_shadow_new(a->race, a->pool, a->head);
+    if (!a->shadow)
+        return BM_ENOMEM;
+    bm_attest_set_shadow(a->attest, a->shadow);
+    bm_produce_set_shadow(a->produce, a->shadow);
+    bm_aggregate_set_shadow(a->aggregate, a->shadow);
+    bm_duties_set_shadow(a->duties, a->shadow);
+    return bm_admin_add_section(a->admin, "shadow", bm_shadow_status_json, a->shadow);
+}
+
 /* readpath: ordinary reads, with each upstream's tier, weight, archive flag and bucket, and
  * the rules (blocked paths, route rules, client routes) compiled from the configuration. */
 static int build_readpath(bm_network_t *a)
@@ -245,6 +263,8 @@ static int build_chain(bm_network_t *a)
     if (!a->aggregate || !a->duties)
         return BM_ENOMEM;
     bm_duties_set_head(a->duties, bm_monitor_head(a->monitor));
+    if ((rc = build_shadow(a)) != 0)
+        return rc;
     /* the cluster event stream, fed by the tracker and every node's streams */
     a->events = bm_events_new(a->loop, &o->events);
     if (!a->events || bm_events_attach_head(a->events, a->head) != 0 ||
@@ -374,6 +394,7 @@ void bm_network_free(bm_network_t *a)
     bm_admin_free(a->admin);
     bm_attest_free(a->attest); /* after the engine, whose races they judge */
     bm_produce_free(a->produce);
+    bm_shadow_free(a->shadow); /* after the engine, whose mirrors report to it */
     bm_hint_free(a->hint);
     bm_broadcast_free(a->bcast);
     bm_replay_free(a->replay);

@@ -16,12 +16,12 @@ static void events_json(bm_str_t *o, void *ud)
                   "{\"subscribers\":%llu,\"subscribed\":%llu,\"rejected\":%llu,"
                   "\"events_out\":%llu,\"bytes_out\":%llu,\"dropped\":%llu,\"heads\":%llu,"
                   "\"payload_heads\":%llu,\"reorgs\":%llu,\"node_events\":%llu,"
-                  "\"duplicates\":%llu,\"untrusted\":%llu,\"bad_events\":%llu,"
-                  "\"extra_streams\":%llu,\"unsupported_topics\":%llu}",
+                  "\"duplicates\":%llu,\"untrusted\":%llu,\"shadow_events\":%llu,"
+                  "\"bad_events\":%llu,\"extra_streams\":%llu,\"unsupported_topics\":%llu}",
                   U(s->subscribers), U(s->subscribed), U(s->rejected), U(s->events_out),
                   U(s->bytes_out), U(s->dropped), U(s->heads), U(s->payload_heads), U(s->reorgs),
-                  U(s->node_events), U(s->duplicates), U(s->untrusted), U(s->bad_events),
-                  U(s->extra_streams), U(s->unsupported));
+                  U(s->node_events), U(s->duplicates), U(s->untrusted), U(s->shadow_events),
+                  U(s->bad_events), U(s->extra_streams), U(s->unsupported));
 }
 
 static void attest_json(bm_str_t *o, void *ud)

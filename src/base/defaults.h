@@ -57,6 +57,7 @@
 #define BM_DEFAULT_UPSTREAM_PRIORITY 0 /* tier: lower is used first */
 #define BM_DEFAULT_UPSTREAM_WEIGHT 1
 #define BM_DEFAULT_UPSTREAM_ARCHIVE false
+#define BM_DEFAULT_UPSTREAM_SHADOW false
 #define BM_DEFAULT_UPSTREAM_AUTOTUNE_MIN 1     /* requests per second */
 #define BM_DEFAULT_UPSTREAM_AUTOTUNE_MAX 0     /* 0: no auto-tuned bucket */
 #define BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS 64 /* an http:// node's pool (http/upstream.h) */

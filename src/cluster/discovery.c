@@ -165,7 +165,15 @@ static bool node_candidate(const node_disc_t *nd)
     return nd->have;
 }
 
-/* The cluster's genesis root, or false when it cannot be decided (a tie). */
+/* Does this node's word decide the cluster's network? Not a shadow's: it is judged against
+ * the network the serving nodes agree on, never the reference. */
+static bool node_decides(const node_disc_t *nd)
+{
+    return nd->have && !nd->node->shadow;
+}
+
+/* The cluster's genesis root, or false when it cannot be decided (a tie, or no serving
+ * node answered yet). */
 static bool decide_root(bm_discovery_t *d, uint8_t root[32])
 {
     if (d->opts.has_genesis_root) {
@@ -175,11 +183,11 @@ static bool decide_root(bm_discovery_t *d, uint8_t root[32])
     size_t best = 0, best_count = 0;
     bool tie = false, found = false;
     for (size_t i = 0; i < d->n; i++) {
-        if (!node_candidate(&d->nodes[i]))
+        if (!node_decides(&d->nodes[i]))
             continue;
         size_t count = 0;
         for (size_t j = 0; j < d->n; j++)
-            if (node_candidate(&d->nodes[j]) &&
+            if (node_decides(&d->nodes[j]) &&
                 memcmp(d->nodes[i].chain.genesis_root, d->nodes[j].chain.genesis_root, 32) == 0)
                 count++;
         bool same_as_best = found && memcmp(d->nodes[i].chain.genesis_root,
@@ -224,7 +232,7 @@ static void recompute(bm_discovery_t *d)
     char want[67], got[67], why[160];
     if (!decide_root(d, root)) {
         for (size_t i = 0; i < d->n; i++)
-            if (node_candidate(&d->nodes[i]))
+            if (node_decides(&d->nodes[i]))
                 bm_pool_set_network(d->pool, d->nodes[i].node, BM_NET_WRONG,
                                     "genesis_validators_root split between nodes with no "
                                     "majority; set genesisValidatorsRoot to choose");
@@ -238,12 +246,12 @@ static void recompute(bm_discovery_t *d)
     long best_score = -1;
     for (size_t i = 0; i < d->n; i++) {
         node_disc_t *a = &d->nodes[i];
-        if (!node_candidate(a) || memcmp(a->chain.genesis_root, root, 32) != 0)
+        if (!node_decides(a) || memcmp(a->chain.genesis_root, root, 32) != 0)
             continue;
         long compat = 0;
         for (size_t j = 0; j < d->n; j++) {
             node_disc_t *b = &d->nodes[j];
-            if (j != i && node_candidate(b) && memcmp(b->chain.genesis_root, root, 32) == 0 &&
+            if (j != i && node_decides(b) && memcmp(b->chain.genesis_root, root, 32) == 0 &&
                 spec_compatible(a, b, why, sizeof why))
                 compat++;
         }
@@ -629,7 +637,7 @@ static const node_disc_t *serving_node(const bm_discovery_t *d, int e)
     const node_disc_t *best = NULL;
     for (size_t i = 0; i < d->n; i++) {
         const node_disc_t *nd = &d->nodes[i];
-        if (!nd->body[e] || nd->node->network != BM_NET_OK)
+        if (!nd->body[e] || nd->node->network != BM_NET_OK || nd->node->shadow)
             continue;
         if (!best || bm_node_rank(nd->node) < bm_node_rank(best->node))
             best = nd;

@@ -1034,11 +1034,22 @@ static bool says_optimistic(struct json_object *o)
     return bm_json_get_bool(o, "/data/execution_optimistic", &b) == 0 && b;
 }
 
+/* A shadow node (the tracker's observer): judged, never heard on the cluster stream. */
+static bool node_observer(const bm_events_t *ev, size_t node)
+{
+    bm_head_node_view_t v;
+    return ev->head && bm_head_node_view(ev->head, node, &v) == 0 && v.observer;
+}
+
 void bm_events_node_event(size_t node, const char *topic, const char *data, size_t len, void *ud)
 {
     bm_events_t *ev = ud;
     if (ev->freed || !topic || !data)
         return;
+    if (node_observer(ev, node)) {
+        ev->st.shadow_events++; /* not in the dedup window either: it counts for nothing */
+        return;
+    }
     ev->st.node_events++;
     bm_topic_t t;
     if (bm_topic_parse(topic, strlen(topic), &t) != 0) {
@@ -1356,8 +1367,11 @@ static void on_reconcile(uv_timer_t *t)
         }
     }
     wanted &= ~TRACKER_TOPICS;
-    for (size_t i = 0; i < ev->nx; i++)
-        reconcile_node(ev, &ev->x[i], wanted);
+    for (size_t i = 0; i < ev->nx; i++) {
+        const bm_node_t *n = bm_pool_node(ev->pool, i);
+        /* a shadow's events never reach the cluster stream: no extra stream to it */
+        reconcile_node(ev, &ev->x[i], n && n->shadow ? 0 : wanted);
+    }
     if (again)
         schedule_reconcile(ev, again);
 }

@@ -138,6 +138,7 @@ typedef struct bm_events_stats {
     uint64_t node_events;   /* events received from nodes (main and extra streams) */
     uint64_t duplicates;    /* copies suppressed by the dedup window */
     uint64_t untrusted;     /* events dropped: optimistic data or an untrusted node */
+    uint64_t shadow_events; /* events of shadow nodes, left out entirely (not in node_events) */
     uint64_t bad_events;    /* events dropped: unknown topic or invalid JSON */
     uint64_t extra_streams; /* extra streams open now (all nodes) */
     uint64_t probes;        /* topic probes started */

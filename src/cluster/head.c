@@ -64,7 +64,8 @@ typedef struct pend {
 
 typedef struct node {
     bool connected, stale, has_head, may_vote;
-    bool optimistic;      /* its latest announcement (believed or pending) was optimistic */
+    bool observer;   /* a shadow node: followed and judged, never counted (set_node_observer) */
+    bool optimistic; /* its latest announcement (believed or pending) was optimistic */
     bool head_optimistic; /* its believed head was announced optimistic */
     bool td_head, td_sync, forked, off, has_pending, has_reorg, has_sync;
     bool on_chain; /* last proven relation: the head, an ancestor or a descendant of it */
@@ -589,8 +590,8 @@ static void drain(bm_head_t *t)
 /* May this node's announcements count (first announcer, raw data, payload evidence)? */
 static bool trusted(const node_t *v)
 {
-    return v->may_vote && !v->optimistic && !v->head_optimistic && !v->td_head && !v->td_sync &&
-           !v->forked;
+    return v->may_vote && !v->observer && !v->optimistic && !v->head_optimistic && !v->td_head &&
+           !v->td_sync && !v->forked;
 }
 
 /* Does this node's head count now? */
@@ -861,7 +862,7 @@ static void apply(bm_head_t *t, size_t vi, pend_t *p)
         v->has_pending = false;
     int32_t bi = blk_get(t, v->root, v->slot, true, v->received_ms);
     if (bi >= 0) {
-        if (t->blk[bi].first_node < 0)
+        if (t->blk[bi].first_node < 0 && !v->observer)
             t->blk[bi].first_node = (int16_t)vi;
         if (trusted(v))
             credit(t, bi, vi, v->topic, v->payload, raw);
@@ -1555,10 +1556,11 @@ static void reset_knowledge(bm_head_t *t)
     for (size_t vi = 0; vi < t->n; vi++) {
         node_t *v = &t->nodes[vi];
         forget_node_head(v);
-        bool connected = v->connected, may_vote = v->may_vote;
+        bool connected = v->connected, may_vote = v->may_vote, observer = v->observer;
         memset(v, 0, sizeof *v);
         v->connected = connected;
         v->may_vote = may_vote;
+        v->observer = observer;
         note_node(t, vi);
     }
 }
@@ -1617,6 +1619,16 @@ void bm_head_set_node_vote(bm_head_t *t, size_t node, bool may_vote)
         return;
     enter(t, t->now);
     t->nodes[node].may_vote = may_vote;
+    note_node(t, node);
+    leave(t);
+}
+
+void bm_head_set_node_observer(bm_head_t *t, size_t node, bool observer)
+{
+    if (node >= t->n || t->nodes[node].observer == observer)
+        return;
+    enter(t, t->now);
+    t->nodes[node].observer = observer;
     note_node(t, node);
     leave(t);
 }
@@ -1924,6 +1936,7 @@ int bm_head_node_view(const bm_head_t *t, size_t node, bm_head_node_view_t *out)
     out->relation = v->rel;
     out->off_since_ms = v->off ? v->off_since_ms : 0;
     out->may_vote = v->may_vote;
+    out->observer = v->observer;
     out->voter = voter(v);
     out->n_delays = v->n_delays;
     for (uint32_t k = 0; k < v->n_delays; k++)
@@ -1960,6 +1973,25 @@ int bm_head_root_at_slot(const bm_head_t *t, uint64_t slot, uint8_t out[32])
         cur = p;
     }
     return BM_ENOTFOUND;
+}
+
+bm_head_relation_t bm_head_relation_of(const bm_head_t *t, const uint8_t a[32], const uint8_t b[32])
+{
+    if (!t)
+        return BM_HEAD_REL_UNKNOWN;
+    if (eq(a, b))
+        return BM_HEAD_REL_EQUAL;
+    uint64_t sa = root_slot(t, a, SLOT_UNKNOWN), sb = root_slot(t, b, SLOT_UNKNOWN);
+    if (sa == SLOT_UNKNOWN || sb == SLOT_UNKNOWN)
+        return BM_HEAD_REL_UNKNOWN;
+    if (sa == sb)
+        return BM_HEAD_REL_OFF; /* two blocks at one slot */
+    int res = sa < sb ? is_anc(t, a, sa, b, NULL) : is_anc(t, b, sb, a, NULL);
+    if (res == UNK)
+        return BM_HEAD_REL_UNKNOWN;
+    if (res == NO)
+        return BM_HEAD_REL_OFF;
+    return sa < sb ? BM_HEAD_REL_ANCESTOR : BM_HEAD_REL_DESCENDANT;
 }
 
 size_t bm_head_block_count(const bm_head_t *t)

@@ -206,6 +206,7 @@ typedef struct bm_head_node_view {
     bm_head_relation_t relation;
     uint64_t off_since_ms;             /* when proven off the cluster chain (0: not off) */
     bool may_vote;                     /* health allows it */
+    bool observer;                     /* a shadow node (bm_head_set_node_observer) */
     bool voter;                        /* it counts now */
     int32_t delays_ms[BM_HEAD_DELAYS]; /* arrival after slot start, most recent first */
     uint32_t n_delays;
@@ -261,6 +262,16 @@ uint32_t bm_head_quorum(const bm_head_t *t);
  * optimistic by its own syncing answer...). Default true. Re-decides when it changes.
  */
 void bm_head_set_node_vote(bm_head_t *t, size_t node, bool may_vote);
+
+/**
+ * Marks `node` an observer (a shadow node, duties/shadow.h), or not. An observer is followed
+ * like any node (its head, lag, relation to the cluster chain, forked and time-discrepant
+ * verdicts, arrival delays; it may be asked for headers, so its own branch can be proven)
+ * but counts for nothing: it never votes, never supports a candidate, is never a block's
+ * first announcer, and its raw event data and payload evidence are never used. Default
+ * false. Re-decides when it changes.
+ */
+void bm_head_set_node_observer(bm_head_t *t, size_t node, bool observer);
 
 /* ---- inputs (0, or BM_EINVAL for a bad node index or argument) -------------------- */
 
@@ -336,6 +347,14 @@ int bm_head_node_view(const bm_head_t *t, size_t node, bm_head_node_view_t *out)
  * reach that far.
  */
 int bm_head_root_at_slot(const bm_head_t *t, uint64_t slot, uint8_t out[32]);
+
+/**
+ * How block `a` relates to block `b` by the tracker's parent links: EQUAL, ANCESTOR (`a`
+ * is a strict ancestor of `b`), DESCENDANT, OFF (proven on another branch, or two blocks
+ * at one slot), UNKNOWN (a block or a link between them is not known).
+ */
+bm_head_relation_t bm_head_relation_of(const bm_head_t *t, const uint8_t a[32],
+                                       const uint8_t b[32]);
 
 /** Block knowledge entries held now. */
 size_t bm_head_block_count(const bm_head_t *t);

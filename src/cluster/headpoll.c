@@ -16,6 +16,17 @@ uint64_t bm_headpoll_mid_slot_ms(const bm_slot_clock_t *c, uint64_t slot)
     return bm_slot_start_ms(c, slot) + c->slot_ms / 4;
 }
 
+uint64_t bm_headpoll_behind_ms(const bm_slot_clock_t *c, uint64_t moved_ms)
+{
+    return moved_ms + c->slot_ms / 4;
+}
+
+uint64_t bm_headpoll_probe_ms(const bm_slot_clock_t *c)
+{
+    uint64_t q = c->slot_ms / 4;
+    return q < 1000 ? q : 1000;
+}
+
 bm_headpoll_reason_t bm_headpoll_due(const bm_headpoll_cluster_t *c, const bm_headpoll_node_t *n,
                                      bm_headpoll_moment_t moment, uint64_t now_ms)
 {
@@ -30,30 +41,31 @@ bm_headpoll_reason_t bm_headpoll_due(const bm_headpoll_cluster_t *c, const bm_he
                                                           : BM_HEADPOLL_NO;
     }
     uint64_t slot = bm_slot_at(&c->clock, now_ms);
-    if (n->poll_in_flight || n->polled_slot == slot)
-        return BM_HEADPOLL_NO; /* once per slot; a hung node is asked once, not every slot */
+    if (n->poll_in_flight)
+        return BM_HEADPOLL_NO; /* a hung node is asked once, not again and again */
     if (!n->has_head)
-        return BM_HEADPOLL_UNKNOWN_HEAD;
-    if (!n->stream_up) {
-        /* The move is the best moment (the block that moved the cluster is most likely in
-         * the node by then); without a move, the mid-slot point still sees this slot's
-         * block in time for the attestation deadline. */
-        if (moment == BM_HEADPOLL_CLUSTER_MOVED ||
-            now_ms >= bm_headpoll_mid_slot_ms(&c->clock, slot))
-            return BM_HEADPOLL_NO_STREAM;
-        return BM_HEADPOLL_NO;
+        return n->polled_slot == slot ? BM_HEADPOLL_NO : BM_HEADPOLL_UNKNOWN_HEAD;
+    if (n->stream_up) {
+        /* Its stream is the fast path. A quarter slot after the cluster head moved past it
+         * (healthy nodes import within that, and one that is only slow answers the request
+         * at once), it is asked once per move: a stream that stopped delivering is caught
+         * within the slot, and a node that does not answer at all is found out. */
+        /* asked after the move: not again for it (a request sent in the millisecond of the
+         * move may have left before it, and proves nothing about the new head) */
+        if (!c->has_head || n->at_cluster_head ||
+            now_ms < bm_headpoll_behind_ms(&c->clock, c->head_since_ms) ||
+            n->polled_ms > c->head_since_ms)
+            return BM_HEADPOLL_NO;
+        return BM_HEADPOLL_BEHIND;
     }
-    /* An up stream is judged per slot, at the slot start: did it deliver a head during the
-     * previous slot, in which the cluster head moved past the node? Judging at other moments
-     * would race with a working stream whose heads come exactly a slot apart. */
-    if (moment != BM_HEADPOLL_SLOT_START || !c->has_head || n->at_cluster_head || slot == 0)
-        return BM_HEADPOLL_NO;
-    uint64_t prev_start = bm_slot_start_ms(&c->clock, slot - 1);
-    if (n->last_stream_head_ms >= prev_start || n->stream_up_ms >= prev_start)
-        return BM_HEADPOLL_NO; /* it spoke in the previous slot, or was not up for all of it */
-    if (c->head_since_ms <= n->last_stream_head_ms)
-        return BM_HEADPOLL_NO; /* the cluster has not moved since its last head */
-    return BM_HEADPOLL_SILENT;
+    if (n->polled_slot == slot)
+        return BM_HEADPOLL_NO; /* once per slot */
+    /* The move is the best moment (the block that moved the cluster is most likely in
+     * the node by then); without a move, the mid-slot point still sees this slot's
+     * block in time for the attestation deadline. */
+    if (moment == BM_HEADPOLL_CLUSTER_MOVED || now_ms >= bm_headpoll_mid_slot_ms(&c->clock, slot))
+        return BM_HEADPOLL_NO_STREAM;
+    return BM_HEADPOLL_NO;
 }
 
 const char *bm_headpoll_reason_name(bm_headpoll_reason_t r)
@@ -63,8 +75,8 @@ const char *bm_headpoll_reason_name(bm_headpoll_reason_t r)
         return "unknown head";
     case BM_HEADPOLL_NO_STREAM:
         return "no stream";
-    case BM_HEADPOLL_SILENT:
-        return "silent stream";
+    case BM_HEADPOLL_BEHIND:
+        return "behind";
     case BM_HEADPOLL_NO:
         break;
     }

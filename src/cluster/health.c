@@ -127,8 +127,8 @@ static bool counts(const bm_health_t *h, const bm_node_t *n)
 {
     bm_head_node_view_t v;
     bool have = view_of(h, n, &v);
-    return n->network == BM_NET_OK && n->reachable && !says_syncing(n) && !says_optimistic(n) &&
-           !(have && (v.time_discrepancy || v.forked || v.optimistic));
+    return !n->shadow && n->network == BM_NET_OK && n->reachable && !says_syncing(n) &&
+           !says_optimistic(n) && !(have && (v.time_discrepancy || v.forked || v.optimistic));
 }
 
 size_t bm_health_quorum_base(const bm_health_t *h)
@@ -166,9 +166,13 @@ static void eval_one(bm_health_t *h, bm_node_t *n)
     bool have = view_of(h, n, &v);
     if (have) {
         bool may_vote = n->network == BM_NET_OK && !says_syncing(n) && !says_optimistic(n);
+        if (v.observer != n->shadow) {
+            bm_head_set_node_observer(h->head, (size_t)n->index, n->shadow);
+            have = view_of(h, n, &v); /* the tracker may have decided something */
+        }
         if (v.may_vote != may_vote) {
             bm_head_set_node_vote(h->head, (size_t)n->index, may_vote);
-            have = view_of(h, n, &v); /* the tracker may have decided something */
+            have = view_of(h, n, &v);
         }
     }
     bm_head_info_t ch;
@@ -183,7 +187,7 @@ static void eval_one(bm_health_t *h, bm_node_t *n)
     if (n->network == BM_NET_WRONG) {
         bm_pool_set_state(p, n, BM_NODE_WRONG_NETWORK, "%s", why);
     } else if (!n->reachable) {
-        bm_pool_set_state(p, n, BM_NODE_UNREACHABLE, "%s", why);
+        bm_pool_set_state(p, n, BM_NODE_UNREACHABLE, "%s", bm_node_reach_reason(n));
     } else if (n->network == BM_NET_UNKNOWN) {
         bm_pool_set_state(p, n, BM_NODE_UNKNOWN, "discovery pending");
     } else if (have && v.td_head) {

@@ -13,10 +13,12 @@
  *   lagging > ready
  *
  * Health also sets the tracker's inputs that belong to it: whether a node may vote
- * (right network, not syncing, not optimistic or EL-offline by its own answer) and the
- * head quorum (configured, or 2 when three or more nodes count, else 1; nodes count when
- * reachable, on the right network and neither time-discrepant, forked, syncing nor
- * optimistic, whatever their lag, so that the quorum never feeds back into itself).
+ * (right network, not syncing, not optimistic or EL-offline by its own answer), whether it
+ * is an observer (a shadow node: judged like any node, counted for nothing) and the head
+ * quorum (configured, or 2 when three or more nodes count, else 1; nodes count when they
+ * are not shadows, reachable, on the right network and neither time-discrepant, forked,
+ * syncing nor optimistic, whatever their lag, so that the quorum never feeds back into
+ * itself).
  */
 #ifndef BM_HEALTH_H
 #define BM_HEALTH_H

@@ -14,18 +14,23 @@
  *   response head at least two slots and its idle timeout: Lodestar sends the head only
  *   with its first event.
  * - Polled heads. Whenever a node's stream does not deliver its heads (not up yet, down,
- *   or silent for a slot while the cluster head moved past the node), its head is asked
- *   for (GET /eth/v1/beacon/headers/head, at most once per slot; headpoll.h decides when:
- *   at the cluster head's move, at the mid-slot point, at the slot start) and fed to the
- *   tracker like a head event. A failed poll of a node without a stream makes its head
- *   stale (no vote), as a dropped stream does.
+ *   or the node has not followed the cluster head a quarter slot after it moved), its head
+ *   is asked for (GET /eth/v1/beacon/headers/head; headpoll.h decides when: at the cluster
+ *   head's move, a quarter slot after it, at the mid-slot point, at the slot start) and
+ *   fed to the tracker like a head event. A failed poll of a node without a stream makes
+ *   its head stale (no vote), as a dropped stream does.
+ * - Probes. A head request still unanswered after bm_headpoll_probe_ms (a quarter slot, at
+ *   most 1 s) makes the node unreachable (bm_pool_set_unresponsive) until its next HTTP
+ *   answer: a stopped node is out of `ready` within the slot it stopped following, instead
+ *   of when its lag passes maxHeadLag slots later.
  * - Requests. Header requests asked by the tracker, the head-at-connect request and the
  *   per-slot syncing poll are buffered transfers with a short timeout, kept on one list
  *   so that stop cancels them. Every header request is answered to the tracker exactly
  *   once (on_parent or on_parent_failed), also when it could not start.
- * - Time. One uv_timer fires at the next slot start or at the tracker's next wake-up,
- *   whichever comes first: bm_head_tick there (health re-evaluates from the tracker's
- *   tick), and at a new slot the syncing polls and the Gloas and version checks.
+ * - Time. One uv_timer fires at the next slot start, the tracker's next wake-up, the
+ *   mid-slot or follow-up poll point or a probe's verdict, whichever comes first:
+ *   bm_head_tick there (health re-evaluates from the tracker's tick), at a new slot the
+ *   syncing polls and the Gloas and version checks, then the polls and verdicts due.
  *
  * Re-entrancy: tracker inputs are made from inside nodestream and upstream callbacks;
  * the tracker may call the fetch function from inside them, which only queues a
@@ -78,6 +83,7 @@ struct mnode {
     bool poll_busy;        /* a head request (GET .../headers/head) is in flight */
     uint64_t poll_slot;    /* slot of the last head request (UINT64_MAX: none) */
     uint64_t poll_sent_ms; /* wall time it was sent */
+    bool poll_judged;      /* it went unanswered past the probe time: the pool was told */
     uint64_t last_stream_head_ms; /* wall time of the last head event from its stream */
     bool has_stream_root;         /* ... and the root it announced */
     uint8_t stream_root[32];
@@ -106,6 +112,7 @@ struct bm_monitor {
     bool want_payload;      /* the chain is in or near Gloas */
     uint64_t last_slot;     /* slot of the last per-slot round (UINT64_MAX: none) */
     uint64_t mid_slot;      /* slot of the last mid-slot poll round (UINT64_MAX: none) */
+    uint64_t followed_ms;   /* the cluster head move (its since_ms) whose follow-up round ran */
     bool pregenesis_polled; /* the round just before genesis ran */
     uint64_t missing_since; /* first slot seen without a cluster head while the chain runs
                                (UINT64_MAX: not missing) */
@@ -269,6 +276,7 @@ static void poll_head(mnode_t *mn, const char *why, uint64_t now)
     if (!req_start(mn, REQ_HEAD, "/eth/v1/beacon/headers/head", NULL))
         return;
     mn->poll_busy = true;
+    mn->poll_judged = false;
     mn->poll_sent_ms = now;
     mn->poll_slot =
         m->clock_known && now >= m->clock.genesis_ms ? bm_slot_at(&m->clock, now) : UINT64_MAX;
@@ -292,12 +300,15 @@ static void maybe_poll(mnode_t *mn, bm_headpoll_moment_t moment, uint64_t now)
         .clock = m->clock, .has_head = has_ch, .head_since_ms = has_ch ? ch.since_ms : 0};
     bm_headpoll_node_t n = {
         .stream_up = mn->connected,
-        .stream_up_ms = mn->info.up_since_ms,
-        .last_stream_head_ms = mn->last_stream_head_ms,
         .has_head = v.has_head,
-        .at_cluster_head = v.relation == BM_HEAD_REL_EQUAL || v.relation == BM_HEAD_REL_DESCENDANT,
+        /* not behind it: the cluster head, a descendant, or a later block whose relation the
+         * tracker is still learning (the node announced its news, it is not stopped) */
+        .at_cluster_head = v.relation == BM_HEAD_REL_EQUAL ||
+                           v.relation == BM_HEAD_REL_DESCENDANT ||
+                           (has_ch && v.has_head && v.slot > ch.slot),
         .poll_in_flight = mn->poll_busy,
         .polled_slot = mn->poll_slot,
+        .polled_ms = mn->poll_sent_ms,
     };
     bm_headpoll_reason_t why = bm_headpoll_due(&c, &n, moment, now);
     if (why != BM_HEADPOLL_NO)
@@ -308,6 +319,62 @@ static void poll_round(bm_monitor_t *m, bm_headpoll_moment_t moment, uint64_t no
 {
     for (size_t i = 0; i < m->n && !m->stopped; i++)
         maybe_poll(&m->nodes[i], moment, now);
+}
+
+/* When a head request in flight counts as unanswered (0: none waits for a verdict). */
+static uint64_t probe_due(const bm_monitor_t *m, const mnode_t *mn)
+{
+    if (!mn->poll_busy || mn->poll_judged || !m->clock_known)
+        return 0;
+    return mn->poll_sent_ms + bm_headpoll_probe_ms(&m->clock);
+}
+
+/*
+ * A head request unanswered for bm_headpoll_probe_ms: the node says nothing at all (it was
+ * asked because its stream does not deliver, or because it did not follow the cluster head),
+ * so it is not ready for new work until it answers again (the pool flips it back at its
+ * next HTTP answer, this request's included). A stopped node otherwise stays `ready` until
+ * its lag passes maxHeadLag, while requests queue on it.
+ */
+static void judge_probes(bm_monitor_t *m, uint64_t now)
+{
+    if (!m->clock_known || now < m->clock.genesis_ms)
+        return;
+    for (size_t i = 0; i < m->n && !m->stopped; i++) {
+        mnode_t *mn = &m->nodes[i];
+        uint64_t due = probe_due(m, mn);
+        if (!due || now < due)
+            continue;
+        mn->poll_judged = true;
+        mn->info.unanswered++;
+        bm_pool_set_unresponsive(m->pool, mn->node,
+                                 "no answer within %llu ms to a head request (asked: %s)",
+                                 (unsigned long long)bm_headpoll_probe_ms(&m->clock),
+                                 mn->info.last_poll_why ? mn->info.last_poll_why : "?");
+    }
+}
+
+/* When the follow-up round of the cluster head's last move is due (0: none pending): nodes
+ * with a stream that have not followed it by then are asked (headpoll's "behind"). */
+static uint64_t follow_up_due(const bm_monitor_t *m)
+{
+    bm_head_info_t ch;
+    if (!m->clock_known || !bm_head_cluster(m->head, &ch) || ch.since_ms == m->followed_ms)
+        return 0;
+    return bm_headpoll_behind_ms(&m->clock, ch.since_ms);
+}
+
+/* Runs the follow-up round and the probe verdicts that are due at `now`. */
+static void follow_up(bm_monitor_t *m, uint64_t now)
+{
+    uint64_t fu = follow_up_due(m);
+    if (fu && now >= fu) {
+        bm_head_info_t ch;
+        bm_head_cluster(m->head, &ch);
+        m->followed_ms = ch.since_ms;
+        poll_round(m, BM_HEADPOLL_FOLLOW_UP, now);
+    }
+    judge_probes(m, now);
 }
 
 static void on_syncing_answer(mreq_t *r, const bm_xfer_result_t *res, uint64_t now)
@@ -671,6 +738,14 @@ static void arm_timer(bm_monitor_t *m)
         if (slot != m->mid_slot && mid < at && mid_slot_wanted(m))
             at = mid > now ? mid : now;
     }
+    uint64_t fu = follow_up_due(m);
+    if (fu && fu < at)
+        at = fu > now ? fu : now;
+    for (size_t i = 0; i < m->n; i++) {
+        uint64_t pd = probe_due(m, &m->nodes[i]);
+        if (pd && pd < at)
+            at = pd > now ? pd : now;
+    }
     uint64_t w = bm_head_next_wakeup_ms(m->head);
     /* A wake-up already due is served 1 ms from now, never at 0 ms: libuv 1.44 runs a timer
      * re-armed at 0 ms from its own callback again in the same pass, against a loop time
@@ -809,6 +884,8 @@ static void on_timer(uv_timer_t *t)
         m->mid_slot = slot;
         poll_round(m, BM_HEADPOLL_MID_SLOT, now);
     }
+    if (!m->stopped)
+        follow_up(m, now);
     arm_timer(m);
 }
 

@@ -8,9 +8,11 @@
  * says; the tracker's header requests are answered with GET /eth/v1/beacon/headers/{root};
  * on every (re)connect the node's current head (GET /eth/v1/beacon/headers/head) is fed
  * as a head event, and so is the answer of the same request whenever the node's stream
- * does not deliver its heads (not up yet, down, or silent while the cluster head moved;
- * at most once per slot, src/cluster/headpoll.h says when), so that the tracker knows
- * every node's head within a slot whether its stream works or not; /eth/v1/node/syncing
+ * does not deliver its heads (not up yet, down, or the node has not followed the cluster
+ * head a quarter slot after it moved; src/cluster/headpoll.h says when), so that the
+ * tracker knows every node's head within a slot whether its stream works or not; a head
+ * request unanswered after bm_headpoll_probe_ms makes the node unreachable until it
+ * answers again (a stopped node is not ready for new work); /eth/v1/node/syncing
  * is polled once per slot per node for health; the tracker is ticked at every slot start
  * and at its own next wake-up; the tracker's clock follows discovery's chain information.
  * Then the event and connection listeners run (the cluster event stream, replay of
@@ -80,6 +82,8 @@ typedef struct bm_monitor_node_info {
                                   whenever the stream does not deliver) */
     uint64_t polled_heads;     /* their answers fed to the tracker */
     uint64_t poll_failures;    /* their failures */
+    uint64_t unanswered;       /* polls unanswered after the probe time (bm_headpoll_probe_ms):
+                                  each made the node unreachable */
     uint64_t last_poll_ms;     /* wall time of the last one sent (0: never) */
     const char *last_poll_why; /* why (bm_headpoll_reason_name, or "connect"); static */
     bool head_polled;          /* the tracker's head for this node did not come from its stream

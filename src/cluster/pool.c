@@ -168,6 +168,11 @@ const char *bm_node_input_reason(const bm_node_t *n)
     return n->input_reason;
 }
 
+const char *bm_node_reach_reason(const bm_node_t *n)
+{
+    return n->reach_reason;
+}
+
 void bm_pool_set_network(bm_pool_t *p, bm_node_t *n, bm_network_verdict_t verdict, const char *fmt,
                          ...)
 {
@@ -178,6 +183,18 @@ void bm_pool_set_network(bm_pool_t *p, bm_node_t *n, bm_network_verdict_t verdic
     if (n->network == verdict)
         return;
     n->network = verdict;
+    inputs_changed(p, n);
+}
+
+void bm_pool_set_unresponsive(bm_pool_t *p, bm_node_t *n, const char *fmt, ...)
+{
+    if (!n->reachable)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(n->reach_reason, sizeof n->reach_reason, fmt, ap);
+    va_end(ap);
+    n->reachable = false;
     inputs_changed(p, n);
 }
 
@@ -240,7 +257,7 @@ void bm_pool_record(bm_pool_t *p, bm_node_t *n, bm_outcome_t outcome, bool refus
         s->consecutive_failures++;
         if (n->reachable && (refused || s->consecutive_failures >= BM_POOL_UNREACHABLE_AFTER)) {
             n->reachable = false;
-            snprintf(n->input_reason, sizeof n->input_reason, "%s (%u network error%s in a row)",
+            snprintf(n->reach_reason, sizeof n->reach_reason, "%s (%u network error%s in a row)",
                      detail && *detail ? detail : "no answer", s->consecutive_failures,
                      s->consecutive_failures == 1 ? "" : "s");
             inputs_changed(p, n);
@@ -265,17 +282,22 @@ void bm_pool_record(bm_pool_t *p, bm_node_t *n, bm_outcome_t outcome, bool refus
     s->latency_hist[b]++;
 }
 
+void bm_pool_set_shadow(bm_node_t *n, bool shadow)
+{
+    n->shadow = shadow;
+}
+
 size_t bm_pool_count_state(const bm_pool_t *p, bm_node_state_t state)
 {
     size_t c = 0;
     for (size_t i = 0; i < p->n; i++)
-        c += p->nodes[i]->state == state;
+        c += !p->nodes[i]->shadow && p->nodes[i]->state == state;
     return c;
 }
 
 bool bm_node_usable(const bm_node_t *n)
 {
-    return n->state != BM_NODE_WRONG_NETWORK;
+    return !n->shadow && n->state != BM_NODE_WRONG_NETWORK;
 }
 
 int bm_node_rank(const bm_node_t *n)

@@ -102,11 +102,18 @@ typedef struct bm_node {
     char *url;        /* base URL, with credentials: never log this */
     char *url_masked; /* base URL with the password replaced, for logs and status */
     bm_hdrs_t extra;  /* per-node request headers (API keys) */
+    /* a shadow node (upstreams[].shadow; set once, before anything runs, with
+     * bm_pool_set_shadow): followed and judged like any node, asked a copy of every duty
+     * read, but never serving and counting for nothing (duties/shadow.h) */
+    bool shadow;
     bm_node_state_t state;
     char state_reason[160]; /* why the node is in its state, for logs and status */
-    char input_reason[160]; /* written by pool; the last network error or discovery verdict */
+    char input_reason[160]; /* written by pool; the last discovery verdict */
+    char reach_reason[160]; /* written by pool; why it is unreachable (the last network error,
+                               or the probe it left unanswered) */
     uint64_t state_since_ms;
-    bool reachable; /* written by pool (bm_pool_record); false after repeated network errors */
+    bool reachable; /* written by pool (bm_pool_record, bm_pool_set_unresponsive); false after
+                       repeated network errors, or a probe left unanswered */
     bm_network_verdict_t network; /* written by discovery (bm_pool_set_network) */
     bm_client_t client;           /* written by discovery */
     char *version;                /* written by discovery; NULL until known */
@@ -176,17 +183,36 @@ int bm_pool_on_input(bm_pool_t *p, bm_pool_input_fn fn, void *ud);
 void bm_pool_record(bm_pool_t *p, bm_node_t *n, bm_outcome_t outcome, bool refused,
                     uint64_t latency_us, const char *detail);
 
+/**
+ * A probe the node did not answer in time (the monitor's head poll, sent because the node
+ * did not follow the cluster head): the node is unreachable, ready for no new work, until
+ * its next HTTP answer (bm_pool_record), whatever its figures said. `fmt` says why, for
+ * the state's reason. Input listeners run when that flips; a node already unreachable only
+ * keeps its reason.
+ */
+void bm_pool_set_unresponsive(bm_pool_t *p, bm_node_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /** Sets discovery's verdict on a node's network; input listeners run when it changes. */
 void bm_pool_set_network(bm_pool_t *p, bm_node_t *n, bm_network_verdict_t verdict, const char *fmt,
                          ...) __attribute__((format(printf, 4, 5)));
 
-/** Why the node's inputs are what they are (last network error or verdict), for states. */
+/** Why the node's network is what it is (discovery's last verdict), for states. */
 const char *bm_node_input_reason(const bm_node_t *n);
 
-/** Number of nodes in `state`. */
+/** Why the node is unreachable (its last network error, or the probe it left unanswered). */
+const char *bm_node_reach_reason(const bm_node_t *n);
+
+/** Marks `n` a shadow node (or not). Before the modules that read it start. */
+void bm_pool_set_shadow(bm_node_t *n, bool shadow);
+
+/** Number of serving nodes (shadows are not counted) in `state`. */
 size_t bm_pool_count_state(const bm_pool_t *p, bm_node_state_t state);
 
-/** True when the node can take requests at all (every state but wrong-network). */
+/**
+ * True when the node may serve requests at all: not a shadow, and in every state but
+ * wrong-network. Every candidate set (duty races, broadcast, the read path) starts from it.
+ */
 bool bm_node_usable(const bm_node_t *n);
 
 /**

@@ -34,6 +34,7 @@ struct bm_aggregate {
     bm_race_engine_t *race;
     bm_pool_t *pool;
     const bm_chain_info_t *chain;
+    bm_shadow_t *shadow; /* the shadow nodes every race is mirrored to, or NULL */
     bm_aggregate_opts_t o;
     bm_aggregate_stats_t stats;
     bm_log_limit_t lim;
@@ -282,6 +283,12 @@ static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
         .ctx = &ar,
         .ctx_size = sizeof ar,
         .on_answer = on_answer,
+        /* scored on answers, errors and latency: every node's aggregate of the same data
+         * differs in its bits, and nothing in it is about a block to compare */
+        .shadow = m->shadow,
+        .shadow_read = {kind == BM_AGGREGATE_CONTRIBUTION ? BM_SHADOW_CONTRIBUTION
+                                                          : BM_SHADOW_AGGREGATE,
+                        NULL, 0},
     };
     bool joined;
     if (bm_serve(m->race, req, &s, &joined) && !joined)
@@ -324,6 +331,11 @@ bm_aggregate_t *bm_aggregate_new(bm_clock_t *clock, bm_race_engine_t *race, bm_p
     m->lim.window_ms = 10000;
     m->lim.burst = 5;
     return m;
+}
+
+void bm_aggregate_set_shadow(bm_aggregate_t *m, bm_shadow_t *shadow)
+{
+    m->shadow = shadow;
 }
 
 void bm_aggregate_free(bm_aggregate_t *m)

@@ -39,6 +39,7 @@
 #include "cluster/chain.h"
 #include "cluster/pool.h"
 #include "duties/race.h"
+#include "duties/shadow.h"
 #include "http/router.h"
 
 typedef struct bm_aggregate bm_aggregate_t;
@@ -80,6 +81,9 @@ void bm_aggregate_opts_default(bm_aggregate_opts_t *o);
  */
 bm_aggregate_t *bm_aggregate_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
                                  const bm_chain_info_t *chain, const bm_aggregate_opts_t *o);
+
+/** Mirrors every race of the policy to the shadow nodes (borrowed; NULL: none). */
+void bm_aggregate_set_shadow(bm_aggregate_t *a, bm_shadow_t *shadow);
 
 /**
  * Frees the policy. Every client request it served must have ended (free it after the

@@ -51,6 +51,7 @@ struct bm_attest {
     bm_pool_t *pool;
     bm_hint_t *hint;
     bm_checkpoints_t *book; /* what the nodes' answers said of each epoch's checkpoints */
+    bm_shadow_t *shadow;    /* the shadow nodes every race is mirrored to, or NULL */
     bm_attest_opts_t opts;
     bm_attest_stats_t stats;
     bm_log_limit_t lim;
@@ -90,6 +91,11 @@ bm_attest_t *bm_attest_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t 
     a->lim.window_ms = 10000;
     a->lim.burst = 10;
     return a;
+}
+
+void bm_attest_set_shadow(bm_attest_t *a, bm_shadow_t *shadow)
+{
+    a->shadow = shadow;
 }
 
 void bm_attest_free(bm_attest_t *a)
@@ -462,6 +468,58 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     }
 }
 
+/* ---- what a shadow node's answer is about (duties/shadow.h) --------------------------------- */
+
+static bool shadow_read_data(const bm_hdrs_t *h, const bm_buf_t *body, uint32_t arg,
+                             bm_shadow_view_t *out)
+{
+    bm_attest_data_t d;
+    (void)arg;
+    if (bm_attest_parse_data(h, body, &d) != 0)
+        return false;
+    out->has_root = out->has_checkpoints = true;
+    memcpy(out->root, d.beacon_block_root, 32);
+    out->checkpoints = d.checkpoints;
+    return true;
+}
+
+static bool shadow_read_root(const bm_hdrs_t *h, const bm_buf_t *body, uint32_t arg,
+                             bm_shadow_view_t *out)
+{
+    (void)h;
+    (void)arg;
+    out->has_root = bm_attest_parse_root(body, out->root) == 0;
+    return out->has_root;
+}
+
+/* A 204 ("no block seen") is an answer about no block: read, not compared. */
+static bool shadow_read_payload(const bm_hdrs_t *h, const bm_buf_t *body, uint32_t arg,
+                                bm_shadow_view_t *out)
+{
+    bm_attest_payload_t p;
+    (void)arg;
+    if (!body || body->len == 0)
+        return true;
+    if (bm_attest_parse_payload(h, body, &p) != 0)
+        return false;
+    out->has_root = true;
+    memcpy(out->root, p.beacon_block_root, 32);
+    return true;
+}
+
+static bm_shadow_read_t shadow_read_of(endpoint_t ep)
+{
+    switch (ep) {
+    case EP_DATA:
+        return (bm_shadow_read_t){BM_SHADOW_ATTESTATION_DATA, shadow_read_data, 0};
+    case EP_HEAD_ROOT:
+        return (bm_shadow_read_t){BM_SHADOW_HEAD_ROOT, shadow_read_root, 0};
+    case EP_PAYLOAD:
+        break;
+    }
+    return (bm_shadow_read_t){BM_SHADOW_PAYLOAD_ATTESTATION, shadow_read_payload, 0};
+}
+
 /* Serves `req` from the race under `key` (NULL: its own), judged with context `c`. */
 static void serve(bm_attest_t *a, bm_req_t *req, const char *key, rctx_t *c,
                   const bm_race_policy_t *pol)
@@ -476,6 +534,8 @@ static void serve(bm_attest_t *a, bm_req_t *req, const char *key, rctx_t *c,
         .ctx = c,
         .ctx_size = sizeof *c,
         .on_answer = on_answer,
+        .shadow = a->shadow,
+        .shadow_read = shadow_read_of(c->ep),
     };
     /* the checkpoint quorum, automatic like headQuorum: 2 with three or more nodes */
     c->quorum = a->opts.checkpoint_quorum ? a->opts.checkpoint_quorum : s.n >= 3 ? 2 : 1;

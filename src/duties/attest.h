@@ -52,6 +52,7 @@
 #include "duties/checkpoints.h"
 #include "duties/hint.h"
 #include "duties/race.h"
+#include "duties/shadow.h"
 #include "http/router.h"
 
 /** How attestation data's checkpoints are judged (duties.checkpointMode). */
@@ -81,6 +82,9 @@ typedef struct bm_attest bm_attest_t;
  *  on allocation failure. */
 bm_attest_t *bm_attest_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
                            bm_hint_t *hint, const bm_attest_opts_t *opts);
+
+/** Mirrors every race of the policy to the shadow nodes (borrowed; NULL: none). */
+void bm_attest_set_shadow(bm_attest_t *a, bm_shadow_t *shadow);
 
 /** Frees the policy. Free the race engine first when shutting down: its races judge with
  *  this policy (their contexts are the races' own and go with them). */

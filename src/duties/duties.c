@@ -51,6 +51,7 @@ struct bm_duties {
     bm_pool_t *pool;
     const bm_chain_info_t *chain;
     const bm_head_t *head;
+    bm_shadow_t *shadow; /* the shadow nodes every race is mirrored to, or NULL */
     bm_duties_opts_t o;
     bm_duties_stats_t stats;
     uint64_t *ready_since; /* per node index; 0: not ready */
@@ -189,7 +190,7 @@ static size_t duty_candidates(const bm_duties_t *d, bm_node_t **out)
     size_t n = 0;
     for (size_t i = 0; i < bm_pool_count(d->pool) && n < MAX_CANDIDATES; i++) {
         bm_node_t *node = bm_pool_node(d->pool, i);
-        if (node->state == BM_NODE_READY)
+        if (bm_node_usable(node) && node->state == BM_NODE_READY)
             out[n++] = node;
     }
     if (n)
@@ -246,6 +247,21 @@ static void parse_answer(bm_duty_kind_t kind, const bm_buf_t *body, seen_t *s)
             s->ok = bm_json_get_root(doc, "/dependent_root", s->root) == 0;
     }
     json_object_put(doc);
+}
+
+/* A shadow node's duties are about their dependent root (sync duties: about none); `arg`
+ * is the kind (duties/shadow.h). */
+static bool shadow_read_duties(const bm_hdrs_t *h, const bm_buf_t *body, uint32_t arg,
+                               bm_shadow_view_t *out)
+{
+    seen_t s = {0};
+    (void)h;
+    parse_answer((bm_duty_kind_t)arg, body, &s);
+    if (!s.ok)
+        return false;
+    out->has_root = arg != BM_DUTY_SYNC;
+    memcpy(out->root, s.root, 32);
+    return true;
 }
 
 static seen_t *seen_of(duty_t *q, const bm_node_t *node)
@@ -528,6 +544,8 @@ static void handle_duty(bm_duties_t *d, bm_req_t *req, const bm_route_params_t *
         .ctx_size = sizeof q,
         .on_answer = on_duty_answer,
         .on_complete = on_duty_complete,
+        .shadow = d->shadow,
+        .shadow_read = {BM_SHADOW_DUTIES, shadow_read_duties, (uint32_t)kind},
     };
     bm_race_t *r = bm_serve(d->race, req, &s, NULL);
     if (!r)
@@ -818,6 +836,8 @@ static void route_liveness(bm_req_t *req, const bm_route_params_t *params, void 
         .ctx_size = sizeof q,
         .ctx_dispose = live_dispose,
         .respond = on_live_respond, /* the race runs on when the client leaves: it is bounded */
+        .shadow = d->shadow,
+        .shadow_read = {BM_SHADOW_LIVENESS, NULL, 0},
     };
     bm_serve(d->race, req, &s, NULL);
 }
@@ -863,6 +883,11 @@ void bm_duties_set_head(bm_duties_t *d, const bm_head_t *head)
 {
     if (d)
         d->head = head;
+}
+
+void bm_duties_set_shadow(bm_duties_t *d, bm_shadow_t *shadow)
+{
+    d->shadow = shadow;
 }
 
 void bm_duties_free(bm_duties_t *d)

@@ -49,6 +49,7 @@
 #include "cluster/head.h"
 #include "cluster/pool.h"
 #include "duties/race.h"
+#include "duties/shadow.h"
 #include "http/router.h"
 
 typedef struct bm_duties bm_duties_t;
@@ -103,6 +104,10 @@ bm_duties_t *bm_duties_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t 
 /** Sets the cluster head tracker the dependent roots are read from (borrowed; NULL: none,
  *  every duty read then takes the first 2xx). */
 void bm_duties_set_head(bm_duties_t *d, const bm_head_t *head);
+
+/** Mirrors every race of the policy (duties and liveness) to the shadow nodes (borrowed;
+ *  NULL: none). */
+void bm_duties_set_shadow(bm_duties_t *d, bm_shadow_t *shadow);
 
 /**
  * Frees the policy. Every client request it served must have ended (free it after the

@@ -221,7 +221,7 @@ size_t bm_hint_candidates(const bm_pool_t *pool, bm_node_t **out, size_t cap)
     size_t n = 0, total = bm_pool_count(pool);
     for (size_t i = 0; i < total && n < cap; i++) {
         bm_node_t *node = bm_pool_node(pool, i);
-        if (node->state == BM_NODE_READY)
+        if (bm_node_usable(node) && node->state == BM_NODE_READY)
             out[n++] = node;
     }
     if (n > 0)

@@ -157,7 +157,8 @@ bool bm_hint_slot_at(const bm_hint_t *h, uint64_t now_ms, uint64_t *slot);
 
 /**
  * The candidates of a duty race, in pool order: the ready nodes; when none is ready,
- * every node that can take requests (not wrong-network), best state first. Writes at most
+ * every node that can take requests (not wrong-network), best state first. Never a shadow
+ * node (bm_node_usable): the shadow module mirrors the race to it instead. Writes at most
  * `cap` borrowed pointers (the pool owns the nodes) and returns how many.
  */
 size_t bm_hint_candidates(const bm_pool_t *pool, bm_node_t **out, size_t cap);

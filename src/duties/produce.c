@@ -67,6 +67,7 @@ struct bm_produce {
     bm_race_engine_t *race;
     bm_pool_t *pool;
     bm_hint_t *hint;
+    bm_shadow_t *shadow; /* the shadow nodes every race is mirrored to, or NULL */
     bm_produce_opts_t opts;
     bm_produce_stats_t stats;
     memo_t memo[BM_PRODUCE_MEMORY_SLOTS];
@@ -106,6 +107,23 @@ bm_produce_t *bm_produce_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_
     p->lim.window_ms = 10000;
     p->lim.burst = 10;
     return p;
+}
+
+void bm_produce_set_shadow(bm_produce_t *p, bm_shadow_t *shadow)
+{
+    p->shadow = shadow;
+}
+
+/* A shadow node's block is about its parent (duties/shadow.h); `arg` is the form. */
+static bool shadow_read_block(const bm_hdrs_t *h, const bm_buf_t *body, uint32_t arg,
+                              bm_shadow_view_t *out)
+{
+    bm_produce_block_t b;
+    if (bm_produce_parse_form(h, body, (bm_produce_form_t)arg, &b) != 0)
+        return false;
+    out->has_root = true;
+    memcpy(out->root, b.parent_root, 32);
+    return true;
 }
 
 void bm_produce_free(bm_produce_t *p)
@@ -487,6 +505,8 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bm_produce_for
         .ctx_size = sizeof c,
         .ctx_dispose = ctx_dispose,
         .on_answer = on_answer,
+        .shadow = p->shadow,
+        .shadow_read = {BM_SHADOW_BLOCK, shadow_read_block, (uint32_t)form},
     };
     if (p->opts.selection == BM_PRODUCE_BEST_VALUE) {
         s.policy.score = block_score;

@@ -43,6 +43,7 @@
 #include "cluster/pool.h"
 #include "duties/hint.h"
 #include "duties/race.h"
+#include "duties/shadow.h"
 #include "http/router.h"
 
 /* Slots remembered by bm_produce_node_for_slot (4 mainnet epochs). */
@@ -79,6 +80,9 @@ typedef struct bm_produce bm_produce_t;
  *  defaults). NULL on allocation failure. */
 bm_produce_t *bm_produce_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
                              bm_hint_t *hint, const bm_produce_opts_t *opts);
+
+/** Mirrors every race of the policy to the shadow nodes (borrowed; NULL: none). */
+void bm_produce_set_shadow(bm_produce_t *p, bm_shadow_t *shadow);
 
 /** Frees the policy. Free the race engine first when shutting down: its races judge with
  *  this policy (their contexts are the races' own and go with them). */

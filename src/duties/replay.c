@@ -1509,6 +1509,8 @@ void bm_replay_node(bm_replay_t *rp, bm_node_t *node, const char *why)
 {
     if (!rp || rp->stopped || !node || node->index < 0 || (size_t)node->index >= rp->n_nodes)
         return;
+    if (node->shadow)
+        return; /* no write is sent to a shadow, so nothing is replayed to it either */
     schedule(rp, &rp->nodes[node->index], why, 0);
 }
 
@@ -1551,7 +1553,8 @@ void bm_replay_node_connection(size_t node, bool up, void *ud)
     bm_replay_t *rp = ud;
     if (!rp || rp->stopped || !up || node >= rp->n_nodes)
         return;
-    if (bm_pool_node(rp->pool, node)->state == BM_NODE_WRONG_NETWORK)
+    const bm_node_t *n = bm_pool_node(rp->pool, node);
+    if (n->state == BM_NODE_WRONG_NETWORK || n->shadow)
         return;
     /* a stream that keeps dropping must not turn into a replay storm: at most one replay
      * per interval on this account, deferred rather than dropped (it may hide a restart) */

@@ -17,7 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A mirror of a race without a hard timeout of its own ends this long after its deadline:
+ * an answer after that counts as no answer (the race's own default is 10 s). */
+#define BM_SERVE_MIRROR_AFTER_DEADLINE_MS 2000
+
 typedef struct srace {
+    bm_shadow_mirror_t *mirror; /* the race's mirror to the shadow nodes, or NULL */
     void (*ctx_dispose)(void *ctx);
     void (*respond)(bm_req_t *req, const bm_race_answer_t *answers, size_t n, void *ctx);
     void (*on_complete)(const bm_race_answer_t *answers, size_t n, void *ctx);
@@ -43,12 +48,13 @@ void bm_serve_reply(bm_req_t *req, const bm_race_answer_t *a)
     bm_resp_send(req, status, NULL, a->body, a->headers);
 }
 
-/* The race is freed (race.h ud_dispose): the context, then the record. */
+/* The race is freed (race.h ud_dispose): the context, the mirror's reference, the record. */
 static void srace_dispose(void *ctx)
 {
     srace_t *sr = srace_of(ctx);
     if (sr->ctx_dispose)
         sr->ctx_dispose(ctx);
+    bm_shadow_release(sr->mirror);
     free(sr);
 }
 
@@ -58,6 +64,8 @@ static void on_race_complete(bm_race_t *r, const bm_race_answer_t *answers, size
     (void)r;
     bm_req_t *req = sr->req;
     sr->req = NULL;
+    if (sr->respond)
+        bm_shadow_served(sr->mirror, NULL); /* built from every node's: nothing to compare */
     if (req)
         sr->respond(req, answers, n, sr->ctx);
     if (sr->on_complete)
@@ -76,6 +84,7 @@ static void on_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
 {
     sreq_t *q = ud;
     (void)w;
+    bm_shadow_served(srace_of(q->ctx)->mirror, a); /* the first waiter's answer counts */
     if (q->on_answer)
         q->on_answer(q->req, a, q->ctx);
     bm_serve_reply(q->req, a);
@@ -95,6 +104,19 @@ static void drop_ctx(const bm_serve_t *s)
 {
     if (s->ctx_dispose)
         s->ctx_dispose(s->ctx);
+}
+
+/* Mirrors the race of `s` to the shadow nodes: cut when the race's own hard timeout cuts it
+ * (or a while after its deadline), in time by its deadline (without one, by its end: a
+ * duties race serves whatever comes by then). */
+static bm_shadow_mirror_t *start_mirror(const bm_serve_t *s, const bm_race_request_t *rq)
+{
+    const bm_race_policy_t *p = &s->policy;
+    uint64_t end = p->hard_timeout_ms;
+    if (!end && p->deadline_ms)
+        end = p->deadline_ms + BM_SERVE_MIRROR_AFTER_DEADLINE_MS;
+    uint64_t by = p->deadline_ms ? p->deadline_ms : end;
+    return bm_shadow_mirror(s->shadow, rq, &s->shadow_read, by, end, p->connect_timeout_ms);
 }
 
 /* Starts the race of `s` for `req`; the race takes the context. NULL on failure (then the
@@ -129,6 +151,8 @@ static bm_race_t *start(bm_race_engine_t *e, bm_req_t *req, const bm_serve_t *s,
         sr->req = req;
         bm_req_on_abort(req, on_every_abort, sr);
     }
+    if (s->shadow)
+        sr->mirror = start_mirror(s, &rq);
     return r;
 }
 

@@ -18,6 +18,10 @@
  *     an OR over the nodes). A client that goes away does not stop the race; its answers
  *     still reach `on_complete`.
  *
+ * Shadow nodes: a race serve starts (not one a request joins) is mirrored to the shadow
+ * nodes when the policy names them (`shadow`); the served answer is handed to the mirror
+ * when it goes out (the first waiter's), and the mirror is let go with the race.
+ *
  * Lifetime: the context is copied into memory the race owns (race.h `ud_dispose`) and
  * freed with the race, whatever ended it, so nothing of a request or a race outlives the
  * engine's own bookkeeping. The client requests must end before the engine is freed (a
@@ -36,6 +40,7 @@
 
 #include "cluster/pool.h"
 #include "duties/race.h"
+#include "duties/shadow.h"
 #include "http/server.h"
 
 /** How to serve one request. Read during bm_serve only; nothing is kept but copies (and
@@ -71,6 +76,13 @@ typedef struct bm_serve {
     /* optional: every node's answer when the race completes, in candidate order (as
      * race.h's completion), after `respond`; for bookkeeping only */
     void (*on_complete)(const bm_race_answer_t *answers, size_t n, void *ctx);
+
+    /* optional: the shadow nodes (duties/shadow.h). Every race serve starts is mirrored to
+     * them (the same request, once each), read as `shadow_read` says, and their answers are
+     * compared with the one served (none, when `respond` builds the answer), by the
+     * policy's deadline; they never reach a client */
+    bm_shadow_t *shadow;
+    bm_shadow_read_t shadow_read;
 } bm_serve_t;
 
 /**

@@ -329,6 +329,8 @@ static int excluded(exchange_t *ex, size_t i, const bm_node_t *n, bool hedge, ui
     node_state_t *ns = &rp->node[i];
     if (ex->tried & (1ull << i))
         return 1;
+    if (n->shadow)
+        return 1; /* its answers are never served (duties/shadow.h) */
     if (ex->s.restrict_nodes && !(ex->s.nodes & (1ull << i)))
         return 1;
     if (ex->s.client && (int)n->client != ex->s.client)

@@ -19,8 +19,9 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 
 # Modules of duties/ that are shared machinery, not policies: every policy may include them
 # (checkpoints: the pure book of the nodes' attestation checkpoints; indexed: the merge of a
-# batch write's indexed errors: judgements without I/O, like hint).
-DUTY_MACHINERY = {"race", "hint", "serve", "checkpoints", "indexed"}
+# batch write's indexed errors: judgements without I/O, like hint; shadow: the mirror of every
+# race to the shadow nodes, which serve starts for each policy, and their score).
+DUTY_MACHINERY = {"race", "hint", "serve", "checkpoints", "indexed", "shadow"}
 # Policy -> policy includes that are allowed, each with its reason.
 POLICY_EXCEPTIONS = {
     ("broadcast", "replay"): "a broadcast write feeds the replay memory it passes through",

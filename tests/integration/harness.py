@@ -40,6 +40,19 @@ def wait_for(cond, timeout=10.0, interval=0.01, what="condition"):
         time.sleep(interval)
 
 
+def now_ms():
+    """Wall-clock milliseconds, the time beaconsim's truth gives its slot points in."""
+    return int(time.time() * 1000)
+
+
+def sleep_until(t_ms):
+    """Waits for a wall-clock point of a slot taken from the truth (to act at that point,
+    never as synchronisation)."""
+    d = (t_ms - now_ms()) / 1000.0
+    if d > 0:
+        time.sleep(d)
+
+
 class Proc:
     """A child process whose stderr is collected in a background thread."""
 
@@ -152,6 +165,10 @@ class Beaconmux(Proc):
 
     def node_states(self):
         return {u["id"]: u["state"] for u in self.status()["upstreams"]}
+
+    def upstreams(self):
+        """The status page's upstream entries by id."""
+        return {u["id"]: u for u in self.status()["upstreams"]}
 
     def wait_state(self, node_id, state, timeout=10.0):
         return wait_for(lambda: self.node_states().get(node_id) == state, timeout,
@@ -511,6 +528,9 @@ class Beaconsim(Proc):
 
     def requests(self, i):
         return self._json("GET", "/sim/v1/nodes/%d/requests" % i)
+
+    def clear_requests(self, i):
+        self._json("DELETE", "/sim/v1/nodes/%d/requests" % i)
 
     def scenario(self, body):
         return self._json("POST", "/sim/v1/scenario", body)

@@ -102,8 +102,8 @@ WHOLE = [
     (UP + "duties: {holdFloor: 1500ms}\n", "duties.holdFloor (1500ms) must not be greater than duties.maxHold (1s)"),
     (UP + "duties: {maxHold: 300ms, holdFloor: 100ms, headRoot: {holdFloor: 1s}}\n",
      "duties.headRoot: holdFloor (1s) must not be greater than maxHold (300ms, from duties.maxHold)"),
-    (UP + "health: {headQuorum: 2}\n", "health.headQuorum (2) is larger than the number of upstreams (1): "
-     "the cluster head could never move except by extension"),
+    (UP + "health: {headQuorum: 2}\n", "health.headQuorum (2) is larger than the number of upstreams "
+     "that are not shadows (1): the cluster head could never move except by extension"),
     (UP + "routeRules: [{path: /a, upstreams: [nobody]}]\n",
      "routeRules[0].upstreams[0]: no upstream has the id \"nobody\""),
     (UP + "routeRules: [{path: /a, consensus: {query: 1, agree: 2}}]\n",

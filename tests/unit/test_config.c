@@ -228,8 +228,9 @@ static void test_example_file(void **state)
     assert_non_null(cfg);
     assert_int_equal(bm_config_validate(cfg, &err), 0);
     assert_string_equal(cfg->path, path);
-    assert_int_equal(cfg->n_upstreams, 3);
+    assert_int_equal(cfg->n_upstreams, 4);
     assert_string_equal(cfg->upstreams[0].id, "lighthouse-1");
+    assert_true(cfg->upstreams[3].shadow && !cfg->upstreams[2].shadow);
     assert_string_equal(cfg->upstreams[2].id, "hosted");
     assert_int_equal(cfg->upstreams[2].n_headers, 1);
     assert_string_equal(cfg->upstreams[2].headers[0].value, "example-key");
@@ -449,7 +450,7 @@ static void test_unknown_keys(void **state)
                  "maxBodyBytes,");
     expect_error("upstreams:\n  - url: http://a:1\n  - url: http://b:2\n    upstrem: x\n",
                  "t.yaml:4:5: unknown key \"upstrem\" in \"upstreams[1]\" (expected one of: id, "
-                 "url, headers, priority, weight, archive, autoTune, maxConnections)");
+                 "url, headers, priority, weight, archive, shadow, autoTune, maxConnections)");
     expect_error("upstreams: [{url: \"http://a\", bogus: 1}]\n",
                  "t.yaml:1:31: unknown key \"bogus\" in \"upstreams[0]\"");
     expect_error("duties:\n    holdfloor: 1s\n",
@@ -870,7 +871,23 @@ static void test_validate(void **state)
                    "duties.holdFloor (1500ms) must not be greater than duties.maxHold (1s)");
     expect_invalid(
         "upstreams: [{url: \"http://a\"}, {url: \"http://b\"}]\nhealth: {headQuorum: 3}\n",
-        "health.headQuorum (3) is larger than the number of upstreams (2)");
+        "health.headQuorum (3) is larger than the number of upstreams that are not shadows (2)");
+    /* a shadow serves nothing and counts for no quorum */
+    expect_invalid("upstreams: [{url: \"http://a\", shadow: true}]\n",
+                   "every upstream is a shadow: at least one must serve (shadow: false)");
+    expect_invalid("upstreams: [{url: \"http://a\"}, {url: \"http://b\", shadow: true}]\n"
+                   "duties: {checkpointQuorum: 2}\n",
+                   "duties.checkpointQuorum (2) is larger than the number of upstreams that are "
+                   "not shadows (1)");
+    expect_invalid("upstreams: [{url: \"http://a\"}, {id: s, url: \"http://b\", shadow: true}]\n"
+                   "routeRules: [{path: /eth/v1/debug/*, upstreams: [s]}]\n",
+                   "routeRules[0].upstreams[0]: \"s\" is a shadow: it serves no request");
+    bm_config_t *sh = expect_ok("upstreams: [{url: \"http://a\"}, {url: \"http://b\", shadow: "
+                                "true}]\nhealth: {headQuorum: 1}\n");
+    assert_false(sh->upstreams[0].shadow);
+    assert_true(sh->upstreams[1].shadow);
+    assert_int_equal(bm_config_serving_upstreams(sh), 1);
+    bm_config_free(sh);
 
     /* A configuration built in code is checked key by key. */
     bm_config_err_t err;

@@ -1176,6 +1176,33 @@ static void test_untrusted_node_chain_events(void **state)
     fx_done(&f);
 }
 
+/* A shadow node (the tracker's observer) is never heard on the cluster stream, not even its
+ * gossip, and its copies take no place in the dedup window: the first serving node's copy
+ * of the same event is the one that goes out. */
+static void test_shadow_node_events_left_out(void **state)
+{
+    (void)state;
+    fx_t f;
+    fx_init(&f, NULL);
+    tracker_init(&f, BM_FORK_FULU, true);
+    cli_t *c = subscribe(&f, "block,attestation");
+    bm_head_set_node_observer(f.head, 1, true);
+    const char *att = "{\"aggregation_bits\":\"0x01\",\"signature\":\"0x02\"}";
+    bm_events_node_event(1, "attestation", att, strlen(att), f.ev);
+    bm_events_node_event(1, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    run_ready(&f);
+    assert_int_equal(count_events(c, "attestation"), 0);
+    assert_int_equal(count_events(c, "block"), 0);
+    assert_int_equal(bm_events_stats(f.ev)->shadow_events, 2);
+    assert_int_equal(bm_events_stats(f.ev)->duplicates, 0);
+    bm_events_node_event(0, "attestation", att, strlen(att), f.ev);
+    bm_events_node_event(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    wait_events(&f, c, "attestation", 1);
+    wait_events(&f, c, "block", 1);
+    assert_int_equal(bm_events_stats(f.ev)->duplicates, 0);
+    fx_done(&f);
+}
+
 /* With many subscribers, other topics wait (briefly) for the head, to leave with it. */
 static void test_coalesce_with_the_head(void **state)
 {
@@ -1232,6 +1259,7 @@ int main(void)
         cmocka_unit_test(test_payload_full_second_head_v2),
         cmocka_unit_test(test_head_without_data_waits),
         cmocka_unit_test(test_untrusted_node_chain_events),
+        cmocka_unit_test(test_shadow_node_events_left_out),
         cmocka_unit_test(test_coalesce_with_the_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

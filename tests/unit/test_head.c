@@ -726,6 +726,64 @@ static void test_forked_node_never_followed(void **state)
 }
 
 /*
+ * An observer (a shadow node) is followed like any node but counts for nothing: its head
+ * never moves the cluster head (not first, not by extension, not towards a quorum), it is
+ * never a block's first announcer, its raw data is never used; its lag, relation and its
+ * own branch (asked from it, so that it can be called forked) are judged as for any node.
+ */
+static void test_observer_counts_for_nothing(void **state)
+{
+    linear(90, 110);
+    blk(1102, 101, 102); /* the observer's own branch, from 101 */
+    blk(1103, 1102, 103);
+    make(3, 2, 1, 0);
+    bm_head_set_node_observer(F->t, 2, true);
+    assert_true(view(2).observer);
+    assert_true(view(2).may_vote);
+    /* the observer is fastest; with one voter it is no quorum */
+    head(2, 100, T(100, 100));
+    head(0, 100, T(100, 300));
+    assert_false(cluster_is(100));
+    assert_false(view(2).voter);
+    head(1, 100, T(100, 400));
+    assert_true(cluster_is(100));
+    bm_head_info_t h;
+    assert_true(bm_head_cluster(F->t, &h));
+    assert_int_equal(h.first_node, 0); /* the first voter, not the observer */
+    assert_non_null(strstr(last_change()->raw[BM_HEAD_TOPIC_HEAD], "\"node\":0"));
+    /* an extension it announces first moves nothing; a voter's does, with the voter's data */
+    head(2, 101, T(101, 100));
+    assert_true(cluster_is(100));
+    assert_int_equal(view(2).relation, BM_HEAD_REL_DESCENDANT);
+    head(0, 101, T(101, 300));
+    assert_true(cluster_is(101));
+    assert_int_equal(last_change()->c.node, 0);
+    assert_non_null(strstr(last_change()->raw[BM_HEAD_TOPIC_HEAD], "\"node\":0"));
+    /* it forks: its branch is learned from it, and a slot later it is forked */
+    head(2, 1102, T(102, 100));
+    head(0, 102, T(102, 300));
+    head(1, 102, T(102, 400));
+    assert_true(cluster_is(102));
+    assert_int_equal(view(2).relation, BM_HEAD_REL_OFF); /* since 102 became the head */
+    assert_int_equal(view(2).off_since_ms, T(102, 300));
+    head(2, 1103, T(103, 50));
+    tick(T(103, 301));
+    assert_true(view(2).forked);
+    assert_true(cluster_is(102));
+    assert_int_equal(bm_head_relation_of(F->t, R(1102).b, R(102).b), BM_HEAD_REL_OFF);
+    assert_int_equal(bm_head_relation_of(F->t, R(101).b, R(1103).b), BM_HEAD_REL_ANCESTOR);
+    assert_int_equal(bm_head_relation_of(F->t, R(102).b, R(100).b), BM_HEAD_REL_DESCENDANT);
+    assert_int_equal(bm_head_relation_of(F->t, R(102).b, R(102).b), BM_HEAD_REL_EQUAL);
+    assert_int_equal(bm_head_relation_of(F->t, R(102).b, R(7777).b), BM_HEAD_REL_UNKNOWN);
+    /* no longer an observer: it counts again (here: a voter once back on the chain) */
+    head(2, 102, T(103, 300));
+    assert_false(view(2).forked);
+    assert_false(view(2).voter);
+    bm_head_set_node_observer(F->t, 2, false);
+    assert_true(view(2).voter);
+}
+
+/*
  * The sequence of tests/integration/test_duties.py (forked node, honest nodes slow to
  * answer headers): the forked node's first branch block extends the head (the known
  * limit), the quorum re-orgs it out, and the node is forked. Then every slot the honest
@@ -1418,6 +1476,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_quorum_chain_reorg_moves_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forked_node_never_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_observer_counts_for_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_single_driver_cannot_fork_the_honest_nodes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_forked_node_stays_forked_while_honest_headers_are_slow,

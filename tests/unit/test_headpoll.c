@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_headpoll: when the monitor asks a node for its head. Each case is one node and one
- * moment on a 12 s slot clock: a working stream is never asked; a node without a head is
- * asked at once; a node without a stream at the cluster move or from the mid-slot point;
- * an up stream that delivered nothing in a slot in which the cluster moved past it at the
- * next slot start; never twice a slot; before genesis only a headless node, just before it.
+ * moment on a 12 s slot clock: a stream that follows the cluster head is never asked; a
+ * node without a head is asked at once; a node without a stream at the cluster move or from
+ * the mid-slot point; an up stream whose node has not followed the cluster head a quarter
+ * slot after its move, once per move; the probe time; never twice a slot otherwise; before
+ * genesis only a headless node, just before it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,65 +31,79 @@ static bm_headpoll_cluster_t cluster(uint64_t since_ms)
     return c;
 }
 
-/* A node whose stream has worked: up since slot 1, last head at slot 9 + 300 ms, its head
- * one behind the cluster head now. */
+/* A node whose stream is up, its head one behind the cluster head now, never polled. */
 static bm_headpoll_node_t working(void)
 {
-    bm_headpoll_node_t n = {.stream_up = true,
-                            .stream_up_ms = T(1, 0),
-                            .last_stream_head_ms = T(9, 300),
-                            .has_head = true,
-                            .at_cluster_head = false,
-                            .polled_slot = UINT64_MAX};
+    bm_headpoll_node_t n = {
+        .stream_up = true, .has_head = true, .at_cluster_head = false, .polled_slot = UINT64_MAX};
     return n;
 }
 
-static void test_working_stream_is_never_asked(void **state)
+static void test_following_stream_is_never_asked(void **state)
 {
     (void)state;
     bm_headpoll_cluster_t c = cluster(T(10, 100));
     bm_headpoll_node_t n = working();
-    /* the cluster moved at 10.1 s; the node spoke in slot 9: its slot-10 head is coming */
+    /* the cluster moved at 10.1 s: the node's head event is on its way for a quarter slot */
     assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_CLUSTER_MOVED, T(10, 100)),
                      BM_HEADPOLL_NO);
     assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_MID_SLOT, T(10, 3000)), BM_HEADPOLL_NO);
-    /* a stream whose heads come exactly a slot apart is never judged silent in between */
-    n.last_stream_head_ms = T(9, 0);
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_MID_SLOT, T(10, 3000)), BM_HEADPOLL_NO);
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_CLUSTER_MOVED, T(10, 0)), BM_HEADPOLL_NO);
-    /* at the cluster head: never, however long it was quiet */
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_FOLLOW_UP, T(10, 3099)), BM_HEADPOLL_NO);
+    /* at the cluster head (or ahead of it): never, however long it was quiet */
     n.at_cluster_head = true;
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_FOLLOW_UP, T(10, 3100)), BM_HEADPOLL_NO);
     assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(14, 0)), BM_HEADPOLL_NO);
-    /* quiet for slots, but the cluster did not move since its last head (empty slots) */
+    /* without a cluster head there is nothing to follow */
     n.at_cluster_head = false;
-    n.last_stream_head_ms = T(9, 300);
-    c = cluster(T(9, 200));
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(12, 0)), BM_HEADPOLL_NO);
+    c.has_head = false;
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_FOLLOW_UP, T(10, 3100)), BM_HEADPOLL_NO);
 }
 
-static void test_silent_stream_asked_once_the_cluster_moved_past_it(void **state)
+/* A node with its stream up that has not followed the cluster head a quarter slot after the
+ * move is asked once per move, at whatever moment comes after that point. */
+static void test_behind_asked_once_per_move(void **state)
 {
     (void)state;
-    /* nothing from its stream in slot 10, in which the cluster head moved past it */
     bm_headpoll_cluster_t c = cluster(T(10, 100));
     bm_headpoll_node_t n = working();
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(11, 0)), BM_HEADPOLL_SILENT);
-    assert_string_equal(bm_headpoll_reason_name(BM_HEADPOLL_SILENT), "silent stream");
-    /* judged at slot starts only */
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_MID_SLOT, T(11, 3000)), BM_HEADPOLL_NO);
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_CLUSTER_MOVED, T(11, 100)),
-                     BM_HEADPOLL_NO);
-    /* it spoke in slot 10 (late in it): not silent */
-    n.last_stream_head_ms = T(10, 11000);
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(11, 0)), BM_HEADPOLL_NO);
-    /* up only since the middle of slot 10 (its head asked at the connect): next slot */
-    n.last_stream_head_ms = 0;
-    n.stream_up_ms = T(10, 50);
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(11, 0)), BM_HEADPOLL_NO);
-    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(12, 0)), BM_HEADPOLL_SILENT);
-    /* without a cluster head there is nothing to have missed */
-    c.has_head = false;
+    assert_int_equal(bm_headpoll_behind_ms(&c.clock, T(10, 100)), T(10, 3100));
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_FOLLOW_UP, T(10, 3100)),
+                     BM_HEADPOLL_BEHIND);
+    assert_string_equal(bm_headpoll_reason_name(BM_HEADPOLL_BEHIND), "behind");
+    /* any later moment will do (a round at the next slot start, after a busy loop) */
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(11, 0)), BM_HEADPOLL_BEHIND);
+    /* one request at a time: a hung node is not asked again while it holds one */
+    n.poll_in_flight = true;
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_FOLLOW_UP, T(10, 3100)), BM_HEADPOLL_NO);
+    /* asked since the move (and answered): not again for this move, even slots later */
+    n.poll_in_flight = false;
+    n.polled_ms = T(10, 3100);
+    n.polled_slot = 10;
     assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(12, 0)), BM_HEADPOLL_NO);
+    /* asked before the move (at its connect), or in its millisecond: the move still counts */
+    n.polled_ms = T(10, 50);
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_FOLLOW_UP, T(10, 3100)),
+                     BM_HEADPOLL_BEHIND);
+    n.polled_ms = T(10, 100);
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_FOLLOW_UP, T(10, 3100)),
+                     BM_HEADPOLL_BEHIND);
+    /* the next move asks again, even within the same slot */
+    n.polled_ms = T(10, 3100);
+    c = cluster(T(10, 5000));
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_FOLLOW_UP, T(10, 7999)), BM_HEADPOLL_NO);
+    assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_FOLLOW_UP, T(10, 8000)),
+                     BM_HEADPOLL_BEHIND);
+}
+
+/* The probe time: a quarter slot, at most 1 s. */
+static void test_probe_time(void **state)
+{
+    (void)state;
+    bm_slot_clock_t mainnet = {GENESIS, 12000, 32}, fast = {GENESIS, 2000, 8},
+                    tiny = {GENESIS, 400, 8};
+    assert_int_equal(bm_headpoll_probe_ms(&mainnet), 1000);
+    assert_int_equal(bm_headpoll_probe_ms(&fast), 500);
+    assert_int_equal(bm_headpoll_probe_ms(&tiny), 100);
 }
 
 static void test_no_stream_at_the_move_or_mid_slot(void **state)
@@ -126,7 +141,6 @@ static void test_unknown_head_asked_at_once(void **state)
                      BM_HEADPOLL_UNKNOWN_HEAD);
     assert_string_equal(bm_headpoll_reason_name(BM_HEADPOLL_UNKNOWN_HEAD), "unknown head");
     n.stream_up = true;
-    n.stream_up_ms = T(3, 10);
     assert_int_equal(bm_headpoll_due(&c, &n, BM_HEADPOLL_SLOT_START, T(3, 20)),
                      BM_HEADPOLL_UNKNOWN_HEAD);
 }
@@ -160,8 +174,9 @@ static void test_once_per_slot_and_before_genesis(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_working_stream_is_never_asked),
-        cmocka_unit_test(test_silent_stream_asked_once_the_cluster_moved_past_it),
+        cmocka_unit_test(test_following_stream_is_never_asked),
+        cmocka_unit_test(test_behind_asked_once_per_move),
+        cmocka_unit_test(test_probe_time),
         cmocka_unit_test(test_no_stream_at_the_move_or_mid_slot),
         cmocka_unit_test(test_unknown_head_asked_at_once),
         cmocka_unit_test(test_once_per_slot_and_before_genesis),

@@ -425,6 +425,44 @@ static void test_quorum_default_follows_ready_count(void **state)
     assert_true(cluster_at(100));
 }
 
+/* A shadow node is judged like any node but counts for nothing: not in the quorum base, an
+ * observer for the tracker (its head moves nothing), and its state is its own. */
+static void test_shadow_counts_for_nothing(void **state)
+{
+    linear(95, 110);
+    make(4, NULL);
+    assert_int_equal(bm_health_quorum_base(F->health), 4);
+    bm_pool_set_shadow(F->n[3], true);
+    bm_health_eval_all(F->health);
+    assert_int_equal(bm_health_quorum_base(F->health), 3);
+    assert_int_equal(bm_head_quorum(F->head), 2);
+    bm_head_node_view_t v;
+    assert_int_equal(bm_head_node_view(F->head, 3, &v), 0);
+    assert_true(v.observer);
+    /* with two serving nodes the quorum is 1: the shadow's base never makes it 2 */
+    bm_pool_record(F->pool, F->n[2], BM_OUTCOME_NET_ERROR, true, 0, "connection refused");
+    assert_int_equal(bm_health_quorum_base(F->health), 2);
+    assert_int_equal(bm_head_quorum(F->head), 1);
+    /* its head alone is no cluster head, however early */
+    head(3, 100, T(100, 100));
+    assert_false(cluster_at(100));
+    head(0, 100, T(100, 300));
+    assert_true(cluster_at(100));
+    assert_int_equal(st(3), BM_NODE_READY);
+    /* judged: it falls behind like any node */
+    head(0, 101, T(101, 100));
+    head(0, 102, T(102, 100));
+    assert_int_equal(st(3), BM_NODE_LAGGING);
+    /* and a serving count of nodes in a state leaves it out */
+    assert_int_equal(bm_pool_count_state(F->pool, BM_NODE_LAGGING), 0);
+    assert_int_equal(bm_pool_count_state(F->pool, BM_NODE_NO_HEAD), 1); /* node 1 */
+    head(1, 102, T(102, 200));
+    head(3, 102, T(102, 300));
+    assert_int_equal(st(3), BM_NODE_READY);
+    assert_int_equal(bm_pool_count_state(F->pool, BM_NODE_READY), 2);
+    assert_false(bm_node_usable(F->n[3]));
+}
+
 static void test_state_precedence(void **state)
 {
     linear(95, 110);
@@ -524,6 +562,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_one_broken_node_does_not_make_others_lagging, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_quorum_default_follows_ready_count, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shadow_counts_for_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_state_precedence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_transitions_counted_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_detach_and_free_order, setup, teardown),

@@ -14,9 +14,10 @@
  * (discovery) and tells the listeners; stop leaves nothing on the loop. A node whose
  * stream sends its response head only with its first event (Lodestar) is waited for, not
  * cut, and its head is polled meanwhile; without any working stream, polled heads keep
- * the tracker current; an up stream that delivered nothing in a slot in which the cluster
- * moved past it is polled, a working one never; a cluster head missing while the chain
- * runs is reported.
+ * the tracker current; an up stream whose node has not followed the cluster head a quarter
+ * slot after it moved is polled then, a working one never; a stopped node that does not
+ * answer that poll within the probe time is unreachable until it answers again; a cluster
+ * head missing while the chain runs is reported.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -95,6 +96,8 @@ typedef struct fnode {
     bool head_fails;   /* GET .../headers/head answers 503 */
     bool streams_fail; /* GET /eth/v1/events answers 503 */
     bool hang_v2;      /* a stream asking head_v2 gets no byte at all (Lodestar < 1.10) */
+    bool stopped;      /* a stopped process: every request but the open stream is held */
+    bm_req_t *held[8]; /* requests held while stopped, answered when it resumes */
     int hdr_by_block[CHAIN];
     uint64_t genesis_at;           /* bm_clock_now_ms of the last genesis request */
     char topics[MAX_STREAMS][256]; /* query of each event-stream request */
@@ -135,10 +138,50 @@ static void send_header(bm_req_t *req, int i)
         r, (unsigned long long)(g_base_slot + (uint64_t)i), p, r, r);
 }
 
+/* A held request whose client went away (its transfer timed out). */
+static void on_held_gone(bm_req_t *req, void *ud)
+{
+    fnode_t *fn = ud;
+    for (int i = 0; i < 8; i++)
+        if (fn->held[i] == req)
+            fn->held[i] = NULL;
+    bm_resp_end(req);
+}
+
+static void on_request(fake_node_t *n, bm_req_t *req, void *ud);
+
+/* A stopped node: the request waits (the kernel queues it) until the node resumes. */
+static bool hold(fnode_t *fn, bm_req_t *req)
+{
+    for (int i = 0; i < 8; i++)
+        if (!fn->held[i]) {
+            fn->held[i] = req;
+            bm_req_on_abort(req, on_held_gone, fn);
+            return true;
+        }
+    return false;
+}
+
+/* The node resumes: what it held is answered now, as a SIGCONT'd process does. */
+static void resume(fnode_t *fn)
+{
+    fn->stopped = false;
+    for (int i = 0; i < 8; i++) {
+        bm_req_t *req = fn->held[i];
+        fn->held[i] = NULL;
+        if (req) {
+            bm_req_on_abort(req, NULL, NULL);
+            on_request(fn->n, req, fn);
+        }
+    }
+}
+
 static void on_request(fake_node_t *n, bm_req_t *req, void *ud)
 {
     fnode_t *fn = ud;
     (void)n;
+    if (fn->stopped && hold(fn, req))
+        return;
     fx_t *f = fn->f;
     size_t plen;
     const char *p = bm_req_path(req, &plen);
@@ -403,6 +446,11 @@ static bm_head_node_view_t node_view(fx_t *f, size_t i)
     bm_head_node_view_t v;
     assert_int_equal(bm_head_node_view(f->head, i, &v), 0);
     return v;
+}
+
+static bm_node_state_t state_of(fx_t *f, size_t i)
+{
+    return bm_pool_node(f->pool, i)->state;
 }
 
 static uint64_t bad_events(fx_t *f, size_t i)
@@ -678,9 +726,9 @@ static void test_polled_heads_without_streams(void **state)
     fx_free(f);
 }
 
-/* A stream that is up but delivered nothing in a slot in which the cluster head moved past
- * it is polled at the next slot start; a stream that delivers is never polled. */
-static void test_silent_stream_polled_working_not(void **state)
+/* A stream that is up but whose node has not followed the cluster head a quarter slot after
+ * it moved is polled then, within the slot; a node that follows on its stream never is. */
+static void test_behind_stream_polled_working_not(void **state)
 {
     (void)state;
     fx_t *f = fx_new(2, UINT64_MAX);
@@ -690,11 +738,17 @@ static void test_silent_stream_polled_working_not(void **state)
     int h0 = f->nodes[0].head_reqs, h1 = f->nodes[1].head_reqs;
     f->nodes[1].head_block = 3; /* node 1 has the block, its stream does not say so */
     push_head(f, 0, "head_v2", 3);
-    RUN_UNTIL(&f->loop, cluster_is(f, 3) && view_is(f, 1, 3), 2 * SLOT_MS + 250);
+    RUN_UNTIL(&f->loop, cluster_is(f, 3), SLOT_MS);
+    uint64_t moved = bm_clock_now_ms();
+    RUN_UNTIL(&f->loop, view_is(f, 1, 3), SLOT_MS);
     assert_true(view_is(f, 1, 3));
+    /* asked a quarter slot after the move, not at the next slot start */
+    assert_true(f->nodes[1].head_at >= moved + SLOT_MS / 4 - 5);
+    assert_true(f->nodes[1].head_at <= moved + SLOT_MS / 2);
     assert_int_equal(f->nodes[1].head_reqs, h1 + 1);
-    assert_string_equal(info(f, 1).last_poll_why, "silent stream");
+    assert_string_equal(info(f, 1).last_poll_why, "behind");
     assert_true(info(f, 1).head_polled);
+    assert_int_equal(info(f, 1).unanswered, 0);
     /* node 0 announces every block on its stream: never polled */
     for (int b = 4; b <= 6; b++) {
         RUN_FOR(&f->loop, SLOT_MS / 2);
@@ -706,6 +760,42 @@ static void test_silent_stream_polled_working_not(void **state)
     RUN_FOR(&f->loop, SLOT_MS / 2);
     assert_int_equal(f->nodes[0].head_reqs, h0);
     assert_false(info(f, 0).head_polled);
+    fx_free(f);
+}
+
+/* A stopped node (its stream silent, every request held, as a SIGSTOP'd process) that does
+ * not follow the cluster head and does not answer the head request within the probe time
+ * leaves `ready` within the slot; it is back as soon as it answers again. */
+static void test_stopped_node_not_ready_until_it_answers(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(2, UINT64_MAX);
+    start(f);
+    RUN_UNTIL(&f->loop, all_connected(f) && cluster_is(f, 2) && state_of(f, 1) == BM_NODE_READY,
+              BOUND_MS);
+    f->nodes[1].stopped = true;
+    push_head(f, 0, "head_v2", 3);
+    RUN_UNTIL(&f->loop, cluster_is(f, 3), SLOT_MS);
+    uint64_t moved = bm_clock_now_ms();
+    RUN_UNTIL(&f->loop, state_of(f, 1) == BM_NODE_UNREACHABLE, SLOT_MS);
+    uint64_t out = bm_clock_now_ms();
+    assert_int_equal(state_of(f, 1), BM_NODE_UNREACHABLE);
+    /* a quarter slot to follow, a quarter slot (at most 1 s) to answer the probe */
+    assert_true(out >= moved + SLOT_MS / 2 - 10);
+    assert_true(out <= moved + SLOT_MS / 2 + 150);
+    assert_non_null(strstr(bm_pool_node(f->pool, 1)->state_reason, "no answer within 125 ms"));
+    bm_monitor_node_info_t mi = info(f, 1);
+    assert_int_equal(mi.unanswered, 1);
+    assert_string_equal(mi.last_poll_why, "behind");
+    assert_int_equal(state_of(f, 0), BM_NODE_READY);
+    /* it stays out while it says nothing (the next slot's requests are held too) */
+    RUN_FOR(&f->loop, SLOT_MS);
+    assert_int_equal(state_of(f, 1), BM_NODE_UNREACHABLE);
+    /* it resumes: the held requests are answered, it is reachable and at the head again */
+    f->nodes[1].head_block = 3;
+    resume(&f->nodes[1]);
+    RUN_UNTIL(&f->loop, state_of(f, 1) == BM_NODE_READY, SLOT_MS);
+    assert_int_equal(state_of(f, 1), BM_NODE_READY);
     fx_free(f);
 }
 
@@ -800,7 +890,8 @@ int main(void)
         cmocka_unit_test(test_reconnect_tells_everyone),
         cmocka_unit_test(test_head_only_with_first_event),
         cmocka_unit_test(test_polled_heads_without_streams),
-        cmocka_unit_test(test_silent_stream_polled_working_not),
+        cmocka_unit_test(test_behind_stream_polled_working_not),
+        cmocka_unit_test(test_stopped_node_not_ready_until_it_answers),
         cmocka_unit_test(test_missing_cluster_head_reported),
         cmocka_unit_test(test_silent_head_v2_falls_back_to_head),
         cmocka_unit_test(test_stop_early_and_bad_args),

@@ -70,6 +70,17 @@ static void test_health_follows_inputs(void **state)
     /* any HTTP answer brings it back, even a 5xx (the node is up, just failing) */
     bm_pool_record(p, n, BM_OUTCOME_HTTP_5XX, false, 1000, NULL);
     assert_int_equal(n->state, BM_NODE_READY);
+    /* a probe left unanswered (a stopped node): unreachable at once, until it answers */
+    bm_pool_set_unresponsive(p, n, "no answer within %d ms", 500);
+    assert_int_equal(n->state, BM_NODE_UNREACHABLE);
+    assert_string_equal(n->state_reason, "no answer within 500 ms");
+    bm_pool_set_unresponsive(p, n, "again");
+    assert_string_equal(n->state_reason, "no answer within 500 ms");
+    /* discovery's word about its network does not hide why it is unreachable */
+    bm_pool_set_network(p, n, BM_NET_OK, "same network");
+    assert_string_equal(n->state_reason, "no answer within 500 ms");
+    bm_pool_record(p, n, BM_OUTCOME_OK, false, 1000, NULL);
+    assert_int_equal(n->state, BM_NODE_READY);
     /* a refused connection is certain: unreachable at once */
     bm_pool_record(p, n, BM_OUTCOME_NET_ERROR, true, 0, "connection refused");
     assert_int_equal(n->state, BM_NODE_UNREACHABLE);
@@ -77,12 +88,12 @@ static void test_health_follows_inputs(void **state)
     bm_pool_set_network(p, n, BM_NET_WRONG, "genesis differs");
     assert_int_equal(n->state, BM_NODE_WRONG_NETWORK);
     assert_false(bm_node_usable(n));
-    assert_int_equal(transitions, 5);
-    assert_int_equal(calls, 5);
+    assert_int_equal(transitions, 7);
+    assert_int_equal(calls, 7);
     /* a repeated input that changes nothing makes no transition */
     bm_pool_set_network(p, n, BM_NET_WRONG, "genesis differs");
-    assert_int_equal(transitions, 5);
-    assert_int_equal(n->stats.requests, 4);
+    assert_int_equal(transitions, 7);
+    assert_int_equal(n->stats.requests, 5);
     assert_int_equal(n->stats.errors, 4);
     bm_health_free(h);
     bm_pool_free(p);
