@@ -304,6 +304,22 @@ static void test_refused_clients(void **state)
     assert_false(SSL_is_init_finished(p.cli));
     SSL_CTX_free(p.cctx);
     pair_close(&p);
+    /* a record damaged in transit after the handshake: the session fails, nothing is read */
+    pair_open(&p, ctx, client_ctx(TLS1_2_VERSION, TLS1_3_VERSION, NULL, false), NULL);
+    pump(&p);
+    assert_true(bm_tls_conn_ready(p.srv));
+    assert_int_equal(SSL_write(p.cli, "GET / HTTP/1.1\r\n\r\n", 18), 18);
+    char rec[256];
+    int rn = BIO_read(p.from_cli, rec, sizeof rec);
+    assert_true(rn > 20);
+    rec[rn - 5] ^= 0x40; /* inside the authentication tag */
+    assert_int_equal(bm_tls_conn_feed(p.srv, rec, (size_t)rn), 0);
+    char plain[64];
+    assert_int_equal(bm_tls_conn_read(p.srv, plain, sizeof plain), BM_ETLS);
+    assert_non_null(strstr(bm_tls_conn_error(p.srv), "bad record mac"));
+    assert_true(bm_tls_conn_write(p.srv, "x", 1) < 0); /* and stays failed */
+    SSL_CTX_free(p.cctx);
+    pair_close(&p);
     /* garbage */
     pair_open(&p, ctx, client_ctx(TLS1_2_VERSION, TLS1_3_VERSION, NULL, false), NULL);
     assert_int_equal(bm_tls_conn_feed(p.srv, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27), 0);
@@ -573,6 +589,13 @@ static void client(fx_t *f)
     CHECK(f, tc_get(&c3, "/b", &st, &len, &ok) && st == 200);
     CHECK(f, tc_get(&c1, "/still-a", &st, &len, &ok) && st == 200);
     CHECK(f, strcmp(tc_peer(&c1, cn, sizeof cn), "server A") == 0);
+    /* Connection: close ends with the server's close_notify: a clean end, not a cut */
+    const char bye[] = "GET /bye HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    CHECK(f, SSL_write(c3.ssl, bye, (int)sizeof bye - 1) == (int)sizeof bye - 1);
+    CHECK(f, tc_response(&c3, &len, &ok) == 200);
+    char rest[16];
+    int r = SSL_read(c3.ssl, rest, sizeof rest);
+    CHECK(f, r <= 0 && SSL_get_error(c3.ssl, r) == SSL_ERROR_ZERO_RETURN);
     tc_close(&c1);
     tc_close(&c2);
     tc_close(&c3);
