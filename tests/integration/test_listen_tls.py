@@ -211,6 +211,16 @@ class ListenTls(unittest.TestCase):
         rc, err = self.run_bad(tls_config(self.pki, "    requireClientCert: true\n"), True)
         self.assertEqual(rc, 2)
         self.assertIn("requireClientCert needs server.tls.clientCaFile", err)
+        # a TLS listener on a public address with duty routes open to anyone: refused at start
+        # (before it binds), a warning from --check
+        public = tls_config(self.pki).replace('"127.0.0.1:0"', '"0.0.0.0:0"')
+        rc, err = self.run_bad(public, False)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("server.tls.listen 0.0.0.0", err)
+        self.assertNotIn("listening on", err)
+        rc, err = self.run_bad(public, True)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("warning: server.tls.listen 0.0.0.0", err)
 
 
 if __name__ == "__main__":
