@@ -4,11 +4,16 @@
 #   make demo   beaconsim (3 nodes) + beaconmux, and what to open
 #   make bench  wrk against a local upstream: direct, beaconmux, nginx, haproxy
 #   make fuzz   every libFuzzer harness for FUZZ_SECONDS (default 30) each
+#   make e2e    a real Lodestar validator client behind beaconmux, three real Lodestar beacon
+#               nodes, a chaos schedule; compared with the client's own fallback list
+#               (E2E_SCHEDULE=long|short, E2E_SLOT_SECONDS=4; installs Lodestar from npm)
 
 FUZZ_SECONDS ?= 30
 CTEST_JOBS ?= 2
+E2E_SCHEDULE ?= long
+E2E_SLOT_SECONDS ?= 4
 
-.PHONY: all build deps test demo bench fuzz format clean
+.PHONY: all build deps test demo bench fuzz e2e format clean
 
 all: build
 
@@ -40,6 +45,13 @@ fuzz: deps
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# The checks' own tests first (a second), then Lodestar (npm ci from the pinned lockfile;
+# nothing when installed), then both runs (docs: e2e/README.md).
+e2e: build
+	python3 e2e/test_checks.py
+	e2e/install.sh
+	python3 e2e/chaos.py --schedule $(E2E_SCHEDULE) --seconds-per-slot $(E2E_SLOT_SECONDS)
 
 format:
 	clang-format -i src/*/*.[ch] sim/*.[ch] tests/unit/*.[ch] fuzz/*.c

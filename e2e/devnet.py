@@ -31,6 +31,7 @@ import atexit
 import ctypes
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -95,29 +96,53 @@ def http_json(url, timeout=2.0):
 _given_ports = set()  # never hand out the same port twice in one process
 
 
+def _ephemeral_range():
+    """The kernel's range for ports bound to 0 (other programs' listeners and clients)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port):
+    """True when `port` can be bound on 127.0.0.1 for both TCP and UDP right now."""
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        s = socket.socket(socket.AF_INET, kind)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
+
+
 def free_port():
     """A port free for both TCP and UDP on 127.0.0.1 (libp2p uses TCP, discv5 UDP).
 
-    The port is free when chosen; another program could still take it before the node
-    binds it (the node then exits, and start() says so with its log's path).
+    Chosen below the kernel's ephemeral range: a Lodestar node binds its ports seconds after
+    they are chosen, and a port from the ephemeral range could meanwhile be handed by the
+    kernel to any other program binding port 0 (seen on a shared machine: another test's
+    server answered on a node's REST port). Ports under the range are only ever taken by
+    programs that name them.
     """
-    for _ in range(100):
+    lo, _ = _ephemeral_range()
+    if lo - 10000 >= 1000:
+        for _ in range(200):
+            port = random.randrange(10000, lo)
+            if port not in _given_ports and _bindable(port):
+                _given_ports.add(port)
+                return port
+    for _ in range(100):  # no room under the range: let the kernel pick
         t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         t.bind(("127.0.0.1", 0))
         port = t.getsockname()[1]
-        if port in _given_ports:
-            t.close()
-            continue
-        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            u.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            u.close()
-            t.close()
-        _given_ports.add(port)
-        return port
+        t.close()
+        if port not in _given_ports and _bindable(port):
+            _given_ports.add(port)
+            return port
     raise DevnetError("no free port")
 
 
@@ -125,7 +150,12 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _child_setup():
-    """In the child: own process group, and SIGKILL when the parent dies (even by -9)."""
+    """In the child: own process group, and SIGKILL when the parent dies (even by -9).
+
+    The kernel sends PR_SET_PDEATHSIG when the *thread* that forked the child ends, not
+    the process: a node (re)started from a helper thread dies with that thread, so such a
+    thread must outlive the devnet (schedule.Chaos waits until it is released).
+    """
     os.setsid()
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -275,13 +305,16 @@ class Devnet:
     forks: chain config overrides, e.g. {"ALTAIR_FORK_EPOCH": 0}; the default is Altair
         at genesis, Bellatrix and later never (Bellatrix at genesis would be post-merge, and
         Lodestar's mock engine does not know the interop genesis payload hash).
+    vc_log_level: the validator client's log level (default: log_level); "debug" logs
+        every request, signed attestation and head event with its time (e2e/evidence.py).
     subscribe_all_subnets: nodes subscribe to every attestation subnet (a small devnet
         needs this: all nodes then see every attestation, whichever node the client used).
     """
 
     def __init__(self, nodes=3, validators=16, seconds_per_slot=6, genesis_delay=20,
                  run_dir=None, forks=None, subscribe_all_subnets=True, log_level="info",
-                 node_extra_args=(), vc_extra_args=(), lodestar=None, node_binary="node"):
+                 node_extra_args=(), vc_extra_args=(), lodestar=None, node_binary="node",
+                 vc_log_level=None):
         self.n_nodes = nodes
         self.validators = validators
         self.seconds_per_slot = seconds_per_slot
@@ -289,6 +322,7 @@ class Devnet:
         self.forks = {"ALTAIR_FORK_EPOCH": 0} if forks is None else dict(forks)
         self.subscribe_all_subnets = subscribe_all_subnets
         self.log_level = log_level
+        self.vc_log_level = vc_log_level or log_level
         self.node_extra_args = list(node_extra_args)
         self.vc_extra_args = list(vc_extra_args)
         self.lodestar = lodestar or lodestar_entry()
@@ -330,8 +364,11 @@ class Devnet:
 
     def _env(self):
         # Lodestar's log lines carry ANSI colours whatever the environment says (winston's
-        # colorize forces them); strip with sed 's/\x1b\[[0-9;]*m//g' to read.
-        return dict(os.environ)
+        # colorize forces them); strip with sed 's/\x1b\[[0-9;]*m//g' to read. Its time
+        # stamps are local time without a zone: UTC, as beaconmux's, so logs compare.
+        env = dict(os.environ)
+        env["TZ"] = "UTC"
+        return env
 
     def _node_argv(self, node, bootnodes):
         argv = [self.node_binary, "--no-warnings", self.lodestar, "dev",
@@ -358,7 +395,7 @@ class Devnet:
                 "--dataDir", os.path.join(self.run_dir, "vc", "data"),
                 "--beaconNodes", url,
                 "--interopIndexes", f"0..{self.validators - 1}",
-                "--logLevel", self.log_level, "--logFile", "none",
+                "--logLevel", self.vc_log_level, "--logFile", "none",
                 "--force"] + self._params_args() + self.vc_extra_args
 
     # --- start ---------------------------------------------------------------------------
@@ -470,8 +507,14 @@ class Devnet:
             if not node.proc.running():
                 raise DevnetError(f"{node.name} exited with {node.proc.popen.returncode}; "
                                   f"see {node.proc.log_path}")
-            status, _ = http_get(node.url + "/eth/v1/node/version", timeout=1)
-            return status == 200
+            status, body = http_get(node.url + "/eth/v1/node/version", timeout=1)
+            if status != 200:
+                return False
+            version = json.loads(body)["data"]["version"]
+            if not version.startswith("Lodestar/"):
+                raise DevnetError(f"{node.name}'s port {node.rest_port} is answered by "
+                                  f"another program ({version!r})")
+            return True
         try:
             wait_until(up, timeout, f"{node.name}'s API at {node.url}")
         except DevnetError as e:

@@ -696,7 +696,9 @@ static void on_write_complete(wctx_t *c, int p, const bm_race_answer_t *v, size_
         bm_log(BM_LOG_DEBUG, "broadcast %s %s%s: %s", c->rt->method, c->target,
                c->two_phase ? (p == 0 ? " (producer)" : " (others)") : "", bm_str_data(&line));
     bm_str_dispose(&line);
-    if (!any_2xx && n)
+    /* every item taken somewhere (duplicates included) is not a failure, 2xx or not */
+    bool merged_taken = bm_indexed_active(c->merge) && bm_indexed_all_taken(c->merge);
+    if (!any_2xx && n && !merged_taken)
         bm_log_limited(&b->lim, BM_LOG_WARN, "broadcast %s %s%s: no node took it", c->rt->method,
                        c->target, c->two_phase && p == 0 ? " (producer)" : "");
     if (any_2xx)

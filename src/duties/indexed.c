@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/err.h"
 #include "base/json.h"
@@ -190,6 +191,36 @@ static bool add_note(failure_t *f, unsigned node, const char *msg)
     return true;
 }
 
+/*
+ * Whether a plain error's message names only duplicates, one per line after an optional
+ * "Multiple errors on ..." line: Lodestar v1.5.1 answers a batch write with such a 500,
+ * {"statusCode":500,"error":"Internal Server Error","message":"PublishError.Duplicate"} or
+ * "Multiple errors on publishContributionAndProofs\nPublishError.Duplicate\n...", listing
+ * the failed items' errors without their indexes: when each of them is a duplicate, the
+ * node (or the node that gossiped them to it) has every item.
+ */
+static bool only_duplicates(const char *msg)
+{
+    if (!msg)
+        return false;
+    size_t dups = 0;
+    for (const char *p = msg; *p;) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char line[256];
+        snprintf(line, sizeof line, "%.*s", (int)(len < sizeof line ? len : sizeof line - 1), p);
+        bool header = p == msg && strncasecmp(line, "Multiple errors", 15) == 0;
+        bool blank = strspn(line, " \t\r") == strlen(line);
+        if (!header && !blank) {
+            if (!bm_indexed_is_duplicate(line))
+                return false;
+            dups++;
+        }
+        p += len + (end ? 1 : 0);
+    }
+    return dups > 0;
+}
+
 bool bm_indexed_add(bm_indexed_t *m, size_t node, const char *id, int status, const bm_buf_t *body)
 {
     if (!m || node >= MAX_NODES)
@@ -206,8 +237,13 @@ bool bm_indexed_add(bm_indexed_t *m, size_t node, const char *id, int status, co
     struct json_object *j;
     struct json_object *list = failures_of(body, &j);
     if (!list) {
-        m->took_none |= bit;
         const char *msg = j ? bm_json_get_str(j, "/message") : NULL;
+        if (only_duplicates(msg)) {
+            m->indexed |= bit; /* an indexed error listing duplicates only: took every item */
+            json_object_put(j);
+            return true;
+        }
+        m->took_none |= bit;
         char line[MSG_MAX + 16];
         snprintf(line, sizeof line, "%d%s%.*s", status, msg ? " " : "", MSG_MAX, msg ? msg : "");
         m->plain[nd] = cut_copy(line);

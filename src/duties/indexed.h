@@ -38,7 +38,10 @@ void bm_indexed_free(bm_indexed_t *m);
 /**
  * Takes node `node`'s HTTP answer (`node` < 64, the pool index; `id` names it in messages;
  * copied). A 2xx takes every item; an error whose body is an indexed error takes every item
- * it does not list as failed (and those it calls duplicates); any other error takes none.
+ * it does not list as failed (and those it calls duplicates); an error whose message lists
+ * only duplicates, one per line (Lodestar v1.5.1's 500 "PublishError.Duplicate" or "Multiple
+ * errors on ...\nPublishError.Duplicate\n...", without indexes), takes every item and counts
+ * as an indexed error; any other error takes none.
  * A node's later answer (a retry) replaces its earlier one. Returns true when the body was
  * an indexed error.
  */

@@ -78,6 +78,40 @@ static void test_all_taken_by_duplicates(void **state)
     bm_indexed_free(m);
 }
 
+/* What a real Lodestar v1.5.1 answers (its fastify error body, no indexes): a 500 whose
+ * message lists each failed item's error, here only duplicates. Such a node has every item;
+ * one error that is not a duplicate among them, and it took none. */
+static void test_lodestar_plain_duplicates(void **state)
+{
+    (void)state;
+    bm_indexed_t *m = bm_indexed_new();
+    add(m, 0, "a", 500,
+        "{\"statusCode\":500,\"error\":\"Internal Server Error\",\"message\":"
+        "\"Multiple errors on publishContributionAndProofs\\nPublishError.Duplicate\\n"
+        "PublishError.Duplicate\"}");
+    assert_true(bm_indexed_active(m));
+    assert_true(bm_indexed_all_taken(m));
+    expect(m, 200, NULL);
+    bm_indexed_free(m);
+
+    m = bm_indexed_new();
+    add(m, 0, "a", 500,
+        "{\"statusCode\":500,\"error\":\"Internal Server Error\",\"message\":"
+        "\"PublishError.Duplicate\"}");
+    assert_true(bm_indexed_all_taken(m));
+    bm_indexed_free(m);
+
+    m = bm_indexed_new();
+    add(m, 0, "a", 500,
+        "{\"statusCode\":500,\"error\":\"Internal Server Error\",\"message\":"
+        "\"Multiple errors on submitPoolAttestations\\nPublishError.Duplicate\\n"
+        "PublishError.InsufficientPeers\"}");
+    add(m, 1, "b", 500, "{\"code\":500,\"message\":\"Multiple errors on x\"}");
+    add(m, 2, "c", 500, "{\"code\":500,\"message\":\"\\n \\n\"}");
+    assert_false(bm_indexed_active(m)); /* took none, each of them */
+    bm_indexed_free(m);
+}
+
 /* Different nodes refuse different items: each was taken by the other. An item every node
  * that answered refused is in the 400, with their messages; a node that did not answer says
  * nothing; a plain error takes nothing. */
@@ -134,6 +168,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_duplicates),
         cmocka_unit_test(test_all_taken_by_duplicates),
+        cmocka_unit_test(test_lodestar_plain_duplicates),
         cmocka_unit_test(test_failed_everywhere_only),
         cmocka_unit_test(test_not_indexed),
     };
