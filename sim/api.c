@@ -16,6 +16,7 @@
 
 #include "api_int.h"
 #include "base/err.h"
+#include "base/json.h"
 #include "base/log.h"
 
 static void h_genesis(ctx_t *x);
@@ -354,24 +355,14 @@ void api_reply_empty(ctx_t *x, int status)
 
 /* ---- request helpers ---------------------------------------------------------------------- */
 
-static int hexv(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* percent-decodes src[0..n) into out (NUL-terminated, truncated to outlen-1) */
 static void pct_decode(const char *src, size_t n, char *out, size_t outlen)
 {
     size_t o = 0;
     for (size_t i = 0; i < n && o + 1 < outlen; i++) {
-        if (src[i] == '%' && i + 2 < n && hexv(src[i + 1]) >= 0 && hexv(src[i + 2]) >= 0) {
-            out[o++] = (char)(hexv(src[i + 1]) << 4 | hexv(src[i + 2]));
+        if (src[i] == '%' && i + 2 < n && bm_hexval(src[i + 1]) >= 0 &&
+            bm_hexval(src[i + 2]) >= 0) {
+            out[o++] = (char)(bm_hexval(src[i + 1]) << 4 | bm_hexval(src[i + 2]));
             i += 2;
         } else if (src[i] == '+') {
             out[o++] = ' ';
@@ -1305,7 +1296,7 @@ static int64_t validator_id(ctx_t *x, const char *id)
     if (strlen(id) == 98 && id[0] == '0' && id[1] == 'x') {
         uint8_t pk[48];
         for (int i = 0; i < 48; i++) {
-            int hi = hexv(id[2 + 2 * i]), lo = hexv(id[3 + 2 * i]);
+            int hi = bm_hexval(id[2 + 2 * i]), lo = bm_hexval(id[3 + 2 * i]);
             if (hi < 0 || lo < 0)
                 return -2;
             pk[i] = (uint8_t)(hi << 4 | lo);

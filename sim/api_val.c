@@ -11,6 +11,7 @@
 
 #include "api_int.h"
 #include "base/err.h"
+#include "base/json.h"
 
 #define ENVELOPE_MEMO 8
 
@@ -495,23 +496,12 @@ void h_liveness(ctx_t *x)
 
 /* ---- block production ------------------------------------------------------------------- */
 
-static int hexdig(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static bool parse_hex_exact(const char *s, uint8_t *out, size_t n)
 {
     if (strlen(s) != 2 + 2 * n || s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
         return false;
     for (size_t i = 0; i < n; i++) {
-        int hi = hexdig(s[2 + 2 * i]), lo = hexdig(s[3 + 2 * i]);
+        int hi = bm_hexval(s[2 + 2 * i]), lo = bm_hexval(s[3 + 2 * i]);
         if (hi < 0 || lo < 0)
             return false;
         out[i] = (uint8_t)(hi << 4 | lo);

@@ -24,7 +24,7 @@
 void bs_sim_keepalive_update(bs_simnode_t *sn);
 
 struct bs_sub {
-    bs_sub_t *next, *prev;
+    bm_link_t link; /* on its node's subs */
     bs_simnode_t *sn;
     bm_req_t *req;
     uint64_t topics;
@@ -43,8 +43,8 @@ struct bs_sub {
 static void update_mask(bs_simnode_t *sn)
 {
     uint64_t m = 0;
-    for (bs_sub_t *s = sn->subs; s; s = s->next)
-        m |= s->topics;
+    for (bm_link_t *l = sn->subs.next; l != &sn->subs; l = l->next)
+        m |= bm_list_entry(l, bs_sub_t, link)->topics;
     sn->node.topic_mask = m;
     bs_sim_keepalive_update(sn);
 }
@@ -81,12 +81,7 @@ static void drop_held(bs_sub_t *s)
 static void sub_finish(bs_sub_t *s, bool abort)
 {
     bs_simnode_t *sn = s->sn;
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        sn->subs = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
+    bm_link_unlink(&s->link);
     sn->nsubs--;
     update_mask(sn);
     if (!s->ended) {
@@ -222,6 +217,7 @@ void bs_events_open(bs_simnode_t *sn, bm_req_t *req)
         bm_resp_error(req, 500, "out of memory");
         return;
     }
+    bm_link_init(&s->link);
     s->sn = sn;
     s->req = req;
     s->topics = mask;
@@ -242,10 +238,7 @@ void bs_events_open(bs_simnode_t *sn, bm_req_t *req)
         s->timer_init = true;
         uv_timer_start(&s->timer, quiet_over, b->sse_first_event_late_ms, 0);
     }
-    s->next = sn->subs;
-    if (s->next)
-        s->next->prev = s;
-    sn->subs = s;
+    bm_list_push_front(&sn->subs, &s->link);
     sn->nsubs++;
     update_mask(sn);
     bm_req_on_abort(req, sub_gone, s);
@@ -345,23 +338,20 @@ static void deliver(bs_sub_t *s, bm_buf_t *ev)
 void bs_events_emit(bs_node_t *n, bs_topic_t topic, bm_buf_t *data, void *ud)
 {
     bs_simnode_t *sn = ud;
-    if (!sn->subs || n->behav.hang)
+    if (bm_list_empty(&sn->subs) || n->behav.hang)
         return;
     bm_buf_t *variants[4] = {NULL, NULL, NULL, NULL}; /* [lighthouse][crlf] */
-    bs_sub_t *s = sn->subs;
-    while (s) {
-        bs_sub_t *next = s->next;
-        if (!(s->topics >> topic & 1)) {
-            s = next;
+    bm_link_t *l, *nx;
+    bm_list_for_each_safe (l, nx, &sn->subs) {
+        bs_sub_t *s = bm_list_entry(l, bs_sub_t, link);
+        if (!(s->topics >> topic & 1))
             continue;
-        }
         bool lh = n->behav.sse_style == BS_SSE_LIGHTHOUSE, frag = n->behav.sse_fragment;
         int vi = (lh ? 2 : 0) + (frag ? 1 : 0);
         if (!variants[vi])
             variants[vi] = render(topic, data, lh, frag);
         if (variants[vi] && s->quiet_until) {
             hold(s, variants[vi]); /* a quiet start: written when it ends */
-            s = next;
             continue;
         }
         if (variants[vi])
@@ -370,7 +360,6 @@ void bs_events_emit(bs_node_t *n, bs_topic_t topic, bm_buf_t *data, void *ud)
             bm_log(BM_LOG_DEBUG, "node %u: dropping an event stream (sse-drop)", n->index);
             sub_finish(s, true);
         }
-        s = next;
     }
     for (int i = 0; i < 4; i++)
         bm_buf_unref(variants[i]);
@@ -380,7 +369,8 @@ void bs_events_keepalive(bs_simnode_t *sn)
 {
     if (sn->node.behav.hang)
         return;
-    for (bs_sub_t *s = sn->subs; s; s = s->next) {
+    for (bm_link_t *l = sn->subs.next; l != &sn->subs; l = l->next) {
+        bs_sub_t *s = bm_list_entry(l, bs_sub_t, link);
         if (s->lazy_head || s->quiet_until)
             continue; /* Lodestar sends no comments; a quiet start writes nothing */
         if (sn->node.behav.sse_fragment)
@@ -392,6 +382,6 @@ void bs_events_keepalive(bs_simnode_t *sn)
 
 void bs_events_close_all(bs_simnode_t *sn)
 {
-    while (sn->subs)
-        sub_finish(sn->subs, false);
+    while (!bm_list_empty(&sn->subs))
+        sub_finish(bm_list_first(&sn->subs, bs_sub_t, link), false);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/json.h"
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -166,23 +167,12 @@ int bs_root_eq(const bs_root_t *a, const bs_root_t *b)
     return memcmp(a->b, b->b, 32) == 0;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int bs_root_parse(const char *s, size_t n, bs_root_t *out)
 {
     if (n != 66 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
         return BM_EINVAL;
     for (int i = 0; i < 32; i++) {
-        int hi = hexval(s[2 + 2 * i]), lo = hexval(s[3 + 2 * i]);
+        int hi = bm_hexval(s[2 + 2 * i]), lo = bm_hexval(s[3 + 2 * i]);
         if (hi < 0 || lo < 0)
             return BM_EINVAL;
         out->b[i] = (uint8_t)(hi << 4 | lo);

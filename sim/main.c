@@ -148,177 +148,204 @@ static void on_signal(uv_signal_t *h, int signum)
     bs_sim_stop(a->sim, stopped, a);
 }
 
-int main(int argc, char **argv)
-{
+/* What the command line says, as it is read. */
+typedef struct args {
     bs_sim_cfg_t cfg;
-    bs_sim_cfg_default(&cfg);
-    bm_log_level_t level = BM_LOG_INFO;
-    bm_log_format_t format = BM_LOG_TEXT;
-    bool fork_gloas = false, gloas_epoch_set = false;
-    uint64_t gloas_epoch = 0;
+    bm_log_level_t level;
+    bm_log_format_t format;
+    bool fork_gloas, gloas_epoch_set;
+    uint64_t gloas_epoch;
     struct {
         unsigned idx;
         const char *spec;
     } specs[256];
-    int nspecs = 0;
+    int nspecs;
+} args_t;
+
+/* Applies option `c` (its argument: optarg). Returns -1 to go on, else the exit code
+ * (0 after --help or --version, 2 on a bad option). */
+static int one_option(args_t *a, int c, char **argv)
+{
     unsigned long long v;
+    switch (c) {
+    case OPT_NODES:
+        if (parse_num("--nodes", optarg, 1, BS_MAX_NODES, &v))
+            return 2;
+        a->cfg.nodes = (uint32_t)v;
+        break;
+    case OPT_BASE_PORT:
+        if (parse_num("--base-port", optarg, 0, 65535, &v))
+            return 2;
+        a->cfg.base_port = (int)v;
+        break;
+    case OPT_HOST:
+        snprintf(a->cfg.host, sizeof a->cfg.host, "%s", optarg);
+        break;
+    case OPT_CONTROL: {
+        const char *colon = strrchr(optarg, ':');
+        if (!colon || colon == optarg || (size_t)(colon - optarg) >= sizeof a->cfg.control_host) {
+            fprintf(stderr, "beaconsim: --control needs HOST:PORT, got \"%s\"\n", optarg);
+            return 2;
+        }
+        memcpy(a->cfg.control_host, optarg, (size_t)(colon - optarg));
+        a->cfg.control_host[colon - optarg] = 0;
+        if (parse_num("--control port", colon + 1, 0, 65535, &v))
+            return 2;
+        a->cfg.control_port = (int)v;
+        break;
+    }
+    case OPT_SLOT_MS:
+        if (parse_num("--slot-ms", optarg, 100, 3600000, &v))
+            return 2;
+        a->cfg.chain.slot_ms = (uint32_t)v;
+        break;
+    case OPT_GENESIS_DELAY:
+        if (parse_num("--genesis-delay-ms", optarg, 0, 86400000, &v))
+            return 2;
+        a->cfg.genesis_delay_ms = (uint32_t)v;
+        break;
+    case OPT_SPE:
+        if (parse_num("--slots-per-epoch", optarg, 1, 1024, &v))
+            return 2;
+        a->cfg.chain.slots_per_epoch = (uint32_t)v;
+        break;
+    case OPT_FORK:
+        if (strcmp(optarg, "gloas") == 0) {
+            a->fork_gloas = true;
+        } else if (strcmp(optarg, "fulu") == 0) {
+            a->fork_gloas = false;
+        } else {
+            fprintf(stderr, "beaconsim: --fork must be fulu or gloas, got \"%s\"\n", optarg);
+            return 2;
+        }
+        break;
+    case OPT_GLOAS_EPOCH:
+        if (parse_num("--gloas-epoch", optarg, 0, 1000000000, &v))
+            return 2;
+        a->gloas_epoch = v;
+        a->gloas_epoch_set = true;
+        break;
+    case OPT_SKIP_RATE: {
+        char *end;
+        double p = strtod(optarg, &end);
+        if (*end || !(p >= 0 && p <= 0.9)) {
+            fprintf(stderr, "beaconsim: --skip-rate must be in [0, 0.9], got \"%s\"\n", optarg);
+            return 2;
+        }
+        a->cfg.chain.skip_rate = p;
+        break;
+    }
+    case OPT_TX_BYTES:
+        if (parse_num("--block-tx-bytes", optarg, 0, 16u << 20, &v))
+            return 2;
+        a->cfg.chain.tx_bytes = (uint32_t)v;
+        break;
+    case OPT_SEED:
+        if (parse_num("--seed", optarg, 0, UINT64_MAX, &v))
+            return 2;
+        a->cfg.chain.seed = v;
+        break;
+    case OPT_VALIDATORS:
+        if (parse_num("--validators", optarg, 1, 200000, &v))
+            return 2;
+        a->cfg.chain.validators = (uint32_t)v;
+        break;
+    case OPT_NODE: {
+        const char *colon = strchr(optarg, ':');
+        char idx[16];
+        if (!colon || colon == optarg || (size_t)(colon - optarg) >= sizeof idx) {
+            fprintf(stderr, "beaconsim: --node needs I:SPEC, got \"%s\"\n", optarg);
+            return 2;
+        }
+        memcpy(idx, optarg, (size_t)(colon - optarg));
+        idx[colon - optarg] = 0;
+        if (parse_num("--node index", idx, 0, BS_MAX_NODES - 1, &v))
+            return 2;
+        if (a->nspecs == 256) {
+            fprintf(stderr, "beaconsim: too many --node options\n");
+            return 2;
+        }
+        a->specs[a->nspecs].idx = (unsigned)v;
+        a->specs[a->nspecs].spec = colon + 1;
+        a->nspecs++;
+        break;
+    }
+    case OPT_LOG_LEVEL:
+        if (bm_log_level_parse(optarg, &a->level)) {
+            fprintf(stderr, "beaconsim: bad --log-level \"%s\"\n", optarg);
+            return 2;
+        }
+        break;
+    case OPT_LOG_FORMAT:
+        if (bm_log_format_parse(optarg, &a->format)) {
+            fprintf(stderr, "beaconsim: bad --log-format \"%s\"\n", optarg);
+            return 2;
+        }
+        break;
+    case OPT_HELP:
+        fputs(USAGE, stdout);
+        fputs(bs_behav_help, stdout);
+        fputs(CONTROL_HELP, stdout);
+        return 0;
+    case OPT_VERSION:
+        printf("beaconsim %s\n", BM_VERSION);
+        return 0;
+    default:
+        fprintf(stderr, "beaconsim: unknown or incomplete option \"%s\" (see --help)\n",
+                argv[optind - 1]);
+        return 2;
+    }
+    return -1;
+}
+
+/* Reads the command line into `a`. Returns -1 to run, else the exit code. */
+static int parse_args(args_t *a, int argc, char **argv)
+{
+    bs_sim_cfg_default(&a->cfg);
+    a->level = BM_LOG_INFO;
+    a->format = BM_LOG_TEXT;
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", OPTS, NULL)) != -1) {
-        switch (c) {
-        case OPT_NODES:
-            if (parse_num("--nodes", optarg, 1, BS_MAX_NODES, &v))
-                return 2;
-            cfg.nodes = (uint32_t)v;
-            break;
-        case OPT_BASE_PORT:
-            if (parse_num("--base-port", optarg, 0, 65535, &v))
-                return 2;
-            cfg.base_port = (int)v;
-            break;
-        case OPT_HOST:
-            snprintf(cfg.host, sizeof cfg.host, "%s", optarg);
-            break;
-        case OPT_CONTROL: {
-            const char *colon = strrchr(optarg, ':');
-            if (!colon || colon == optarg || (size_t)(colon - optarg) >= sizeof cfg.control_host) {
-                fprintf(stderr, "beaconsim: --control needs HOST:PORT, got \"%s\"\n", optarg);
-                return 2;
-            }
-            memcpy(cfg.control_host, optarg, (size_t)(colon - optarg));
-            cfg.control_host[colon - optarg] = 0;
-            if (parse_num("--control port", colon + 1, 0, 65535, &v))
-                return 2;
-            cfg.control_port = (int)v;
-            break;
-        }
-        case OPT_SLOT_MS:
-            if (parse_num("--slot-ms", optarg, 100, 3600000, &v))
-                return 2;
-            cfg.chain.slot_ms = (uint32_t)v;
-            break;
-        case OPT_GENESIS_DELAY:
-            if (parse_num("--genesis-delay-ms", optarg, 0, 86400000, &v))
-                return 2;
-            cfg.genesis_delay_ms = (uint32_t)v;
-            break;
-        case OPT_SPE:
-            if (parse_num("--slots-per-epoch", optarg, 1, 1024, &v))
-                return 2;
-            cfg.chain.slots_per_epoch = (uint32_t)v;
-            break;
-        case OPT_FORK:
-            if (strcmp(optarg, "gloas") == 0) {
-                fork_gloas = true;
-            } else if (strcmp(optarg, "fulu") == 0) {
-                fork_gloas = false;
-            } else {
-                fprintf(stderr, "beaconsim: --fork must be fulu or gloas, got \"%s\"\n", optarg);
-                return 2;
-            }
-            break;
-        case OPT_GLOAS_EPOCH:
-            if (parse_num("--gloas-epoch", optarg, 0, 1000000000, &v))
-                return 2;
-            gloas_epoch = v;
-            gloas_epoch_set = true;
-            break;
-        case OPT_SKIP_RATE: {
-            char *end;
-            double p = strtod(optarg, &end);
-            if (*end || !(p >= 0 && p <= 0.9)) {
-                fprintf(stderr, "beaconsim: --skip-rate must be in [0, 0.9], got \"%s\"\n", optarg);
-                return 2;
-            }
-            cfg.chain.skip_rate = p;
-            break;
-        }
-        case OPT_TX_BYTES:
-            if (parse_num("--block-tx-bytes", optarg, 0, 16u << 20, &v))
-                return 2;
-            cfg.chain.tx_bytes = (uint32_t)v;
-            break;
-        case OPT_SEED:
-            if (parse_num("--seed", optarg, 0, UINT64_MAX, &v))
-                return 2;
-            cfg.chain.seed = v;
-            break;
-        case OPT_VALIDATORS:
-            if (parse_num("--validators", optarg, 1, 200000, &v))
-                return 2;
-            cfg.chain.validators = (uint32_t)v;
-            break;
-        case OPT_NODE: {
-            const char *colon = strchr(optarg, ':');
-            char idx[16];
-            if (!colon || colon == optarg || (size_t)(colon - optarg) >= sizeof idx) {
-                fprintf(stderr, "beaconsim: --node needs I:SPEC, got \"%s\"\n", optarg);
-                return 2;
-            }
-            memcpy(idx, optarg, (size_t)(colon - optarg));
-            idx[colon - optarg] = 0;
-            if (parse_num("--node index", idx, 0, BS_MAX_NODES - 1, &v))
-                return 2;
-            if (nspecs == 256) {
-                fprintf(stderr, "beaconsim: too many --node options\n");
-                return 2;
-            }
-            specs[nspecs].idx = (unsigned)v;
-            specs[nspecs].spec = colon + 1;
-            nspecs++;
-            break;
-        }
-        case OPT_LOG_LEVEL:
-            if (bm_log_level_parse(optarg, &level)) {
-                fprintf(stderr, "beaconsim: bad --log-level \"%s\"\n", optarg);
-                return 2;
-            }
-            break;
-        case OPT_LOG_FORMAT:
-            if (bm_log_format_parse(optarg, &format)) {
-                fprintf(stderr, "beaconsim: bad --log-format \"%s\"\n", optarg);
-                return 2;
-            }
-            break;
-        case OPT_HELP:
-            fputs(USAGE, stdout);
-            fputs(bs_behav_help, stdout);
-            fputs(CONTROL_HELP, stdout);
-            return 0;
-        case OPT_VERSION:
-            printf("beaconsim %s\n", BM_VERSION);
-            return 0;
-        default:
-            fprintf(stderr, "beaconsim: unknown or incomplete option \"%s\" (see --help)\n",
-                    argv[optind - 1]);
-            return 2;
-        }
+        int rc = one_option(a, c, argv);
+        if (rc >= 0)
+            return rc;
     }
     if (optind < argc) {
         fprintf(stderr, "beaconsim: unexpected argument \"%s\" (see --help)\n", argv[optind]);
         return 2;
     }
-    for (int i = 0; i < nspecs; i++) {
-        if (specs[i].idx >= cfg.nodes) {
-            fprintf(stderr, "beaconsim: --node %u: there are only %u nodes\n", specs[i].idx,
-                    cfg.nodes);
+    for (int i = 0; i < a->nspecs; i++) {
+        if (a->specs[i].idx >= a->cfg.nodes) {
+            fprintf(stderr, "beaconsim: --node %u: there are only %u nodes\n", a->specs[i].idx,
+                    a->cfg.nodes);
             return 2;
         }
         bs_behav_t b;
         char err[256];
-        if (bs_behav_parse(specs[i].spec, &b, err, sizeof err)) {
-            fprintf(stderr, "beaconsim: --node %u: %s\n", specs[i].idx, err);
+        if (bs_behav_parse(a->specs[i].spec, &b, err, sizeof err)) {
+            fprintf(stderr, "beaconsim: --node %u: %s\n", a->specs[i].idx, err);
             return 2;
         }
-        bs_behav_merge(&cfg.behav[specs[i].idx], &b);
+        bs_behav_merge(&a->cfg.behav[a->specs[i].idx], &b);
     }
-    if (fork_gloas)
-        cfg.chain.gloas_epoch = 0;
-    if (gloas_epoch_set)
-        cfg.chain.gloas_epoch = gloas_epoch;
-    if (cfg.chain.validators < cfg.chain.slots_per_epoch)
+    if (a->fork_gloas)
+        a->cfg.chain.gloas_epoch = 0;
+    if (a->gloas_epoch_set)
+        a->cfg.chain.gloas_epoch = a->gloas_epoch;
+    if (a->cfg.chain.validators < a->cfg.chain.slots_per_epoch)
         bm_log(BM_LOG_WARN, "fewer validators than slots per epoch: some slots have no attesters");
-    bm_log_setup(level, format, NULL);
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    static args_t args; /* large (the --node list): not on the stack */
+    int exit_code = parse_args(&args, argc, argv);
+    if (exit_code >= 0)
+        return exit_code;
+    bs_sim_cfg_t cfg = args.cfg;
+    bm_log_setup(args.level, args.format, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     app_t a;

@@ -17,7 +17,7 @@
 
 /* A request held by `hang` or delayed by `slow`. */
 struct bs_pending {
-    bs_pending_t *next, *prev;
+    bm_link_t link; /* on its node's pending */
     bs_simnode_t *sn;
     bm_req_t *req;
     int route;
@@ -91,13 +91,7 @@ void bs_sim_touch_all(bs_sim_t *s)
 
 static void pending_unlink(bs_pending_t *p)
 {
-    if (p->prev)
-        p->prev->next = p->next;
-    else
-        p->sn->pending = p->next;
-    if (p->next)
-        p->next->prev = p->prev;
-    p->next = p->prev = NULL;
+    bm_link_unlink(&p->link);
 }
 
 static void pending_timer_closed(uv_handle_t *h)
@@ -143,10 +137,7 @@ static void slow_timer_cb(uv_timer_t *t)
         h->sn = sn;
         h->req = req;
         h->route = route;
-        h->next = sn->pending;
-        if (h->next)
-            h->next->prev = h;
-        sn->pending = h;
+        bm_list_push_front(&sn->pending, &h->link);
         bm_req_on_abort(req, pending_abort, h);
         return;
     }
@@ -180,10 +171,7 @@ static void node_handler(bm_req_t *req, void *ud)
     p->sn = sn;
     p->req = req;
     p->route = r;
-    p->next = sn->pending;
-    if (p->next)
-        p->next->prev = p;
-    sn->pending = p;
+    bm_list_push_front(&sn->pending, &p->link);
     if (!n->behav.hang) {
         uv_timer_init(sn->sim->loop, &p->timer);
         p->timer.data = p;
@@ -196,9 +184,9 @@ static void node_handler(bm_req_t *req, void *ud)
 /* Dispatches the requests a hang held, once the node answers again. */
 static void release_held(bs_simnode_t *sn)
 {
-    bs_pending_t *p = sn->pending;
-    while (p) {
-        bs_pending_t *next = p->next;
+    bm_link_t *l, *nx;
+    bm_list_for_each_safe (l, nx, &sn->pending) {
+        bs_pending_t *p = bm_list_entry(l, bs_pending_t, link);
         if (!p->has_timer) {
             bm_req_t *req = p->req;
             int route = p->route;
@@ -207,14 +195,13 @@ static void release_held(bs_simnode_t *sn)
             pending_free(p);
             bs_api_dispatch(sn, req, route);
         }
-        p = next;
     }
 }
 
 static void end_all_pending(bs_simnode_t *sn)
 {
-    while (sn->pending) {
-        bs_pending_t *p = sn->pending;
+    while (!bm_list_empty(&sn->pending)) {
+        bs_pending_t *p = bm_list_first(&sn->pending, bs_pending_t, link);
         bm_req_t *req = p->req;
         pending_unlink(p);
         bm_req_on_abort(req, NULL, NULL);
@@ -288,6 +275,8 @@ bs_sim_t *bs_sim_new(uv_loop_t *loop, const bs_sim_cfg_t *cfg)
     for (uint32_t i = 0; i < s->nnodes; i++) {
         bs_simnode_t *sn = &s->nodes[i];
         sn->sim = s;
+        bm_link_init(&sn->pending);
+        bm_link_init(&sn->subs);
         sn->port = cfg->base_port ? cfg->base_port + (int)i : 0;
         if (bs_node_init(&sn->node, s->chain, i, &cfg->behav[i], now) != 0) {
             for (uint32_t j = 0; j <= i; j++)

@@ -15,6 +15,7 @@
 
 #include "chain.h"
 #include "node.h"
+#include "base/list.h"
 #include "http/server.h"
 #include "spec.h"
 
@@ -45,8 +46,8 @@ typedef struct bs_simnode {
     uv_timer_t timer;     /* next import / payload arrival */
     uv_timer_t keepalive; /* ":" comments on event streams */
     bool keepalive_on;
-    bs_sub_t *subs;        /* event-stream subscribers */
-    bs_pending_t *pending; /* requests held by hang or delayed by slow */
+    bm_link_t subs;    /* event-stream subscribers (bs_sub_t) */
+    bm_link_t pending; /* requests held by hang or delayed by slow (bs_pending_t) */
     uint32_t nsubs;
 } bs_simnode_t;
 

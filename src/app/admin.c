@@ -339,37 +339,17 @@ int bm_admin_health_code(const bm_admin_t *a)
     return 503;
 }
 
-/* Value of query parameter `name` into out (NUL-terminated); false when absent. */
-static bool query_param(bm_req_t *req, const char *name, char *out, size_t cap)
-{
-    size_t qlen;
-    const char *q = bm_req_query(req, &qlen);
-    size_t nl = strlen(name);
-    while (q && qlen) {
-        const char *amp = memchr(q, '&', qlen);
-        size_t len = amp ? (size_t)(amp - q) : qlen;
-        if (len > nl && memcmp(q, name, nl) == 0 && q[nl] == '=') {
-            size_t vl = len - nl - 1;
-            if (vl >= cap)
-                vl = cap - 1;
-            memcpy(out, q + nl + 1, vl);
-            out[vl] = '\0';
-            return true;
-        }
-        if (!amp)
-            break;
-        qlen -= len + 1;
-        q = amp + 1;
-    }
-    return false;
-}
-
 static void route_node_health(bm_req_t *req, const bm_route_params_t *params, void *ud)
 {
     (void)params;
     int code = bm_admin_health_code(ud);
     char v[16];
-    if (query_param(req, "syncing_status", v, sizeof v)) {
+    int n = bm_req_query_param(req, "syncing_status", v, sizeof v);
+    if (n == BM_ETOOBIG) {
+        bm_resp_error(req, 400, "Invalid syncing_status: too long (200..599)");
+        return;
+    }
+    if (n >= 0) {
         uint64_t s;
         /* the spec allows 100..599, but an informational status cannot end an exchange */
         if (bm_json_parse_u64(v, strlen(v), &s) != 0 || s < 200 || s > 599) {

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/defaults.h"
 #include "base/log.h"
 #include "duties/attest.h"
 #include "duties/produce.h"
@@ -35,11 +36,11 @@
 
 /* ---- limits ------------------------------------------------------------------------ */
 
-#define BM_CONFIG_MAX_UPSTREAMS 64          /* upstreams in the file or on the command line */
-#define BM_CONFIG_MAX_HEADERS 64            /* extra request headers per upstream */
-#define BM_CONFIG_MAX_ID_LEN 64             /* characters in an upstream id */
-#define BM_CONFIG_MAX_FILE_BYTES (1u << 20) /* a larger configuration file is refused */
-#define BM_CONFIG_MAX_RULES 256             /* routeRules, clientRoutes, blockedPaths entries */
+#define BM_CONFIG_MAX_UPSTREAMS BM_MAX_NODES /* upstreams in the file or on the command line */
+#define BM_CONFIG_MAX_HEADERS 64             /* extra request headers per upstream */
+#define BM_CONFIG_MAX_ID_LEN 64              /* characters in an upstream id */
+#define BM_CONFIG_MAX_FILE_BYTES (1u << 20)  /* a larger configuration file is refused */
+#define BM_CONFIG_MAX_RULES 256              /* routeRules, clientRoutes, blockedPaths entries */
 
 /* A duration that is not set: a per-duty one inherits the section's value (duties.holdFloor,
  * duties.maxHold); events.headersTimeout follows the slot (two slots). Never a valid

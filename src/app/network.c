@@ -44,7 +44,7 @@ struct bm_network {
     uv_loop_t *loop;
     bm_config_t cfg;   /* its effective configuration (borrowed from the file's) */
     bm_options_t opts; /* every module's options, from cfg */
-    bm_clock_t *clock; /* the duty layer's clock: the real one */
+    bm_clock_t *clock; /* every module's clock: the real one */
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_health_t *health;
@@ -246,7 +246,7 @@ static int build_chain(bm_network_t *a)
     a->head = bm_head_new(bm_pool_count(a->pool), NULL);
     if (!a->head || (rc = bm_health_set_head(a->health, a->head)) != 0)
         return a->head ? rc : BM_ENOMEM;
-    a->monitor = bm_monitor_new(a->loop, a->up, a->pool, a->disc, a->head, a->health, &o->monitor);
+    a->monitor = bm_monitor_new(a->clock, a->up, a->pool, a->disc, a->head, a->health, &o->monitor);
     if (!a->monitor)
         return BM_ENOMEM;
     bm_admin_set_monitor(a->admin, a->monitor);
@@ -266,7 +266,7 @@ static int build_chain(bm_network_t *a)
     if ((rc = build_shadow(a)) != 0)
         return rc;
     /* the cluster event stream, fed by the tracker and every node's streams */
-    a->events = bm_events_new(a->loop, &o->events);
+    a->events = bm_events_new(a->clock, &o->events);
     if (!a->events || bm_events_attach_head(a->events, a->head) != 0 ||
         bm_monitor_on_event(a->monitor, bm_events_node_event, a->events) != 0 ||
         bm_monitor_on_connection(a->monitor, bm_events_node_conn, a->events) != 0)
@@ -296,7 +296,7 @@ static int build(bm_network_t *a)
     if ((rc = build_pool(a)) != 0)
         return rc;
     a->health = bm_health_new(a->pool, &o->health);
-    a->disc = bm_discovery_new(a->loop, a->up, a->pool, &o->discovery);
+    a->disc = bm_discovery_new(a->clock, a->up, a->pool, &o->discovery);
     a->admin = bm_admin_new(a->pool, a->disc);
     if (!a->health || !a->disc || !a->admin || (rc = build_readpath(a)) != 0)
         return rc ? rc : BM_ENOMEM;

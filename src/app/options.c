@@ -10,6 +10,7 @@
 
 #include "base/defaults.h"
 #include "base/err.h"
+#include "base/json.h"
 
 /*
  * One line per pair: the key's field in bm_config_t, then the option's field in
@@ -106,28 +107,6 @@
                    #from " does not fit " #to);                                                    \
     o->to = cfg->from;
 
-/* "0x" + 64 hex digits (checked by the configuration) into 32 bytes. */
-static int parse_root(const char *hex, uint8_t out[32])
-{
-    if (strlen(hex) != 66)
-        return BM_EINVAL;
-    for (int i = 0; i < 32; i++) {
-        int v = 0;
-        for (int j = 0; j < 2; j++) {
-            char c = hex[2 + 2 * i + j];
-            int d = c >= '0' && c <= '9'   ? c - '0'
-                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                           : -1;
-            if (d < 0)
-                return BM_EINVAL;
-            v = v * 16 + d;
-        }
-        out[i] = (uint8_t)v;
-    }
-    return 0;
-}
-
 int bm_options_from_config(bm_options_t *o, const bm_config_t *cfg)
 {
     /* the per-duty holds: hint's duties and aggregate's kinds, each with its config duty */
@@ -179,7 +158,7 @@ int bm_options_from_config(bm_options_t *o, const bm_config_t *cfg)
                         &o->aggregate.hold_floor_ms[BM_AGGREGATE_CONTRIBUTION],
                         &o->aggregate.max_hold_ms[BM_AGGREGATE_CONTRIBUTION]);
     if (cfg->genesis_validators_root) {
-        if (parse_root(cfg->genesis_validators_root, o->discovery.genesis_root) != 0)
+        if (bm_hex_to_root(cfg->genesis_validators_root, o->discovery.genesis_root) != 0)
             return BM_EINVAL;
         o->discovery.has_genesis_root = true;
     }
@@ -189,8 +168,8 @@ int bm_options_from_config(bm_options_t *o, const bm_config_t *cfg)
 void bm_options_readpath_node(const bm_config_t *cfg, size_t i, bm_readpath_node_opts_t *o)
 {
     const bm_config_upstream_t *u = &cfg->upstreams[i];
-    *o = (bm_readpath_node_opts_t){u->priority, u->weight, u->archive, u->auto_tune.min,
-                                   u->auto_tune.max};
+    *o = (bm_readpath_node_opts_t){u->priority,      u->weight,        u->archive,
+                                   u->auto_tune.min, u->auto_tune.max, u->max_connections};
 }
 
 /* The node positions named by ids and by tiers (priorities given as text). */

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "base/list.h"
 #include "base/log.h"
 
 #define MANUAL_MONO_START_US (1000000ull * 1000000ull) /* 10^6 s: far from zero */
@@ -38,8 +39,8 @@ struct bm_timer {
     uint64_t seq;    /* manual: arming order, first armed fires first among equals */
     bm_timer_closed_fn closed;
     void *closed_ud;
-    bm_timer_t *prev, *next; /* manual: the clock's open or closing list */
-    uv_timer_t uv;           /* real */
+    bm_link_t link; /* manual: on the clock's open or closing list */
+    uv_timer_t uv;  /* real */
 };
 
 struct bm_clock {
@@ -50,9 +51,9 @@ struct bm_clock {
     uint64_t mono_us;
     int64_t wall_offset_us; /* wall = mono + offset */
     uint64_t seq;
-    bm_timer_t *timers;  /* open timers */
-    bm_timer_t *closing; /* closed, close callback pending */
-    bool firing;         /* inside a timer callback of this clock */
+    bm_link_t timers;  /* open timers (bm_timer_t) */
+    bm_link_t closing; /* closed, close callback pending (bm_timer_t) */
+    bool firing;       /* inside a timer callback of this clock */
     bool freed;
     uv_idle_t kick;
 };
@@ -104,35 +105,17 @@ bool bm_clock_is_manual(const bm_clock_t *c)
 
 /* ---- lists of manual timers ----------------------------------------------------------------- */
 
-static void list_unlink(bm_timer_t **head, bm_timer_t *t)
-{
-    if (t->prev)
-        t->prev->next = t->next;
-    else
-        *head = t->next;
-    if (t->next)
-        t->next->prev = t->prev;
-    t->prev = t->next = NULL;
-}
-
-static void list_push(bm_timer_t **head, bm_timer_t *t)
-{
-    t->prev = NULL;
-    t->next = *head;
-    if (*head)
-        (*head)->prev = t;
-    *head = t;
-}
-
 /* The armed timer that fires first at or before `until_us`, or NULL. */
 static bm_timer_t *earliest_due(const bm_clock_t *c, uint64_t until_us)
 {
     bm_timer_t *best = NULL;
-    for (bm_timer_t *t = c->timers; t; t = t->next)
+    for (const bm_link_t *l = c->timers.next; l != &c->timers; l = l->next) {
+        bm_timer_t *t = bm_list_entry(l, bm_timer_t, link);
         if (t->active && t->due_us <= until_us &&
             (!best || t->due_us < best->due_us ||
              (t->due_us == best->due_us && t->seq < best->seq)))
             best = t;
+    }
     return best;
 }
 
@@ -158,9 +141,9 @@ static size_t fire_due(bm_clock_t *c, uint64_t until_us)
 static size_t run_closes(bm_clock_t *c)
 {
     size_t n = 0;
-    while (c->closing) {
-        bm_timer_t *t = c->closing;
-        list_unlink(&c->closing, t);
+    while (!bm_list_empty(&c->closing)) {
+        bm_timer_t *t = bm_list_first(&c->closing, bm_timer_t, link);
+        bm_link_unlink(&t->link);
         if (t->closed)
             t->closed(t->closed_ud);
         free(t);
@@ -194,6 +177,8 @@ bm_clock_t *bm_clock_real_new(uv_loop_t *loop)
     bm_clock_t *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
+    bm_link_init(&c->timers);
+    bm_link_init(&c->closing);
     c->loop = loop;
     return c;
 }
@@ -205,6 +190,8 @@ bm_clock_t *bm_clock_manual_new(uv_loop_t *loop, uint64_t wall_ms)
     bm_clock_t *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
+    bm_link_init(&c->timers);
+    bm_link_init(&c->closing);
     c->manual = true;
     c->loop = loop;
     c->mono_us = MANUAL_MONO_START_US;
@@ -284,7 +271,7 @@ bm_timer_t *bm_timer_new(bm_clock_t *c, bm_timer_fn fn, void *ud)
     t->fn = fn;
     t->ud = ud;
     if (c->manual) {
-        list_push(&c->timers, t);
+        bm_list_push_front(&c->timers, &t->link);
     } else {
         uv_timer_init(c->loop, &t->uv);
         t->uv.data = t;
@@ -348,8 +335,8 @@ void bm_timer_close(bm_timer_t *t, bm_timer_closed_fn closed, void *ud)
         uv_close((uv_handle_t *)&t->uv, on_uv_closed);
         return;
     }
-    list_unlink(&c->timers, t);
-    list_push(&c->closing, t);
+    bm_link_unlink(&t->link);
+    bm_list_push_front(&c->closing, &t->link);
     kick(c);
 }
 

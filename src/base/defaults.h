@@ -27,6 +27,12 @@
 #define BM_DEFAULT_LISTEN_HOST "127.0.0.1"
 #define BM_DEFAULT_LISTEN_PORT 5555
 
+/* Not a setting but the bound behind several: the most nodes beaconmux runs with. Sets of
+ * nodes are 64-bit masks (the head tracker's asked nodes, a race's candidates), so 64 is
+ * the most there can be; every per-node table is sized by it, and the configuration takes
+ * at most this many upstreams. */
+#define BM_MAX_NODES 64
+
 /* log */
 #define BM_DEFAULT_LOG_LEVEL BM_LOG_INFO
 #define BM_DEFAULT_LOG_FORMAT BM_LOG_TEXT

@@ -128,6 +128,23 @@ const char *bm_hdrs_get(const bm_hdrs_t *h, const char *name)
     return NULL;
 }
 
+bool bm_content_type_is_ssz(const char *ct)
+{
+    static const char ssz[] = "application/octet-stream";
+    const size_t n = sizeof ssz - 1;
+    if (!ct)
+        return false;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return strncasecmp(ct, ssz, n) == 0 &&
+           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
+}
+
+bool bm_hdrs_is_ssz(const bm_hdrs_t *h)
+{
+    return h && bm_content_type_is_ssz(bm_hdrs_get(h, "content-type"));
+}
+
 int bm_hdrs_copy(bm_hdrs_t *dst, const bm_hdrs_t *src)
 {
     for (size_t i = 0; i < src->n; i++) {

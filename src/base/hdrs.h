@@ -54,6 +54,15 @@ size_t bm_hdrs_remove(bm_hdrs_t *h, const char *name);
 /** The value of the first field named `name` (case-insensitive), or NULL. */
 const char *bm_hdrs_get(const bm_hdrs_t *h, const char *name);
 
+/**
+ * True when `content_type` (may be NULL) names application/octet-stream, the media type
+ * of SSZ bodies, whatever its case, leading whitespace and parameters.
+ */
+bool bm_content_type_is_ssz(const char *content_type);
+
+/** bm_content_type_is_ssz of the Content-Type field of `h` (may be NULL). */
+bool bm_hdrs_is_ssz(const bm_hdrs_t *h);
+
 /** Copies every field of `src` to the end of `dst`. Returns 0 or BM_ENOMEM. */
 int bm_hdrs_copy(bm_hdrs_t *dst, const bm_hdrs_t *src);
 

@@ -509,7 +509,7 @@ int bm_json_get_root(struct json_object *obj, const char *ptr, uint8_t out[32])
 
 /* ---- hex ------------------------------------------------------------------------------- */
 
-static int hexval(char c)
+int bm_hexval(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -526,7 +526,7 @@ static long hex_body(const char *s, size_t slen)
     if (!s || slen < 2 || s[0] != '0' || s[1] != 'x' || (slen - 2) % 2 != 0)
         return -1;
     for (size_t i = 2; i < slen; i++) {
-        if (hexval(s[i]) < 0)
+        if (bm_hexval(s[i]) < 0)
             return -1;
     }
     return (long)(slen - 2);
@@ -541,7 +541,7 @@ int bm_hex_decode(const char *s, size_t slen, uint8_t *out, size_t cap, size_t *
     if (n > cap)
         return BM_ETOOBIG;
     for (size_t i = 0; i < n; i++)
-        out[i] = (uint8_t)(hexval(s[2 + 2 * i]) << 4 | hexval(s[3 + 2 * i]));
+        out[i] = (uint8_t)(bm_hexval(s[2 + 2 * i]) << 4 | bm_hexval(s[3 + 2 * i]));
     *outlen = n;
     return 0;
 }
@@ -559,6 +559,19 @@ int bm_hex_to_root(const char *s, uint8_t out[32])
         return BM_EINVAL;
     memcpy(out, tmp, 32);
     return 0;
+}
+
+const char *bm_root_short(const uint8_t root[32], char out[BM_ROOT_SHORT_LEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    out[0] = '0';
+    out[1] = 'x';
+    for (int i = 0; i < 4; i++) {
+        out[2 + 2 * i] = hex[root[i] >> 4];
+        out[3 + 2 * i] = hex[root[i] & 15];
+    }
+    out[BM_ROOT_SHORT_LEN] = '\0';
+    return out;
 }
 
 void bm_root_to_hex(const uint8_t root[32], char out[BM_ROOT_HEX_LEN + 1])
@@ -593,9 +606,9 @@ static int hex_bits(const char *hex, size_t *count, uint8_t *last)
         return BM_EINVAL;
     size_t c = 0;
     for (size_t i = 2; i < slen; i++)
-        c += (size_t)__builtin_popcount((unsigned)hexval(hex[i]));
+        c += (size_t)__builtin_popcount((unsigned)bm_hexval(hex[i]));
     *count = c;
-    *last = (uint8_t)(hexval(hex[slen - 2]) << 4 | hexval(hex[slen - 1]));
+    *last = (uint8_t)(bm_hexval(hex[slen - 2]) << 4 | bm_hexval(hex[slen - 1]));
     return 0;
 }
 

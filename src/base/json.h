@@ -87,6 +87,9 @@ int bm_json_get_root(struct json_object *obj, const char *ptr, uint8_t out[32]);
  */
 int bm_json_parse_u64(const char *s, size_t len, uint64_t *out);
 
+/** The value of one hex digit (either case), or -1 when `c` is not one. */
+int bm_hexval(char c);
+
 /** Length of a formatted root: "0x" + 64 hex digits. */
 #define BM_ROOT_HEX_LEN 66
 
@@ -95,6 +98,13 @@ int bm_json_parse_u64(const char *s, size_t len, uint64_t *out);
  * BM_EINVAL (NULL, no "0x", wrong length, a non-hex digit). out is written only on success.
  */
 int bm_hex_to_root(const char *s, uint8_t out[32]);
+
+/** Length of a root's short form for logs: "0x" + its first 8 hex digits. */
+#define BM_ROOT_SHORT_LEN 10
+
+/** Writes a root's short form ("0x" + its first 4 bytes in hex) and a NUL into out;
+ *  returns out, for use inside a log call. */
+const char *bm_root_short(const uint8_t root[32], char out[BM_ROOT_SHORT_LEN + 1]);
 
 /** Writes "0x" + 64 lowercase hex digits and a NUL into out. */
 void bm_root_to_hex(const uint8_t root[32], char out[BM_ROOT_HEX_LEN + 1]);

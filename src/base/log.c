@@ -131,8 +131,8 @@ void bm_log_limited(bm_log_limit_t *lim, bm_log_level_t level, const char *fmt, 
 {
     if (!bm_log_enabled(level))
         return;
-    uint64_t window = lim->window_ms ? lim->window_ms : 10000;
-    uint32_t burst = lim->burst ? lim->burst : 5;
+    uint64_t window = lim->window_ms ? lim->window_ms : BM_LOG_LIMIT_WINDOW_MS;
+    uint32_t burst = lim->burst ? lim->burst : BM_LOG_LIMIT_BURST;
     uint64_t now = bm_clock_mono_ms();
     if (lim->window_start == 0 || now - lim->window_start >= window) {
         if (lim->suppressed)

@@ -40,11 +40,16 @@ bool bm_log_enabled(bm_log_level_t level);
 /** Writes one line at the given level. */
 void bm_log(bm_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The limit of a rate limiter left at zero: 10 lines per 10 s, enough to see what goes on,
+ * never a flood from a failing node. The one default for every module's per-request errors. */
+#define BM_LOG_LIMIT_WINDOW_MS 10000
+#define BM_LOG_LIMIT_BURST 10
+
 /*
  * A rate limiter for one class of message (embed one per upstream or per error kind).
  * At most `burst` lines per `window_ms`; when a window closes with lines suppressed,
- * the next line that passes says how many were dropped. Zero-initialise, then set
- * window_ms and burst (or leave them 0 for 10 s / 5 lines).
+ * the next line that passes says how many were dropped. Zero-initialise; set window_ms
+ * and burst only for a class that needs other limits (left 0: BM_LOG_LIMIT_*).
  */
 typedef struct bm_log_limit {
     uint64_t window_ms;

@@ -284,3 +284,26 @@ void bm_url_mask(bm_str_t *out, const char *url)
     }
     bm_str_puts(out, at);
 }
+
+int bm_url_query_param(const char *query, size_t len, const char *name, char *out, size_t cap)
+{
+    size_t nlen = strlen(name);
+    const char *p = query, *end = query ? query + len : NULL;
+    while (p && p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *stop = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(stop - p));
+        const char *kend = eq ? eq : stop;
+        if ((size_t)(kend - p) == nlen && memcmp(p, name, nlen) == 0) {
+            const char *v = eq ? eq + 1 : stop;
+            size_t vlen = (size_t)(stop - v);
+            if (vlen + 1 > cap)
+                return BM_ETOOBIG;
+            memcpy(out, v, vlen);
+            out[vlen] = '\0';
+            return (int)vlen;
+        }
+        p = amp ? amp + 1 : NULL;
+    }
+    return BM_ENOTFOUND;
+}

@@ -45,4 +45,12 @@ bool bm_url_valid(const char *url);
  *  non-ASCII byte. Checks eight bytes at a time (it runs on every request URL). */
 bool bm_url_printable(const char *p, size_t n);
 
+/**
+ * The value of query parameter `name` in query[0..len) (no '?'; may be NULL), copied
+ * NUL-terminated into out[0..cap) as it stands (not percent-decoded; the first
+ * occurrence; a bare `name` has the empty value). Returns its length, BM_ENOTFOUND when
+ * the parameter is absent, or BM_ETOOBIG when its value does not fit in cap - 1 bytes.
+ */
+int bm_url_query_param(const char *query, size_t len, const char *name, char *out, size_t cap);
+
 #endif /* BM_URL_H */

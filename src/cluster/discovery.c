@@ -38,14 +38,14 @@ typedef struct node_disc {
     bm_buf_t *body[EP_COUNT]; /* the last complete snapshot */
     bool have;                /* a snapshot exists */
     bm_chain_info_t chain;    /* parsed from the snapshot */
-    uv_timer_t retry;         /* next full round after a failure, or next probe */
+    bm_timer_t *retry;        /* next full round after a failure, or next probe */
     bool retry_open;
     bool next_is_probe; /* the timer runs a version probe, not a full round */
     bm_xfer_t *probe;   /* running version probe */
 } node_disc_t;
 
 struct bm_discovery {
-    uv_loop_t *loop;
+    bm_clock_t *clock;
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_discovery_opts_t opts;
@@ -53,7 +53,7 @@ struct bm_discovery {
     size_t n;
     int ref; /* index of the reference node, -1 before the first */
     bm_chain_info_t chain;
-    uv_timer_t epoch_timer;
+    bm_timer_t *epoch_timer;
     bool epoch_timer_open;
     bool stopped;
     bool free_pending;
@@ -76,15 +76,17 @@ void bm_discovery_opts_default(bm_discovery_opts_t *o)
 }
 
 static void start_round(node_disc_t *nd);
+static void on_retry(bm_timer_t *t, void *ud);
+static void on_epoch(bm_timer_t *t, void *ud);
 static void on_pool_state(bm_node_t *node, bm_node_state_t old, void *ud);
 
-bm_discovery_t *bm_discovery_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
+bm_discovery_t *bm_discovery_new(bm_clock_t *clock, bm_upstream_t *up, bm_pool_t *pool,
                                  const bm_discovery_opts_t *opts)
 {
     bm_discovery_t *d = calloc(1, sizeof *d);
     if (!d)
         return NULL;
-    d->loop = loop;
+    d->clock = clock;
     d->up = up;
     d->pool = pool;
     if (opts)
@@ -105,13 +107,19 @@ bm_discovery_t *bm_discovery_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *
     for (size_t i = 0; i < d->n; i++) {
         d->nodes[i].d = d;
         d->nodes[i].node = bm_pool_node(pool, i);
-        uv_timer_init(loop, &d->nodes[i].retry);
-        d->nodes[i].retry.data = &d->nodes[i];
+        d->nodes[i].retry = bm_timer_new(clock, on_retry, &d->nodes[i]);
+        if (!d->nodes[i].retry) {
+            bm_discovery_free(d);
+            return NULL;
+        }
         d->nodes[i].retry_open = true;
         d->open_handles++;
     }
-    uv_timer_init(loop, &d->epoch_timer);
-    d->epoch_timer.data = d;
+    d->epoch_timer = bm_timer_new(clock, on_epoch, d);
+    if (!d->epoch_timer) {
+        bm_discovery_free(d);
+        return NULL;
+    }
     d->epoch_timer_open = true;
     d->open_handles++;
     return d;
@@ -290,9 +298,10 @@ static void recompute(bm_discovery_t *d)
 
 static void arm_epoch_timer(bm_discovery_t *d);
 
-static void on_epoch(uv_timer_t *t)
+static void on_epoch(bm_timer_t *t, void *ud)
 {
-    bm_discovery_t *d = t->data;
+    bm_discovery_t *d = ud;
+    (void)t;
     for (size_t i = 0; i < d->n; i++)
         start_round(&d->nodes[i]);
     arm_epoch_timer(d);
@@ -303,14 +312,14 @@ static void arm_epoch_timer(bm_discovery_t *d)
     if (d->stopped || !d->chain.known)
         return;
     const bm_slot_clock_t *c = &d->chain.clock;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(d->clock);
     uint64_t epoch = bm_epoch_of_slot(c, bm_slot_at(c, now));
     uint64_t next = bm_slot_start_ms(c, bm_epoch_start_slot(c, epoch + 1));
     if (now < c->genesis_ms)
         next = c->genesis_ms;
     /* a second into the epoch: upgraded nodes have switched their schedule by then */
     uint64_t delay = (next > now ? next - now : 0) + 1000;
-    uv_timer_start(&d->epoch_timer, on_epoch, delay, 0);
+    bm_timer_start(d->epoch_timer, delay);
 }
 
 static void set_chain(bm_discovery_t *d, const bm_chain_info_t *c)
@@ -334,9 +343,10 @@ static void set_chain(bm_discovery_t *d, const bm_chain_info_t *c)
 
 static void start_probe(node_disc_t *nd);
 
-static void on_retry(uv_timer_t *t)
+static void on_retry(bm_timer_t *t, void *ud)
 {
-    node_disc_t *nd = t->data;
+    node_disc_t *nd = ud;
+    (void)t;
     if (nd->next_is_probe)
         start_probe(nd);
     else
@@ -348,10 +358,10 @@ static void arm_retry(node_disc_t *nd)
 {
     if (nd->d->stopped)
         return;
-    if (uv_is_active((uv_handle_t *)&nd->retry) && !nd->next_is_probe)
+    if (bm_timer_active(nd->retry) && !nd->next_is_probe)
         return;
     nd->next_is_probe = false;
-    uv_timer_start(&nd->retry, on_retry, nd->d->opts.retry_interval_ms, 0);
+    bm_timer_start(nd->retry, nd->d->opts.retry_interval_ms);
 }
 
 /* A version probe after a slot (or the probe interval before the chain is known): it keeps
@@ -359,13 +369,13 @@ static void arm_retry(node_disc_t *nd)
 static void arm_probe(node_disc_t *nd)
 {
     bm_discovery_t *d = nd->d;
-    if (d->stopped || uv_is_active((uv_handle_t *)&nd->retry))
+    if (d->stopped || bm_timer_active(nd->retry))
         return;
     uint32_t interval = d->chain.known ? d->chain.clock.slot_ms : d->opts.retry_interval_ms;
     if (d->opts.probe_interval_ms && d->opts.probe_interval_ms < interval)
         interval = d->opts.probe_interval_ms;
     nd->next_is_probe = true;
-    uv_timer_start(&nd->retry, on_retry, interval, 0);
+    bm_timer_start(nd->retry, interval);
 }
 
 static char *version_of(const bm_buf_t *b)
@@ -472,13 +482,13 @@ static void on_probe_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
 
 static const bm_xfer_cbs_t probe_cbs = {NULL, NULL, on_probe_done};
 
-static void start_probe(node_disc_t *nd)
+/* A GET of endpoint `e` on the node, answers of at most `max_bytes`; NULL when not started. */
+static bm_xfer_t *get(node_disc_t *nd, int e, size_t max_bytes, const bm_xfer_cbs_t *cbs)
 {
     bm_discovery_t *d = nd->d;
-    if (d->stopped || nd->pending > 0 || nd->probe)
-        return;
     bm_str_t url = BM_STR_INIT;
-    if (bm_url_join(&url, nd->node->url, ep_paths[EP_VERSION]) == 0) {
+    bm_xfer_t *x = NULL;
+    if (bm_url_join(&url, nd->node->url, ep_paths[e]) == 0) {
         bm_xfer_req_t req = {
             .method = "GET",
             .url = bm_str_data(&url),
@@ -486,11 +496,20 @@ static void start_probe(node_disc_t *nd)
             .extra = &nd->node->extra,
             .connect_timeout_ms = d->opts.connect_timeout_ms,
             .timeout_ms = d->opts.timeout_ms,
-            .max_response_bytes = 64 << 10,
+            .max_response_bytes = max_bytes,
         };
-        nd->probe = bm_upstream_start(d->up, &req, &probe_cbs, nd);
+        x = bm_upstream_start(d->up, &req, cbs, nd);
     }
     bm_str_dispose(&url);
+    return x;
+}
+
+static void start_probe(node_disc_t *nd)
+{
+    bm_discovery_t *d = nd->d;
+    if (d->stopped || nd->pending > 0 || nd->probe)
+        return;
+    nd->probe = get(nd, EP_VERSION, 64 << 10, &probe_cbs);
     if (!nd->probe)
         arm_retry(nd);
 }
@@ -500,32 +519,17 @@ static void start_round(node_disc_t *nd)
     bm_discovery_t *d = nd->d;
     if (d->stopped || nd->pending > 0)
         return;
-    uv_timer_stop(&nd->retry);
+    bm_timer_stop(nd->retry);
     if (nd->probe) {
         bm_upstream_cancel(nd->probe);
         nd->probe = NULL;
     }
     memset(nd->status, 0, sizeof nd->status);
     for (int e = 0; e < EP_COUNT; e++) {
-        bm_str_t url = BM_STR_INIT;
-        if (bm_url_join(&url, nd->node->url, ep_paths[e]) != 0) {
-            bm_str_dispose(&url);
-            continue;
-        }
-        bm_xfer_req_t req = {
-            .method = "GET",
-            .url = bm_str_data(&url),
-            .headers = &d->req_headers,
-            .extra = &nd->node->extra,
-            .connect_timeout_ms = d->opts.connect_timeout_ms,
-            .timeout_ms = d->opts.timeout_ms,
-            .max_response_bytes = 4 << 20,
-        };
         nd->pending++; /* before the start: on_done may run before it returns */
-        nd->x[e] = bm_upstream_start(d->up, &req, &disc_cbs, nd);
+        nd->x[e] = get(nd, e, 4 << 20, &disc_cbs);
         if (!nd->x[e])
             nd->pending--;
-        bm_str_dispose(&url);
     }
     if (nd->pending == 0)
         arm_retry(nd);
@@ -574,14 +578,9 @@ static void handle_closed(bm_discovery_t *d)
         really_free(d);
 }
 
-static void on_epoch_timer_closed(uv_handle_t *h)
+static void on_timer_closed(void *ud)
 {
-    handle_closed(h->data);
-}
-
-static void on_retry_closed(uv_handle_t *h)
-{
-    handle_closed(((node_disc_t *)h->data)->d);
+    handle_closed(ud);
 }
 
 void bm_discovery_stop(bm_discovery_t *d)
@@ -603,12 +602,12 @@ void bm_discovery_stop(bm_discovery_t *d)
         }
         if (nd->retry_open) {
             nd->retry_open = false;
-            uv_close((uv_handle_t *)&nd->retry, on_retry_closed);
+            bm_timer_close(nd->retry, on_timer_closed, d);
         }
     }
     if (d->epoch_timer_open) {
         d->epoch_timer_open = false;
-        uv_close((uv_handle_t *)&d->epoch_timer, on_epoch_timer_closed);
+        bm_timer_close(d->epoch_timer, on_timer_closed, d);
     }
 }
 

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/clock.h"
 #include "cluster/chain.h"
 #include "cluster/pool.h"
 #include "http/router.h"
@@ -48,8 +49,9 @@ void bm_discovery_opts_default(bm_discovery_opts_t *o);
 /** Called when the cluster's chain information appears or changes. */
 typedef void (*bm_discovery_chain_fn)(const bm_chain_info_t *chain, void *ud);
 
-/** Creates discovery for every node of `pool`. Nothing is sent before bm_discovery_start. */
-bm_discovery_t *bm_discovery_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
+/** Creates discovery for every node of `pool`, its retry, probe and epoch timers on `clock`
+ *  (borrowed; it outlives discovery). Nothing is sent before bm_discovery_start. */
+bm_discovery_t *bm_discovery_new(bm_clock_t *clock, bm_upstream_t *up, bm_pool_t *pool,
                                  const bm_discovery_opts_t *opts);
 
 /** Starts the first round on every node and the periodic refresh. Returns 0 or BM_E*. */

@@ -31,9 +31,11 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/clock.h"
 #include "cluster/chain.h"
 #include "cluster/discovery.h"
 #include "cluster/head.h"
+#include "cluster/monitor.h"
 #include "cluster/pool.h"
 #include "http/router.h"
 #include "http/server.h"
@@ -151,10 +153,11 @@ typedef struct bm_events bm_events_t;
 void bm_events_opts_default(bm_events_opts_t *o);
 
 /**
- * The cluster stream on `loop`. `opts` may be NULL (defaults). Nothing is attached yet:
+ * The cluster stream, its keepalive, coalescing and reconcile timers on `clock` (borrowed;
+ * it outlives the stream). `opts` may be NULL (defaults). Nothing is attached yet:
  * see the bm_events_attach_* functions. NULL on no memory.
  */
-bm_events_t *bm_events_new(uv_loop_t *loop, const bm_events_opts_t *opts);
+bm_events_t *bm_events_new(bm_clock_t *clock, const bm_events_opts_t *opts);
 
 /**
  * A tap on the stream: `fn` sees every event the cluster stream emits, subscribers or not,
@@ -195,12 +198,17 @@ int bm_events_register(bm_events_t *ev, bm_router_t *r);
 void bm_events_route(bm_req_t *req, const bm_route_params_t *params, void *ud);
 
 /**
- * One event of `node` (the bm_monitor_event_fn signature; ud: the bm_events_t). The
- * extra streams feed the same path. `topic` is NUL-terminated; `data` is JSON text.
- * head, head_v2 and chain_reorg are never forwarded as such (the tracker decides them);
- * the others go out first copy wins.
+ * One event of `node`, parsed by the monitor (the bm_monitor_event_fn signature; ud: the
+ * bm_events_t); the event is only read. head, head_v2 and chain_reorg are never forwarded
+ * as such (the tracker decides them); the others go out first copy wins.
  */
-void bm_events_node_event(size_t node, const char *topic, const char *data, size_t len, void *ud);
+void bm_events_node_event(size_t node, const bm_node_event_t *e, void *ud);
+
+/**
+ * The same for an event still in text form (the extra streams' events, tests): `topic`
+ * is NUL-terminated, `data` JSON text; parsed once, then as bm_events_node_event.
+ */
+void bm_events_node_text(size_t node, const char *topic, const char *data, size_t len, void *ud);
 
 /**
  * `node`'s main stream went up or down (the bm_monitor_conn_fn signature; ud: the

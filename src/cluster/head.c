@@ -13,6 +13,9 @@
  * Inputs run to completion; their consequences are queued as notes and delivered when
  * the outermost input returns, so listeners always see a consistent tracker and may call
  * back in.
+ *
+ * The block knowledge, its ancestry walks and the parent fetches live in head_blocks.c;
+ * what both files share is in head_int.h.
  */
 #include "cluster/head.h"
 
@@ -22,481 +25,13 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/json.h"
 #include "base/log.h"
-
-enum { P_UNKNOWN = 0, P_ASKING, P_KNOWN };
-enum { NO = 0, YES = 1, UNK = 2 };
-#define SLOT_UNKNOWN UINT64_MAX
-#define MAX_MOVES_PER_EVAL 64 /* moves in one decision; each is strictly "better", see docs */
-#define CHASE_LINKS 64        /* missing links fetched per node head chain per decision */
-
-typedef struct blk {
-    uint8_t root[32];
-    uint8_t parent[32];
-    uint64_t slot;
-    uint64_t parent_slot; /* the parent's slot once seen (it may be pruned), else SLOT_UNKNOWN */
-    uint64_t first_seen_ms;
-    uint64_t used_ms; /* last announced or walked: a full table drops the least recent */
-    uint64_t asked_at_ms;
-    uint64_t asked_mask; /* nodes already asked for this root's header */
-    int16_t first_node;  /* first node to announce it as head (any), -1 */
-    int16_t first_voter; /* first voter to announce it, -1 */
-    int16_t asking;      /* node asked now (pstate P_ASKING), -1 */
-    uint8_t pstate;
-    bool slot_known;
-    bool payload_full;
-    bool abandoned; /* the cluster head moved away from it by a reorg */
-    bool mark;      /* scratch for pruning */
-    bm_buf_t *raw[BM_HEAD_TOPIC_COUNT];
-    bm_buf_t *raw_full;
-} blk_t;
-
-typedef struct pend {
-    uint64_t slot;
-    uint8_t root[32];
-    bool optimistic;
-    bm_payload_status_t payload;
-    bm_head_topic_t topic;
-    uint64_t received_ms;
-    bool delay_done; /* its arrival delay is recorded */
-    bm_buf_t *raw;
-} pend_t;
-
-typedef struct node {
-    bool connected, stale, has_head, may_vote;
-    bool observer;   /* a shadow node: followed and judged, never counted (set_node_observer) */
-    bool optimistic; /* its latest announcement (believed or pending) was optimistic */
-    bool head_optimistic; /* its believed head was announced optimistic */
-    bool td_head, td_sync, forked, off, has_pending, has_reorg, has_sync;
-    bool on_chain; /* last proven relation: the head, an ancestor or a descendant of it */
-    bool agreed;   /* off the chain, and a quorum of voters holds the cluster's side of the
-                      split with its head: the off timer may fork it */
-    bm_head_relation_t proven_rel; /* the relation last proven (never UNKNOWN) */
-    uint64_t slot;
-    uint8_t root[32];
-    bm_payload_status_t payload;
-    bm_head_topic_t topic;
-    uint64_t received_ms;
-    pend_t pend;
-    uint64_t td_slot, td_early_ms;
-    uint64_t sync_slot, sync_at_ms;
-    bm_head_relation_t rel;
-    uint64_t off_since_ms;
-    uint8_t off_root[32];
-    uint8_t reorg_from[32], reorg_to[32];
-    bm_buf_t *reorg_raw;
-    int32_t delays[BM_HEAD_DELAYS]; /* ring, newest at (delay_pos - 1) */
-    uint32_t n_delays, delay_pos;
-    uint64_t firsts;
-    uint32_t inflight;
-    uint64_t budget_slot; /* the slot fetch_count counts in */
-    uint32_t fetch_count; /* header requests asked of it in budget_slot */
-} node_t;
-
-enum { N_HEAD, N_PAYLOAD, N_NODE, N_FETCH, N_TICK };
-
-typedef struct note {
-    int kind;
-    union {
-        bm_head_change_t change;
-        bm_head_payload_t payload;
-        struct {
-            uint8_t root[32];
-            uint64_t slot;
-            size_t node;
-        } fetch;
-        size_t node;
-        uint64_t now;
-    } u;
-} note_t;
-
-struct bm_head {
-    size_t n;
-    node_t *nodes;
-    bm_head_opts_t o;
-    bm_slot_clock_t clock;
-    bool clock_known;
-    uint32_t quorum;
-    uint64_t now;
-    uint64_t pruned_at_slot;
-    uint64_t seed;
-
-    bool has_head;
-    bool agreed; /* a quorum of voters is on the cluster chain (forked may be judged) */
-    uint8_t head[32];
-    uint64_t head_slot;
-    uint64_t head_since_ms;
-    uint64_t origin_slot; /* the first cluster head's slot */
-
-    blk_t *blk;
-    uint32_t nblk, cap;
-    int32_t *idx; /* 0 empty, else blk index + 1 */
-    uint32_t imask;
-
-    struct {
-        bm_head_listener_t l;
-        void *ud;
-    } lis[BM_HEAD_MAX_LISTENERS];
-    size_t nlis;
-    bm_head_fetch_fn fetch;
-    void *fetch_ud;
-
-    note_t *q;
-    size_t qn, qcap, qhead;
-    int depth;
-    bool draining;
-    uint64_t noted; /* nodes with an undelivered N_NODE */
-
-    bm_head_stats_t stats;
-};
-
-/* ---- small helpers ------------------------------------------------------------------ */
-
-static bool eq(const uint8_t a[32], const uint8_t b[32])
-{
-    return memcmp(a, b, 32) == 0;
-}
-
-static const char *short_root(const uint8_t r[32], char out[16])
-{
-    static const char hex[] = "0123456789abcdef";
-    out[0] = '0';
-    out[1] = 'x';
-    for (int i = 0; i < 4; i++) {
-        out[2 + 2 * i] = hex[r[i] >> 4];
-        out[3 + 2 * i] = hex[r[i] & 15];
-    }
-    out[10] = '\0';
-    return out;
-}
-
-/* Saturating: a node's absurd slot must not wrap around into the past. */
-static uint64_t slot_start(const bm_head_t *t, uint64_t slot)
-{
-    if (slot > (UINT64_MAX - t->clock.genesis_ms) / t->clock.slot_ms)
-        return UINT64_MAX;
-    return bm_slot_start_ms(&t->clock, slot);
-}
-
-/* More than a slot ahead of `at_ms`? (saturating) */
-static bool ahead(const bm_head_t *t, uint64_t slot, uint64_t at_ms)
-{
-    uint64_t start = slot_start(t, slot);
-    return start > at_ms && start - at_ms > t->clock.slot_ms;
-}
-
-static uint64_t keep_slots(const bm_head_t *t)
-{
-    return (uint64_t)t->o.keep_epochs * t->clock.slots_per_epoch;
-}
-
-/* ---- block knowledge ---------------------------------------------------------------- */
-
-static uint32_t hash_root(const bm_head_t *t, const uint8_t r[32])
-{
-    /* Keyed so that a node cannot pick roots that collide in the table. */
-    uint64_t h = t->seed;
-    for (int i = 0; i < 32; i += 8) {
-        uint64_t w;
-        memcpy(&w, r + i, 8);
-        h ^= w;
-        h *= 0x9e3779b97f4a7c15ull;
-        h ^= h >> 29;
-    }
-    return (uint32_t)(h ^ (h >> 32));
-}
-
-static int32_t blk_find(const bm_head_t *t, const uint8_t r[32])
-{
-    uint32_t i = hash_root(t, r) & t->imask;
-    for (;;) {
-        int32_t v = t->idx[i];
-        if (v == 0)
-            return -1;
-        if (eq(t->blk[v - 1].root, r))
-            return v - 1;
-        i = (i + 1) & t->imask;
-    }
-}
-
-static void idx_insert(bm_head_t *t, uint32_t bi)
-{
-    uint32_t i = hash_root(t, t->blk[bi].root) & t->imask;
-    while (t->idx[i] != 0)
-        i = (i + 1) & t->imask;
-    t->idx[i] = (int32_t)bi + 1;
-}
-
-static void blk_release(bm_head_t *t, blk_t *b)
-{
-    for (int k = 0; k < BM_HEAD_TOPIC_COUNT; k++)
-        bm_buf_unref(b->raw[k]);
-    bm_buf_unref(b->raw_full);
-    if (b->pstate == P_ASKING && b->asking >= 0 && t->nodes[b->asking].inflight > 0)
-        t->nodes[b->asking].inflight--;
-}
-
-typedef struct seen_ix {
-    uint64_t seen;
-    uint32_t i;
-} seen_ix_t;
-
-static int cmp_seen(const void *a, const void *b)
-{
-    const seen_ix_t *x = a, *y = b;
-    if (x->seen != y->seen)
-        return x->seen < y->seen ? -1 : 1;
-    return x->i < y->i ? -1 : x->i > y->i;
-}
-
-/*
- * Drops old knowledge. Protected: the cluster head and its ancestors (at most cap/4 of
- * them, keep_epochs back from the head) and every node's head. Unprotected entries go when older
- * than keep_epochs below the clock; with `force` (the table is full), the oldest first-seen ones
- * also go until the table is three quarters full. Protected entries are at most cap/4 + n + 1 < 3/4
- * cap (cap >= 4n + 64), so a forced prune always frees room.
- */
-static void prune(bm_head_t *t, bool force)
-{
-    for (uint32_t i = 0; i < t->nblk; i++)
-        t->blk[i].mark = false;
-    if (t->has_head) {
-        uint64_t keep = t->clock_known ? keep_slots(t) : 0;
-        uint64_t low = t->head_slot > keep ? t->head_slot - keep : 0;
-        int32_t cur = blk_find(t, t->head);
-        for (uint32_t steps = 0; cur >= 0 && steps < t->cap / 4; steps++) {
-            if (steps > 0 && t->blk[cur].slot_known && t->blk[cur].slot < low)
-                break;
-            t->blk[cur].mark = true;
-            if (t->blk[cur].pstate != P_KNOWN)
-                break;
-            cur = blk_find(t, t->blk[cur].parent);
-        }
-    }
-    for (size_t v = 0; v < t->n; v++) {
-        if (!t->nodes[v].has_head)
-            continue;
-        int32_t i = blk_find(t, t->nodes[v].root);
-        if (i >= 0)
-            t->blk[i].mark = true;
-    }
-    uint64_t floor = 0, unslotted_floor_ms = 0;
-    if (t->clock_known) {
-        /* Counted back from the older of the clock and the cluster head: while the head
-         * lags (no quorum), what the rules walk from it must stay. */
-        uint64_t ref = bm_slot_at(&t->clock, t->now);
-        if (t->has_head && t->head_slot < ref)
-            ref = t->head_slot;
-        floor = ref > keep_slots(t) ? ref - keep_slots(t) : 0;
-        uint64_t age = keep_slots(t) * t->clock.slot_ms;
-        unslotted_floor_ms = t->now > age ? t->now - age : 0;
-    }
-    bool *drop = calloc(t->nblk ? t->nblk : 1, sizeof *drop);
-    seen_ix_t *order = force ? calloc(t->nblk ? t->nblk : 1, sizeof *order) : NULL;
-    if (!drop || (force && !order)) {
-        free(drop);
-        free(order);
-        return; /* nothing dropped: the caller copes with a full table */
-    }
-    uint32_t kept = t->nblk, norder = 0;
-    for (uint32_t i = 0; i < t->nblk; i++) {
-        blk_t *b = &t->blk[i];
-        if (b->mark)
-            continue;
-        bool old = b->slot_known ? b->slot < floor : b->first_seen_ms < unslotted_floor_ms;
-        if (old) {
-            drop[i] = true;
-            kept--;
-        } else if (order) {
-            order[norder].seen = b->used_ms;
-            order[norder].i = i;
-            norder++;
-        }
-    }
-    if (force && kept > t->cap - t->cap / 4) {
-        qsort(order, norder, sizeof *order, cmp_seen);
-        for (uint32_t k = 0; k < norder && kept > t->cap - t->cap / 4; k++) {
-            drop[order[k].i] = true;
-            kept--;
-        }
-    }
-    uint32_t w = 0;
-    for (uint32_t i = 0; i < t->nblk; i++) {
-        if (drop[i]) {
-            blk_release(t, &t->blk[i]);
-            t->stats.pruned++;
-            continue;
-        }
-        if (w != i)
-            t->blk[w] = t->blk[i];
-        w++;
-    }
-    t->nblk = w;
-    memset(t->idx, 0, (size_t)(t->imask + 1) * sizeof *t->idx);
-    for (uint32_t i = 0; i < t->nblk; i++)
-        idx_insert(t, i);
-    free(drop);
-    free(order);
-}
-
-/*
- * Finds `root`, or creates it (slot may be SLOT_UNKNOWN for a parent known only by its
- * root). May prune, which moves entries: returns an index, valid until the next create.
- * -1 when absent and `create` is false, or when the table cannot take it.
- */
-static int32_t blk_get(bm_head_t *t, const uint8_t root[32], uint64_t slot, bool create,
-                       uint64_t seen_ms)
-{
-    int32_t i = blk_find(t, root);
-    if (i >= 0) {
-        blk_t *b = &t->blk[i];
-        if (!b->slot_known && slot != SLOT_UNKNOWN) {
-            b->slot = slot;
-            b->slot_known = true;
-        }
-        if (seen_ms < b->first_seen_ms)
-            b->first_seen_ms = seen_ms;
-        if (t->now > b->used_ms)
-            b->used_ms = t->now;
-        return i;
-    }
-    if (!create)
-        return -1;
-    if (t->nblk >= t->cap)
-        prune(t, true);
-    if (t->nblk >= t->cap)
-        return -1;
-    blk_t *b = &t->blk[t->nblk];
-    memset(b, 0, sizeof *b);
-    memcpy(b->root, root, 32);
-    b->slot = slot == SLOT_UNKNOWN ? 0 : slot;
-    b->slot_known = slot != SLOT_UNKNOWN;
-    b->parent_slot = SLOT_UNKNOWN;
-    b->first_seen_ms = seen_ms;
-    b->used_ms = t->now;
-    b->first_node = b->first_voter = b->asking = -1;
-    idx_insert(t, t->nblk);
-    return (int32_t)t->nblk++;
-}
-
-/* ---- ancestry ----------------------------------------------------------------------- */
-
-/*
- * Is `a` (at a_slot) a strict ancestor of `d`? Follows d's known parent links; YES, NO
- * (the chain passed below a_slot without meeting it), or UNK (a link is missing).
- * `crossed` (may be NULL) is set when an abandoned entry lies strictly between them.
- * On UNK, `pending` (may be NULL) says whether the missing header is being fetched now.
- */
-static int is_anc_ex(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const uint8_t d[32],
-                     bool *crossed, bool *pending)
-{
-    if (pending)
-        *pending = false;
-    if (eq(a, d))
-        return NO;
-    int32_t cur = blk_find(t, d);
-    for (uint32_t steps = 0; steps <= t->cap; steps++) {
-        if (cur < 0)
-            return UNK;
-        const blk_t *b = &t->blk[cur];
-        if (b->slot_known && b->slot <= a_slot)
-            return NO;
-        if (b->pstate != P_KNOWN) {
-            if (pending)
-                *pending = b->pstate == P_ASKING;
-            return UNK;
-        }
-        if (eq(b->parent, a))
-            return YES;
-        int32_t p = blk_find(t, b->parent);
-        if (p < 0 || !t->blk[p].slot_known) {
-            if (b->parent_slot != SLOT_UNKNOWN && b->parent_slot <= a_slot)
-                return NO; /* its parent, not `a`, is at or below a's slot */
-            if (pending && p >= 0)
-                *pending = t->blk[p].pstate == P_ASKING;
-            return UNK;
-        }
-        if (t->blk[p].slot <= a_slot)
-            return NO;
-        if (crossed && t->blk[p].abandoned)
-            *crossed = true;
-        cur = p;
-    }
-    return UNK;
-}
-
-static int is_anc(const bm_head_t *t, const uint8_t a[32], uint64_t a_slot, const uint8_t d[32],
-                  bool *crossed)
-{
-    return is_anc_ex(t, a, a_slot, d, crossed, NULL);
-}
-
-/* The slot to judge a root by: the table's (first claim or header) else the given one. */
-static uint64_t root_slot(const bm_head_t *t, const uint8_t root[32], uint64_t fallback)
-{
-    int32_t i = blk_find(t, root);
-    return i >= 0 && t->blk[i].slot_known ? t->blk[i].slot : fallback;
-}
-
-/*
- * `r` compared with the cluster head. On BM_HEAD_REL_UNKNOWN, `pending` (may be NULL)
- * says whether the header that would decide it is being fetched now: the rules then
- * wait for it rather than act on ignorance.
- */
-static bm_head_relation_t relation_ex(const bm_head_t *t, const uint8_t r[32], uint64_t r_slot,
-                                      bool *crossed, bool *pending)
-{
-    if (pending)
-        *pending = false;
-    if (!t->has_head)
-        return BM_HEAD_REL_NONE;
-    if (eq(r, t->head))
-        return BM_HEAD_REL_EQUAL;
-    int res;
-    if (r_slot < t->head_slot) {
-        res = is_anc_ex(t, r, r_slot, t->head, NULL, pending);
-        return res == YES  ? BM_HEAD_REL_ANCESTOR
-               : res == NO ? BM_HEAD_REL_OFF
-                           : BM_HEAD_REL_UNKNOWN;
-    }
-    if (r_slot > t->head_slot) {
-        res = is_anc_ex(t, t->head, t->head_slot, r, crossed, pending);
-        return res == YES  ? BM_HEAD_REL_DESCENDANT
-               : res == NO ? BM_HEAD_REL_OFF
-                           : BM_HEAD_REL_UNKNOWN;
-    }
-    return BM_HEAD_REL_OFF; /* two blocks at one slot */
-}
-
-static bm_head_relation_t relation(const bm_head_t *t, const uint8_t r[32], uint64_t r_slot,
-                                   bool *crossed)
-{
-    return relation_ex(t, r, r_slot, crossed, NULL);
-}
-
-static bool common_ancestor(const bm_head_t *t, const uint8_t x[32], const uint8_t y[32],
-                            uint8_t out[32], uint64_t *out_slot)
-{
-    int32_t a = blk_find(t, x), b = blk_find(t, y);
-    for (uint32_t steps = 0; steps <= 2 * t->cap; steps++) {
-        if (a < 0 || b < 0 || !t->blk[a].slot_known || !t->blk[b].slot_known)
-            return false;
-        if (a == b) {
-            memcpy(out, t->blk[a].root, 32);
-            *out_slot = t->blk[a].slot;
-            return true;
-        }
-        int32_t *step = t->blk[a].slot >= t->blk[b].slot ? &a : &b;
-        if (t->blk[*step].pstate != P_KNOWN)
-            return false;
-        *step = blk_find(t, t->blk[*step].parent);
-    }
-    return false;
-}
+#include "cluster/head_int.h"
 
 /* ---- notes -------------------------------------------------------------------------- */
 
-static void push(bm_head_t *t, const note_t *n)
+void bm_hd_push(bm_head_t *t, const note_t *n)
 {
     if (t->qn == t->qcap && t->qhead > 0) {
         /* Delivered notes at the front make room: a long re-entrant chain of inputs
@@ -525,7 +60,7 @@ static void note_node(bm_head_t *t, size_t v)
     t->noted |= 1ull << v;
     note_t n = {.kind = N_NODE};
     n.u.node = v;
-    push(t, &n);
+    bm_hd_push(t, &n);
 }
 
 static void release(note_t *n)
@@ -585,199 +120,6 @@ static void drain(bm_head_t *t)
     t->draining = false;
 }
 
-/* ---- node predicates ---------------------------------------------------------------- */
-
-/* May this node's announcements count (first announcer, raw data, payload evidence)? */
-static bool trusted(const node_t *v)
-{
-    return v->may_vote && !v->observer && !v->optimistic && !v->head_optimistic && !v->td_head &&
-           !v->td_sync && !v->forked;
-}
-
-/* Does this node's head count now? */
-static bool voter(const node_t *v)
-{
-    return trusted(v) && v->has_head && !v->stale && v->connected;
-}
-
-/*
- * May we ask this node for headers? Forked nodes too: their ancestry proves rejoining.
- * Bounded in flight and per slot, so that no node (spamming roots, or answering with
- * ever new parents) can make the tracker ask without end.
- */
-static bool askable(const bm_head_t *t, const node_t *v)
-{
-    uint64_t slot = t->clock_known ? bm_slot_at(&t->clock, t->now) : 0;
-    uint32_t used = v->budget_slot == slot ? v->fetch_count : 0;
-    return v->connected && v->may_vote && !v->optimistic && !v->td_head && !v->td_sync &&
-           v->inflight < t->o.max_fetch_per_node && used < t->o.max_fetch_per_slot;
-}
-
-/* ---- parents ------------------------------------------------------------------------ */
-
-/* Does node v hold `root` (its head, or an ancestor of its head)? */
-static bool holds(const bm_head_t *t, const node_t *v, const uint8_t root[32], uint64_t slot)
-{
-    if (!v->has_head)
-        return false;
-    if (eq(v->root, root))
-        return true;
-    return is_anc(t, root, slot == SLOT_UNKNOWN ? 0 : slot, v->root, NULL) == YES;
-}
-
-/*
- * Asks for `root`'s header from `pref` if it may, else from another node holding it.
- * Each node is asked once; with `retry` (links of the cluster chain, which block roots
- * at slots and so duties' dependent roots rest on), a root every holder failed to give
- * is asked again from the next slot on (within the per-node budgets): a passing outage
- * must not leave the cluster chain unknown for good.
- */
-static void want(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, size_t pref, bool retry)
-{
-    if (!t->fetch)
-        return;
-    uint8_t root[32];
-    memcpy(root, root_in, 32);
-    int32_t i = blk_get(t, root, slot, true, t->now);
-    if (i < 0 || t->blk[i].pstate != P_UNKNOWN)
-        return;
-    uint64_t bslot = t->blk[i].slot_known ? t->blk[i].slot : SLOT_UNKNOWN;
-    size_t pick = t->n;
-    for (int round = 0; round < 2 && pick == t->n; round++) {
-        uint64_t asked = t->blk[i].asked_mask;
-        if (round == 1) {
-            if (!retry || asked == 0 ||
-                bm_slot_at(&t->clock, t->blk[i].asked_at_ms) >= bm_slot_at(&t->clock, t->now))
-                break;
-            t->blk[i].asked_mask = asked = 0; /* every holder failed a slot ago or more */
-        }
-        if (!(asked & (1ull << pref)) && askable(t, &t->nodes[pref]))
-            pick = pref;
-        for (size_t v = 0; pick == t->n && v < t->n; v++)
-            if (!(asked & (1ull << v)) && askable(t, &t->nodes[v]) &&
-                holds(t, &t->nodes[v], root, bslot))
-                pick = v;
-    }
-    if (pick == t->n)
-        return;
-    blk_t *b = &t->blk[i];
-    b->pstate = P_ASKING;
-    b->asking = (int16_t)pick;
-    b->asked_mask |= 1ull << pick;
-    b->asked_at_ms = t->now;
-    node_t *np = &t->nodes[pick];
-    uint64_t now_slot = bm_slot_at(&t->clock, t->now);
-    if (np->budget_slot != now_slot) {
-        np->budget_slot = now_slot;
-        np->fetch_count = 0;
-    }
-    np->fetch_count++;
-    np->inflight++;
-    t->stats.fetches++;
-    note_t n = {.kind = N_FETCH};
-    memcpy(n.u.fetch.root, root, 32);
-    n.u.fetch.slot = bslot;
-    n.u.fetch.node = pick;
-    push(t, &n);
-}
-
-/*
- * Caches block i's parent's slot in i when the parent's entry is at hand. Returns true
- * when the parent's entry exists (the walk may go on to it).
- */
-static bool note_parent_slot(bm_head_t *t, int32_t i)
-{
-    int32_t p = blk_find(t, t->blk[i].parent);
-    if (p < 0 || !t->blk[p].slot_known)
-        return false;
-    t->blk[i].parent_slot = t->blk[p].slot;
-    return true;
-}
-
-/*
- * Asks for what the rules miss: for each askable node whose head is not on the cluster
- * chain at or behind the head, the first missing link of its chain (extension, forked
- * and reorg-depth judgements need it) down to where it meets the cluster chain; for the
- * cluster head, its ancestry chase_epochs back (block roots at slots, relations of
- * lagging nodes). One link per chain per decision: each answer asks for the next.
- */
-static void request_parents(bm_head_t *t)
-{
-    if (!t->fetch || !t->clock_known)
-        return;
-    uint64_t chase = (uint64_t)t->o.chase_epochs * t->clock.slots_per_epoch;
-    uint64_t target = t->has_head && t->head_slot > chase ? t->head_slot - chase : 0;
-    uint64_t nfloor =
-        t->has_head && t->head_slot > keep_slots(t) ? t->head_slot - keep_slots(t) : 0;
-    for (size_t v = 0; v < t->n; v++) {
-        node_t *nv = &t->nodes[v];
-        if (!nv->has_head || nv->stale || !askable(t, nv))
-            continue;
-        bm_head_relation_t rel = relation(t, nv->root, root_slot(t, nv->root, nv->slot), NULL);
-        if (rel == BM_HEAD_REL_EQUAL || rel == BM_HEAD_REL_ANCESTOR)
-            continue;
-        uint8_t cur[32];
-        memcpy(cur, nv->root, 32);
-        for (int links = 0; links < CHASE_LINKS; links++) {
-            if (t->has_head && eq(cur, t->head))
-                break;
-            int32_t i = blk_find(t, cur);
-            if (i < 0) {
-                want(t, cur, SLOT_UNKNOWN, v, false);
-                break;
-            }
-            blk_t *b = &t->blk[i];
-            b->used_ms = t->now;
-            if (t->has_head && b->slot_known &&
-                (b->slot < nfloor ||
-                 (b->slot <= t->head_slot && is_anc(t, cur, b->slot, t->head, NULL) == YES)))
-                break; /* met the cluster chain, or as far back as knowledge is kept */
-            if (b->pstate != P_KNOWN) {
-                want(t, cur, SLOT_UNKNOWN, v, false);
-                break;
-            }
-            if (!t->has_head)
-                break; /* before the first head only the heads' own parents matter */
-            if (!note_parent_slot(t, i) && t->blk[i].parent_slot != SLOT_UNKNOWN &&
-                t->blk[i].parent_slot < nfloor)
-                break; /* the parent is older than what is kept: never ask for it again */
-            memcpy(cur, t->blk[i].parent, 32);
-        }
-    }
-    if (!t->has_head)
-        return;
-    size_t holder = t->n;
-    for (size_t v = 0; v < t->n && holder == t->n; v++)
-        if (t->nodes[v].has_head && !t->nodes[v].stale &&
-            (eq(t->nodes[v].root, t->head) ||
-             is_anc(t, t->head, t->head_slot, t->nodes[v].root, NULL) == YES) &&
-            askable(t, &t->nodes[v]))
-            holder = v;
-    if (holder == t->n)
-        return;
-    uint8_t cur[32];
-    memcpy(cur, t->head, 32);
-    for (uint32_t steps = 0; steps <= t->cap; steps++) {
-        int32_t i = blk_find(t, cur);
-        if (i < 0) {
-            want(t, cur, SLOT_UNKNOWN, holder, true);
-            return;
-        }
-        blk_t *b = &t->blk[i];
-        b->used_ms = t->now;
-        if (b->slot_known && b->slot <= target)
-            return;
-        if (b->pstate != P_KNOWN) {
-            want(t, cur, SLOT_UNKNOWN, holder, true);
-            return;
-        }
-        if (!note_parent_slot(t, i) && t->blk[i].parent_slot != SLOT_UNKNOWN &&
-            t->blk[i].parent_slot <= target)
-            return;
-        memcpy(cur, t->blk[i].parent, 32);
-    }
-}
-
 /* ---- payload ------------------------------------------------------------------------ */
 
 static void payload_evidence(bm_head_t *t, int32_t bi, size_t v, bm_buf_t *raw)
@@ -795,7 +137,7 @@ static void payload_evidence(bm_head_t *t, int32_t bi, size_t v, bm_buf_t *raw)
         n.u.payload.node = (int)v;
         n.u.payload.raw = bm_buf_ref(raw);
         n.u.payload.at_ms = t->now;
-        push(t, &n);
+        bm_hd_push(t, &n);
     }
 }
 
@@ -860,7 +202,7 @@ static void apply(bm_head_t *t, size_t vi, pend_t *p)
     p->raw = NULL;
     if (&v->pend == p)
         v->has_pending = false;
-    int32_t bi = blk_get(t, v->root, v->slot, true, v->received_ms);
+    int32_t bi = bm_hd_blk_get(t, v->root, v->slot, true, v->received_ms);
     if (bi >= 0) {
         if (t->blk[bi].first_node < 0 && !v->observer)
             t->blk[bi].first_node = (int16_t)vi;
@@ -915,7 +257,7 @@ static void announce(bm_head_t *t, size_t vi, pend_t p)
         }
         v->head_optimistic = p.optimistic;
         if (trusted(v)) {
-            int32_t bi = blk_get(t, p.root, p.slot, true, p.received_ms);
+            int32_t bi = bm_hd_blk_get(t, p.root, p.slot, true, p.received_ms);
             if (bi >= 0)
                 credit(t, bi, vi, v->topic, v->payload, p.raw);
         }
@@ -992,7 +334,7 @@ static bool side_agreed(const bm_head_t *t, size_t vi, const bm_head_relation_t 
     const node_t *v = &t->nodes[vi];
     uint8_t split[32];
     uint64_t split_slot = 0;
-    bool split_known = common_ancestor(t, v->root, t->head, split, &split_slot);
+    bool split_known = bm_hd_common_ancestor(t, v->root, t->head, split, &split_slot);
     uint32_t n = 0;
     for (size_t ui = 0; ui < t->n; ui++) {
         const node_t *u = &t->nodes[ui];
@@ -1003,7 +345,7 @@ static bool side_agreed(const bm_head_t *t, size_t vi, const bm_head_relation_t 
             r = u->proven_rel; /* its header is on the way: its last proven relation */
         if (r == BM_HEAD_REL_EQUAL || r == BM_HEAD_REL_DESCENDANT ||
             (r == BM_HEAD_REL_ANCESTOR && split_known &&
-             root_slot(t, u->root, u->slot) > split_slot))
+             bm_hd_root_slot(t, u->root, u->slot) > split_slot))
             n++;
     }
     return n >= t->quorum;
@@ -1011,15 +353,16 @@ static bool side_agreed(const bm_head_t *t, size_t vi, const bm_head_relation_t 
 
 static void update_relations(bm_head_t *t)
 {
-    bool pend[BM_HEAD_MAX_NODES];
-    bm_head_relation_t rels[BM_HEAD_MAX_NODES];
+    bool pend[BM_MAX_NODES];
+    bm_head_relation_t rels[BM_MAX_NODES];
     uint32_t on_chain = 0;
     for (size_t vi = 0; vi < t->n; vi++) {
         node_t *v = &t->nodes[vi];
         rels[vi] = BM_HEAD_REL_NONE;
         pend[vi] = false;
         if (t->has_head && v->has_head)
-            rels[vi] = relation_ex(t, v->root, root_slot(t, v->root, v->slot), NULL, &pend[vi]);
+            rels[vi] = bm_hd_relation_ex(t, v->root, bm_hd_root_slot(t, v->root, v->slot), NULL,
+                                         &pend[vi]);
         if (rels[vi] != BM_HEAD_REL_UNKNOWN) {
             v->on_chain = rels[vi] == BM_HEAD_REL_EQUAL || rels[vi] == BM_HEAD_REL_ANCESTOR ||
                           rels[vi] == BM_HEAD_REL_DESCENDANT;
@@ -1096,7 +439,7 @@ static uint32_t support(const bm_head_t *t, const uint8_t root[32], uint64_t slo
     uint32_t s = 0;
     for (size_t v = 0; v < t->n; v++) {
         const node_t *nv = &t->nodes[v];
-        if (voter(nv) && (eq(nv->root, root) || is_anc(t, root, slot, nv->root, NULL) == YES))
+        if (voter(nv) && (eq(nv->root, root) || bm_hd_is_anc(t, root, slot, nv->root, NULL) == YES))
             s++;
     }
     return s;
@@ -1110,8 +453,8 @@ static size_t add_cand(const bm_head_t *t, cand_t *c, size_t nc, const node_t *v
             return nc;
     memset(&c[nc], 0, sizeof c[nc]);
     memcpy(c[nc].root, v->root, 32);
-    c[nc].slot = root_slot(t, v->root, v->slot);
-    int32_t bi = blk_find(t, v->root);
+    c[nc].slot = bm_hd_root_slot(t, v->root, v->slot);
+    int32_t bi = bm_hd_blk_find(t, v->root);
     c[nc].seen = bi >= 0 ? t->blk[bi].first_seen_ms : v->received_ms;
     return nc + 1;
 }
@@ -1132,7 +475,7 @@ static int pick(const bm_head_t *t, cand_t *c, size_t nc, uint32_t need)
             continue;
         for (size_t j = 0; j < nc; j++)
             if (j != i && c[j].support >= need &&
-                is_anc(t, c[i].root, c[i].slot, c[j].root, NULL) == YES) {
+                bm_hd_is_anc(t, c[i].root, c[i].slot, c[j].root, NULL) == YES) {
                 c[i].out = true;
                 break;
             }
@@ -1156,7 +499,7 @@ static int pick(const bm_head_t *t, cand_t *c, size_t nc, uint32_t need)
 
 static int announcer(const bm_head_t *t, const uint8_t root[32])
 {
-    int32_t bi = blk_find(t, root);
+    int32_t bi = bm_hd_blk_find(t, root);
     if (bi >= 0 && t->blk[bi].first_voter >= 0)
         return t->blk[bi].first_voter;
     int best = -1;
@@ -1173,7 +516,7 @@ static int announcer(const bm_head_t *t, const uint8_t root[32])
 
 static void mark_abandoned(bm_head_t *t, const uint8_t from[32], bool to_known, uint64_t to_slot)
 {
-    int32_t cur = blk_find(t, from);
+    int32_t cur = bm_hd_blk_find(t, from);
     for (uint32_t steps = 0; cur >= 0 && steps <= t->cap; steps++) {
         blk_t *b = &t->blk[cur];
         if (to_known && b->slot_known && b->slot <= to_slot)
@@ -1181,7 +524,7 @@ static void mark_abandoned(bm_head_t *t, const uint8_t from[32], bool to_known, 
         b->abandoned = true;
         if (!to_known || b->pstate != P_KNOWN)
             break;
-        cur = blk_find(t, b->parent);
+        cur = bm_hd_blk_find(t, b->parent);
     }
 }
 
@@ -1202,7 +545,7 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
     } else {
         memcpy(c->old_root, t->head, 32);
         c->old_slot = t->head_slot;
-        bm_head_relation_t rel = relation(t, root, slot, NULL);
+        bm_head_relation_t rel = bm_hd_relation(t, root, slot, NULL);
         if (rel == BM_HEAD_REL_DESCENDANT) {
             c->move = BM_HEAD_MOVE_EXTEND;
         } else if (rel == BM_HEAD_REL_ANCESTOR) {
@@ -1212,7 +555,8 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
             c->ancestor_slot = slot;
         } else if (rel == BM_HEAD_REL_OFF) {
             c->move = BM_HEAD_MOVE_REORG;
-            c->depth_known = common_ancestor(t, t->head, root, c->ancestor, &c->ancestor_slot);
+            c->depth_known =
+                bm_hd_common_ancestor(t, t->head, root, c->ancestor, &c->ancestor_slot);
         } else {
             c->move = BM_HEAD_MOVE_JUMP;
         }
@@ -1221,7 +565,7 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
         if (c->move == BM_HEAD_MOVE_REORG || c->move == BM_HEAD_MOVE_JUMP)
             mark_abandoned(t, t->head, c->depth_known, c->ancestor_slot);
     }
-    int32_t bi = blk_find(t, root);
+    int32_t bi = bm_hd_blk_find(t, root);
     if (bi >= 0) {
         blk_t *b = &t->blk[bi];
         b->abandoned = false;
@@ -1246,7 +590,7 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
             }
     }
     t->stats.moves[c->move]++;
-    char a[16], b2[16];
+    char a[BM_ROOT_SHORT_LEN + 1], b2[BM_ROOT_SHORT_LEN + 1];
     if (c->move == BM_HEAD_MOVE_REORG || c->move == BM_HEAD_MOVE_JUMP) {
         char depth[24] = "unknown";
         if (c->depth_known)
@@ -1254,11 +598,11 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
         bm_log(BM_LOG_INFO,
                "head: cluster head %s %s@%" PRIu64 " -> %s@%" PRIu64
                " (depth %s, announced by node %d)",
-               bm_head_move_name(c->move), short_root(c->old_root, a), c->old_slot,
-               short_root(root, b2), slot, depth, c->node);
+               bm_head_move_name(c->move), bm_root_short(c->old_root, a), c->old_slot,
+               bm_root_short(root, b2), slot, depth, c->node);
     } else if (bm_log_enabled(BM_LOG_DEBUG)) {
         bm_log(BM_LOG_DEBUG, "head: cluster head %s %s@%" PRIu64 " (node %d%s)",
-               bm_head_move_name(c->move), short_root(root, a), slot, c->node,
+               bm_head_move_name(c->move), bm_root_short(root, a), slot, c->node,
                by_quorum ? ", quorum" : "");
     }
     if (!t->has_head)
@@ -1267,7 +611,7 @@ static void set_head(bm_head_t *t, const uint8_t root_in[32], uint64_t slot, boo
     t->head_slot = slot;
     t->head_since_ms = t->now;
     t->has_head = true;
-    push(t, &n);
+    bm_hd_push(t, &n);
 }
 
 /*
@@ -1283,7 +627,8 @@ static bool try_quorum(bm_head_t *t, cand_t *c, size_t nc)
     int back = -1;
     uint32_t back_n = 0;
     for (size_t i = 0; i < nc; i++) {
-        if (c[i].slot >= t->head_slot || is_anc(t, c[i].root, c[i].slot, t->head, NULL) != YES)
+        if (c[i].slot >= t->head_slot ||
+            bm_hd_is_anc(t, c[i].root, c[i].slot, t->head, NULL) != YES)
             continue;
         uint32_t k = 0;
         for (size_t v = 0; v < t->n; v++) {
@@ -1294,7 +639,8 @@ static bool try_quorum(bm_head_t *t, cand_t *c, size_t nc)
             k += voter(nv) && nv->has_reorg && eq(nv->reorg_to, c[i].root) &&
                  eq(nv->root, c[i].root) &&
                  (eq(nv->reorg_from, t->head) ||
-                  is_anc(t, nv->reorg_from, root_slot(t, nv->reorg_from, 0), t->head, NULL) == YES);
+                  bm_hd_is_anc(t, nv->reorg_from, bm_hd_root_slot(t, nv->reorg_from, 0), t->head,
+                               NULL) == YES);
         }
         if (k > back_n || (k == back_n && back >= 0 && k > 0 && c[i].slot > c[back].slot)) {
             back = (int)i;
@@ -1306,11 +652,11 @@ static bool try_quorum(bm_head_t *t, cand_t *c, size_t nc)
         return true;
     }
 
-    cand_t q[BM_HEAD_MAX_NODES];
+    cand_t q[BM_MAX_NODES];
     size_t nq = 0;
     for (size_t i = 0; i < nc; i++) {
         bool pending;
-        bm_head_relation_t rel = relation_ex(t, c[i].root, c[i].slot, NULL, &pending);
+        bm_head_relation_t rel = bm_hd_relation_ex(t, c[i].root, c[i].slot, NULL, &pending);
         /* Unknown ancestry at a later slot may jump, once nothing more can be learned. */
         if (rel == BM_HEAD_REL_OFF ||
             (rel == BM_HEAD_REL_UNKNOWN && !pending && c[i].slot > t->head_slot))
@@ -1328,7 +674,7 @@ static bool try_quorum(bm_head_t *t, cand_t *c, size_t nc)
 /* One move if a rule allows it. */
 static bool try_move(bm_head_t *t)
 {
-    cand_t c[BM_HEAD_MAX_NODES];
+    cand_t c[BM_MAX_NODES];
     size_t nc = 0;
     for (size_t v = 0; v < t->n; v++)
         if (voter(&t->nodes[v]))
@@ -1351,21 +697,21 @@ static bool try_move(bm_head_t *t)
     for (size_t v = 0; v < t->n && settled; v++) {
         const node_t *nv = &t->nodes[v];
         bool pending;
-        if (voter(nv) && relation_ex(t, nv->root, root_slot(t, nv->root, nv->slot), NULL,
-                                     &pending) == BM_HEAD_REL_UNKNOWN)
+        if (voter(nv) && bm_hd_relation_ex(t, nv->root, bm_hd_root_slot(t, nv->root, nv->slot),
+                                           NULL, &pending) == BM_HEAD_REL_UNKNOWN)
             settled = !pending;
     }
     if (settled && try_quorum(t, c, nc))
         return true;
 
     /* 3. Extension: descends from the head through known links, nothing abandoned. */
-    cand_t e[BM_HEAD_MAX_NODES];
+    cand_t e[BM_MAX_NODES];
     size_t ne = 0;
     for (size_t i = 0; i < nc; i++) {
         bool crossed = false;
-        if (relation(t, c[i].root, c[i].slot, &crossed) != BM_HEAD_REL_DESCENDANT || crossed)
+        if (bm_hd_relation(t, c[i].root, c[i].slot, &crossed) != BM_HEAD_REL_DESCENDANT || crossed)
             continue;
-        int32_t bi = blk_find(t, c[i].root);
+        int32_t bi = bm_hd_blk_find(t, c[i].root);
         if (bi >= 0 && t->blk[bi].abandoned)
             continue;
         e[ne++] = c[i];
@@ -1383,12 +729,12 @@ static void evaluate(bm_head_t *t)
     if (!t->clock_known)
         return;
     for (int i = 0; i < MAX_MOVES_PER_EVAL; i++) {
-        request_parents(t); /* first: what is being fetched is waited for, not guessed */
+        bm_hd_request_parents(t); /* first: what is being fetched is waited for, not guessed */
         update_relations(t);
         if (!try_move(t))
             break;
     }
-    request_parents(t);
+    bm_hd_request_parents(t);
     update_relations(t);
 }
 
@@ -1421,7 +767,7 @@ static void enter(bm_head_t *t, uint64_t now_ms)
         uint64_t wall = bm_slot_at(&t->clock, t->now);
         if (wall != t->pruned_at_slot) {
             t->pruned_at_slot = wall;
-            prune(t, false);
+            bm_hd_prune(t, false);
         }
     }
 }
@@ -1449,7 +795,7 @@ void bm_head_opts_default(bm_head_opts_t *o)
 
 bm_head_t *bm_head_new(size_t n_nodes, const bm_head_opts_t *opts)
 {
-    if (n_nodes == 0 || n_nodes > BM_HEAD_MAX_NODES)
+    if (n_nodes == 0 || n_nodes > BM_MAX_NODES)
         return NULL;
     bm_head_t *t = calloc(1, sizeof *t);
     if (!t)
@@ -1506,7 +852,7 @@ void bm_head_free(bm_head_t *t)
         return;
     if (t->blk)
         for (uint32_t i = 0; i < t->nblk; i++)
-            blk_release(t, &t->blk[i]);
+            bm_hd_blk_release(t, &t->blk[i]);
     if (t->nodes)
         for (size_t v = 0; v < t->n; v++)
             forget_node_head(&t->nodes[v]);
@@ -1549,7 +895,7 @@ void bm_head_set_fetch(bm_head_t *t, bm_head_fetch_fn fn, void *ud)
 static void reset_knowledge(bm_head_t *t)
 {
     for (uint32_t i = 0; i < t->nblk; i++)
-        blk_release(t, &t->blk[i]);
+        bm_hd_blk_release(t, &t->blk[i]);
     t->nblk = 0;
     memset(t->idx, 0, (size_t)(t->imask + 1) * sizeof *t->idx);
     t->has_head = false;
@@ -1673,7 +1019,7 @@ int bm_head_on_block(bm_head_t *t, size_t node, uint64_t slot, const uint8_t roo
         return BM_EINVAL;
     enter(t, now_ms);
     if (t->clock_known && !ahead(t, slot, now_ms))
-        blk_get(t, root, slot, true, now_ms);
+        bm_hd_blk_get(t, root, slot, true, now_ms);
     leave(t);
     return 0;
 }
@@ -1685,26 +1031,26 @@ int bm_head_on_parent(bm_head_t *t, size_t node, const uint8_t root[32], uint64_
         return BM_EINVAL;
     enter(t, now_ms);
     int rc = 0;
-    int32_t i = blk_find(t, root);
+    int32_t i = bm_hd_blk_find(t, root);
     if (i >= 0 && t->blk[i].pstate == P_ASKING && t->blk[i].asking == (int)node) {
         if (t->nodes[node].inflight > 0)
             t->nodes[node].inflight--;
         t->blk[i].pstate = P_UNKNOWN;
         t->blk[i].asking = -1;
     }
-    int32_t pi = blk_find(t, parent);
+    int32_t pi = bm_hd_blk_find(t, parent);
     bool bad = eq(root, parent) || slot == SLOT_UNKNOWN ||
                (i >= 0 && t->blk[i].slot_known && t->blk[i].slot != slot) ||
                (i >= 0 && t->blk[i].pstate == P_KNOWN && !eq(t->blk[i].parent, parent)) ||
                (pi >= 0 && t->blk[pi].slot_known && t->blk[pi].slot >= slot);
     if (bad) {
-        char a[16];
+        char a[BM_ROOT_SHORT_LEN + 1];
         t->stats.bad_answers++;
         bm_log(BM_LOG_DEBUG, "head: node %zu's header for %s contradicts what is known", node,
-               short_root(root, a));
+               bm_root_short(root, a));
         rc = BM_EPROTO;
     } else if (i < 0 || t->blk[i].pstate != P_KNOWN) {
-        i = blk_get(t, root, slot, true, now_ms);
+        i = bm_hd_blk_get(t, root, slot, true, now_ms);
         if (i >= 0) {
             memcpy(t->blk[i].parent, parent, 32);
             t->blk[i].pstate = P_KNOWN;
@@ -1720,7 +1066,7 @@ int bm_head_on_parent_failed(bm_head_t *t, size_t node, const uint8_t root[32], 
     if (!t || !root || node >= t->n)
         return BM_EINVAL;
     enter(t, now_ms);
-    int32_t i = blk_find(t, root);
+    int32_t i = bm_hd_blk_find(t, root);
     if (i >= 0 && t->blk[i].pstate == P_ASKING && t->blk[i].asking == (int)node) {
         if (t->nodes[node].inflight > 0)
             t->nodes[node].inflight--;
@@ -1757,7 +1103,7 @@ int bm_head_on_payload_available(bm_head_t *t, size_t node, uint64_t slot, const
         return BM_EINVAL;
     enter(t, now_ms);
     if (t->clock_known && trusted(&t->nodes[node]) && !ahead(t, slot, now_ms)) {
-        int32_t bi = blk_get(t, root, slot, true, now_ms);
+        int32_t bi = bm_hd_blk_get(t, root, slot, true, now_ms);
         if (bi >= 0)
             payload_evidence(t, bi, node, NULL);
     }
@@ -1825,7 +1171,7 @@ void bm_head_tick(bm_head_t *t, uint64_t now_ms)
     evaluate(t);
     note_t n = {.kind = N_TICK};
     n.u.now = t->now;
-    push(t, &n);
+    bm_hd_push(t, &n);
     leave(t);
 }
 
@@ -1881,7 +1227,7 @@ bool bm_head_cluster(const bm_head_t *t, bm_head_info_t *out)
     out->since_ms = t->head_since_ms;
     out->origin_slot = t->origin_slot;
     out->first_node = -1;
-    int32_t bi = blk_find(t, t->head);
+    int32_t bi = bm_hd_blk_find(t, t->head);
     if (bi >= 0) {
         const blk_t *b = &t->blk[bi];
         out->parent_known = b->pstate == P_KNOWN;
@@ -1898,7 +1244,7 @@ bool bm_head_payload_full(const bm_head_t *t)
 {
     if (!t->has_head)
         return false;
-    int32_t bi = blk_find(t, t->head);
+    int32_t bi = bm_hd_blk_find(t, t->head);
     return bi >= 0 && t->blk[bi].payload_full;
 }
 
@@ -1913,7 +1259,7 @@ int bm_head_node_view(const bm_head_t *t, size_t node, bm_head_node_view_t *out)
     out->stale = v->stale;
     out->slot = v->slot;
     memcpy(out->root, v->root, 32);
-    int32_t bi = v->has_head ? blk_find(t, v->root) : -1;
+    int32_t bi = v->has_head ? bm_hd_blk_find(t, v->root) : -1;
     if (bi >= 0 && t->blk[bi].pstate == P_KNOWN) {
         out->parent_known = true;
         memcpy(out->parent, t->blk[bi].parent, 32);
@@ -1954,11 +1300,11 @@ int bm_head_root_at_slot(const bm_head_t *t, uint64_t slot, uint8_t out[32])
         memcpy(out, t->head, 32);
         return 0;
     }
-    int32_t cur = blk_find(t, t->head);
+    int32_t cur = bm_hd_blk_find(t, t->head);
     for (uint32_t steps = 0; steps <= t->cap; steps++) {
         if (cur < 0 || t->blk[cur].pstate != P_KNOWN)
             return BM_ENOTFOUND;
-        int32_t p = blk_find(t, t->blk[cur].parent);
+        int32_t p = bm_hd_blk_find(t, t->blk[cur].parent);
         if ((p < 0 || !t->blk[p].slot_known) && t->blk[cur].parent_slot != SLOT_UNKNOWN &&
             t->blk[cur].parent_slot <= slot) {
             memcpy(out, t->blk[cur].parent, 32); /* its entry is gone, its slot is known */
@@ -1981,12 +1327,12 @@ bm_head_relation_t bm_head_relation_of(const bm_head_t *t, const uint8_t a[32], 
         return BM_HEAD_REL_UNKNOWN;
     if (eq(a, b))
         return BM_HEAD_REL_EQUAL;
-    uint64_t sa = root_slot(t, a, SLOT_UNKNOWN), sb = root_slot(t, b, SLOT_UNKNOWN);
+    uint64_t sa = bm_hd_root_slot(t, a, SLOT_UNKNOWN), sb = bm_hd_root_slot(t, b, SLOT_UNKNOWN);
     if (sa == SLOT_UNKNOWN || sb == SLOT_UNKNOWN)
         return BM_HEAD_REL_UNKNOWN;
     if (sa == sb)
         return BM_HEAD_REL_OFF; /* two blocks at one slot */
-    int res = sa < sb ? is_anc(t, a, sa, b, NULL) : is_anc(t, b, sb, a, NULL);
+    int res = sa < sb ? bm_hd_is_anc(t, a, sa, b, NULL) : bm_hd_is_anc(t, b, sb, a, NULL);
     if (res == UNK)
         return BM_HEAD_REL_UNKNOWN;
     if (res == NO)

@@ -45,8 +45,8 @@
 
 #include "base/buf.h"
 #include "base/clock.h"
+#include "base/defaults.h"
 
-#define BM_HEAD_MAX_NODES 64     /* node indices 0..63 */
 #define BM_HEAD_DELAYS 8         /* recent arrival delays kept per node */
 #define BM_HEAD_DISPARITY_MS 500 /* MAXIMUM_GOSSIP_CLOCK_DISPARITY */
 #define BM_HEAD_RAW_MAX 16384u   /* larger raw event data is not kept */
@@ -229,7 +229,7 @@ typedef struct bm_head bm_head_t;
 /** Fills `o` with the defaults. */
 void bm_head_opts_default(bm_head_opts_t *o);
 
-/** A tracker for `n_nodes` nodes (1..BM_HEAD_MAX_NODES). NULL on bad size or no memory. */
+/** A tracker for `n_nodes` nodes (1..BM_MAX_NODES). NULL on bad size or no memory. */
 bm_head_t *bm_head_new(size_t n_nodes, const bm_head_opts_t *opts);
 
 /** Frees the tracker and every buffer it holds. Never from inside a callback. */

@@ -18,6 +18,7 @@
 
 #include "base/defaults.h"
 #include "base/err.h"
+#include "base/json.h"
 
 struct bm_health {
     bm_pool_t *pool;
@@ -146,18 +147,6 @@ uint32_t bm_health_quorum(const bm_health_t *h)
     return bm_health_quorum_base(h) >= 3 ? 2 : 1;
 }
 
-static void hex8(const uint8_t r[32], char out[12])
-{
-    static const char hex[] = "0123456789abcdef";
-    out[0] = '0';
-    out[1] = 'x';
-    for (int i = 0; i < 4; i++) {
-        out[2 + 2 * i] = hex[r[i] >> 4];
-        out[3 + 2 * i] = hex[r[i] & 15];
-    }
-    out[10] = '\0';
-}
-
 static void eval_one(bm_health_t *h, bm_node_t *n)
 {
     bm_pool_t *p = h->pool;
@@ -183,7 +172,7 @@ static void eval_one(bm_health_t *h, bm_node_t *n)
     n->head_lag = n->head_lag_known ? (int64_t)ch.slot - (int64_t)v.slot : 0;
 
     const char *why = bm_node_input_reason(n);
-    char a[12], b[12];
+    char a[BM_ROOT_SHORT_LEN + 1], b[BM_ROOT_SHORT_LEN + 1];
     if (n->network == BM_NET_WRONG) {
         bm_pool_set_state(p, n, BM_NODE_WRONG_NETWORK, "%s", why);
     } else if (!n->reachable) {
@@ -200,8 +189,8 @@ static void eval_one(bm_health_t *h, bm_node_t *n)
                           "syncing head_slot %" PRIu64 " is more than a slot ahead of our clock",
                           v.td_slot);
     } else if (have && v.forked) {
-        hex8(v.root, a);
-        hex8(ch.root, b);
+        bm_root_short(v.root, a);
+        bm_root_short(ch.root, b);
         bm_pool_set_state(p, n, BM_NODE_FORKED,
                           "head %s at slot %" PRIu64
                           " is off the cluster chain (cluster head %s at slot %" PRIu64 ")",

@@ -49,6 +49,7 @@
 #include "base/err.h"
 #include "base/fork.h"
 #include "base/json.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/url.h"
 #include "cluster/headpoll.h"
@@ -62,7 +63,7 @@ typedef enum { REQ_HEADER = 0, REQ_HEAD, REQ_SYNCING } req_kind_t;
 typedef struct mnode mnode_t;
 
 typedef struct mreq {
-    struct mreq *prev, *next;
+    bm_link_t link; /* on the monitor's reqs */
     mnode_t *mn;
     req_kind_t kind;
     uint8_t root[32];
@@ -92,7 +93,7 @@ struct mnode {
 };
 
 struct bm_monitor {
-    uv_loop_t *loop;
+    bm_clock_t *clk; /* time and the timer (m->clock is the chain's slot clock) */
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_discovery_t *disc;
@@ -102,7 +103,7 @@ struct bm_monitor {
     mnode_t *nodes;
     size_t n;
     bm_hdrs_t req_hdrs;
-    uv_timer_t timer;
+    bm_timer_t *timer;
     bool timer_closed;
     bool started;
     bool stopped;
@@ -119,7 +120,7 @@ struct bm_monitor {
     bool missing_logged;    /* ... and it was logged */
     bool listening;         /* registered as a tracker listener */
     uint64_t timer_at;      /* wall time the timer is armed for (0: not armed) */
-    mreq_t *reqs;           /* requests in flight */
+    bm_link_t reqs;         /* requests in flight (mreq_t) */
     bm_str_t scratch;       /* one-line copies of multi-line event data */
     struct {
         bm_monitor_event_fn fn;
@@ -148,16 +149,6 @@ void bm_monitor_opts_default(bm_monitor_opts_t *o)
 
 static void req_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud);
 
-static void req_unlink(bm_monitor_t *m, mreq_t *r)
-{
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        m->reqs = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-}
-
 /* Starts one buffered GET on the node. Returns the request or NULL (nothing started). */
 static mreq_t *req_start(mnode_t *mn, req_kind_t kind, const char *path, const uint8_t *root)
 {
@@ -176,7 +167,7 @@ static mreq_t *req_start(mnode_t *mn, req_kind_t kind, const char *path, const u
     r->kind = kind;
     if (root)
         memcpy(r->root, root, 32);
-    r->t0_us = bm_clock_mono_us();
+    r->t0_us = bm_clock_mono_now_us(m->clk);
     bm_xfer_req_t req = {.method = "GET",
                          .url = bm_str_data(&url),
                          .headers = &m->req_hdrs,
@@ -191,10 +182,7 @@ static mreq_t *req_start(mnode_t *mn, req_kind_t kind, const char *path, const u
         free(r);
         return NULL;
     }
-    r->next = m->reqs;
-    if (m->reqs)
-        m->reqs->prev = r;
-    m->reqs = r;
+    bm_list_push_front(&m->reqs, &r->link);
     return r;
 }
 
@@ -417,13 +405,13 @@ static void req_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     mnode_t *mn = r->mn;
     bm_monitor_t *m = mn->m;
     (void)x;
-    req_unlink(m, r);
+    bm_link_unlink(&r->link);
     bm_outcome_t oc = res->status == 0     ? BM_OUTCOME_NET_ERROR
                       : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
                                            : BM_OUTCOME_OK;
     bm_pool_record(m->pool, mn->node, oc, res->err == BM_ECONNREFUSED,
-                   bm_clock_mono_us() - r->t0_us, res->err ? res->detail : NULL);
-    uint64_t now = bm_clock_now_ms();
+                   bm_clock_mono_now_us(m->clk) - r->t0_us, res->err ? res->detail : NULL);
+    uint64_t now = bm_clock_wall_now(m->clk);
     switch (r->kind) {
     case REQ_HEADER:
         on_header_answer(r, res, now);
@@ -445,7 +433,7 @@ static void fetch_header(const uint8_t root[32], uint64_t slot, size_t node, voi
     bm_monitor_t *m = ud;
     (void)slot;
     if (node >= m->n || m->stopped) {
-        bm_head_on_parent_failed(m->head, node, root, bm_clock_now_ms());
+        bm_head_on_parent_failed(m->head, node, root, bm_clock_wall_now(m->clk));
         return;
     }
     mnode_t *mn = &m->nodes[node];
@@ -454,7 +442,7 @@ static void fetch_header(const uint8_t root[32], uint64_t slot, size_t node, voi
     bm_root_to_hex(root, hex);
     snprintf(path, sizeof path, "/eth/v1/beacon/headers/%s", hex);
     if (!req_start(mn, REQ_HEADER, path, root)) {
-        bm_head_on_parent_failed(m->head, node, root, bm_clock_now_ms());
+        bm_head_on_parent_failed(m->head, node, root, bm_clock_wall_now(m->clk));
         return;
     }
     mn->info.header_fetches++;
@@ -526,7 +514,7 @@ static void on_event(bm_nodestream_t *s, const char *topic, size_t tl, const cha
     mnode_t *mn = ud;
     bm_monitor_t *m = mn->m;
     (void)s;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(m->clk);
     mn->info.events++;
     mn->info.last_event_ms = now;
     /* the listeners get one line: nodes send one already, compact the rare other case */
@@ -551,15 +539,17 @@ static void on_event(bm_nodestream_t *s, const char *topic, size_t tl, const cha
         return;
     }
     bool ok = feed(mn, topic, tl, doc, line, len, now);
-    json_object_put(doc);
     if (!ok) {
+        json_object_put(doc);
         mn->info.bad_events++;
         bm_log_limited(&m->log_lim, BM_LOG_DEBUG, "monitor: %s: %.*s event lacks fields",
                        mn->node->id, (int)(tl < 64 ? tl : 64), topic);
         return;
     }
+    bm_node_event_t e = {.topic = topic, .data = line, .len = len, .doc = doc};
     for (size_t i = 0; i < m->n_ev_l && !m->stopped; i++)
-        m->ev_l[i].fn(mn->idx, topic, line, len, m->ev_l[i].ud);
+        m->ev_l[i].fn(mn->idx, &e, m->ev_l[i].ud);
+    json_object_put(doc);
     arm_timer(m);
 }
 
@@ -579,7 +569,7 @@ static void went_down(mnode_t *mn)
     mn->connected = false;
     mn->info.connected = false;
     mn->info.up_since_ms = 0;
-    bm_head_on_disconnect(m->head, mn->idx, bm_clock_now_ms());
+    bm_head_on_disconnect(m->head, mn->idx, bm_clock_wall_now(m->clk));
     tell_conn(m, mn, false);
 }
 
@@ -588,7 +578,7 @@ static void on_up(bm_nodestream_t *s, void *ud)
     mnode_t *mn = ud;
     bm_monitor_t *m = mn->m;
     (void)s;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(m->clk);
     bool reconnect = mn->info.connects > 0;
     mn->info.connects++;
     mn->connected = true;
@@ -699,7 +689,7 @@ static void on_rejected(bm_nodestream_t *s, int status, const char *body, size_t
 
 /* ---- time ----------------------------------------------------------------------------- */
 
-static void on_timer(uv_timer_t *t);
+static void on_timer(bm_timer_t *t, void *ud);
 
 /* Does any node depend on the mid-slot poll (its stream is not up, or its head unknown)? */
 static bool mid_slot_wanted(const bm_monitor_t *m)
@@ -723,7 +713,7 @@ static void arm_timer(bm_monitor_t *m)
 {
     if (m->stopped || !m->started || !m->clock_known)
         return;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(m->clk);
     uint64_t at;
     if (now < m->clock.genesis_ms) {
         at = m->clock.genesis_ms;
@@ -755,12 +745,12 @@ static void arm_timer(bm_monitor_t *m)
         w = now + 1;
     if (w && w < at)
         at = w;
-    if (m->timer_at && m->timer_at <= at && uv_is_active((uv_handle_t *)&m->timer))
+    if (m->timer_at && m->timer_at <= at && bm_timer_active(m->timer))
         return; /* armed for earlier (or due now) already */
     m->timer_at = at;
     /* +1: land after the instant, never just before it (ms rounding) */
     uint64_t delay = at > now ? at - now + 1 : 0;
-    uv_timer_start(&m->timer, on_timer, delay, 0);
+    bm_timer_start(m->timer, delay);
 }
 
 static bool near_gloas(const bm_monitor_t *m, const bm_chain_info_t *c, uint64_t now)
@@ -861,13 +851,14 @@ static void per_slot(bm_monitor_t *m, uint64_t now, uint64_t slot)
     check_missing(m, slot);
 }
 
-static void on_timer(uv_timer_t *t)
+static void on_timer(bm_timer_t *t, void *ud)
 {
-    bm_monitor_t *m = t->data;
+    bm_monitor_t *m = ud;
+    (void)t;
     m->timer_at = 0;
     if (m->stopped)
         return;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(m->clk);
     bm_head_tick(m->head, now); /* health re-evaluates every node from the tracker's tick */
     uint64_t slot = now < m->clock.genesis_ms ? UINT64_MAX : bm_slot_at(&m->clock, now);
     if (slot != UINT64_MAX && slot != m->last_slot) {
@@ -918,7 +909,7 @@ static void on_chain(const bm_chain_info_t *c, void *ud)
     bm_monitor_t *m = ud;
     if (!c->known || m->stopped)
         return;
-    uint64_t now = bm_clock_now_ms();
+    uint64_t now = bm_clock_wall_now(m->clk);
     if (!m->clock_known || memcmp(&m->clock, &c->clock, sizeof m->clock) != 0) {
         m->clock = c->clock;
         m->clock_known = true;
@@ -945,18 +936,18 @@ static void on_chain(const bm_chain_info_t *c, void *ud)
 
 /* ---- lifetime ------------------------------------------------------------------------- */
 
-bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
+bm_monitor_t *bm_monitor_new(bm_clock_t *clk, bm_upstream_t *up, bm_pool_t *pool,
                              bm_discovery_t *disc, bm_head_t *head, bm_health_t *health,
                              const bm_monitor_opts_t *opts)
 {
     size_t n = pool ? bm_pool_count(pool) : 0;
-    if (!loop || !up || !pool || !disc || !head || !health || n == 0 ||
-        bm_head_node_count(head) < n)
+    if (!clk || !up || !pool || !disc || !head || !health || n == 0 || bm_head_node_count(head) < n)
         return NULL;
     bm_monitor_t *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
-    m->loop = loop;
+    m->clk = clk;
+    bm_link_init(&m->reqs);
     m->up = up;
     m->pool = pool;
     m->disc = disc;
@@ -970,8 +961,6 @@ bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool
     m->last_slot = UINT64_MAX;
     m->mid_slot = UINT64_MAX;
     m->missing_since = UINT64_MAX;
-    m->log_lim.window_ms = 10000;
-    m->log_lim.burst = 10;
     m->missing_lim.window_ms = 60000;
     m->missing_lim.burst = 1;
     bm_hdrs_init(&m->req_hdrs);
@@ -996,12 +985,13 @@ bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool
         const char *t[8];
         size_t nt = topics_for(mn, false, t);
         mn->stream =
-            bm_nodestream_new(loop, up, mn->node->url, &mn->node->extra, t, nt, &so, &cbs, mn);
+            bm_nodestream_new(clk, up, mn->node->url, &mn->node->extra, t, nt, &so, &cbs, mn);
         if (!mn->stream)
             goto fail;
     }
-    uv_timer_init(loop, &m->timer);
-    m->timer.data = m;
+    m->timer = bm_timer_new(clk, on_timer, m);
+    if (!m->timer)
+        goto fail;
     return m;
 fail:
     for (size_t i = 0; i < n && m->nodes; i++)
@@ -1037,9 +1027,9 @@ int bm_monitor_start(bm_monitor_t *m)
     return 0;
 }
 
-static void on_timer_closed(uv_handle_t *h)
+static void on_timer_closed(void *ud)
 {
-    bm_monitor_t *m = h->data;
+    bm_monitor_t *m = ud;
     m->timer_closed = true;
     if (m->free_pending)
         bm_monitor_free(m);
@@ -1062,13 +1052,13 @@ void bm_monitor_stop(bm_monitor_t *m)
         bm_nodestream_free(m->nodes[i].stream);
         m->nodes[i].stream = NULL;
     }
-    while (m->reqs) {
-        mreq_t *r = m->reqs;
-        req_unlink(m, r);
+    while (!bm_list_empty(&m->reqs)) {
+        mreq_t *r = bm_list_first(&m->reqs, mreq_t, link);
+        bm_link_unlink(&r->link);
         bm_upstream_cancel(r->x); /* unanswered header requests: the tracker goes too */
         free(r);
     }
-    uv_close((uv_handle_t *)&m->timer, on_timer_closed);
+    bm_timer_close(m->timer, on_timer_closed, m);
 }
 
 void bm_monitor_free(bm_monitor_t *m)

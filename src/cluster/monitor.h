@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/clock.h"
 #include "cluster/discovery.h"
 #include "cluster/head.h"
 #include "cluster/health.h"
@@ -52,12 +53,21 @@ typedef struct bm_monitor_opts {
 void bm_monitor_opts_default(bm_monitor_opts_t *o);
 
 /**
- * Every event of a node's main stream, after the tracker saw it: `topic` as the node
- * named it, `data` its data as one line of JSON (NUL-terminated, borrowed for the call).
- * Events whose data is not valid JSON are dropped before this (and counted).
+ * One event of a node's stream, parsed once: every listener reads the same object rather
+ * than parse the text again. All of it is borrowed for the call.
  */
-typedef void (*bm_monitor_event_fn)(size_t node, const char *topic, const char *data, size_t len,
-                                    void *ud);
+typedef struct bm_node_event {
+    const char *topic;       /* as the node named it (NUL-terminated) */
+    const char *data;        /* its data as one line of JSON (NUL-terminated) */
+    size_t len;              /* strlen(data) */
+    struct json_object *doc; /* data parsed: a JSON object */
+} bm_node_event_t;
+
+/**
+ * Every event of a node's main stream, after the tracker saw it. Events whose data is not
+ * a valid JSON object are dropped before this (and counted).
+ */
+typedef void (*bm_monitor_event_fn)(size_t node, const bm_node_event_t *e, void *ud);
 
 /**
  * A node's main stream came up (`up` true, after every (re)connect: replay state) or went
@@ -99,10 +109,11 @@ typedef struct bm_monitor_node_info {
  * A monitor over every node of `pool` (n nodes: the tracker must have at least n). Feeds
  * `head` (not owned), reports syncing answers to `health` (not owned), takes the chain
  * from `disc` (registers itself as discovery's chain listener) and asks discovery to
- * refresh a node whose stream reconnected. All must outlive the monitor. Nothing is sent
+ * refresh a node whose stream reconnected. Time (the tracker's inputs, the slot timer, the
+ * streams' timeouts) is read and armed on `clk`. All must outlive the monitor. Nothing is sent
  * before bm_monitor_start. NULL on bad arguments or no memory.
  */
-bm_monitor_t *bm_monitor_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
+bm_monitor_t *bm_monitor_new(bm_clock_t *clk, bm_upstream_t *up, bm_pool_t *pool,
                              bm_discovery_t *disc, bm_head_t *head, bm_health_t *health,
                              const bm_monitor_opts_t *opts);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * nodestream: a state machine over one libcurl streaming transfer at a time and one
- * uv_timer_t whose meaning follows the state:
+ * timer (on the injected clock, base/clock.h) whose meaning follows the state:
  *
  *   IDLE --start--> CONNECTING --200--> UP --drop/idle--> BACKOFF --timer--> CONNECTING
  *                       |  \--400--> BACKOFF (owner told: on_rejected; parked at max step)
@@ -39,7 +39,7 @@
 #define ERRBODY_MAX 4096u
 
 struct bm_nodestream {
-    uv_loop_t *loop;
+    bm_clock_t *clock;
     bm_upstream_t *up;
     char *base_url;
     char *url_masked;
@@ -54,7 +54,7 @@ struct bm_nodestream {
     void *ud;
 
     bm_sse_t *sse;
-    uv_timer_t timer;
+    bm_timer_t *timer;
     bm_xfer_t *x; /* the running transfer, or NULL */
     bm_nodestream_state_t state;
     bool started;
@@ -64,9 +64,9 @@ struct bm_nodestream {
     bool head_seen;        /* the current attempt got its response head */
     int status;            /* ... with this status */
     bm_str_t errbody;      /* first bytes of a non-200 body */
-    uint64_t rx_mono;      /* uv_now of the last byte */
-    uint64_t up_mono;      /* uv_now of the 200 */
-    uint64_t attempt_mono; /* uv_now the current attempt was sent */
+    uint64_t rx_mono;      /* monotonic ms of the last byte */
+    uint64_t up_mono;      /* monotonic ms of the 200 */
+    uint64_t attempt_mono; /* monotonic ms the current attempt was sent */
     uint32_t rng;
     bm_nodestream_stats_t st;
     bm_log_limit_t log_lim;
@@ -203,12 +203,12 @@ static int install_topics(bm_nodestream_t *s, const char *const *topics, size_t 
 
 /* ---- the transfer --------------------------------------------------------------------- */
 
-static void on_timer(uv_timer_t *t);
+static void on_timer(bm_timer_t *t, void *ud);
 static void attempt(bm_nodestream_t *s);
 
 static void arm(bm_nodestream_t *s, uint64_t ms)
 {
-    uv_timer_start(&s->timer, on_timer, ms, 0);
+    bm_timer_start(s->timer, ms);
 }
 
 /* Forgets the running transfer (cancelling it) and the current attempt. */
@@ -219,7 +219,7 @@ static void abandon(bm_nodestream_t *s)
         bm_upstream_cancel(s->x);
         s->x = NULL;
     }
-    uv_timer_stop(&s->timer);
+    bm_timer_stop(s->timer);
     s->head_seen = false;
     s->st.attempt_since_ms = 0;
     s->status = 0;
@@ -237,7 +237,7 @@ static void schedule(bm_nodestream_t *s, uint32_t ms)
 static void fail(bm_nodestream_t *s, int err, const char *detail)
 {
     bool was_up = s->state == BM_NODESTREAM_UP;
-    uint64_t now = uv_now(s->loop);
+    uint64_t now = bm_clock_mono_now(s->clock);
     int status = s->status;
     if (was_up && now - s->up_mono >= s->opts.stable_ms)
         s->st.step = 0; /* it was up long enough: start the schedule over */
@@ -305,14 +305,14 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
     s->st.attempt_since_ms = 0;
     s->status = status;
     s->st.last_status = status;
-    s->rx_mono = uv_now(s->loop);
+    s->rx_mono = bm_clock_mono_now(s->clock);
     /* from now on the timer watches silence, whatever the status */
     arm(s, s->opts.idle_timeout_ms);
     if (status != 200)
         return; /* the body is the node's error, reported at the end */
     s->st.connects++;
     s->up_mono = s->rx_mono;
-    s->st.up_since_ms = bm_clock_now_ms();
+    s->st.up_since_ms = bm_clock_wall_now(s->clock);
     set_state(s, BM_NODESTREAM_UP);
     if (s->cbs.on_up) {
         s->cb_depth++;
@@ -347,9 +347,9 @@ static int on_data(bm_xfer_t *x, const char *p, size_t n, void *ud)
     bm_nodestream_t *s = ud;
     if (x != s->x)
         return 0;
-    s->rx_mono = uv_now(s->loop);
+    s->rx_mono = bm_clock_mono_now(s->clock);
     s->st.bytes += n;
-    s->st.last_byte_ms = bm_clock_now_ms();
+    s->st.last_byte_ms = bm_clock_wall_now(s->clock);
     if (s->status != 200) {
         size_t have = bm_str_len(&s->errbody);
         if (have < ERRBODY_MAX)
@@ -398,21 +398,22 @@ static void attempt(bm_nodestream_t *s)
         .stream = true,
     };
     bm_xfer_cbs_t cbs = {.on_head = on_head, .on_data = on_data, .on_done = on_done};
-    s->rx_mono = uv_now(s->loop);
+    s->rx_mono = bm_clock_mono_now(s->clock);
     s->attempt_mono = s->rx_mono;
     s->x = bm_upstream_start(s->up, &req, &cbs, s);
     if (!s->x) {
         fail(s, BM_EIO, "the request could not be started");
         return;
     }
-    s->st.attempt_since_ms = bm_clock_now_ms();
+    s->st.attempt_since_ms = bm_clock_wall_now(s->clock);
     arm(s, s->opts.headers_timeout_ms);
 }
 
-static void on_timer(uv_timer_t *t)
+static void on_timer(bm_timer_t *t, void *ud)
 {
-    bm_nodestream_t *s = t->data;
-    uint64_t now = uv_now(s->loop);
+    bm_nodestream_t *s = ud;
+    (void)t;
+    uint64_t now = bm_clock_mono_now(s->clock);
     switch (s->state) {
     case BM_NODESTREAM_BACKOFF:
         attempt(s);
@@ -466,22 +467,22 @@ static void destroy(bm_nodestream_t *s)
     free(s);
 }
 
-static void on_close(uv_handle_t *h)
+static void on_close(void *ud)
 {
-    destroy(h->data);
+    destroy(ud);
 }
 
-bm_nodestream_t *bm_nodestream_new(uv_loop_t *loop, bm_upstream_t *up, const char *base_url,
+bm_nodestream_t *bm_nodestream_new(bm_clock_t *clock, bm_upstream_t *up, const char *base_url,
                                    const bm_hdrs_t *extra, const char *const *topics,
                                    size_t n_topics, const bm_nodestream_opts_t *opts,
                                    const bm_nodestream_cbs_t *cbs, void *ud)
 {
-    if (!loop || !up || !base_url || !bm_url_valid(base_url))
+    if (!clock || !up || !base_url || !bm_url_valid(base_url))
         return NULL;
     bm_nodestream_t *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->loop = loop;
+    s->clock = clock;
     s->up = up;
     s->ud = ud;
     if (cbs)
@@ -535,8 +536,11 @@ bm_nodestream_t *bm_nodestream_new(uv_loop_t *loop, bm_upstream_t *up, const cha
     s->rng = (uint32_t)(uv_hrtime() ^ (uintptr_t)s) | 1u;
     s->log_lim.window_ms = 60000;
     s->log_lim.burst = 5;
-    uv_timer_init(loop, &s->timer);
-    s->timer.data = s;
+    s->timer = bm_timer_new(clock, on_timer, s);
+    if (!s->timer) {
+        destroy(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -588,7 +592,7 @@ void bm_nodestream_set_headers_timeout(bm_nodestream_t *s, uint32_t headers_time
     if (s->state != BM_NODESTREAM_CONNECTING || s->head_seen || !s->x)
         return;
     /* the attempt waiting now: its deadline counts from when it was sent */
-    uint64_t waited = uv_now(s->loop) - s->attempt_mono;
+    uint64_t waited = bm_clock_mono_now(s->clock) - s->attempt_mono;
     arm(s, waited < headers_timeout_ms ? headers_timeout_ms - waited : 0);
 }
 
@@ -607,7 +611,7 @@ void bm_nodestream_free(bm_nodestream_t *s)
         return;
     bm_nodestream_stop(s);
     s->freed = true;
-    uv_close((uv_handle_t *)&s->timer, on_close);
+    bm_timer_close(s->timer, on_close, s);
 }
 
 bm_nodestream_state_t bm_nodestream_state(const bm_nodestream_t *s)

@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/clock.h"
 #include "base/hdrs.h"
 #include "http/upstream.h"
 
@@ -146,11 +147,11 @@ uint32_t bm_nodestream_backoff_ms(const bm_nodestream_opts_t *o, uint32_t step, 
  * A stream to the node at `base_url` (credentials allowed; copied), sending `extra`
  * (per-node headers such as API keys; copied; may be NULL), for `topics` (n_topics
  * names, 1..BM_NODESTREAM_MAX_TOPICS, each a non-empty token of [A-Za-z0-9_.-]; copied).
- * `cbs` is copied, `opts` may be NULL (defaults). The loop and the upstream client must
- * outlive the stream. Nothing is sent before bm_nodestream_start. NULL on bad arguments
- * or no memory.
+ * `cbs` is copied, `opts` may be NULL (defaults). Its timeouts and backoff run on `clock`
+ * (borrowed): the clock and the upstream client must outlive the stream. Nothing is sent before
+ * bm_nodestream_start. NULL on bad arguments or no memory.
  */
-bm_nodestream_t *bm_nodestream_new(uv_loop_t *loop, bm_upstream_t *up, const char *base_url,
+bm_nodestream_t *bm_nodestream_new(bm_clock_t *clock, bm_upstream_t *up, const char *base_url,
                                    const bm_hdrs_t *extra, const char *const *topics,
                                    size_t n_topics, const bm_nodestream_opts_t *opts,
                                    const bm_nodestream_cbs_t *cbs, void *ud);

@@ -323,6 +323,47 @@ int bm_node_rank(const bm_node_t *n)
     }
 }
 
+static bool preferred(const bm_node_t *n, bm_pool_prefer_t prefer)
+{
+    switch (prefer) {
+    case BM_POOL_PREFER_READY:
+        return n->state == BM_NODE_READY;
+    case BM_POOL_PREFER_REACHABLE:
+        return n->reachable;
+    case BM_POOL_PREFER_ANSWERING:
+        return n->state != BM_NODE_UNREACHABLE;
+    }
+    return false;
+}
+
+size_t bm_pool_candidates(const bm_pool_t *p, bm_pool_prefer_t prefer, bool ranked, bm_node_t **out,
+                          size_t cap)
+{
+    size_t n = 0;
+    for (int pass = 0; pass < 2 && n == 0 && cap > 0; pass++)
+        for (size_t i = 0; i < p->n; i++) {
+            bm_node_t *node = p->nodes[i];
+            if (!bm_node_usable(node) || (pass == 0 && !preferred(node, prefer)))
+                continue;
+            size_t k;
+            if (n < cap)
+                k = n++;
+            else if (ranked && bm_node_rank(out[cap - 1]) > bm_node_rank(node))
+                k = cap - 1; /* full: it takes the place of the worst */
+            else if (ranked)
+                continue;
+            else
+                break;
+            /* insertion keeps pool order among nodes of one rank */
+            while (ranked && k > 0 && bm_node_rank(out[k - 1]) > bm_node_rank(node)) {
+                out[k] = out[k - 1];
+                k--;
+            }
+            out[k] = node;
+        }
+    return n;
+}
+
 double bm_latency_bucket_ms(int i)
 {
     return i >= 0 && i < BM_LATENCY_BUCKETS ? bucket_ms[i] : INFINITY;

@@ -222,6 +222,23 @@ bool bm_node_usable(const bm_node_t *n);
  */
 int bm_node_rank(const bm_node_t *n);
 
+/** Which usable nodes a request asks first; the others only when none of these is there. */
+typedef enum bm_pool_prefer {
+    BM_POOL_PREFER_READY,     /* ready nodes */
+    BM_POOL_PREFER_REACHABLE, /* nodes the pool reached lately (node->reachable) */
+    BM_POOL_PREFER_ANSWERING, /* nodes not known unreachable */
+} bm_pool_prefer_t;
+
+/**
+ * A request's candidates: the usable nodes `prefer` names, or every usable node when none
+ * of them is there (one may be back before the pool noticed); into `out`, best rank first
+ * (bm_node_rank, pool order among equals) when `ranked`, in pool order otherwise, the first
+ * `cap` of that order. Returns how many. The duty policies' races start from it; the read path
+ * orders its own sets (read/pick.h) from the same ranks.
+ */
+size_t bm_pool_candidates(const bm_pool_t *p, bm_pool_prefer_t prefer, bool ranked, bm_node_t **out,
+                          size_t cap);
+
 /** The failed share (0..1) of the node's last BM_RECENT_WINDOW exchanges (0 with none). */
 double bm_node_recent_error_rate(const bm_node_t *n);
 

@@ -26,7 +26,6 @@
 #include "duties/serve.h"
 #include "http/server.h"
 
-#define MAX_CANDIDATES 64
 #define KEY_MAX 1024
 
 struct bm_aggregate {
@@ -65,24 +64,12 @@ void bm_aggregate_opts_default(bm_aggregate_opts_t *o)
 
 /* ---- counting bits ------------------------------------------------------------------------ */
 
-static bool is_ssz(const char *content_type)
-{
-    if (!content_type)
-        return false;
-    while (*content_type == ' ' || *content_type == '\t')
-        content_type++;
-    static const char ssz[] = "application/octet-stream";
-    size_t n = sizeof ssz - 1;
-    return strncasecmp(content_type, ssz, n) == 0 &&
-           (content_type[n] == '\0' || content_type[n] == ';' || content_type[n] == ' ');
-}
-
 int bm_aggregate_count_bits(bm_aggregate_kind_t kind, const char *content_type, const char *fork,
                             const void *body, size_t len, size_t *set, size_t *total)
 {
     if (!body || !set || !total || kind >= BM_AGGREGATE_KINDS)
         return BM_EINVAL;
-    if (is_ssz(content_type)) {
+    if (bm_content_type_is_ssz(content_type)) {
         if (kind == BM_AGGREGATE_ATTESTATION) {
             bm_ssz_attestation_info_t ai;
             if (!fork || bm_ssz_attestation_info(body, len, fork, &ai) != 0)
@@ -166,21 +153,6 @@ static bool p_complete(const bm_race_answer_t *a, void *ud)
 
 /* ---- the request --------------------------------------------------------------------------- */
 
-/* The value of query parameter `name` as a uint64. */
-static bool query_u64(const char *q, size_t qlen, const char *name, uint64_t *out)
-{
-    size_t nl = strlen(name);
-    const char *p = q, *end = q ? q + qlen : NULL;
-    while (p && p < end) {
-        const char *amp = memchr(p, '&', (size_t)(end - p));
-        const char *stop = amp ? amp : end;
-        if ((size_t)(stop - p) > nl && memcmp(p, name, nl) == 0 && p[nl] == '=')
-            return bm_json_parse_u64(p + nl + 1, (size_t)(stop - p - nl - 1), out) == 0;
-        p = amp ? amp + 1 : NULL;
-    }
-    return false;
-}
-
 /* The slot's aggregate (contribution) due time; 0 (counts as past) without a known chain or
  * slot. */
 static uint64_t due_of(const bm_aggregate_t *m, bm_aggregate_kind_t kind, bool has_slot,
@@ -192,28 +164,6 @@ static uint64_t due_of(const bm_aggregate_t *m, bm_aggregate_kind_t kind, bool h
         m->chain, slot, kind == BM_AGGREGATE_ATTESTATION ? BM_DUE_AGGREGATE : BM_DUE_CONTRIBUTION);
 }
 
-/* Every usable node, best rank first; nodes known unreachable only when nothing else is. */
-static size_t pick_candidates(const bm_aggregate_t *m, bm_node_t **out)
-{
-    size_t n = 0;
-    for (int pass = 0; pass < 2 && n == 0; pass++) {
-        for (size_t i = 0; i < bm_pool_count(m->pool) && n < MAX_CANDIDATES; i++) {
-            bm_node_t *node = bm_pool_node(m->pool, i);
-            if (!bm_node_usable(node))
-                continue;
-            if (pass == 0 && node->state == BM_NODE_UNREACHABLE)
-                continue;
-            size_t k = n++;
-            while (k > 0 && bm_node_rank(out[k - 1]) > bm_node_rank(node)) {
-                out[k] = out[k - 1];
-                k--;
-            }
-            out[k] = node;
-        }
-    }
-    return n;
-}
-
 /* Counts the answer served. */
 static void on_answer(bm_req_t *req, const bm_race_answer_t *a, void *ctx)
 {
@@ -221,7 +171,7 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *a, void *ctx)
     bm_aggregate_t *m = ar->m;
     size_t set = 0, total = 0;
     bool ok = false;
-    if (a->status >= 200 && a->status <= 299 && a->body) {
+    if (bm_race_2xx(a->status) && a->body) {
         const char *fork = bm_hdrs_get(a->headers, "eth-consensus-version");
         ok = bm_aggregate_count_bits(ar->kind, bm_hdrs_get(a->headers, "content-type"),
                                      fork && *fork ? fork : ar->fork, a->body->data, a->body->len,
@@ -243,10 +193,10 @@ static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
 {
     m->stats.requests[kind]++;
     agg_race_t ar = {.m = m, .kind = kind};
-    size_t qlen = 0;
-    const char *query = bm_req_query(req, &qlen);
+    char sv[32];
+    int sn = bm_req_query_param(req, "slot", sv, sizeof sv);
     uint64_t slot = 0;
-    bool has_slot = query_u64(query, qlen, "slot", &slot);
+    bool has_slot = sn >= 0 && bm_json_parse_u64(sv, (size_t)sn, &slot) == 0;
     if (has_slot && m->chain && m->chain->known)
         snprintf(ar.fork, sizeof ar.fork, "%s",
                  bm_fork_name(bm_chain_fork_at_slot(m->chain, slot)));
@@ -262,7 +212,7 @@ static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
     uint64_t deadline =
         bm_hint_deadline_at(now, due, m->o.hold_floor_ms[kind], m->o.max_hold_ms[kind]);
     uint64_t end = bm_hint_end_at(now, due, m->o.max_hold_ms[kind]);
-    bm_node_t *cand[MAX_CANDIDATES];
+    bm_node_t *cand[BM_MAX_NODES];
     bm_serve_t s = {
         .policy =
             {
@@ -279,7 +229,7 @@ static void handle(bm_aggregate_t *m, bm_req_t *req, bm_aggregate_kind_t kind)
             },
         .key = kl > 0 && (size_t)kl < sizeof key ? key : NULL,
         .nodes = cand,
-        .n = pick_candidates(m, cand),
+        .n = bm_pool_candidates(m->pool, BM_POOL_PREFER_ANSWERING, true, cand, BM_MAX_NODES),
         .ctx = &ar,
         .ctx_size = sizeof ar,
         .on_answer = on_answer,

@@ -23,7 +23,6 @@
 #include "base/ssz.h"
 #include "duties/serve.h"
 
-#define MAX_CANDIDATES 64
 #define KEY_MAX 512
 #define RACE_PAIRS 8 /* distinct checkpoint pairs a race counts (strict mode) */
 
@@ -88,8 +87,6 @@ bm_attest_t *bm_attest_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t 
         bm_attest_opts_default(&a->opts);
     if (!a->opts.repoll_interval_ms)
         a->opts.repoll_interval_ms = 50;
-    a->lim.window_ms = 10000;
-    a->lim.burst = 10;
     return a;
 }
 
@@ -113,22 +110,11 @@ bm_attest_stats_t bm_attest_stats(const bm_attest_t *a)
 
 /* ---- the rules ------------------------------------------------------------------------ */
 
-static bool is_ssz(const bm_hdrs_t *h)
-{
-    const char *ct = bm_hdrs_get(h, "content-type");
-    if (!ct)
-        return false;
-    while (*ct == ' ' || *ct == '\t')
-        ct++;
-    return strncasecmp(ct, "application/octet-stream", 24) == 0 &&
-           (ct[24] == '\0' || ct[24] == ';' || ct[24] == ' ' || ct[24] == '\t');
-}
-
 int bm_attest_parse_data(const bm_hdrs_t *headers, const bm_buf_t *body, bm_attest_data_t *out)
 {
     if (!body)
         return BM_EINVAL;
-    if (headers && is_ssz(headers)) {
+    if (headers && bm_hdrs_is_ssz(headers)) {
         bm_ssz_attestation_data_t d;
         if (bm_ssz_attestation_data((const uint8_t *)body->data, body->len, &d) != 0)
             return BM_EINVAL;
@@ -210,7 +196,7 @@ int bm_attest_parse_payload(const bm_hdrs_t *headers, const bm_buf_t *body,
 {
     if (!body)
         return BM_EINVAL;
-    if (headers && is_ssz(headers)) {
+    if (headers && bm_hdrs_is_ssz(headers)) {
         bm_ssz_payload_attestation_data_t d;
         if (bm_ssz_payload_attestation_data((const uint8_t *)body->data, body->len, &d) != 0)
             return BM_EINVAL;
@@ -261,11 +247,6 @@ int bm_attest_data_key(char *out, size_t cap, uint64_t slot, const char *committ
 }
 
 /* ---- predicates of the races ---------------------------------------------------------- */
-
-static bool is_2xx(int status)
-{
-    return status >= 200 && status < 300;
-}
 
 /* An answer on the cluster head while a node's newer head is being resolved: not yet (the
  * race re-asks in a moment, by when the cluster head has moved or proved it should not). */
@@ -321,8 +302,8 @@ static void data_observe(bm_race_t *r, const bm_race_answer_t *an, void *ud)
     (void)r;
     rctx_t *c = ud;
     bm_attest_data_t d;
-    if (!an->err && is_2xx(an->status) && bm_attest_parse_data(an->headers, an->body, &d) == 0 &&
-        d.slot == c->slot)
+    if (!an->err && bm_race_2xx(an->status) &&
+        bm_attest_parse_data(an->headers, an->body, &d) == 0 && d.slot == c->slot)
         book_note(c, an, &d.checkpoints);
 }
 
@@ -437,7 +418,7 @@ static double payload_score(const bm_race_answer_t *an, void *ud)
 
 static bool judged_accepted(rctx_t *c, const bm_race_answer_t *an)
 {
-    if (an->err || !is_2xx(an->status))
+    if (an->err || !bm_race_2xx(an->status))
         return false;
     switch (c->ep) {
     case EP_DATA:
@@ -457,7 +438,7 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     rctx_t *c = ctx;
     bm_attest_t *a = c->a;
     bm_attest_data_t d;
-    if (c->ep == EP_DATA && !an->err && is_2xx(an->status) &&
+    if (c->ep == EP_DATA && !an->err && bm_race_2xx(an->status) &&
         bm_attest_parse_data(an->headers, an->body, &d) == 0 &&
         !bm_checkpoints_agreed(a->book, &d.checkpoints))
         bm_checkpoints_served(a->book, &d.checkpoints);
@@ -524,13 +505,13 @@ static bm_shadow_read_t shadow_read_of(endpoint_t ep)
 static void serve(bm_attest_t *a, bm_req_t *req, const char *key, rctx_t *c,
                   const bm_race_policy_t *pol)
 {
-    bm_node_t *nodes[MAX_CANDIDATES];
+    bm_node_t *nodes[BM_MAX_NODES];
     c->a = a;
     bm_serve_t s = {
         .policy = *pol,
         .key = key,
         .nodes = nodes,
-        .n = bm_hint_candidates(a->pool, nodes, MAX_CANDIDATES),
+        .n = bm_hint_candidates(a->pool, nodes, BM_MAX_NODES),
         .ctx = c,
         .ctx_size = sizeof *c,
         .on_answer = on_answer,
@@ -567,10 +548,8 @@ static void base_policy(const bm_attest_t *a, bm_race_policy_t *p, uint64_t dead
 
 static bool query_slot(bm_req_t *req, uint64_t *slot)
 {
-    size_t qlen;
-    const char *q = bm_req_query(req, &qlen);
     char v[32];
-    int n = bm_hint_query_param(q, qlen, "slot", v, sizeof v);
+    int n = bm_req_query_param(req, "slot", v, sizeof v);
     return n > 0 && bm_json_parse_u64(v, (size_t)n, slot) == 0;
 }
 
@@ -583,11 +562,10 @@ static void route_data(bm_req_t *req, const bm_route_params_t *params, void *ud)
         bm_resp_error(req, 400, "Invalid or missing slot query parameter");
         return;
     }
-    size_t qlen;
-    const char *query = bm_req_query(req, &qlen);
     char ci[256]; /* longer than any index: then no key fits and the race is its own */
-    bool has_ci = bm_hint_query_param(query, qlen, "committee_index", ci, sizeof ci) >= 0;
-    bool ci_too_long = !has_ci && query && memmem(query, qlen, "committee_index", 15) != NULL;
+    int circ = bm_req_query_param(req, "committee_index", ci, sizeof ci);
+    bool has_ci = circ >= 0;
+    bool ci_too_long = circ == BM_ETOOBIG;
     bm_fork_t fork;
     bool fork_known = bm_hint_fork(a->hint, slot, &fork);
     bool pre_electra = !fork_known || fork < BM_FORK_ELECTRA;

@@ -28,11 +28,11 @@
 #include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/ssz.h"
 #include "duties/indexed.h"
 
-#define MAX_CAND 64
 #define MAX_WRITE_ANSWER (1u << 20) /* write answers are empty or an error object */
 
 #define NO_REPLAY (-1)
@@ -140,7 +140,7 @@ struct bm_broadcast {
     size_t n_nodes;
     sszmem_t *mem; /* n_nodes * N_ROUTES */
     route_ud_t rud[N_ROUTES];
-    wctx_t *ctxs; /* every live context */
+    bm_link_t ctxs; /* every live context (wctx_t) */
     size_t n_ctxs;
     bm_timer_t *timer; /* producer head starts */
     bool stopped;
@@ -164,7 +164,7 @@ struct wctx {
     bm_race_waiter_t *w[2];
     bool answered[2];
     bool two_phase, phase2_started;
-    bm_node_t *rest[MAX_CAND]; /* phase 1's candidates */
+    bm_node_t *rest[BM_MAX_NODES]; /* phase 1's candidates */
     size_t n_rest;
     uint64_t headstart_at; /* monotonic ms at which phase 1 starts anyway; 0: none */
     bool skipped_refusers; /* gossip object: SSZ not sent to nodes known to refuse it */
@@ -174,7 +174,7 @@ struct wctx {
     kept_t r415;           /* a node's 415 */
     bm_indexed_t *merge;   /* pool and publish writes: the nodes' indexed errors, item by
                               item (NULL: not merged) */
-    wctx_t *prev, *next;
+    bm_link_t link;        /* on the broadcast's ctxs */
 };
 
 void bm_broadcast_opts_default(bm_broadcast_opts_t *o)
@@ -189,11 +189,6 @@ void bm_broadcast_opts_default(bm_broadcast_opts_t *o)
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
-static bool is_2xx(int status)
-{
-    return status >= 200 && status <= 299;
-}
-
 /* Ranks a non-2xx answer: lower is more specific. No HTTP answer ranks last. */
 static int rank_of(const bm_race_answer_t *a)
 {
@@ -204,16 +199,6 @@ static int rank_of(const bm_race_answer_t *a)
     if (a->status >= 500)
         return 3;
     return 2;
-}
-
-static bool content_is_ssz(const char *ct)
-{
-    if (!ct)
-        return false;
-    while (*ct == ' ' || *ct == '\t')
-        ct++;
-    return strncasecmp(ct, "application/octet-stream", 24) == 0 &&
-           (ct[24] == '\0' || ct[24] == ';' || ct[24] == ' ' || ct[24] == '\t');
 }
 
 static void kept_set(kept_t *k, const bm_race_answer_t *a, int rank)
@@ -293,6 +278,7 @@ static wctx_t *ctx_new(bm_broadcast_t *b, bm_req_t *req, size_t route)
     wctx_t *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
+    bm_link_init(&c->link);
     c->b = b;
     c->route = route;
     c->rt = &ROUTES[route];
@@ -309,13 +295,10 @@ static wctx_t *ctx_new(bm_broadcast_t *b, bm_req_t *req, size_t route)
         return NULL;
     }
     c->body = bm_buf_ref(bm_req_body(req));
-    c->ssz = content_is_ssz(bm_req_header(req, "Content-Type"));
+    c->ssz = bm_content_type_is_ssz(bm_req_header(req, "Content-Type"));
     if (c->rt->cls == BM_BCAST_POOL || c->rt->cls == BM_BCAST_PUBLISH)
         c->merge = bm_indexed_new(); /* NULL on allocation failure: not merged */
-    c->next = b->ctxs;
-    if (b->ctxs)
-        b->ctxs->prev = c;
-    b->ctxs = c;
+    bm_list_push_front(&b->ctxs, &c->link);
     b->n_ctxs++;
     return c;
 }
@@ -323,12 +306,7 @@ static wctx_t *ctx_new(bm_broadcast_t *b, bm_req_t *req, size_t route)
 static void ctx_free(wctx_t *c)
 {
     bm_broadcast_t *b = c->b;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        b->ctxs = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    bm_link_unlink(&c->link);
     b->n_ctxs--;
     kept_dispose(&c->err);
     kept_dispose(&c->r415);
@@ -364,7 +342,7 @@ static void respond(wctx_t *c, int status, const bm_hdrs_t *hdrs, bm_buf_t *body
     bm_req_t *req = c->req;
     c->req = NULL;
     c->client_status = status;
-    if (is_2xx(status))
+    if (bm_race_2xx(status))
         c->b->stats.answered_2xx++;
     else
         c->b->stats.answered_error++;
@@ -414,37 +392,6 @@ static void on_client_abort(bm_req_t *req, void *ud)
 }
 
 /* ---- candidates ----------------------------------------------------------------------------- */
-
-static void insert_ranked(bm_node_t **out, size_t *n, bm_node_t *node)
-{
-    size_t k = (*n)++;
-    while (k > 0 && bm_node_rank(out[k - 1]) > bm_node_rank(node)) {
-        out[k] = out[k - 1];
-        k--;
-    }
-    out[k] = node;
-}
-
-/* Every usable node that is not unreachable, best rank first; when every usable node is
- * unreachable, all of them (one may be back before the pool noticed). */
-static size_t pick(const bm_broadcast_t *b, bm_node_t **out)
-{
-    size_t n = 0;
-    size_t total = bm_pool_count(b->pool);
-    for (size_t i = 0; i < total && n < MAX_CAND; i++) {
-        bm_node_t *node = bm_pool_node(b->pool, i);
-        if (bm_node_usable(node) && node->state != BM_NODE_UNREACHABLE)
-            insert_ranked(out, &n, node);
-    }
-    if (n)
-        return n;
-    for (size_t i = 0; i < total && n < MAX_CAND; i++) {
-        bm_node_t *node = bm_pool_node(b->pool, i);
-        if (bm_node_usable(node))
-            insert_ranked(out, &n, node);
-    }
-    return n;
-}
 
 /* Moves `first` (when it is among the candidates) to the front. */
 static bool put_first(bm_node_t **cand, size_t n, const bm_node_t *first)
@@ -550,7 +497,7 @@ static void on_write_observe(bm_race_t *r, const bm_race_answer_t *a, void *ud)
     if (a->err || !a->node || a->node->index < 0)
         return;
     bm_indexed_add(c->merge, (size_t)a->node->index, a->node->id, a->status, a->body);
-    if (c->req && !is_2xx(a->status) && bm_indexed_active(c->merge) &&
+    if (c->req && !bm_race_2xx(a->status) && bm_indexed_active(c->merge) &&
         bm_indexed_all_taken(c->merge) &&
         !(c->ssz && (c->r415.set || c->skipped_refusers || a->status == 415)))
         respond_merged(c);
@@ -608,7 +555,7 @@ static void on_write_answer(wctx_t *c, int p, const bm_race_answer_t *a)
     scan_415(c, c->race[p]);
     if (!c->req)
         return;
-    if (is_2xx(a->status) && !a->err && a->node) {
+    if (bm_race_2xx(a->status) && !a->err && a->node) {
         /* a non-gossip write that a node refused as SSZ: the client must resend JSON */
         if (c->rt->cls != BM_BCAST_PUBLISH && c->r415.set)
             respond_kept(c, &c->r415);
@@ -652,7 +599,7 @@ static void feed_replay(wctx_t *c)
 static void on_feed_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
 {
     (void)w;
-    if (!a->err && a->node && is_2xx(a->status))
+    if (!a->err && a->node && bm_race_2xx(a->status))
         feed_replay(ud);
 }
 
@@ -664,7 +611,7 @@ static void on_write_complete(wctx_t *c, int p, const bm_race_answer_t *v, size_
     bool debug = bm_log_enabled(BM_LOG_DEBUG);
     for (size_t i = 0; i < n; i++) {
         const bm_race_answer_t *a = &v[i];
-        bool ok = !a->err && is_2xx(a->status);
+        bool ok = !a->err && bm_race_2xx(a->status);
         any_2xx |= ok;
         if (ok)
             b->stats.node_deliveries++;
@@ -675,7 +622,7 @@ static void on_write_complete(wctx_t *c, int p, const bm_race_answer_t *v, size_
             if (a->status == 415) {
                 if (!c->r415.set)
                     kept_set(&c->r415, a, 1);
-                if (is_2xx(c->client_status)) {
+                if (bm_race_2xx(c->client_status)) {
                     /* the client will not resend: gossip carries pool objects to that node,
                      * and replay gives it the node-local state as JSON */
                     b->stats.ssz_refused_late++;
@@ -774,8 +721,9 @@ static void on_timer(bm_timer_t *t, void *ud)
     (void)t;
     bm_broadcast_t *b = ud;
     uint64_t now = bm_clock_mono_now(b->clock);
-    for (wctx_t *c = b->ctxs, *next; c; c = next) {
-        next = c->next;
+    bm_link_t *l, *nx;
+    bm_list_for_each_safe (l, nx, &b->ctxs) {
+        wctx_t *c = bm_list_entry(l, wctx_t, link);
         if (c->headstart_at && c->headstart_at <= now && !c->phase2_started) {
             c->refs++;
             start_phase2(c);
@@ -790,9 +738,11 @@ static void arm_timer(bm_broadcast_t *b)
     if (b->stopped)
         return;
     uint64_t next = 0;
-    for (const wctx_t *c = b->ctxs; c; c = c->next)
+    for (const bm_link_t *l = b->ctxs.next; l != &b->ctxs; l = l->next) {
+        const wctx_t *c = bm_list_entry(l, wctx_t, link);
         if (c->headstart_at && !c->phase2_started && (!next || c->headstart_at < next))
             next = c->headstart_at;
+    }
     if (!next) {
         bm_timer_stop(b->timer);
         return;
@@ -826,13 +776,13 @@ static bool plan_producer_first(wctx_t *c, bm_node_t **send, size_t n_send)
 static void serve_write(wctx_t *c)
 {
     bm_broadcast_t *b = c->b;
-    bm_node_t *cand[MAX_CAND];
-    size_t n = pick(b, cand);
+    bm_node_t *cand[BM_MAX_NODES];
+    size_t n = bm_pool_candidates(b->pool, BM_POOL_PREFER_ANSWERING, true, cand, BM_MAX_NODES);
     if (n == 0) {
         respond_error(c, 503, "no usable upstream");
         return;
     }
-    bm_node_t *send[MAX_CAND];
+    bm_node_t *send[BM_MAX_NODES];
     size_t n_send = 0;
     uint32_t grace = 0;
     if (c->ssz) {
@@ -915,8 +865,8 @@ static void on_read_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void 
 static void serve_read(wctx_t *c, const bm_route_params_t *params)
 {
     bm_broadcast_t *b = c->b;
-    bm_node_t *cand[MAX_CAND];
-    size_t n = pick(b, cand);
+    bm_node_t *cand[BM_MAX_NODES];
+    size_t n = bm_pool_candidates(b->pool, BM_POOL_PREFER_ANSWERING, true, cand, BM_MAX_NODES);
     if (n == 0) {
         respond_error(c, 503, "no usable upstream");
         return;
@@ -998,6 +948,7 @@ bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_p
     bm_broadcast_t *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
+    bm_link_init(&b->ctxs);
     bm_broadcast_opts_t def;
     bm_broadcast_opts_default(&def);
     b->opts = opts ? *opts : def;
@@ -1027,8 +978,6 @@ bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_p
         b->rud[i].b = b;
         b->rud[i].route = i;
     }
-    b->lim.window_ms = 10000;
-    b->lim.burst = 10;
     return b;
 }
 
@@ -1054,8 +1003,9 @@ void bm_broadcast_stop(bm_broadcast_t *b)
     if (!b || b->stopped)
         return;
     /* the blocks still waiting for their producer go to the others now */
-    for (wctx_t *c = b->ctxs, *next; c; c = next) {
-        next = c->next;
+    bm_link_t *l, *nx;
+    bm_list_for_each_safe (l, nx, &b->ctxs) {
+        wctx_t *c = bm_list_entry(l, wctx_t, link);
         if (c->headstart_at && !c->phase2_started) {
             c->refs++;
             start_phase2(c);
@@ -1071,8 +1021,8 @@ void bm_broadcast_free(bm_broadcast_t *b)
     if (!b)
         return;
     bm_assert(b->stopped && b->timer_closed);
-    while (b->ctxs)
-        ctx_free(b->ctxs);
+    while (!bm_list_empty(&b->ctxs))
+        ctx_free(bm_list_first(&b->ctxs, wctx_t, link));
     free(b->mem);
     free(b);
 }

@@ -38,7 +38,6 @@
 #include "duties/serve.h"
 #include "http/server.h"
 
-#define MAX_CANDIDATES 64
 #define CHECK_MS 50 /* how often a duty race looks at what it has before the majority time */
 #define MAX_INDICES 1000000
 
@@ -84,7 +83,7 @@ typedef struct duty {
     bool by_majority;  /* the answer was decided by the majority rule */
     int accepted_as;   /* why the last accepted answer was accepted (ACC_*) */
     size_t n;
-    seen_t seen[MAX_CANDIDATES];
+    seen_t seen[BM_MAX_NODES];
 } duty_t;
 
 /* The context of one liveness race. */
@@ -182,52 +181,7 @@ uint64_t bm_duties_ready_since(const bm_duties_t *d, const bm_node_t *node)
     return d->ready_since[node->index];
 }
 
-/* ---- candidates ---------------------------------------------------------------------------- */
-
-/* Ready nodes; every usable node (best rank first) only when none is ready. */
-static size_t duty_candidates(const bm_duties_t *d, bm_node_t **out)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < bm_pool_count(d->pool) && n < MAX_CANDIDATES; i++) {
-        bm_node_t *node = bm_pool_node(d->pool, i);
-        if (bm_node_usable(node) && node->state == BM_NODE_READY)
-            out[n++] = node;
-    }
-    if (n)
-        return n;
-    for (size_t i = 0; i < bm_pool_count(d->pool) && n < MAX_CANDIDATES; i++) {
-        bm_node_t *node = bm_pool_node(d->pool, i);
-        if (!bm_node_usable(node))
-            continue;
-        size_t k = n++;
-        while (k > 0 && bm_node_rank(out[k - 1]) > bm_node_rank(node)) {
-            out[k] = out[k - 1];
-            k--;
-        }
-        out[k] = node;
-    }
-    return n;
-}
-
-/* Every reachable usable node; every usable node when none is reachable. */
-static size_t live_candidates(const bm_duties_t *d, bm_node_t **out)
-{
-    size_t n = 0;
-    for (int pass = 0; pass < 2 && n == 0; pass++)
-        for (size_t i = 0; i < bm_pool_count(d->pool) && n < MAX_CANDIDATES; i++) {
-            bm_node_t *node = bm_pool_node(d->pool, i);
-            if (bm_node_usable(node) && (pass == 1 || node->reachable))
-                out[n++] = node;
-        }
-    return n;
-}
-
 /* ---- judging duty answers ------------------------------------------------------------------- */
-
-static bool is_2xx(int status)
-{
-    return status >= 200 && status <= 299;
-}
 
 /* Parses a duties answer into `s`. */
 static void parse_answer(bm_duty_kind_t kind, const bm_buf_t *body, seen_t *s)
@@ -356,7 +310,7 @@ static void decide_majority(duty_t *q, bm_race_t *r, const bm_race_answer_t *as,
         uint64_t best_since = 0;
         size_t best_count = 0;
         for (size_t i = 0; i < n; i++) {
-            if (as[i].err || !is_2xx(as[i].status))
+            if (as[i].err || !bm_race_2xx(as[i].status))
                 continue;
             seen_t *si = judge(q, &as[i]);
             if (!si || !si->ok || (pass == 0 && si->optimistic))
@@ -365,7 +319,7 @@ static void decide_majority(duty_t *q, bm_race_t *r, const bm_race_answer_t *as,
             const bm_race_answer_t *first = NULL;
             uint64_t since = UINT64_MAX;
             for (size_t j = 0; j < n; j++) {
-                if (as[j].err || !is_2xx(as[j].status))
+                if (as[j].err || !bm_race_2xx(as[j].status))
                     continue;
                 seen_t *sj = judge(q, &as[j]);
                 if (!sj || !sj->ok || (pass == 0 && sj->optimistic) || !same_group(q, si, sj))
@@ -402,7 +356,7 @@ static void on_check(bm_race_t *r, void *ud)
     for (size_t i = 0; i < n; i++) {
         if (as[i].err)
             continue;
-        if (is_2xx(as[i].status))
+        if (bm_race_2xx(as[i].status))
             any_2xx = true;
         else if (!err || error_rank(as[i].status) < error_rank(err->status))
             err = &as[i];
@@ -475,7 +429,7 @@ static void on_duty_answer(bm_req_t *req, const bm_race_answer_t *a, void *ctx)
     duty_t *q = ctx;
     (void)req;
     bm_duties_stats_t *st = &q->d->stats;
-    const seen_t *s = !a->err && is_2xx(a->status) ? seen_of(q, a->node) : NULL;
+    const seen_t *s = !a->err && bm_race_2xx(a->status) ? seen_of(q, a->node) : NULL;
     const char *how;
     if (!s || !s->judged || !s->ok) {
         st->errors++;
@@ -518,8 +472,8 @@ static void handle_duty(bm_duties_t *d, bm_req_t *req, const bm_route_params_t *
     if (!epoch_param(req, params, &epoch))
         return;
     duty_t q = {.d = d, .kind = kind, .epoch = epoch};
-    bm_node_t *cand[MAX_CANDIDATES];
-    q.n = duty_candidates(d, cand);
+    bm_node_t *cand[BM_MAX_NODES];
+    q.n = bm_pool_candidates(d->pool, BM_POOL_PREFER_READY, true, cand, BM_MAX_NODES);
     for (size_t i = 0; i < q.n; i++)
         q.seen[i].node = cand[i];
     uint64_t now = bm_clock_wall_now(d->clock);
@@ -696,16 +650,16 @@ static void on_live_respond(bm_req_t *req, const bm_race_answer_t *as, size_t n,
 {
     live_t *q = ctx;
     bm_duties_t *d = q->d;
-    bm_buf_t *bodies[MAX_CANDIDATES];
-    bool valid[MAX_CANDIDATES];
+    bm_buf_t *bodies[BM_MAX_NODES];
+    bool valid[BM_MAX_NODES];
     const bm_race_answer_t *err = NULL;
     size_t nb = 0;
-    for (size_t i = 0; i < n && i < MAX_CANDIDATES; i++) {
+    for (size_t i = 0; i < n && i < BM_MAX_NODES; i++) {
         bodies[i] = NULL;
         valid[i] = false;
         if (as[i].err)
             continue;
-        if (is_2xx(as[i].status)) {
+        if (bm_race_2xx(as[i].status)) {
             bodies[i] = as[i].body;
             nb++;
         } else if (!err || error_rank(as[i].status) < error_rank(err->status)) {
@@ -731,7 +685,7 @@ static void on_live_respond(bm_req_t *req, const bm_race_answer_t *as, size_t n,
         return;
     }
     bm_str_t out = BM_STR_INIT;
-    size_t nn = n < MAX_CANDIDATES ? n : MAX_CANDIDATES;
+    size_t nn = n < BM_MAX_NODES ? n : BM_MAX_NODES;
     int readable = bm_duties_liveness_merge(q->indices, q->n_indices, bodies, nn, valid, &out);
     /* the answer counts only when a node that answered was ready through the whole epoch */
     const bm_chain_info_t *c = d->chain;
@@ -821,7 +775,7 @@ static void route_liveness(bm_req_t *req, const bm_route_params_t *params, void 
             bm_resp_error(req, 400, "body must be a non-empty JSON array of validator indices");
         return;
     }
-    bm_node_t *cand[MAX_CANDIDATES];
+    bm_node_t *cand[BM_MAX_NODES];
     bm_serve_t s = {
         .policy =
             {
@@ -830,7 +784,7 @@ static void route_liveness(bm_req_t *req, const bm_route_params_t *params, void 
                 .connect_timeout_ms = d->o.connect_timeout_ms,
             },
         .nodes = cand,
-        .n = live_candidates(d, cand),
+        .n = bm_pool_candidates(d->pool, BM_POOL_PREFER_REACHABLE, false, cand, BM_MAX_NODES),
         .forward_body = true,
         .ctx = &q,
         .ctx_size = sizeof q,

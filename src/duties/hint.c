@@ -218,44 +218,5 @@ bool bm_hint_slot_at(const bm_hint_t *h, uint64_t now_ms, uint64_t *slot)
 
 size_t bm_hint_candidates(const bm_pool_t *pool, bm_node_t **out, size_t cap)
 {
-    size_t n = 0, total = bm_pool_count(pool);
-    for (size_t i = 0; i < total && n < cap; i++) {
-        bm_node_t *node = bm_pool_node(pool, i);
-        if (bm_node_usable(node) && node->state == BM_NODE_READY)
-            out[n++] = node;
-    }
-    if (n > 0)
-        return n;
-    /* nobody is ready: every node that can answer, best state first (stable by index) */
-    for (int rank = 0; rank < 16 && n < cap; rank++) {
-        for (size_t i = 0; i < total && n < cap; i++) {
-            bm_node_t *node = bm_pool_node(pool, i);
-            if (bm_node_usable(node) && bm_node_rank(node) == rank)
-                out[n++] = node;
-        }
-    }
-    return n;
-}
-
-int bm_hint_query_param(const char *query, size_t len, const char *name, char *out, size_t cap)
-{
-    size_t nlen = strlen(name);
-    const char *p = query, *end = query ? query + len : NULL;
-    while (p && p < end) {
-        const char *amp = memchr(p, '&', (size_t)(end - p));
-        const char *stop = amp ? amp : end;
-        const char *eq = memchr(p, '=', (size_t)(stop - p));
-        const char *kend = eq ? eq : stop;
-        if ((size_t)(kend - p) == nlen && memcmp(p, name, nlen) == 0) {
-            const char *v = eq ? eq + 1 : stop;
-            size_t vlen = (size_t)(stop - v);
-            if (vlen + 1 > cap)
-                return -1;
-            memcpy(out, v, vlen);
-            out[vlen] = '\0';
-            return (int)vlen;
-        }
-        p = amp ? amp + 1 : NULL;
-    }
-    return -1;
+    return bm_pool_candidates(pool, BM_POOL_PREFER_READY, true, out, cap);
 }

@@ -163,11 +163,4 @@ bool bm_hint_slot_at(const bm_hint_t *h, uint64_t now_ms, uint64_t *slot);
  */
 size_t bm_hint_candidates(const bm_pool_t *pool, bm_node_t **out, size_t cap);
 
-/**
- * The value of query parameter `name` in query[0..len) (no '?'), copied NUL-terminated into
- * out[0..cap) (not percent-decoded; the first occurrence). Returns its length, or -1 when
- * absent or longer than cap - 1.
- */
-int bm_hint_query_param(const char *query, size_t len, const char *name, char *out, size_t cap);
-
 #endif /* BM_HINT_H */

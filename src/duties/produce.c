@@ -27,10 +27,9 @@
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "base/url.h"
 #include "base/ssz.h"
 #include "duties/serve.h"
-
-#define MAX_CANDIDATES 64
 
 typedef struct value_rank {
     bm_produce_block_t blk; /* only the fields the order reads */
@@ -104,8 +103,6 @@ bm_produce_t *bm_produce_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_
         p->opts.repoll_interval_ms = 250;
     if (!p->opts.max_hold_ms)
         p->opts.max_hold_ms = BM_DEFAULT_DUTIES_MAX_HOLD_MS;
-    p->lim.window_ms = 10000;
-    p->lim.burst = 10;
     return p;
 }
 
@@ -173,17 +170,6 @@ static bool header_true(const bm_hdrs_t *h, const char *name, bool *present)
     return v && strcasecmp(v, "true") == 0;
 }
 
-static bool is_ssz(const bm_hdrs_t *h)
-{
-    const char *ct = bm_hdrs_get(h, "content-type");
-    if (!ct)
-        return false;
-    while (*ct == ' ' || *ct == '\t')
-        ct++;
-    return strncasecmp(ct, "application/octet-stream", 24) == 0 &&
-           (ct[24] == '\0' || ct[24] == ';' || ct[24] == ' ' || ct[24] == '\t');
-}
-
 /* A decimal Wei value from a header; true when present (BM_EINVAL in *rc when malformed). */
 static bool header_value(const bm_hdrs_t *h, const char *name, bm_u256_t *out, int *rc)
 {
@@ -236,7 +222,7 @@ int bm_produce_parse_form(const bm_hdrs_t *headers, const bm_buf_t *body, bm_pro
     bool has_e = !v4 && header_value(headers, "eth-execution-payload-value", &b.execution, &rc);
     if (rc)
         return rc;
-    if (is_ssz(headers)) {
+    if (bm_hdrs_is_ssz(headers)) {
         const char *fork = bm_hdrs_get(headers, "eth-consensus-version");
         bm_ssz_block_info_t info;
         if (!fork || (form == BM_PRODUCE_FORM_V3 && !blinded_hdr) || (v4 && !included_hdr))
@@ -332,7 +318,7 @@ uint64_t bm_produce_boost(const char *query, size_t len)
 {
     char v[32];
     uint64_t boost;
-    int n = bm_hint_query_param(query, len, "builder_boost_factor", v, sizeof v);
+    int n = bm_url_query_param(query, len, "builder_boost_factor", v, sizeof v);
     if (n <= 0 || bm_json_parse_u64(v, (size_t)n, &boost) != 0)
         return 100;
     return boost;
@@ -446,7 +432,7 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     pctx_t *c = ctx;
     bm_produce_t *p = c->p;
     bm_produce_block_t b;
-    bool ok2xx = !an->err && an->status >= 200 && an->status < 300;
+    bool ok2xx = !an->err && bm_race_2xx(an->status);
     if (ok2xx && an->node) {
         bool readable = parsed(c, an, &b) == 0;
         remember(p, c->slot, an->node->index, readable ? &b : NULL);
@@ -485,7 +471,7 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bm_produce_for
     const bm_chain_info_t *chain = bm_hint_chain(p->hint);
     uint64_t deadline =
         (chain ? bm_slot_start_ms(&chain->clock, slot) : now) + p->opts.proposal_deadline_ms;
-    bm_node_t *nodes[MAX_CANDIDATES];
+    bm_node_t *nodes[BM_MAX_NODES];
     bm_serve_t s = {
         .policy =
             {
@@ -500,7 +486,7 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bm_produce_for
                 .connect_timeout_ms = p->opts.connect_timeout_ms,
             },
         .nodes = nodes,
-        .n = bm_hint_candidates(p->pool, nodes, MAX_CANDIDATES),
+        .n = bm_hint_candidates(p->pool, nodes, BM_MAX_NODES),
         .ctx = &c,
         .ctx_size = sizeof c,
         .ctx_dispose = ctx_dispose,

@@ -31,6 +31,7 @@
 #include "base/defaults.h"
 #include "base/err.h"
 #include "base/json.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/url.h"
 
@@ -94,7 +95,7 @@ struct bm_race_waiter {
     void *ud;
     bool left;
     bool answered;
-    bm_race_waiter_t *prev, *next;
+    bm_link_t link; /* on its race's waiters, in joining order */
 };
 
 struct bm_race {
@@ -111,7 +112,7 @@ struct bm_race {
     bm_race_complete_fn complete;
     void *complete_ud;
 
-    bm_race_waiter_t *w_head, *w_tail;
+    bm_link_t waiters; /* bm_race_waiter_t, in joining order */
     size_t n_waiting;
     unsigned delivering; /* waiters are being called: leaving ones are only marked */
     at_timer_t *ats;
@@ -125,8 +126,8 @@ struct bm_race {
     bool acc_done; /* `complete` said an accepted answer cannot be beaten */
     size_t in_flight;
 
-    bm_race_t *prev, *next; /* the engine's live races */
-    bm_race_t *k_next;      /* key bucket chain */
+    bm_link_t link;    /* on the engine's live races */
+    bm_race_t *k_next; /* key bucket chain */
     bool keyed;
     bm_race_answer_t *view; /* bm_race_answers and the completion */
     size_t n;
@@ -137,7 +138,7 @@ struct bm_race_engine {
     bm_clock_t *clock;
     bm_upstream_t *up;
     bm_pool_t *pool;
-    bm_race_t *races;
+    bm_link_t races; /* the live races (bm_race_t) */
     size_t active;
     size_t writes;
     size_t open_handles; /* the drain timer and every race's timer; freed at 0 */
@@ -257,11 +258,6 @@ static void set_state(bm_race_t *r, race_state_t s)
     r->state = s;
 }
 
-static bool is_2xx(int status)
-{
-    return status >= 200 && status <= 299;
-}
-
 static int rank_of(int status)
 {
     if (status >= 400 && status <= 499)
@@ -328,13 +324,11 @@ static void drop_judgement(bm_race_t *r)
 
 static void free_waiters(bm_race_t *r)
 {
-    bm_race_waiter_t *w = r->w_head;
-    while (w) {
-        bm_race_waiter_t *next = w->next;
+    while (!bm_list_empty(&r->waiters)) {
+        bm_race_waiter_t *w = bm_list_first(&r->waiters, bm_race_waiter_t, link);
+        bm_link_unlink(&w->link);
         free(w);
-        w = next;
     }
-    r->w_head = r->w_tail = NULL;
 }
 
 static void engine_release(bm_race_engine_t *e)
@@ -376,14 +370,7 @@ static void race_close(bm_race_t *r)
         return;
     r->closing = true;
     key_remove(r);
-    bm_race_engine_t *e = r->e;
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        e->races = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    r->prev = r->next = NULL;
+    bm_link_unlink(&r->link);
     bm_timer_close(r->timer, on_race_closed, r);
 }
 
@@ -622,7 +609,7 @@ static void take_answer(bm_race_t *r, slot_t *s, ans_t *an, uint64_t now)
     if (r->state != RS_RUNNING)
         return;
     const bm_race_policy_t *p = &r->pol;
-    if (an->a.err || !is_2xx(an->a.status)) {
+    if (an->a.err || !bm_race_2xx(an->a.status)) {
         if (!an->a.err)
             consider_fallback(r, an, rank_of(an->a.status));
         if (p->reask_failures && retryable(&an->a))
@@ -673,7 +660,7 @@ void bm_race_describe(bm_str_t *m, const bm_race_answer_t *a)
         bm_str_puts(m, bm_strerror(a->err));
         return;
     }
-    if (is_2xx(a->status)) {
+    if (bm_race_2xx(a->status)) {
         bm_str_printf(m, "%d, not usable", a->status);
         return;
     }
@@ -807,7 +794,9 @@ static void deliver(bm_race_t *r)
     key_remove(r);
     set_state(r, RS_ANSWERED);
     r->delivering++;
-    for (bm_race_waiter_t *w = r->w_head; w; w = w->next) {
+    /* waiters that join from a callback are appended, and answered in this pass too */
+    for (bm_link_t *l = r->waiters.next; l != &r->waiters; l = l->next) {
+        bm_race_waiter_t *w = bm_list_entry(l, bm_race_waiter_t, link);
         if (w->left || w->answered)
             continue;
         w->answered = true;
@@ -1036,9 +1025,12 @@ static void on_drain(bm_timer_t *t, void *arg)
     uint64_t now = bm_clock_mono_now(e->clock);
     if (e->writes && now >= e->drain_until) {
         for (;;) {
-            bm_race_t *r = e->races;
-            while (r && (!r->pol.write || r->drain_cut || r->closing))
-                r = r->next;
+            bm_race_t *r = NULL;
+            for (bm_link_t *l = e->races.next; l != &e->races && !r; l = l->next) {
+                bm_race_t *c = bm_list_entry(l, bm_race_t, link);
+                if (c->pol.write && !c->drain_cut && !c->closing)
+                    r = c;
+            }
             if (!r)
                 break;
             r->drain_cut = true;
@@ -1070,6 +1062,7 @@ bm_race_engine_t *bm_race_engine_new(bm_clock_t *clock, bm_upstream_t *up, bm_po
     bm_race_engine_t *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
+    bm_link_init(&e->races);
     e->oom_body = bm_buf_from_str("{\"code\":503,\"message\":\"out of memory\"}");
     if (!e->oom_body) {
         free(e);
@@ -1079,8 +1072,6 @@ bm_race_engine_t *bm_race_engine_new(bm_clock_t *clock, bm_upstream_t *up, bm_po
     e->up = up;
     e->pool = pool;
     bm_hdrs_init(&e->empty);
-    e->lim.window_ms = 10000;
-    e->lim.burst = 10;
     e->drain_timer = bm_timer_new(clock, on_drain, e);
     if (!e->drain_timer) {
         bm_buf_unref(e->oom_body);
@@ -1102,8 +1093,8 @@ void bm_race_engine_free(bm_race_engine_t *e)
         return;
     e->dying = true;
     e->draining = false;
-    while (e->races) {
-        bm_race_t *r = e->races;
+    while (!bm_list_empty(&e->races)) {
+        bm_race_t *r = bm_list_first(&e->races, bm_race_t, link);
         for (size_t i = 0; i < r->n; i++) {
             slot_t *s = &r->slots[i];
             if (!s->xfer)
@@ -1164,6 +1155,8 @@ bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_n
     bm_race_t *r = calloc(1, sizeof *r + n * sizeof(slot_t));
     if (!r)
         return NULL;
+    bm_link_init(&r->link);
+    bm_link_init(&r->waiters);
     r->e = e;
     r->n = n;
     bm_hdrs_init(&r->req_hdrs);
@@ -1205,10 +1198,7 @@ bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_n
         r->hard_ms = r->start_ms + HARD_WITHOUT_DEADLINE_MS;
 
     e->open_handles++;
-    r->next = e->races;
-    if (e->races)
-        e->races->prev = r;
-    e->races = r;
+    bm_list_push_front(&e->races, &r->link);
     e->active++;
     if (r->pol.write)
         e->writes++;
@@ -1249,12 +1239,7 @@ bm_race_waiter_t *bm_race_wait(bm_race_t *r, bm_race_answer_fn fn, void *ud)
     w->r = r;
     w->fn = fn;
     w->ud = ud;
-    w->prev = r->w_tail;
-    if (r->w_tail)
-        r->w_tail->next = w;
-    else
-        r->w_head = w;
-    r->w_tail = w;
+    bm_list_push_back(&r->waiters, &w->link);
     r->n_waiting++;
     return w;
 }
@@ -1278,14 +1263,7 @@ void bm_race_leave(bm_race_waiter_t *w)
     w->left = true;
     r->n_waiting--;
     if (!r->delivering) {
-        if (w->prev)
-            w->prev->next = w->next;
-        else
-            r->w_head = w->next;
-        if (w->next)
-            w->next->prev = w->prev;
-        else
-            r->w_tail = w->prev;
+        bm_link_unlink(&w->link);
         free(w);
     }
     if (r->n_waiting == 0 && !r->pol.write && !r->closing &&

@@ -65,6 +65,12 @@
 
 typedef struct bm_race_engine bm_race_engine_t;
 typedef struct bm_race bm_race_t;
+
+/** True for a success status (200..299): the answers a policy can take. */
+static inline bool bm_race_2xx(int status)
+{
+    return status >= 200 && status <= 299;
+}
 typedef struct bm_race_waiter bm_race_waiter_t;
 
 /** One node's answer (or failure) as the engine saw it. Borrowed in callbacks: copy the

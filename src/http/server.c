@@ -24,20 +24,21 @@
  * deadline at all (a stream may last for days); after it ended, the idle timeout also
  * bounds how long queued output may make no progress.
  *
+ * TLS (server_tls.c) sits between the socket and everything above: on a TLS listener the
+ * bytes read go through the connection's TLS session into the same input buffer, and
+ * bm_srv_conn_flush hands the output queue to it instead of writing it in plain.
+ *
  * A connection is freed when its handles are closed and no handler holds its request:
  * a reference count covers both, and temporary holds protect code that calls out.
  *
- * TLS (bm_server_set_tls) sits between the socket and everything above: bytes read go
- * into the connection's TLS session and come out as plaintext into the same input buffer
- * (tls_pump), and the output queue is encrypted just before it is written (tls_send), a
- * batch at a time so that a slow reader still holds its bytes in the queue, where the
- * high-water mark sees them. Parsing, handlers and responses cannot tell the difference.
- * The handshake must end, and the first request start, within header_timeout_ms of the
- * accept (the deadline of a fresh connection).
+ * This file holds the connections, the output queue, reading, timers and the listener;
+ * server_resp.c the request and response API handlers call, and the response heads; what
+ * both share is in server_int.h.
  */
 #include "http/server.h"
 
 #include <linux/sockios.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -49,175 +50,27 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "http/http1.h"
-#include "http/tls.h"
-
-#define IN_BUF_SIZE (16 * 1024)       /* input buffer; also the read-ahead bound while handling */
-#define POOL_MAX 64                   /* spare input buffers kept by the server */
-#define ACC_CAP 4096                  /* accumulator for heads, framing and small bodies */
-#define STREAM_ACC_CAP 128            /* accumulator of a stream: chunk framing only */
-#define SMALL_COPY 512                /* bodies up to this many bytes are copied, not referenced */
-#define MAX_IOV 64                    /* buffers per write */
-#define MAX_WRITE_BYTES (1024 * 1024) /* bytes per uv_write, so that progress is visible */
-#define LINGER_MS 2000                /* reading after our FIN, so the client sees the answer */
-#define BODY_PREALLOC (1024 * 1024)   /* Content-Length bodies up to this are sized at once */
-#define TLS_BATCH (256 * 1024)        /* plaintext encrypted per write: the rest stays queued */
-#define TLS_STAGE (16 * 1024)         /* small segments are joined into one record */
-#define TLS_RBUF (17 * 1024)          /* ciphertext per read: a record of 16 KiB and its framing */
-
-typedef struct conn conn_t;
-
-typedef struct seg {
-    bm_buf_t *b; /* one reference held */
-    size_t off;
-    size_t len;
-} seg_t;
-
-typedef enum {
-    RESP_NONE,        /* not started */
-    RESP_FIXED,       /* Content-Length */
-    RESP_CHUNKED,     /* Transfer-Encoding: chunked */
-    RESP_UNTIL_CLOSE, /* HTTP/1.0 stream: the end is the close */
-    RESP_NOBODY,      /* 204, 304: no body whatever the handler says */
-} resp_mode_t;
-
-typedef enum {
-    DL_NONE,
-    DL_FRESH,  /* a new connection: its first byte must come within header_timeout */
-    DL_IDLE,   /* keep-alive between requests */
-    DL_HEAD,   /* receiving a head */
-    DL_BODY,   /* receiving a body (max gap) */
-    DL_SEND,   /* output queued and no handler: bytes must keep moving */
-    DL_LINGER, /* after our FIN */
-} deadline_kind_t;
-
-struct bm_req {
-    conn_t *conn;
-    const bm_http1_head_t *head;
-    char *target;     /* owned: a target set by bm_req_set_target, or NULL (the head's) */
-    bm_hdrs_t *extra; /* owned: fields added to the response head (bm_req_add_resp_fields) */
-    const char *path;
-    size_t path_len;
-    const char *query;
-    size_t query_len;
-    bm_buf_t *body;
-    uint64_t start_us;
-    void *data;
-    void (*abort_cb)(bm_req_t *req, void *ud);
-    void *abort_ud;
-    void (*drain_cb)(bm_req_t *req, void *ud);
-    void *drain_ud;
-    resp_mode_t mode;
-    uint64_t remaining; /* RESP_FIXED: body bytes still owed */
-    bool owned;         /* dispatched and not ended yet */
-    bool aborted;       /* the abort callback ran (or was due with none registered) */
-    bool started;
-    bool suppress_body; /* HEAD, 204, 304 */
-};
-
-struct conn {
-    uv_tcp_t tcp;
-    uv_timer_t timer;
-    bm_server_t *srv;
-    conn_t *prev, *next;             /* the server's open connections */
-    conn_t *dirty_prev, *dirty_next; /* the server's list of connections to flush */
-    bool dirty;
-    int refs;
-    int handles_open;
-    bm_http1_t *parser;
-    bm_req_t req;
-    char peer[64];
-
-    /* input */
-    char *in; /* pool buffer of IN_BUF_SIZE, or NULL */
-    size_t in_off, in_len;
-    bool reading;
-    bool alloc_direct; /* the last allocation pointed into the request body */
-    bool peer_eof;
-
-    /* output */
-    seg_t *q;
-    size_t qhead, qtail, qcap;
-    bm_buf_t *acc; /* accumulator; one reference held */
-    size_t acc_start;
-    size_t pending; /* bytes queued or in flight */
-    uv_write_t wreq;
-    uv_shutdown_t sreq;
-    size_t wbytes; /* bytes of the write in flight */
-    bool writing;
-    bool drain_armed;
-
-    /* state */
-    bool in_process;
-    bool need_process; /* conn_process is due from the check handle */
-    bool closing;      /* uv_close was called */
-    bool close_after;  /* close once no request is owned and the output is written */
-    bool finishing;    /* close_after is being carried out */
-    bool shut;         /* uv_shutdown was issued */
-    bool linger;
-    bool broken;     /* an allocation failed mid-response: close from the loop */
-    bool error_sent; /* the server answered an error itself: close after it */
-    bool keep_alive;
-    bool fresh; /* no request seen yet */
-    uint64_t deadline;
-    deadline_kind_t dl_kind;
-
-    /* TLS, on a TLS listener only */
-    bm_tls_conn_t *tls;
-    bm_buf_t *tls_wbuf; /* ciphertext of the write in flight; one reference held */
-    bool tls_pumping;   /* tls_pump is on the stack */
-};
-
-struct bm_server {
-    uv_loop_t *loop;
-    bm_server_opts_t opts;
-    bm_http1_limits_t lim;
-    bm_server_handler_fn handler;
-    void *ud;
-
-    uv_tcp_t listener;
-    uv_timer_t grace;
-    uv_check_t check;
-    uv_idle_t idle;
-    int handles_open;
-    bool listening;
-    bool listener_closing;
-    bool listener_closed;
-    bool freeing;
-    int port;
-
-    conn_t *conns;
-    size_t nconns; /* open connections (in `conns`) */
-    size_t nalloc; /* connection structs not yet freed */
-    conn_t *dirty;
-
-    char *pool[POOL_MAX];
-    size_t npool;
-    char discard[4096]; /* read target while lingering */
-
-    bool shutting_down;
-    bool done_pending;
-    bool done_called;
-    void (*done)(bm_server_t *srv, void *ud);
-    void *done_ud;
-
-    time_t date_sec;
-    char date[64]; /* "Date: ...\r\n" */
-    size_t date_len;
-    bm_log_limit_t log_lim;
-
-    bm_tls_ctx_t *tls;          /* one reference; NULL: plain HTTP */
-    bm_log_limit_t tls_log_lim; /* handshake failures: scanners make many */
-    char tls_rbuf[TLS_RBUF];    /* ciphertext read target: fed to the session at once */
-};
+#include "http/server_int.h"
 
 static void conn_process(conn_t *c);
-static void conn_flush(conn_t *c);
-static void conn_close(conn_t *c);
+
+/* Moves the connection forward to `to` (never back); logs the step in debug builds. */
+void bm_srv_conn_set_state(conn_t *c, conn_state_t to)
+{
+    if (to <= c->st)
+        return;
+#ifdef BM_DEBUG
+    static const char *const names[] = {"open", "close-after", "finishing",
+                                        "shut", "linger",      "closed"};
+    if (bm_log_enabled(BM_LOG_DEBUG))
+        bm_log(BM_LOG_DEBUG, "server conn %p: %s -> %s", (void *)c, names[c->st], names[to]);
+#endif
+    c->st = to;
+}
 static void conn_update_deadline(conn_t *c, bool progress);
 static void conn_update_reading(conn_t *c);
 static void srv_maybe_done(bm_server_t *srv);
 static void dirty_remove(conn_t *c);
-static void tls_pump(conn_t *c);
 
 /* ---- small helpers ------------------------------------------------------------------- */
 
@@ -231,135 +84,6 @@ void bm_server_opts_default(bm_server_opts_t *o)
     o->idle_timeout_ms = BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS;
     o->max_connections = BM_DEFAULT_SERVER_MAX_CONNECTIONS;
     o->write_high_water = 1024 * 1024;
-}
-
-static const struct {
-    int status;
-    const char *reason;
-} reasons[] = {
-    {100, "Continue"},
-    {101, "Switching Protocols"},
-    {200, "OK"},
-    {201, "Created"},
-    {202, "Accepted"},
-    {203, "Non-Authoritative Information"},
-    {204, "No Content"},
-    {205, "Reset Content"},
-    {206, "Partial Content"},
-    {300, "Multiple Choices"},
-    {301, "Moved Permanently"},
-    {302, "Found"},
-    {303, "See Other"},
-    {304, "Not Modified"},
-    {307, "Temporary Redirect"},
-    {308, "Permanent Redirect"},
-    {400, "Bad Request"},
-    {401, "Unauthorized"},
-    {403, "Forbidden"},
-    {404, "Not Found"},
-    {405, "Method Not Allowed"},
-    {406, "Not Acceptable"},
-    {408, "Request Timeout"},
-    {409, "Conflict"},
-    {410, "Gone"},
-    {411, "Length Required"},
-    {412, "Precondition Failed"},
-    {413, "Content Too Large"},
-    {414, "URI Too Long"},
-    {415, "Unsupported Media Type"},
-    {416, "Range Not Satisfiable"},
-    {417, "Expectation Failed"},
-    {421, "Misdirected Request"},
-    {422, "Unprocessable Content"},
-    {425, "Too Early"},
-    {426, "Upgrade Required"},
-    {428, "Precondition Required"},
-    {429, "Too Many Requests"},
-    {431, "Request Header Fields Too Large"},
-    {500, "Internal Server Error"},
-    {501, "Not Implemented"},
-    {502, "Bad Gateway"},
-    {503, "Service Unavailable"},
-    {504, "Gateway Timeout"},
-    {505, "HTTP Version Not Supported"},
-};
-
-const char *bm_http_reason(int status)
-{
-    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
-        if (reasons[i].status == status)
-            return reasons[i].reason;
-    return "";
-}
-
-static char *put(char *w, const void *p, size_t n)
-{
-    memcpy(w, p, n);
-    return w + n;
-}
-
-#define PUT_LIT(w, lit) put((w), (lit), sizeof(lit) - 1)
-
-static char *put_u64(char *w, uint64_t v)
-{
-    char tmp[24];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return put(w, tmp + i, sizeof tmp - i);
-}
-
-static char *put_hex(char *w, uint64_t v)
-{
-    static const char hex[] = "0123456789abcdef";
-    char tmp[20];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = hex[v & 15];
-        v >>= 4;
-    } while (v);
-    return put(w, tmp + i, sizeof tmp - i);
-}
-
-static const char *update_date(bm_server_t *srv, size_t *len)
-{
-    time_t now = time(NULL);
-    if (now != srv->date_sec || srv->date_len == 0) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        srv->date_len =
-            strftime(srv->date, sizeof srv->date, "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
-        srv->date_sec = now;
-    }
-    *len = srv->date_len;
-    return srv->date;
-}
-
-static bool is_token(const char *s, size_t n)
-{
-    if (n == 0)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        /* letters, digits and '-' make up nearly every field name: decide those at once */
-        if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
-            continue;
-        if ((c >= '0' && c <= '9') || c == '-')
-            continue;
-        if (c <= 0x20 || c >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", c))
-            return false;
-    }
-    return true;
-}
-
-static bool is_safe_value(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (s[i] == '\r' || s[i] == '\n' || s[i] == '\0')
-            return false;
-    return true;
 }
 
 /* ---- input buffer pool ------------------------------------------------------------- */
@@ -382,7 +106,7 @@ static void pool_put(bm_server_t *srv, char *b)
 }
 
 /* Gives the input buffer back when it holds nothing unparsed. */
-static void conn_release_input(conn_t *c)
+void bm_srv_conn_release_input(conn_t *c)
 {
     if (c->in && c->in_off == c->in_len) {
         pool_put(c->srv, c->in);
@@ -419,12 +143,12 @@ static void conn_free(conn_t *c)
     srv_maybe_done(srv);
 }
 
-static void conn_hold(conn_t *c)
+void bm_srv_conn_hold(conn_t *c)
 {
     c->refs++;
 }
 
-static void conn_unref(conn_t *c)
+void bm_srv_conn_unref(conn_t *c)
 {
     bm_assert(c->refs > 0);
     if (--c->refs == 0)
@@ -435,7 +159,7 @@ static void on_conn_handle_closed(uv_handle_t *h)
 {
     conn_t *c = h->data;
     if (--c->handles_open == 0)
-        conn_unref(c);
+        bm_srv_conn_unref(c);
 }
 
 /* The idle handle only keeps the loop from blocking until the check handle flushed. */
@@ -446,30 +170,15 @@ static void on_idle(uv_idle_t *h)
 
 static void dirty_remove(conn_t *c)
 {
-    if (!c->dirty)
-        return;
-    bm_server_t *srv = c->srv;
-    if (c->dirty_prev)
-        c->dirty_prev->dirty_next = c->dirty_next;
-    else
-        srv->dirty = c->dirty_next;
-    if (c->dirty_next)
-        c->dirty_next->dirty_prev = c->dirty_prev;
-    c->dirty_prev = c->dirty_next = NULL;
-    c->dirty = false;
+    bm_link_unlink(&c->dirty_link);
 }
 
-static void dirty_add(conn_t *c)
+void bm_srv_dirty_add(conn_t *c)
 {
-    if (c->dirty)
+    if (bm_link_linked(&c->dirty_link))
         return;
     bm_server_t *srv = c->srv;
-    c->dirty = true;
-    c->dirty_prev = NULL;
-    c->dirty_next = srv->dirty;
-    if (srv->dirty)
-        srv->dirty->dirty_prev = c;
-    srv->dirty = c;
+    bm_list_push_front(&srv->dirty, &c->dirty_link);
     uv_idle_start(&srv->idle, on_idle); /* no effect when already active */
 }
 
@@ -524,7 +233,7 @@ static bool acc_seal(conn_t *c)
  * reallocated (queued segments point into it); when full, a new one is started, and an
  * old one whose bytes were all written is reused from its beginning.
  */
-static char *acc_reserve(conn_t *c, size_t n)
+char *bm_srv_acc_reserve(conn_t *c, size_t n)
 {
     bm_buf_t *a = c->acc;
     if (a && a->refs == 1 && c->acc_start == a->len)
@@ -543,31 +252,31 @@ static char *acc_reserve(conn_t *c, size_t n)
     return na->data;
 }
 
-static void acc_commit(conn_t *c, size_t n)
+void bm_srv_acc_commit(conn_t *c, size_t n)
 {
     c->acc->len += n;
     c->pending += n;
 }
 
-static bool queue_copy(conn_t *c, const void *p, size_t n)
+bool bm_srv_queue_copy(conn_t *c, const void *p, size_t n)
 {
     if (n == 0)
         return true;
-    char *w = acc_reserve(c, n);
+    char *w = bm_srv_acc_reserve(c, n);
     if (!w)
         return false;
     memcpy(w, p, n);
-    acc_commit(c, n);
+    bm_srv_acc_commit(c, n);
     return true;
 }
 
 /* Queues b[off..off+n): copied when small, else referenced. */
-static bool queue_buf(conn_t *c, bm_buf_t *b, size_t off, size_t n)
+bool bm_srv_queue_buf(conn_t *c, bm_buf_t *b, size_t off, size_t n)
 {
     if (n == 0)
         return true;
     if (n <= SMALL_COPY && !conn_streaming(c))
-        return queue_copy(c, b->data + off, n);
+        return bm_srv_queue_copy(c, b->data + off, n);
     if (!acc_seal(c) || !q_push(c, b, off, n))
         return false;
     c->pending += n;
@@ -575,7 +284,7 @@ static bool queue_buf(conn_t *c, bm_buf_t *b, size_t off, size_t n)
 }
 
 /* Drops n written bytes from the front of the queue. */
-static void q_consume(conn_t *c, size_t n)
+void bm_srv_q_consume(conn_t *c, size_t n)
 {
     while (n > 0 && c->qhead < c->qtail) {
         seg_t *s = &c->q[c->qhead];
@@ -612,23 +321,23 @@ static size_t q_iov(conn_t *c, uv_buf_t *iov, size_t *bytes)
  * then never called from inside another call into the server (bm_resp_end of the previous
  * request, bm_server_shutdown).
  */
-static void conn_schedule(conn_t *c)
+void bm_srv_conn_schedule(conn_t *c)
 {
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return;
     c->need_process = true;
-    dirty_add(c);
+    bm_srv_dirty_add(c);
 }
 
 /* Marks the connection for a flush at the end of this loop iteration. */
-static void conn_mark_dirty(conn_t *c)
+void bm_srv_conn_mark_dirty(conn_t *c)
 {
-    if (c->in_process || c->closing)
+    if (c->in_process || c->st == CONN_CLOSED)
         return; /* conn_process flushes when it returns */
-    dirty_add(c);
+    bm_srv_dirty_add(c);
 }
 
-static void arm_drain(conn_t *c)
+void bm_srv_arm_drain(conn_t *c)
 {
     if (c->pending > c->srv->opts.write_high_water)
         c->drain_armed = true;
@@ -641,79 +350,73 @@ static void maybe_drain(conn_t *c)
         return;
     c->drain_armed = false;
     bm_req_t *r = &c->req;
-    if (r->owned && r->drain_cb && !c->closing)
+    if (r->owned && r->drain_cb && c->st != CONN_CLOSED)
         r->drain_cb(r, r->drain_ud);
 }
 
 static void on_shutdown(uv_shutdown_t *sr, int status)
 {
     conn_t *c = sr->data;
-    if (!c->closing) {
+    if (c->st != CONN_CLOSED) {
         if (status < 0) {
-            conn_close(c);
+            bm_srv_conn_close(c);
         } else {
             /* Our FIN is out; read until the client's, so that unread input cannot turn our
              * close into a reset that destroys the answer on its way. */
-            c->linger = true;
+            bm_srv_conn_set_state(c, CONN_LINGER);
             c->deadline = 0;
             c->dl_kind = DL_NONE;
             conn_update_deadline(c, false);
             conn_update_reading(c);
         }
     }
-    conn_unref(c);
+    bm_srv_conn_unref(c);
 }
 
 /* close_after: once the queue is empty, shut the write side down, then linger. */
 static void conn_maybe_shutdown(conn_t *c)
 {
-    if (!c->finishing || c->shut || c->closing || c->pending > 0 || c->writing)
+    if (c->st != CONN_FINISHING || c->pending > 0 || c->writing)
         return;
     if (c->peer_eof) {
-        conn_close(c); /* the client's FIN came first: nothing left to linger for */
+        bm_srv_conn_close(c); /* the client's FIN came first: nothing left to linger for */
         return;
     }
-    if (c->tls) {
-        /* A TLS client knows the answer is complete from the close_notify before the FIN. */
-        bm_tls_conn_close_notify(c->tls);
-        if (bm_tls_conn_out_len(c->tls) > 0) {
-            conn_flush(c); /* comes back here once it is written */
-            return;
-        }
-    }
-    c->shut = true;
+    if (c->tls && bm_srv_tls_close_notify(c))
+        return; /* back here once the close_notify is written */
+    bm_srv_conn_set_state(c, CONN_SHUT);
     c->sreq.data = c;
     int rc = uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown);
     if (rc < 0) {
-        conn_close(c);
+        bm_srv_conn_close(c);
         return;
     }
-    conn_hold(c);
+    bm_srv_conn_hold(c);
 }
 
-static void on_write(uv_write_t *w, int status)
+void bm_srv_on_write(uv_write_t *w, int status)
 {
     conn_t *c = w->data;
     c->writing = false;
-    q_consume(c, c->wbytes);
+    bm_srv_q_consume(c, c->wbytes);
     c->wbytes = 0;
     bm_buf_unref(c->tls_wbuf);
     c->tls_wbuf = NULL;
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return;
     if (status < 0) {
-        conn_close(c);
+        bm_srv_conn_close(c);
         return;
     }
-    conn_hold(c);
-    conn_flush(c);
-    if (!c->closing) {
+    bm_srv_conn_hold(c);
+    bm_srv_conn_flush(c);
+    if (c->st != CONN_CLOSED) {
         conn_update_deadline(c, true);
         /* Pipelined requests wait while the queue is above high water. */
-        if (!c->req.owned && !c->finishing)
+        if (!c->req.owned && c->st < CONN_FINISHING)
             conn_process(c);
     }
-    conn_unref(c);
+    bm_srv_conn_unref(c);
 }
 
 /*
@@ -730,19 +433,19 @@ static bool plain_send(conn_t *c)
         if (rc == UV_EAGAIN || rc == UV_ENOSYS)
             rc = 0;
         if (rc < 0) {
-            conn_close(c);
+            bm_srv_conn_close(c);
             return false;
         }
-        q_consume(c, (size_t)rc);
+        bm_srv_q_consume(c, (size_t)rc);
         if ((size_t)rc < bytes)
             break; /* the kernel is full: hand the rest to libuv */
     }
     if (c->qhead < c->qtail) {
         size_t n = q_iov(c, iov, &bytes);
         c->wreq.data = c;
-        int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, iov, (unsigned)n, on_write);
+        int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, iov, (unsigned)n, bm_srv_on_write);
         if (rc < 0) {
-            conn_close(c);
+            bm_srv_conn_close(c);
             return false;
         }
         c->writing = true;
@@ -751,88 +454,17 @@ static bool plain_send(conn_t *c)
     return true;
 }
 
-/* Encrypts up to TLS_BATCH bytes from the front of the queue; small segments are joined
- * so that a head and a small body make one record. False when the session failed. */
-static bool tls_encrypt(conn_t *c)
+/* Writes what is queued, in plain or through the TLS session (server_tls.c). */
+void bm_srv_conn_flush(conn_t *c)
 {
-    char stage[TLS_STAGE];
-    size_t staged = 0, done = 0;
-    while (c->qhead < c->qtail && done < TLS_BATCH) {
-        seg_t *s = &c->q[c->qhead];
-        size_t k = s->len < TLS_BATCH - done ? s->len : TLS_BATCH - done;
-        const char *p = s->b->data + s->off;
-        if (k <= TLS_STAGE - staged) {
-            memcpy(stage + staged, p, k);
-            staged += k;
-        } else {
-            if ((staged && bm_tls_conn_write(c->tls, stage, staged) != 0) ||
-                bm_tls_conn_write(c->tls, p, k) != 0)
-                return false;
-            staged = 0;
-        }
-        q_consume(c, k);
-        done += k;
-    }
-    return !staged || bm_tls_conn_write(c->tls, stage, staged) == 0;
-}
-
-/*
- * Writes what the TLS session has for the peer, encrypting more of the queue only once the
- * previous batch is out. False when the connection closed.
- */
-static bool tls_send(conn_t *c)
-{
-    for (;;) {
-        if (bm_tls_conn_out_len(c->tls) == 0 && c->qhead < c->qtail && bm_tls_conn_ready(c->tls) &&
-            !tls_encrypt(c)) {
-            bm_log_limited(&c->srv->tls_log_lim, BM_LOG_WARN, "server: TLS to %s failed: %s",
-                           c->peer, bm_tls_conn_error(c->tls));
-            conn_close(c);
-            return false;
-        }
-        size_t n = bm_tls_conn_out_len(c->tls);
-        if (n == 0)
-            return true;
-        bm_buf_t *b = bm_buf_new(n);
-        if (!b) {
-            conn_close(c);
-            return false;
-        }
-        b->len = bm_tls_conn_take(c->tls, b->data, n);
-        uv_buf_t one = uv_buf_init(b->data, (unsigned)b->len);
-        int rc = uv_try_write((uv_stream_t *)&c->tcp, &one, 1);
-        if (rc == UV_EAGAIN || rc == UV_ENOSYS)
-            rc = 0;
-        if (rc >= 0 && (size_t)rc < b->len) {
-            one = uv_buf_init(b->data + rc, (unsigned)(b->len - (size_t)rc));
-            c->wreq.data = c;
-            rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &one, 1, on_write);
-            if (rc == 0) {
-                c->tls_wbuf = b; /* the plaintext left the queue when it was encrypted */
-                c->writing = true;
-                c->wbytes = 0;
-                return true;
-            }
-        }
-        bm_buf_unref(b);
-        if (rc < 0) {
-            conn_close(c);
-            return false;
-        }
-    }
-}
-
-/* Writes what is queued, in plain or through the TLS session. */
-static void conn_flush(conn_t *c)
-{
-    if (c->closing || c->writing)
+    if (c->st == CONN_CLOSED || c->writing)
         return;
     dirty_remove(c);
     if (!acc_seal(c)) {
-        conn_close(c);
+        bm_srv_conn_close(c);
         return;
     }
-    if (!(c->tls ? tls_send(c) : plain_send(c)))
+    if (!(c->tls ? bm_srv_tls_send(c) : plain_send(c)))
         return;
     if (!c->writing && c->qhead == c->qtail && c->acc && c->acc->refs == 1 &&
         c->acc->cap > STREAM_ACC_CAP && conn_streaming(c)) {
@@ -843,130 +475,8 @@ static void conn_flush(conn_t *c)
         c->acc_start = 0;
     }
     maybe_drain(c);
-    if (!c->closing)
+    if (c->st != CONN_CLOSED)
         conn_maybe_shutdown(c);
-}
-
-/* ---- response heads ------------------------------------------------------------------ */
-
-typedef struct head_spec {
-    int status;
-    const bm_hdrs_t *hdrs;
-    const bm_hdrs_t *extra; /* the request's own additions (CORS), or NULL */
-    const char *content_type;
-    resp_mode_t mode;
-    uint64_t content_length;
-    bool keep_alive;
-    bool http10;
-} head_spec_t;
-
-/* Appends the status line and header fields to the output. */
-static bool queue_head(conn_t *c, const head_spec_t *h)
-{
-    bm_server_t *srv = c->srv;
-    const char *reason = bm_http_reason(h->status);
-    size_t reason_len = strlen(reason);
-    size_t date_len;
-    const char *date = update_date(srv, &date_len);
-    bool have_date = false;
-    size_t ct_len = h->content_type ? strlen(h->content_type) : 0;
-    size_t need = 16 + reason_len + date_len + 20 + ct_len + 64 + 32 + 2;
-    if (h->hdrs) {
-        for (size_t i = 0; i < h->hdrs->n; i++) {
-            const bm_header_t *f = &h->hdrs->items[i];
-            need += f->name_len + f->value_len + 4;
-            if (f->name_len == 4 && strncasecmp(f->name, "date", 4) == 0)
-                have_date = true;
-        }
-    }
-    for (size_t i = 0; h->extra && i < h->extra->n; i++)
-        need += h->extra->items[i].name_len + h->extra->items[i].value_len + 4;
-    char *w0 = acc_reserve(c, need);
-    if (!w0)
-        return false;
-    char *w = PUT_LIT(w0, "HTTP/1.1 ");
-    w = put_u64(w, (uint64_t)h->status);
-    *w++ = ' ';
-    w = put(w, reason, reason_len);
-    w = PUT_LIT(w, "\r\n");
-    if (!have_date)
-        w = put(w, date, date_len);
-    if (h->content_type && is_safe_value(h->content_type, ct_len)) {
-        w = PUT_LIT(w, "Content-Type: ");
-        w = put(w, h->content_type, ct_len);
-        w = PUT_LIT(w, "\r\n");
-    }
-    const bm_hdrs_t *lists[2] = {h->hdrs, h->extra};
-    for (size_t l = 0; l < 2; l++) {
-        for (size_t i = 0; lists[l] && i < lists[l]->n; i++) {
-            const bm_header_t *f = &lists[l]->items[i];
-            if (bm_header_is_hop_by_hop(f->name, f->name_len))
-                continue;
-            if (!is_token(f->name, f->name_len) || !is_safe_value(f->value, f->value_len)) {
-                bm_log_limited(&srv->log_lim, BM_LOG_WARN,
-                               "server: dropped a response header field with invalid bytes");
-                continue;
-            }
-            w = put(w, f->name, f->name_len);
-            w = PUT_LIT(w, ": ");
-            w = put(w, f->value, f->value_len);
-            w = PUT_LIT(w, "\r\n");
-        }
-    }
-    if (h->mode == RESP_FIXED) {
-        w = PUT_LIT(w, "Content-Length: ");
-        w = put_u64(w, h->content_length);
-        w = PUT_LIT(w, "\r\n");
-    } else if (h->mode == RESP_CHUNKED) {
-        w = PUT_LIT(w, "Transfer-Encoding: chunked\r\n");
-    }
-    if (!h->keep_alive)
-        w = PUT_LIT(w, "Connection: close\r\n");
-    else if (h->http10)
-        w = PUT_LIT(w, "Connection: keep-alive\r\n");
-    w = PUT_LIT(w, "\r\n");
-    acc_commit(c, (size_t)(w - w0));
-    return true;
-}
-
-/* A JSON error body {"code":N,"message":"..."} (NULL on allocation failure). */
-static bm_buf_t *error_body(int status, const char *msg)
-{
-    bm_str_t s = BM_STR_INIT;
-    bm_str_reserve(&s, 32 + strlen(msg));
-    bm_str_puts(&s, "{\"code\":");
-    bm_str_u64(&s, (uint64_t)status);
-    bm_str_puts(&s, ",\"message\":");
-    bm_str_json_string(&s, msg, strlen(msg));
-    bm_str_putc(&s, '}');
-    return bm_str_finish(&s);
-}
-
-/* An answer of the server itself, outside any handler: always closes the connection. */
-static void conn_send_error(conn_t *c, int status, const char *msg)
-{
-    if (c->closing)
-        return;
-    c->keep_alive = false;
-    c->close_after = true;
-    c->error_sent = true;
-    bm_buf_t *body = error_body(status, msg);
-    if (!body) {
-        conn_close(c);
-        return;
-    }
-    head_spec_t h = {.status = status,
-                     .content_type = "application/json",
-                     .mode = RESP_FIXED,
-                     .content_length = body->len,
-                     .keep_alive = false};
-    if (!queue_head(c, &h) || !queue_buf(c, body, 0, body->len)) {
-        bm_buf_unref(body);
-        conn_close(c);
-        return;
-    }
-    bm_buf_unref(body);
-    conn_mark_dirty(c);
 }
 
 /* ---- closing and timers -------------------------------------------------------------- */
@@ -982,21 +492,15 @@ static void conn_fire_abort(conn_t *c)
 }
 
 /* Closes the connection now. An owned request learns it through its abort callback. */
-static void conn_close(conn_t *c)
+void bm_srv_conn_close(conn_t *c)
 {
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return;
     bm_server_t *srv = c->srv;
-    c->closing = true;
-    conn_hold(c);
+    bm_srv_conn_set_state(c, CONN_CLOSED);
+    bm_srv_conn_hold(c);
     dirty_remove(c);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        srv->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    c->prev = c->next = NULL;
+    bm_link_unlink(&c->link);
     srv->nconns--;
     c->deadline = 0;
     uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
@@ -1007,7 +511,7 @@ static void conn_close(conn_t *c)
         c->in_off = c->in_len = 0;
     }
     conn_fire_abort(c);
-    conn_unref(c);
+    bm_srv_conn_unref(c);
 }
 
 static void on_conn_timer(uv_timer_t *t);
@@ -1033,16 +537,16 @@ static void clear_deadline(conn_t *c)
  */
 static void conn_update_deadline(conn_t *c, bool progress)
 {
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return;
     const bm_server_opts_t *o = &c->srv->opts;
     bm_http1_phase_t ph = bm_http1_phase(c->parser);
     if (c->req.owned) {
         clear_deadline(c);
-    } else if (c->linger) {
+    } else if (c->st == CONN_LINGER) {
         if (c->dl_kind != DL_LINGER)
             set_deadline(c, DL_LINGER, LINGER_MS);
-    } else if (c->pending > 0 && (c->finishing || ph == BM_HTTP1_IDLE)) {
+    } else if (c->pending > 0 && (c->st >= CONN_FINISHING || ph == BM_HTTP1_IDLE)) {
         if (c->dl_kind != DL_SEND || progress)
             set_deadline(c, DL_SEND, o->idle_timeout_ms);
     } else if (ph == BM_HTTP1_HEAD) {
@@ -1051,7 +555,7 @@ static void conn_update_deadline(conn_t *c, bool progress)
     } else if (ph == BM_HTTP1_BODY) {
         if (c->dl_kind != DL_BODY || !progress)
             set_deadline(c, DL_BODY, o->body_timeout_ms);
-    } else if (ph == BM_HTTP1_IDLE && !c->finishing) {
+    } else if (ph == BM_HTTP1_IDLE && c->st < CONN_FINISHING) {
         if (c->fresh) {
             if (c->dl_kind != DL_FRESH)
                 set_deadline(c, DL_FRESH, o->header_timeout_ms);
@@ -1064,7 +568,7 @@ static void conn_update_deadline(conn_t *c, bool progress)
 static void on_conn_timer(uv_timer_t *t)
 {
     conn_t *c = t->data;
-    if (c->closing || c->deadline == 0)
+    if (c->st == CONN_CLOSED || c->deadline == 0)
         return;
     uint64_t now = uv_now(c->srv->loop);
     if (now < c->deadline) {
@@ -1077,25 +581,25 @@ static void on_conn_timer(uv_timer_t *t)
     case DL_HEAD:
     case DL_BODY:
         /* Nothing of an answer to this request was sent: say why we close. */
-        conn_hold(c);
-        conn_send_error(c, 408,
-                        kind == DL_HEAD ? "request head not received in time"
-                                        : "request body not received in time");
+        bm_srv_conn_hold(c);
+        bm_srv_conn_send_error(c, 408,
+                               kind == DL_HEAD ? "request head not received in time"
+                                               : "request body not received in time");
         conn_process(c);
-        conn_unref(c);
+        bm_srv_conn_unref(c);
         break;
     case DL_SEND:
         bm_log_limited(&c->srv->log_lim, BM_LOG_INFO,
                        "server: closing %s: response not read for %u ms", c->peer,
                        c->srv->opts.idle_timeout_ms);
-        conn_close(c);
+        bm_srv_conn_close(c);
         break;
     default:
         if (kind == DL_FRESH && c->tls && !bm_tls_conn_ready(c->tls))
             bm_log_limited(&c->srv->tls_log_lim, BM_LOG_WARN,
                            "server: TLS handshake with %s not done within %u ms", c->peer,
                            c->srv->opts.header_timeout_ms);
-        conn_close(c);
+        bm_srv_conn_close(c);
         break;
     }
 }
@@ -1136,13 +640,13 @@ static bool body_reserve(conn_t *c, size_t extra, size_t limit)
 }
 
 /* True while the input buffer can take more bytes (what a read may fill). */
-static bool input_room(const conn_t *c)
+bool bm_srv_input_room(const conn_t *c)
 {
     return !c->in || c->in_off > 0 || c->in_len < IN_BUF_SIZE;
 }
 
 /* Where the next input bytes go: straight into the request body, or the input buffer. */
-static void input_alloc(conn_t *c, uv_buf_t *buf)
+void bm_srv_input_alloc(conn_t *c, uv_buf_t *buf)
 {
     if (conn_body_direct(c)) {
         /* Read the body straight into the request's buffer: no copy for large uploads. */
@@ -1183,12 +687,12 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     conn_t *c = h->data;
     (void)suggested;
     c->alloc_direct = false;
-    if (c->linger)
+    if (c->st == CONN_LINGER)
         *buf = uv_buf_init(c->srv->discard, sizeof c->srv->discard);
     else if (c->tls) /* libuv calls on_read before it allocates again: one buffer serves all */
         *buf = uv_buf_init(c->srv->tls_rbuf, sizeof c->srv->tls_rbuf);
     else
-        input_alloc(c, buf);
+        bm_srv_input_alloc(c, buf);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
@@ -1196,15 +700,15 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 /* Reads while there is room; stops when the buffer is full of unparsed input. */
 static void conn_update_reading(conn_t *c)
 {
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return;
     bool want;
-    if (c->linger)
+    if (c->st == CONN_LINGER)
         want = true;
-    else if (c->peer_eof || c->finishing)
+    else if (c->peer_eof || c->st >= CONN_FINISHING)
         want = false;
     else
-        want = input_room(c);
+        want = bm_srv_input_room(c);
     if (want && !c->reading) {
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
             c->reading = true;
@@ -1214,34 +718,34 @@ static void conn_update_reading(conn_t *c)
     }
 }
 
-/* Takes nread bytes (or the end, or an error) that arrived in `buf` (input_alloc's). */
-static void conn_input(conn_t *c, ssize_t nread, const uv_buf_t *buf, bool direct)
+/* Takes nread bytes (or the end, or an error) that arrived in `buf` (bm_srv_input_alloc's). */
+void bm_srv_conn_input(conn_t *c, ssize_t nread, const uv_buf_t *buf, bool direct)
 {
     if (nread == 0) {
-        conn_release_input(c);
+        bm_srv_conn_release_input(c);
         return;
     }
-    if (c->linger) {
+    if (c->st == CONN_LINGER) {
         if (nread < 0)
-            conn_close(c);
+            bm_srv_conn_close(c);
         return;
     }
     if (nread < 0) {
-        conn_release_input(c);
+        bm_srv_conn_release_input(c);
         if (nread != UV_EOF || c->req.owned) {
             /* A reset, or a client that left while its request was being handled. */
-            conn_close(c);
+            bm_srv_conn_close(c);
             return;
         }
         /* A half close: answer what is buffered, then close. */
         c->peer_eof = true;
-        conn_hold(c);
+        bm_srv_conn_hold(c);
         conn_update_reading(c);
         conn_process(c);
-        conn_unref(c);
+        bm_srv_conn_unref(c);
         return;
     }
-    conn_hold(c);
+    bm_srv_conn_hold(c);
     if (direct) {
         size_t used;
         bm_http1_feed(c->parser, buf->base, (size_t)nread, &used);
@@ -1251,7 +755,7 @@ static void conn_input(conn_t *c, ssize_t nread, const uv_buf_t *buf, bool direc
         c->in_len += (size_t)nread;
     }
     conn_process(c);
-    conn_unref(c);
+    bm_srv_conn_unref(c);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -1259,73 +763,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     conn_t *c = s->data;
     bool direct = c->alloc_direct;
     c->alloc_direct = false;
-    if (c->closing)
+    if (c->st == CONN_CLOSED)
         return;
-    if (c->tls && nread > 0 && !c->linger) {
-        if (bm_tls_conn_feed(c->tls, buf->base, (size_t)nread) != 0)
-            conn_close(c);
-        else
-            tls_pump(c);
-        return;
-    }
-    conn_input(c, nread, buf, direct);
-}
-
-/* A handshake or record failed: the client learns why from the alert, we from the log. */
-static void tls_fail(conn_t *c)
-{
-    bool ready = bm_tls_conn_ready(c->tls);
-    bm_log_limited(&c->srv->tls_log_lim, BM_LOG_WARN, "server: TLS %s %s failed: %s",
-                   ready ? "session with" : "handshake with", c->peer, bm_tls_conn_error(c->tls));
-    char alert[256];
-    size_t n = bm_tls_conn_take(c->tls, alert, sizeof alert);
-    if (n > 0) {
-        uv_buf_t one = uv_buf_init(alert, (unsigned)n);
-        uv_try_write((uv_stream_t *)&c->tcp, &one, 1); /* best effort: we close anyway */
-    }
-    conn_close(c);
-}
-
-/*
- * Decrypts what the TLS session holds into the input while there is room for it, each
- * piece taken as a plain read would be, then sends what the session has for the peer
- * (handshake messages, tickets). What does not fit waits in the session: conn_process
- * pumps again once the input was consumed.
- */
-static void tls_pump(conn_t *c)
-{
-    if (c->tls_pumping || c->closing)
-        return;
-    c->tls_pumping = true;
-    conn_hold(c);
-    while (!c->closing && !c->linger && !c->peer_eof && input_room(c)) {
-        uv_buf_t buf;
-        c->alloc_direct = false;
-        input_alloc(c, &buf);
-        bool direct = c->alloc_direct;
-        c->alloc_direct = false;
-        if (!buf.base || buf.len == 0) {
-            conn_close(c);
-            break;
-        }
-        ssize_t n = bm_tls_conn_read(c->tls, buf.base, buf.len);
-        if (n > 0) {
-            conn_input(c, n, &buf, direct);
-        } else if (n == 0) {
-            conn_release_input(c); /* more ciphertext needed */
-            break;
-        } else if (n == BM_ECLOSED) {
-            conn_input(c, UV_EOF, &buf, false); /* close_notify: the client's end */
-            break;
-        } else {
-            tls_fail(c);
-            break;
-        }
-    }
-    c->tls_pumping = false;
-    if (!c->closing && bm_tls_conn_out_len(c->tls) > 0)
-        conn_flush(c);
-    conn_unref(c);
+    if (c->tls && nread > 0 && c->st != CONN_LINGER)
+        bm_srv_tls_received(c, buf->base, (size_t)nread);
+    else
+        bm_srv_conn_input(c, nread, buf, direct);
 }
 
 /* ---- the parser's events --------------------------------------------------------- */
@@ -1343,7 +786,7 @@ static int on_head(void *ud, const bm_http1_head_t *h)
     }
     if (h->expect_continue) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        if (!queue_copy(c, cont, sizeof cont - 1))
+        if (!bm_srv_queue_copy(c, cont, sizeof cont - 1))
             return 503;
     }
     return 0;
@@ -1371,7 +814,7 @@ static const bm_http1_callbacks_t parser_cbs = {on_head, on_body, NULL};
 
 /* ---- request processing ------------------------------------------------------------ */
 
-static void split_target(bm_req_t *r)
+void bm_srv_split_target(bm_req_t *r)
 {
     const char *t = r->target ? r->target : r->head->target;
     size_t n = strlen(t);
@@ -1403,12 +846,12 @@ static void dispatch(conn_t *c)
         body->data[body->len] = '\0';
     uint64_t start = r->start_us;
     *r = (bm_req_t){.conn = c, .head = h, .body = body, .start_us = start, .owned = true};
-    split_target(r);
+    bm_srv_split_target(r);
     c->fresh = false;
     c->keep_alive = h->keep_alive && !srv->shutting_down && !c->peer_eof;
     c->drain_armed = c->pending > srv->opts.write_high_water;
     clear_deadline(c);
-    conn_hold(c); /* the request's reference, dropped when it ends */
+    bm_srv_conn_hold(c); /* the request's reference, dropped when it ends */
     srv->handler(r, srv->ud);
 }
 
@@ -1419,20 +862,21 @@ static void dispatch(conn_t *c)
  */
 static void process_input(conn_t *c)
 {
-    while (!c->closing && !c->req.owned) {
+    while (c->st != CONN_CLOSED && !c->req.owned) {
         bm_http1_phase_t ph = bm_http1_phase(c->parser);
         if (ph == BM_HTTP1_COMPLETE) {
             dispatch(c);
             continue;
         }
         if (ph == BM_HTTP1_FAILED && !c->error_sent) {
-            conn_send_error(c, bm_http1_error_status(c->parser), bm_http1_error_message(c->parser));
+            bm_srv_conn_send_error(c, bm_http1_error_status(c->parser),
+                                   bm_http1_error_message(c->parser));
             continue;
         }
         /* close_after waits for a request being received (graceful shutdown lets it
          * finish), unless the server already answered it with an error. */
-        if (c->close_after && (ph == BM_HTTP1_IDLE || c->error_sent || c->broken)) {
-            c->finishing = true;
+        if (c->st >= CONN_CLOSE_AFTER && (ph == BM_HTTP1_IDLE || c->error_sent || c->broken)) {
+            bm_srv_conn_set_state(c, CONN_FINISHING);
             break;
         }
         if (c->pending > c->srv->opts.write_high_water)
@@ -1441,9 +885,9 @@ static void process_input(conn_t *c)
             if (c->peer_eof) {
                 /* Half-closed: nothing more will come. A partial request is dropped. */
                 if (ph == BM_HTTP1_IDLE)
-                    c->close_after = true;
+                    bm_srv_conn_set_state(c, CONN_CLOSE_AFTER);
                 else
-                    conn_close(c);
+                    bm_srv_conn_close(c);
                 continue;
             }
             break;
@@ -1456,27 +900,27 @@ static void process_input(conn_t *c)
 
 static void conn_process(conn_t *c)
 {
-    if (c->in_process || c->closing)
+    if (c->in_process || c->st == CONN_CLOSED)
         return;
-    conn_hold(c);
+    bm_srv_conn_hold(c);
     for (;;) {
         c->in_process = true;
         process_input(c);
         c->in_process = false; /* callbacks run by the flush may queue more */
-        conn_flush(c);
+        bm_srv_conn_flush(c);
         /* uv_try_write may have drained the queue that stopped the loop. */
-        if (c->closing || c->req.owned || c->finishing || c->in_off == c->in_len ||
+        if (c->st >= CONN_FINISHING || c->req.owned || c->in_off == c->in_len ||
             c->pending > c->srv->opts.write_high_water)
             break;
     }
-    if (!c->closing) {
-        conn_release_input(c);
+    if (c->st != CONN_CLOSED) {
+        bm_srv_conn_release_input(c);
         conn_update_deadline(c, false);
         conn_update_reading(c);
     }
-    if (c->tls && !c->closing && bm_tls_conn_has_input(c->tls))
-        tls_pump(c); /* plaintext that did not fit before */
-    conn_unref(c);
+    if (c->tls && c->st != CONN_CLOSED && bm_tls_conn_has_input(c->tls))
+        bm_srv_tls_pump(c); /* plaintext that did not fit before */
+    bm_srv_conn_unref(c);
 }
 
 /* ---- accepting --------------------------------------------------------------------- */
@@ -1495,6 +939,8 @@ static void on_connection(uv_stream_t *ls, int status)
         return;
     }
     c->srv = srv;
+    bm_link_init(&c->link);
+    bm_link_init(&c->dirty_link);
     c->refs = 1; /* the handles' reference */
     c->handles_open = 2;
     c->fresh = true;
@@ -1518,7 +964,7 @@ static void on_connection(uv_stream_t *ls, int status)
         if (rc == 0 && srv->nconns >= srv->opts.max_connections)
             bm_log_limited(&srv->log_lim, BM_LOG_WARN,
                            "server: %zu connections open, refusing another", srv->nconns);
-        c->closing = true;
+        bm_srv_conn_set_state(c, CONN_CLOSED);
         uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
         uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
         return;
@@ -1534,391 +980,12 @@ static void on_connection(uv_stream_t *ls, int status)
         else if (ss.ss_family == AF_INET)
             uv_ip4_name((struct sockaddr_in *)&ss, c->peer, sizeof c->peer);
     }
-    c->next = srv->conns;
-    if (srv->conns)
-        srv->conns->prev = c;
-    srv->conns = c;
+    bm_list_push_front(&srv->conns, &c->link);
     srv->nconns++;
     conn_update_deadline(c, false);
     conn_update_reading(c);
     if (!c->reading)
-        conn_close(c);
-}
-
-/* ---- the request ----------------------------------------------------------------- */
-
-const char *bm_req_method(const bm_req_t *req)
-{
-    return req->head->method;
-}
-
-const char *bm_req_target(const bm_req_t *req)
-{
-    return req->target ? req->target : req->head->target;
-}
-
-int bm_req_add_resp_fields(bm_req_t *req, const bm_hdrs_t *h)
-{
-    if (!req->extra) {
-        req->extra = malloc(sizeof *req->extra);
-        if (!req->extra)
-            return BM_ENOMEM;
-        bm_hdrs_init(req->extra);
-    }
-    for (size_t i = 0; i < h->n; i++)
-        if (bm_hdrs_add(req->extra, h->items[i].name, h->items[i].name_len, h->items[i].value,
-                        h->items[i].value_len) != 0)
-            return BM_ENOMEM;
-    return 0;
-}
-
-int bm_req_set_target(bm_req_t *req, const char *target, size_t len)
-{
-    if (len == 0 || target[0] != '/' || memchr(target, '\0', len))
-        return BM_EINVAL;
-    char *t = malloc(len + 1);
-    if (!t)
-        return BM_ENOMEM;
-    memcpy(t, target, len);
-    t[len] = '\0';
-    free(req->target);
-    req->target = t;
-    split_target(req);
-    return 0;
-}
-
-const char *bm_req_path(const bm_req_t *req, size_t *len)
-{
-    if (len)
-        *len = req->path_len;
-    return req->path;
-}
-
-const char *bm_req_query(const bm_req_t *req, size_t *len)
-{
-    if (len)
-        *len = req->query_len;
-    return req->query;
-}
-
-const bm_hdrs_t *bm_req_headers(const bm_req_t *req)
-{
-    return req->head->headers;
-}
-
-size_t bm_req_remove_header(bm_req_t *req, const char *name)
-{
-    /* the fields belong to this connection's parser, which reads them no more once the
-     * request was dispatched: removing one in place is safe */
-    return bm_hdrs_remove((bm_hdrs_t *)req->head->headers, name);
-}
-
-const char *bm_req_header(const bm_req_t *req, const char *name)
-{
-    return bm_hdrs_get(req->head->headers, name);
-}
-
-bm_buf_t *bm_req_body(const bm_req_t *req)
-{
-    return req->body && req->body->len ? req->body : NULL;
-}
-
-const char *bm_req_peer(const bm_req_t *req)
-{
-    return req->conn->peer;
-}
-
-uint64_t bm_req_start_us(const bm_req_t *req)
-{
-    return req->start_us;
-}
-
-bool bm_req_client_gone(const bm_req_t *req)
-{
-    return req->conn->closing;
-}
-
-void bm_req_on_abort(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *ud)
-{
-    conn_t *c = req->conn;
-    req->abort_cb = cb;
-    req->abort_ud = ud;
-    /* Registered after the client left: run it from the loop, never from inside this call. */
-    if (cb && c->closing && req->owned && !req->aborted)
-        dirty_add(c);
-}
-
-void bm_req_set_data(bm_req_t *req, void *data)
-{
-    req->data = data;
-}
-
-void *bm_req_get_data(const bm_req_t *req)
-{
-    return req->data;
-}
-
-/* ---- the response ------------------------------------------------------------------ */
-
-/* Allocation failed half-way through a response: close from the loop, not from here. */
-static void conn_break(conn_t *c)
-{
-    c->close_after = true;
-    c->keep_alive = false;
-    c->broken = true;
-    dirty_add(c);
-}
-
-static int resp_start(bm_req_t *r, int status, const bm_hdrs_t *hdrs, const char *ctype,
-                      int64_t content_length)
-{
-    conn_t *c = r->conn;
-    if (!r->owned || r->started || status < 200 || status > 599)
-        return BM_EINVAL;
-    r->started = true;
-    if (c->closing)
-        return BM_ECLOSED;
-    const bm_http1_head_t *h = r->head;
-    head_spec_t hs = {.status = status, .hdrs = hdrs, .extra = r->extra, .content_type = ctype};
-    hs.http10 = h->version_minor == 0;
-    if (status == 204 || status == 304) {
-        hs.mode = RESP_NOBODY;
-        r->suppress_body = true;
-    } else if (content_length >= 0) {
-        hs.mode = RESP_FIXED;
-        hs.content_length = (uint64_t)content_length;
-        r->remaining = (uint64_t)content_length;
-    } else if (!hs.http10) {
-        hs.mode = RESP_CHUNKED;
-    } else {
-        hs.mode = RESP_UNTIL_CLOSE;
-        if (!h->is_head)
-            c->keep_alive = false;
-    }
-    if (h->is_head)
-        r->suppress_body = true;
-    if (hdrs) {
-        const char *cv = bm_hdrs_get(hdrs, "connection");
-        if (cv && bm_header_listed_in_connection(cv, "close", 5))
-            c->keep_alive = false;
-    }
-    if (c->srv->shutting_down)
-        c->keep_alive = false;
-    hs.keep_alive = c->keep_alive;
-    r->mode = hs.mode;
-    if (!queue_head(c, &hs)) {
-        conn_break(c);
-        return BM_ENOMEM;
-    }
-    arm_drain(c);
-    conn_mark_dirty(c);
-    return 0;
-}
-
-int bm_resp_start(bm_req_t *req, int status, const bm_hdrs_t *hdrs, int64_t content_length)
-{
-    return resp_start(req, status, hdrs, NULL, content_length);
-}
-
-/* Queues body bytes from `b` (referenced) or `p` (copied). */
-static int resp_body(bm_req_t *r, bm_buf_t *b, const void *p, size_t n)
-{
-    conn_t *c = r->conn;
-    if (!r->owned || !r->started)
-        return BM_EINVAL;
-    if (c->closing || c->broken)
-        return BM_ECLOSED;
-    if (n == 0 || r->suppress_body)
-        return 0;
-    int rc = 0;
-    bool ok = true;
-    switch (r->mode) {
-    case RESP_FIXED:
-        if (n > r->remaining) {
-            bm_log_limited(&c->srv->log_lim, BM_LOG_WARN,
-                           "server: response body longer than its Content-Length; cut");
-            n = (size_t)r->remaining;
-            rc = BM_ETOOBIG;
-        }
-        r->remaining -= n;
-        ok = b ? queue_buf(c, b, 0, n) : queue_copy(c, p, n);
-        break;
-    case RESP_CHUNKED: {
-        char hdr[24];
-        char *w = put_hex(hdr, n);
-        w = PUT_LIT(w, "\r\n");
-        ok = queue_copy(c, hdr, (size_t)(w - hdr)) &&
-             (b ? queue_buf(c, b, 0, n) : queue_copy(c, p, n)) && queue_copy(c, "\r\n", 2);
-        break;
-    }
-    case RESP_UNTIL_CLOSE:
-        ok = b ? queue_buf(c, b, 0, n) : queue_copy(c, p, n);
-        break;
-    default:
-        break;
-    }
-    if (!ok) {
-        conn_break(c);
-        return BM_ENOMEM;
-    }
-    arm_drain(c);
-    conn_mark_dirty(c);
-    return rc;
-}
-
-int bm_resp_write(bm_req_t *req, bm_buf_t *b)
-{
-    if (!b)
-        return req->owned && req->started ? 0 : BM_EINVAL;
-    return resp_body(req, b, NULL, b->len);
-}
-
-int bm_resp_write_copy(bm_req_t *req, const void *p, size_t n)
-{
-    return resp_body(req, NULL, p, n);
-}
-
-/* Forgets the request (the handler gave it back) and drops its reference. */
-static void req_release(conn_t *c)
-{
-    bm_req_t *r = &c->req;
-    r->owned = false;
-    free(r->target);
-    r->target = NULL;
-    if (r->extra) {
-        bm_hdrs_dispose(r->extra);
-        free(r->extra);
-        r->extra = NULL;
-    }
-    bm_buf_unref(r->body);
-    r->body = NULL;
-    r->abort_cb = NULL;
-    r->drain_cb = NULL;
-    r->data = NULL;
-    bm_http1_next(c->parser);
-    conn_unref(c);
-}
-
-static void resp_finish(bm_req_t *r, bool abort)
-{
-    conn_t *c = r->conn;
-    if (!r->owned) {
-        bm_log(BM_LOG_ERROR, "server: a request was ended twice");
-        return;
-    }
-    conn_hold(c);
-    if (!c->closing) {
-        if (abort) {
-            c->keep_alive = false;
-        } else if (r->mode == RESP_FIXED && r->remaining > 0 && !r->suppress_body) {
-            c->keep_alive = false; /* a truncated body: only the close can say so */
-        } else if (r->mode == RESP_CHUNKED && !r->suppress_body) {
-            if (!queue_copy(c, "0\r\n\r\n", 5))
-                conn_break(c);
-        } else if (r->mode == RESP_UNTIL_CLOSE && !r->suppress_body) {
-            c->keep_alive = false;
-        }
-        if (!c->keep_alive || c->srv->shutting_down || c->broken)
-            c->close_after = true;
-    }
-    req_release(c);
-    if (!c->closing && !c->in_process)
-        conn_schedule(c); /* the flush, the next pipelined request, or the close */
-    conn_unref(c);
-}
-
-static void resp_json_error(bm_req_t *r, int status, const char *msg)
-{
-    bm_buf_t *body = error_body(status, msg);
-    if (!body) {
-        resp_finish(r, true);
-        return;
-    }
-    resp_start(r, status, NULL, "application/json", (int64_t)body->len);
-    resp_body(r, body, NULL, body->len);
-    bm_buf_unref(body);
-    resp_finish(r, false);
-}
-
-void bm_resp_end(bm_req_t *req)
-{
-    if (req->owned && !req->started && !req->conn->closing) {
-        bm_log_limited(&req->conn->srv->log_lim, BM_LOG_ERROR,
-                       "server: handler ended %s %s without an answer", req->head->method,
-                       bm_req_target(req));
-        resp_json_error(req, 500, "no answer");
-        return;
-    }
-    resp_finish(req, false);
-}
-
-void bm_resp_abort(bm_req_t *req)
-{
-    if (req->owned && !req->started && !req->conn->closing) {
-        resp_json_error(req, 502, "upstream failed");
-        return;
-    }
-    resp_finish(req, true);
-}
-
-void bm_resp_send(bm_req_t *req, int status, const char *content_type, bm_buf_t *body,
-                  const bm_hdrs_t *extra)
-{
-    size_t n = body ? body->len : 0;
-    if (resp_start(req, status, extra, content_type, (int64_t)n) == 0 && n)
-        resp_body(req, body, NULL, n);
-    resp_finish(req, false);
-}
-
-void bm_resp_error(bm_req_t *req, int status, const char *fmt, ...)
-{
-    if (req->started) {
-        /* Too late for a status: the client sees a truncated answer instead. */
-        bm_resp_abort(req);
-        return;
-    }
-    bm_str_t s = BM_STR_INIT;
-    va_list ap;
-    va_start(ap, fmt);
-    bm_str_vprintf(&s, fmt, ap);
-    va_end(ap);
-    const char *msg = s.oom ? "error" : bm_str_data(&s);
-    resp_json_error(req, status < 200 || status > 599 ? 500 : status, msg);
-    bm_str_dispose(&s);
-}
-
-size_t bm_resp_pending_bytes(const bm_req_t *req)
-{
-    return req->conn->pending;
-}
-
-size_t bm_resp_unsent_bytes(const bm_req_t *req)
-{
-    const conn_t *c = req->conn;
-    size_t n = c->pending;
-    uv_os_fd_t fd;
-    int q = 0;
-    if (!c->closing && uv_fileno((const uv_handle_t *)&c->tcp, &fd) == 0 &&
-        ioctl(fd, SIOCOUTQ, &q) == 0 && q > 0)
-        n += (size_t)q;
-    return n;
-}
-
-bool bm_resp_writable(const bm_req_t *req)
-{
-    const conn_t *c = req->conn;
-    return c->closing || c->pending <= c->srv->opts.write_high_water;
-}
-
-void bm_resp_on_drain(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *ud)
-{
-    req->drain_cb = cb;
-    req->drain_ud = ud;
-}
-
-bool bm_resp_started(const bm_req_t *req)
-{
-    return req->started;
+        bm_srv_conn_close(c);
 }
 
 /* ---- the server ---------------------------------------------------------------------- */
@@ -1955,21 +1022,21 @@ static void srv_maybe_done(bm_server_t *srv)
 static void on_check(uv_check_t *h)
 {
     bm_server_t *srv = h->data;
-    while (srv->dirty) {
-        conn_t *c = srv->dirty;
+    while (!bm_list_empty(&srv->dirty)) {
+        conn_t *c = bm_list_first(&srv->dirty, conn_t, dirty_link);
         dirty_remove(c);
-        conn_hold(c);
-        if (c->closing) {
+        bm_srv_conn_hold(c);
+        if (c->st == CONN_CLOSED) {
             conn_fire_abort(c);
         } else if (c->broken) {
-            conn_close(c);
+            bm_srv_conn_close(c);
         } else if (c->need_process) {
             c->need_process = false;
             conn_process(c);
         } else {
-            conn_flush(c);
+            bm_srv_conn_flush(c);
         }
-        conn_unref(c);
+        bm_srv_conn_unref(c);
     }
     if (srv->done_pending) {
         srv->done_pending = false;
@@ -1981,7 +1048,7 @@ static void on_check(uv_check_t *h)
             srv->done(srv, srv->done_ud); /* may free the server */
         return;
     }
-    if (!srv->dirty)
+    if (bm_list_empty(&srv->dirty))
         uv_idle_stop(&srv->idle);
 }
 
@@ -1991,6 +1058,8 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
     bm_server_t *srv = calloc(1, sizeof *srv);
     if (!srv)
         return NULL;
+    bm_link_init(&srv->conns);
+    bm_link_init(&srv->dirty);
     bm_server_opts_t def;
     bm_server_opts_default(&def);
     srv->opts = opts ? *opts : def;
@@ -2073,13 +1142,6 @@ int bm_server_listen(bm_server_t *srv, const char *host, int port)
     return 0;
 }
 
-void bm_server_set_tls(bm_server_t *srv, bm_tls_ctx_t *ctx)
-{
-    bm_tls_ctx_t *old = srv->tls;
-    srv->tls = ctx ? bm_tls_ctx_ref(ctx) : NULL;
-    bm_tls_ctx_unref(old);
-}
-
 int bm_server_port(const bm_server_t *srv)
 {
     return srv->listening ? srv->port : -1;
@@ -2107,8 +1169,8 @@ static void on_grace(uv_timer_t *t)
     bm_server_t *srv = t->data;
     if (srv->nconns)
         bm_log(BM_LOG_INFO, "server: grace period over, closing %zu connections", srv->nconns);
-    while (srv->conns)
-        conn_close(srv->conns);
+    while (!bm_list_empty(&srv->conns))
+        bm_srv_conn_close(bm_list_first(&srv->conns, conn_t, link));
 }
 
 void bm_server_shutdown(bm_server_t *srv, uint32_t grace_ms,
@@ -2123,18 +1185,18 @@ void bm_server_shutdown(bm_server_t *srv, uint32_t grace_ms,
         srv->listener_closing = true;
         uv_close((uv_handle_t *)&srv->listener, on_srv_handle_closed);
     }
-    conn_t *next;
-    for (conn_t *c = srv->conns; c; c = next) {
-        next = c->next;
+    bm_link_t *l, *nx;
+    bm_list_for_each_safe (l, nx, &srv->conns) {
+        conn_t *c = bm_list_entry(l, conn_t, link);
         c->keep_alive = false;
-        if (c->req.owned || c->finishing || c->linger)
+        if (c->req.owned || c->st >= CONN_FINISHING)
             continue; /* closes after its answer, or is closing already */
         if (bm_http1_phase(c->parser) == BM_HTTP1_IDLE && c->pending == 0) {
-            conn_close(c); /* idle */
+            bm_srv_conn_close(c); /* idle */
             continue;
         }
-        c->close_after = true;
-        conn_schedule(c);
+        bm_srv_conn_set_state(c, CONN_CLOSE_AFTER);
+        bm_srv_conn_schedule(c);
     }
     uv_timer_start(&srv->grace, on_grace, grace_ms, 0);
     srv_maybe_done(srv);
@@ -2144,11 +1206,11 @@ void bm_server_free(bm_server_t *srv)
 {
     if (!srv || srv->freeing)
         return;
-    if (srv->conns)
+    if (!bm_list_empty(&srv->conns))
         bm_log(BM_LOG_ERROR, "server: freed with %zu connections open", srv->nconns);
     srv->freeing = true;
-    while (srv->conns)
-        conn_close(srv->conns);
+    while (!bm_list_empty(&srv->conns))
+        bm_srv_conn_close(bm_list_first(&srv->conns, conn_t, link));
     if (!srv->listener_closing) {
         srv->listener_closing = true;
         uv_close((uv_handle_t *)&srv->listener, on_srv_handle_closed);

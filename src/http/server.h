@@ -128,6 +128,10 @@ const char *bm_req_path(const bm_req_t *req, size_t *len);
 /** The query part after '?' (without it), or NULL when there is none. */
 const char *bm_req_query(const bm_req_t *req, size_t *len);
 
+/** Query parameter `name` of the request into out[0..cap) (see bm_url_query_param: its
+ *  length, BM_ENOTFOUND when absent, BM_ETOOBIG when it does not fit). */
+int bm_req_query_param(const bm_req_t *req, const char *name, char *out, size_t cap);
+
 /** All request header fields in arrival order. Borrowed; valid while the request lives. */
 const bm_hdrs_t *bm_req_headers(const bm_req_t *req);
 

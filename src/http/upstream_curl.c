@@ -46,6 +46,7 @@
 #include "base/clock.h"
 #include "base/defaults.h"
 #include "base/err.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "http/upstream_impl.h"
 
@@ -69,7 +70,7 @@ typedef struct sock {
     uv_poll_t poll;
     bm_upcurl_t *up;
     curl_socket_t fd;
-    struct sock *prev, *next;
+    bm_link_t link; /* on the client's socks */
 } sock_t;
 
 struct cx {
@@ -140,7 +141,7 @@ struct bm_upcurl {
 
     cx_t *q_head, *q_tail;
     cx_t *xfers;
-    sock_t *socks;
+    bm_link_t socks; /* the sockets libcurl watches (sock_t) */
     size_t active;
 
     cx_t *xfer_pool[XFER_POOL_MAX];
@@ -272,12 +273,8 @@ static void on_sock_closed(uv_handle_t *h)
 
 static void sock_close(bm_upcurl_t *up, sock_t *sk)
 {
-    if (sk->prev)
-        sk->prev->next = sk->next;
-    else
-        up->socks = sk->next;
-    if (sk->next)
-        sk->next->prev = sk->prev;
+    (void)up; /* the list it leaves is the client's: no head to update */
+    bm_link_unlink(&sk->link);
     uv_close((uv_handle_t *)&sk->poll, on_sock_closed);
 }
 
@@ -326,10 +323,7 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *s
         sk->poll.data = sk;
         sk->up = up;
         sk->fd = s;
-        sk->next = up->socks;
-        if (up->socks)
-            up->socks->prev = sk;
-        up->socks = sk;
+        bm_list_push_front(&up->socks, &sk->link);
         curl_multi_assign(up->multi, s, sk);
     }
     int ev = 0;
@@ -964,6 +958,7 @@ bm_upcurl_t *bm_upcurl_new(uv_loop_t *loop, const bm_upstream_opts_t *opts,
         bm_log(BM_LOG_ERROR, "upstream: out of memory");
         return NULL;
     }
+    bm_link_init(&up->socks);
     up->opts = *opts;
     up->on_closed = on_closed;
     up->closed_ud = ud;
@@ -1032,8 +1027,8 @@ static void teardown(bm_upcurl_t *up)
     curl_multi_cleanup(up->multi);
     up->in_curl--;
     up->multi = NULL;
-    while (up->socks)
-        sock_close(up, up->socks);
+    while (!bm_list_empty(&up->socks))
+        sock_close(up, bm_list_first(&up->socks, sock_t, link));
     uv_close((uv_handle_t *)&up->timer, on_up_closed);
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/json.h"
 
 typedef struct reader {
     const char *p, *end;
@@ -28,17 +29,6 @@ static void skip_ws(reader_t *r)
 static bool is_digit(char c)
 {
     return c >= '0' && c <= '9';
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 static void put_utf8(bm_str_t *s, uint32_t cp)
@@ -73,7 +63,7 @@ static int hex4(reader_t *r, uint32_t *cp)
         return BM_EINVAL;
     uint32_t v = 0;
     for (int i = 0; i < 4; i++) {
-        int h = hexval(r->p[i]);
+        int h = bm_hexval(r->p[i]);
         if (h < 0)
             return BM_EINVAL;
         v = v << 4 | (uint32_t)h;
@@ -147,7 +137,7 @@ static bool is_hex_string(const char *s, size_t n)
     if (n < 2 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
         return false;
     for (size_t i = 2; i < n; i++)
-        if (hexval(s[i]) < 0)
+        if (bm_hexval(s[i]) < 0)
             return false;
     return true;
 }

@@ -5,7 +5,7 @@
  */
 #include "read/pick.h"
 
-#define MAX_NODES 64
+#include "base/defaults.h"
 
 int bm_pick_set_of(bm_node_state_t s)
 {
@@ -40,8 +40,8 @@ size_t bm_pick_order(const bm_pick_node_t *nodes, size_t n, const bm_pick_opts_t
     size_t got = 0;
     bool have_prev = false;
     uint64_t prev = 0;
-    if (n > MAX_NODES)
-        n = MAX_NODES;
+    if (n > BM_MAX_NODES)
+        n = BM_MAX_NODES;
     while (got < want) {
         /* the next group: the smallest key above the previous one */
         bool found = false;
@@ -57,8 +57,8 @@ size_t bm_pick_order(const bm_pick_node_t *nodes, size_t n, const bm_pick_opts_t
         }
         if (!found)
             break;
-        bm_balance_item_t items[MAX_NODES];
-        size_t idx[MAX_NODES], sub[MAX_NODES], m = 0;
+        bm_balance_item_t items[BM_MAX_NODES];
+        size_t idx[BM_MAX_NODES], sub[BM_MAX_NODES], m = 0;
         for (size_t i = 0; i < n; i++) {
             if (eligible(&nodes[i], o) && key_of(&nodes[i], o) == key) {
                 items[m] = nodes[i].item;

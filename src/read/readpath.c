@@ -29,7 +29,6 @@
 #include "read/pick.h"
 #include "read/sticky.h"
 
-#define MAX_NODES 64
 #define MAX_PARALLEL 16                /* attempts of one exchange at once */
 #define MAX_KEPT_BODY (64 * 1024)      /* a failed answer kept to relay if all fail */
 #define MAX_CONSENSUS_BODY (64u << 20) /* an answer compared for consensus */
@@ -56,7 +55,7 @@ struct bm_readpath {
     bm_pool_t *pool;
     bm_discovery_t *disc;
     bm_readpath_opts_t opts;
-    node_state_t node[MAX_NODES];
+    node_state_t node[BM_MAX_NODES];
     bm_rules_t *rules;
     bm_sticky_t *sticky;
     bm_rng_t rng;
@@ -202,13 +201,11 @@ bm_readpath_t *bm_readpath_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *po
     bm_rng_seed(&rp->rng, rp->opts.seed ? rp->opts.seed : bm_clock_now_ms() ^ (uintptr_t)rp);
     bm_hedge_budget_init(&rp->budget, rp->opts.hedge_max_ratio_milli / 1000.0, 10);
     uint64_t now = uv_now(loop);
-    for (size_t i = 0; i < MAX_NODES; i++) {
+    for (size_t i = 0; i < BM_MAX_NODES; i++) {
         bm_readpath_set_node(rp, i, &(bm_readpath_node_opts_t){.weight = 1});
         bm_breaker_init(&rp->node[i].breaker, &rp->opts.breaker);
     }
     (void)now;
-    rp->limit.window_ms = 10000;
-    rp->limit.burst = 10;
     return rp;
 }
 
@@ -224,7 +221,7 @@ void bm_readpath_free(bm_readpath_t *rp)
 
 void bm_readpath_set_node(bm_readpath_t *rp, size_t i, const bm_readpath_node_opts_t *o)
 {
-    if (i >= MAX_NODES)
+    if (i >= BM_MAX_NODES)
         return;
     node_state_t *ns = &rp->node[i];
     ns->o = *o;
@@ -251,7 +248,7 @@ const bm_readpath_counters_t *bm_readpath_counters(const bm_readpath_t *rp)
 
 const bm_breaker_t *bm_readpath_breaker(const bm_readpath_t *rp, size_t i)
 {
-    return i < MAX_NODES ? &rp->node[i].breaker : NULL;
+    return i < BM_MAX_NODES ? &rp->node[i].breaker : NULL;
 }
 
 /* ---- the score and the candidate order ---------------------------------------------- */
@@ -353,16 +350,26 @@ static int excluded(exchange_t *ex, size_t i, const bm_node_t *n, bool hedge, ui
     return 0;
 }
 
+/* True when `nd` has as many requests in flight as its connection pool holds: one more
+ * would wait for a connection behind them. */
+static bool busy(const node_state_t *ns, const bm_node_t *nd)
+{
+    return ns->o.max_in_flight && nd->stats.in_flight >= ns->o.max_in_flight;
+}
+
 /* The next node for an attempt of `ex`, or NULL; *wait gets the shortest wait of a node
- * that only lacks a token (0: none). */
+ * that only lacks a token (0: none). A busy node is a candidate only when every other one
+ * is excluded or busy too: a free node of a later set or tier is asked before it, and a
+ * read that finds every node busy still queues on the best of them. */
 static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *wait)
 {
     bm_readpath_t *rp = ex->rp;
     size_t n = bm_pool_count(rp->pool);
-    bm_pick_node_t cand[MAX_NODES];
+    bm_pick_node_t cand[BM_MAX_NODES];
+    bool any_busy = false;
     *wait = 0;
-    if (n > MAX_NODES)
-        n = MAX_NODES;
+    if (n > BM_MAX_NODES)
+        n = BM_MAX_NODES;
     for (size_t i = 0; i < n; i++) {
         bm_node_t *nd = bm_pool_node(rp->pool, i);
         node_state_t *ns = &rp->node[i];
@@ -372,18 +379,30 @@ static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *
         if (why == 2 && (*wait == 0 || w < *wait))
             *wait = w;
         node_terms(rp, nd, &t);
+        bool full = why == 0 && busy(ns, nd);
+        any_busy |= full;
         cand[i] = (bm_pick_node_t){
             .set = bm_pick_set_of(nd->state),
             .priority = ns->o.priority,
             .archive = ns->o.archive,
-            .available = why == 0,
+            .available = why == 0 && !full,
             .item = {ns->o.weight, t.score, nd->stats.in_flight, &ns->rr},
         };
     }
     bm_pick_opts_t po = {ex->s.strategy, ex->archive_first, ex->archive_only};
     size_t order[1];
-    if (bm_pick_order(cand, n, &po, 1, &rp->rng, order) == 0)
-        return NULL;
+    if (bm_pick_order(cand, n, &po, 1, &rp->rng, order) == 0) {
+        if (!any_busy)
+            return NULL;
+        /* every node left is busy: the best of them, where the read waits for a connection */
+        for (size_t i = 0; i < n; i++)
+            cand[i].available = cand[i].available || busy(&rp->node[i], bm_pool_node(rp->pool, i));
+        if (bm_pick_order(cand, n, &po, 1, &rp->rng, order) == 0)
+            return NULL;
+        rp->c.busy_waits++;
+    } else if (any_busy) {
+        rp->c.busy_skips++;
+    }
     bm_node_t *best = bm_pool_node(rp->pool, order[0]);
     if (!ex->sticky || ex->started > 0)
         return best;
@@ -411,7 +430,7 @@ static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *
 static bool archive_available(exchange_t *ex)
 {
     bm_readpath_t *rp = ex->rp;
-    for (size_t i = 0; i < bm_pool_count(rp->pool) && i < MAX_NODES; i++) {
+    for (size_t i = 0; i < bm_pool_count(rp->pool) && i < BM_MAX_NODES; i++) {
         const bm_node_t *n = bm_pool_node(rp->pool, i);
         if (rp->node[i].o.archive && !(ex->tried & (1ull << i)) && bm_node_usable(n) &&
             (!ex->s.restrict_nodes || (ex->s.nodes & (1ull << i))))
@@ -1044,7 +1063,7 @@ static void record(exchange_t *ex, attempt_t *a, const bm_xfer_result_t *res)
 static bool same_answer(const attempt_t *a, const attempt_t *b)
 {
     const char *ct = bm_hdrs_get(&a->hdrs, "content-type");
-    bool ssz = ct && strncasecmp(ct, "application/octet-stream", 24) == 0;
+    bool ssz = bm_content_type_is_ssz(ct);
     return a->status == b->status &&
            bm_canon_equal(bm_str_data(&a->body), bm_str_len(&a->body), bm_str_data(&b->body),
                           bm_str_len(&b->body), ssz);
@@ -1447,7 +1466,7 @@ void bm_readpath_handle_ready(bm_readpath_t *rp, bm_req_t *req)
 void bm_readpath_node_json(bm_readpath_t *rp, size_t i, bm_str_t *o)
 {
     const bm_node_t *n = bm_pool_node(rp->pool, i);
-    if (!n || i >= MAX_NODES)
+    if (!n || i >= BM_MAX_NODES)
         return;
     node_state_t *ns = &rp->node[i];
     bm_score_terms_t t;
@@ -1481,7 +1500,8 @@ void bm_readpath_status_json(bm_str_t *o, void *ud)
                   "\"bucket_waits\":%llu,\"throttled\":%llu,\"ssz_refused\":%llu,"
                   "\"archive_routed\":%llu,\"archive_fallthrough\":%llu,"
                   "\"archive_missing\":%llu,\"consensus_agreed\":%llu,"
-                  "\"consensus_failed\":%llu,\"sticky_moves\":%llu}",
+                  "\"consensus_failed\":%llu,\"sticky_moves\":%llu,\"busy_skips\":%llu,"
+                  "\"busy_waits\":%llu}",
                   bm_balance_strategy_name(rp->opts.strategy), rp->active,
                   (unsigned long long)c->reads, (unsigned long long)c->attempts,
                   (unsigned long long)c->retries, (unsigned long long)c->hedges,
@@ -1491,5 +1511,6 @@ void bm_readpath_status_json(bm_str_t *o, void *ud)
                   (unsigned long long)c->throttled, (unsigned long long)c->ssz_refused,
                   (unsigned long long)c->archive_routed, (unsigned long long)c->archive_fallthrough,
                   (unsigned long long)c->archive_missing, (unsigned long long)c->consensus_agreed,
-                  (unsigned long long)c->consensus_failed, (unsigned long long)c->sticky_moves);
+                  (unsigned long long)c->consensus_failed, (unsigned long long)c->sticky_moves,
+                  (unsigned long long)c->busy_skips, (unsigned long long)c->busy_waits);
 }

@@ -57,6 +57,9 @@ typedef struct bm_readpath_node_opts {
     uint32_t weight;   /* >= 1 */
     bool archive;
     uint32_t autotune_min, autotune_max; /* requests per second; max 0: no bucket */
+    /* busy at this many requests in flight (its connection pool is full): passed over while
+     * another node of the set and tier is not; 0: never busy */
+    uint32_t max_in_flight;
 } bm_readpath_node_opts_t;
 
 typedef struct bm_readpath_opts {
@@ -161,7 +164,8 @@ void bm_readpath_status_json(bm_str_t *out, void *ud);
 typedef struct bm_readpath_counters {
     uint64_t reads, attempts, retries, hedges, hedges_won, hedges_refused, blocked,
         deadline_exceeded, breaker_skips, bucket_waits, throttled, ssz_refused, archive_routed,
-        archive_fallthrough, archive_missing, consensus_agreed, consensus_failed, sticky_moves;
+        archive_fallthrough, archive_missing, consensus_agreed, consensus_failed, sticky_moves,
+        busy_skips, busy_waits;
 } bm_readpath_counters_t;
 
 /** The current counters. */

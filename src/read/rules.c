@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "base/err.h"
+#include "base/json.h"
 
 #define MAX_SEGMENTS 32
 #define NORM_MAX 2048
@@ -136,17 +137,6 @@ bool bm_pattern_match(const bm_pattern_t *p, const char *path, size_t n)
     return false; /* the path has more segments */
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 size_t bm_rules_normalise(const char *path, size_t n, char *out, size_t cap)
 {
     size_t o = 0;
@@ -155,8 +145,8 @@ size_t bm_rules_normalise(const char *path, size_t n, char *out, size_t cap)
         n = (size_t)(q - path);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)path[i];
-        if (c == '%' && i + 2 < n && hexval(path[i + 1]) >= 0 && hexval(path[i + 2]) >= 0) {
-            c = (unsigned char)(hexval(path[i + 1]) * 16 + hexval(path[i + 2]));
+        if (c == '%' && i + 2 < n && bm_hexval(path[i + 1]) >= 0 && bm_hexval(path[i + 2]) >= 0) {
+            c = (unsigned char)(bm_hexval(path[i + 1]) * 16 + bm_hexval(path[i + 2]));
             i += 2;
         }
         if (c < 0x20 || c == 0x7f)

@@ -18,7 +18,7 @@ typedef struct entry {
 struct bm_sticky {
     entry_t *e;
     size_t mask;
-    size_t count[BM_STICKY_MAX_NODES];
+    size_t count[BM_MAX_NODES];
     size_t total;
 };
 
@@ -79,7 +79,7 @@ static void release(bm_sticky_t *s, entry_t *e)
 
 void bm_sticky_set(bm_sticky_t *s, uint64_t key, int node, uint64_t now_ms)
 {
-    if (node < 0 || node >= BM_STICKY_MAX_NODES)
+    if (node < 0 || node >= BM_MAX_NODES)
         return;
     key = fix(key);
     entry_t *e = find(s, key), *oldest = NULL;
@@ -111,7 +111,7 @@ void bm_sticky_drop(bm_sticky_t *s, uint64_t key)
 
 size_t bm_sticky_count(const bm_sticky_t *s, int node)
 {
-    return node >= 0 && node < BM_STICKY_MAX_NODES ? s->count[node] : 0;
+    return node >= 0 && node < BM_MAX_NODES ? s->count[node] : 0;
 }
 
 size_t bm_sticky_total(const bm_sticky_t *s)

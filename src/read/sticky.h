@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BM_STICKY_MAX_NODES 64
+#include "base/defaults.h"
 
 typedef struct bm_sticky bm_sticky_t;
 

@@ -171,8 +171,15 @@ class Beaconmux(Proc):
         return {u["id"]: u for u in self.status()["upstreams"]}
 
     def wait_state(self, node_id, state, timeout=10.0):
-        return wait_for(lambda: self.node_states().get(node_id) == state, timeout,
-                        what="%s to be %s" % (node_id, state))
+        try:
+            return wait_for(lambda: self.node_states().get(node_id) == state, timeout,
+                            what="%s to be %s" % (node_id, state))
+        except AssertionError as e:
+            ups = {u["id"]: u for u in self.status()["upstreams"]}
+            u = ups.get(node_id, {})
+            raise AssertionError("%s; it is %s (%s); beaconmux's last lines:\n%s" % (
+                e, u.get("state"), u.get("state_reason") or u.get("reason"),
+                "\n".join(self.stderr()[-40:]))) from None
 
 
 def http_request(port, method, path, body=None, headers=None, timeout=10.0):
@@ -251,6 +258,13 @@ def fake_root(slot):
     return "0x%064x" % (slot + 1)
 
 
+# The doubles' genesis, an hour ago, fixed once per test process: every double of a test
+# is on one network unless the test says otherwise. (Computed per double, two doubles made
+# on either side of a second boundary, as happens on a loaded machine, had genesis times a
+# second apart, and beaconmux rightly took one of them for a node on another network.)
+FAKE_GENESIS_TIME = int(time.time()) - 3600
+
+
 class FakeBeacon:
     """A beacon node double on http.server (threaded, HTTP/1.1 keep-alive).
 
@@ -266,7 +280,7 @@ class FakeBeacon:
                  seconds_per_slot=2, slots_per_epoch=32, genesis_time=None, tls=None):
         self.genesis_root = genesis_root
         self.version = version
-        self.genesis_time = genesis_time if genesis_time is not None else int(time.time()) - 3600
+        self.genesis_time = genesis_time if genesis_time is not None else FAKE_GENESIS_TIME
         self.spec = beacon_spec(seconds_per_slot, slots_per_epoch)
         self.mode = "ok"
         self.requests = []

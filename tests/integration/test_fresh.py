@@ -372,11 +372,15 @@ class Gloas(unittest.TestCase):
                 self.assertEqual(st, 200, body)
                 self.assertEqual(body["data"]["beacon_block_root"], sim.truth(s + 1)["root"])
                 self.assertGreater(took, 0.15)
-                # after the payload: payload_present
-                sleep_until(sim.truth(s + 1)["start_ms"] + 750)
-                st, _, body, _ = get_json(mux.port, "/eth/v1/validator/payload_attestation_data?slot=%d" % (s + 1))
-                self.assertEqual(st, 200, body)
-                self.assertTrue(body["data"]["payload_present"])
+                # after the payload: payload_present (awaited until slot s + 2 starts)
+                end = sim.truth(s + 2)["start_ms"]
+
+                def payload_present():
+                    st, _, body, _ = get_json(mux.port, "/eth/v1/validator/payload_attestation_data?slot=%d" % (s + 1))
+                    return st == 200 and body["data"]["payload_present"]
+
+                wait_for(payload_present, max(0.0, (end - now_ms()) / 1000.0),
+                         interval=0.05, what="payload_present for slot %d" % (s + 1))
                 # a block for s + 2 through v4, on the head
                 st, _, body, _ = get_json(mux.port, "/eth/v4/validator/blocks/%d?randao_reveal=%s&include_payload=false"
                                           % (s + 2, RANDAO))

@@ -144,8 +144,22 @@ class SilentStreams(unittest.TestCase):
             first = sim.truth()["current_slot"] + 1
             for s in range(first, first + self.SLOTS):
                 t = sim.truth(s)
-                # within the slot: every node's head and the cluster head are the slot's block
-                sleep_until(t["start_ms"] + 3 * self.SLOT_MS // 4)
+                # within the slot: every node's head and the cluster head become the slot's
+                # block (awaited until the next slot starts, then judged as they are)
+                end = sim.truth(s + 1)["start_ms"]
+
+                def settled():
+                    st = mux.status()
+                    h = st["cluster_head"]
+                    return (h and (int(h["slot"]), h["root"]) == (s, t["root"])
+                            and all((int(u["head"]["slot"]), u["head"]["root"]) == (s, t["root"])
+                                    and u["head"]["polled"] for u in st["upstreams"]))
+
+                try:
+                    wait_for(settled, max(0.0, (end - now_ms()) / 1000.0),
+                             what="slot %d's block everywhere" % s)
+                except AssertionError:
+                    pass  # the assertions below say what is missing
                 st = mux.status()
                 h = st["cluster_head"]
                 self.assertEqual((int(h["slot"]), h["root"]), (s, t["root"]), "slot %d" % s)

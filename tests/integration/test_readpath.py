@@ -5,6 +5,7 @@ consensus, rules, blocked paths, client routes, sticky sessions, the deadline, S
 import json
 import os
 import sys
+import threading
 import time
 import unittest
 
@@ -85,6 +86,50 @@ class ReadPath(unittest.TestCase):
             self.assertEqual(mux.request("GET", ROUTE)[0], 200)
         counts = [count(sim, i, "getStateFinalityCheckpoints") for i in range(3)]
         self.assertEqual(counts, [30, 10, 0])  # n2 is a backup tier: never used while tier 0 serves
+
+    def test_busy_node_passed_over_for_the_next_tier(self):
+        # n0 takes three requests at once (maxConnections); n1 is a backup tier, used only
+        # when n0 is busy; the route is one the monitor never asks
+        route = "/eth/v1/beacon/states/head/fork"
+        sim, mux = self.start(nodes=2, config="failsafe:\n  hedge: {maxCount: 0}\n",
+                              extra={0: ["maxConnections: 3"], 1: ["priority: 1", "maxConnections: 3"]})
+        sim.put_node(0, {"slow": 1500})
+        results = []
+
+        def read():
+            results.append(mux.request("GET", route)[0])
+
+        threads = [threading.Thread(target=read) for _ in range(3)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: mux.upstreams()["n0"]["in_flight"] == 3, 5, what="n0 holding three reads")
+        self.assertEqual(count(sim, 1, "getStateFork"), 0)  # tier 1 untouched so far
+        t0 = time.monotonic()
+        st, _, _ = mux.request("GET", route)
+        took = time.monotonic() - t0
+        self.assertEqual(st, 200)
+        self.assertLess(took, 1.0)  # not queued behind n0's reads for a connection
+        self.assertEqual(count(sim, 1, "getStateFork"), 1)
+        for t in threads:
+            t.join(10)
+        self.assertEqual(results, [200, 200, 200])
+        self.assertEqual(count(sim, 0, "getStateFork"), 3)
+        self.assertGreaterEqual(mux.status()["read_path"]["busy_skips"], 1)
+        # every node busy: a read still queues on the best one instead of failing
+        for i in range(2):
+            sim.put_node(i, {"slow": 0, "hang": True})
+        threads = [threading.Thread(target=read) for _ in range(7)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: mux.status()["read_path"]["busy_waits"] >= 1, 5,
+                 what="a read placed while every node is busy")
+        ups = mux.upstreams()
+        self.assertEqual((ups["n0"]["in_flight"], ups["n1"]["in_flight"]), (4, 3))
+        for i in range(2):
+            sim.put_node(i, {"hang": False})
+        for t in threads:
+            t.join(10)
+        self.assertEqual(results, [200] * 10)
 
     def test_node_answering_500_to_everything_is_cut_off(self):
         sim, mux = self.start(config="failsafe:\n  circuitBreaker: {failureThreshold: 3}\n")

@@ -29,6 +29,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -159,6 +160,7 @@ typedef struct cli cli_t;
 
 typedef struct fx {
     uv_loop_t loop;
+    bm_clock_t *clock; /* manual: the stream's timers fire only when a test advances it */
     uv_timer_t tick;
     bm_server_t *srv;
     bm_router_t *router;
@@ -203,7 +205,9 @@ static void fx_init(fx_t *f, const bm_events_opts_t *eo)
     assert_int_equal(uv_loop_init(&f->loop), 0);
     uv_timer_init(&f->loop, &f->tick);
     f->tick.data = f;
-    f->ev = bm_events_new(&f->loop, eo);
+    f->clock = bm_clock_manual_new(&f->loop, bm_clock_now_ms());
+    assert_non_null(f->clock);
+    f->ev = bm_events_new(f->clock, eo);
     assert_non_null(f->ev);
     f->router = bm_router_new();
     assert_non_null(f->router);
@@ -267,6 +271,8 @@ static void fx_done(fx_t *f)
     bm_server_free(f->srv);
     bm_router_free(f->router);
     uv_close((uv_handle_t *)&f->tick, NULL);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    bm_clock_free(f->clock);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     for (int i = 0; i < f->ncli; i++) {
         assert_true(f->clis[i]->closed);
@@ -557,10 +563,10 @@ static void test_fanout_one_buffer(void **state)
     cli_t *b = subscribe(&f, "head,block");
     cli_t *c = subscribe(&f, "block&topics=finalized_checkpoint");
     cli_t *h = subscribe(&f, "head");
-    bm_events_node_event(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    bm_events_node_text(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
     /* the same block from two other nodes, keys in another order: a copy */
-    bm_events_node_event(1, "block", BLOCK_A_REORDERED, strlen(BLOCK_A_REORDERED), f.ev);
-    bm_events_node_event(2, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    bm_events_node_text(1, "block", BLOCK_A_REORDERED, strlen(BLOCK_A_REORDERED), f.ev);
+    bm_events_node_text(2, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
     wait_events(&f, a, "block", 1);
     wait_events(&f, b, "block", 1);
     wait_events(&f, c, "block", 1);
@@ -589,22 +595,22 @@ static void test_node_events_filtered(void **state)
     cli_t *c = subscribe(&f, "block,attestation,head,chain_reorg");
     /* an optimistic copy never goes out */
     const char *opt = "{\"slot\":\"11\",\"block\":\"0x01\",\"execution_optimistic\":true}";
-    bm_events_node_event(0, "block", opt, strlen(opt), f.ev);
+    bm_events_node_text(0, "block", opt, strlen(opt), f.ev);
     /* head and chain_reorg come only from the tracker, never from a node */
     const char *head = "{\"slot\":\"11\",\"block\":\"0x01\"}";
-    bm_events_node_event(0, "head", head, strlen(head), f.ev);
-    bm_events_node_event(0, "chain_reorg", head, strlen(head), f.ev);
+    bm_events_node_text(0, "head", head, strlen(head), f.ev);
+    bm_events_node_text(0, "chain_reorg", head, strlen(head), f.ev);
     /* invalid JSON and unknown topics are dropped */
-    bm_events_node_event(0, "block", "{\"slot\":", 8, f.ev);
-    bm_events_node_event(0, "nonsense", head, strlen(head), f.ev);
+    bm_events_node_text(0, "block", "{\"slot\":", 8, f.ev);
+    bm_events_node_text(0, "nonsense", head, strlen(head), f.ev);
     /* an exit nobody wants yet still enters the window */
     const char *ex1 =
         "{\"message\":{\"epoch\":\"1\",\"validator_index\":\"1\"},\"signature\":\"0x01\"}";
     const char *ex2 =
         "{\"message\":{\"epoch\":\"1\",\"validator_index\":\"2\"},\"signature\":\"0x01\"}";
-    bm_events_node_event(0, "voluntary_exit", ex1, strlen(ex1), f.ev);
+    bm_events_node_text(0, "voluntary_exit", ex1, strlen(ex1), f.ev);
     const char *att = "{\"aggregation_bits\":\"0x01\",\"signature\":\"0x02\"}";
-    bm_events_node_event(0, "attestation", att, strlen(att), f.ev);
+    bm_events_node_text(0, "attestation", att, strlen(att), f.ev);
     wait_events(&f, c, "attestation", 1);
     run_ready(&f);
     const bm_events_stats_t *st = bm_events_stats(f.ev);
@@ -616,8 +622,8 @@ static void test_node_events_filtered(void **state)
     assert_int_equal(count_events(c, "chain_reorg"), 0);
     /* a subscriber arriving later does not get a slow node's copy of that exit */
     cli_t *x = subscribe(&f, "voluntary_exit");
-    bm_events_node_event(2, "voluntary_exit", ex1, strlen(ex1), f.ev);
-    bm_events_node_event(2, "voluntary_exit", ex2, strlen(ex2), f.ev);
+    bm_events_node_text(2, "voluntary_exit", ex1, strlen(ex1), f.ev);
+    bm_events_node_text(2, "voluntary_exit", ex2, strlen(ex2), f.ev);
     wait_events(&f, x, "voluntary_exit", 1);
     run_ready(&f);
     assert_int_equal(count_events(x, "voluntary_exit"), 1);
@@ -672,7 +678,7 @@ static void test_dedup_window_bounded(void **state)
                      "{\"signature\":\"0x01\",\"message\":{\"validator_index\":"
                      "\"7\",\"epoch\":\"%d\"}}",
                      v);
-        bm_events_node_event((size_t)(i % 3), "voluntary_exit", data, strlen(data), f.ev);
+        bm_events_node_text((size_t)(i % 3), "voluntary_exit", data, strlen(data), f.ev);
         if (i % 200 == 0)
             run_ready(&f); /* let the client read */
     }
@@ -698,7 +704,7 @@ static void pump(uv_timer_t *t)
         for (size_t i = 0; i < f->pump_size; i++)
             bm_str_putc(&s, (char)('a' + (i + (size_t)f->pumped) % 26));
         bm_str_puts(&s, "\"}");
-        bm_events_node_event(0, "attestation", bm_str_data(&s), bm_str_len(&s), f->ev);
+        bm_events_node_text(0, "attestation", bm_str_data(&s), bm_str_len(&s), f->ev);
         bm_str_dispose(&s);
         f->pumped++;
     }
@@ -776,11 +782,18 @@ static void test_keepalive(void **state)
     fx_init(&f, &o);
     cli_t *a = subscribe(&f, "head");
     cli_t *b = subscribe(&f, "block");
+    /* nothing before the keepalive period is over, then a comment to each */
+    bm_clock_manual_advance(f.clock, 49);
+    run_ready(&f);
+    assert_int_equal(bm_str_len(&a->body), 0);
+    assert_int_equal(bm_str_len(&b->body), 0);
+    assert_int_equal(bm_events_stats(f.ev)->keepalives, 0);
+    bm_clock_manual_advance(f.clock, 1);
     run_until(&f, keepalive_seen, a);
     run_until(&f, keepalive_seen, b);
     assert_memory_equal(bm_str_data(&a->body), ":\n\n", 3);
     assert_memory_equal(bm_str_data(&b->body), ":\n\n", 3);
-    assert_true(bm_events_stats(f.ev)->keepalives >= 2);
+    assert_int_equal(bm_events_stats(f.ev)->keepalives, 2);
     assert_int_equal(bm_events_stats(f.ev)->events_out, 0);
     fx_done(&f);
 }
@@ -1138,14 +1151,14 @@ static void test_head_without_data_waits(void **state)
     /* an optimistic copy of the data does not do */
     bm_str_t s = BM_STR_INIT;
     head_v2_data(0, "empty", true, "fulu", &s);
-    bm_events_node_event(1, "head_v2", bm_str_data(&s), bm_str_len(&s), f.ev);
+    bm_events_node_text(1, "head_v2", bm_str_data(&s), bm_str_len(&s), f.ev);
     run_ready(&f);
     assert_int_equal(count_events(c, "head"), 0);
     bm_str_clear(&s);
     /* a trusted node's data for that root: out it goes, once */
     head_v2_data(0, "empty", false, "fulu", &s);
-    bm_events_node_event(1, "head_v2", bm_str_data(&s), bm_str_len(&s), f.ev);
-    bm_events_node_event(0, "head_v2", bm_str_data(&s), bm_str_len(&s), f.ev);
+    bm_events_node_text(1, "head_v2", bm_str_data(&s), bm_str_len(&s), f.ev);
+    bm_events_node_text(0, "head_v2", bm_str_data(&s), bm_str_len(&s), f.ev);
     wait_events(&f, c, "head_v2", 1);
     wait_events(&f, c, "head", 1);
     run_ready(&f);
@@ -1164,13 +1177,13 @@ static void test_untrusted_node_chain_events(void **state)
     cli_t *c = subscribe(&f, "block,attestation");
     /* node 1 is not allowed to vote (health said so): its chain events do not count */
     bm_head_set_node_vote(f.head, 1, false);
-    bm_events_node_event(1, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    bm_events_node_text(1, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
     const char *att = "{\"aggregation_bits\":\"0x01\",\"signature\":\"0x02\"}";
-    bm_events_node_event(1, "attestation", att, strlen(att), f.ev); /* gossip: fine */
+    bm_events_node_text(1, "attestation", att, strlen(att), f.ev); /* gossip: fine */
     wait_events(&f, c, "attestation", 1);
     run_ready(&f);
     assert_int_equal(count_events(c, "block"), 0);
-    bm_events_node_event(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    bm_events_node_text(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
     wait_events(&f, c, "block", 1);
     assert_int_equal(bm_events_stats(f.ev)->untrusted, 1);
     fx_done(&f);
@@ -1188,15 +1201,15 @@ static void test_shadow_node_events_left_out(void **state)
     cli_t *c = subscribe(&f, "block,attestation");
     bm_head_set_node_observer(f.head, 1, true);
     const char *att = "{\"aggregation_bits\":\"0x01\",\"signature\":\"0x02\"}";
-    bm_events_node_event(1, "attestation", att, strlen(att), f.ev);
-    bm_events_node_event(1, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    bm_events_node_text(1, "attestation", att, strlen(att), f.ev);
+    bm_events_node_text(1, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
     run_ready(&f);
     assert_int_equal(count_events(c, "attestation"), 0);
     assert_int_equal(count_events(c, "block"), 0);
     assert_int_equal(bm_events_stats(f.ev)->shadow_events, 2);
     assert_int_equal(bm_events_stats(f.ev)->duplicates, 0);
-    bm_events_node_event(0, "attestation", att, strlen(att), f.ev);
-    bm_events_node_event(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    bm_events_node_text(0, "attestation", att, strlen(att), f.ev);
+    bm_events_node_text(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
     wait_events(&f, c, "attestation", 1);
     wait_events(&f, c, "block", 1);
     assert_int_equal(bm_events_stats(f.ev)->duplicates, 0);
@@ -1216,11 +1229,11 @@ static void test_coalesce_with_the_head(void **state)
     tracker_init(&f, BM_FORK_FULU, true);
     cli_t *a = subscribe(&f, "head,block");
     /* one subscriber: nothing is held */
-    bm_events_node_event(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
+    bm_events_node_text(0, "block", BLOCK_A, strlen(BLOCK_A), f.ev);
     wait_events(&f, a, "block", 1);
     cli_t *b = subscribe(&f, "head,block");
     const char *blk = "{\"slot\":\"95\",\"block\":\"0x01\",\"execution_optimistic\":false}";
-    bm_events_node_event(0, "block", blk, strlen(blk), f.ev);
+    bm_events_node_text(0, "block", blk, strlen(blk), f.ev);
     run_ready(&f);
     assert_int_equal(count_events(b, "block"), 0); /* held */
     announce(&f, 0, 0, true, false, true, "fulu");
@@ -1230,11 +1243,15 @@ static void test_coalesce_with_the_head(void **state)
     assert_true(strstr(bm_str_data(&b->body), "event: block") <
                 strstr(bm_str_data(&b->body), "event: head"));
     assert_int_equal(count_events(a, "block"), 2);
-    /* no head follows: released when the hold ends */
+    /* no head follows: released when the hold ends (300 ms), not a millisecond before */
     const char *blk2 = "{\"slot\":\"96\",\"block\":\"0x02\",\"execution_optimistic\":false}";
-    bm_events_node_event(0, "block", blk2, strlen(blk2), f.ev);
+    bm_events_node_text(0, "block", blk2, strlen(blk2), f.ev);
     run_ready(&f);
     assert_int_equal(count_events(b, "block"), 1);
+    bm_clock_manual_advance(f.clock, 299);
+    run_ready(&f);
+    assert_int_equal(count_events(b, "block"), 1);
+    bm_clock_manual_advance(f.clock, 1);
     wait_events(&f, b, "block", 2);
     fx_done(&f);
 }

@@ -319,33 +319,12 @@ static void test_candidates(void **state)
     bm_pool_free(pool);
 }
 
-static void test_query_param(void **state)
-{
-    (void)state;
-    char v[8];
-    const char *q = "slots=1&slot=12&committee_index=3&flag&empty=";
-    size_t n = strlen(q);
-    assert_int_equal(bm_hint_query_param(q, n, "slot", v, sizeof v), 2);
-    assert_string_equal(v, "12");
-    assert_int_equal(bm_hint_query_param(q, n, "committee_index", v, sizeof v), 1);
-    assert_string_equal(v, "3");
-    assert_int_equal(bm_hint_query_param(q, n, "flag", v, sizeof v), 0);
-    assert_string_equal(v, "");
-    assert_int_equal(bm_hint_query_param(q, n, "empty", v, sizeof v), 0);
-    assert_int_equal(bm_hint_query_param(q, n, "missing", v, sizeof v), -1);
-    assert_int_equal(bm_hint_query_param(q, n, "slo", v, sizeof v), -1);
-    /* the length bounds the search; too long a value does not fit */
-    assert_int_equal(bm_hint_query_param(q, 7, "slot", v, sizeof v), -1);
-    assert_int_equal(bm_hint_query_param("slot=123456789", 14, "slot", v, sizeof v), -1);
-    assert_int_equal(bm_hint_query_param(NULL, 0, "slot", v, sizeof v), -1);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deadline_formula), cmocka_unit_test(test_deadline_per_duty),
         cmocka_unit_test(test_expected_head),    cmocka_unit_test(test_arrived_late),
-        cmocka_unit_test(test_candidates),       cmocka_unit_test(test_query_param),
+        cmocka_unit_test(test_candidates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -129,6 +130,59 @@ static void test_rank_and_latency(void **state)
     bm_pool_free(p);
 }
 
+/* A request's candidates: the preferred nodes, else every usable one; ranked or in pool order. */
+static void test_candidates(void **state)
+{
+    (void)state;
+    bm_pool_t *p = bm_pool_new();
+    const char *ids[] = {"a", "b", "c", "d", "e"};
+    bm_node_t *n[5];
+    for (int i = 0; i < 5; i++) {
+        char url[32];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d", i + 1);
+        n[i] = bm_pool_add(p, ids[i], url, NULL);
+        assert_non_null(n[i]);
+    }
+    /* a: unreachable, b: syncing, c: ready, d: wrong network, e: ready */
+    n[0]->state = BM_NODE_UNREACHABLE;
+    n[1]->state = BM_NODE_SYNCING;
+    n[2]->state = BM_NODE_READY;
+    n[3]->state = BM_NODE_WRONG_NETWORK;
+    n[4]->state = BM_NODE_READY;
+    for (int i = 0; i < 5; i++)
+        n[i]->reachable = i == 1 || i == 3;
+    bm_node_t *out[8];
+    assert_int_equal(bm_pool_candidates(p, BM_POOL_PREFER_READY, true, out, 8), 2);
+    assert_ptr_equal(out[0], n[2]);
+    assert_ptr_equal(out[1], n[4]);
+    /* not unreachable, best rank first: the ready ones in pool order, then syncing */
+    assert_int_equal(bm_pool_candidates(p, BM_POOL_PREFER_ANSWERING, true, out, 8), 3);
+    assert_ptr_equal(out[0], n[2]);
+    assert_ptr_equal(out[1], n[4]);
+    assert_ptr_equal(out[2], n[1]);
+    /* reachable and usable (never the wrong network), in pool order */
+    assert_int_equal(bm_pool_candidates(p, BM_POOL_PREFER_REACHABLE, false, out, 8), 1);
+    assert_ptr_equal(out[0], n[1]);
+    /* `cap` bounds the list */
+    assert_int_equal(bm_pool_candidates(p, BM_POOL_PREFER_ANSWERING, true, out, 1), 1);
+    assert_ptr_equal(out[0], n[2]);
+    /* nobody ready: every usable node, best rank first (unreachable last) */
+    n[2]->state = n[4]->state = BM_NODE_UNREACHABLE;
+    assert_int_equal(bm_pool_candidates(p, BM_POOL_PREFER_READY, true, out, 8), 4);
+    assert_ptr_equal(out[0], n[1]);
+    assert_ptr_equal(out[1], n[0]);
+    assert_ptr_equal(out[2], n[2]);
+    assert_ptr_equal(out[3], n[4]);
+    /* the same in pool order */
+    n[1]->reachable = false;
+    assert_int_equal(bm_pool_candidates(p, BM_POOL_PREFER_REACHABLE, false, out, 8), 4);
+    assert_ptr_equal(out[0], n[0]);
+    assert_ptr_equal(out[1], n[1]);
+    assert_ptr_equal(out[2], n[2]);
+    assert_ptr_equal(out[3], n[4]);
+    bm_pool_free(p);
+}
+
 static void test_client_names(void **state)
 {
     assert_int_equal(bm_client_detect("Lighthouse/v7.0.0-abc/x86_64-linux"), BM_CLIENT_LIGHTHOUSE);
@@ -152,9 +206,8 @@ static void test_client_names(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_add_find_and_masking),
-        cmocka_unit_test(test_health_follows_inputs),
-        cmocka_unit_test(test_rank_and_latency),
+        cmocka_unit_test(test_add_find_and_masking), cmocka_unit_test(test_health_follows_inputs),
+        cmocka_unit_test(test_rank_and_latency),     cmocka_unit_test(test_candidates),
         cmocka_unit_test(test_client_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -261,14 +261,33 @@ static void test_printable(void **state)
     }
 }
 
+static void test_query_param(void **state)
+{
+    (void)state;
+    char v[8];
+    const char *q = "slots=1&slot=12&committee_index=3&flag&empty=";
+    size_t n = strlen(q);
+    assert_int_equal(bm_url_query_param(q, n, "slot", v, sizeof v), 2);
+    assert_string_equal(v, "12");
+    assert_int_equal(bm_url_query_param(q, n, "committee_index", v, sizeof v), 1);
+    assert_string_equal(v, "3");
+    assert_int_equal(bm_url_query_param(q, n, "flag", v, sizeof v), 0);
+    assert_string_equal(v, "");
+    assert_int_equal(bm_url_query_param(q, n, "empty", v, sizeof v), 0);
+    assert_int_equal(bm_url_query_param(q, n, "missing", v, sizeof v), BM_ENOTFOUND);
+    assert_int_equal(bm_url_query_param(q, n, "slo", v, sizeof v), BM_ENOTFOUND);
+    /* the length bounds the search; too long a value does not fit */
+    assert_int_equal(bm_url_query_param(q, 7, "slot", v, sizeof v), BM_ENOTFOUND);
+    assert_int_equal(bm_url_query_param("slot=123456789", 14, "slot", v, sizeof v), BM_ETOOBIG);
+    assert_int_equal(bm_url_query_param(NULL, 0, "slot", v, sizeof v), BM_ENOTFOUND);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid),
-        cmocka_unit_test(test_join),
-        cmocka_unit_test(test_join_never_changes_authority),
-        cmocka_unit_test(test_join_appends),
-        cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_query_param),  cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_join),         cmocka_unit_test(test_join_never_changes_authority),
+        cmocka_unit_test(test_join_appends), cmocka_unit_test(test_mask),
         cmocka_unit_test(test_printable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
