@@ -241,6 +241,11 @@ size_t bm_readpath_active(const bm_readpath_t *rp)
     return rp->active;
 }
 
+bm_balance_strategy_t bm_readpath_strategy(const bm_readpath_t *rp)
+{
+    return rp->opts.strategy;
+}
+
 const bm_readpath_counters_t *bm_readpath_counters(const bm_readpath_t *rp)
 {
     return &rp->c;
@@ -1487,30 +1492,4 @@ void bm_readpath_node_json(bm_readpath_t *rp, size_t i, bm_str_t *o)
                       ns->bucket.min, ns->bucket.max);
     uint64_t closed = ns->bucket.closed_until_ms > now ? ns->bucket.closed_until_ms - now : 0;
     bm_str_printf(o, ",\"retry_after_ms\":%llu}", (unsigned long long)closed);
-}
-
-void bm_readpath_status_json(bm_str_t *o, void *ud)
-{
-    const bm_readpath_t *rp = ud;
-    const bm_readpath_counters_t *c = &rp->c;
-    bm_str_printf(o,
-                  "{\"strategy\":\"%s\",\"in_flight\":%zu,\"reads\":%llu,\"attempts\":%llu,"
-                  "\"retries\":%llu,\"hedges\":%llu,\"hedges_won\":%llu,\"hedges_refused\":%llu,"
-                  "\"blocked\":%llu,\"deadline_exceeded\":%llu,\"breaker_skips\":%llu,"
-                  "\"bucket_waits\":%llu,\"throttled\":%llu,\"ssz_refused\":%llu,"
-                  "\"archive_routed\":%llu,\"archive_fallthrough\":%llu,"
-                  "\"archive_missing\":%llu,\"consensus_agreed\":%llu,"
-                  "\"consensus_failed\":%llu,\"sticky_moves\":%llu,\"busy_skips\":%llu,"
-                  "\"busy_waits\":%llu}",
-                  bm_balance_strategy_name(rp->opts.strategy), rp->active,
-                  (unsigned long long)c->reads, (unsigned long long)c->attempts,
-                  (unsigned long long)c->retries, (unsigned long long)c->hedges,
-                  (unsigned long long)c->hedges_won, (unsigned long long)c->hedges_refused,
-                  (unsigned long long)c->blocked, (unsigned long long)c->deadline_exceeded,
-                  (unsigned long long)c->breaker_skips, (unsigned long long)c->bucket_waits,
-                  (unsigned long long)c->throttled, (unsigned long long)c->ssz_refused,
-                  (unsigned long long)c->archive_routed, (unsigned long long)c->archive_fallthrough,
-                  (unsigned long long)c->archive_missing, (unsigned long long)c->consensus_agreed,
-                  (unsigned long long)c->consensus_failed, (unsigned long long)c->sticky_moves,
-                  (unsigned long long)c->busy_skips, (unsigned long long)c->busy_waits);
 }

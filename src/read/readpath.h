@@ -171,6 +171,9 @@ typedef struct bm_readpath_counters {
 /** The current counters. */
 const bm_readpath_counters_t *bm_readpath_counters(const bm_readpath_t *rp);
 
+/** The balancing strategy inside a tier (routing.loadBalancing). */
+bm_balance_strategy_t bm_readpath_strategy(const bm_readpath_t *rp);
+
 /** Node i's breaker (for tests and the status page). */
 const bm_breaker_t *bm_readpath_breaker(const bm_readpath_t *rp, size_t i);
 
