@@ -46,6 +46,7 @@ NODE0_PORT=${NODES[0]##*:}
   echo "  subscriberMaxPending: 16KiB"
   echo "server:"
   echo "  maxConnections: $((N + 100))"
+  echo "  maxConnectionsPerClient: $((N + 100))"  # every subscriber comes from 127.0.0.1
   echo "upstreams:"
   for i in "${!NODES[@]}"; do echo "  - id: n$i"; echo "    url: ${NODES[$i]}"; done
 } >"$WORK/mux.yaml"

@@ -15,7 +15,8 @@
  *     reader finds it (after "scheme:" and any number of slashes, up to "/?#"; RFC 3986's
  *     authority for "scheme://host", and also the text RFC 3986 puts in the path when the
  *     authority is empty or absent, "https:///user:pw@host") becomes "user:***" or "***";
- *     the text outside it is unchanged; masking twice changes nothing more; and when
+ *     the text outside it is unchanged but for key-like path segments, which may become
+ *     "***" (and only those); masking twice changes nothing more; and when
  *     libcurl finds a password (or a lone user name) in the input, however many slashes
  *     it took, it finds "***" in the masked URL, with the same host and port;
  *   - validation is a pure function, and a join succeeds only for a valid base.
@@ -162,6 +163,44 @@ static bool reader_authority(const char *u, size_t *off, size_t *len)
     return true;
 }
 
+/* A segment a key may be: 20 bytes or more of [A-Za-z0-9_-] holding a letter and a digit. */
+static bool key_like(const char *s, size_t n)
+{
+    static const char keyset[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
+    char seg[256];
+    if (n < 20 || n >= sizeof seg)
+        return n >= sizeof seg && strspn(s, keyset) >= n; /* long ones: charset only */
+    memcpy(seg, s, n);
+    seg[n] = '\0';
+    return strspn(seg, keyset) == n && strpbrk(seg, "0123456789") &&
+           strpbrk(seg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ");
+}
+
+/* True when `m` is `orig` with some '/'-separated segments before the first '?' or '#'
+ * replaced by "***", each of them key-like; everything from the '?' or '#' on is equal. */
+static bool same_but_keys(const char *orig, const char *m)
+{
+    size_t plen = strcspn(orig, "?#");
+    const char *p = orig, *end = orig + plen;
+    for (;;) {
+        const char *slash = memchr(p, '/', (size_t)(end - p));
+        size_t n = (size_t)((slash ? slash : end) - p);
+        if (strncmp(m, p, n) == 0 && (m[n] == '/' || m[n] == '\0' || m[n] == '?' || m[n] == '#'))
+            m += n;
+        else if (strncmp(m, "***", 3) == 0 && key_like(p, n))
+            m += 3;
+        else
+            return false;
+        if (!slash)
+            break;
+        if (*m != '/')
+            return false;
+        m++;
+        p = slash + 1;
+    }
+    return strcmp(m, end) == 0;
+}
+
 static void check_mask(const char *url)
 {
     bm_str_t m = BM_STR_INIT;
@@ -172,31 +211,28 @@ static void check_mask(const char *url)
     if (reader_authority(url, &off, &alen))
         at = memrchr(url + off, '@', alen);
     if (!at) {
-        CHECK(strcmp(s, url) == 0); /* no user info: unchanged */
+        CHECK(same_but_keys(url, s)); /* no user info: unchanged but for keys in the path */
     } else {
-        /* unchanged before the user info and from the '@' on */
-        size_t tail = strlen(at);
-        CHECK(bm_str_len(&m) >= off + tail);
-        CHECK(memcmp(s, url, off) == 0);
-        CHECK(strcmp(s + bm_str_len(&m) - tail, at) == 0);
+        /* unchanged before the user info, and from the '@' on but for keys in the path */
+        CHECK(bm_str_len(&m) >= off && memcmp(s, url, off) == 0);
         /* the user info is "user:***" (user = text before the first ':') or "***" */
         const char *ui = url + off;
         size_t ui_len = (size_t)(at - ui);
         const char *colon = memchr(ui, ':', ui_len);
         size_t user_len = colon ? (size_t)(colon - ui) : 0;
-        size_t mid = bm_str_len(&m) - off - tail;
-        if (colon) {
-            CHECK(mid == user_len + 4 && memcmp(s + off, ui, user_len) == 0 &&
-                  memcmp(s + off + user_len, ":***", 4) == 0);
-        } else {
-            CHECK(mid == 3 && memcmp(s + off, "***", 3) == 0);
-        }
-        /* masking again changes nothing more */
-        bm_str_t m2 = BM_STR_INIT;
-        bm_url_mask(&m2, s);
-        CHECK(strcmp(bm_str_data(&m2), s) == 0);
-        bm_str_dispose(&m2);
+        size_t mid = colon ? user_len + 4 : 3;
+        CHECK(bm_str_len(&m) >= off + mid);
+        if (colon)
+            CHECK(memcmp(s + off, ui, user_len) == 0 && memcmp(s + off + user_len, ":***", 4) == 0);
+        else
+            CHECK(memcmp(s + off, "***", 3) == 0);
+        CHECK(same_but_keys(at, s + off + mid));
     }
+    /* masking again changes nothing more */
+    bm_str_t m2 = BM_STR_INIT;
+    bm_url_mask(&m2, s);
+    CHECK(strcmp(bm_str_data(&m2), s) == 0);
+    bm_str_dispose(&m2);
 
     /* What libcurl would send as credentials is gone, however many slashes it took. */
     parts_t pu, pm;

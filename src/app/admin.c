@@ -426,16 +426,30 @@ static void route_peer_count(bm_req_t *req, const bm_route_params_t *params, voi
     bm_readpath_handle_ready(a->readpath, req);
 }
 
+/* A path under /beaconmux/ that is none of its routes: beaconmux's, never a node's. */
+static void route_not_ours(bm_req_t *req, const bm_route_params_t *params, void *ud)
+{
+    (void)params;
+    (void)ud;
+    size_t n;
+    const char *path = bm_req_path(req, &n);
+    bm_resp_error(req, 404, "no such beaconmux route: %.*s", (int)(n > 128 ? 128 : n), path);
+}
+
 int bm_admin_register(bm_admin_t *a, bm_router_t *r)
 {
-    int rc = bm_router_add(r, "GET", "/healthz", route_healthz, a);
+    /* beaconmux's own routes and those it answers itself take GET only: another method gets
+     * 405 and never reaches a node, nor does any path under /beaconmux/ */
+    int rc = bm_router_add_only(r, "GET", "/healthz", route_healthz, a);
     if (!rc)
-        rc = bm_router_add(r, "GET", "/beaconmux/v1/status", route_status, a);
+        rc = bm_router_add_only(r, "GET", "/beaconmux/v1/status", route_status, a);
     if (!rc)
-        rc = bm_router_add(r, "GET", "/eth/v1/node/health", route_node_health, a);
+        rc = bm_router_add(r, NULL, "/beaconmux/*", route_not_ours, a);
     if (!rc)
-        rc = bm_router_add(r, "GET", "/eth/v1/node/syncing", route_node_syncing, a);
+        rc = bm_router_add_only(r, "GET", "/eth/v1/node/health", route_node_health, a);
     if (!rc)
-        rc = bm_router_add(r, "GET", "/eth/v1/node/peer_count", route_peer_count, a);
+        rc = bm_router_add_only(r, "GET", "/eth/v1/node/syncing", route_node_syncing, a);
+    if (!rc)
+        rc = bm_router_add_only(r, "GET", "/eth/v1/node/peer_count", route_peer_count, a);
     return rc;
 }

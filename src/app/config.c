@@ -608,8 +608,12 @@ static void dump_key(bm_str_t *out, const bm_cfg_key_t *k, const void *obj, bool
     case BM_CFG_STRINGS: {
         char *const *arr = *(char **const *)((const char *)obj + k->off);
         size_t count = *(const size_t *)((const char *)obj + k->aux);
-        if (count == 0)
+        if (count == 0 && !k->def_list)
             return;
+        if (count == 0) { /* said, or reading the dump back would bring the default */
+            bm_str_printf(out, "%*s%s: []\n", (int)indent, "", k->name);
+            return;
+        }
         bm_str_printf(out, "%*s%s: [", (int)indent, "", k->name);
         for (size_t i = 0; i < count; i++) {
             if (i)

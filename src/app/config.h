@@ -79,6 +79,7 @@ typedef struct bm_config_upstream {
     bool shadow;       /* mirrored and scored, never served, never counted (duties/shadow.h) */
     bm_config_autotune_t auto_tune;
     uint32_t max_connections; /* http://: connections to the node at once (its pool) */
+    bool forwarded_for;       /* the node is told the client's address (X-Forwarded-For) */
 } bm_config_upstream_t;
 
 typedef struct bm_config_log {
@@ -102,8 +103,11 @@ typedef struct bm_config_server {
     uint64_t max_target_bytes;
     uint32_t header_timeout_ms;
     uint32_t body_timeout_ms;
+    uint32_t body_deadline_ms;
     uint32_t idle_timeout_ms;
     uint32_t max_connections;
+    uint32_t max_connections_per_client;
+    uint32_t send_timeout_ms;
     uint32_t shutdown_timeout_ms; /* bound for in-flight requests on SIGTERM */
     char **allowed_clients;       /* owned CIDR blocks; none: every client address */
     size_t n_allowed_clients;

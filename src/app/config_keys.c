@@ -350,8 +350,9 @@ static const char *host_problem(const char *host, const char *end)
 /*
  * An upstream base URL: http:// or https://, optional user[:password]@, a host name or an IP
  * literal ([v6] in brackets), an optional port 1-65535, an optional path prefix; no query,
- * fragment, space or control character. (src/base/url.h's bm_url_valid covers the same ground
- * for the proxy path; this check also says what is wrong.)
+ * fragment, space, control or non-ASCII byte, dot segment ("/../", "/%2e%2e") or malformed
+ * escape in the path. It says what is wrong; src/base/url.h's bm_url_valid, which the pool and
+ * the proxy path use, accepts every URL this one does.
  */
 const char *bm_cfg_url_problem(const char *url)
 {
@@ -374,7 +375,12 @@ const char *bm_cfg_url_problem(const char *url)
     for (const char *c = p; c < p + alen; c++)
         if (*c == '@')
             at = c;
-    return host_problem(at ? at + 1 : p, p + alen);
+    const char *why = host_problem(at ? at + 1 : p, p + alen);
+    if (!why)
+        why = bm_url_base_path_problem(url);
+    if (!why && !bm_url_valid(url))
+        why = "has malformed user information (letters, digits, -._~!$&'()*+,;=: and %-escapes)";
+    return why;
 }
 
 static bool is_tchar(int c)
@@ -591,6 +597,7 @@ static const bm_cfg_key_t upstream_keys[] = {
     BOOL(T,  "shadow",   shadow,   BM_DEFAULT_UPSTREAM_SHADOW),
     SECTION(T, "autoTune", auto_tune, bm_config_autotune_t, autotune_section),
     COUNT(T, "maxConnections", max_connections, 1, 10000, BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS),
+    BOOL(T,  "forwardedFor", forwarded_for, false),
 };
 #undef T
 
@@ -616,10 +623,16 @@ static const bm_cfg_key_t server_keys[] = {
              BM_DEFAULT_SERVER_HEADER_TIMEOUT_MS),
     DURATION(T, "bodyTimeout",     body_timeout_ms,     1, D_MAX,
              BM_DEFAULT_SERVER_BODY_TIMEOUT_MS),
+    DURATION(T, "bodyDeadline",    body_deadline_ms,    1, D_MAX,
+             BM_DEFAULT_SERVER_BODY_DEADLINE_MS),
     DURATION(T, "idleTimeout",     idle_timeout_ms,     1000, D_MAX,
              BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS),
     COUNT(T,    "maxConnections",  max_connections,     1, 1000000,
           BM_DEFAULT_SERVER_MAX_CONNECTIONS),
+    COUNT(T,    "maxConnectionsPerClient", max_connections_per_client, 1, 1000000,
+          BM_DEFAULT_SERVER_MAX_CONNECTIONS_PER_CLIENT),
+    DURATION(T, "sendTimeout",     send_timeout_ms,     1, D_MAX,
+             BM_DEFAULT_SERVER_SEND_TIMEOUT_MS),
     DURATION(T, "shutdownTimeout", shutdown_timeout_ms, 0, D_MAX,
              BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
     STRINGS(T,  "allowedClients",  allowed_clients, n_allowed_clients, 256, bm_cidr_problem),
@@ -884,8 +897,8 @@ static const bm_cfg_key_t network_keys[] = {
     SECTION(T, "cache",     cache,     bm_config_cache_t,     bm_cfg_cache),
     LIST(T,    "routeRules",   route_rules,   bm_config_route_rule_t,   n_route_rules,
          route_rule_section, BM_CONFIG_MAX_RULES),
-    STRINGS(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
-            bm_pattern_problem),
+    STRINGS_DEF(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
+                bm_pattern_problem, bm_rules_default_blocked),
     LIST(T,    "clientRoutes", client_routes, bm_config_client_route_t, n_client_routes,
          client_route_section, BM_CONFIG_MAX_RULES),
     SECTION(T, "duties",    duties,    bm_config_duties_t,    duties_section),
@@ -912,8 +925,8 @@ static const bm_cfg_key_t root_keys[] = {
     SECTION(T, "duties",    duties,    bm_config_duties_t,    duties_section),
     SECTION(T, "routing",   routing,   bm_config_routing_t,   routing_section),
     SECTION(T, "failsafe",  failsafe,  bm_config_failsafe_t,  failsafe_section),
-    STRINGS(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
-            bm_pattern_problem),
+    STRINGS_DEF(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
+                bm_pattern_problem, bm_rules_default_blocked),
     LIST(T,    "clientRoutes", client_routes, bm_config_client_route_t, n_client_routes,
          client_route_section, BM_CONFIG_MAX_RULES),
     LIST(T,    "routeRules",   route_rules,   bm_config_route_rule_t,   n_route_rules,
@@ -1299,6 +1312,17 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw
     return bm_cfg_check(k, obj, msg, n);
 }
 
+void bm_cfg_clear_strings(const bm_cfg_key_t *k, void *obj)
+{
+    char ***arr = at_off(obj, k->off);
+    size_t *count = at_off(obj, k->aux);
+    for (size_t j = 0; *arr && j < *count; j++)
+        free((*arr)[j]);
+    free(*arr);
+    *arr = NULL;
+    *count = 0;
+}
+
 const char *bm_cfg_add_string(const bm_cfg_key_t *k, void *obj, const char *v)
 {
     char ***arr = at_off(obj, k->off);
@@ -1335,8 +1359,12 @@ int bm_cfg_defaults(const bm_cfg_section_t *sec, void *obj)
             *(uint16_t *)at_off(obj, k->aux) = (uint16_t)k->def;
         } else if (is_number(k->kind) || k->kind == BM_CFG_BOOL || k->kind == BM_CFG_ENUM) {
             set_num(k, obj, k->def);
+        } else if (k->kind == BM_CFG_STRINGS && k->def_list) {
+            for (size_t j = 0; k->def_list[j]; j++)
+                if (bm_cfg_add_string(k, obj, k->def_list[j]))
+                    return BM_ENOMEM; /* the defaults pass their own checks */
         }
-        /* strings, lists and maps start empty: the memory is zeroed */
+        /* other strings, lists and maps start empty: the memory is zeroed */
     }
     return 0;
 }
@@ -1366,16 +1394,9 @@ void bm_cfg_dispose(const bm_cfg_section_t *sec, void *obj)
             *count = 0;
             break;
         }
-        case BM_CFG_STRINGS: {
-            char ***arr = at_off(obj, k->off);
-            size_t *count = at_off(obj, k->aux);
-            for (size_t j = 0; *arr && j < *count; j++)
-                free((*arr)[j]);
-            free(*arr);
-            *arr = NULL;
-            *count = 0;
+        case BM_CFG_STRINGS:
+            bm_cfg_clear_strings(k, obj);
             break;
-        }
         case BM_CFG_MAP: {
             bm_config_header_t **arr = at_off(obj, k->off);
             size_t *count = at_off(obj, k->aux);

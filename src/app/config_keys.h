@@ -103,6 +103,7 @@ typedef struct bm_cfg_key {
     uint64_t min, max;           /* numbers: the range; LIST: most entries */
     uint64_t def;                /* numbers, BOOL, ENUM: the default; LISTEN: the port's */
     const char *def_text;        /* LISTEN: the default host */
+    const char *const *def_list; /* STRINGS: the default entries, NULL-terminated */
     const bm_cfg_section_t *sub; /* SECTION, LIST */
     const bm_cfg_enum_t *names;  /* ENUM */
     const bm_cfg_map_t *map;     /* MAP */
@@ -152,6 +153,9 @@ bool bm_cfg_check(const bm_cfg_key_t *k, const void *obj, char *msg, size_t n);
 
 /** True for an inheriting key (DURATION_OPT, or BM_CFG_INHERIT) that holds BM_CONFIG_UNSET. */
 bool bm_cfg_unset(const bm_cfg_key_t *k, const void *obj);
+
+/** Empties a STRINGS list (its default entries too: a list given replaces them). */
+void bm_cfg_clear_strings(const bm_cfg_key_t *k, void *obj);
 
 /** Appends the text of a STRINGS item to its list (copied), after `problem` accepted it.
  *  Returns NULL or why not (for the item at its position); "out of memory" on failure. */

@@ -45,6 +45,9 @@
 #define STRINGS(T, key, f, count, most, check)                                                     \
     {.name = key, .kind = BM_CFG_STRINGS, .off = AT(T, f, char **), .aux = AT(T, count, size_t),   \
      .max = most, .problem = check}
+#define STRINGS_DEF(T, key, f, count, most, check, d)                                              \
+    {.name = key, .kind = BM_CFG_STRINGS, .off = AT(T, f, char **), .aux = AT(T, count, size_t),   \
+     .max = most, .problem = check, .def_list = d}
 #define BOOL(T, key, f, d)                                                                         \
     {.name = key, .kind = BM_CFG_BOOL, .off = AT(T, f, bool), .def = d}
 #define ENUM(T, key, f, type, e, d)                                                                \

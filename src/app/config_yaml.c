@@ -482,6 +482,7 @@ static int walk_strings(walk_t *w, const bm_cfg_key_t *k, void *obj, const char 
     if (w->ev.type != YAML_SEQUENCE_START_EVENT)
         return fail_at(w, &w->ev.start_mark, "\"%s\" must be a list of values, not %s", path,
                        shape_of(&w->ev));
+    bm_cfg_clear_strings(k, obj); /* a list given replaces the default one, even when empty */
     for (size_t index = 0;; index++) {
         int rc = walk_next(w);
         if (rc != 0)

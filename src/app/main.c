@@ -19,6 +19,7 @@
 
 #include "app/cli.h"
 #include "app/config.h"
+#include "app/fdlimit.h"
 #include "app/network.h"
 #include "app/options.h"
 #include "app/tlslisten.h"
@@ -218,6 +219,25 @@ static void teardown(app_t *a)
         bm_log(BM_LOG_WARN, "shutdown: handles still open on the loop");
 }
 
+/* Raises the soft descriptor limit to the hard one and says when it is still short. */
+static void check_fd_limit(const bm_config_t *cfg)
+{
+    bm_fdlimit_t f;
+    if (bm_fdlimit_raise(bm_fdlimit_need(cfg), &f) != 0) {
+        bm_log(BM_LOG_WARN, "cannot read the limit of open files");
+        return;
+    }
+    if (f.raised)
+        bm_log(BM_LOG_INFO, "open files: soft limit raised from %llu to %llu",
+               (unsigned long long)f.soft_before, (unsigned long long)f.soft);
+    if (f.short_of_need)
+        bm_log(BM_LOG_WARN,
+               "open files: the limit is %llu, and server.maxConnections with the upstreams' "
+               "pools may need %llu; raise it (LimitNOFILE= in the unit, ulimit -n) or lower "
+               "server.maxConnections",
+               (unsigned long long)f.soft, (unsigned long long)f.need);
+}
+
 int main(int argc, char **argv)
 {
     bm_cli_t cli;
@@ -273,6 +293,7 @@ int main(int argc, char **argv)
     if (deprecated)
         bm_log(BM_LOG_WARN, "%s", deprecated);
     signal(SIGPIPE, SIG_IGN);
+    check_fd_limit(a.cfg);
     uv_loop_init(&a.loop);
     uv_signal_init(&a.loop, &a.sigterm);
     uv_signal_init(&a.loop, &a.sigint);

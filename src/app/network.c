@@ -114,6 +114,7 @@ static int build_pool(bm_network_t *a)
             bm_log(BM_LOG_ERROR, "upstream %s: cannot be added", u->id);
             return BM_EINVAL;
         }
+        n->forwarded_for = u->forwarded_for;
         /* the node's pool (http://; https:// nodes share libcurl's connections) */
         if (bm_upstream_set_node_limit(a->up, u->url, u->max_connections) != 0) {
             bm_log(BM_LOG_ERROR, "upstream %s: cannot set its connection limit", u->id);
@@ -137,7 +138,7 @@ static int build_routes(bm_network_t *a)
         return BM_ENOMEM;
     int rc = 0;
     for (size_t i = 0; i < sizeof statics / sizeof statics[0] && !rc; i++)
-        rc = bm_router_add(r, "GET", statics[i], bm_discovery_route, a->disc);
+        rc = bm_router_add_only(r, "GET", statics[i], bm_discovery_route, a->disc);
     if (!rc)
         rc = bm_admin_register(a->admin, r);
     /* aggregation reads, duties and liveness */

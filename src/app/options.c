@@ -29,8 +29,11 @@
     B(server.max_target_bytes,           server.max_target_bytes)                                  \
     B(server.header_timeout_ms,          server.header_timeout_ms)                                 \
     B(server.body_timeout_ms,            server.body_timeout_ms)                                   \
+    B(server.body_deadline_ms,           server.body_deadline_ms)                                  \
     B(server.idle_timeout_ms,            server.idle_timeout_ms)                                   \
     B(server.max_connections,            server.max_connections)                                   \
+    B(server.max_connections_per_client, server.max_connections_per_client)                        \
+    B(server.send_timeout_ms,            server.send_timeout_ms)                                   \
     /* timeouts.connect: every module that connects to nodes */                                    \
     B(timeouts.connect_ms,               discovery.connect_timeout_ms)                             \
     B(timeouts.connect_ms,               readpath.connect_timeout_ms)                              \

@@ -142,23 +142,22 @@ static bool valid_hostport(const char *p, size_t n)
     return h == n || valid_port(p + h, n - h);
 }
 
+static bool split(const char *url, size_t *auth, size_t *len);
+
 /*
- * Checks an absolute path with an optional query (when `query_ok`): printable ASCII
- * only, no fragment, no backslash, well-formed percent escapes and no dot segments in
- * the path part. The query part is passed on as the client wrote it. One pass: this runs
- * for every proxied request.
+ * What is wrong with an absolute path with an optional query (when `query_ok`), or NULL:
+ * printable ASCII only, no fragment, no backslash, well-formed percent escapes and no dot
+ * segments in the path part. The query part is passed on as the client wrote it. One pass:
+ * this runs for every proxied request.
  */
-static bool valid_path(const char *p, bool query_ok)
+static const char *path_problem(const char *p, bool query_ok)
 {
     if (p[0] != '\0' && p[0] != '/' && p[0] != '?')
-        return false;
+        return "has a path that does not start with '/'";
     size_t n = strlen(p);
-    if (!memchr(p, '.', n) && !memchr(p, '%', n)) {
-        /* Without '.' or '%' there is no dot segment and no escape to check: only the
-         * bytes themselves (the usual Beacon API path takes this way). */
-        return bm_url_printable(p, n) && !memchr(p, '#', n) && !memchr(p, '\\', n) &&
-               (query_ok || !memchr(p, '?', n));
-    }
+    if (!memchr(p, '.', n) && !memchr(p, '%', n) && bm_url_printable(p, n) && !memchr(p, '#', n) &&
+        !memchr(p, '\\', n) && (query_ok || !memchr(p, '?', n)))
+        return NULL; /* no dot segment, no escape: the usual Beacon API path takes this way */
     bool in_path = true;
     int dots = 0;          /* "." or "%2e" in the current segment */
     bool only_dots = true; /* and nothing else */
@@ -166,26 +165,32 @@ static bool valid_path(const char *p, bool query_ok)
         unsigned char c = (unsigned char)p[i];
         if (in_path && (c == '/' || c == '?' || c == '\0')) {
             if (i > 0 && only_dots && (dots == 1 || dots == 2))
-                return false; /* "." or ".." would climb out of a path prefix */
+                return "has a dot segment (\".\" or \"..\") in its path";
             dots = 0;
             only_dots = true;
             if (c == '?') {
                 if (!query_ok)
-                    return false;
+                    return "must not contain a query or a fragment";
                 in_path = false;
             }
         }
         if (c == '\0')
-            return true;
-        if (c <= 0x20 || c >= 0x7f || c == '#' || c == '\\')
-            return false;
+            return NULL;
+        if (c >= 0x80)
+            return "must not contain non-ASCII bytes (percent-encode them)";
+        if (c <= 0x20 || c == 0x7f)
+            return "must not contain spaces or control characters";
+        if (c == '#')
+            return "must not contain a query or a fragment";
+        if (c == '\\')
+            return "must not contain a backslash";
         if (!in_path || c == '/' || c == '?')
             continue;
         if (c == '.') {
             dots++;
         } else if (c == '%') {
             if (!is_hex((unsigned char)p[i + 1]) || !is_hex((unsigned char)p[i + 2]))
-                return false;
+                return "has a malformed percent escape in its path";
             if (p[i + 1] == '2' && (p[i + 2] | 0x20) == 'e')
                 dots++;
             else
@@ -195,6 +200,26 @@ static bool valid_path(const char *p, bool query_ok)
             only_dots = false;
         }
     }
+}
+
+static bool valid_path(const char *p, bool query_ok)
+{
+    return path_problem(p, query_ok) == NULL;
+}
+
+const char *bm_url_target_problem(const char *target)
+{
+    if (!target || target[0] != '/')
+        return "the request target must be a path starting with '/' (origin-form)";
+    return path_problem(target, true);
+}
+
+const char *bm_url_base_path_problem(const char *url)
+{
+    size_t a = 0, alen = 0;
+    if (!url || !split(url, &a, &alen))
+        return NULL;
+    return path_problem(url + a + alen, false);
 }
 
 /* Offsets of the authority of an absolute http(s) URL: [*auth, *auth + *len). */
@@ -248,6 +273,46 @@ int bm_url_join(bm_str_t *out, const char *base, const char *path_and_query)
     return out->oom ? BM_ENOMEM : 0;
 }
 
+/* True for a path segment that looks like a key (hosted providers put theirs in the path:
+ * https://host/v2/KEY): 20 bytes or more of letters, digits, '-' and '_', with at least one
+ * letter and one digit. A word path ("eth-mainnet") never is one. */
+static bool secret_like(const char *s, size_t n)
+{
+    if (n < 20)
+        return false;
+    bool digit = false, letter = false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= '0' && c <= '9')
+            digit = true;
+        else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
+            letter = true;
+        else if (c != '-' && c != '_')
+            return false;
+    }
+    return digit && letter;
+}
+
+/* Appends `rest` (what follows the authority) with every key-like path segment as "***". */
+static void mask_path(bm_str_t *out, const char *rest)
+{
+    size_t plen = strcspn(rest, "?#");
+    const char *p = rest, *end = rest + plen;
+    while (p < end) {
+        const char *slash = memchr(p, '/', (size_t)(end - p));
+        const char *seg_end = slash ? slash : end;
+        if (secret_like(p, (size_t)(seg_end - p)))
+            bm_str_puts(out, "***");
+        else
+            bm_str_append(out, p, (size_t)(seg_end - p));
+        if (!slash)
+            break;
+        bm_str_putc(out, '/');
+        p = slash + 1;
+    }
+    bm_str_puts(out, end);
+}
+
 void bm_url_mask(bm_str_t *out, const char *url)
 {
     /* Nothing to append (bm_str_append of zero bytes to an empty builder is avoided). */
@@ -269,7 +334,8 @@ void bm_url_mask(bm_str_t *out, const char *url)
     size_t alen = strcspn(auth, "/?#");
     const char *at = memrchr(auth, '@', alen);
     if (!at) {
-        bm_str_puts(out, url);
+        bm_str_append(out, url, (size_t)(auth + alen - url));
+        mask_path(out, auth + alen);
         return;
     }
     bm_str_append(out, url, (size_t)(auth - url));
@@ -282,7 +348,8 @@ void bm_url_mask(bm_str_t *out, const char *url)
         /* A lone user name is usually a token (https://TOKEN@host): hide all of it. */
         bm_str_puts(out, "***");
     }
-    bm_str_puts(out, at);
+    bm_str_append(out, at, (size_t)(auth + alen - at));
+    mask_path(out, auth + alen);
 }
 
 int bm_url_query_param(const char *query, size_t len, const char *name, char *out, size_t cap)

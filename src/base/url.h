@@ -30,6 +30,8 @@ int bm_url_join(bm_str_t *out, const char *base, const char *path_and_query);
  * 3986: in "https:///user:pass@host/x" RFC 3986 sees an empty authority and a path holding
  * the '@', but libcurl and any reader take "pass" for a password, so it is hidden too. Any
  * text without user info is appended unchanged. Used on invalid URLs as well (error messages).
+ * A path segment that looks like a key (hosted providers' https://host/v2/KEY: 20 bytes or
+ * more of letters, digits, '-' and '_', with a letter and a digit) becomes "***" too.
  */
 void bm_url_mask(bm_str_t *out, const char *url);
 
@@ -40,6 +42,22 @@ void bm_url_mask(bm_str_t *out, const char *url);
  * Queries, fragments, spaces, control and non-ASCII bytes are refused.
  */
 bool bm_url_valid(const char *url);
+
+/**
+ * What is wrong with the path of an upstream's base URL (`url` is a whole http(s) URL), as
+ * a phrase for a message ("has a dot segment ..."), or NULL when the path is one
+ * bm_url_valid accepts (or `url` has no http(s) scheme: that is for the caller to say).
+ * Static storage.
+ */
+const char *bm_url_base_path_problem(const char *url);
+
+/**
+ * What is wrong with a client's request target (path and query, as bm_url_join takes it), as
+ * a phrase, or NULL when bm_url_join accepts it: it must start with '/' (origin-form: no
+ * absolute URL, no '*'), be printable ASCII, hold no fragment or backslash, and its path no
+ * malformed escape and no "." or ".." segment, written or escaped. Static storage.
+ */
+const char *bm_url_target_problem(const char *target);
 
 /** True when p[0..n) is visible ASCII only (0x21 to 0x7e): no space, control or
  *  non-ASCII byte. Checks eight bytes at a time (it runs on every request URL). */

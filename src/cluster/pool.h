@@ -106,6 +106,8 @@ typedef struct bm_node {
      * bm_pool_set_shadow): followed and judged like any node, asked a copy of every duty
      * read, but never serving and counting for nothing (duties/shadow.h) */
     bool shadow;
+    bool forwarded_for; /* owner: the network; the node is told the client's address
+                           (X-Forwarded-For, upstreams[].forwardedFor) */
     bm_node_state_t state;
     char state_reason[160]; /* why the node is in its state, for logs and status */
     char input_reason[160]; /* written by pool; the last discovery verdict */

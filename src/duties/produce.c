@@ -29,6 +29,7 @@
 #include "base/log.h"
 #include "base/url.h"
 #include "base/ssz.h"
+#include "cluster/head.h"
 #include "duties/serve.h"
 
 typedef struct value_rank {
@@ -453,6 +454,37 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     }
 }
 
+/*
+ * Why no block can be produced for `slot` at wall time `now` (the message of a 400), or
+ * false: the slot is over by more than the clock disparity a validator may have
+ * (BM_HEAD_DISPARITY_MS), or its start lies past what a clock can hold. Without chain
+ * information nothing can be judged. Such a request never reaches the nodes: it could only
+ * end a race, and the answer is known.
+ */
+static bool unservable(const bm_chain_info_t *chain, uint64_t slot, uint64_t now, char *why,
+                       size_t cap)
+{
+    if (!chain || !bm_slot_clock_valid(&chain->clock))
+        return false;
+    const bm_slot_clock_t *c = &chain->clock;
+    /* room for the next slot's start and a deadline (at most a day) after it */
+    uint64_t last = (UINT64_MAX - c->genesis_ms - 2 * 86400000ull) / c->slot_ms;
+    if (slot >= last) {
+        snprintf(why, cap, "Invalid slot: slot %llu cannot be, its start is beyond any clock",
+                 (unsigned long long)slot);
+        return true;
+    }
+    uint64_t over = bm_slot_start_ms(c, slot + 1);
+    if (now > over + BM_HEAD_DISPARITY_MS) {
+        snprintf(why, cap,
+                 "Invalid slot: slot %llu is over (current slot %llu): a block can no longer be "
+                 "proposed for it",
+                 (unsigned long long)slot, (unsigned long long)bm_slot_at(c, now));
+        return true;
+    }
+    return false;
+}
+
 static void route(bm_req_t *req, const bm_route_params_t *params, bm_produce_form_t form,
                   bm_produce_t *p)
 {
@@ -469,6 +501,12 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bm_produce_for
 
     uint64_t now = bm_clock_wall_now(p->clock);
     const bm_chain_info_t *chain = bm_hint_chain(p->hint);
+    char why[160];
+    if (unservable(chain, slot, now, why, sizeof why)) {
+        p->stats.refused++;
+        bm_resp_error(req, 400, "%s", why);
+        return;
+    }
     uint64_t deadline =
         (chain ? bm_slot_start_ms(&chain->clock, slot) : now) + p->opts.proposal_deadline_ms;
     bm_node_t *nodes[BM_MAX_NODES];

@@ -25,6 +25,8 @@
  *     Eth-Execution-Payload-Value headers or the JSON fields) among the accepted blocks
  *     within bestValueGrace of the first, honouring the request's builder_boost_factor
  *     between local and builder (blinded) blocks;
+ *   - a slot over by more than the clock disparity (500 ms after its end), or one whose
+ *     start no clock can hold (2^64 - 1), is refused with 400 at once: no node is asked;
  *   - the node whose block was served is remembered per slot (with the block's
  *     state_root) for a few epochs: blinded blocks and stateful Gloas envelope reads must
  *     go to it first (src/duties/broadcast.c).
@@ -103,12 +105,14 @@ int bm_produce_node_for_slot(const bm_produce_t *p, uint64_t slot, uint8_t state
                              bool *has_state_root);
 
 /** Productions served, productions served on an accepted parent, fallbacks (stale or
- *  unreadable), and failures (no 2xx at all). */
+ *  unreadable), failures (no 2xx at all), and requests refused without asking a node (a
+ *  slot over, or one that cannot be). */
 typedef struct bm_produce_stats {
     uint64_t served;
     uint64_t accepted;
     uint64_t fallback;
     uint64_t failed;
+    uint64_t refused;
 } bm_produce_stats_t;
 
 /** Counters since the start. */

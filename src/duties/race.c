@@ -79,7 +79,6 @@ typedef struct slot {
     uint64_t repoll_end; /* no re-ask starts at or after this */
     int end_err;         /* why a node without an answer has none */
     bool tried;
-    bool cut; /* the running transfer was cut by the hard timeout (to be recorded) */
 } slot_t;
 
 typedef struct at_timer {
@@ -374,12 +373,12 @@ static void race_close(bm_race_t *r)
     bm_timer_close(r->timer, on_race_closed, r);
 }
 
-/* Cancels every running transfer. `err` is what the nodes without an answer report; a
- * transfer cut by the hard timeout (`timed_out`) is recorded in the pool as a timeout. */
-static void cancel_all(bm_race_t *r, int err, bool timed_out)
+/* Cancels every running transfer. `err` is what the nodes without an answer report. Nothing
+ * is recorded in the pool: a race that ends itself (decided, abandoned, cut by its hard
+ * timeout or a drain) says nothing about a node that had not answered yet (issue 12: two
+ * block productions for a past slot, cut at maxHold, made every node unreachable). */
+static void cancel_all(bm_race_t *r, int err)
 {
-    bm_race_engine_t *e = r->e;
-    uint64_t now_us = bm_clock_mono_now_us(e->clock);
     for (size_t i = 0; i < r->n; i++) {
         slot_t *s = &r->slots[i];
         if (!s->xfer)
@@ -389,22 +388,6 @@ static void cancel_all(bm_race_t *r, int err, bool timed_out)
         r->in_flight--;
         s->node->stats.in_flight--;
         s->end_err = err;
-        if (timed_out) {
-            s->cut = true;
-            s->xfer_us = now_us - s->xfer_us;
-        }
-    }
-    if (!timed_out)
-        return;
-    /* Recorded after every cancel: pool listeners may call anything. */
-    for (size_t i = 0; i < r->n && !r->closing; i++) {
-        slot_t *s = &r->slots[i];
-        if (!s->cut)
-            continue;
-        s->cut = false;
-        if (e->pool)
-            bm_pool_record(e->pool, s->node, BM_OUTCOME_NET_ERROR, false, s->xfer_us,
-                           "no answer within the race's time limit");
     }
 }
 
@@ -742,7 +725,7 @@ static void decide(bm_race_t *r, ans_t *an)
     set_state(r, RS_DECIDED);
     drop_judgement(r);
     if (!r->pol.write && !r->pol.keep_losers)
-        cancel_all(r, BM_ECANCELED, false);
+        cancel_all(r, BM_ECANCELED);
 }
 
 /* Decides when the rules say so (see race.h). No callouts but the predicates. */
@@ -771,9 +754,7 @@ static void evaluate(bm_race_t *r, uint64_t now)
 static void cut_race(bm_race_t *r, int err)
 {
     size_t cut = r->in_flight;
-    cancel_all(r, err, err == BM_ETIMEDOUT);
-    if (r->closing)
-        return;
+    cancel_all(r, err);
     for (size_t i = 0; i < r->n; i++)
         r->slots[i].repoll_at = 0;
     if (cut || r->state == RS_RUNNING)
@@ -1249,7 +1230,7 @@ static void cancel_race(bm_race_t *r)
 {
     set_state(r, RS_CANCELLED);
     key_remove(r);
-    cancel_all(r, BM_ECANCELED, false);
+    cancel_all(r, BM_ECANCELED);
     drop_judgement(r);
     ans_set(&r->final, NULL);
     arm(r, race_now(r));

@@ -46,9 +46,13 @@
  * timeout is the upstream client's (real time).
  *
  * Every finished transfer is recorded in the pool (bm_pool_record) and counted in the
- * node's stats.in_flight while it runs; transfers cancelled because their race no longer
- * needs them are not recorded (they have no outcome), transfers cut by the hard timeout
- * are recorded as timeouts.
+ * node's stats.in_flight while it runs. Only a node's own failure counts against it: its
+ * answer, a refused or broken connection, or its transfer's own limit
+ * (transfer_timeout_ms). A race that ends itself records nothing for the transfers it
+ * cancels: decided (the losers of a read), abandoned by its waiters, cut by its hard
+ * timeout or a drain. Their nodes are reported as BM_ECANCELED or BM_ETIMEDOUT to the
+ * waiters and the completion, never to the pool (a past deadline leaves a race maxHold,
+ * which says nothing about a node).
  */
 #ifndef BM_RACE_H
 #define BM_RACE_H

@@ -13,6 +13,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "cluster/pool.h"
+#include "http/router.h"
 
 #define MAX_NETWORKS 64
 
@@ -149,6 +150,12 @@ static bool is_healthz(const char *path, size_t n)
 static bool answer_unprefixed(bm_front_t *f, bm_req_t *req, const char *path, size_t n,
                               const bm_auth_key_t *key)
 {
+    static const char status[] = "/beaconmux/v1/status";
+    bool is_status = n == sizeof status - 1 && memcmp(path, status, n) == 0;
+    if ((is_healthz(path, n) || is_status) && strcmp(bm_req_method(req), "GET") != 0) {
+        bm_router_refuse_method(req, "GET");
+        return true;
+    }
     if (is_healthz(path, n)) {
         int worst = 200;
         bm_str_t s = BM_STR_INIT;
@@ -165,8 +172,7 @@ static bool answer_unprefixed(bm_front_t *f, bm_req_t *req, const char *path, si
         bm_buf_unref(b);
         return true;
     }
-    static const char status[] = "/beaconmux/v1/status";
-    if (n == sizeof status - 1 && memcmp(path, status, n) == 0) {
+    if (is_status) {
         /* every network's page: a key needs admin on every network */
         if (f->o.n_keys && !(key && (key->routes & BM_ROUTE_ADMIN) && key->n_networks == 0)) {
             f->c.forbidden++;

@@ -703,7 +703,8 @@ static void hold(conn_t *k, const char *p, size_t n)
         k->held = h;
         k->held_cap = n;
     }
-    memmove(k->held, p, n);
+    if (n > 0) /* a pause at the end of a read holds nothing (and k->held may be NULL) */
+        memmove(k->held, p, n);
     k->held_len = n;
     if (k->reading) {
         uv_read_stop((uv_stream_t *)&k->tcp);

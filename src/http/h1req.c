@@ -229,7 +229,8 @@ int bm_h1req_build(bm_str_t *out, size_t *line_len, const char *method, const ch
     /* One reservation for the worst case; then the head is written in place. */
     size_t mlen = strlen(method);
     size_t need = mlen + strlen(target) + 16 + bm_uprules_fields_bytes(req->headers) +
-                  bm_uprules_fields_bytes(req->extra) + sizeof tail;
+                  bm_uprules_fields_bytes(req->extra) + sizeof tail +
+                  (req->forwarded_for ? strlen(req->forwarded_for) + 24 : 0);
     if (bm_str_reserve(out, need) != 0)
         return BM_ENOMEM;
     char *start = out->b->data, *w = start;
@@ -240,9 +241,15 @@ int bm_h1req_build(bm_str_t *out, size_t *line_len, const char *method, const ch
     *line_len = (size_t)(w - start);
 
     unsigned saw = 0;
-    int rc = bm_uprules_fields(req->headers, drop_auth, emit_field, &w, &saw);
+    int rc = bm_uprules_caller_fields(req->headers, req->extra, drop_auth, emit_field, &w, &saw);
     if (!rc)
         rc = bm_uprules_fields(req->extra, false, emit_field, &w, &saw);
+    if (!rc && req->forwarded_for) {
+        size_t n = strlen(req->forwarded_for);
+        if (!bm_uprules_value(req->forwarded_for, n))
+            return BM_EINVAL;
+        emit_field(&w, "X-Forwarded-For", 15, req->forwarded_for, n);
+    }
     if (rc)
         return rc;
     if (!(saw & BM_UPRULES_SAW_ACCEPT))

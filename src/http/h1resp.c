@@ -243,6 +243,10 @@ static int on_headers_complete(http_parser *hp)
                                          : "unexpected interim response");
         return 1; /* no body, whatever it says; on_message_complete starts over */
     }
+    /* http-parser takes lengths up to 2^64 - 2; past 2^63 - 1 no body can match it (the
+     * libcurl transport refuses the same, bm_uprules_content_length) */
+    if ((hp->flags & F_CONTENTLENGTH) && hp->content_length > (uint64_t)INT64_MAX)
+        return fail_cb(r, BM_EPROTO, "invalid Content-Length");
     r->status = status;
     /* Returning 1 tells http-parser that no body follows, whatever the head announces. */
     bool bodyless = r->head_request || status == 204 || status == 304;
@@ -250,7 +254,7 @@ static int on_headers_complete(http_parser *hp)
         r->body_len = 0;
     else if (hp->flags & F_CHUNKED)
         r->body_len = -1;
-    else if (hp->content_length != ULLONG_MAX && hp->content_length <= INT64_MAX)
+    else if (hp->flags & F_CONTENTLENGTH)
         r->body_len = (int64_t)hp->content_length;
     else
         r->body_len = -1;

@@ -24,6 +24,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/url.h"
 
 enum scan_state {
     SC_START,       /* before the request line; empty lines (CRLF) are skipped */
@@ -502,6 +503,14 @@ static int check_head(bm_http1_t *p)
         fail(p, 501, "CONNECT not supported");
         return -1;
     }
+    /* Only a target the proxy forwards as it is: origin-form, ASCII, no dot segment (a
+     * client must not climb out of a node's path prefix, nor be answered 503 for a target
+     * no node could be asked). */
+    const char *bad_target = bm_url_target_problem(bm_str_data(&p->target));
+    if (bad_target) {
+        fail(p, 400, bad_target);
+        return -1;
+    }
     bool http11 = hp->http_minor >= 1;
     size_t hosts = 0;
     const char *host = NULL;
@@ -577,6 +586,13 @@ static int check_head(bm_http1_t *p)
             return -1;
         }
         cl = (int64_t)hp->content_length;
+    }
+
+    /* RFC 9110 gives a body of GET and HEAD no meaning; forwarded, it would be read as a
+     * POST by some, dropped by others: a smuggling aid. */
+    if ((hp->method == HTTP_GET || hp->method == HTTP_HEAD) && cl != 0) {
+        fail(p, 400, "a GET or HEAD request must not have a body");
+        return -1;
     }
 
     p->head = (bm_http1_head_t){

@@ -14,7 +14,8 @@
  * machine of our own that rejects them with 400, along with a bare CR, control bytes in
  * field values, a request line that is not `method SP target SP HTTP/x.y CRLF`, a missing
  * or repeated Host in HTTP/1.1, Content-Length next to Transfer-Encoding, repeated
- * Content-Length, and a Transfer-Encoding whose final coding is not chunked. The same
+ * Content-Length, a Transfer-Encoding whose final coding is not chunked, and a GET or HEAD
+ * with a body (Content-Length above 0 or any Transfer-Encoding). The same
  * machine enforces the size limits (414, 431; 413 for bodies) before http-parser's own
  * compiled-in limit could fire.
  *

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/hdrs.h"
 
 #define MAX_SEGMENTS 16
 
@@ -265,6 +266,29 @@ int bm_router_add(bm_router_t *r, const char *method, const char *pattern, bm_ro
     }
     r->n++;
     return 0;
+}
+
+void bm_router_refuse_method(bm_req_t *req, const char *allow)
+{
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    if (bm_hdrs_add_z(&h, "Allow", allow) == 0)
+        bm_req_add_resp_fields(req, &h);
+    bm_hdrs_dispose(&h);
+    bm_resp_error(req, 405, "method %s is not allowed here (%s only)", bm_req_method(req), allow);
+}
+
+static void route_refuse_method(bm_req_t *req, const bm_route_params_t *params, void *allow)
+{
+    (void)params;
+    bm_router_refuse_method(req, allow);
+}
+
+int bm_router_add_only(bm_router_t *r, const char *method, const char *pattern, bm_route_fn fn,
+                       void *ud)
+{
+    int rc = bm_router_add(r, method, pattern, fn, ud);
+    return rc ? rc : bm_router_add(r, NULL, pattern, route_refuse_method, (void *)method);
 }
 
 void bm_router_set_fallback(bm_router_t *r, bm_route_fn fn, void *ud)

@@ -47,6 +47,18 @@ void bm_router_free(bm_router_t *r);
 int bm_router_add(bm_router_t *r, const char *method, const char *pattern, bm_route_fn fn,
                   void *ud);
 
+/**
+ * Adds a route that only `method` may use: `method` is routed to `fn`, any other method on
+ * the same pattern gets 405 with an Allow field, and never reaches the fallback (and so no
+ * node). For beaconmux's own routes (/healthz, /beaconmux/...). `method` must outlive the
+ * table (a string literal). Returns as bm_router_add.
+ */
+int bm_router_add_only(bm_router_t *r, const char *method, const char *pattern, bm_route_fn fn,
+                       void *ud);
+
+/** Answers 405 {"code":405,...} with `Allow: allow`: a method a route class does not take. */
+void bm_router_refuse_method(bm_req_t *req, const char *allow);
+
 /** Sets the handler for requests no route matches. */
 void bm_router_set_fallback(bm_router_t *r, bm_route_fn fn, void *ud);
 

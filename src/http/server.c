@@ -83,6 +83,9 @@ void bm_server_opts_default(bm_server_opts_t *o)
     o->body_timeout_ms = BM_DEFAULT_SERVER_BODY_TIMEOUT_MS;
     o->idle_timeout_ms = BM_DEFAULT_SERVER_IDLE_TIMEOUT_MS;
     o->max_connections = BM_DEFAULT_SERVER_MAX_CONNECTIONS;
+    o->max_connections_per_client = BM_DEFAULT_SERVER_MAX_CONNECTIONS_PER_CLIENT;
+    o->body_deadline_ms = BM_DEFAULT_SERVER_BODY_DEADLINE_MS;
+    o->send_timeout_ms = BM_DEFAULT_SERVER_SEND_TIMEOUT_MS;
     o->write_high_water = 1024 * 1024;
 }
 
@@ -477,6 +480,8 @@ void bm_srv_conn_flush(conn_t *c)
     maybe_drain(c);
     if (c->st != CONN_CLOSED)
         conn_maybe_shutdown(c);
+    if (c->st != CONN_CLOSED && c->req.owned && !c->in_process)
+        conn_update_deadline(c, false); /* output queued by a handler: the send timeout */
 }
 
 /* ---- closing and timers -------------------------------------------------------------- */
@@ -502,6 +507,10 @@ void bm_srv_conn_close(conn_t *c)
     dirty_remove(c);
     bm_link_unlink(&c->link);
     srv->nconns--;
+    if (c->counted) {
+        bm_peers_release(srv->peers, c->peer);
+        c->counted = false;
+    }
     c->deadline = 0;
     uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
@@ -541,20 +550,31 @@ static void conn_update_deadline(conn_t *c, bool progress)
         return;
     const bm_server_opts_t *o = &c->srv->opts;
     bm_http1_phase_t ph = bm_http1_phase(c->parser);
+    /* A write in flight counts: under TLS its bytes left the queue when they were encrypted. */
+    bool unsent = c->pending > 0 || c->writing;
     if (c->req.owned) {
-        clear_deadline(c);
+        /* No bound on how long a handler holds a request (a stream may last days), but the
+         * client must keep taking what it was sent. */
+        if (!unsent)
+            clear_deadline(c);
+        else if (c->dl_kind != DL_SEND || progress)
+            set_deadline(c, DL_SEND, o->send_timeout_ms);
     } else if (c->st == CONN_LINGER) {
         if (c->dl_kind != DL_LINGER)
             set_deadline(c, DL_LINGER, LINGER_MS);
-    } else if (c->pending > 0 && (c->st >= CONN_FINISHING || ph == BM_HTTP1_IDLE)) {
+    } else if (unsent && (c->st >= CONN_FINISHING || ph == BM_HTTP1_IDLE)) {
         if (c->dl_kind != DL_SEND || progress)
-            set_deadline(c, DL_SEND, o->idle_timeout_ms);
+            set_deadline(c, DL_SEND, o->send_timeout_ms);
     } else if (ph == BM_HTTP1_HEAD) {
         if (c->dl_kind != DL_HEAD)
             set_deadline(c, DL_HEAD, o->header_timeout_ms);
     } else if (ph == BM_HTTP1_BODY) {
-        if (c->dl_kind != DL_BODY || !progress)
-            set_deadline(c, DL_BODY, o->body_timeout_ms);
+        /* the gap between pieces, and the whole body by its deadline */
+        if (c->dl_kind != DL_BODY || !progress) {
+            uint64_t now = uv_now(c->srv->loop);
+            uint64_t left = c->body_end > now ? c->body_end - now : 0;
+            set_deadline(c, DL_BODY, left < o->body_timeout_ms ? left : o->body_timeout_ms);
+        }
     } else if (ph == BM_HTTP1_IDLE && c->st < CONN_FINISHING) {
         if (c->fresh) {
             if (c->dl_kind != DL_FRESH)
@@ -583,15 +603,16 @@ static void on_conn_timer(uv_timer_t *t)
         /* Nothing of an answer to this request was sent: say why we close. */
         bm_srv_conn_hold(c);
         bm_srv_conn_send_error(c, 408,
-                               kind == DL_HEAD ? "request head not received in time"
-                                               : "request body not received in time");
+                               kind == DL_HEAD      ? "request head not received in time"
+                               : now >= c->body_end ? "request body not complete in time"
+                                                    : "request body not received in time");
         conn_process(c);
         bm_srv_conn_unref(c);
         break;
     case DL_SEND:
         bm_log_limited(&c->srv->log_lim, BM_LOG_INFO,
-                       "server: closing %s: response not read for %u ms", c->peer,
-                       c->srv->opts.idle_timeout_ms);
+                       "server: closing %s: response not read for %u ms (server.sendTimeout)",
+                       c->peer, c->srv->opts.send_timeout_ms);
         bm_srv_conn_close(c);
         break;
     default:
@@ -778,6 +799,7 @@ static int on_head(void *ud, const bm_http1_head_t *h)
     conn_t *c = ud;
     bm_req_t *r = &c->req;
     r->start_us = bm_clock_mono_us();
+    c->body_end = uv_now(c->srv->loop) + c->srv->opts.body_deadline_ms;
     if (h->content_length > 0) {
         size_t first =
             h->content_length > BODY_PREALLOC ? BODY_PREALLOC : (size_t)h->content_length;
@@ -928,6 +950,14 @@ static void conn_process(conn_t *c)
 static void on_connection(uv_stream_t *ls, int status)
 {
     bm_server_t *srv = ls->data;
+    if (status == UV_EMFILE || status == UV_ENFILE) {
+        bm_log_limited(&srv->log_lim, BM_LOG_ERROR,
+                       "server: cannot accept a connection: %s (%zu client connections open); "
+                       "raise the limit of open files (LimitNOFILE=, ulimit -n) or lower "
+                       "server.maxConnections",
+                       uv_strerror(status), srv->nconns);
+        return;
+    }
     if (status < 0) {
         bm_log_limited(&srv->log_lim, BM_LOG_WARN, "server: accept failed: %s",
                        uv_strerror(status));
@@ -951,7 +981,28 @@ static void on_connection(uv_stream_t *ls, int status)
     c->timer.data = c;
     srv->nalloc++;
     int rc = uv_accept(ls, (uv_stream_t *)&c->tcp);
+    strcpy(c->peer, "unknown");
+    struct sockaddr_storage ss;
+    int sl = sizeof ss;
+    if (rc == 0 && uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET6)
+            uv_ip6_name((struct sockaddr_in6 *)&ss, c->peer, sizeof c->peer);
+        else if (ss.ss_family == AF_INET)
+            uv_ip4_name((struct sockaddr_in *)&ss, c->peer, sizeof c->peer);
+    }
     bool refuse = rc < 0 || srv->shutting_down || srv->nconns >= srv->opts.max_connections;
+    if (rc == 0 && srv->nconns >= srv->opts.max_connections)
+        bm_log_limited(&srv->log_lim, BM_LOG_WARN, "server: %zu connections open, refusing another",
+                       srv->nconns);
+    if (!refuse) {
+        c->counted = bm_peers_take(srv->peers, c->peer, srv->opts.max_connections_per_client);
+        refuse = !c->counted;
+        if (refuse)
+            bm_log_limited(&srv->log_lim, BM_LOG_WARN,
+                           "server: %s holds %u connections (server.maxConnectionsPerClient), "
+                           "refusing another",
+                           c->peer, bm_peers_count(srv->peers, c->peer));
+    }
     if (!refuse) {
         c->parser = bm_http1_new(&srv->lim, &parser_cbs, c);
         refuse = c->parser == NULL;
@@ -961,9 +1012,9 @@ static void on_connection(uv_stream_t *ls, int status)
         refuse = c->tls == NULL;
     }
     if (refuse) {
-        if (rc == 0 && srv->nconns >= srv->opts.max_connections)
-            bm_log_limited(&srv->log_lim, BM_LOG_WARN,
-                           "server: %zu connections open, refusing another", srv->nconns);
+        if (c->counted)
+            bm_peers_release(srv->peers, c->peer);
+        c->counted = false;
         bm_srv_conn_set_state(c, CONN_CLOSED);
         uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
         uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
@@ -971,15 +1022,6 @@ static void on_connection(uv_stream_t *ls, int status)
     }
     c->req.conn = c;
     uv_tcp_nodelay(&c->tcp, 1);
-    struct sockaddr_storage ss;
-    int sl = sizeof ss;
-    strcpy(c->peer, "unknown");
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET6)
-            uv_ip6_name((struct sockaddr_in6 *)&ss, c->peer, sizeof c->peer);
-        else if (ss.ss_family == AF_INET)
-            uv_ip4_name((struct sockaddr_in *)&ss, c->peer, sizeof c->peer);
-    }
     bm_list_push_front(&srv->conns, &c->link);
     srv->nconns++;
     conn_update_deadline(c, false);
@@ -995,6 +1037,7 @@ static void srv_free_now(bm_server_t *srv)
     bm_tls_ctx_unref(srv->tls);
     for (size_t i = 0; i < srv->npool; i++)
         free(srv->pool[i]);
+    bm_peers_free(srv->peers);
     free(srv);
 }
 
@@ -1078,10 +1121,21 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
         srv->opts.idle_timeout_ms = def.idle_timeout_ms;
     if (!srv->opts.max_connections)
         srv->opts.max_connections = def.max_connections;
+    if (!srv->opts.max_connections_per_client)
+        srv->opts.max_connections_per_client = def.max_connections_per_client;
+    if (!srv->opts.body_deadline_ms)
+        srv->opts.body_deadline_ms = def.body_deadline_ms;
+    if (!srv->opts.send_timeout_ms)
+        srv->opts.send_timeout_ms = def.send_timeout_ms;
     if (!srv->opts.write_high_water)
         srv->opts.write_high_water = def.write_high_water;
     srv->lim = (bm_http1_limits_t){srv->opts.max_target_bytes, srv->opts.max_header_bytes,
                                    srv->opts.max_body_bytes};
+    srv->peers = bm_peers_new();
+    if (!srv->peers) {
+        free(srv);
+        return NULL;
+    }
     srv->loop = loop;
     srv->handler = handler;
     srv->ud = ud;

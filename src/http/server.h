@@ -44,7 +44,14 @@ typedef struct bm_server_opts {
     uint32_t body_timeout_ms;   /* max gap between body bytes (server.bodyTimeout) */
     uint32_t idle_timeout_ms;   /* keep-alive idle between requests (server.idleTimeout) */
     uint32_t max_connections; /* accepted at once; more closed at accept (server.maxConnections) */
-    size_t write_high_water;  /* bm_resp_writable() turns false above this (default 1 MiB) */
+    uint32_t max_connections_per_client; /* from one client address at once; more closed at
+                                            accept (server.maxConnectionsPerClient) */
+    uint32_t body_deadline_ms; /* the whole request body must arrive within this from the end
+                                  of its head (server.bodyDeadline): 408 */
+    uint32_t send_timeout_ms;  /* output queued and none of it taken by the client for this
+                                  long: the connection is closed, an owned request learns it
+                                  through its abort callback (server.sendTimeout) */
+    size_t write_high_water;   /* bm_resp_writable() turns false above this (default 1 MiB) */
 } bm_server_opts_t;
 
 /** Fills `o` with the defaults above. (bm_server_new also takes a zero field as its default.) */

@@ -19,6 +19,7 @@
 #include "base/list.h"
 #include "base/log.h"
 #include "http/http1.h"
+#include "http/peers.h"
 #include "http/tls.h"
 
 #define IN_BUF_SIZE (16 * 1024)       /* input buffer; also the read-ahead bound while handling */
@@ -135,7 +136,9 @@ struct conn {
     bool broken;       /* an allocation failed mid-response: close from the loop */
     bool error_sent;   /* the server answered an error itself: close after it */
     bool keep_alive;
-    bool fresh; /* no request seen yet */
+    bool fresh;        /* no request seen yet */
+    bool counted;      /* counted in the server's peers (per-client cap) */
+    uint64_t body_end; /* loop ms by which the body being received must be complete */
     uint64_t deadline;
     deadline_kind_t dl_kind;
 
@@ -177,6 +180,8 @@ struct bm_server {
     bool done_called;
     void (*done)(bm_server_t *srv, void *ud);
     void *done_ud;
+
+    bm_peers_t *peers; /* connections per client address */
 
     time_t date_sec;
     char date[64]; /* "Date: ...\r\n" */

@@ -81,8 +81,25 @@ static bool connection_listed(const bm_hdrs_t *h, const char *name, size_t len)
     return false;
 }
 
-int bm_uprules_fields(const bm_hdrs_t *h, bool drop_auth, bm_uprules_emit_fn emit, void *ctx,
-                      unsigned *saw)
+bool bm_uprules_is_forwarding(const char *name, size_t len)
+{
+    return bm_header_name_is(name, len, "x-forwarded-for") ||
+           bm_header_name_is(name, len, "forwarded") || bm_header_name_is(name, len, "x-real-ip");
+}
+
+/* True when `node` has a field named name[0..len). */
+static bool named_in(const bm_hdrs_t *node, const char *name, size_t len)
+{
+    for (size_t i = 0; node && i < node->n; i++)
+        if (node->items[i].name_len == len && strncasecmp(node->items[i].name, name, len) == 0)
+            return true;
+    return false;
+}
+
+/* The fields of `h` that go upstream; `caller`: h is the client's, and `node`'s fields and
+ * the forwarding fields leave theirs out. */
+static int pass_fields(const bm_hdrs_t *h, bool caller, const bm_hdrs_t *node, bool drop_auth,
+                       bm_uprules_emit_fn emit, void *ctx, unsigned *saw)
 {
     if (!h)
         return 0;
@@ -97,7 +114,9 @@ int bm_uprules_fields(const bm_hdrs_t *h, bool drop_auth, bm_uprules_emit_fn emi
         if (bm_header_is_hop_by_hop(f->name, f->name_len) ||
             bm_header_name_is(f->name, f->name_len, "accept-encoding") ||
             (has_conn && connection_listed(h, f->name, f->name_len)) ||
-            (drop_auth && bm_header_name_is(f->name, f->name_len, "authorization")))
+            (drop_auth && bm_header_name_is(f->name, f->name_len, "authorization")) ||
+            (caller && (bm_uprules_is_forwarding(f->name, f->name_len) ||
+                        named_in(node, f->name, f->name_len))))
             continue;
         if (bm_header_name_is(f->name, f->name_len, "content-type"))
             *saw |= BM_UPRULES_SAW_CONTENT_TYPE;
@@ -106,6 +125,18 @@ int bm_uprules_fields(const bm_hdrs_t *h, bool drop_auth, bm_uprules_emit_fn emi
         emit(ctx, f->name, f->name_len, f->value, f->value_len);
     }
     return 0;
+}
+
+int bm_uprules_fields(const bm_hdrs_t *h, bool drop_auth, bm_uprules_emit_fn emit, void *ctx,
+                      unsigned *saw)
+{
+    return pass_fields(h, false, NULL, drop_auth, emit, ctx, saw);
+}
+
+int bm_uprules_caller_fields(const bm_hdrs_t *h, const bm_hdrs_t *node, bool drop_auth,
+                             bm_uprules_emit_fn emit, void *ctx, unsigned *saw)
+{
+    return pass_fields(h, true, node, drop_auth, emit, ctx, saw);
 }
 
 size_t bm_uprules_fields_bytes(const bm_hdrs_t *h)
@@ -119,6 +150,48 @@ size_t bm_uprules_fields_bytes(const bm_hdrs_t *h)
 bool bm_uprules_interim_skipped(int status)
 {
     return status == 100 || status == 102 || status == 103;
+}
+
+int bm_uprules_content_length(const bm_hdrs_t *h, int64_t *len, const char **why)
+{
+    *len = -1;
+    bool chunked = false;
+    for (size_t i = 0; i < h->n; i++) {
+        const bm_header_t *f = &h->items[i];
+        if (bm_header_name_is(f->name, f->name_len, "transfer-encoding")) {
+            chunked = true;
+            continue;
+        }
+        if (!bm_header_name_is(f->name, f->name_len, "content-length"))
+            continue;
+        if (*len >= 0) {
+            *why = "Content-Length repeated";
+            return BM_EPROTO;
+        }
+        uint64_t v = 0;
+        if (f->value_len == 0 || f->value_len > 19) {
+            *why = "invalid Content-Length";
+            return BM_EPROTO;
+        }
+        for (size_t k = 0; k < f->value_len; k++) {
+            unsigned char c = (unsigned char)f->value[k];
+            if (c < '0' || c > '9') {
+                *why = "invalid Content-Length";
+                return BM_EPROTO;
+            }
+            v = v * 10 + (uint64_t)(c - '0'); /* 19 digits cannot wrap a uint64_t */
+        }
+        if (v > (uint64_t)INT64_MAX) {
+            *why = "invalid Content-Length";
+            return BM_EPROTO;
+        }
+        *len = (int64_t)v;
+    }
+    if (chunked && *len >= 0) {
+        *why = "Content-Length next to Transfer-Encoding";
+        return BM_EPROTO;
+    }
+    return 0;
 }
 
 char *bm_uprules_secret(const char *userinfo, size_t len, bool *oom)

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/hdrs.h"
 #include "base/log.h"
@@ -79,6 +80,21 @@ typedef void (*bm_uprules_emit_fn)(void *ctx, const char *name, size_t name_len,
 int bm_uprules_fields(const bm_hdrs_t *h, bool drop_auth, bm_uprules_emit_fn emit, void *ctx,
                       unsigned *saw);
 
+/**
+ * bm_uprules_fields for the caller's fields `h` of a request that also carries the node's
+ * own fields `node` (the operator's upstreams[].headers; may be NULL): besides what
+ * bm_uprules_fields leaves out, a field `node` also names is left out, so the operator's
+ * value replaces the client's (an X-Api-Key of the client never reaches a hosted node
+ * before the operator's), and so are a client's forwarding fields (X-Forwarded-For,
+ * Forwarded, X-Real-IP): a node never takes a client's word for where a request came from.
+ */
+int bm_uprules_caller_fields(const bm_hdrs_t *h, const bm_hdrs_t *node, bool drop_auth,
+                             bm_uprules_emit_fn emit, void *ctx, unsigned *saw);
+
+/** True for a field that says where a request came from (X-Forwarded-For, Forwarded,
+ *  X-Real-IP): never passed on from a client. */
+bool bm_uprules_is_forwarding(const char *name, size_t len);
+
 /** Text bytes of every field of `h` as "Name: value\r\n": an upper bound for a head. */
 size_t bm_uprules_fields_bytes(const bm_hdrs_t *h);
 
@@ -89,6 +105,17 @@ size_t bm_uprules_fields_bytes(const bm_hdrs_t *h);
  * switch), fails the transfer with BM_EPROTO: the node broke the exchange.
  */
 bool bm_uprules_interim_skipped(int status);
+
+/**
+ * The body length the fields `h` of a final response head announce, judged as the native
+ * client's parser (http-parser) judges it: *len is the Content-Length, or -1 without one.
+ * BM_EPROTO (the node broke the exchange; *why a static description) when a value is not
+ * 1 to 19 decimal digits or is past 2^63 - 1, when Content-Length is repeated (even with
+ * the same value) or comes with Transfer-Encoding. libcurl reads an overflowing length as
+ * "until the close" and "12x" as 12; a length that cannot be must never turn into an
+ * answer that looks complete.
+ */
+int bm_uprules_content_length(const bm_hdrs_t *h, int64_t *len, const char **why);
 
 /**
  * The secret of a URL's user info, to be hidden in messages: the password, or a lone

@@ -96,11 +96,13 @@ int bm_upstream_set_node_limit(bm_upstream_t *up, const char *base_url, uint32_t
 
 /** One request. Everything is copied or referenced by bm_upstream_start; nothing is kept. */
 typedef struct bm_xfer_req {
-    const char *method;       /* "GET", "POST", ... */
-    const char *url;          /* complete URL (see bm_url_join in url.h); never a client's input */
-    const bm_hdrs_t *headers; /* end-to-end fields to send (filtered as described above) */
-    const bm_hdrs_t *extra;   /* per-node fields added after `headers` (API keys), or NULL */
-    bm_buf_t *body;           /* request body (a reference is taken), or NULL */
+    const char *method;        /* "GET", "POST", ... */
+    const char *url;           /* complete URL (see bm_url_join in url.h); never a client's input */
+    const bm_hdrs_t *headers;  /* end-to-end fields to send (filtered as described above) */
+    const bm_hdrs_t *extra;    /* per-node fields added after `headers` (API keys), or NULL */
+    const char *forwarded_for; /* sent as X-Forwarded-For (the client's address, to a node
+                                  that opted in: upstreams[].forwardedFor), or NULL */
+    bm_buf_t *body;            /* request body (a reference is taken), or NULL */
     uint32_t connect_timeout_ms; /* 0: the default of timeouts.connect */
     uint32_t timeout_ms;         /* whole transfer; 0: none (long-lived streams) */
     uint32_t idle_timeout_ms;    /* no byte received for this long fails BM_ETIMEDOUT; 0: none.

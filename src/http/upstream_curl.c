@@ -562,10 +562,26 @@ static bool alive(const cx_t *x)
     return x->state == XS_RUNNING && !x->up->dying;
 }
 
-/* The final head is complete: preallocate a buffered body and tell the owner. */
-static void deliver_head(cx_t *x)
+/* The final head is complete: judge its framing as the native client does, preallocate a
+ * buffered body and tell the owner. False when the head fails the transfer. */
+static bool deliver_head(cx_t *x)
 {
     bm_upcurl_t *up = x->up;
+    int64_t cl;
+    const char *why;
+    if (bm_uprules_content_length(&x->hdrs, &cl, &why) != 0) {
+        x->local_err = BM_EPROTO;
+        x->local_detail = why;
+        return false;
+    }
+    /* a buffered body too large for the caller is refused from its length already (no HEAD:
+     * its length describes a body that does not come), as the native client does */
+    bool head = strcmp(x->method, "HEAD") == 0;
+    if (!x->stream && !head && cl > 0 && (uint64_t)cl > x->max_bytes) {
+        x->local_err = BM_ETOOBIG;
+        x->local_detail = "response body larger than max_response_bytes";
+        return false;
+    }
     x->head_done = true;
     x->t_head = bm_clock_mono_us();
     if (x->gzip) {
@@ -574,23 +590,17 @@ static void deliver_head(cx_t *x)
         if (ce && strcasecmp(ce, "gzip") == 0) {
             bm_hdrs_remove(&x->hdrs, "Content-Encoding");
             bm_hdrs_remove(&x->hdrs, "Content-Length");
+            cl = -1; /* the inflated length is not known */
         }
     }
-    if (!x->stream && !x->body.b && x->status >= 200 && x->status < 300 &&
-        strcmp(x->method, "HEAD") != 0) {
-        const char *cl = bm_hdrs_get(&x->hdrs, "Content-Length");
-        if (cl) {
-            char *end;
-            unsigned long long v = strtoull(cl, &end, 10);
-            if (end != cl && *end == '\0' && v > 0 && v <= x->max_bytes)
-                x->body.b = bm_buf_new((size_t)v);
-        }
-    }
+    if (!x->stream && !x->body.b && x->status >= 200 && x->status < 300 && !head && cl > 0)
+        x->body.b = bm_buf_new((size_t)cl);
     if (x->cbs.on_head) {
         up->in_curl++;
         x->cbs.on_head(&x->base, x->status, &x->hdrs, x->ud);
         up->in_curl--;
     }
+    return true;
 }
 
 /* Parses the status code of "HTTP/1.1 200 OK" or "HTTP/2 200"; 0 when malformed. */
@@ -642,8 +652,7 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
                                                        : "unexpected interim response");
             return n;
         }
-        deliver_head(x);
-        return alive(x) ? n : 0;
+        return deliver_head(x) && alive(x) ? n : 0;
     }
     if (status_line) {
         /* A new head starts (after 1xx heads too): forget the previous one. */
@@ -709,11 +718,8 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
     if (!alive(x))
         return CURL_WRITEFUNC_ERROR;
     x->last_rx = uv_now(up->loop);
-    if (!x->head_done) {
-        deliver_head(x);
-        if (!alive(x))
-            return CURL_WRITEFUNC_ERROR;
-    }
+    if (!x->head_done && (!deliver_head(x) || !alive(x)))
+        return CURL_WRITEFUNC_ERROR;
     if (n == 0)
         return 0;
     if (x->want_paused) {
@@ -1116,10 +1122,11 @@ static int build_headers(cx_t *x, const bm_xfer_req_t *req, bool has_body, bool 
                          struct curl_slist **out)
 {
     static const char fixed[] = "Accept-Encoding: identity\0Expect:\0Content-Type:";
-    size_t max = (req->headers ? req->headers->n : 0) + (req->extra ? req->extra->n : 0) + 3;
+    size_t max = (req->headers ? req->headers->n : 0) + (req->extra ? req->extra->n : 0) + 4;
+    size_t ff = req->forwarded_for ? strlen(req->forwarded_for) : 0;
     /* bm_uprules_fields_bytes counts ": " and CRLF; a list line needs ": " and a NUL. */
     size_t need = max * sizeof(struct curl_slist) + bm_uprules_fields_bytes(req->headers) +
-                  bm_uprules_fields_bytes(req->extra) + sizeof fixed;
+                  bm_uprules_fields_bytes(req->extra) + sizeof fixed + (ff ? ff + 24 : 0);
     if (need > x->hl_cap) {
         char *mem = malloc(need);
         if (!mem)
@@ -1131,9 +1138,14 @@ static int build_headers(cx_t *x, const bm_xfer_req_t *req, bool has_body, bool 
     hlist_t l = {.nodes = (struct curl_slist *)(void *)x->hl_mem, .max = max};
     l.text = x->hl_mem + max * sizeof(struct curl_slist);
     unsigned saw = 0;
-    int rc = bm_uprules_fields(req->headers, drop_auth, hl_add, &l, &saw);
+    int rc = bm_uprules_caller_fields(req->headers, req->extra, drop_auth, hl_add, &l, &saw);
     if (!rc)
         rc = bm_uprules_fields(req->extra, false, hl_add, &l, &saw);
+    if (!rc && ff) {
+        if (!bm_uprules_value(req->forwarded_for, ff))
+            return BM_EINVAL;
+        hl_add(&l, "X-Forwarded-For", 15, req->forwarded_for, ff);
+    }
     if (rc)
         return rc;
     bool has_ct = saw & BM_UPRULES_SAW_CONTENT_TYPE;
@@ -1272,7 +1284,10 @@ static int setup(cx_t *x, const bm_xfer_req_t *req, bool https, bool has_userinf
         SETOPT(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(b ? b->len : 0));
         SETOPT(CURLOPT_POSTFIELDS, b ? b->data : "");
     }
-    bool custom = !head && !post && strcmp(m, "GET") != 0;
+    /* libcurl sends what its options imply: GET, HEAD, or POST once POSTFIELDS is set. Any
+     * other method, and a GET with a body (which libcurl would turn into a POST), is named
+     * explicitly, so the method sent is always the caller's. */
+    bool custom = !head && !post && (strcmp(m, "GET") != 0 || has_body);
     SETOPT(CURLOPT_CUSTOMREQUEST, custom ? m : NULL);
 
     struct curl_slist *list = NULL;
@@ -1281,9 +1296,9 @@ static int setup(cx_t *x, const bm_xfer_req_t *req, bool https, bool has_userinf
         return rc;
     SETOPT(CURLOPT_HTTPHEADER, list);
     SETOPT(CURLOPT_ACCEPT_ENCODING, x->gzip ? "gzip" : NULL);
-    /* Refuse a too large buffered body from its Content-Length already (not for HEAD,
-     * whose Content-Length describes a body that does not come). */
-    SETOPT(CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)(!x->stream && !head ? x->max_bytes : 0));
+    /* No CURLOPT_MAXFILESIZE: libcurl would judge the Content-Length before we do (an
+     * overflowing one as "too large"); deliver_head refuses a too large body from its
+     * length, on_body while counting. */
     return 0;
 }
 

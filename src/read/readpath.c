@@ -143,6 +143,8 @@ struct exchange {
     unsigned busy;
     bm_str_t errors; /* "n1: connection refused; n2: HTTP 503" */
     int kept;        /* the attempt whose failed answer is kept, or -1 */
+    bool invalid;    /* a node answered what HTTP does not allow (an unasked 1xx, a length
+                        that cannot be): that node's answer counts as a 502 */
 };
 
 static const bm_xfer_cbs_t xfer_cbs;
@@ -267,38 +269,6 @@ static void node_terms(const bm_readpath_t *rp, const bm_node_t *n, bm_score_ter
         .sync_distance = n->syncing.known ? n->syncing.sync_distance : 0,
     };
     bm_score_compute(&in, &rp->opts.weights, t);
-}
-
-/* A route's key for the 415 memory: the method and the path with its ids (numbers, 0x
- * values) replaced, so that /blocks/1 and /blocks/2 share what a node said. */
-static uint64_t route_key_of(const char *method, const char *path, size_t n)
-{
-    char shape[512];
-    size_t o = 0;
-    const char *q = memchr(path, '?', n);
-    if (q)
-        n = (size_t)(q - path);
-    for (size_t i = 0; i < n && o + 2 < sizeof shape;) {
-        size_t len = strcspn(path + i, "/");
-        if (len > n - i)
-            len = n - i;
-        bool id = len > 0 && ((path[i] >= '0' && path[i] <= '9') ||
-                              (len > 2 && path[i] == '0' && path[i + 1] == 'x'));
-        if (id) {
-            shape[o++] = '*';
-        } else {
-            size_t c = len < sizeof shape - o - 2 ? len : sizeof shape - o - 2;
-            memcpy(shape + o, path + i, c);
-            o += c;
-        }
-        i += len;
-        if (i < n && o + 1 < sizeof shape) {
-            shape[o++] = '/';
-            i++;
-        }
-    }
-    uint64_t h = bm_sticky_key(method, strlen(method));
-    return h ^ bm_sticky_key(shape, o);
 }
 
 static bool refuses_ssz(node_state_t *ns, uint64_t key, uint64_t now)
@@ -625,6 +595,8 @@ static void answer_failure(exchange_t *ex)
         reply_error(ex, 503, "no ready upstream");
     } else if (ex->started == 0) {
         reply_error(ex, 503, "no usable upstream");
+    } else if (ex->invalid) {
+        reply_error(ex, 502, "no valid upstream answer: %s", why);
     } else {
         reply_error(ex, 503, "no upstream answered: %s", why);
     }
@@ -688,6 +660,7 @@ static bool launch(exchange_t *ex, bm_node_t *node, bool hedge)
         .url = bm_str_data(url),
         .headers = ex->v.headers,
         .extra = &node->extra,
+        .forwarded_for = node->forwarded_for && ex->v.peer && ex->v.peer[0] ? ex->v.peer : NULL,
         .body = ex->v.body,
         .connect_timeout_ms = rp->opts.connect_timeout_ms,
         .timeout_ms = ex->is_read ? 0 : rp->opts.write_timeout_ms,
@@ -1185,7 +1158,14 @@ static void on_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
     } else {
         if (is_winner)
             ex->winner = -1; /* died mid-body while held: another node may still answer */
-        if (res->err) {
+        if (res->err == BM_EPROTO) {
+            /* a broken answer (101 or another unasked 1xx, a bad head or length): the
+             * node's 502, and the next node is asked as after a 5xx */
+            ex->invalid = true;
+            add_error(ex, "%s: invalid answer (%s)", a->node->id,
+                      res->detail && *res->detail ? res->detail : bm_strerror(res->err));
+            a->phase = AT_IDLE;
+        } else if (res->err) {
             add_error(ex, "%s: %s", a->node->id, bm_strerror(res->err));
             a->phase = AT_IDLE;
             if (!ex->is_read && res->err == BM_ECONNREFUSED && ex->s.max_attempts < 2)
@@ -1321,7 +1301,7 @@ static exchange_t *exchange_new(bm_readpath_t *rp, const view_t *v, size_t targe
     ex->is_read = bm_rules_is_read(method, v->path, n);
     ex->ssz_accept = accepts_ssz(v->headers);
     if (ex->ssz_accept)
-        ex->route_key = route_key_of(method, v->path + target_off, n - target_off);
+        ex->route_key = bm_rules_route_key(method, v->path + target_off, n - target_off);
     bool heavy = bm_rules_is_heavy(method, v->path, n, v->query, v->query_len,
                                    v->body ? v->body->data : NULL, v->body ? v->body->len : 0);
     resolve(ex, rule, heavy);

@@ -11,6 +11,7 @@
 
 #include "base/err.h"
 #include "base/json.h"
+#include "read/sticky.h"
 
 #define MAX_SEGMENTS 32
 #define NORM_MAX 2048
@@ -183,6 +184,23 @@ void bm_rules_free(bm_rules_t *t)
     free(t->routes);
     free(t);
 }
+
+const char *const bm_rules_default_blocked[] = {
+    "/lighthouse/database/*",   /* reconstruct, historical_blocks: write the node's store */
+    "/lighthouse/logging",      /* the node's log stream */
+    "/lighthouse/add_peer",     /* peers added and removed */
+    "/lighthouse/remove_peer",  /* */
+    "/lighthouse/compaction",   /* a database compaction on demand */
+    "/eth/v1/lodestar/*",       /* heap dumps, profiles, peers connected and dropped */
+    "/teku/v1/admin/log_level", /* the log level; readiness and liveness stay open */
+    "/eth/v1/keystores",        /* keymanager API: keys imported, listed and deleted */
+    "/eth/v1/remotekeys",
+    "/eth/v1/validator/*/feerecipient",
+    "/eth/v1/validator/*/gas_limit",
+    "/eth/v1/validator/*/graffiti",
+    "/eth/v1/validator/*/voluntary_exit", /* signs an exit with the node's own keys */
+    NULL,
+};
 
 int bm_rules_add_blocked(bm_rules_t *t, const char *pattern)
 {
@@ -364,4 +382,36 @@ bool bm_rules_is_heavy(const char *method, const char *path, size_t n, const cha
         if ((i == 0 || query[i - 1] == '&') && memcmp(query + i, "id=", 3) == 0)
             return false;
     return true;
+}
+
+/* A route's key (see rules.h): the method and the path with its ids (numbers, 0x
+ * values) replaced, so that /blocks/1 and /blocks/2 share what a node said. */
+uint64_t bm_rules_route_key(const char *method, const char *path, size_t n)
+{
+    char shape[512];
+    size_t o = 0;
+    const char *q = memchr(path, '?', n);
+    if (q)
+        n = (size_t)(q - path);
+    for (size_t i = 0; i < n && o + 2 < sizeof shape;) {
+        size_t len = strcspn(path + i, "/");
+        if (len > n - i)
+            len = n - i;
+        bool id = len > 0 && ((path[i] >= '0' && path[i] <= '9') ||
+                              (len > 2 && path[i] == '0' && path[i + 1] == 'x'));
+        if (id) {
+            shape[o++] = '*';
+        } else {
+            size_t c = len < sizeof shape - o - 2 ? len : sizeof shape - o - 2;
+            memcpy(shape + o, path + i, c);
+            o += c;
+        }
+        i += len;
+        if (i < n && o + 1 < sizeof shape) {
+            shape[o++] = '/';
+            i++;
+        }
+    }
+    uint64_t h = bm_sticky_key(method, strlen(method));
+    return h ^ bm_sticky_key(shape, o);
 }

@@ -94,6 +94,15 @@ bm_rules_t *bm_rules_new(void);
 
 void bm_rules_free(bm_rules_t *t);
 
+/**
+ * The default of blockedPaths (NULL-terminated): the nodes' own administration routes, which
+ * change a node or read what is not the chain's (Lighthouse's database and logs, peers
+ * added or removed, Lodestar's admin routes and Teku's log level, the keymanager API a node with a
+ * built-in validator client serves). A configured blockedPaths replaces the whole list.
+ * GET debug routes are not in it: checkpoint sync reads /eth/v2/debug/beacon/states/finalized.
+ */
+extern const char *const bm_rules_default_blocked[];
+
 /** Adds a blocked pattern. Returns 0, BM_EINVAL (bad pattern) or BM_ENOMEM. */
 int bm_rules_add_blocked(bm_rules_t *t, const char *pattern);
 
@@ -141,5 +150,12 @@ bool bm_rules_is_read(const char *method, const char *path, size_t n);
  */
 bool bm_rules_is_heavy(const char *method, const char *path, size_t n, const char *query,
                        size_t qlen, const char *body, size_t blen);
+
+/**
+ * A route's key: the method and the path (its query left out) with its ids (segments that
+ * start with a digit, 0x values) replaced, hashed, so that /blocks/1 and /blocks/2 share
+ * one key; the read path remembers per key and node what a node said (a 415 to SSZ).
+ */
+uint64_t bm_rules_route_key(const char *method, const char *path, size_t n);
 
 #endif /* BM_RULES_H */

@@ -84,6 +84,11 @@ POSITIONED = [
     ("upstreams:\n  - id: x\n", "2:5: upstreams[0]: missing key \"url\""),
     ("upstreams:\n  - url: \"http://user:${BM_T_PASS}@h:0\"\n", "2:10: upstreams[0]: url \"http://user:***@h:0\" has a malformed port"),
     ("upstreams:\n  - url: ftp://a\n", "2:10: upstreams[0]: url \"ftp://a\" must start with http:// or https://"),
+    # paths the proxy could not join a request to (docs/upstream.md): refused by --check
+    ("upstreams:\n  - url: http://h/../x\n", "2:10: upstreams[0]: url \"http://h/../x\" has a dot segment"),
+    ("upstreams:\n  - url: http://h/%2E%2E\n", "2:10: upstreams[0]: url \"http://h/%2E%2E\" has a dot segment"),
+    ("upstreams:\n  - url: \"http://h/caf\u00e9\"\n", "2:10: upstreams[0]: url \"http://h/caf\\xc3\\xa9\" must not "
+     "contain non-ASCII bytes"),
     ("upstreams:\n  - url: http://a\n    headers:\n      Host: x\n",
      "4:7: upstreams[0].headers: header \"Host\" is a hop-by-hop or framing header"),
     ("upstreams:\n  - url: http://a\n    headers:\n      X-A: x\n      x-a: y\n",
@@ -163,6 +168,10 @@ class CheckTest(unittest.TestCase):
         rc, _, err = check(self.path, "--upstream", "ftp://u:pw@b")
         self.assertEqual(rc, 2)
         self.assertEqual(err, "beaconmux: --upstream \"ftp://u:***@b\" (#1) must start with http:// or https://\n")
+        rc, _, err = check(self.path, "--upstream", "http://h/%2e%2E/x")
+        self.assertEqual(rc, 2)
+        self.assertEqual(err, "beaconmux: --upstream \"http://h/%2e%2E/x\" (#1) has a dot segment "
+                         "(\".\" or \"..\") in its path\n")
         rc, _, err = check(self.path, "--bogus")
         self.assertEqual(rc, 2)
         self.assertTrue(err.startswith("beaconmux: unknown option \"--bogus\"\nUsage: beaconmux"), err)

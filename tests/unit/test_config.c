@@ -19,6 +19,7 @@
 #include "config_fx.h"
 #include "base/defaults.h"
 #include "base/err.h"
+#include "read/rules.h"
 
 /* ---- helpers ------------------------------------------------------------------------- */
 
@@ -235,7 +236,8 @@ static void test_example_file(void **state)
     assert_int_equal(cfg->upstreams[2].n_headers, 1);
     assert_string_equal(cfg->upstreams[2].headers[0].value, "example-key");
 
-    /* Every value the example shows is the default it claims; the lists are examples. */
+    /* Every value the example shows is the default it claims (blockedPaths: the default
+     * list); the other lists are examples. */
     assert_int_equal(cfg->n_route_rules, 1);
     assert_int_equal(cfg->route_rules[0].consensus.agree, 2);
     assert_true(cfg->upstreams[2].archive && cfg->upstreams[2].auto_tune.max == 50);
@@ -243,8 +245,6 @@ static void test_example_file(void **state)
     assert_non_null(def);
     def->upstreams = cfg->upstreams;
     def->n_upstreams = cfg->n_upstreams;
-    def->blocked_paths = cfg->blocked_paths;
-    def->n_blocked_paths = cfg->n_blocked_paths;
     def->client_routes = cfg->client_routes;
     def->n_client_routes = cfg->n_client_routes;
     def->route_rules = cfg->route_rules;
@@ -256,8 +256,6 @@ static void test_example_file(void **state)
     memset(&def->auth, 0, sizeof def->auth);
     def->upstreams = NULL;
     def->n_upstreams = 0;
-    def->blocked_paths = NULL;
-    def->n_blocked_paths = 0;
     def->client_routes = NULL;
     def->n_client_routes = 0;
     def->route_rules = NULL;
@@ -450,7 +448,8 @@ static void test_unknown_keys(void **state)
                  "maxBodyBytes,");
     expect_error("upstreams:\n  - url: http://a:1\n  - url: http://b:2\n    upstrem: x\n",
                  "t.yaml:4:5: unknown key \"upstrem\" in \"upstreams[1]\" (expected one of: id, "
-                 "url, headers, priority, weight, archive, shadow, autoTune, maxConnections)");
+                 "url, headers, priority, weight, archive, shadow, autoTune, maxConnections, "
+                 "forwardedFor)");
     expect_error("upstreams: [{url: \"http://a\", bogus: 1}]\n",
                  "t.yaml:1:31: unknown key \"bogus\" in \"upstreams[0]\"");
     expect_error("duties:\n    holdfloor: 1s\n",
@@ -768,14 +767,10 @@ static void test_upstream_ids(void **state)
 static void test_upstream_urls(void **state)
 {
     (void)state;
-    static const char *const good[] = {"http://a",
-                                       "https://a.b-c_d:1/x/y/",
-                                       "HTTP://127.0.0.1:5052",
-                                       "http://[::1]:5052",
-                                       "https://u:p@h/p",
-                                       "http://u@h",
-                                       "http://u:p:q@h",
-                                       "http://%41@h"};
+    static const char *const good[] = {
+        "http://a",          "https://a.b-c_d:1/x/y/", "HTTP://127.0.0.1:5052",
+        "http://[::1]:5052", "https://u:p@h/p",        "http://u@h",
+        "http://u:p:q@h",    "http://%41@h",           "http://h/a..b/.x/%2e%2e%2e/%41"};
     static const struct {
         const char *url, *why;
     } bad[] = {{"ftp://a", "must start with http:// or https://"},
@@ -792,7 +787,14 @@ static void test_upstream_urls(void **state)
                {"http://[::1", "has a malformed IPv6 address"},
                {"http://[zz]:1", "has a malformed IPv6 address"},
                {"http://[::1]x", "has a malformed host"},
-               {"http://h%2f/", "has a malformed host"}};
+               {"http://h%2f/", "has a malformed host"},
+               /* what bm_url_valid refuses, said here (docs/upstream.md): a path that climbs
+                * out of itself, a byte a node would read otherwise, a broken escape */
+               {"http://h/../x", "has a dot segment (\".\" or \"..\") in its path"},
+               {"http://h/%2E%2E", "has a dot segment (\".\" or \"..\") in its path"},
+               {"http://h/a/.%2e/b", "has a dot segment (\".\" or \"..\") in its path"},
+               {"http://h/p/./", "has a dot segment (\".\" or \"..\") in its path"},
+               {"http://h/a%zz", "has a malformed percent escape in its path"}};
     char yaml[512], want[512];
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         snprintf(yaml, sizeof yaml, "upstreams:\n  - url: \"%s\"\n", good[i]);
@@ -804,6 +806,14 @@ static void test_upstream_urls(void **state)
                  bad[i].why);
         expect_error(yaml, want);
     }
+    /* Non-ASCII bytes are shown escaped in the message. */
+    expect_error("upstreams:\n  - url: \"http://h/caf\xc3\xa9\"\n",
+                 "t.yaml:2:10: upstreams[0]: url \"http://h/caf\\xc3\\xa9\" must not contain "
+                 "non-ASCII bytes (percent-encode them)");
+    /* User information bm_url_valid refuses (a lone user name is masked as a token). */
+    expect_error("upstreams:\n  - url: \"http://us%zzr@h\"\n",
+                 "t.yaml:2:10: upstreams[0]: url \"http://***@h\" has malformed user information "
+                 "(letters, digits, -._~!$&'()*+,;=: and %-escapes)");
     /* A password never appears in a message. */
     bm_config_err_t err;
     bm_config_t *cfg = parse("upstreams:\n  - url: \"http://user:${PASS}@h:0\"\n", &err);
@@ -1120,6 +1130,50 @@ static void test_dump_round_trip(void **state)
     bm_config_free(cfg);
 }
 
+/* blockedPaths: left out, the nodes' admin routes; given, the list replaces them (an empty
+ * list opens everything), and the dump says so; a network without its own takes the top's. */
+static void test_blocked_paths_default(void **state)
+{
+    (void)state;
+    size_t n_def = 0;
+    while (bm_rules_default_blocked[n_def])
+        n_def++;
+    assert_true(n_def >= 10);
+    bm_config_t *cfg = expect_ok("upstreams: [{url: \"http://127.0.0.1:1\"}]\n");
+    assert_int_equal(cfg->n_blocked_paths, n_def);
+    assert_string_equal(cfg->blocked_paths[0], "/lighthouse/database/*");
+    bm_config_free(cfg);
+
+    cfg = expect_ok("upstreams: [{url: \"http://127.0.0.1:1\"}]\nblockedPaths: [\"/x\"]\n");
+    assert_int_equal(cfg->n_blocked_paths, 1);
+    assert_string_equal(cfg->blocked_paths[0], "/x");
+    bm_config_free(cfg);
+
+    cfg = expect_ok("upstreams: [{url: \"http://127.0.0.1:1\"}]\nblockedPaths: []\n");
+    assert_int_equal(cfg->n_blocked_paths, 0);
+    char *d = dump(cfg, false);
+    assert_non_null(strstr(d, "\nblockedPaths: []\n"));
+    bm_config_err_t err;
+    bm_config_t *again = bm_config_parse(d, strlen(d), "dump", NULL, NULL, &err);
+    assert_non_null(again);
+    assert_int_equal(again->n_blocked_paths, 0); /* not the default again */
+    bm_config_free(again);
+    free(d);
+    bm_config_free(cfg);
+
+    cfg = expect_ok("blockedPaths: [\"/y\"]\n"
+                    "networks:\n"
+                    "  - {id: a, upstreams: [{url: \"http://127.0.0.1:1\"}]}\n"
+                    "  - {id: b, upstreams: [{url: \"http://127.0.0.1:2\"}], blockedPaths: []}\n");
+    bm_config_t a, b;
+    bm_config_network(cfg, 0, &a);
+    bm_config_network(cfg, 1, &b);
+    assert_int_equal(a.n_blocked_paths, 1);
+    assert_string_equal(a.blocked_paths[0], "/y");
+    assert_int_equal(b.n_blocked_paths, 0);
+    bm_config_free(cfg);
+}
+
 /* ---- per-duty holds ------------------------------------------------------------------- */
 
 static void assert_hold(const bm_config_t *cfg, bm_config_duty_t d, uint32_t floor, uint32_t max)
@@ -1249,6 +1303,7 @@ int main(void)
         cmocka_unit_test(test_duty_holds),
         cmocka_unit_test(test_read_path_errors),
         cmocka_unit_test(test_edge_keys),
+        cmocka_unit_test(test_blocked_paths_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -764,6 +764,55 @@ static void test_nothing_usable_answers_by_the_end(void **state)
     }
 }
 
+/*
+ * A block that cannot be produced any more is refused at once, without asking any node
+ * (issue 12, bug 1: such requests ended races that counted against every node): a slot over
+ * by more than the clock disparity (500 ms), and a slot whose start no clock can hold.
+ * Within the disparity the slot is still raced (a validator's clock may run a little late).
+ */
+static void test_unservable_slots(void **state)
+{
+    (void)state;
+    for (int kase = 0; kase < 2; kase++) {
+        pfx_t t;
+        /* slot 10 ended 500 ms ago (the disparity: still raced), or 501 ms ago */
+        pfx_init(&t, kase == 0 ? 500 : 501, 1000, NULL);
+        fake_step_t no = {.status = 400, .body = "{\"code\":400,\"message\":\"node says\"}"};
+        fake_node_t *a = fake_mux_node(t.m, &no, 1);
+        static const char *const targets[] = {
+            "/eth/v3/validator/blocks/9?randao_reveal=0x00",
+            "/eth/v3/validator/blocks/18446744073709551615?randao_reveal=0x00",
+            "/eth/v4/validator/blocks/18446744073709551615?randao_reveal=0x00",
+            "/eth/v2/validator/blocks/1537228672809129301?randao_reveal=0x00",
+            "/eth/v1/validator/blinded_blocks/9?randao_reveal=0x00",
+        };
+        for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+            fake_call_t *c = fake_mux_get(t.m, targets[i], NULL);
+            fake_mux_wait(t.m, c);
+            if (c->status != 400 || strstr(c->body, "node says") || fake_call_ms(c) != 0)
+                fail_msg("%s: %d after %llu ms: %s", targets[i], c->status,
+                         (unsigned long long)fake_call_ms(c), c->body);
+        }
+        assert_int_equal(a->requests, 0);
+        fake_call_t *c = fake_mux_get(t.m, "/eth/v3/validator/blocks/10?randao_reveal=0x00", NULL);
+        fake_mux_wait(t.m, c);
+        assert_int_equal(c->status, 400);
+        if (kase == 0) {
+            assert_non_null(strstr(c->body, "node says")); /* raced: the node's own answer */
+            assert_int_equal(a->requests, 1);
+        } else {
+            assert_null(strstr(c->body, "node says"));
+            assert_non_null(strstr(c->body, "slot 10 is over"));
+            assert_int_equal(a->requests, 0);
+        }
+        /* the current slot is raced as ever */
+        c = fake_mux_get(t.m, V3, NULL);
+        fake_mux_wait(t.m, c);
+        assert_non_null(strstr(c->body, "node says"));
+        pfx_free(&t);
+    }
+}
+
 /* The legacy production routes race like v3: a fresh block beats a stale one, the producer
  * is remembered for the matching publish, and hung nodes answer by the end. */
 static void test_legacy_routes(void **state)
@@ -914,6 +963,7 @@ int main(void)
         cmocka_unit_test(test_deadline_first_2xx),
         cmocka_unit_test(test_best_value),
         cmocka_unit_test(test_nothing_usable_answers_by_the_end),
+        cmocka_unit_test(test_unservable_slots),
         cmocka_unit_test(test_legacy_routes),
         cmocka_unit_test(test_ssz_v3_and_v4),
     };

@@ -309,7 +309,8 @@ static void test_observe(void **state)
 }
 
 /* A write cut by its hard timeout: the waiter gets the best in hand, the hung node is
- * recorded as a timeout and reported as such. */
+ * reported as timed out, and nothing counts against it in the pool: the race ended itself
+ * (its limit is beaconmux's choice, not the node's failure). */
 static void test_hard_timeout(void **state)
 {
     race_fx_t *f = *state;
@@ -333,10 +334,71 @@ static void test_hard_timeout(void **state)
     assert_string_equal(w.body, want);
     assert_int_equal(w.at_ms, p.hard_timeout_ms);
     assert_int_equal(c.err[0], BM_ETIMEDOUT);
-    assert_int_equal(a->node->stats.errors, 1);
+    assert_int_equal(a->node->stats.errors, 0);
+    assert_int_equal(a->node->stats.requests, 0);
     assert_int_equal(a->node->stats.in_flight, 0);
     assert_int_equal(a->aborted, 1);
     race_rec_dispose(&w);
+}
+
+/*
+ * Races beaconmux ends itself never count against a node (issue 12, bug 1: two block
+ * productions for a past slot made every node unreachable): a read cut at its hard timeout
+ * (a past deadline leaves only maxHold), a read whose client left, and the losers of a read
+ * that found its winner. Twice in a row, as the attack did: every node stays reachable,
+ * with no error and no failure in a row. A node's own failure (here a refused connection)
+ * still counts.
+ */
+static void test_self_ended_races_never_count(void **state)
+{
+    race_fx_t *f = *state;
+    fake_node_t *a = fake_node_add1(&f->nodes, FAKE_HANG);
+    fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
+    for (int round = 0; round < 2; round++) {
+        bm_race_policy_t p = race_plain_read;
+        p.hard_timeout_ms = race_now(f) + 1000;
+        p.reask_failures = true;
+        p.name_failures = true;
+        race_rec_t w;
+        race_rec_init(&w, f);
+        race_wait_on(&w, race_start(f, "GET", "/eth/v3/validator/blocks/9", &p, NULL, NULL));
+        race_go(f, 1000);
+        assert_int_equal(w.calls, 1);
+        assert_int_equal(w.status, 503);
+        race_rec_dispose(&w);
+    }
+    /* a client that leaves: its race is cancelled */
+    race_rec_t w;
+    race_rec_init(&w, f);
+    race_wait_on(&w, race_start(f, "GET", "/eth/v1/validator/attestation_data?slot=9",
+                                &race_plain_read, NULL, NULL));
+    race_go(f, 100);
+    bm_race_leave(w.w);
+    race_go(f, 10);
+    race_rec_dispose(&w);
+    for (fake_node_t *n = a; n; n = n == a ? b : NULL) {
+        if (n->node->stats.errors || n->node->stats.consecutive_failures || !n->node->reachable)
+            fail_msg("%s: %llu errors, %u in a row, reachable %d", n->node->id,
+                     (unsigned long long)n->node->stats.errors, n->node->stats.consecutive_failures,
+                     n->node->reachable);
+    }
+    /* the losers of a decided read: one node answers, the hung one is cancelled */
+    fake_node_script(a, &(fake_step_t){.status = 200, .body = "{\"data\":{}}"}, 1);
+    race_rec_init(&w, f);
+    race_wait_on(&w, race_start(f, "GET", "/eth/v1/node/version", &race_plain_read, NULL, NULL));
+    race_go(f, 10);
+    assert_int_equal(w.status, 200);
+    race_rec_dispose(&w);
+    assert_int_equal(b->node->stats.errors, 0);
+    assert_true(b->node->reachable);
+    /* a node's own failure counts: a refused connection makes it unreachable at once */
+    fake_node_down(b);
+    race_rec_init(&w, f);
+    race_wait_on(&w, race_start(f, "GET", "/eth/v1/node/version", &race_plain_read, NULL, NULL));
+    race_go(f, 10);
+    race_rec_dispose(&w);
+    assert_int_equal(b->node->stats.errors, 1);
+    assert_false(b->node->reachable);
 }
 
 int main(void)
@@ -347,7 +409,7 @@ int main(void)
         T(test_all_network_errors), T(test_cut_mid_body),
         T(test_transfer_timeout),   T(test_reask_failures),
         T(test_name_failures),      T(test_observe),
-        T(test_hard_timeout),
+        T(test_hard_timeout),       T(test_self_ended_races_never_count),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -64,18 +64,20 @@ struct fx {
     int abort_count;
     int drain_count;
     int in_flight, max_in_flight;
-    bool in_end;            /* a handler is inside bm_resp_send of an earlier request */
-    int nested_calls;       /* handler calls made from inside such a call */
-    bool flag;              /* a per-test condition the loop runs until */
-    bm_req_t *held;         /* a request a handler keeps */
-    int stream_step;        /* /stream: pieces written */
-    bool was_unwritable;    /* /big */
-    size_t big_written;     /* /big */
-    bm_buf_t *big_piece;    /* /big */
-    int gone_start_rc;      /* /slow: bm_resp_start after the client left */
-    int gone_write_rc;      /* /slow: bm_resp_write_copy after the client left */
-    bool gone_seen;         /* /slow: bm_req_client_gone() was true */
-    size_t conns_at_second; /* keep-alive: connections open at the second request */
+    bool in_end;               /* a handler is inside bm_resp_send of an earlier request */
+    int nested_calls;          /* handler calls made from inside such a call */
+    bool flag;                 /* a per-test condition the loop runs until */
+    bm_req_t *held;            /* a request a handler keeps */
+    int stream_step;           /* /stream: pieces written */
+    bool was_unwritable;       /* /big */
+    size_t big_written;        /* /big */
+    bm_buf_t *big_piece;       /* /big */
+    int gone_start_rc;         /* /slow: bm_resp_start after the client left */
+    int gone_write_rc;         /* /slow: bm_resp_write_copy after the client left */
+    bool gone_seen;            /* /slow: bm_req_client_gone() was true */
+    size_t conns_at_second;    /* keep-alive: connections open at the second request */
+    uint64_t unwritable_at_ms; /* /nonreader: when the server could not write any more */
+    uint64_t abort_at_ms;      /* /nonreader: when the client was cut */
 };
 
 static void on_async(uv_async_t *a)
@@ -455,6 +457,36 @@ static void big_drain(bm_req_t *req, void *ud)
     f->held = NULL;
 }
 
+/* The client of /nonreader was cut: end the request and tell the client thread. */
+static void nonreader_abort(bm_req_t *req, void *ud)
+{
+    fx_t *f = ud;
+    f->abort_count++;
+    f->abort_at_ms = uv_now(&f->loop);
+    uv_timer_stop(&f->t1);
+    bm_resp_end(req);
+    f->held = NULL;
+    f->flag = true;
+    sem_post(&f->sem);
+}
+
+/* Writes to the client of /nonreader until the kernel holds all it will: a tick that starts
+ * with bytes still queued. Then writes nothing more and waits. */
+static void nonreader_tick(uv_timer_t *t)
+{
+    fx_t *f = t->data;
+    bm_req_t *req = f->held;
+    if (bm_resp_pending_bytes(req) > 0) {
+        uv_timer_stop(t);
+        f->was_unwritable = true;
+        f->unwritable_at_ms = uv_now(&f->loop);
+        sem_post(&f->sem);
+        return;
+    }
+    while (bm_resp_writable(req))
+        bm_resp_write(req, f->big_piece);
+}
+
 static void big_tick(uv_timer_t *t)
 {
     fx_t *f = t->data;
@@ -469,6 +501,7 @@ static void big_tick(uv_timer_t *t)
         if (f->stream_step++ > 0) {
             uv_timer_stop(t);
             f->was_unwritable = true;
+            f->unwritable_at_ms = uv_now(&f->loop);
             bm_resp_on_drain(req, big_drain, f);
             sem_post(&f->sem);
         }
@@ -551,6 +584,16 @@ static void handler(bm_req_t *req, void *ud)
         f->stream_step = 0;
         bm_resp_start(req, 200, NULL, -1);
         uv_timer_start(&f->t1, big_tick, 0, 1);
+    } else if (strcmp(path, "/nonreader") == 0) {
+        /* as /big, and the abort callback ends the request: the client will never read */
+        f->held = req;
+        f->big_piece = bm_buf_new(64 * 1024);
+        memset(f->big_piece->data, 'z', 64 * 1024);
+        f->big_piece->len = 64 * 1024;
+        f->stream_step = 0;
+        bm_req_on_abort(req, nonreader_abort, f);
+        bm_resp_start(req, 200, NULL, -1);
+        uv_timer_start(&f->t1, nonreader_tick, 0, 1);
     } else if (strcmp(path, "/short") == 0) {
         bm_resp_start(req, 200, NULL, 10);
         bm_resp_write_copy(req, "12345", 5);
@@ -974,6 +1017,118 @@ static void backpressure_and_drain(void **state)
     assert_int_equal(f.drain_count, 1);
 }
 
+/* A client that stops reading a response is cut after the send timeout, and the handler
+ * learns it from its abort callback (a proxy then releases its upstream transfer). */
+static void client_nonreader(fx_t *f)
+{
+    client_t c;
+    CHECK(f, cl_connect(&c, f->port, 4096) == 0);
+    CHECK(f, cl_send_z(&c, "GET /nonreader HTTP/1.1\r\nHost: t\r\n\r\n"));
+    CHECK(f, fx_wait(f)); /* the server cannot write any more; never read */
+    CHECK(f, fx_wait(f)); /* cut: the abort callback ran */
+    cl_close(&c);
+}
+
+static void send_timeout_cuts_a_client_that_stops_reading(void **state)
+{
+    bm_server_opts_t o;
+    bm_server_opts_default(&o);
+    o.write_high_water = 64 * 1024;
+    o.send_timeout_ms = 300;
+    fx_t f;
+    fx_start(&f, &o, client_nonreader);
+    fx_run_until(&f, &f.flag);
+    fx_finish(&f);
+    assert_int_equal(f.abort_count, 1);
+    /* not before the send timeout passed without progress (the bound is the test's) */
+    assert_true(f.abort_at_ms >= f.unwritable_at_ms + 300 - 5);
+}
+
+/* A body that drips: each gap within bodyTimeout, the whole past bodyDeadline: 408. */
+static void client_body_drip(fx_t *f)
+{
+    client_t c;
+    CHECK(f, cl_connect(&c, f->port, 0) == 0);
+    CHECK(f, cl_send_z(&c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 200\r\n\r\n"));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int sent = 0;
+    for (; sent < 200; sent++) {
+        CHECK(f, cl_send(&c, "x", 1));
+        struct pollfd pfd = {.fd = c.fd, .events = POLLIN};
+        if (poll(&pfd, 1, 40) > 0) /* a byte every 40 ms: the gap bound (200 ms) holds */
+            break;
+    }
+    CHECK(f, sent < 200);
+    CHECK(f, cl_read(&c) == 0 && is_json_error(&c, 408));
+    CHECK(f, strstr(bm_str_data(&c.body), "not complete in time") != NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    CHECK(f, ms >= 400 - 5);
+    CHECK(f, cl_eof(&c));
+    cl_close(&c);
+}
+
+static void body_deadline_bounds_a_dripping_body(void **state)
+{
+    bm_server_opts_t o;
+    bm_server_opts_default(&o);
+    o.body_timeout_ms = 200;
+    o.body_deadline_ms = 400;
+    fx_t f;
+    fx_start(&f, &o, client_body_drip);
+    fx_finish(&f);
+    assert_int_equal(f.handled, 0);
+}
+
+/* One client address holds at most max_connections_per_client connections at once. */
+static void client_per_client_cap(fx_t *f)
+{
+    client_t a, b, c;
+    CHECK(f, cl_connect(&a, f->port, 0) == 0);
+    CHECK(f, cl_send_z(&a, get_hello));
+    CHECK(f, cl_read(&a) == 0 && a.status == 200);
+    CHECK(f, cl_connect(&b, f->port, 0) == 0);
+    CHECK(f, cl_send_z(&b, get_hello));
+    CHECK(f, cl_read(&b) == 0 && b.status == 200);
+    /* the third from the same address is closed on accept */
+    CHECK(f, cl_connect(&c, f->port, 0) == 0);
+    cl_send_z(&c, get_hello); /* may already fail: the close can come first */
+    CHECK(f, cl_eof(&c));
+    cl_close(&c);
+    /* a closed one makes room */
+    cl_close(&b);
+    CHECK(f, fx_wait(f)); /* the server saw the close */
+    CHECK(f, cl_connect(&c, f->port, 0) == 0);
+    CHECK(f, cl_send_z(&c, get_hello));
+    CHECK(f, cl_read(&c) == 0 && c.status == 200);
+    cl_close(&c);
+    cl_close(&a);
+}
+
+static void wait_one_connection(uv_timer_t *t)
+{
+    fx_t *f = t->data;
+    if (bm_server_connection_count(f->srv) == 1) {
+        uv_timer_stop(t);
+        sem_post(&f->sem);
+    }
+}
+
+static void max_connections_per_client_enforced(void **state)
+{
+    bm_server_opts_t o;
+    bm_server_opts_default(&o);
+    o.max_connections_per_client = 2;
+    fx_t f;
+    fx_start(&f, &o, client_per_client_cap);
+    /* after the refused one and the close of b, one connection (a) is left */
+    RUN_UNTIL(&f.loop, f.handled >= 2 && bm_server_connection_count(f.srv) == 2, BOUND_MS);
+    uv_timer_start(&f.t1, wait_one_connection, 1, 1);
+    fx_finish(&f);
+    assert_int_equal(f.handled, 3);
+}
+
 static void client_shutdown(fx_t *f)
 {
     client_t c, d;
@@ -1187,6 +1342,9 @@ int main(void)
         cmocka_unit_test(client_disconnect_fires_abort_once),
         cmocka_unit_test(backpressure_and_drain),
         cmocka_unit_test(graceful_shutdown),
+        cmocka_unit_test(send_timeout_cuts_a_client_that_stops_reading),
+        cmocka_unit_test(body_deadline_bounds_a_dripping_body),
+        cmocka_unit_test(max_connections_per_client_enforced),
         cmocka_unit_test(abort_and_truncated_fixed_length),
         cmocka_unit_test(max_connections_enforced),
         cmocka_unit_test(listen_addresses),

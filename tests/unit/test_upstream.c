@@ -203,6 +203,54 @@ static void test_request_header_hygiene(void **state)
     rec_dispose(&r);
 }
 
+/* The operator's fields for a node replace the client's of the same name (whatever the
+ * case), and a client's word on where the request came from is never passed on. */
+static void test_node_fields_replace_the_callers(void **state)
+{
+    fx_t *f = *state;
+    rec_t r;
+    rec_init(&r, f);
+    bm_hdrs_t h, extra;
+    bm_hdrs_init(&h);
+    bm_hdrs_init(&extra);
+    bm_hdrs_add_z(&h, "x-api-key", "client-key");
+    bm_hdrs_add_z(&h, "X-Forwarded-For", "10.9.9.9");
+    bm_hdrs_add_z(&h, "Forwarded", "for=10.9.9.9");
+    bm_hdrs_add_z(&h, "X-Real-IP", "10.9.9.9");
+    bm_hdrs_add_z(&h, "X-Other", "kept");
+    bm_hdrs_add_z(&extra, "X-Api-Key", "operator-key");
+    bm_xfer_req_t q = req_get(url(f, "/echo"));
+    q.headers = &h;
+    q.extra = &extra;
+    assert_non_null(start(f, &r, &q));
+    RUN_UNTIL(&f->loop, r.dones, 3000);
+    assert_int_equal(r.err, 0);
+    sreq_t *s = &f->srv.reqs[0];
+    assert_int_equal(count_fields(s, "X-Api-Key"), 1);
+    assert_string_equal(bm_hdrs_get(&s->h, "X-Api-Key"), "operator-key");
+    assert_int_equal(count_fields(s, "X-Forwarded-For"), 0);
+    assert_int_equal(count_fields(s, "Forwarded"), 0);
+    assert_int_equal(count_fields(s, "X-Real-IP"), 0);
+    assert_string_equal(bm_hdrs_get(&s->h, "X-Other"), "kept");
+    /* a node that opted in is told the client's address by beaconmux, once */
+    rec_t r2; /* a record per transfer: each holds its own answer */
+    rec_init(&r2, f);
+    q.forwarded_for = "192.0.2.7";
+    assert_non_null(start(f, &r2, &q));
+    RUN_UNTIL(&f->loop, r2.dones, 3000);
+    assert_int_equal(r2.err, 0);
+    s = &f->srv.reqs[1];
+    assert_int_equal(count_fields(s, "X-Forwarded-For"), 1);
+    assert_string_equal(bm_hdrs_get(&s->h, "X-Forwarded-For"), "192.0.2.7");
+    assert_int_equal(count_fields(s, "Forwarded"), 0);
+    q.forwarded_for = "192.0.2.7\r\nX-Evil: 1"; /* never a second field */
+    assert_null(start(f, &r2, &q));
+    bm_hdrs_dispose(&h);
+    bm_hdrs_dispose(&extra);
+    rec_dispose(&r2);
+    rec_dispose(&r);
+}
+
 static void test_big_post_no_expect_stall(void **state)
 {
     fx_t *f = *state;
@@ -364,6 +412,27 @@ static void probe_resume(void *arg)
 static void test_stream_pause_api(void **state)
 {
     run_pause_resume(*state, 2);
+}
+
+/* A pause asked when a piece of a Content-Length body used up its whole read: nothing is left
+ * to hold, and the transfer goes on at the resume (the native client once passed a NULL
+ * hold buffer to memmove there, which the sanitizer build aborts on). */
+static void test_pause_at_the_end_of_a_read(void **state)
+{
+    fx_t *f = *state;
+    rec_t r;
+    rec_init(&r, f);
+    r.pause_mode = 1;
+    bm_xfer_req_t q = req_get(url(f, "/big?n=300000&chunked=0"));
+    q.stream = true;
+    assert_non_null(start(f, &r, &q));
+    RUN_UNTIL(&f->loop, r.dones, 10000);
+    assert_int_equal(r.dones, 1);
+    assert_int_equal(r.err, 0);
+    check_pattern(&r, 300000);
+    assert_true(r.pauses >= 1);
+    RUN_UNTIL(&f->loop, !r.paused, 1000);
+    rec_dispose(&r);
 }
 
 static void test_pause_edges(void **state)
@@ -883,6 +952,29 @@ static void test_methods(void **state)
     assert_int_equal(r.err, 0);
     assert_string_equal(bm_hdrs_get(&f->srv.reqs[4].h, "Content-Length"), "0");
     rec_dispose(&r);
+
+    /* The method sent is always the caller's: a GET with a body stays a GET (libcurl turns
+     * a request with POSTFIELDS into a POST unless told otherwise), its body sent along. */
+    rec_init(&r, f);
+    body = bm_buf_from_str("{\"x\":1}");
+    q = req_get(url(f, "/echo"));
+    q.body = body;
+    assert_non_null(start(f, &r, &q));
+    RUN_UNTIL(&f->loop, r.dones, 3000);
+    assert_int_equal(r.err, 0);
+    assert_string_equal(f->srv.reqs[5].method, "GET");
+    assert_string_equal(bm_str_data(&f->srv.reqs[5].body), "{\"x\":1}");
+    bm_buf_unref(body);
+    rec_dispose(&r);
+    /* ... and the next request on the same handle is a plain GET again */
+    rec_init(&r, f);
+    q = req_get(url(f, "/hello"));
+    assert_non_null(start(f, &r, &q));
+    RUN_UNTIL(&f->loop, r.dones, 3000);
+    assert_int_equal(r.err, 0);
+    assert_string_equal(f->srv.reqs[6].method, "GET");
+    assert_null(bm_hdrs_get(&f->srv.reqs[6].h, "Content-Length"));
+    rec_dispose(&r);
 }
 
 /*
@@ -1184,6 +1276,7 @@ int main(void)
         T(test_post_json),
         T(test_ssz_both_ways),
         T(test_request_header_hygiene),
+        T(test_node_fields_replace_the_callers),
         T(test_big_post_no_expect_stall),
         T(test_connection_refused),
         T(test_timeout_no_answer),
@@ -1191,6 +1284,7 @@ int main(void)
         T(test_idle_timeout_stream),
         T(test_stream_pause_resume),
         T(test_stream_pause_api),
+        T(test_pause_at_the_end_of_a_read),
         T(test_pause_edges),
         T(test_cancel_in_own_on_data),
         T(test_cancel_other_in_on_data),

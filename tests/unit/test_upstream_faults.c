@@ -131,6 +131,47 @@ static void test_response_shapes(void **state)
     rec_dispose(&r);
 }
 
+/*
+ * A Content-Length that cannot be (past 2^63, not a number, repeated, next to chunked) is a
+ * failure of the node, never an answer: buffered or streamed, the transfer fails BM_EPROTO
+ * before any head reaches the owner (libcurl alone read the bytes to the close and reported
+ * a complete two-byte answer for an overflowing length when streaming).
+ */
+static void test_bad_content_length(void **state)
+{
+    fx_t *f = *state;
+    char path[64];
+    for (size_t v = 0; v < sizeof bad_lengths / sizeof bad_lengths[0]; v++) {
+        for (int stream = 0; stream <= 1; stream++) {
+            snprintf(path, sizeof path, "/badlength?v=%zu", v);
+            rec_t r;
+            rec_init(&r, f);
+            bm_xfer_req_t q = req_get(url(f, path));
+            q.stream = stream;
+            assert_non_null(start(f, &r, &q));
+            RUN_UNTIL(&f->loop, r.dones, 5000);
+            assert_int_equal(r.dones, 1);
+            if (r.err != BM_EPROTO || r.heads != 0 || r.datas != 0)
+                fail_msg("%s (%s, %s): err %d (%s) status %d heads %d data %zu", path,
+                         bad_lengths[v], stream ? "streamed" : "buffered", r.err, r.detail,
+                         r.status, r.heads, bm_str_len(&r.data));
+            assert_int_equal(r.status, 0);
+            assert_null(r.body);
+            rec_dispose(&r);
+        }
+    }
+    /* a body shorter than announced: the exchange broke, streamed as well */
+    rec_t r;
+    rec_init(&r, f);
+    bm_xfer_req_t q = req_get(url(f, "/partial"));
+    q.stream = true;
+    assert_non_null(start(f, &r, &q));
+    RUN_UNTIL(&f->loop, r.dones, 5000);
+    assert_int_equal(r.err, BM_ECONNRESET);
+    assert_int_equal(r.status, 200);
+    rec_dispose(&r);
+}
+
 /* A URL whose port cannot be: the transfer starts and fails, it is not refused at once. */
 static void test_malformed_port(void **state)
 {
@@ -251,6 +292,7 @@ int main(void)
         T(test_head_size_limit),
         T(test_interim_responses),
         T(test_response_shapes),
+        T(test_bad_content_length),
         T(test_malformed_port),
         T(test_reset_on_fresh_connection),
         T(test_reset_on_reused_connection_retried),

@@ -113,6 +113,42 @@ static const char *authority(const char *url)
     return out;
 }
 
+/* What the configuration says of a base URL's path: each problem bm_url_valid refuses, named. */
+static void test_base_path_problem(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *url, *why; /* NULL: no problem */
+    } cases[] = {
+        {"http://h", NULL},
+        {"http://h/", NULL},
+        {"https://h/api/KEY/eth", NULL},
+        {"http://h/a..b/.x/%2e%2e%2e/%41", NULL},
+        {"http://h/../x", "has a dot segment (\".\" or \"..\") in its path"},
+        {"http://h/a/..", "has a dot segment (\".\" or \"..\") in its path"},
+        {"http://h/%2E%2E", "has a dot segment (\".\" or \"..\") in its path"},
+        {"http://h/.%2e/x", "has a dot segment (\".\" or \"..\") in its path"},
+        {"http://h/%2E", "has a dot segment (\".\" or \"..\") in its path"},
+        {"http://h:80/a/./b", "has a dot segment (\".\" or \"..\") in its path"},
+        {"http://h/caf\xc3\xa9", "must not contain non-ASCII bytes (percent-encode them)"},
+        {"http://h/a%zz", "has a malformed percent escape in its path"},
+        {"http://h/a%2", "has a malformed percent escape in its path"},
+        {"http://h/a\\b", "must not contain a backslash"},
+        {"http://h/a b", "must not contain spaces or control characters"},
+        {"http://h/x?q", "must not contain a query or a fragment"},
+        {"http://h/x#f", "must not contain a query or a fragment"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *why = bm_url_base_path_problem(cases[i].url);
+        if ((why == NULL) != (cases[i].why == NULL) || (why && strcmp(why, cases[i].why) != 0))
+            fail_msg("%s: got \"%s\", want \"%s\"", cases[i].url, why ? why : "(none)",
+                     cases[i].why ? cases[i].why : "(none)");
+        /* the two agree: a URL with a path problem is never valid, and the others are */
+        if (bm_url_valid(cases[i].url) != (cases[i].why == NULL))
+            fail_msg("%s: bm_url_valid disagrees", cases[i].url);
+    }
+}
+
 static void test_join(void **state)
 {
     (void)state;
@@ -225,6 +261,17 @@ static void test_mask(void **state)
     assert_string_equal(mask(""), "");
     /* A password with '@' written raw: the last '@' ends the user info. */
     assert_string_equal(mask("http://u:p@ss@host/"), "http://u:***@host/");
+    /* a key in the path (hosted providers) is hidden; words and short segments are not */
+    assert_string_equal(mask("https://eth-mainnet.example.com/v2/aB3dE5fG7hJ9kL1mN3pQ5rS7"),
+                        "https://eth-mainnet.example.com/v2/***");
+    assert_string_equal(mask("https://u:pw@h/api/9aa3d95b3bc440fa88ea12eaa4456161/beacon"),
+                        "https://u:***@h/api/***/beacon");
+    assert_string_equal(mask("http://h/eth-mainnet-archive-node/x1"),
+                        "http://h/eth-mainnet-archive-node/x1");
+    assert_string_equal(mask("http://h/a1b2c3d4e5f6a7b8c9d0"), "http://h/***");
+    assert_string_equal(mask("http://h/a1b2c3d4e5f6a7b8c9d?q=a1b2c3d4e5f6a7b8c9d0e1"),
+                        "http://h/a1b2c3d4e5f6a7b8c9d?q=a1b2c3d4e5f6a7b8c9d0e1");
+    assert_string_equal(mask("http://h/a1b2c3d4e5f6a7b8c9d0/"), "http://h/***/");
     const char *m = mask("https://u:hunter2@h/?k=v");
     assert_null(strstr(m, "hunter2"));
     /* NULL appends nothing. */
@@ -285,9 +332,13 @@ static void test_query_param(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_query_param),  cmocka_unit_test(test_valid),
-        cmocka_unit_test(test_join),         cmocka_unit_test(test_join_never_changes_authority),
-        cmocka_unit_test(test_join_appends), cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_query_param),
+        cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_base_path_problem),
+        cmocka_unit_test(test_join),
+        cmocka_unit_test(test_join_never_changes_authority),
+        cmocka_unit_test(test_join_appends),
+        cmocka_unit_test(test_mask),
         cmocka_unit_test(test_printable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,6 +32,7 @@
  *   /trailers       chunked with trailer fields
  *   /reset          the server resets the connection instead of answering
  *   /reset-reused   resets when the connection served a request before, else answers 200
+ *   /badlength?v=N  a 200 whose Content-Length is bad_lengths[N] (cannot be), "{}", the close
  *   /early413?close=C  413 as soon as the head arrived, before the body is read; then
  *                   (C=1) the server closes with the body unread, or (C=0) reads the body
  *                   to its end and closes
@@ -309,6 +310,21 @@ static const unsigned char ssz_reply[] = {0x00, 0x01, 0x00, 0xff, 0x00, 0x00, 0x
 
 static inline void handle_faults(srv_t *s, sconn_t *c, sreq_t *r);
 
+/* The framing fields of /badlength?v=N: none can describe a body, so each fails the transfer. */
+static const char *const bad_lengths[] = {
+    "Content-Length: 99999999999999999999\r\n", /* past 2^64 */
+    "Content-Length: 9223372036854775808\r\n",  /* past 2^63 - 1 */
+    "Content-Length: 12x\r\n",
+    "Content-Length: -1\r\n",
+    "Content-Length: +2\r\n",
+    "Content-Length: 1 2\r\n",
+    "Content-Length: 0x2\r\n",
+    "Content-Length: 2, 2\r\n",
+    "Content-Length: 2\r\nContent-Length: 3\r\n",
+    "Content-Length: 2\r\nContent-Length: 2\r\n",
+    "Content-Length: 2\r\nTransfer-Encoding: chunked\r\n",
+};
+
 static inline void handle(srv_t *s, sconn_t *c, sreq_t *r)
 {
     (void)s;
@@ -443,6 +459,12 @@ static inline void handle_faults(srv_t *s, sconn_t *c, sreq_t *r)
             sconn_reset(c);
         else
             respond(c, "", "fresh", 5);
+    } else if (strncmp(t, "/badlength?v=", 13) == 0) {
+        /* a Content-Length that cannot be, from bad_lengths[], a body of two bytes, the close */
+        int v = atoi(t + 13);
+        sconn_printf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%s\r\n{}",
+                     bad_lengths[v]);
+        sconn_end(c);
     } else if (strncmp(t, "/early413?close=", 16) == 0) {
         sconn_printf(c, "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 5\r\n"
                         "Connection: close\r\n\r\nlarge");
