@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 # Installs exactly the Debian 12 packages that building, testing, fuzzing, the demo and the
 # benchmarks need. Does nothing when they are all present; uses sudo when not root.
-# Usage: scripts/install-deps.sh [build|bench]   (bench adds wrk, nginx and haproxy)
+# Usage: scripts/install-deps.sh [build|bench|observe]   (bench adds wrk, nginx and haproxy;
+# observe adds prometheus and promtool, chromium and chromedriver: the tests of /metrics and
+# of the web dashboard install them through this script when they are missing)
 set -eu
 
 PACKAGES="cmake ninja-build pkg-config gcc make python3 \
@@ -10,6 +12,9 @@ PACKAGES="cmake ninja-build pkg-config gcc make python3 \
   libhiredis-dev zlib1g-dev libcmocka-dev clang-14 libclang-rt-14-dev curl openssl"
 if [ "${1:-build}" = bench ]; then
   PACKAGES="$PACKAGES wrk nginx-light haproxy util-linux procps valgrind strace"
+fi
+if [ "${1:-build}" = observe ]; then
+  PACKAGES="$PACKAGES prometheus chromium chromium-driver"
 fi
 
 missing=""

@@ -342,6 +342,18 @@ static int validate_network(const bm_config_t *cfg, bm_config_err_t *err)
     if (check_upstreams(cfg, err) != 0 || check_holds(cfg, err) != 0 ||
         check_read_path(cfg, err) != 0)
         return BM_EINVAL;
+    if (cfg->metrics.listen && *cfg->metrics.listen) {
+        char host[64];
+        uint16_t port = 0;
+        bm_config_parse_listen(cfg->metrics.listen, host, sizeof host, &port);
+        if (port != 0 && port == cfg->listen_port && strcmp(host, cfg->listen_host) == 0) {
+            bm_cfg_err(err,
+                       "metrics.listen (%s) is the address of listen: leave it out to serve "
+                       "metrics on that listener",
+                       cfg->metrics.listen);
+            return BM_EINVAL;
+        }
+    }
     /* shadow nodes count for no quorum: only the serving ones can reach it */
     size_t serving = bm_config_serving_upstreams(cfg);
     if (cfg->duties.checkpoint_quorum > serving) {

@@ -52,6 +52,9 @@
  * thousandths: 2.0 is 2000, 10 % is 100. */
 #define BM_CONFIG_MILLI 1000u
 
+/* journal.slots at most: two weeks of 12-s slots (some 60 MiB). */
+#define BM_CONFIG_MAX_JOURNAL_SLOTS 100800u
+
 /* ---- the model ----------------------------------------------------------------------
  * Durations are milliseconds (uint32_t, at most 24 hours), sizes are bytes (uint64_t). */
 
@@ -85,6 +88,7 @@ typedef struct bm_config_upstream {
 typedef struct bm_config_log {
     bm_log_level_t level;
     bm_log_format_t format;
+    bool access; /* one line per request */
 } bm_config_log_t;
 
 /** server.tls: a second listener that speaks TLS, beside the plain one (docs/operations.md). */
@@ -96,6 +100,20 @@ typedef struct bm_config_server_tls {
     char *client_ca_file;     /* owned PEM path: CAs for client certificates, or NULL */
     bool require_client_cert; /* refuse a client without a certificate */
 } bm_config_server_tls_t;
+
+typedef struct bm_config_metrics {
+    bool enabled;
+    char *path;   /* owned; "/metrics" by default */
+    char *listen; /* owned; "host:port" of a listener of their own, or NULL: on `listen` */
+} bm_config_metrics_t;
+
+typedef struct bm_config_journal {
+    uint32_t slots; /* slots kept; 0: no journal */
+} bm_config_journal_t;
+
+typedef struct bm_config_ui {
+    bool enabled;
+} bm_config_ui_t;
 
 typedef struct bm_config_server {
     uint64_t max_body_bytes;
@@ -338,6 +356,9 @@ typedef struct bm_config {
     bm_config_duties_t duties;
     bm_config_routing_t routing;
     bm_config_failsafe_t failsafe;
+    bm_config_metrics_t metrics;
+    bm_config_journal_t journal;
+    bm_config_ui_t ui;
     char **blocked_paths; /* owned patterns */
     size_t n_blocked_paths;
     bm_config_client_route_t *client_routes; /* owned array */

@@ -574,8 +574,10 @@ _Static_assert(BM_LOG_OFF == 4 && BM_LOG_JSON == 1 && BM_PRODUCE_BEST_VALUE == 1
 static const bm_cfg_key_t log_keys[] = {
     ENUM(T, "level",  level,  bm_log_level_t,  level_enum,  BM_DEFAULT_LOG_LEVEL),
     ENUM(T, "format", format, bm_log_format_t, format_enum, BM_DEFAULT_LOG_FORMAT),
+    BOOL(T, "access", access, BM_DEFAULT_LOG_ACCESS),
 };
 #undef T
+
 
 static const bm_cfg_map_t header_map = {"header", BM_CONFIG_MAX_HEADERS,
                                         bm_cfg_header_name_problem, bm_cfg_header_value_problem};
@@ -925,6 +927,9 @@ static const bm_cfg_key_t root_keys[] = {
     SECTION(T, "duties",    duties,    bm_config_duties_t,    duties_section),
     SECTION(T, "routing",   routing,   bm_config_routing_t,   routing_section),
     SECTION(T, "failsafe",  failsafe,  bm_config_failsafe_t,  failsafe_section),
+    SECTION(T, "metrics",   metrics,   bm_config_metrics_t,   bm_cfg_metrics),
+    SECTION(T, "journal",   journal,   bm_config_journal_t,   bm_cfg_journal),
+    SECTION(T, "ui",        ui,        bm_config_ui_t,        bm_cfg_ui),
     STRINGS_DEF(T, "blockedPaths", blocked_paths, n_blocked_paths, BM_CONFIG_MAX_RULES,
                 bm_pattern_problem, bm_rules_default_blocked),
     LIST(T,    "clientRoutes", client_routes, bm_config_client_route_t, n_client_routes,
@@ -1285,6 +1290,8 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw
             return false;
         break;
     case BM_CFG_TEXT:
+        if ((k->flags & BM_CFG_EMPTY_NONE) && !v[0])
+            return set_string(str_field(k, obj), v, true, msg, n);
         if (k->problem && (why = k->problem(v))) {
             bool template = (k->flags & BM_CFG_MASK_URL) && raw && strstr(raw, "${");
             if (k->flags & BM_CFG_SECRET)
@@ -1357,6 +1364,9 @@ int bm_cfg_defaults(const bm_cfg_section_t *sec, void *obj)
             if (!(*str_field(k, obj) = strdup(k->def_text)))
                 return BM_ENOMEM;
             *(uint16_t *)at_off(obj, k->aux) = (uint16_t)k->def;
+        } else if (k->kind == BM_CFG_TEXT && k->def_text) {
+            if (!(*str_field(k, obj) = strdup(k->def_text)))
+                return BM_ENOMEM;
         } else if (is_number(k->kind) || k->kind == BM_CFG_BOOL || k->kind == BM_CFG_ENUM) {
             set_num(k, obj, k->def);
         } else if (k->kind == BM_CFG_STRINGS && k->def_list) {

@@ -53,10 +53,11 @@ typedef enum bm_cfg_kind {
 } bm_cfg_kind_t;
 
 enum {
-    BM_CFG_REQUIRED = 1 << 0, /* a mapping that holds this section's keys must give it */
-    BM_CFG_MASK_URL = 1 << 1, /* a URL whose password is masked in messages and masked dumps */
-    BM_CFG_INHERIT = 1 << 2,  /* COUNT, DECIMAL: BM_CONFIG_UNSET (the default) inherits */
-    BM_CFG_SECRET = 1 << 3,   /* TEXT: never shown in messages, "***" in masked dumps */
+    BM_CFG_REQUIRED = 1 << 0,   /* a mapping that holds this section's keys must give it */
+    BM_CFG_MASK_URL = 1 << 1,   /* a URL whose password is masked in messages and masked dumps */
+    BM_CFG_INHERIT = 1 << 2,    /* COUNT, DECIMAL: BM_CONFIG_UNSET (the default) inherits */
+    BM_CFG_SECRET = 1 << 3,     /* TEXT: never shown in messages, "***" in masked dumps */
+    BM_CFG_EMPTY_NONE = 1 << 4, /* TEXT: "" means none (NULL), without asking `problem` */
 };
 
 /** An enumerated value: the names a user writes. */
@@ -102,7 +103,7 @@ typedef struct bm_cfg_key {
     size_t aux;                  /* LISTEN: of the port; LIST, MAP: of the count */
     uint64_t min, max;           /* numbers: the range; LIST: most entries */
     uint64_t def;                /* numbers, BOOL, ENUM: the default; LISTEN: the port's */
-    const char *def_text;        /* LISTEN: the default host */
+    const char *def_text;        /* LISTEN: the default host; TEXT: the default (NULL: none) */
     const char *const *def_list; /* STRINGS: the default entries, NULL-terminated */
     const bm_cfg_section_t *sub; /* SECTION, LIST */
     const bm_cfg_enum_t *names;  /* ENUM */
@@ -177,6 +178,8 @@ const char *bm_cfg_id_problem(const char *id);
 
 /** The edge's sections (config_edge.c). */
 extern const bm_cfg_section_t bm_cfg_cache, bm_cfg_cors, bm_cfg_rate_limit, bm_cfg_auth;
+/** What beaconmux shows of itself: metrics, journal, ui (config_observe.c). */
+extern const bm_cfg_section_t bm_cfg_metrics, bm_cfg_journal, bm_cfg_ui;
 
 /** The rows of a networks[] entry (a bm_config_t of which only these are set). */
 extern const bm_cfg_section_t bm_cfg_network;

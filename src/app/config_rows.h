@@ -59,6 +59,9 @@
 #define PATH(T, key, f) {.name = key, .kind = BM_CFG_PATH, .off = AT(T, f, char *)}
 #define TEXT(T, key, f, check, fl)                                                                 \
     {.name = key, .kind = BM_CFG_TEXT, .off = AT(T, f, char *), .problem = check, .flags = fl}
+#define TEXT_DEF(T, key, f, check, fl, d)                                                          \
+    {.name = key, .kind = BM_CFG_TEXT, .off = AT(T, f, char *), .problem = check, .flags = fl,      \
+     .def_text = d}
 #define SECTION(T, key, f, S, sec)                                                                 \
     {.name = key, .kind = BM_CFG_SECTION, .off = AT(T, f, S), .sub = &sec}
 #define LIST(T, key, f, E, count, sec, most)                                                       \

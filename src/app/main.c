@@ -5,6 +5,9 @@
  *
  *   server -> front (allowed clients, API keys, network prefix, CORS, rate limits)
  *          -> the network's router -> its policies (app/network.h builds one network)
+ *   server (end of every request) -> the request's network's observe (counts, access log)
+ *   metrics: on a network's router, on metrics.listen's own server, and with several
+ *            networks one /metrics for all of them (the front's process routes)
  *
  * docs/architecture.md draws the whole. It owns nothing else: no module is reached
  * through a global. SIGTERM/SIGINT start a graceful shutdown (stop accepting, finish
@@ -26,9 +29,12 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "edge/front.h"
+#include "http/router.h"
 #include "http/server.h"
+#include "observe/observe.h"
 
 #define MAX_NETWORKS 64
+_Static_assert(MAX_NETWORKS <= BM_OBSERVE_MAX_NETWORKS, "every network has its place in /metrics");
 
 typedef struct app {
     uv_loop_t loop;
@@ -42,11 +48,86 @@ typedef struct app {
     bm_server_t *server;
     bm_server_t *tls_server; /* server.tls: the same handler behind TLS, or NULL */
     int servers_draining;
+    bm_observe_set_t observed;   /* every network's observe, for one /metrics */
+    bm_router_t *global_router;  /* several networks: the merged /metrics on the API listener */
+    bm_router_t *metrics_router; /* metrics.listen: a listener of their own */
+    bm_server_t *metrics_server;
     uv_signal_t sigterm;
     uv_signal_t sigint;
     int signals;
     int exit_code;
 } app_t;
+
+/* Every ended request goes to the observe of the network that took it (the front's scope);
+ * what the front answered before choosing one (a missing key, an unknown network, the
+ * process's /metrics) is counted and logged with the first network's. */
+static void on_request_end(const bm_req_summary_t *s, void *ud)
+{
+    app_t *a = ud;
+    bm_network_t *n = s->scope ? s->scope : a->net[0];
+    bm_observe_request_ended(s, bm_network_observe(n));
+}
+
+static bool metrics_on_own_listener(const bm_config_t *c)
+{
+    return c->metrics.enabled && c->metrics.listen && *c->metrics.listen;
+}
+
+/* Metrics and the dashboard are admin routes for API keys; several networks share one
+ * /metrics on the API listener unless it has its own. */
+static int observe_front(app_t *a)
+{
+    for (size_t i = 0; i < a->n_net; i++) {
+        a->observed.obs[i] = bm_network_observe(a->net[i]);
+        a->observed.ids[i] = bm_network_id(a->net[i]);
+    }
+    a->observed.n = a->n_net;
+    int rc = bm_front_add_admin_path(a->front, a->opts.observe.metrics_path);
+    if (!rc)
+        rc = bm_front_add_admin_path(a->front, "/ui");
+    if (rc || a->n_net < 2 || metrics_on_own_listener(a->cfg))
+        return rc;
+    if (!(a->global_router = bm_router_new()))
+        return BM_ENOMEM;
+    bm_router_set_class(a->global_router, "observe");
+    bm_front_set_global(a->front, a->global_router);
+    return bm_observe_register_merged(&a->observed, a->global_router);
+}
+
+/* metrics.listen: /metrics on a listener of its own (one network's, or every network's). */
+static int listen_metrics(app_t *a)
+{
+    const char *l = a->cfg->metrics.listen;
+    if (!metrics_on_own_listener(a->cfg))
+        return 0;
+    char host[64];
+    uint16_t port;
+    if (bm_config_parse_listen(l, host, sizeof host, &port) != 0)
+        return BM_EINVAL; /* validated: cannot happen */
+    a->metrics_router = bm_router_new();
+    if (!a->metrics_router)
+        return BM_ENOMEM;
+    bm_router_set_class(a->metrics_router, "metrics");
+    int rc = a->n_net == 1
+                 ? bm_observe_register(bm_network_observe(a->net[0]), a->metrics_router, true)
+                 : bm_observe_register_merged(&a->observed, a->metrics_router);
+    if (rc)
+        return rc;
+    a->metrics_server =
+        bm_server_new(&a->loop, &a->opts.server, bm_router_dispatch, a->metrics_router);
+    if (!a->metrics_server)
+        return BM_ENOMEM;
+    bm_server_on_end(a->metrics_server, on_request_end, a);
+    rc = bm_server_listen(a->metrics_server, host, port);
+    if (rc) {
+        bm_log(BM_LOG_ERROR, "cannot listen on %s for metrics: %s", l, bm_strerror(rc));
+        return rc;
+    }
+    bool v6 = strchr(host, ':') != NULL;
+    bm_log(BM_LOG_INFO, "metrics on http://%s%s%s:%d%s", v6 ? "[" : "", host, v6 ? "]" : "",
+           bm_server_port(a->metrics_server), a->opts.observe.metrics_path);
+    return 0;
+}
 
 static int build_front(app_t *a)
 {
@@ -56,6 +137,8 @@ static int build_front(app_t *a)
     a->front = bm_front_new(&a->loop, &a->edge.front);
     if (!a->front)
         return BM_ENOMEM;
+    if ((rc = observe_front(a)) != 0)
+        return rc;
     for (size_t i = 0; i < a->n_net; i++) {
         bm_front_network_t fn = {bm_network_id(a->net[i]), bm_network_router(a->net[i]),
                                  bm_network_health, bm_network_status, a->net[i]};
@@ -81,6 +164,7 @@ static int build_tls_listener(app_t *a)
         bm_tls_ctx_unref(ctx);
         return BM_ENOMEM;
     }
+    bm_server_on_end(a->tls_server, on_request_end, a); /* metrics and the access log too */
     bm_server_set_tls(a->tls_server, ctx);
     bm_tls_ctx_unref(ctx);
     int rc = bm_server_listen(a->tls_server, t->listen_host, t->listen_port);
@@ -135,6 +219,14 @@ static int build(app_t *a)
     a->server = bm_server_new(&a->loop, &a->opts.server, bm_front_handle, a->front);
     if (!a->server)
         return BM_ENOMEM;
+    bm_server_on_end(a->server, on_request_end, a);
+    for (size_t i = 0; i < a->n_net; i++) {
+        bm_observe_set_server(bm_network_observe(a->net[i]), a->server);
+        bm_observe_set_front(bm_network_observe(a->net[i]), a->front);
+    }
+    /* before the API: once "listening on" is logged, every listener is bound */
+    if ((rc = listen_metrics(a)) != 0)
+        return rc;
     rc = bm_server_listen(a->server, c->listen_host, c->listen_port);
     if (rc) {
         bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", c->listen_host, c->listen_port,
@@ -198,6 +290,8 @@ static void on_signal(uv_signal_t *s, int signum)
     for (size_t i = 0; i < a->n_net; i++)
         bm_network_stop_streams(a->net[i]);
     a->servers_draining = a->tls_server ? 2 : 1;
+    if (a->metrics_server)
+        bm_server_shutdown(a->metrics_server, a->cfg->server.shutdown_timeout_ms, NULL, NULL);
     bm_server_shutdown(a->server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
     if (a->tls_server)
         bm_server_shutdown(a->tls_server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
@@ -205,6 +299,13 @@ static void on_signal(uv_signal_t *s, int signum)
 
 static void teardown(app_t *a)
 {
+    /* the networks' observes go with them: no request reaches them any more */
+    if (a->server)
+        bm_server_on_end(a->server, NULL, NULL);
+    if (a->tls_server)
+        bm_server_on_end(a->tls_server, NULL, NULL);
+    if (a->metrics_server)
+        bm_server_on_end(a->metrics_server, NULL, NULL);
     for (size_t i = 0; i < a->n_net; i++)
         bm_network_free(a->net[i]); /* runs the loop to let its handles close */
     uv_run(&a->loop, UV_RUN_DEFAULT);
@@ -212,7 +313,11 @@ static void teardown(app_t *a)
         bm_server_free(a->server);
     if (a->tls_server)
         bm_server_free(a->tls_server);
+    if (a->metrics_server)
+        bm_server_free(a->metrics_server);
     uv_run(&a->loop, UV_RUN_DEFAULT);
+    bm_router_free(a->metrics_router);
+    bm_router_free(a->global_router);
     bm_front_free(a->front);
     bm_options_edge_dispose(&a->edge);
     if (uv_loop_close(&a->loop) != 0)

@@ -7,6 +7,8 @@
  *   discovery -> pool (network verdicts) -> health (states)
  *   monitor (per-node event streams) -> head tracker -> health, cluster event stream, cache
  *   duty policies (attest, produce, aggregate, duties) -> race engine -> upstream
+ *   observe <- every module's counters, records of served duty reads, the tracker's moves
+ *              and ticks, finalized checkpoints (/metrics, the journal, the dashboard)
  *
  * docs/architecture.md draws the whole.
  */
@@ -38,6 +40,7 @@
 #include "duties/shadow.h"
 #include "edge/cache.h"
 #include "http/upstream.h"
+#include "observe/observe.h"
 #include "read/readpath.h"
 
 struct bm_network {
@@ -64,6 +67,7 @@ struct bm_network {
     bm_shadow_t *shadow; /* every duty read mirrored to the shadow nodes, and their score */
     bm_replay_t *replay; /* replay of node-local state */
     bm_broadcast_t *bcast;
+    bm_observe_t *observe; /* metrics, journal, dashboard; the access log of its requests */
     bm_router_t *router;
     void (*drained)(void *ud);
     void *drained_ud;
@@ -77,6 +81,11 @@ const char *bm_network_id(const bm_network_t *n)
 bm_router_t *bm_network_router(bm_network_t *n)
 {
     return n->router;
+}
+
+bm_observe_t *bm_network_observe(bm_network_t *n)
+{
+    return n->observe;
 }
 
 int bm_network_health(void *ud)
@@ -137,28 +146,40 @@ static int build_routes(bm_network_t *a)
     if (!r)
         return BM_ENOMEM;
     int rc = 0;
+    /* each group names its route class (the metrics and the access log count by class) */
+    bm_router_set_class(r, "static");
     for (size_t i = 0; i < sizeof statics / sizeof statics[0] && !rc; i++)
         rc = bm_router_add_only(r, "GET", statics[i], bm_discovery_route, a->disc);
+    bm_router_set_class(r, "admin");
     if (!rc)
         rc = bm_admin_register(a->admin, r);
     /* aggregation reads, duties and liveness */
+    bm_router_set_class(r, "duty");
     if (!rc)
         rc = bm_aggregate_register(a->aggregate, r);
     if (!rc)
         rc = bm_duties_register(a->duties, r);
-    if (!rc)
-        rc = bm_events_register(a->events, r); /* the cluster event stream */
     /* attestation data, head root, payload attestation data, block production */
     if (!rc)
         rc = bm_attest_register(a->attest, r);
     if (!rc)
         rc = bm_produce_register(a->produce, r);
+    bm_router_set_class(r, "events");
+    if (!rc)
+        rc = bm_events_register(a->events, r); /* the cluster event stream */
     /* broadcast: pool and publish POSTs, subscriptions, preparations,
      * registrations, preferences, DVT selections, the stateful envelope read */
+    bm_router_set_class(r, "write");
     if (!rc)
         rc = bm_broadcast_register(a->bcast, r);
+    /* metrics (unless on a listener of their own), the journal, the dashboard */
+    bm_router_set_class(r, "observe");
+    const char *ml = a->cfg.metrics.listen;
+    if (!rc)
+        rc = bm_observe_register(a->observe, r, !ml || !*ml);
     /* everything else: the response cache, in front of the read path (client routes
      * included); no duty route reaches it */
+    bm_router_set_class(r, "read");
     bm_router_set_fallback(r, bm_cache_route, a->cache);
     return rc;
 }
@@ -282,6 +303,32 @@ static int build_chain(bm_network_t *a)
     return bm_admin_add_section(a->admin, "cache", bm_cache_status_json, a->cache);
 }
 
+/* observe: the figures only it keeps, read with every module's counters at scrape time;
+ * the dashboard shows this network's status page. */
+static int build_observe(bm_network_t *a)
+{
+    bm_observe_sources_t src = {
+        .pool = a->pool,
+        .head = a->head,
+        .monitor = a->monitor,
+        .chain = bm_discovery_chain(a->disc),
+        .events = a->events,
+        .attest = a->attest,
+        .produce = a->produce,
+        .aggregate = a->aggregate,
+        .duties = a->duties,
+        .broadcast = a->bcast,
+        .replay = a->replay,
+        .readpath = a->readpath,
+        .cache = a->cache,
+    };
+    a->observe = bm_observe_new(&src, &a->opts.observe);
+    if (!a->observe)
+        return BM_ENOMEM;
+    bm_observe_set_status(a->observe, bm_network_status, a);
+    return 0;
+}
+
 static int build(bm_network_t *a)
 {
     bm_options_t *o = &a->opts;
@@ -304,6 +351,8 @@ static int build(bm_network_t *a)
     if ((rc = build_chain(a)) != 0)
         return rc;
     if ((rc = build_broadcast(a)) != 0)
+        return rc;
+    if ((rc = build_observe(a)) != 0)
         return rc;
     if ((rc = build_routes(a)) != 0)
         return rc;
@@ -390,6 +439,7 @@ void bm_network_free(bm_network_t *a)
     a->up = NULL;
     /* let close callbacks of timers, polls and sockets run */
     uv_run(a->loop, UV_RUN_DEFAULT);
+    bm_observe_free(a->observe); /* before what it listens to: policies, monitor, tracker */
     bm_discovery_free(a->disc);
     uv_run(a->loop, UV_RUN_DEFAULT);
     bm_admin_free(a->admin);

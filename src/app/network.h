@@ -3,7 +3,8 @@
  * network: everything beaconmux runs for one network, owned by one object: the upstream
  * client, the pool of nodes, discovery, health, the head tracker and the monitor that feeds
  * it, the cluster event stream, the race engine and the duty policies, broadcast and
- * replay, the read path and its response cache, the admin routes and the router that maps
+ * replay, the read path and its response cache, observe (metrics, the duty journal, the
+ * dashboard), the admin routes and the router that maps
  * this network's routes to them. A process serves one network (the configuration's top
  * level) or several (`networks:`); the server, the log and the edge's front are global and
  * live in main.
@@ -24,6 +25,7 @@
 #include "app/config.h"
 #include "base/buf.h"
 #include "http/router.h"
+#include "observe/observe.h"
 
 typedef struct bm_network bm_network_t;
 
@@ -41,6 +43,9 @@ const char *bm_network_id(const bm_network_t *n);
 
 /** The router of its routes. */
 bm_router_t *bm_network_router(bm_network_t *n);
+
+/** Its observe (metrics, journal, dashboard), for the process's /metrics and its requests. */
+bm_observe_t *bm_network_observe(bm_network_t *n);
 
 /** /healthz's status for it (200 when a node is usable, else 503); `ud` is the network. */
 int bm_network_health(void *ud);

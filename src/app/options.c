@@ -102,7 +102,12 @@
     B(cache.chain_ttl_ms,                cache.chain_ttl_ms)                                       \
     B(cache.clock_ttl_ms,                cache.clock_ttl_ms)                                       \
     B(cache.gzip_min_bytes,              cache.gzip_min_bytes)                                     \
-    B(cache.gzip_level,                  cache.gzip_level)
+    B(cache.gzip_level,                  cache.gzip_level)                                         \
+    /* observe */                                                                                  \
+    B(log.access,                        observe.access_log)                                       \
+    B(metrics.enabled,                   observe.metrics)                                          \
+    B(journal.slots,                     observe.journal_slots)                                    \
+    B(ui.enabled,                        observe.ui)
 // clang-format on
 
 #define ASSIGN(from, to)                                                                           \
@@ -139,8 +144,11 @@ int bm_options_from_config(bm_options_t *o, const bm_config_t *cfg)
     bm_replay_opts_default(&o->replay);
     bm_broadcast_opts_default(&o->broadcast);
     bm_cache_opts_default(&o->cache);
+    bm_observe_opts_default(&o->observe);
 
     BINDINGS(ASSIGN)
+    if (cfg->metrics.path)
+        o->observe.metrics_path = cfg->metrics.path;
     o->readpath.max_attempts = bm_config_max_attempts(cfg);
     const char *sk = cfg->routing.sticky.key;
     o->readpath.sticky_header = sk && strcmp(sk, "address") != 0 ? sk : NULL;

@@ -27,6 +27,7 @@
 #include "edge/front.h"
 #include "http/server.h"
 #include "http/upstream.h"
+#include "observe/observe.h"
 #include "read/readpath.h"
 #include "read/rules.h"
 
@@ -46,6 +47,7 @@ typedef struct bm_options {
     bm_duties_opts_t duties;
     bm_replay_opts_t replay;
     bm_broadcast_opts_t broadcast;
+    bm_observe_opts_t observe;
     bm_cache_opts_t cache;
 } bm_options_t;
 

@@ -183,15 +183,22 @@ void bm_str_json_string(bm_str_t *s, const char *z, size_t n)
     bm_str_putc(s, '"');
 }
 
-void bm_str_u64(bm_str_t *s, uint64_t v)
+size_t bm_u64_dec(char *out, uint64_t v)
 {
-    char tmp[24];
+    char tmp[BM_U64_DEC_MAX];
     size_t i = sizeof tmp;
     do {
         tmp[--i] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    bm_str_append(s, tmp + i, sizeof tmp - i);
+    memcpy(out, tmp + i, sizeof tmp - i);
+    return sizeof tmp - i;
+}
+
+void bm_str_u64(bm_str_t *s, uint64_t v)
+{
+    char tmp[BM_U64_DEC_MAX];
+    bm_str_append(s, tmp, bm_u64_dec(tmp, v));
 }
 
 void bm_str_hex(bm_str_t *s, const void *p, size_t n)

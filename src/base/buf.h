@@ -72,6 +72,11 @@ void bm_str_vprintf(bm_str_t *s, const char *fmt, va_list ap);
 /** Appends `z` as a JSON string literal, quotes included, escaping as RFC 8259 requires. */
 void bm_str_json_string(bm_str_t *s, const char *z, size_t n);
 
+/** Writes `v` in decimal to `out` (room for BM_U64_DEC_MAX bytes, no NUL); returns the
+ *  number of digits written. */
+#define BM_U64_DEC_MAX 20
+size_t bm_u64_dec(char *out, uint64_t v);
+
 /** Appends an unsigned decimal number. */
 void bm_str_u64(bm_str_t *s, uint64_t v);
 

@@ -170,7 +170,8 @@ static void kick(bm_clock_t *c)
 
 /* ---- clocks --------------------------------------------------------------------------------- */
 
-bm_clock_t *bm_clock_real_new(uv_loop_t *loop)
+/* A clock on `loop` with no timers yet (NULL without a loop or memory). */
+static bm_clock_t *clock_alloc(uv_loop_t *loop)
 {
     if (!loop)
         return NULL;
@@ -183,17 +184,17 @@ bm_clock_t *bm_clock_real_new(uv_loop_t *loop)
     return c;
 }
 
+bm_clock_t *bm_clock_real_new(uv_loop_t *loop)
+{
+    return clock_alloc(loop);
+}
+
 bm_clock_t *bm_clock_manual_new(uv_loop_t *loop, uint64_t wall_ms)
 {
-    if (!loop)
-        return NULL;
-    bm_clock_t *c = calloc(1, sizeof *c);
+    bm_clock_t *c = clock_alloc(loop);
     if (!c)
         return NULL;
-    bm_link_init(&c->timers);
-    bm_link_init(&c->closing);
     c->manual = true;
-    c->loop = loop;
     c->mono_us = MANUAL_MONO_START_US;
     c->wall_offset_us = (int64_t)(wall_ms * 1000u) - (int64_t)c->mono_us;
     uv_idle_init(loop, &c->kick);

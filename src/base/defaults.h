@@ -36,6 +36,13 @@
 /* log */
 #define BM_DEFAULT_LOG_LEVEL BM_LOG_INFO
 #define BM_DEFAULT_LOG_FORMAT BM_LOG_TEXT
+#define BM_DEFAULT_LOG_ACCESS false
+
+/* metrics, journal, ui: what beaconmux shows of itself (observe/observe.h) */
+#define BM_DEFAULT_METRICS_ENABLED true
+#define BM_DEFAULT_METRICS_PATH "/metrics" /* metrics.path when unset */
+#define BM_DEFAULT_JOURNAL_SLOTS 7200      /* a day of 12-s slots */
+#define BM_DEFAULT_UI_ENABLED true
 
 /* server: the listener (http/server.h), and the shutdown bound (app/main.c) */
 #define BM_DEFAULT_SERVER_MAX_BODY_BYTES (32ull << 20)   /* 32 MiB */

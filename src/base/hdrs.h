@@ -54,6 +54,12 @@ size_t bm_hdrs_remove(bm_hdrs_t *h, const char *name);
 /** The value of the first field named `name` (case-insensitive), or NULL. */
 const char *bm_hdrs_get(const bm_hdrs_t *h, const char *name);
 
+/** True for a success status (200..299): the answers a client can take as given. */
+static inline bool bm_status_2xx(int status)
+{
+    return status >= 200 && status <= 299;
+}
+
 /**
  * True when `content_type` (may be NULL) names application/octet-stream, the media type
  * of SSZ bodies, whatever its case, leading whitespace and parameters.

@@ -84,6 +84,44 @@ static void append_json_escaped(char *out, size_t cap, size_t *pos, const char *
     }
 }
 
+/* The time stamp of a line: "2026-11-29T16:01:44.123Z". */
+static void timestamp(char *ts, size_t n)
+{
+    uint64_t now = bm_clock_now_ms();
+    time_t secs = (time_t)(now / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    snprintf(ts, n, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (unsigned)(now % 1000));
+}
+
+static void write_line(const char *line, size_t n)
+{
+    FILE *out = g_out ? g_out : stderr;
+    fwrite(line, 1, n, out);
+    fflush(out);
+}
+
+/* A JSON line whose members after "msg" the caller wrote. */
+static void log_raw_json(const char *msg, const char *fields)
+{
+    char ts[64], line[4096 + 64];
+    timestamp(ts, sizeof ts);
+    size_t pos =
+        (size_t)snprintf(line, sizeof line, "{\"ts\":\"%s\",\"level\":\"info\",\"msg\":\"", ts);
+    append_json_escaped(line, sizeof line - 3, &pos, msg);
+    line[pos++] = '"';
+    size_t fl = strlen(fields);
+    if (fl && pos + fl + 3 < sizeof line) {
+        line[pos++] = ',';
+        memcpy(line + pos, fields, fl);
+        pos += fl;
+    }
+    line[pos++] = '}';
+    line[pos++] = '\n';
+    write_line(line, pos);
+}
+
 static void vlog(bm_log_level_t level, const char *fmt, va_list ap)
 {
     char msg[2048];
@@ -91,13 +129,8 @@ static void vlog(bm_log_level_t level, const char *fmt, va_list ap)
     if (n < 0)
         return;
 
-    uint64_t now = bm_clock_now_ms();
-    time_t secs = (time_t)(now / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
     char ts[64];
-    snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (unsigned)(now % 1000));
+    timestamp(ts, sizeof ts);
 
     char line[4096 + 64];
     size_t pos = 0;
@@ -112,9 +145,32 @@ static void vlog(bm_log_level_t level, const char *fmt, va_list ap)
         pos = k < 0 ? 0 : ((size_t)k > sizeof line - 3 ? sizeof line - 3 : (size_t)k);
     }
     line[pos++] = '\n';
-    FILE *out = g_out ? g_out : stderr;
-    fwrite(line, 1, pos, out);
-    fflush(out);
+    write_line(line, pos);
+}
+
+static void log_always(bm_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void log_always(bm_log_level_t level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(level, fmt, ap);
+    va_end(ap);
+}
+
+bm_log_format_t bm_log_get_format(void)
+{
+    return g_format;
+}
+
+void bm_log_record(const char *msg, const char *fields)
+{
+    if (g_level == BM_LOG_OFF)
+        return;
+    if (g_format == BM_LOG_JSON)
+        log_raw_json(msg, fields);
+    else
+        log_always(BM_LOG_INFO, "%s %s", msg, fields);
 }
 
 void bm_log(bm_log_level_t level, const char *fmt, ...)
@@ -146,14 +202,6 @@ void bm_log_limited(bm_log_limit_t *lim, bm_log_level_t level, const char *fmt, 
         return;
     }
     lim->count++;
-    va_list ap;
-    va_start(ap, fmt);
-    vlog(level, fmt, ap);
-    va_end(ap);
-}
-
-static void log_always(bm_log_level_t level, const char *fmt, ...)
-{
     va_list ap;
     va_start(ap, fmt);
     vlog(level, fmt, ap);

@@ -37,6 +37,17 @@ int bm_log_format_parse(const char *s, bm_log_format_t *out);
 /** True when a message at this level would be written (skip building costly messages). */
 bool bm_log_enabled(bm_log_level_t level);
 
+/** The format lines are written in. */
+bm_log_format_t bm_log_get_format(void);
+
+/**
+ * Writes one line at info level whatever the configured level (only "off" silences it):
+ * for records the operator asked for with a switch of their own (the access log). `msg` is
+ * the line's message and `fields` follow it: in text after a space, as they are; in JSON as
+ * members of the line's object after "msg" (`"key":value,...`, already JSON).
+ */
+void bm_log_record(const char *msg, const char *fields);
+
 /** Writes one line at the given level. */
 void bm_log(bm_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -6,8 +6,8 @@
  * The race engine must know a produced block's slot and parent root, an attestation's
  * head vote, or how many bits an aggregate carries, whatever encoding the node answered
  * with. A full decoder would be thousands of lines per fork; the fields we need sit at
- * fixed positions or behind one or two 4-byte offsets (docs/ssz.md, and
- * /work/shared/beacon-apis/SSZ-LAYOUT.md for every number). Every offset that is followed
+ * fixed positions or behind one or two 4-byte offsets (docs/ssz.md gives the layouts; the
+ * numbers follow the consensus specs' container definitions). Every offset that is followed
  * is validated as the SSZ spec requires (the first offset equals the fixed-part size,
  * offsets never decrease and never point past the end), so a truncated or inconsistent
  * body yields BM_EINVAL and never an out-of-bounds read.

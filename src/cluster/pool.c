@@ -254,6 +254,7 @@ void bm_pool_record(bm_pool_t *p, bm_node_t *n, bm_outcome_t outcome, bool refus
     record_recent(s, outcome != BM_OUTCOME_OK, latency_us);
     if (outcome == BM_OUTCOME_NET_ERROR) {
         s->errors++;
+        s->refused += refused;
         s->consecutive_failures++;
         if (n->reachable && (refused || s->consecutive_failures >= BM_POOL_UNREACHABLE_AFTER)) {
             n->reachable = false;
@@ -271,6 +272,7 @@ void bm_pool_record(bm_pool_t *p, bm_node_t *n, bm_outcome_t outcome, bool refus
     }
     if (outcome == BM_OUTCOME_HTTP_5XX) {
         s->errors++;
+        s->errors_5xx++;
         return;
     }
     s->last_ok_ms = bm_clock_now_ms();
@@ -280,6 +282,7 @@ void bm_pool_record(bm_pool_t *p, bm_node_t *n, bm_outcome_t outcome, bool refus
     while (b < BM_LATENCY_BUCKETS - 1 && ms > bucket_ms[b])
         b++;
     s->latency_hist[b]++;
+    s->latency_sum_us += latency_us;
 }
 
 void bm_pool_set_shadow(bm_node_t *n, bool shadow)

@@ -78,11 +78,14 @@ typedef struct bm_node_syncing {
 typedef struct bm_node_stats {
     uint64_t requests;   /* transfers finished (any outcome) */
     uint64_t errors;     /* network errors, timeouts and 5xx */
+    uint64_t errors_5xx; /* ... of which HTTP answers of 500 or above */
+    uint64_t refused;    /* ... of which refused connections (the rest: other network errors) */
     uint64_t in_flight;  /* transfers running now */
     uint64_t last_ok_ms; /* wall time of the last successful answer (0: never) */
     uint32_t consecutive_failures;
     double latency_ewma_ms; /* exponentially weighted mean of successful answers */
-    uint64_t latency_hist[BM_LATENCY_BUCKETS];
+    uint64_t latency_hist[BM_LATENCY_BUCKETS]; /* successful answers, by bm_latency_bucket_ms */
+    uint64_t latency_sum_us;                   /* ... and the sum of their latencies */
     /* rolling windows over the last BM_RECENT_WINDOW exchanges (every module's requests,
      * health probes included), for the read path's score */
     uint64_t recent_failed;                   /* bit i: exchange i of the ring failed */

@@ -171,7 +171,7 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *a, void *ctx)
     bm_aggregate_t *m = ar->m;
     size_t set = 0, total = 0;
     bool ok = false;
-    if (bm_race_2xx(a->status) && a->body) {
+    if (bm_status_2xx(a->status) && a->body) {
         const char *fork = bm_hdrs_get(a->headers, "eth-consensus-version");
         ok = bm_aggregate_count_bits(ar->kind, bm_hdrs_get(a->headers, "content-type"),
                                      fork && *fork ? fork : ar->fork, a->body->data, a->body->len,
@@ -278,8 +278,6 @@ bm_aggregate_t *bm_aggregate_new(bm_clock_t *clock, bm_race_engine_t *race, bm_p
     for (int k = 0; k < BM_AGGREGATE_KINDS; k++)
         if (!m->o.max_hold_ms[k] || m->o.max_hold_ms[k] < m->o.hold_floor_ms[k])
             m->o.max_hold_ms[k] = m->o.hold_floor_ms[k];
-    m->lim.window_ms = 10000;
-    m->lim.burst = 5;
     return m;
 }
 

@@ -54,6 +54,9 @@ struct bm_attest {
     bm_attest_opts_t opts;
     bm_attest_stats_t stats;
     bm_log_limit_t lim;
+    bm_served_fn served_fn; /* records of served races (bm_attest_on_served), or NULL */
+    void *served_ud;
+    bool witness;
 };
 
 void bm_attest_opts_default(bm_attest_opts_t *o)
@@ -101,6 +104,13 @@ void bm_attest_free(bm_attest_t *a)
         return;
     bm_checkpoints_free(a->book);
     free(a);
+}
+
+void bm_attest_on_served(bm_attest_t *a, bm_served_fn fn, void *ud, bool witness)
+{
+    a->served_fn = fn;
+    a->served_ud = ud;
+    a->witness = witness;
 }
 
 bm_attest_stats_t bm_attest_stats(const bm_attest_t *a)
@@ -302,7 +312,7 @@ static void data_observe(bm_race_t *r, const bm_race_answer_t *an, void *ud)
     (void)r;
     rctx_t *c = ud;
     bm_attest_data_t d;
-    if (!an->err && bm_race_2xx(an->status) &&
+    if (!an->err && bm_status_2xx(an->status) &&
         bm_attest_parse_data(an->headers, an->body, &d) == 0 && d.slot == c->slot)
         book_note(c, an, &d.checkpoints);
 }
@@ -418,7 +428,7 @@ static double payload_score(const bm_race_answer_t *an, void *ud)
 
 static bool judged_accepted(rctx_t *c, const bm_race_answer_t *an)
 {
-    if (an->err || !bm_race_2xx(an->status))
+    if (an->err || !bm_status_2xx(an->status))
         return false;
     switch (c->ep) {
     case EP_DATA:
@@ -438,7 +448,7 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     rctx_t *c = ctx;
     bm_attest_t *a = c->a;
     bm_attest_data_t d;
-    if (c->ep == EP_DATA && !an->err && bm_race_2xx(an->status) &&
+    if (c->ep == EP_DATA && !an->err && bm_status_2xx(an->status) &&
         bm_attest_parse_data(an->headers, an->body, &d) == 0 &&
         !bm_checkpoints_agreed(a->book, &d.checkpoints))
         bm_checkpoints_served(a->book, &d.checkpoints);
@@ -447,6 +457,34 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
         bm_log_limited(&a->lim, BM_LOG_INFO, "%s: served %s %d without the expected head",
                        bm_req_target(req), an->node ? an->node->id : "beaconmux", an->status);
     }
+}
+
+/* The root a record of the race keeps (serve.h root_of): the head the answer is built on. */
+static int answer_root(const bm_race_answer_t *an, void *ctx, uint8_t root[32], int *index)
+{
+    rctx_t *c = ctx;
+    *index = -1;
+    switch (c->ep) {
+    case EP_DATA: {
+        bm_attest_data_t d;
+        if (bm_attest_parse_data(an->headers, an->body, &d) != 0)
+            return BM_EINVAL;
+        memcpy(root, d.beacon_block_root, 32);
+        if (c->gloas)
+            *index = d.index <= 1 ? (int)d.index : -1;
+        return 0;
+    }
+    case EP_HEAD_ROOT:
+        return bm_attest_parse_root(an->body, root);
+    case EP_PAYLOAD: {
+        bm_attest_payload_t p;
+        if (an->status != 200 || bm_attest_parse_payload(an->headers, an->body, &p) != 0)
+            return BM_EINVAL; /* a 204 names no block: the slot had none for that node */
+        memcpy(root, p.beacon_block_root, 32);
+        return 0;
+    }
+    }
+    return BM_EINVAL;
 }
 
 /* ---- what a shadow node's answer is about (duties/shadow.h) --------------------------------- */
@@ -501,12 +539,22 @@ static bm_shadow_read_t shadow_read_of(endpoint_t ep)
     return (bm_shadow_read_t){BM_SHADOW_PAYLOAD_ATTESTATION, shadow_read_payload, 0};
 }
 
-/* Serves `req` from the race under `key` (NULL: its own), judged with context `c`. */
+/* Serves `req` from the race under `key` (NULL: its own), judged with context `c`; the
+ * record (when asked for) says the read is `duty` about `slot`. */
 static void serve(bm_attest_t *a, bm_req_t *req, const char *key, rctx_t *c,
-                  const bm_race_policy_t *pol)
+                  const bm_race_policy_t *pol, bm_duty_read_t duty, uint64_t slot)
 {
     bm_node_t *nodes[BM_MAX_NODES];
     c->a = a;
+    bm_serve_record_t rec = {
+        .duty = duty,
+        .slot = slot,
+        .n_nodes = bm_pool_count(a->pool),
+        .witness = a->witness ? bm_serve_witness_node(a->pool) : NULL,
+        .root_of = answer_root,
+        .fn = a->served_fn,
+        .ud = a->served_ud,
+    };
     bm_serve_t s = {
         .policy = *pol,
         .key = key,
@@ -515,6 +563,7 @@ static void serve(bm_attest_t *a, bm_req_t *req, const char *key, rctx_t *c,
         .ctx = c,
         .ctx_size = sizeof *c,
         .on_answer = on_answer,
+        .record = a->served_fn ? &rec : NULL,
         .shadow = a->shadow,
         .shadow_read = shadow_read_of(c->ep),
     };
@@ -586,7 +635,7 @@ static void route_data(bm_req_t *req, const bm_route_params_t *params, void *ud)
     /* the checkpoints of every node's answer are wanted, the slower ones too */
     pol.observe = data_observe;
     pol.keep_losers = true;
-    serve(a, req, kp, &t, &pol);
+    serve(a, req, kp, &t, &pol, BM_DUTY_READ_ATTESTATION_DATA, slot);
 }
 
 static void route_head_root(bm_req_t *req, const bm_route_params_t *params, void *ud)
@@ -612,7 +661,8 @@ static void route_head_root(bm_req_t *req, const bm_route_params_t *params, void
     base_policy(a, &pol, deadline, end);
     pol.accept = root_accept;
     pol.usable = root_usable;
-    serve(a, req, n > 0 && (size_t)n < sizeof key ? key : NULL, &t, &pol);
+    serve(a, req, n > 0 && (size_t)n < sizeof key ? key : NULL, &t, &pol, BM_DUTY_READ_HEAD_ROOT,
+          slot);
 }
 
 static void route_payload(bm_req_t *req, const bm_route_params_t *params, void *ud)
@@ -638,7 +688,8 @@ static void route_payload(bm_req_t *req, const bm_route_params_t *params, void *
     pol.accept = payload_accept;
     pol.usable = payload_usable;
     pol.score = payload_score;
-    serve(a, req, n > 0 && (size_t)n < sizeof key ? key : NULL, &t, &pol);
+    serve(a, req, n > 0 && (size_t)n < sizeof key ? key : NULL, &t, &pol,
+          BM_DUTY_READ_PAYLOAD_ATTESTATION, slot);
 }
 
 int bm_attest_register(bm_attest_t *a, bm_router_t *r)

@@ -52,6 +52,7 @@
 #include "duties/checkpoints.h"
 #include "duties/hint.h"
 #include "duties/race.h"
+#include "duties/serve.h"
 #include "duties/shadow.h"
 #include "http/router.h"
 
@@ -92,6 +93,13 @@ void bm_attest_free(bm_attest_t *a);
 
 /** Registers the three routes above (GET). */
 int bm_attest_register(bm_attest_t *a, bm_router_t *r);
+
+/**
+ * Asks for a record of every race served (duties/serve.h): `fn` gets it when the race
+ * completed. With `witness`, the first configured node's first answer is learned in every
+ * race (race.h `witness`), to say what it alone would have served. NULL `fn`: none.
+ */
+void bm_attest_on_served(bm_attest_t *a, bm_served_fn fn, void *ud, bool witness);
 
 /** Requests served by each endpoint, how many joined a running race, how many were served
  *  an answer that was not accepted (deadline fallback or nothing better); attestation data

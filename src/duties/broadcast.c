@@ -342,10 +342,13 @@ static void respond(wctx_t *c, int status, const bm_hdrs_t *hdrs, bm_buf_t *body
     bm_req_t *req = c->req;
     c->req = NULL;
     c->client_status = status;
-    if (bm_race_2xx(status))
+    if (bm_status_2xx(status)) {
         c->b->stats.answered_2xx++;
-    else
+        bm_hist_add(&c->b->stats.first_2xx,
+                    (double)(bm_clock_mono_us() - bm_req_start_us(req)) / 1e6);
+    } else {
         c->b->stats.answered_error++;
+    }
     leave_waits(c);
     bm_resp_send(req, status, NULL, body, hdrs);
     ctx_unref(c);
@@ -497,7 +500,7 @@ static void on_write_observe(bm_race_t *r, const bm_race_answer_t *a, void *ud)
     if (a->err || !a->node || a->node->index < 0)
         return;
     bm_indexed_add(c->merge, (size_t)a->node->index, a->node->id, a->status, a->body);
-    if (c->req && !bm_race_2xx(a->status) && bm_indexed_active(c->merge) &&
+    if (c->req && !bm_status_2xx(a->status) && bm_indexed_active(c->merge) &&
         bm_indexed_all_taken(c->merge) &&
         !(c->ssz && (c->r415.set || c->skipped_refusers || a->status == 415)))
         respond_merged(c);
@@ -555,12 +558,14 @@ static void on_write_answer(wctx_t *c, int p, const bm_race_answer_t *a)
     scan_415(c, c->race[p]);
     if (!c->req)
         return;
-    if (bm_race_2xx(a->status) && !a->err && a->node) {
+    if (bm_status_2xx(a->status) && !a->err && a->node) {
         /* a non-gossip write that a node refused as SSZ: the client must resend JSON */
-        if (c->rt->cls != BM_BCAST_PUBLISH && c->r415.set)
+        if (c->rt->cls != BM_BCAST_PUBLISH && c->r415.set) {
             respond_kept(c, &c->r415);
-        else
+        } else {
+            bm_req_add_upstream(c->req, a->node->index);
             respond(c, a->status, a->headers, a->body);
+        }
         return;
     }
     int rank = rank_of(a);
@@ -599,7 +604,7 @@ static void feed_replay(wctx_t *c)
 static void on_feed_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
 {
     (void)w;
-    if (!a->err && a->node && bm_race_2xx(a->status))
+    if (!a->err && a->node && bm_status_2xx(a->status))
         feed_replay(ud);
 }
 
@@ -611,18 +616,21 @@ static void on_write_complete(wctx_t *c, int p, const bm_race_answer_t *v, size_
     bool debug = bm_log_enabled(BM_LOG_DEBUG);
     for (size_t i = 0; i < n; i++) {
         const bm_race_answer_t *a = &v[i];
-        bool ok = !a->err && bm_race_2xx(a->status);
+        bool ok = !a->err && bm_status_2xx(a->status);
         any_2xx |= ok;
+        size_t ni = a->node ? (size_t)a->node->index : BM_BROADCAST_NODE_STATS;
         if (ok)
             b->stats.node_deliveries++;
         else
             b->stats.node_failures++;
+        if (ni < BM_BROADCAST_NODE_STATS)
+            (ok ? b->stats.deliveries_by : b->stats.failures_by)[ni]++;
         if (!a->err && c->ssz) {
             mem_learn(b, a->node, c->route, a->status);
             if (a->status == 415) {
                 if (!c->r415.set)
                     kept_set(&c->r415, a, 1);
-                if (bm_race_2xx(c->client_status)) {
+                if (bm_status_2xx(c->client_status)) {
                     /* the client will not resend: gossip carries pool objects to that node,
                      * and replay gives it the node-local state as JSON */
                     b->stats.ssz_refused_late++;
@@ -859,6 +867,8 @@ static void on_read_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void 
     wctx_t *c = ud;
     (void)w;
     c->w[0] = NULL;
+    if (c->req && a->node)
+        bm_req_add_upstream(c->req, a->node->index);
     respond(c, a->status, a->headers, a->body);
 }
 
@@ -940,6 +950,11 @@ int bm_broadcast_register(bm_broadcast_t *b, bm_router_t *r)
 
 /* ---- lifetime ------------------------------------------------------------------------------- */
 
+/* Seconds to a write's first 2xx: a node on the LAN answers within milliseconds, a block
+ * publication takes up to a second or two. */
+static const double first_2xx_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                          0.1,   0.25,   0.5,   1,    2};
+
 bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_pool_t *pool,
                                  bm_replay_t *replay, const bm_broadcast_opts_t *opts)
 {
@@ -948,6 +963,8 @@ bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_p
     bm_broadcast_t *b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
+    bm_hist_init(&b->stats.first_2xx, first_2xx_bounds,
+                 sizeof first_2xx_bounds / sizeof first_2xx_bounds[0]);
     bm_link_init(&b->ctxs);
     bm_broadcast_opts_t def;
     bm_broadcast_opts_default(&def);

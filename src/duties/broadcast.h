@@ -55,6 +55,7 @@
 #include <stdint.h>
 
 #include "base/clock.h"
+#include "base/hist.h"
 #include "cluster/pool.h"
 #include "duties/race.h"
 #include "duties/replay.h"
@@ -157,6 +158,8 @@ void bm_broadcast_forget_node(bm_broadcast_t *b, size_t node);
 void bm_broadcast_node_state(bm_node_t *node, bm_node_state_t old, void *ud);
 
 /** What the policy did so far. */
+#define BM_BROADCAST_NODE_STATS 64
+
 typedef struct bm_broadcast_stats {
     uint64_t requests;            /* client requests served */
     uint64_t answered_2xx;        /* ... answered with a node's 2xx */
@@ -167,6 +170,10 @@ typedef struct bm_broadcast_stats {
     uint64_t node_failures;       /* node answers non-2xx or no answer to a write */
     uint64_t producer_first;      /* writes and reads sent to the producing node first */
     uint64_t indexed_merged;      /* answered with the merge of the nodes' indexed errors */
+    /* per node (pool index; nodes past BM_BROADCAST_NODE_STATS are only in the totals) */
+    uint64_t deliveries_by[BM_BROADCAST_NODE_STATS];
+    uint64_t failures_by[BM_BROADCAST_NODE_STATS];
+    bm_hist_t first_2xx; /* seconds from the request to the client's 2xx (1 ms to 2 s) */
 } bm_broadcast_stats_t;
 
 /** Copies the counters into `out`. */

@@ -14,10 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/defaults.h"
+
+_Static_assert(BM_MAX_NODES <= 64, "the node sets are 64-bit masks");
+
 #define EPOCHS 4
 #define PAIRS 16
 #define SERVED 8
-#define MAX_NODES 64
 
 typedef struct pair_rec {
     bm_checkpoint_pair_t pair;
@@ -119,7 +122,7 @@ static unsigned count_bits(uint64_t v)
 size_t bm_checkpoints_note(bm_checkpoints_t *b, size_t node, const bm_checkpoint_pair_t *pair,
                            uint32_t quorum)
 {
-    if (!b || !pair || node >= MAX_NODES)
+    if (!b || !pair || node >= BM_MAX_NODES)
         return 0;
     epoch_rec_t *e = epoch_for(b, pair->target.epoch);
     if (!e)

@@ -310,7 +310,7 @@ static void decide_majority(duty_t *q, bm_race_t *r, const bm_race_answer_t *as,
         uint64_t best_since = 0;
         size_t best_count = 0;
         for (size_t i = 0; i < n; i++) {
-            if (as[i].err || !bm_race_2xx(as[i].status))
+            if (as[i].err || !bm_status_2xx(as[i].status))
                 continue;
             seen_t *si = judge(q, &as[i]);
             if (!si || !si->ok || (pass == 0 && si->optimistic))
@@ -319,7 +319,7 @@ static void decide_majority(duty_t *q, bm_race_t *r, const bm_race_answer_t *as,
             const bm_race_answer_t *first = NULL;
             uint64_t since = UINT64_MAX;
             for (size_t j = 0; j < n; j++) {
-                if (as[j].err || !bm_race_2xx(as[j].status))
+                if (as[j].err || !bm_status_2xx(as[j].status))
                     continue;
                 seen_t *sj = judge(q, &as[j]);
                 if (!sj || !sj->ok || (pass == 0 && sj->optimistic) || !same_group(q, si, sj))
@@ -356,7 +356,7 @@ static void on_check(bm_race_t *r, void *ud)
     for (size_t i = 0; i < n; i++) {
         if (as[i].err)
             continue;
-        if (bm_race_2xx(as[i].status))
+        if (bm_status_2xx(as[i].status))
             any_2xx = true;
         else if (!err || error_rank(as[i].status) < error_rank(err->status))
             err = &as[i];
@@ -429,7 +429,7 @@ static void on_duty_answer(bm_req_t *req, const bm_race_answer_t *a, void *ctx)
     duty_t *q = ctx;
     (void)req;
     bm_duties_stats_t *st = &q->d->stats;
-    const seen_t *s = !a->err && bm_race_2xx(a->status) ? seen_of(q, a->node) : NULL;
+    const seen_t *s = !a->err && bm_status_2xx(a->status) ? seen_of(q, a->node) : NULL;
     const char *how;
     if (!s || !s->judged || !s->ok) {
         st->errors++;
@@ -659,7 +659,7 @@ static void on_live_respond(bm_req_t *req, const bm_race_answer_t *as, size_t n,
         valid[i] = false;
         if (as[i].err)
             continue;
-        if (bm_race_2xx(as[i].status)) {
+        if (bm_status_2xx(as[i].status)) {
             bodies[i] = as[i].body;
             nb++;
         } else if (!err || error_rank(as[i].status) < error_rank(err->status)) {

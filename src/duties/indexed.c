@@ -20,10 +20,13 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/defaults.h"
 #include "base/err.h"
+#include "base/hdrs.h"
 #include "base/json.h"
 
-#define MAX_NODES 64
+_Static_assert(BM_MAX_NODES <= 64, "the node sets are 64-bit masks");
+
 #define ID_MAX 32
 #define MSG_MAX 200 /* a node's message is cut at this many bytes */
 
@@ -41,8 +44,8 @@ typedef struct failure {
 
 struct bm_indexed {
     uint64_t answered, took_all, took_none, indexed;
-    char ids[MAX_NODES][ID_MAX];
-    char *plain[MAX_NODES]; /* what a node that took none said */
+    char ids[BM_MAX_NODES][ID_MAX];
+    char *plain[BM_MAX_NODES]; /* what a node that took none said */
     failure_t *f;
     size_t n, cap;
 };
@@ -65,7 +68,7 @@ void bm_indexed_free(bm_indexed_t *m)
         return;
     for (size_t i = 0; i < m->n; i++)
         failure_dispose(&m->f[i]);
-    for (size_t i = 0; i < MAX_NODES; i++)
+    for (size_t i = 0; i < BM_MAX_NODES; i++)
         free(m->plain[i]);
     free(m->f);
     free(m);
@@ -223,14 +226,14 @@ static bool only_duplicates(const char *msg)
 
 bool bm_indexed_add(bm_indexed_t *m, size_t node, const char *id, int status, const bm_buf_t *body)
 {
-    if (!m || node >= MAX_NODES)
+    if (!m || node >= BM_MAX_NODES)
         return false;
     unsigned nd = (unsigned)node;
     uint64_t bit = 1ull << nd;
     forget_node(m, nd);
     snprintf(m->ids[nd], ID_MAX, "%s", id ? id : "?");
     m->answered |= bit;
-    if (status >= 200 && status <= 299) {
+    if (bm_status_2xx(status)) {
         m->took_all |= bit;
         return false;
     }
@@ -305,7 +308,7 @@ static int cmp_index(const void *a, const void *b)
 static void item_message(const bm_indexed_t *m, const failure_t *f, bm_str_t *out)
 {
     size_t k = 0;
-    for (unsigned nd = 0; nd < MAX_NODES; nd++) {
+    for (unsigned nd = 0; nd < BM_MAX_NODES; nd++) {
         if (!(m->answered & (1ull << nd)))
             continue;
         for (size_t j = 0; j < f->n_notes; j++)

@@ -72,7 +72,17 @@ struct bm_produce {
     bm_produce_stats_t stats;
     memo_t memo[BM_PRODUCE_MEMORY_SLOTS];
     bm_log_limit_t lim;
+    bm_served_fn served_fn; /* records of served productions (bm_produce_on_served), or NULL */
+    void *served_ud;
+    bool witness;
 };
+
+void bm_produce_on_served(bm_produce_t *p, bm_served_fn fn, void *ud, bool witness)
+{
+    p->served_fn = fn;
+    p->served_ud = ud;
+    p->witness = witness;
+}
 
 void bm_produce_opts_default(bm_produce_opts_t *o)
 {
@@ -417,6 +427,17 @@ static double block_score(const bm_race_answer_t *an, void *ud)
     return s;
 }
 
+/* The root a record keeps (serve.h root_of): the head the block is built on. */
+static int answer_root(const bm_race_answer_t *an, void *ctx, uint8_t root[32], int *index)
+{
+    bm_produce_block_t b;
+    *index = -1;
+    if (parsed(ctx, an, &b) != 0)
+        return BM_EINVAL;
+    memcpy(root, b.parent_root, 32);
+    return 0;
+}
+
 /* ---- requests ------------------------------------------------------------------------------ */
 
 /* What a context holds (serve.h ctx_dispose). */
@@ -433,7 +454,7 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     pctx_t *c = ctx;
     bm_produce_t *p = c->p;
     bm_produce_block_t b;
-    bool ok2xx = !an->err && bm_race_2xx(an->status);
+    bool ok2xx = !an->err && bm_status_2xx(an->status);
     if (ok2xx && an->node) {
         bool readable = parsed(c, an, &b) == 0;
         remember(p, c->slot, an->node->index, readable ? &b : NULL);
@@ -510,7 +531,17 @@ static void route(bm_req_t *req, const bm_route_params_t *params, bm_produce_for
     uint64_t deadline =
         (chain ? bm_slot_start_ms(&chain->clock, slot) : now) + p->opts.proposal_deadline_ms;
     bm_node_t *nodes[BM_MAX_NODES];
+    bm_serve_record_t rec = {
+        .duty = BM_DUTY_READ_BLOCK,
+        .slot = slot,
+        .n_nodes = bm_pool_count(p->pool),
+        .witness = p->witness ? bm_serve_witness_node(p->pool) : NULL,
+        .root_of = answer_root,
+        .fn = p->served_fn,
+        .ud = p->served_ud,
+    };
     bm_serve_t s = {
+        .record = p->served_fn ? &rec : NULL,
         .policy =
             {
                 .accept = block_accept,

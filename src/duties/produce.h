@@ -45,6 +45,7 @@
 #include "cluster/pool.h"
 #include "duties/hint.h"
 #include "duties/race.h"
+#include "duties/serve.h"
 #include "duties/shadow.h"
 #include "http/router.h"
 
@@ -89,6 +90,12 @@ void bm_produce_set_shadow(bm_produce_t *p, bm_shadow_t *shadow);
 /** Frees the policy. Free the race engine first when shutting down: its races judge with
  *  this policy (their contexts are the races' own and go with them). */
 void bm_produce_free(bm_produce_t *p);
+
+/**
+ * Asks for a record of every block production served (duties/serve.h), with the block's
+ * parent_root as its root; `witness` as in bm_attest_on_served. NULL `fn`: none.
+ */
+void bm_produce_on_served(bm_produce_t *p, bm_served_fn fn, void *ud, bool witness);
 
 /** Registers the four production routes (GET v3 and v4 blocks, legacy v2 blocks and v1
  *  blinded_blocks). */

@@ -128,6 +128,13 @@ struct bm_race {
     bm_link_t link;    /* on the engine's live races */
     bm_race_t *k_next; /* key bucket chain */
     bool keyed;
+    /* the witness (race.h): its candidate slot, or -1; or a slot of its own (wslot) */
+    int witness_i;
+    bool has_wslot;
+    bool wslot_running;
+    bool witness_outlives; /* its first transfer outlives the decision (until witness_until) */
+    uint64_t witness_until;
+    slot_t wslot;
     bm_race_answer_t *view; /* bm_race_answers and the completion */
     size_t n;
     slot_t slots[];
@@ -348,6 +355,7 @@ static void on_race_closed(void *ud)
     ans_set(&r->final, NULL);
     for (size_t i = 0; i < r->n; i++)
         ans_set(&r->slots[i].last, NULL);
+    ans_set(&r->wslot.last, NULL);
     if (r->synth.refs)
         ans_dispose(&r->synth); /* built: only the race's own reference is left */
     if (r->pol.ud_dispose)
@@ -373,15 +381,42 @@ static void race_close(bm_race_t *r)
     bm_timer_close(r->timer, on_race_closed, r);
 }
 
-/* Cancels every running transfer. `err` is what the nodes without an answer report. Nothing
- * is recorded in the pool: a race that ends itself (decided, abandoned, cut by its hard
- * timeout or a drain) says nothing about a node that had not answered yet (issue 12: two
- * block productions for a past slot, cut at maxHold, made every node unreachable). */
-static void cancel_all(bm_race_t *r, int err)
+/* True while the witness's first transfer may outlive the decision (race.h `witness`). */
+static bool witness_kept(const bm_race_t *r, const slot_t *s, uint64_t now)
 {
+    if (!r->witness_outlives || now >= r->witness_until)
+        return false;
+    if (s == &r->wslot)
+        return true;
+    return r->witness_i >= 0 && s == &r->slots[r->witness_i] && s->attempts == 1;
+}
+
+/* Stops the witness's own transfer (not a candidate's: cancel_all does those). */
+static void cancel_wslot(bm_race_t *r, int err)
+{
+    slot_t *s = &r->wslot;
+    if (!s->xfer)
+        return;
+    bm_upstream_cancel(s->xfer);
+    s->xfer = NULL;
+    r->wslot_running = false;
+    s->node->stats.in_flight--;
+    s->end_err = err;
+}
+
+/* Cancels every running transfer, but the witness's while `keep_witness` and its time lasts.
+ * `err` is what the nodes without an answer report. Nothing is recorded in the pool: a race
+ * that ends itself (decided, abandoned, cut by its hard timeout or a drain) says nothing
+ * about a node that had not answered yet (issue 12: two block productions for a past slot,
+ * cut at maxHold, made every node unreachable). */
+static void cancel_all(bm_race_t *r, int err, bool keep_witness)
+{
+    uint64_t now = keep_witness ? race_now(r) : 0;
+    if (!keep_witness || !witness_kept(r, &r->wslot, now))
+        cancel_wslot(r, err);
     for (size_t i = 0; i < r->n; i++) {
         slot_t *s = &r->slots[i];
-        if (!s->xfer)
+        if (!s->xfer || (keep_witness && witness_kept(r, s, now)))
             continue;
         bm_upstream_cancel(s->xfer);
         s->xfer = NULL;
@@ -444,7 +479,10 @@ static void start_slot(bm_race_t *r, slot_t *s, uint64_t now)
     }
     bm_str_dispose(&url);
     if (s->xfer) {
-        r->in_flight++;
+        if (s == &r->wslot)
+            r->wslot_running = true; /* beside the race: never part of `pending` */
+        else
+            r->in_flight++;
         s->node->stats.in_flight++;
         s->xfer_end = r->pol.transfer_timeout_ms ? now + r->pol.transfer_timeout_ms : 0;
         return;
@@ -505,6 +543,8 @@ static void expire_repolls(bm_race_t *r, uint64_t now)
 static void pump(bm_race_t *r, uint64_t now)
 {
     expire_repolls(r, now);
+    if (r->has_wslot && !r->wslot.tried)
+        start_slot(r, &r->wslot, now); /* the witness that is no candidate: once, beside */
     if (!r->pol.sequential) {
         for (size_t i = 0; i < r->n && r->state == RS_RUNNING; i++) {
             slot_t *s = &r->slots[i];
@@ -585,14 +625,17 @@ static void schedule_repoll(bm_race_t *r, slot_t *s, bool usable, uint64_t now)
 }
 
 /* Files a node's answer: it becomes the node's latest, and while the race runs it is
- * judged. Never decides by itself (evaluate does) and calls nothing but the predicates. */
+ * judged (the witness that is no candidate never is); `judged` says how. Never decides by
+ * itself (evaluate does) and calls nothing but the predicates. */
 static void take_answer(bm_race_t *r, slot_t *s, ans_t *an, uint64_t now)
 {
     ans_set(&s->last, an);
-    if (r->state != RS_RUNNING)
+    bool answer_2xx = !an->a.err && bm_status_2xx(an->a.status);
+    an->a.judged = answer_2xx ? BM_RACE_UNJUDGED : BM_RACE_ERROR;
+    if (r->state != RS_RUNNING || s == &r->wslot)
         return;
     const bm_race_policy_t *p = &r->pol;
-    if (an->a.err || !bm_race_2xx(an->a.status)) {
+    if (!answer_2xx) {
         if (!an->a.err)
             consider_fallback(r, an, rank_of(an->a.status));
         if (p->reask_failures && retryable(&an->a))
@@ -611,6 +654,7 @@ static void take_answer(bm_race_t *r, slot_t *s, ans_t *an, uint64_t now)
         }
         if (p->complete && p->complete(&an->a, p->ud))
             r->acc_done = true;
+        an->a.judged = BM_RACE_ACCEPTED;
         return;
     }
     bool usable = !p->usable || p->usable(&an->a, p->ud);
@@ -621,6 +665,7 @@ static void take_answer(bm_race_t *r, slot_t *s, ans_t *an, uint64_t now)
     } else {
         consider_fallback(r, an, RANK_UNUSABLE_2XX);
     }
+    an->a.judged = usable ? BM_RACE_USABLE : BM_RACE_REJECTED;
     schedule_repoll(r, s, usable, now);
 }
 
@@ -643,7 +688,7 @@ void bm_race_describe(bm_str_t *m, const bm_race_answer_t *a)
         bm_str_puts(m, bm_strerror(a->err));
         return;
     }
-    if (bm_race_2xx(a->status)) {
+    if (bm_status_2xx(a->status)) {
         bm_str_printf(m, "%d, not usable", a->status);
         return;
     }
@@ -699,6 +744,7 @@ static ans_t *synthesize(bm_race_t *r)
         an->a.body = bm_buf_ref(r->e->oom_body);
     bm_str_dispose(&m);
     an->a.status = 503;
+    an->a.judged = BM_RACE_ERROR;
     an->a.arrived_ms = race_now(r);
     an->a.elapsed_us = bm_clock_mono_now_us(r->e->clock) - r->start_us;
     bm_hdrs_add_z(&an->hdrs, "Content-Type", "application/json");
@@ -725,7 +771,7 @@ static void decide(bm_race_t *r, ans_t *an)
     set_state(r, RS_DECIDED);
     drop_judgement(r);
     if (!r->pol.write && !r->pol.keep_losers)
-        cancel_all(r, BM_ECANCELED);
+        cancel_all(r, BM_ECANCELED, true);
 }
 
 /* Decides when the rules say so (see race.h). No callouts but the predicates. */
@@ -754,7 +800,9 @@ static void evaluate(bm_race_t *r, uint64_t now)
 static void cut_race(bm_race_t *r, int err)
 {
     size_t cut = r->in_flight;
-    cancel_all(r, err);
+    cancel_all(r, err, false);
+    if (r->closing)
+        return;
     for (size_t i = 0; i < r->n; i++)
         r->slots[i].repoll_at = 0;
     if (cut || r->state == RS_RUNNING)
@@ -805,6 +853,7 @@ static const bm_race_answer_t *fill_view(bm_race_t *r, bool all, size_t *n)
                 .err = s->end_err ? s->end_err : BM_ECANCELED,
                 .headers = &r->e->empty,
                 .attempt = s->attempts ? s->attempts - 1 : 0,
+                .judged = BM_RACE_ERROR,
             };
         }
     }
@@ -830,6 +879,33 @@ static void finish(bm_race_t *r)
         bm_timer_start(e->drain_timer, 0);
 }
 
+/* True while a transfer of the witness runs beside the race: its own, or its candidate's
+ * first once the race decided (unless the policy keeps every loser anyway). */
+static bool witness_running(const bm_race_t *r)
+{
+    if (r->wslot_running)
+        return true;
+    return r->state != RS_RUNNING && !r->pol.keep_losers && r->witness_i >= 0 &&
+           r->slots[r->witness_i].xfer;
+}
+
+/* The witness's time is over: what still runs of it is cut. */
+static void cut_witness(bm_race_t *r)
+{
+    cancel_wslot(r, BM_ECANCELED);
+    if (r->state == RS_RUNNING || r->pol.keep_losers || r->witness_i < 0)
+        return;
+    slot_t *s = &r->slots[r->witness_i];
+    if (!s->xfer)
+        return;
+    bm_upstream_cancel(s->xfer);
+    s->xfer = NULL;
+    s->xfer_end = 0;
+    r->in_flight--;
+    s->node->stats.in_flight--;
+    s->end_err = BM_ECANCELED;
+}
+
 /* Arms the race's timer at its next point in time. */
 static void arm(bm_race_t *r, uint64_t now)
 {
@@ -842,7 +918,7 @@ static void arm(bm_race_t *r, uint64_t now)
         next = now;
         break;
     case RS_ANSWERED:
-        next = r->in_flight ? r->hard_ms : now;
+        next = r->in_flight || r->wslot_running ? r->hard_ms : now;
         if (r->in_flight && next_transfer_end(r) < next)
             next = next_transfer_end(r);
         break;
@@ -866,6 +942,8 @@ static void arm(bm_race_t *r, uint64_t now)
     case RS_DONE:
         return;
     }
+    if (witness_running(r) && r->witness_outlives && r->witness_until < next)
+        next = r->witness_until > now ? r->witness_until : now;
     /* A wait measured on the monotonic clock from the race's own time (race_now). */
     bm_timer_start(r->timer, next > now ? next - now : 0);
 }
@@ -892,7 +970,8 @@ static void advance(bm_race_t *r, bool from_loop)
         if (r->closing || r->e->dying)
             return;
     }
-    if ((r->state == RS_ANSWERED || r->state == RS_CANCELLED) && r->in_flight == 0) {
+    if ((r->state == RS_ANSWERED || r->state == RS_CANCELLED) && r->in_flight == 0 &&
+        !r->wslot_running) {
         finish(r);
         return;
     }
@@ -907,7 +986,9 @@ static void on_tick(bm_timer_t *t, void *arg)
     if (r->closing)
         return;
     uint64_t now = race_now(r);
-    if (now >= r->hard_ms && (r->state == RS_RUNNING || r->in_flight)) {
+    if (r->witness_outlives && now >= r->witness_until && witness_running(r))
+        cut_witness(r);
+    if (now >= r->hard_ms && (r->state == RS_RUNNING || r->in_flight || r->wslot_running)) {
         cut_race(r, BM_ETIMEDOUT);
         if (r->closing)
             return;
@@ -943,7 +1024,11 @@ static void on_xfer_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
         return;
     s->xfer = NULL;
     s->xfer_end = 0;
-    r->in_flight--;
+    bool witnessed = s == &r->wslot;
+    if (witnessed)
+        r->wslot_running = false;
+    else
+        r->in_flight--;
     s->node->stats.in_flight--;
     bm_outcome_t outcome = res->err             ? BM_OUTCOME_NET_ERROR
                            : res->status >= 500 ? BM_OUTCOME_HTTP_5XX
@@ -983,8 +1068,10 @@ static void on_xfer_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
         an->a.arrived_ms = now;
         an->a.attempt = s->attempts ? s->attempts - 1 : 0;
         take_answer(r, s, an, now);
-        if (r->pol.observe) {
-            r->pol.observe(r, &an->a, r->pol.ud);
+        void (*see)(bm_race_t *, const bm_race_answer_t *, void *) =
+            witnessed ? r->pol.witnessed : r->pol.observe;
+        if (see) {
+            see(r, &an->a, r->pol.ud);
             if (r->closing || e->dying) {
                 ans_unref(an);
                 return;
@@ -1076,6 +1163,7 @@ void bm_race_engine_free(bm_race_engine_t *e)
     e->draining = false;
     while (!bm_list_empty(&e->races)) {
         bm_race_t *r = bm_list_first(&e->races, bm_race_t, link);
+        cancel_wslot(r, BM_ECANCELED);
         for (size_t i = 0; i < r->n; i++) {
             slot_t *s = &r->slots[i];
             if (!s->xfer)
@@ -1177,6 +1265,19 @@ bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_n
         r->hard_ms = r->pol.deadline_ms + HARD_AFTER_DEADLINE_MS;
     else
         r->hard_ms = r->start_ms + HARD_WITHOUT_DEADLINE_MS;
+    r->witness_i = -1;
+    if (r->pol.witness && r->pol.witness->url) {
+        for (size_t i = 0; i < n && r->witness_i < 0; i++)
+            if (nodes[i] == r->pol.witness)
+                r->witness_i = (int)i;
+        if (r->witness_i < 0) {
+            r->has_wslot = true;
+            r->wslot.r = r;
+            r->wslot.node = r->pol.witness;
+        }
+        r->witness_until = r->pol.witness_until_ms ? r->pol.witness_until_ms : r->pol.deadline_ms;
+        r->witness_outlives = r->witness_until != 0; /* else it ends with the decision */
+    }
 
     e->open_handles++;
     bm_list_push_front(&e->races, &r->link);
@@ -1202,6 +1303,16 @@ bm_race_t *bm_race_find(bm_race_engine_t *e, const char *key)
         if ((r->state == RS_RUNNING || r->state == RS_DECIDED) && strcmp(r->key, key) == 0)
             return r;
     return NULL;
+}
+
+uint64_t bm_race_now_ms(const bm_race_t *r)
+{
+    return race_now(r);
+}
+
+uint64_t bm_race_started_ms(const bm_race_t *r)
+{
+    return r->start_ms;
 }
 
 void *bm_race_ctx(const bm_race_t *r)
@@ -1230,7 +1341,7 @@ static void cancel_race(bm_race_t *r)
 {
     set_state(r, RS_CANCELLED);
     key_remove(r);
-    cancel_all(r, BM_ECANCELED);
+    cancel_all(r, BM_ECANCELED, false);
     drop_judgement(r);
     ans_set(&r->final, NULL);
     arm(r, race_now(r));

@@ -70,12 +70,18 @@
 typedef struct bm_race_engine bm_race_engine_t;
 typedef struct bm_race bm_race_t;
 
-/** True for a success status (200..299): the answers a policy can take. */
-static inline bool bm_race_2xx(int status)
-{
-    return status >= 200 && status <= 299;
-}
 typedef struct bm_race_waiter bm_race_waiter_t;
+
+/** How the engine judged an answer when it arrived (bm_race_answer_t `judged`). */
+typedef enum bm_race_judged {
+    BM_RACE_UNJUDGED = 0, /* a 2xx that came once nothing was judged any more (after the
+                             decision: a write's nodes, kept losers, the witness), or from the
+                             witness that is not a candidate */
+    BM_RACE_ACCEPTED,     /* a 2xx that passed accept */
+    BM_RACE_USABLE,       /* a 2xx that failed accept and passed usable */
+    BM_RACE_REJECTED,     /* a 2xx that was neither */
+    BM_RACE_ERROR,        /* an answer outside 2xx, or a failure without one (err set) */
+} bm_race_judged_t;
 
 /** One node's answer (or failure) as the engine saw it. Borrowed in callbacks: copy the
  *  fields or take a reference on the body to keep them. */
@@ -92,6 +98,7 @@ typedef struct bm_race_answer {
     uint64_t arrived_ms;      /* wall time (Unix ms, the engine's clock) it arrived (0: never
                                  arrived) */
     unsigned attempt;         /* 0 for the first transfer to this node, 1+ for repolls */
+    bm_race_judged_t judged;  /* how it was judged (BM_RACE_ERROR for the synthesized 503) */
 } bm_race_answer_t;
 
 /*
@@ -180,6 +187,19 @@ typedef struct bm_race_policy {
     uint32_t transfer_timeout_ms; /* per transfer (default: until the hard timeout); a node
                                      that times out counts as failed (sequential: next) */
     size_t max_response_bytes;    /* per transfer (default 64 MiB) */
+    /* optional: a node whose answer to its first request the race learns whatever else
+     * happens (the duty journal's "what would this node alone have answered"). Among the
+     * candidates, its first transfer is not cancelled by the decision of a read (its answer
+     * reaches `observe`); not among them, it is asked once beside them and its answer goes
+     * to `witnessed` only (never judged, accepted or served, never given to `observe`, not
+     * in the completion's answers). Either way that transfer is cut at witness_until_ms
+     * (not recorded in the pool: the race stopped listening, the node did not fail), unless
+     * keep_losers keeps it. The waiters never wait for it; the completion does */
+    bm_node_t *witness;
+    uint64_t witness_until_ms; /* wall time; 0: the deadline (without one: the decision) */
+    /* optional: the answer of the witness that is not a candidate, from the loop, as
+     * `observe` (it may call anything) */
+    void (*witnessed)(bm_race_t *r, const bm_race_answer_t *a, void *ud);
 } bm_race_policy_t;
 
 /** The request every candidate receives. Copied by bm_race_start. */
@@ -289,6 +309,13 @@ int bm_race_decide(bm_race_t *r, const bm_race_answer_t *a);
  * BM_ENOMEM.
  */
 int bm_race_at(bm_race_t *r, uint64_t at_ms, void (*fn)(bm_race_t *r, void *ud), void *ud);
+
+/** Wall time (Unix ms) on the race's clock: the start's wall time advanced by the monotonic
+ *  clock (see "Times" above). */
+uint64_t bm_race_now_ms(const bm_race_t *r);
+
+/** Wall time (Unix ms) at which the race started. */
+uint64_t bm_race_started_ms(const bm_race_t *r);
 
 /** Formats the engine's own error answer ({"code":N,"message":...}, the message JSON
  *  escaped) into a new buffer (caller owns the reference). NULL on allocation failure. */

@@ -43,6 +43,80 @@
 #include "duties/shadow.h"
 #include "http/server.h"
 
+/* ---- what was served, for the duty journal and the metrics above this layer ------------ */
+
+#define BM_SERVED_MAX_NODES 64 /* node classes kept per record (the tracker's node limit) */
+
+/** The duty reads whose served head the journal judges (observe/journal.h). */
+typedef enum bm_duty_read {
+    BM_DUTY_READ_ATTESTATION_DATA = 0, /* attestation_data: beacon_block_root */
+    BM_DUTY_READ_HEAD_ROOT,            /* blocks/head/root: sync committee messages */
+    BM_DUTY_READ_PAYLOAD_ATTESTATION,  /* payload_attestation_data (Gloas): its block */
+    BM_DUTY_READ_BLOCK,                /* block production: the block's parent_root */
+    BM_DUTY_READ_COUNT
+} bm_duty_read_t;
+
+/** What a node had answered when the race served its clients. */
+typedef enum bm_answer_class {
+    BM_ANSWER_NOT_ASKED = 0, /* not a candidate */
+    BM_ANSWER_FRESH,         /* accepted: built on the expected head */
+    BM_ANSWER_STALE,         /* a usable 2xx that was not accepted */
+    BM_ANSWER_ERROR,         /* an error status, a network failure, an unusable 2xx */
+    BM_ANSWER_HUNG,          /* asked, no answer (yet, or by the deadline for the witness) */
+    BM_ANSWER_CLASS_COUNT
+} bm_answer_class_t;
+
+/** One answer as a record keeps it. */
+typedef struct bm_served_answer {
+    int status;       /* HTTP status; 0: none (a network failure, or no answer in time) */
+    bool has_root;    /* the body named the root the duty is about */
+    uint8_t root[32]; /* attestation data's beacon_block_root, a block's parent_root, ... */
+    int index;        /* attestation data's payload index (Gloas); -1: none */
+    bm_answer_class_t cls;
+    uint32_t ms; /* when it arrived, after the race's start */
+} bm_served_answer_t;
+
+/** One duty read served from one race (coalesced requests share it). */
+typedef struct bm_served {
+    bm_duty_read_t duty;
+    uint64_t slot;       /* the slot the read is about (head root: the slot it was asked in) */
+    uint64_t started_ms; /* wall time the race started */
+    uint32_t race_ms;    /* from the start until the answer went to the clients */
+    uint32_t requests;   /* clients given this answer */
+    int node;            /* pool index of the node whose answer was served; -1: beaconmux's */
+    bm_served_answer_t served;
+    size_t n_nodes;                       /* classes[0..n_nodes) are set */
+    uint8_t classes[BM_SERVED_MAX_NODES]; /* bm_answer_class_t per pool index */
+    int first_node;                       /* pool index of the witness; -1: none */
+    bm_served_answer_t first;             /* the witness's answer to its first request */
+} bm_served_t;
+
+/** Receives a record when its race completed (after every waiter had its answer). */
+typedef void (*bm_served_fn)(const bm_served_t *s, void *ud);
+
+/** Asks bm_serve for a record of the read (bm_serve_t `record`). */
+typedef struct bm_serve_record {
+    bm_duty_read_t duty;
+    uint64_t slot;
+    size_t n_nodes;     /* the pool's size */
+    bm_node_t *witness; /* the first configured node (race.h `witness`); NULL: none */
+    /* the root an answer is about, read by the policy (`ctx` is the race's context): 0 with
+     * root (and index, -1 when none) filled, or non-zero when the body names none */
+    int (*root_of)(const bm_race_answer_t *a, void *ctx, uint8_t root[32], int *index);
+    bm_served_fn fn; /* receives the record (NULL: no record) */
+    void *ud;
+} bm_serve_record_t;
+
+/** The journal's witness: the first configured node that is not a shadow (the one a
+ *  validator client with a single node would use); NULL when there is none. */
+bm_node_t *bm_serve_witness_node(bm_pool_t *pool);
+
+/** "not_asked", "fresh", "stale", "error", "hung". */
+const char *bm_answer_class_name(bm_answer_class_t c);
+
+/** "attestation_data", "head_root", "payload_attestation_data", "block". */
+const char *bm_duty_read_name(bm_duty_read_t d);
+
 /** How to serve one request. Read during bm_serve only; nothing is kept but copies (and
  *  what the context holds, see ctx_dispose). */
 typedef struct bm_serve {
@@ -76,6 +150,10 @@ typedef struct bm_serve {
     /* optional: every node's answer when the race completes, in candidate order (as
      * race.h's completion), after `respond`; for bookkeeping only */
     void (*on_complete)(const bm_race_answer_t *answers, size_t n, void *ctx);
+    /* optional (not with `respond`): a record of what the race served, given to
+     * record->fn when it completes (copied; a joined race keeps its starter's). It sets
+     * the race's `seen` and `witness` (the policy's own are replaced) */
+    const bm_serve_record_t *record;
 
     /* optional: the shadow nodes (duties/shadow.h). Every race serve starts is mirrored to
      * them (the same request, once each), read as `shadow_read` says, and their answers are

@@ -522,6 +522,8 @@ static void on_answer(const bm_readpath_answer_t *ans, void *ud)
     }
     for (waiter_t *w = ws, *nx; w; w = nx) {
         nx = w->next;
+        if (ans->from_node) /* the node each waiter's answer came from (the access log) */
+            bm_req_add_upstream(w->req, ans->node);
         if (e)
             serve(c, w->req, e, false);
         else
@@ -713,6 +715,15 @@ void bm_cache_free(bm_cache_t *c)
 const bm_cache_counters_t *bm_cache_counters(const bm_cache_t *c, int route)
 {
     return &c->cnt[route >= 0 && route < BM_CK_ROUTE_COUNT ? route : 0];
+}
+
+void bm_cache_size(const bm_cache_t *c, bm_cache_size_t *out)
+{
+    out->enabled = c->o.enabled;
+    out->entries = bm_store_count(c->store);
+    out->bytes = bm_store_bytes(c->store);
+    out->max_bytes = c->o.max_bytes;
+    out->store = bm_store_stats(c->store);
 }
 
 void bm_cache_status_json(bm_str_t *o, void *ud)

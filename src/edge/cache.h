@@ -36,6 +36,7 @@
 #include "cluster/discovery.h"
 #include "cluster/events.h"
 #include "cluster/head.h"
+#include "edge/store.h"
 #include "http/router.h"
 #include "read/readpath.h"
 
@@ -85,5 +86,16 @@ typedef struct bm_cache_counters {
 
 /** The counters of route class `route`. */
 const bm_cache_counters_t *bm_cache_counters(const bm_cache_t *c, int route);
+
+/** What the cache holds now, and what its bounds and TTLs took out (for the exposition). */
+typedef struct bm_cache_size {
+    bool enabled;
+    size_t entries;
+    uint64_t bytes, max_bytes;
+    const bm_store_stats_t *store; /* evictions by route class, expirations */
+} bm_cache_size_t;
+
+/** Fills `out` (the store's stats borrowed until the next call into the cache). */
+void bm_cache_size(const bm_cache_t *c, bm_cache_size_t *out);
 
 #endif /* BM_CACHE_H */

@@ -16,22 +16,21 @@
 #include "http/router.h"
 
 #define MAX_NETWORKS 64
-
-typedef struct counters {
-    uint64_t requests, unauthorized, forbidden, not_allowed_client, unknown_network, preflights,
-        cors_denied, limited_read, limited_duties, path_keys;
-} counters_t;
+#define MAX_ADMIN_PATHS 8
 
 struct bm_front {
     uv_loop_t *loop;
     bm_front_opts_t o;
     bm_front_network_t nets[MAX_NETWORKS];
     size_t n_nets;
+    bm_router_t *process; /* unprefixed routes of the process (several networks) */
+    const char *admin_paths[MAX_ADMIN_PATHS];
+    size_t n_admin_paths;
     bm_limiter_t *clients;      /* read buckets per client or key */
     bm_limiter_t *duty_clients; /* duty buckets per client or key */
     bm_bucket_t global, duty_global;
     bool limits; /* any rate limit is configured (else step 6 has nothing to do) */
-    counters_t c;
+    bm_front_counters_t c;
     bm_log_limit_t lim;
 };
 
@@ -71,6 +70,19 @@ int bm_front_add_network(bm_front_t *f, const bm_front_network_t *n)
         return BM_EINVAL;
     f->nets[f->n_nets++] = *n;
     return 0;
+}
+
+int bm_front_add_admin_path(bm_front_t *f, const char *path)
+{
+    if (f->n_admin_paths == MAX_ADMIN_PATHS || !path || path[0] != '/')
+        return BM_EINVAL;
+    f->admin_paths[f->n_admin_paths++] = path;
+    return 0;
+}
+
+void bm_front_set_global(bm_front_t *f, bm_router_t *r)
+{
+    f->process = r;
 }
 
 /* ---- pure checks ------------------------------------------------------------------------ */
@@ -197,11 +209,34 @@ static bool answer_unprefixed(bm_front_t *f, bm_req_t *req, const char *path, si
     return false;
 }
 
-/* Step 4: the network of the request (its prefix removed), or NULL when answered here. */
-static const bm_front_network_t *pick_network(bm_front_t *f, bm_req_t *req,
-                                              const bm_auth_key_t *key, bool *answered)
+/* The route class of path[0..n): an admin path of the process (metrics, the dashboard) is
+ * admin like /beaconmux/... */
+static unsigned route_class(const bm_front_t *f, const char *method, const char *path, size_t n)
 {
-    *answered = false;
+    for (size_t i = 0; i < f->n_admin_paths; i++) {
+        size_t al = strlen(f->admin_paths[i]);
+        if (n >= al && memcmp(path, f->admin_paths[i], al) == 0 && (n == al || path[al] == '/'))
+            return BM_ROUTE_ADMIN;
+    }
+    return bm_auth_route_class(method, path, n);
+}
+
+/* A process route (bm_front_set_global) for an unprefixed request of several networks. */
+static bool is_global(const bm_front_t *f, bm_req_t *req, const char *path, size_t n)
+{
+    if (!f->process || f->n_nets < 2)
+        return false;
+    bm_route_params_t p;
+    void *ud;
+    return bm_router_match(f->process, bm_req_method(req), path, n, &p, &ud) != NULL;
+}
+
+/* Step 4: the network of the request (its prefix removed), or NULL when answered here or
+ * when it is a process route (*global). */
+static const bm_front_network_t *pick_network(bm_front_t *f, bm_req_t *req,
+                                              const bm_auth_key_t *key, bool *global)
+{
+    *global = false;
     size_t pl, sl;
     const char *path = bm_req_path(req, &pl);
     const char *seg = first_segment(path, pl, &sl);
@@ -210,7 +245,6 @@ static const bm_front_network_t *pick_network(bm_front_t *f, bm_req_t *req,
         if (id && strlen(id) == sl && memcmp(id, seg, sl) == 0) {
             if (strip_prefix(req, 1 + sl) != 0) {
                 bm_resp_error(req, 400, "bad request target");
-                *answered = true;
                 return NULL;
             }
             return &f->nets[i];
@@ -218,15 +252,16 @@ static const bm_front_network_t *pick_network(bm_front_t *f, bm_req_t *req,
     }
     if (f->n_nets == 1)
         return &f->nets[0]; /* one network: prefix-free */
-    if (answer_unprefixed(f, req, path, pl, key)) {
-        *answered = true;
+    if (is_global(f, req, path, pl)) {
+        *global = true;
         return NULL;
     }
+    if (answer_unprefixed(f, req, path, pl, key))
+        return NULL;
     f->c.unknown_network++;
     bm_resp_error(req, 404, "unknown network \"%.*s\": ask /{network}/..., networks: %s%s",
                   (int)(sl > 64 ? 64 : sl), seg ? seg : "", f->n_nets ? f->nets[0].id : "",
                   f->n_nets > 1 ? ", ..." : "");
-    *answered = true;
     return NULL;
 }
 
@@ -332,6 +367,7 @@ static bool auth_step(bm_front_t *f, bm_req_t *req, const bm_auth_key_t **key)
     bm_req_remove_header(req, "x-api-key");
     if (*key && src == BM_AUTH_PATH) {
         f->c.path_keys++;
+        bm_req_mask_path_prefix(req, skip); /* the access log never shows it */
         if (strip_prefix(req, skip) != 0) {
             bm_resp_error(req, 400, "bad request target");
             return false;
@@ -372,6 +408,12 @@ void bm_front_handle(bm_req_t *req, void *ud)
         bm_resp_error(req, 403, "this client address is not allowed (server.allowedClients)");
         return;
     }
+    if (f->o.n_trusted) { /* the access log names the client, not the proxy in front */
+        char client[64];
+        bm_client_addr(peer, bm_req_header(req, "x-forwarded-for"), f->o.trusted, f->o.n_trusted,
+                       client, sizeof client);
+        bm_req_set_client(req, client);
+    }
     /* a preflight carries no credentials: answered before keys are asked for */
     if (strcmp(bm_req_method(req), "OPTIONS") == 0 && bm_req_header(req, "origin") &&
         bm_req_header(req, "access-control-request-method")) {
@@ -381,33 +423,44 @@ void bm_front_handle(bm_req_t *req, void *ud)
     const bm_auth_key_t *key;
     if (!auth_step(f, req, &key))
         return;
-    bool answered;
-    const bm_front_network_t *net = pick_network(f, req, key, &answered);
-    if (!net)
+    bool global;
+    const bm_front_network_t *net = pick_network(f, req, key, &global);
+    if (!net && !global)
         return;
+    if (net)
+        bm_req_set_scope(req, net->ud);
     size_t pl;
     const char *path = bm_req_path(req, &pl);
-    unsigned cls = bm_auth_route_class(bm_req_method(req), path, pl);
-    if (key && !bm_auth_allows(key, cls, net->id)) {
+    unsigned cls = route_class(f, bm_req_method(req), path, pl);
+    /* a process route shows every network: a key needs them all */
+    bool allowed =
+        !key || (bm_auth_allows(key, cls, net ? net->id : NULL) && (net || key->n_networks == 0));
+    if (!allowed) {
         f->c.forbidden++;
         bm_resp_error(req, 403, "API key \"%s\" may not use %s routes%s%s", key->id,
                       cls == BM_ROUTE_ADMIN    ? "admin"
                       : cls == BM_ROUTE_DUTIES ? "duty"
                                                : "read",
-                      net->id ? " on network " : "", net->id ? net->id : "");
+                      net && net->id ? " on network " : (net ? "" : " of every network"),
+                      net && net->id ? net->id : "");
         return;
     }
     if (!cors_step(f, req))
         return;
     if (!limit_step(f, req, cls, key))
         return;
-    bm_router_dispatch(req, net->router);
+    bm_router_dispatch(req, net ? net->router : f->process);
+}
+
+const bm_front_counters_t *bm_front_counters(const bm_front_t *f)
+{
+    return &f->c;
 }
 
 void bm_front_status_json(bm_str_t *o, void *ud)
 {
     const bm_front_t *f = ud;
-    const counters_t *c = &f->c;
+    const bm_front_counters_t *c = &f->c;
     bm_str_printf(o,
                   "{\"networks\":%zu,\"keys\":%zu,\"requests\":%llu,\"unauthorized\":%llu,"
                   "\"forbidden\":%llu,\"client_not_allowed\":%llu,\"unknown_network\":%llu,"

@@ -66,8 +66,32 @@ void bm_front_free(bm_front_t *f);
 /** Adds a network (copied; at most 64). Returns 0, BM_EINVAL or BM_ENOMEM. */
 int bm_front_add_network(bm_front_t *f, const bm_front_network_t *n);
 
-/** The server handler: pass the front as the server's `ud`. */
+/**
+ * Paths the front counts as admin routes beside /beaconmux/...: `path` itself and what is
+ * under `path`/ (metrics.path, the dashboard's /ui). Borrowed; at most 8. 0 or BM_EINVAL.
+ */
+int bm_front_add_admin_path(bm_front_t *f, const char *path);
+
+/**
+ * Routes of the process rather than of one network (the merged /metrics of several
+ * networks): with several networks, a request without a network prefix that `r` has a route
+ * for goes there (after keys, CORS and limits, as an admin route when its path is one).
+ * Borrowed. NULL: none.
+ */
+void bm_front_set_global(bm_front_t *f, bm_router_t *r);
+
+/** The server handler: pass the front as the server's `ud`. The network chosen is the
+ *  request's scope (bm_req_set_scope: its bm_front_network_t.ud). */
 void bm_front_handle(bm_req_t *req, void *front);
+
+/** The front's counters since its start. */
+typedef struct bm_front_counters {
+    uint64_t requests, unauthorized, forbidden, not_allowed_client, unknown_network, preflights,
+        cors_denied, limited_read, limited_duties, path_keys;
+} bm_front_counters_t;
+
+/** Its counters (for the exposition). */
+const bm_front_counters_t *bm_front_counters(const bm_front_t *f);
 
 /** Appends the front's counters as a JSON object (an admin status section). */
 void bm_front_status_json(bm_str_t *out, void *ud);

@@ -657,7 +657,7 @@ static bool deliver_head(conn_t *k, h1x_t *x)
     x->status = bm_h1resp_status(k->resp);
     x->head_done = true;
     x->t_head_us = bm_clock_mono_us();
-    if (!x->stream && blen > 0 && x->status >= 200 && x->status < 300 && !x->body.b)
+    if (!x->stream && blen > 0 && bm_status_2xx(x->status) && !x->body.b)
         x->body.b = bm_buf_new((size_t)blen); /* one allocation for the whole body */
     if (!x->cbs.on_head)
         return true;

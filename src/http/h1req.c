@@ -12,28 +12,18 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/json.h"
 #include "base/log.h"
 
 #define LIT(s) s, sizeof(s) - 1
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 /* Appends p[0..n) with %XX escapes decoded (a malformed escape stays as written). */
 static void append_decoded(bm_str_t *s, const char *p, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         int hi, lo;
-        if (p[i] == '%' && i + 2 < n && (hi = hexval(p[i + 1])) >= 0 &&
-            (lo = hexval(p[i + 2])) >= 0) {
+        if (p[i] == '%' && i + 2 < n && (hi = bm_hexval(p[i + 1])) >= 0 &&
+            (lo = bm_hexval(p[i + 2])) >= 0) {
             bm_str_putc(s, (char)(hi * 16 + lo));
             i += 2;
         } else {

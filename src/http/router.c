@@ -34,6 +34,8 @@ typedef struct {
     size_t n_seg;
     bm_route_fn fn;
     void *ud;
+    const char *cls;
+    bool trailing; /* the pattern ends with '/': it matches only a path that does too */
 } route_t;
 
 typedef struct rnode rnode_t;
@@ -55,6 +57,7 @@ struct rnode {
     size_t n_lits, cap_lits;
     rnode_t *param; /* the child for a {name} segment, whatever the name */
     rlist_t end;    /* routes whose last segment is this node's */
+    rlist_t slash;  /* ... and whose pattern ends with '/' after it ("/ui/") */
     rlist_t rest;   /* routes with "*" right after this node */
 };
 
@@ -65,6 +68,8 @@ struct bm_router {
     rnode_t root;
     bm_route_fn fallback;
     void *fallback_ud;
+    const char *fallback_cls;
+    const char *cls; /* of the routes added next (bm_router_set_class) */
 };
 
 int bm_route_param(const bm_route_params_t *params, const char *name, char *out, size_t cap)
@@ -107,6 +112,7 @@ static void rnode_dispose(rnode_t *nd)
         free(nd->param);
     }
     free(nd->end.idx);
+    free(nd->slash.idx);
     free(nd->rest.idx);
 }
 
@@ -181,7 +187,7 @@ static int tree_add(bm_router_t *r, size_t idx)
         if (!nd)
             return BM_ENOMEM;
     }
-    return rlist_add(&nd->end, idx);
+    return rlist_add(rt->trailing ? &nd->slash : &nd->end, idx);
 }
 
 static int parse_pattern(route_t *rt, const char *pattern)
@@ -219,6 +225,10 @@ static int parse_pattern(route_t *rt, const char *pattern)
         rt->n_seg++;
         p = end ? end + 1 : p + len;
     }
+    size_t n = strlen(pattern);
+    rt->trailing = n > 1 && pattern[n - 1] == '/';
+    if (rt->trailing && rt->n_seg && rt->seg[rt->n_seg - 1].kind == SEG_REST)
+        return BM_EINVAL; /* "*" already takes what follows */
     return 0;
 }
 
@@ -238,6 +248,7 @@ int bm_router_add(bm_router_t *r, const char *method, const char *pattern, bm_ro
     }
     rt.fn = fn;
     rt.ud = ud;
+    rt.cls = r->cls;
     for (size_t i = 0; i < r->n; i++) {
         route_t *old = &r->routes[i];
         bool same_method = (!old->method && !method) ||
@@ -268,6 +279,11 @@ int bm_router_add(bm_router_t *r, const char *method, const char *pattern, bm_ro
     return 0;
 }
 
+void bm_router_set_class(bm_router_t *r, const char *cls)
+{
+    r->cls = cls;
+}
+
 void bm_router_refuse_method(bm_req_t *req, const char *allow)
 {
     bm_hdrs_t h;
@@ -295,6 +311,7 @@ void bm_router_set_fallback(bm_router_t *r, bm_route_fn fn, void *ud)
 {
     r->fallback = fn;
     r->fallback_ud = ud;
+    r->fallback_cls = r->cls;
 }
 
 /* The state of one match: the path's segments as found so far. */
@@ -337,7 +354,7 @@ static const route_t *walk(walk_t *w, const rnode_t *nd, const char *p, size_t d
     w->seg[depth].p = p;
     w->seg[depth].len = len;
     if (len == 0) /* an empty segment ("//", a trailing '/'): only a "*" takes it */
-        return p < w->end ? pick(w, &nd->rest) : NULL;
+        return p < w->end ? pick(w, &nd->rest) : pick(w, &nd->slash);
     const char *next = slash ? slash + 1 : NULL;
     const route_t *rt = NULL;
     const rnode_t *lit = rnode_literal((rnode_t *)nd, p, len, false);
@@ -379,10 +396,12 @@ bm_route_fn bm_router_match(const bm_router_t *r, const char *method, const char
         const route_t *best = walk(&w, &r->root, path + 1, 0);
         if (best && fill_params(&w, best, params)) {
             *ud = best->ud;
+            params->route_class = best->cls;
             return best->fn;
         }
     }
     params->n = 0;
+    params->route_class = r->fallback_cls;
     *ud = r->fallback_ud;
     return r->fallback;
 }
@@ -399,6 +418,7 @@ void bm_router_dispatch(bm_req_t *req, void *router)
     bm_route_params_t params;
     void *ud = NULL;
     bm_route_fn fn = bm_router_match(r, bm_req_method(req), path, len, &params, &ud);
+    bm_req_set_route_class(req, params.route_class);
     if (!fn) {
         bm_resp_error(req, 404, "no route for %s", bm_req_method(req));
         return;

@@ -17,6 +17,7 @@
 
 /** Values captured by {name} segments (and "*" as the name "*"). Not percent-decoded. */
 typedef struct bm_route_params {
+    const char *route_class; /* the matched route's class (bm_router_set_class), or NULL */
     size_t n;
     struct {
         const char *name;  /* the pattern's name, NUL-terminated */
@@ -41,8 +42,9 @@ void bm_router_free(bm_router_t *r);
 /**
  * Adds a route. `method` is "GET", "POST", ... or NULL for any method. `pattern` starts
  * with '/', segments are literals, {name} parameters, or a final "*" matching the rest
- * (one or more segments). A later route with the same method and pattern replaces the
- * earlier one. Returns 0, BM_EINVAL for a bad pattern, or BM_ENOMEM.
+ * (one or more segments). A pattern ending with '/' ("/ui/") matches only paths that end
+ * with it, one without it only paths that do not. A later route with the same method and pattern
+ * replaces the earlier one. Returns 0, BM_EINVAL for a bad pattern, or BM_ENOMEM.
  */
 int bm_router_add(bm_router_t *r, const char *method, const char *pattern, bm_route_fn fn,
                   void *ud);
@@ -63,6 +65,14 @@ void bm_router_refuse_method(bm_req_t *req, const char *allow);
 void bm_router_set_fallback(bm_router_t *r, bm_route_fn fn, void *ud);
 
 /**
+ * Names the class of the routes added from now on and of a fallback set from now on
+ * ("duty", "write", "read", ...): a few words for the metrics and the access log, which
+ * count requests by class, never by path. `cls` must be a string that outlives the router
+ * (a literal); NULL: none.
+ */
+void bm_router_set_class(bm_router_t *r, const char *cls);
+
+/**
  * Finds the handler for `method` and `path` (no query). Returns it and fills `params`,
  * or returns the fallback (params empty). `ud` receives the route's user pointer.
  */
@@ -71,7 +81,8 @@ bm_route_fn bm_router_match(const bm_router_t *r, const char *method, const char
 
 /**
  * The server handler: rejects targets that are not origin-form ("/...") with 400, then
- * dispatches. Pass the router as the server's `ud`.
+ * dispatches, after naming the request's route class (bm_req_set_route_class). Pass the
+ * router as the server's `ud`.
  */
 void bm_router_dispatch(bm_req_t *req, void *router);
 

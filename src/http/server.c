@@ -874,6 +874,7 @@ static void dispatch(conn_t *c)
     c->drain_armed = c->pending > srv->opts.write_high_water;
     clear_deadline(c);
     bm_srv_conn_hold(c); /* the request's reference, dropped when it ends */
+    srv->stats.requests++;
     srv->handler(r, srv->ud);
 }
 
@@ -1011,7 +1012,10 @@ static void on_connection(uv_stream_t *ls, int status)
         c->tls = bm_tls_conn_new(srv->tls); /* the context of this moment, kept to the end */
         refuse = c->tls == NULL;
     }
+    if (rc == 0)
+        srv->stats.accepted++;
     if (refuse) {
+        srv->stats.refused += rc == 0;
         if (c->counted)
             bm_peers_release(srv->peers, c->peer);
         c->counted = false;
@@ -1140,10 +1144,6 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
     srv->handler = handler;
     srv->ud = ud;
     srv->port = -1;
-    srv->log_lim.window_ms = 10000;
-    srv->log_lim.burst = 5;
-    srv->tls_log_lim.window_ms = 10000;
-    srv->tls_log_lim.burst = 5;
 
     uv_tcp_init(loop, &srv->listener);
     uv_timer_init(loop, &srv->grace);
@@ -1204,6 +1204,17 @@ int bm_server_port(const bm_server_t *srv)
 size_t bm_server_connection_count(const bm_server_t *srv)
 {
     return srv->nconns;
+}
+
+void bm_server_stats(const bm_server_t *srv, bm_server_stats_t *out)
+{
+    *out = srv->stats;
+}
+
+void bm_server_on_end(bm_server_t *srv, void (*fn)(const bm_req_summary_t *s, void *ud), void *ud)
+{
+    srv->on_end = fn;
+    srv->on_end_ud = ud;
 }
 
 static void on_srv_handle_closed(uv_handle_t *h)

@@ -87,6 +87,38 @@ int bm_server_port(const bm_server_t *srv);
 /** Number of open client connections. */
 size_t bm_server_connection_count(const bm_server_t *srv);
 
+/** The server's own counters since its start. */
+typedef struct bm_server_stats {
+    uint64_t accepted; /* connections accepted */
+    uint64_t refused;  /* connections closed at accept (maxConnections, shutdown) */
+    uint64_t requests; /* requests handed to the handler */
+    uint64_t rejected; /* requests the server answered itself (malformed, too large, timeouts) */
+} bm_server_stats_t;
+
+/** Copies the counters into `out`. */
+void bm_server_stats(const bm_server_t *srv, bm_server_stats_t *out);
+
+/** A request that ended, as the access log and the request counters see it. */
+typedef struct bm_req_summary {
+    const char *method;
+    const char *target;      /* as sent (mask secrets before writing it anywhere) */
+    const char *peer;        /* the client's address (bm_req_set_client, or the peer) */
+    const char *route_class; /* bm_req_set_route_class, or NULL */
+    void *scope;             /* bm_req_set_scope, or NULL */
+    int status;              /* the status sent; 0: none (the client left first) */
+    uint64_t body_bytes;     /* response body bytes queued */
+    uint64_t duration_us;    /* from the complete request head to the end */
+    uint64_t upstreams;      /* bit i: node i served it (bm_req_add_upstream) */
+    bool cut;                /* ended by bm_resp_abort, or the client was gone */
+} bm_req_summary_t;
+
+/**
+ * Calls `fn` for every request the handler ended, right before the request is released,
+ * from inside bm_resp_end / bm_resp_abort / bm_resp_send / bm_resp_error: it must not call
+ * into the server. The summary is borrowed for the call. One listener; NULL: none.
+ */
+void bm_server_on_end(bm_server_t *srv, void (*fn)(const bm_req_summary_t *s, void *ud), void *ud);
+
 /**
  * Graceful shutdown: stops accepting, closes idle keep-alive connections, lets requests
  * in flight finish (their connections close after the response), and after `grace_ms`
@@ -175,6 +207,26 @@ bool bm_req_client_gone(const bm_req_t *req);
  * the request; writes then return BM_ECLOSED.
  */
 void bm_req_on_abort(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *ud);
+
+/** Names the request's route class for its summary (a string that outlives the request:
+ *  a literal). The router sets it when it dispatches. */
+void bm_req_set_route_class(bm_req_t *req, const char *cls);
+
+/** The client's address as the edge judged it (through trusted proxies' X-Forwarded-For),
+ *  for the summary; without it the summary names the peer. Copied (cut at 63 bytes). */
+void bm_req_set_client(bm_req_t *req, const char *addr);
+
+/** Names what took the request in charge (the front: its network), for its summary: the
+ *  end listener tells networks apart by it (their node indices are their own). */
+void bm_req_set_scope(bm_req_t *req, void *scope);
+
+/** The first `n` bytes of the path as sent are a credential (an API key as a path
+ *  segment): the summary's target shows "/" and three stars in their place. */
+void bm_req_mask_path_prefix(bm_req_t *req, size_t n);
+
+/** Notes that upstream node `index` (0..63, the pool's order) served the request, for its
+ *  summary; other indices are ignored. */
+void bm_req_add_upstream(bm_req_t *req, int index);
 
 /** Per-request user pointer for the handler's own state. */
 void bm_req_set_data(bm_req_t *req, void *data);

@@ -83,6 +83,13 @@ struct bm_req {
     bool aborted;       /* the abort callback ran (or was due with none registered) */
     bool started;
     bool suppress_body; /* HEAD, 204, 304 */
+    int status;         /* the status sent (for the summary) */
+    uint64_t body_bytes;
+    uint64_t upstreams;
+    const char *route_class;
+    void *scope;        /* bm_req_set_scope */
+    size_t masked_path; /* bm_req_mask_path_prefix */
+    char client[64];    /* bm_req_set_client; "": the peer */
 };
 
 /*
@@ -191,6 +198,9 @@ struct bm_server {
     bm_tls_ctx_t *tls;          /* one reference; NULL: plain HTTP */
     bm_log_limit_t tls_log_lim; /* handshake failures: scanners make many */
     char tls_rbuf[TLS_RBUF];    /* ciphertext read target: fed to the session at once */
+    bm_server_stats_t stats;
+    void (*on_end)(const bm_req_summary_t *s, void *ud);
+    void *on_end_ud;
 };
 
 /* ---- across the parts ----------------------------------------------------------------------- */

@@ -13,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <time.h>
 
+#include "base/buf.h"
 #include "base/clock.h"
 #include "base/defaults.h"
 #include "base/err.h"
@@ -91,13 +92,7 @@ static char *put(char *w, const void *p, size_t n)
 
 static char *put_u64(char *w, uint64_t v)
 {
-    char tmp[24];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return put(w, tmp + i, sizeof tmp - i);
+    return w + bm_u64_dec(w, v);
 }
 
 static char *put_hex(char *w, uint64_t v)
@@ -254,6 +249,7 @@ void bm_srv_conn_send_error(conn_t *c, int status, const char *msg)
     c->keep_alive = false;
     bm_srv_conn_set_state(c, CONN_CLOSE_AFTER);
     c->error_sent = true;
+    c->srv->stats.rejected++;
     bm_buf_t *body = error_body(status, msg);
     if (!body) {
         bm_srv_conn_close(c);
@@ -381,6 +377,32 @@ void bm_req_on_abort(bm_req_t *req, void (*cb)(bm_req_t *req, void *ud), void *u
         bm_srv_dirty_add(c);
 }
 
+void bm_req_set_route_class(bm_req_t *req, const char *cls)
+{
+    req->route_class = cls;
+}
+
+void bm_req_mask_path_prefix(bm_req_t *req, size_t n)
+{
+    req->masked_path = n;
+}
+
+void bm_req_set_client(bm_req_t *req, const char *addr)
+{
+    snprintf(req->client, sizeof req->client, "%s", addr ? addr : "");
+}
+
+void bm_req_set_scope(bm_req_t *req, void *scope)
+{
+    req->scope = scope;
+}
+
+void bm_req_add_upstream(bm_req_t *req, int index)
+{
+    if (index >= 0 && index < 64)
+        req->upstreams |= (uint64_t)1 << index;
+}
+
 void bm_req_set_data(bm_req_t *req, void *data)
 {
     req->data = data;
@@ -409,6 +431,7 @@ static int resp_start(bm_req_t *r, int status, const bm_hdrs_t *hdrs, const char
     if (!r->owned || r->started || status < 200 || status > 599)
         return BM_EINVAL;
     r->started = true;
+    r->status = status;
     if (c->st == CONN_CLOSED)
         return BM_ECLOSED;
     const bm_http1_head_t *h = r->head;
@@ -465,6 +488,7 @@ static int resp_body(bm_req_t *r, bm_buf_t *b, const void *p, size_t n)
         return 0;
     int rc = 0;
     bool ok = true;
+    r->body_bytes += n;
     switch (r->mode) {
     case RESP_FIXED:
         if (n > r->remaining) {
@@ -533,6 +557,34 @@ static void req_release(conn_t *c)
     bm_srv_conn_unref(c);
 }
 
+/* Tells the end listener what the request was. */
+static void report_end(bm_req_t *r, bool abort)
+{
+    bm_server_t *srv = r->conn->srv;
+    if (!srv->on_end)
+        return;
+    /* a credential in the path never reaches a listener (the access log) */
+    char masked[8192];
+    const char *target = r->head->target;
+    if (r->masked_path && r->masked_path <= strlen(target)) {
+        snprintf(masked, sizeof masked, "/***%s", target + r->masked_path);
+        target = masked;
+    }
+    bm_req_summary_t s = {
+        .method = r->head->method,
+        .target = target,
+        .peer = r->client[0] ? r->client : r->conn->peer,
+        .route_class = r->route_class,
+        .scope = r->scope,
+        .status = r->started ? r->status : 0,
+        .body_bytes = r->body_bytes,
+        .duration_us = bm_clock_mono_us() - r->start_us,
+        .upstreams = r->upstreams,
+        .cut = abort || r->conn->st == CONN_CLOSED,
+    };
+    srv->on_end(&s, srv->on_end_ud);
+}
+
 static void resp_finish(bm_req_t *r, bool abort)
 {
     conn_t *c = r->conn;
@@ -540,6 +592,7 @@ static void resp_finish(bm_req_t *r, bool abort)
         bm_log(BM_LOG_ERROR, "server: a request was ended twice");
         return;
     }
+    report_end(r, abort);
     bm_srv_conn_hold(c);
     if (c->st != CONN_CLOSED) {
         if (abort) {

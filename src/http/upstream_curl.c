@@ -46,6 +46,7 @@
 #include "base/clock.h"
 #include "base/defaults.h"
 #include "base/err.h"
+#include "base/hdrs.h"
 #include "base/list.h"
 #include "base/log.h"
 #include "http/upstream_impl.h"
@@ -593,7 +594,7 @@ static bool deliver_head(cx_t *x)
             cl = -1; /* the inflated length is not known */
         }
     }
-    if (!x->stream && !x->body.b && x->status >= 200 && x->status < 300 && !head && cl > 0)
+    if (!x->stream && !x->body.b && bm_status_2xx(x->status) && !head && cl > 0)
         x->body.b = bm_buf_new((size_t)cl);
     if (x->cbs.on_head) {
         up->in_curl++;

@@ -564,6 +564,8 @@ static void send_attempt(exchange_t *ex, attempt_t *a)
 {
     bm_buf_t *body = bm_str_finish(&a->body);
     if (ex->req) {
+        if (a->node)
+            bm_req_add_upstream(ex->req, a->node->index);
         bm_resp_send(ex->req, a->status, NULL, body, &a->hdrs);
     } else {
         bm_readpath_answer_t ans = {.status = a->status,
@@ -608,6 +610,8 @@ static void commit(exchange_t *ex, attempt_t *a)
 {
     a->phase = AT_STREAM;
     ex->committed = true;
+    if (a->node)
+        bm_req_add_upstream(ex->req, a->node->index);
     if (bm_resp_start(ex->req, a->status, &a->hdrs, a->length) != 0) {
         cancel_attempt(ex, a); /* the client is gone; on_client_abort ends the request */
         return;

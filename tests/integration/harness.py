@@ -11,6 +11,7 @@ import http.server
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import socketserver
@@ -51,6 +52,17 @@ def sleep_until(t_ms):
     d = (t_ms - now_ms()) / 1000.0
     if d > 0:
         time.sleep(d)
+
+
+def port_of(url):
+    """The port of a node's URL (http://127.0.0.1:PORT[/...])."""
+    return int(url.rsplit(":", 1)[1].split("/")[0])
+
+
+def upstreams_yaml(nodes):
+    """The upstreams section naming the nodes n0, n1, ... in order."""
+    return "upstreams:\n" + "".join("  - id: n%d\n    url: %s\n" % (i, u)
+                                    for i, u in enumerate(nodes))
 
 
 class Proc:
@@ -449,6 +461,28 @@ class FakeBeacon:
     def find(self, method, path):
         with self.lock:
             return [r for r in self.requests if r["method"] == method and r["path"] == path]
+
+
+def free_port():
+    """A loopback port free now (bound then closed), for a program told its port."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def ensure_packages(*programs):
+    """The programs of scripts/install-deps.sh's observe profile (prometheus, promtool,
+    chromium, chromedriver), installed through it when missing. False when they cannot be had
+    (no network, no root): the caller skips."""
+    if all(shutil.which(p) for p in programs):
+        return True
+    r = subprocess.run([os.path.join(SOURCE_DIR, "scripts", "install-deps.sh"), "observe"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        sys.stderr.write(r.stdout.decode("utf-8", "replace")[-2000:])
+    return all(shutil.which(p) for p in programs)
 
 
 def closed_port():

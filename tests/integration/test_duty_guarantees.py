@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The duty guarantees of issue 14 end to end: beaconsim's nodes behind beaconmux.
+"""The duty guarantees end to end (docs/duties.md): beaconsim's nodes behind beaconmux.
 
 - Answer times (Bounds): with every node hung, with one hung and the others answering 500,
   and with one hung and the others down, every race-based route is answered by its bound,
@@ -31,7 +31,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, Beaconsim, http_request, main, wait_for  # noqa: E402
+from harness import (Beaconmux, Beaconsim, http_request, main, now_ms, port_of,  # noqa: E402
+                     sleep_until, upstreams_yaml, wait_for)
 
 SLOT_MS = 1000
 SPE = 4
@@ -56,25 +57,6 @@ RANDAO = "0x" + "c0" + "00" * 95
 IDX = json.dumps([str(i) for i in range(8)])
 NORMAL = {"down": False, "hang": False, "error_rate": 0, "slow": 0, "bad_source": False,
           "bad_target": False, "fail_items": "", "dup_items": ""}
-
-
-def now_ms():
-    return int(time.time() * 1000)
-
-
-def sleep_until(t_ms):
-    d = (t_ms - now_ms()) / 1000.0
-    if d > 0:
-        time.sleep(d)
-
-
-def port_of(url):
-    return int(url.rsplit(":", 1)[1].split("/")[0])
-
-
-def upstreams_yaml(nodes):
-    return "upstreams:\n" + "".join("  - id: n%d\n    url: %s\n" % (i, u) for i, u in enumerate(nodes))
-
 
 def stop_all(mux, sim):
     rc = mux.stop()

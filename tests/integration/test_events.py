@@ -27,7 +27,7 @@ import unittest
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, Beaconsim, main, wait_for  # noqa: E402
+from harness import Beaconmux, Beaconsim, main, now_ms, sleep_until, wait_for  # noqa: E402
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 SLOT_MS = 1200  # not 1000: discovery refreshes 1 s into each epoch, on a slot start then
@@ -40,18 +40,6 @@ discovery:
 events:
   headersTimeout: 1s
 """
-
-
-def now_ms():
-    return int(time.time() * 1000)
-
-
-def sleep_until(t_ms):
-    """Waits for a wall-clock point of a slot (from the truth) before an observation."""
-    d = (t_ms - now_ms()) / 1000.0
-    if d > 0:
-        time.sleep(d)
-
 
 def pct(values, p):
     v = sorted(values)

@@ -28,7 +28,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, Beaconsim, http_request, main, wait_for  # noqa: E402
+from harness import (Beaconmux, Beaconsim, http_request, main, now_ms, port_of,  # noqa: E402
+                     sleep_until, upstreams_yaml, wait_for)
 
 SLOT_MS = 1000
 SEED_SLOTS = 12
@@ -44,22 +45,6 @@ NORMAL = {"lag": 0, "jitter": 0, "slow": 0, "down": False, "hang": False, "stale
           "big_values": False}
 RANDAO = "0x" + "c0" + "00" * 95
 
-
-def now_ms():
-    return int(time.time() * 1000)
-
-
-def sleep_until(t_ms):
-    """Waits for a wall-clock point of a slot taken from the truth."""
-    d = (t_ms - now_ms()) / 1000.0
-    if d > 0:
-        time.sleep(d)
-
-
-def port_of(url):
-    return int(url.rsplit(":", 1)[1].split("/")[0])
-
-
 def get_json(port, path, timeout=10.0):
     t0 = time.monotonic()
     st, h, body = http_request(port, "GET", path, timeout=timeout)
@@ -74,11 +59,6 @@ def stop_all(mux, sim):
         for f in (p.p.stdout, p.p.stderr):
             f.close()
     return rc
-
-
-def upstreams_yaml(nodes):
-    return "upstreams:\n" + "".join("  - id: n%d\n    url: %s\n" % (i, u) for i, u in enumerate(nodes))
-
 
 class HeadWatcher(threading.Thread):
     """Follows GET /eth/v1/events?topics=head of one server and records each slot's first

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""A head from every node, always (issue 8): beaconmux behind nodes whose event streams are
+"""A head from every node, always: beaconmux behind nodes whose event streams are
 slow to start or never deliver, every head scored against /sim/v1/truth.
 
 - Lodestar: every node sends its response head only together with its first event, and
@@ -23,7 +23,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, Beaconsim, FakeBeacon, http_request, main, wait_for  # noqa: E402
+from harness import (Beaconmux, Beaconsim, FakeBeacon, http_request, main, now_ms,  # noqa: E402
+                     sleep_until, upstreams_yaml, wait_for)
 
 CONFIG = """
 timeouts:
@@ -32,22 +33,6 @@ timeouts:
 discovery:
   retryInterval: 200ms
 """
-
-
-def now_ms():
-    return int(time.time() * 1000)
-
-
-def sleep_until(t_ms):
-    """Waits for a wall-clock point of a slot taken from the truth."""
-    d = (t_ms - now_ms()) / 1000.0
-    if d > 0:
-        time.sleep(d)
-
-
-def upstreams_yaml(nodes):
-    return "upstreams:\n" + "".join("  - id: n%d\n    url: %s\n" % (i, u) for i, u in enumerate(nodes))
-
 
 def ups(mux):
     return {u["id"]: u for u in mux.status()["upstreams"]}

@@ -27,8 +27,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Beaconmux, Beaconsim, http_request, main, now_ms,  # noqa: E402
-                     sleep_until, wait_for)
+from harness import (Beaconmux, Beaconsim, http_request, main, now_ms, sleep_until,  # noqa: E402
+                     upstreams_yaml, wait_for)
 
 SLOT_MS = 2000
 
@@ -36,12 +36,6 @@ CONFIG = """
 discovery:
   retryInterval: 200ms
 """
-
-
-def upstreams_yaml(nodes):
-    return "upstreams:\n" + "".join("  - id: n%d\n    url: %s\n" % (i, u)
-                                    for i, u in enumerate(nodes))
-
 
 class StoppedNode(unittest.TestCase):
     def test_stopped_node_leaves_ready_within_the_slot(self):

@@ -16,7 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, Beaconsim, main, wait_for  # noqa: E402
+from harness import (Beaconmux, Beaconsim, main, now_ms, wait_for)  # noqa: E402
 
 SLOT_MS = 1000
 NODES = 6
@@ -29,11 +29,6 @@ discovery:
 """
 NORMAL = {"fork": False, "optimistic": False, "syncing": False, "stale": False,
           "clock_skew": 0, "down": False}
-
-
-def now_ms():
-    return int(time.time() * 1000)
-
 
 class Tracker(unittest.TestCase):
     @classmethod

@@ -945,6 +945,92 @@ static void test_checkpoints_strict(void **state)
     tfx_free(&t);
 }
 
+/* The records of served races: the root and payload index each endpoint is about, who
+ * served it, and the first node's own first answer. */
+typedef struct recs {
+    int n;
+    bm_served_t r[4];
+} recs_t;
+
+static void on_served(const bm_served_t *s, void *ud)
+{
+    recs_t *rs = ud;
+    if (rs->n < 4)
+        rs->r[rs->n] = *s;
+    rs->n++;
+}
+
+static void test_records(void **state)
+{
+    (void)state;
+    tfx_t t;
+    tfx_init(&t, 3000, 0, 0, NULL); /* Gloas from genesis */
+    for (unsigned id = 7; id <= 9; id++)
+        fake_block(&t.c, id, id, id - 1);
+    uint64_t now = bm_clock_now_ms();
+    for (unsigned id = 7; id <= 9; id++)
+        fake_head(&t.c, 0, id, now, BM_PAYLOAD_EMPTY);
+    fake_head(&t.c, 0, 9, now, BM_PAYLOAD_FULL);
+    recs_t rs = {0};
+    bm_attest_on_served(t.a, on_served, &rs, true);
+    /* a (the first node): stale at once; b: the full payload of 9 after 40 ms */
+    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 8));
+    fake_step_t sb = FAKE_STATUS(200, 40, att_json(10, 1, 9));
+    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
+    fake_node_t *b = fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_advance(t.m, 40);
+    fake_mux_wait(t.m, c);
+    fake_mux_advance(t.m, 1000); /* the losers kept for their checkpoints end */
+    RUN_UNTIL(&t.m->loop, rs.n == 1, FAKE_BOUND_MS);
+    bm_served_t *r = &rs.r[0];
+    assert_int_equal(r->duty, BM_DUTY_READ_ATTESTATION_DATA);
+    assert_int_equal(r->slot, 10);
+    assert_int_equal(r->node, 1);
+    assert_int_equal(r->requests, 1);
+    assert_int_equal(r->served.root[2], 9);
+    assert_int_equal(r->served.index, 1);
+    assert_int_equal(r->served.cls, BM_ANSWER_FRESH);
+    assert_int_equal(r->first_node, 0);
+    assert_int_equal(r->first.root[2], 8);
+    assert_int_equal(r->first.index, 0);
+    assert_int_equal(r->first.cls, BM_ANSWER_STALE);
+    assert_int_equal(r->race_ms, 40);
+    assert_int_equal(r->first.ms, 5);
+
+    /* head root: about the slot it was asked in */
+    fake_step_t ra = FAKE_STATUS(200, 5, root_json(9));
+    fake_node_script(a, &ra, 1);
+    fake_node_script(b, &ra, 1);
+    c = fake_mux_get(t.m, "/eth/v1/beacon/blocks/head/root", NULL);
+    fake_mux_advance(t.m, 5);
+    fake_mux_wait(t.m, c);
+    fake_mux_advance(t.m, 1000);
+    RUN_UNTIL(&t.m->loop, rs.n == 2, FAKE_BOUND_MS);
+    r = &rs.r[1];
+    assert_int_equal(r->duty, BM_DUTY_READ_HEAD_ROOT);
+    assert_int_equal(r->slot, 10);
+    assert_int_equal(r->served.root[2], 9);
+    assert_int_equal(r->served.index, -1);
+    assert_int_equal(r->first.cls, BM_ANSWER_FRESH); /* judged, or the served root */
+
+    /* payload attestation: a 204 names no root */
+    fake_step_t p204 = FAKE_STATUS(204, 5, "");
+    fake_node_script(a, &p204, 1);
+    fake_node_script(b, &p204, 1);
+    c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=9", NULL);
+    fake_mux_advance(t.m, 1000); /* nothing accepted: the 204 at the deadline */
+    fake_mux_wait(t.m, c);
+    fake_mux_advance(t.m, 1000);
+    RUN_UNTIL(&t.m->loop, rs.n == 3, FAKE_BOUND_MS);
+    r = &rs.r[2];
+    assert_int_equal(r->duty, BM_DUTY_READ_PAYLOAD_ATTESTATION);
+    assert_int_equal(r->served.status, 204);
+    assert_false(r->served.has_root);
+    assert_int_equal(r->first.status, 204);
+    tfx_free(&t);
+}
+
 static void test_bad_requests(void **state)
 {
     (void)state;
@@ -1014,6 +1100,7 @@ int main(void)
         cmocka_unit_test(test_failing_node_recovers),
         cmocka_unit_test(test_checkpoints_live),
         cmocka_unit_test(test_checkpoints_strict),
+        cmocka_unit_test(test_records),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_client_leaves),
     };

@@ -872,6 +872,48 @@ static void test_headers(void **state)
     bm_config_free(cfg);
 }
 
+/* metrics, journal, ui and log.access: values, their checks, and metrics.listen against
+ * listen. */
+static void test_observe_keys(void **state)
+{
+    (void)state;
+    bm_config_t *cfg = expect_ok("upstreams: [{url: \"http://a\"}]\n");
+    assert_true(cfg->metrics.enabled);
+    assert_string_equal(cfg->metrics.path, "/metrics");
+    assert_null(cfg->metrics.listen);
+    assert_int_equal(cfg->journal.slots, 7200);
+    assert_true(cfg->ui.enabled);
+    assert_false(cfg->log.access);
+    bm_config_free(cfg);
+    cfg = expect_ok("upstreams: [{url: \"http://a\"}]\nmetrics: {path: /m, listen: "
+                    "\"127.0.0.1:9464\"}\njournal: {slots: 0}\nui: {enabled: false}\n"
+                    "log: {access: true}\n");
+    assert_string_equal(cfg->metrics.path, "/m");
+    assert_string_equal(cfg->metrics.listen, "127.0.0.1:9464");
+    assert_int_equal(cfg->journal.slots, 0);
+    assert_false(cfg->ui.enabled);
+    assert_true(cfg->log.access);
+    bm_config_free(cfg);
+    cfg = expect_ok("upstreams: [{url: \"http://a\"}]\nmetrics: {listen: \"\"}\n");
+    assert_null(cfg->metrics.listen); /* "": none */
+    bm_config_free(cfg);
+    expect_error("metrics: {path: metrics}\n", "t.yaml:1:17: metrics: path \"metrics\" must start");
+    expect_error("metrics: {path: /eth/v1/metrics}\n",
+                 "t.yaml:1:17: metrics: path \"/eth/v1/metrics\" must not be a path of the Beacon");
+    expect_error("metrics: {path: \"/m/*\"}\n",
+                 "t.yaml:1:17: metrics: path \"/m/*\" must be a plain");
+    expect_error("metrics: {listen: \"9464\"}\n",
+                 "t.yaml:1:19: metrics: listen \"9464\" must be HOST:PORT");
+    expect_error("journal: {slots: 100801}\n",
+                 "t.yaml:1:18: journal.slots: must be between 0 and 100800");
+    expect_invalid("listen: \"127.0.0.1:5555\"\nupstreams: [{url: \"http://a\"}]\n"
+                   "metrics: {listen: \"127.0.0.1:5555\"}\n",
+                   "metrics.listen (127.0.0.1:5555) is the address of listen");
+    cfg = expect_ok("listen: \"127.0.0.1:0\"\nupstreams: [{url: \"http://a\"}]\n"
+                    "metrics: {listen: \"127.0.0.1:0\"}\n"); /* two ports the system picks */
+    bm_config_free(cfg);
+}
+
 static void test_validate(void **state)
 {
     (void)state;
@@ -1285,23 +1327,15 @@ static void test_duty_holds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_minimal),
-        cmocka_unit_test(test_full_values),
-        cmocka_unit_test(test_example_file),
-        cmocka_unit_test(test_documented_keys),
-        cmocka_unit_test(test_unknown_keys),
-        cmocka_unit_test(test_shapes),
-        cmocka_unit_test(test_env_values),
-        cmocka_unit_test(test_durations),
-        cmocka_unit_test(test_sizes),
-        cmocka_unit_test(test_other_values),
-        cmocka_unit_test(test_upstream_ids),
-        cmocka_unit_test(test_upstream_urls),
-        cmocka_unit_test(test_headers),
-        cmocka_unit_test(test_validate),
-        cmocka_unit_test(test_dump_round_trip),
-        cmocka_unit_test(test_duty_holds),
-        cmocka_unit_test(test_read_path_errors),
+        cmocka_unit_test(test_minimal),      cmocka_unit_test(test_full_values),
+        cmocka_unit_test(test_example_file), cmocka_unit_test(test_documented_keys),
+        cmocka_unit_test(test_unknown_keys), cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_env_values),   cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_sizes),        cmocka_unit_test(test_other_values),
+        cmocka_unit_test(test_upstream_ids), cmocka_unit_test(test_upstream_urls),
+        cmocka_unit_test(test_headers),      cmocka_unit_test(test_observe_keys),
+        cmocka_unit_test(test_validate),     cmocka_unit_test(test_dump_round_trip),
+        cmocka_unit_test(test_duty_holds),   cmocka_unit_test(test_read_path_errors),
         cmocka_unit_test(test_edge_keys),
         cmocka_unit_test(test_blocked_paths_default),
     };

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "base/err.h"
+#include "fake_node.h"
 #include "http/router.h"
 
 static int tag_a, tag_b, tag_c, tag_d, tag_fb;
@@ -123,6 +124,110 @@ static void test_not_origin_form(void **state)
     assert_ptr_equal(match(r, "GET", "http://evil.example/eth/v1/validator/attestation_data", &p),
                      &tag_fb);
     bm_router_free(r);
+}
+
+/* A pattern with a trailing slash is its own path: "/ui/" and "/ui" are two routes. */
+static void test_trailing_slash(void **state)
+{
+    (void)state;
+    bm_router_t *r = bm_router_new();
+    assert_int_equal(bm_router_add(r, "GET", "/ui", fn_a, &tag_a), 0);
+    assert_int_equal(bm_router_add(r, "GET", "/ui/", fn_b, &tag_b), 0);
+    assert_int_equal(bm_router_add(r, "GET", "/ui/{file}", fn_a, &tag_c), 0);
+    assert_int_equal(bm_router_add(r, "GET", "/x/*/", fn_a, &tag_d), BM_EINVAL);
+    bm_router_set_fallback(r, fn_fb, &tag_fb);
+    bm_route_params_t p;
+    assert_ptr_equal(match(r, "GET", "/ui", &p), &tag_a);
+    assert_ptr_equal(match(r, "GET", "/ui/", &p), &tag_b);
+    assert_ptr_equal(match(r, "GET", "/ui/app.js", &p), &tag_c);
+    assert_ptr_equal(match(r, "GET", "/ui//", &p), &tag_fb);
+    assert_ptr_equal(match(r, "GET", "/ui/app.js/", &p), &tag_fb);
+    bm_router_free(r);
+}
+
+/* Routes carry the class named before they were added, the fallback its own. */
+static void test_route_class(void **state)
+{
+    (void)state;
+    bm_router_t *r = bm_router_new();
+    bm_router_set_class(r, "duty");
+    assert_int_equal(bm_router_add(r, "GET", "/a", fn_a, &tag_a), 0);
+    bm_router_set_class(r, "admin");
+    assert_int_equal(bm_router_add(r, "GET", "/b/{x}", fn_b, &tag_b), 0);
+    bm_router_set_class(r, "read");
+    bm_router_set_fallback(r, fn_fb, &tag_fb);
+    bm_route_params_t p;
+    match(r, "GET", "/a", &p);
+    assert_string_equal(p.route_class, "duty");
+    match(r, "GET", "/b/1", &p);
+    assert_string_equal(p.route_class, "admin");
+    match(r, "GET", "/c", &p);
+    assert_string_equal(p.route_class, "read");
+    bm_router_free(r);
+}
+
+/* ---- what a request was, once it ended (the server's summary) ------------------------------ */
+
+typedef struct ends {
+    int n;
+    bm_req_summary_t last;
+    char target[64], cls[16];
+} ends_t;
+
+static void on_end(const bm_req_summary_t *s, void *ud)
+{
+    ends_t *e = ud;
+    e->n++;
+    e->last = *s;
+    snprintf(e->target, sizeof e->target, "%s", s->target);
+    snprintf(e->cls, sizeof e->cls, "%s", s->route_class ? s->route_class : "-");
+    e->last.target = e->target;
+    e->last.route_class = e->cls;
+    e->last.method = e->last.peer = NULL; /* borrowed for the call only */
+}
+
+static void route_served(bm_req_t *req, const bm_route_params_t *p, void *ud)
+{
+    (void)p;
+    (void)ud;
+    bm_req_add_upstream(req, 0);
+    bm_req_add_upstream(req, 5);
+    bm_req_add_upstream(req, 64); /* out of range: ignored */
+    bm_buf_t *b = bm_buf_from_str("{\"data\":\"12345\"}");
+    bm_resp_send(req, 201, "application/json", b, NULL);
+    bm_buf_unref(b);
+}
+
+static void test_request_summary(void **state)
+{
+    (void)state;
+    fake_mux_t *m = fake_mux_new(false);
+    ends_t e = {0};
+    bm_server_on_end(m->front, on_end, &e);
+    bm_router_set_class(m->router, "duty");
+    assert_int_equal(bm_router_add(m->router, "GET", "/served", route_served, NULL), 0);
+    fake_call_t *c = fake_mux_get(m, "/served?x=1", NULL);
+    fake_mux_wait(m, c);
+    RUN_UNTIL(&m->loop, e.n == 1, FAKE_BOUND_MS);
+    assert_int_equal(e.last.status, 201);
+    assert_int_equal(e.last.body_bytes, strlen("{\"data\":\"12345\"}"));
+    assert_string_equal(e.target, "/served?x=1");
+    assert_string_equal(e.cls, "duty");
+    assert_int_equal(e.last.upstreams, (1u << 0) | (1u << 5));
+    assert_false(e.last.cut);
+    assert_true(e.last.duration_us < 5000000);
+    /* an unknown path: the router's own 404 (no fallback here), no upstream */
+    c = fake_mux_get(m, "/nothing", NULL);
+    fake_mux_wait(m, c);
+    RUN_UNTIL(&m->loop, e.n == 2, FAKE_BOUND_MS);
+    assert_int_equal(e.last.status, 404);
+    assert_int_equal(e.last.upstreams, 0);
+    bm_server_stats_t st;
+    bm_server_stats(m->front, &st);
+    assert_int_equal(st.requests, 2);
+    assert_true(st.accepted >= 1);
+    assert_int_equal(st.rejected, 0);
+    fake_mux_free(m);
 }
 
 /* ---- the tree against the definition: walk every route, keep the most specific ---------- */
@@ -260,7 +365,8 @@ int main(void)
         cmocka_unit_test(test_literal_and_method),       cmocka_unit_test(test_params),
         cmocka_unit_test(test_literal_beats_param),      cmocka_unit_test(test_rest_and_any_method),
         cmocka_unit_test(test_bad_patterns_and_replace), cmocka_unit_test(test_not_origin_form),
-        cmocka_unit_test(test_tree_matches_definition),
+        cmocka_unit_test(test_tree_matches_definition),  cmocka_unit_test(test_route_class),
+        cmocka_unit_test(test_trailing_slash),           cmocka_unit_test(test_request_summary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <uv.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "duties/serve.h"
 #include "fake_node.h"
@@ -53,7 +54,37 @@ typedef struct tfx {
     bool bad_nodes;   /* give the engine a candidate list it refuses */
     bm_race_t *last;  /* the race bm_serve returned */
     bool last_joined; /* ... and whether it was joined */
+    /* a record of what was served: node a is the witness; `witness_only`: not a candidate */
+    bool record;
+    bool witness_only;
+    int records;
+    bm_served_t rec;
 } tfx_t;
+
+/* The fake bodies name their root as "r":N (the root is N 32 times); "fresh" is accepted. */
+static int root_of(const bm_race_answer_t *a, void *ctx, uint8_t root[32], int *index)
+{
+    (void)ctx;
+    const char *p = a->body ? memmem(a->body->data, a->body->len, "\"r\":", 4) : NULL;
+    if (!p)
+        return BM_EINVAL;
+    memset(root, atoi(p + 4), 32);
+    *index = 0;
+    return 0;
+}
+
+static bool accept_fresh(const bm_race_answer_t *a, void *ud)
+{
+    (void)ud;
+    return a->body && memmem(a->body->data, a->body->len, "fresh", 5) != NULL;
+}
+
+static void on_record(const bm_served_t *r, void *ud)
+{
+    tfx_t *t = ud;
+    t->records++;
+    t->rec = *r;
+}
 
 static void ctx_dispose(void *c)
 {
@@ -104,8 +135,21 @@ static void route(bm_req_t *req, const bm_route_params_t *p, void *ud)
     size_t n = t->bad_nodes ? 1 : (size_t)t->m->nodes.n;
     for (size_t i = 0; i < n && !t->bad_nodes; i++)
         nodes[i] = t->m->nodes.node[i].node;
+    if (t->witness_only) { /* every node but the first (the witness) */
+        n--;
+        memmove(nodes, nodes + 1, n * sizeof *nodes);
+    }
     ctx_t c = {.seen = &t->seen, .id = t->next_id++, .heap = malloc(16)};
     assert_non_null(c.heap);
+    bm_serve_record_t rec = {
+        .duty = BM_DUTY_READ_ATTESTATION_DATA,
+        .slot = 77,
+        .n_nodes = (size_t)t->m->nodes.n,
+        .witness = t->m->nodes.node[0].node,
+        .root_of = root_of,
+        .fn = on_record,
+        .ud = t,
+    };
     bm_serve_t s = {
         .policy = {.accept = t->every ? accept_none : NULL},
         .key = "test /x",
@@ -118,6 +162,12 @@ static void route(bm_req_t *req, const bm_route_params_t *p, void *ud)
         .respond = t->every ? respond : NULL,
         .on_complete = on_complete,
     };
+    if (t->record) {
+        s.record = &rec;
+        s.policy.accept = accept_fresh;
+        s.policy.deadline_ms = bm_clock_wall_now(t->m->clock) + 300;
+        s.policy.repoll = BM_REPOLL_UNTIL_ACCEPTED;
+    }
     t->last = bm_serve(t->m->eng, req, &s, &t->last_joined);
 }
 
@@ -253,6 +303,110 @@ static void test_cannot_start(void **state)
     tfx_free(t);
 }
 
+/* The record of a coalesced read: what was served to how many, each node's class when it
+ * went out, and the first node's own first answer (here stale: the vote it would have cast
+ * alone). The times are the manual clock's, exact. */
+static void test_record(void **state)
+{
+    (void)state;
+    tfx_t *t = tfx_new();
+    t->record = true;
+    fake_node_t *a = fake_node_add1(&t->m->nodes, FAKE_OK(5, "{\"r\":1}"));
+    fake_node_add1(&t->m->nodes, FAKE_OK(60, "{\"r\":2,\"fresh\":1}"));
+    fake_node_t *c = fake_node_add1(&t->m->nodes, FAKE_HANG);
+    uint64_t t0 = bm_clock_wall_now(t->m->clock);
+    fake_call_t *c1 = fake_mux_get(t->m, "/x", NULL);
+    RUN_UNTIL(&t->m->loop, t->next_id == 1, BOUND_MS);
+    fake_call_t *c2 = fake_mux_get(t->m, "/x", NULL);
+    RUN_UNTIL(&t->m->loop, t->next_id == 2, BOUND_MS);
+    fake_mux_advance(t->m, 60);
+    fake_mux_wait(t->m, c1);
+    fake_mux_wait(t->m, c2);
+    assert_string_equal(c1->body, "{\"r\":2,\"fresh\":1}");
+    fake_mux_advance(t->m, 240); /* the hung node's transfer ends (cancelled) */
+    RUN_UNTIL(&t->m->loop, t->records == 1 && c->aborted == 1, BOUND_MS);
+    const bm_served_t *r = &t->rec;
+    assert_int_equal(r->duty, BM_DUTY_READ_ATTESTATION_DATA);
+    assert_int_equal(r->slot, 77);
+    assert_int_equal(r->started_ms, t0);
+    assert_int_equal(r->requests, 2);
+    assert_int_equal(r->node, 1);
+    assert_int_equal(r->served.status, 200);
+    assert_true(r->served.has_root);
+    assert_int_equal(r->served.root[31], 2);
+    assert_int_equal(r->served.cls, BM_ANSWER_FRESH);
+    assert_int_equal(r->race_ms, 60);
+    assert_int_equal(r->n_nodes, 3);
+    assert_int_equal(r->classes[0], BM_ANSWER_STALE); /* re-asked, still stale */
+    assert_int_equal(r->classes[1], BM_ANSWER_FRESH);
+    assert_int_equal(r->classes[2], BM_ANSWER_HUNG);
+    assert_int_equal(r->first_node, 0);
+    assert_int_equal(r->first.status, 200);
+    assert_int_equal(r->first.root[0], 1);
+    assert_int_equal(r->first.cls, BM_ANSWER_STALE);
+    assert_int_equal(r->first.ms, 5);
+    assert_true(a->requests > 1);
+    assert_int_equal(t->records, 1);
+    tfx_free(t);
+}
+
+/* A first node that is no candidate (not ready) is asked beside the race: its fresh answer
+ * is recorded as what it would have served alone, never served itself; one that hangs is
+ * recorded as hung once the deadline passed (300 ms), not before; an unreachable one is not
+ * asked and recorded as hung. */
+static void test_record_witness_outside(void **state)
+{
+    (void)state;
+    tfx_t *t = tfx_new();
+    t->record = true;
+    t->witness_only = true;
+    fake_node_t *a = fake_node_add1(&t->m->nodes, FAKE_OK(5, "{\"r\":2,\"fresh\":1}"));
+    fake_node_t *b = fake_node_add1(&t->m->nodes, FAKE_OK(40, "{\"r\":2,\"fresh\":1}"));
+    fake_call_t *c1 = fake_mux_get(t->m, "/x", NULL);
+    RUN_UNTIL(&t->m->loop, t->next_id == 1, BOUND_MS);
+    fake_mux_advance(t->m, 40);
+    fake_mux_wait(t->m, c1);
+    RUN_UNTIL(&t->m->loop, t->records == 1, BOUND_MS);
+    assert_int_equal(t->rec.node, 1);
+    assert_int_equal(t->rec.classes[0], BM_ANSWER_NOT_ASKED);
+    assert_int_equal(t->rec.classes[1], BM_ANSWER_FRESH);
+    assert_int_equal(t->rec.first.cls, BM_ANSWER_FRESH);
+    assert_int_equal(t->rec.first.root[0], 2);
+    assert_int_equal(t->rec.first.ms, 5);
+    assert_int_equal(a->requests, 1);
+    assert_int_equal(b->requests, 1);
+
+    fake_node_script(a, &FAKE_HANG, 1);
+    fake_call_t *c2 = fake_mux_get(t->m, "/x", NULL);
+    RUN_UNTIL(&t->m->loop, t->next_id == 2, BOUND_MS);
+    fake_mux_advance(t->m, 40);
+    fake_mux_wait(t->m, c2);
+    assert_int_equal(c2->status, 200);
+    fake_mux_advance(t->m, 259);
+    assert_int_equal(t->records, 1); /* the witness still has its time */
+    fake_mux_advance(t->m, 1);
+    RUN_UNTIL(&t->m->loop, t->records == 2 && a->aborted == 1, BOUND_MS);
+    assert_int_equal(t->rec.first.cls, BM_ANSWER_HUNG);
+    assert_int_equal(t->rec.first.status, 0);
+    assert_false(t->rec.first.has_root);
+
+    /* unreachable: not asked at all (nothing queued on a stopped node), counted as no answer */
+    a->node->state = BM_NODE_UNREACHABLE;
+    size_t asked = a->requests;
+    fake_call_t *c3 = fake_mux_get(t->m, "/x", NULL);
+    RUN_UNTIL(&t->m->loop, t->next_id == 3, BOUND_MS);
+    fake_mux_advance(t->m, 40);
+    fake_mux_wait(t->m, c3);
+    assert_int_equal(c3->status, 200);
+    fake_mux_advance(t->m, 300);
+    RUN_UNTIL(&t->m->loop, t->records == 3, BOUND_MS);
+    assert_int_equal(a->requests, asked);
+    assert_int_equal(t->rec.first_node, 0);
+    assert_int_equal(t->rec.first.cls, BM_ANSWER_HUNG);
+    assert_int_equal(t->rec.first.status, 0);
+    tfx_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -260,6 +414,8 @@ int main(void)
         cmocka_unit_test(test_client_leaving_cancels),
         cmocka_unit_test(test_every_node),
         cmocka_unit_test(test_cannot_start),
+        cmocka_unit_test(test_record),
+        cmocka_unit_test(test_record_witness_outside),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
