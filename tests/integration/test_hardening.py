@@ -217,7 +217,10 @@ class SendTimeout(unittest.TestCase):
             # never read: the read path pauses the transfer, then the send timeout cuts the
             # client and the transfer is released
             wait_for(lambda: in_flight() == 0, 15, what="the transfer to be released")
-            self.assertTrue(any("server.sendTimeout" in l for l in mux.stderr()))
+            # the log line is read from beaconmux's stderr by a thread of this process, which
+            # may run after the status answer above: waited for, not sampled
+            wait_for(lambda: any("server.sendTimeout" in l for l in mux.stderr()), 5,
+                     what="the send timeout's log line")
             s.close()
         finally:
             mux.stop()
