@@ -10,7 +10,7 @@
 set -eu
 
 PACKAGES="cmake ninja-build pkg-config gcc make python3 \
-  libuv1-dev libhttp-parser-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev \
+  libuv1-dev libhttp-parser-dev libcurl4-openssl-dev libssl-dev libjson-c-dev libyaml-dev \
   libhiredis-dev zlib1g-dev libcmocka-dev clang-14 libclang-rt-14-dev curl openssl \
   redis-server"
 case "${1:-build}" in

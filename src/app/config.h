@@ -92,6 +92,16 @@ typedef struct bm_config_log {
     bool access; /* one line per request */
 } bm_config_log_t;
 
+/** server.tls: a second listener that speaks TLS, beside the plain one (docs/operations.md). */
+typedef struct bm_config_server_tls {
+    char *listen_host;        /* owned; NULL: no TLS listener */
+    uint16_t listen_port;     /* 0 lets the system pick (tests) */
+    char *cert_file;          /* owned PEM path: certificate and intermediates, or NULL */
+    char *key_file;           /* owned PEM path: its private key, or NULL */
+    char *client_ca_file;     /* owned PEM path: CAs for client certificates, or NULL */
+    bool require_client_cert; /* refuse a client without a certificate */
+} bm_config_server_tls_t;
+
 typedef struct bm_config_metrics {
     bool enabled;
     char *path;   /* owned; "/metrics" by default */
@@ -121,6 +131,7 @@ typedef struct bm_config_server {
     char **allowed_clients;       /* owned CIDR blocks; none: every client address */
     size_t n_allowed_clients;
     bool reuse_port; /* SO_REUSEPORT on the listener (upgrades beside the old process) */
+    bm_config_server_tls_t tls;
 } bm_config_server_t;
 
 typedef struct bm_config_timeouts {

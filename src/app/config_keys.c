@@ -607,6 +607,18 @@ static const bm_cfg_key_t upstream_keys[] = {
 };
 #undef T
 
+#define T bm_config_server_tls_t
+static const bm_cfg_key_t server_tls_keys[] = {
+    LISTEN(T, "listen",            listen_host, listen_port, NULL, 0),
+    PATH(T,   "certFile",          cert_file),
+    PATH(T,   "keyFile",           key_file),
+    PATH(T,   "clientCaFile",      client_ca_file),
+    BOOL(T,   "requireClientCert", require_client_cert, false),
+};
+#undef T
+static const bm_cfg_section_t server_tls_section =
+    SECTION_OF(bm_config_server_tls_t, server_tls_keys, NULL);
+
 #define T bm_config_server_t
 static const bm_cfg_key_t server_keys[] = {
     SIZE(T,     "maxBodyBytes",    max_body_bytes,      KB, 4 * GB,
@@ -631,6 +643,7 @@ static const bm_cfg_key_t server_keys[] = {
              BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
     STRINGS(T,  "allowedClients",  allowed_clients, n_allowed_clients, 256, bm_cidr_problem),
     BOOL(T,     "reusePort",       reuse_port,          false),
+    SECTION(T,  "tls",             tls, bm_config_server_tls_t, server_tls_section),
 };
 #undef T
 
@@ -1154,8 +1167,8 @@ bool bm_cfg_check(const bm_cfg_key_t *k, const void *obj, char *msg, size_t n)
         return false;
     case BM_CFG_LISTEN: {
         const char *host = bm_cfg_str(k, obj);
-        if (host && listen_host_ok(host))
-            return true;
+        if ((host && listen_host_ok(host)) || (!host && !k->def_text))
+            return true; /* a listener with no default host is off until given */
         snprintf(msg, n, "host must be an IPv4 address, an IPv6 address or localhost");
         return false;
     }
@@ -1364,6 +1377,8 @@ int bm_cfg_defaults(const bm_cfg_section_t *sec, void *obj)
             if (bm_cfg_defaults(k->sub, at_off(obj, k->off)) != 0)
                 return BM_ENOMEM;
         } else if (k->kind == BM_CFG_LISTEN) {
+            if (!k->def_text)
+                continue; /* off by default */
             if (!(*str_field(k, obj) = strdup(k->def_text)))
                 return BM_ENOMEM;
             *(uint16_t *)at_off(obj, k->aux) = (uint16_t)k->def;

@@ -29,6 +29,7 @@
 #include "app/options.h"
 #include "app/sharedlimit.h"
 #include "app/systemd.h"
+#include "app/tlslisten.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "edge/front.h"
@@ -50,6 +51,8 @@ typedef struct app {
     bm_front_t *front;
     bm_sharedlimit_t *limits; /* state.driver redis: the global buckets shared */
     bm_server_t *server;
+    bm_server_t *tls_server; /* server.tls: the same handler behind TLS, or NULL */
+    int servers_draining;
     bm_observe_set_t observed;   /* every network's observe, for one /metrics */
     bm_router_t *global_router;  /* several networks: the merged /metrics on the API listener */
     bm_router_t *metrics_router; /* metrics.listen: a listener of their own */
@@ -234,6 +237,47 @@ static int build_front(app_t *a)
     return 0;
 }
 
+/* server.tls: a second server with the same front, so both listeners serve alike. */
+static int build_tls_listener(app_t *a)
+{
+    const bm_config_server_tls_t *t = &a->cfg->server.tls;
+    char why[512];
+    bm_tls_ctx_t *ctx = bm_tlslisten_ctx(t, why, sizeof why);
+    if (!ctx) {
+        bm_log(BM_LOG_ERROR, "server.tls: %s", why);
+        return BM_ETLS;
+    }
+    a->tls_server = bm_server_new(&a->loop, &a->opts.server, bm_front_handle, a->front);
+    if (!a->tls_server) {
+        bm_tls_ctx_unref(ctx);
+        return BM_ENOMEM;
+    }
+    bm_server_on_end(a->tls_server, on_request_end, a); /* metrics and the access log too */
+    bm_server_set_tls(a->tls_server, ctx);
+    bm_tls_ctx_unref(ctx);
+    int rc = bm_server_listen(a->tls_server, t->listen_host, t->listen_port);
+    if (rc) {
+        bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", t->listen_host, t->listen_port,
+               bm_strerror(rc));
+        return rc;
+    }
+    bool v6 = strchr(t->listen_host, ':') != NULL;
+    bm_log(BM_LOG_INFO, "listening on https://%s%s%s:%d%s", v6 ? "[" : "", t->listen_host,
+           v6 ? "]" : "", bm_server_port(a->tls_server),
+           t->require_client_cert ? " (client certificates required)" : "");
+    return 0;
+}
+
+/* A listener on a public address needs keys or an allow list; required client
+ * certificates are a gate of their own on the TLS listener. */
+static const char *tls_exposure(const bm_config_t *c)
+{
+    const bm_config_server_tls_t *t = &c->server.tls;
+    if (!t->listen_host || t->require_client_cert)
+        return NULL;
+    return bm_front_exposure_problem(t->listen_host, c->auth.n_keys, c->server.n_allowed_clients);
+}
+
 static int build(app_t *a)
 {
     const bm_config_t *c = a->cfg;
@@ -247,6 +291,10 @@ static int build(app_t *a)
         bm_log(BM_LOG_ERROR, "listen %s: %s", c->listen_host, exposed);
         return BM_EINVAL;
     }
+    if ((exposed = tls_exposure(c)) != NULL) {
+        bm_log(BM_LOG_ERROR, "server.tls.listen %s: %s", c->server.tls.listen_host, exposed);
+        return BM_EINVAL;
+    }
     a->n_net = bm_config_network_count(c);
     for (size_t i = 0; i < a->n_net; i++)
         if (!(a->net[i] = bm_network_new(&a->loop, c, i)))
@@ -255,6 +303,9 @@ static int build(app_t *a)
         return rc;
     if (c->state.driver == BM_STATE_REDIS)
         a->limits = bm_sharedlimit_new(&a->loop, c, a->front); /* NULL: no global limit */
+    /* first, so that a certificate that does not load stops the start before any listens */
+    if (c->server.tls.listen_host && (rc = build_tls_listener(a)) != 0)
+        return rc;
     a->server = bm_server_new(&a->loop, &a->opts.server, bm_front_handle, a->front);
     if (!a->server)
         return BM_ENOMEM;
@@ -307,6 +358,8 @@ static void on_server_drained(bm_server_t *srv, void *ud)
 {
     app_t *a = ud;
     (void)srv;
+    if (--a->servers_draining > 0)
+        return; /* the other listener still has clients */
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
     bm_sharedlimit_free(a->limits); /* its connection and timer must not keep the loop */
     a->limits = NULL;
@@ -329,9 +382,12 @@ static void on_signal(uv_signal_t *s, int signum)
     bm_systemd_notify("STOPPING=1\nSTATUS=draining");
     for (size_t i = 0; i < a->n_net; i++)
         bm_network_stop_streams(a->net[i]);
+    a->servers_draining = a->tls_server ? 2 : 1;
     if (a->metrics_server)
         bm_server_shutdown(a->metrics_server, a->cfg->server.shutdown_timeout_ms, NULL, NULL);
     bm_server_shutdown(a->server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
+    if (a->tls_server)
+        bm_server_shutdown(a->tls_server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
 }
 
 static void teardown(app_t *a)
@@ -341,6 +397,8 @@ static void teardown(app_t *a)
     /* the networks' observes go with them: no request reaches them any more */
     if (a->server)
         bm_server_on_end(a->server, NULL, NULL);
+    if (a->tls_server)
+        bm_server_on_end(a->tls_server, NULL, NULL);
     if (a->metrics_server)
         bm_server_on_end(a->metrics_server, NULL, NULL);
     for (size_t i = 0; i < a->n_net; i++)
@@ -348,6 +406,8 @@ static void teardown(app_t *a)
     uv_run(&a->loop, UV_RUN_DEFAULT);
     if (a->server)
         bm_server_free(a->server);
+    if (a->tls_server)
+        bm_server_free(a->tls_server);
     if (a->metrics_server)
         bm_server_free(a->metrics_server);
     uv_run(&a->loop, UV_RUN_DEFAULT);
@@ -409,6 +469,18 @@ int main(int argc, char **argv)
                                                         a.cfg->server.n_allowed_clients);
         if (exposed)
             fprintf(stderr, "beaconmux: warning: listen %s: %s\n", a.cfg->listen_host, exposed);
+        if ((exposed = tls_exposure(a.cfg)) != NULL)
+            fprintf(stderr, "beaconmux: warning: server.tls.listen %s: %s\n",
+                    a.cfg->server.tls.listen_host, exposed);
+        char why[512];
+        bm_tls_ctx_t *tls = NULL;
+        if (a.cfg->server.tls.listen_host &&
+            !(tls = bm_tlslisten_ctx(&a.cfg->server.tls, why, sizeof why))) {
+            fprintf(stderr, "beaconmux: server.tls: %s\n", why);
+            bm_config_free(a.cfg);
+            return 2;
+        }
+        bm_tls_ctx_unref(tls);
         bm_str_t dump = BM_STR_INIT;
         bm_config_dump(a.cfg, true, &dump);
         printf("configuration OK%s%s\n%s", a.cfg->path ? ": " : "", a.cfg->path ? a.cfg->path : "",
