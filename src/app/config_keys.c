@@ -607,18 +607,6 @@ static const bm_cfg_key_t upstream_keys[] = {
 };
 #undef T
 
-#define T bm_config_server_tls_t
-static const bm_cfg_key_t server_tls_keys[] = {
-    LISTEN(T, "listen",            listen_host, listen_port, NULL, 0),
-    PATH(T,   "certFile",          cert_file),
-    PATH(T,   "keyFile",           key_file),
-    PATH(T,   "clientCaFile",      client_ca_file),
-    BOOL(T,   "requireClientCert", require_client_cert, false),
-};
-#undef T
-static const bm_cfg_section_t server_tls_section =
-    SECTION_OF(bm_config_server_tls_t, server_tls_keys, NULL);
-
 #define T bm_config_server_t
 static const bm_cfg_key_t server_keys[] = {
     SIZE(T,     "maxBodyBytes",    max_body_bytes,      KB, 4 * GB,
@@ -643,7 +631,7 @@ static const bm_cfg_key_t server_keys[] = {
              BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
     STRINGS(T,  "allowedClients",  allowed_clients, n_allowed_clients, 256, bm_cidr_problem),
     BOOL(T,     "reusePort",       reuse_port,          false),
-    SECTION(T,  "tls",             tls, bm_config_server_tls_t, server_tls_section),
+    SECTION(T,  "tls",             tls, bm_config_server_tls_t, bm_cfg_server_tls),
 };
 #undef T
 
