@@ -10,8 +10,9 @@
 set -eu
 
 PACKAGES="cmake ninja-build pkg-config gcc make python3 \
-  libuv1-dev libhttp-parser-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev \
-  libhiredis-dev zlib1g-dev libcmocka-dev clang-14 libclang-rt-14-dev curl openssl"
+  libuv1-dev libhttp-parser-dev libcurl4-openssl-dev libssl-dev libjson-c-dev libyaml-dev \
+  libhiredis-dev zlib1g-dev libcmocka-dev clang-14 libclang-rt-14-dev curl openssl \
+  redis-server"
 case "${1:-build}" in
   bench) PACKAGES="$PACKAGES wrk nginx-light haproxy util-linux procps valgrind strace" ;;
   observe) PACKAGES="$PACKAGES prometheus chromium chromium-driver" ;;

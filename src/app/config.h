@@ -92,6 +92,16 @@ typedef struct bm_config_log {
     bool access; /* one line per request */
 } bm_config_log_t;
 
+/** server.tls: a second listener that speaks TLS, beside the plain one (docs/operations.md). */
+typedef struct bm_config_server_tls {
+    char *listen_host;        /* owned; NULL: no TLS listener */
+    uint16_t listen_port;     /* 0 lets the system pick (tests) */
+    char *cert_file;          /* owned PEM path: certificate and intermediates, or NULL */
+    char *key_file;           /* owned PEM path: its private key, or NULL */
+    char *client_ca_file;     /* owned PEM path: CAs for client certificates, or NULL */
+    bool require_client_cert; /* refuse a client without a certificate */
+} bm_config_server_tls_t;
+
 typedef struct bm_config_metrics {
     bool enabled;
     char *path;   /* owned; "/metrics" by default */
@@ -121,6 +131,7 @@ typedef struct bm_config_server {
     char **allowed_clients;       /* owned CIDR blocks; none: every client address */
     size_t n_allowed_clients;
     bool reuse_port; /* SO_REUSEPORT on the listener (upgrades beside the old process) */
+    bm_config_server_tls_t tls;
 } bm_config_server_t;
 
 typedef struct bm_config_timeouts {
@@ -328,6 +339,26 @@ typedef struct bm_config_auth {
     size_t n_keys;
 } bm_config_auth_t;
 
+/** state.driver: where the state several instances share lives (docs/high-availability.md) */
+typedef enum bm_state_driver {
+    BM_STATE_LOCAL = 0, /* each instance alone (the default) */
+    BM_STATE_REDIS,     /* shared through Redis: state.redis */
+} bm_state_driver_t;
+
+/** state.redis */
+typedef struct bm_config_redis {
+    char *url;           /* owned; "redis://[user:password@]host[:port][/db]", masked in messages */
+    char *password;      /* owned; never logged nor dumped unmasked; overrides the URL's */
+    char *prefix;        /* owned; key prefix, NULL: "beaconmux:" */
+    uint32_t timeout_ms; /* connect and per-command deadline */
+} bm_config_redis_t;
+
+/** state */
+typedef struct bm_config_state {
+    bm_state_driver_t driver;
+    bm_config_redis_t redis;
+} bm_config_state_t;
+
 /** The whole configuration. Create with bm_config_new/_parse/_load, free with bm_config_free. */
 typedef struct bm_config {
     char *path;                    /* owned; the file it was loaded from, or NULL */
@@ -363,6 +394,7 @@ typedef struct bm_config {
     char **trusted_proxies; /* owned CIDR blocks */
     size_t n_trusted_proxies;
     bm_config_auth_t auth;
+    bm_config_state_t state;
     /*
      * networks[]: each entry is a bm_config_t of which only the per-network keys are set
      * (id, upstreams, genesisValidatorsRoot, routing, failsafe, cache, routeRules,

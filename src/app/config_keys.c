@@ -631,6 +631,7 @@ static const bm_cfg_key_t server_keys[] = {
              BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
     STRINGS(T,  "allowedClients",  allowed_clients, n_allowed_clients, 256, bm_cidr_problem),
     BOOL(T,     "reusePort",       reuse_port,          false),
+    SECTION(T,  "tls",             tls, bm_config_server_tls_t, bm_cfg_server_tls),
 };
 #undef T
 
@@ -944,6 +945,7 @@ static const bm_cfg_key_t root_keys[] = {
     SECTION(T, "rateLimit", rate_limit, bm_config_rate_limit_t, bm_cfg_rate_limit),
     STRINGS(T, "trustedProxies", trusted_proxies, n_trusted_proxies, 256, bm_cidr_problem),
     SECTION(T, "auth",      auth,       bm_config_auth_t,       bm_cfg_auth),
+    SECTION(T, "state",     state,      bm_config_state_t,      bm_cfg_state),
     TEXT(T,    "stateDir",  state_dir, state_dir_problem, BM_CFG_EMPTY_NONE),
     LIST(T,    "networks",  networks,   bm_config_t,            n_networks, bm_cfg_network, 64),
 };
@@ -1153,8 +1155,8 @@ bool bm_cfg_check(const bm_cfg_key_t *k, const void *obj, char *msg, size_t n)
         return false;
     case BM_CFG_LISTEN: {
         const char *host = bm_cfg_str(k, obj);
-        if (host && listen_host_ok(host))
-            return true;
+        if ((host && listen_host_ok(host)) || (!host && !k->def_text))
+            return true; /* a listener with no default host is off until given */
         snprintf(msg, n, "host must be an IPv4 address, an IPv6 address or localhost");
         return false;
     }
@@ -1363,6 +1365,8 @@ int bm_cfg_defaults(const bm_cfg_section_t *sec, void *obj)
             if (bm_cfg_defaults(k->sub, at_off(obj, k->off)) != 0)
                 return BM_ENOMEM;
         } else if (k->kind == BM_CFG_LISTEN) {
+            if (!k->def_text)
+                continue; /* off by default */
             if (!(*str_field(k, obj) = strdup(k->def_text)))
                 return BM_ENOMEM;
             *(uint16_t *)at_off(obj, k->aux) = (uint16_t)k->def;

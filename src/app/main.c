@@ -29,7 +29,9 @@
 #include "app/fdlimit.h"
 #include "app/options.h"
 #include "app/reload.h"
+#include "app/sharedlimit.h"
 #include "app/systemd.h"
+#include "app/tlslisten.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "edge/front.h"
@@ -48,6 +50,9 @@ typedef struct app {
     size_t n_old_servers;
     bm_server_t *metrics_server; /* metrics.listen: a listener of its own */
     char metrics_addr[128];      /* the address it listens on, or "" */
+    bm_server_t *tls_server;     /* server.tls: the same handler behind TLS, or NULL */
+    int servers_draining;        /* the API listeners still finishing at shutdown */
+    bm_sharedlimit_t *limits;    /* state.driver redis: the current front's global buckets shared */
     uv_signal_t sigterm;
     uv_signal_t sigint;
     uv_signal_t sighup;
@@ -275,6 +280,71 @@ static void set_metrics_listener(const bm_config_t *c, void *ud)
     bm_server_shutdown(old, c->server.shutdown_timeout_ms, on_old_server_drained, a);
 }
 
+/* server.tls: a second server with the same handler, so both listeners serve alike. */
+static int build_tls_listener(app_t *a, const bm_config_t *c)
+{
+    const bm_config_server_tls_t *t = &c->server.tls;
+    char why[512];
+    bm_tls_ctx_t *ctx = bm_tlslisten_ctx(t, why, sizeof why);
+    if (!ctx) {
+        bm_log(BM_LOG_ERROR, "server.tls: %s", why);
+        return BM_ETLS;
+    }
+    bm_options_t o;
+    int rc = bm_options_from_config(&o, c);
+    if (!rc && !(a->tls_server = bm_server_new(&a->loop, &o.server, bm_reload_handle, a->reload)))
+        rc = BM_ENOMEM;
+    if (rc) {
+        bm_tls_ctx_unref(ctx);
+        return rc;
+    }
+    bm_server_on_end(a->tls_server, bm_reload_request_ended, a->reload); /* metrics, access log */
+    bm_server_set_tls(a->tls_server, ctx);
+    bm_tls_ctx_unref(ctx);
+    rc = bm_server_listen(a->tls_server, t->listen_host, t->listen_port);
+    if (rc) {
+        bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", t->listen_host, t->listen_port,
+               bm_strerror(rc));
+        return rc;
+    }
+    bool v6 = strchr(t->listen_host, ':') != NULL;
+    bm_log(BM_LOG_INFO, "listening on https://%s%s%s:%d%s", v6 ? "[" : "", t->listen_host,
+           v6 ? "]" : "", bm_server_port(a->tls_server),
+           t->require_client_cert ? " (client certificates required)" : "");
+    return 0;
+}
+
+/* A listener on a public address needs keys or an allow list; required client
+ * certificates are a gate of their own on the TLS listener. */
+static const char *tls_exposure(const bm_config_t *c)
+{
+    const bm_config_server_tls_t *t = &c->server.tls;
+    if (!t->listen_host || t->require_client_cert)
+        return NULL;
+    return bm_front_exposure_problem(t->listen_host, c->auth.n_keys, c->server.n_allowed_clients);
+}
+
+/* SIGHUP: the TLS listener's certificate, key and client CA are read again from the paths
+ * the configuration applied last names (a renewed certificate at the same path, or new
+ * paths); a file that does not load keeps the context it had (logged). */
+static void reload_tls(app_t *a)
+{
+    const bm_config_t *c = bm_reload_config(a->reload);
+    if (a->tls_server && c->server.tls.listen_host)
+        bm_tlslisten_reload(a->tls_server, &c->server.tls);
+}
+
+/* At every switch (and at the start): state.driver redis shares the new front's global
+ * buckets; the previous sharing stops before its front is freed. */
+static void on_switch(const bm_config_t *c, bm_front_t *front, void *ud)
+{
+    app_t *a = ud;
+    bm_sharedlimit_free(a->limits);
+    a->limits = c->state.driver == BM_STATE_REDIS ? bm_sharedlimit_new(&a->loop, c, front) : NULL;
+    if (a->running)
+        reload_tls(a); /* server.tls's paths may have changed with the file */
+}
+
 /* Takes `cfg` (validated). */
 static int build(app_t *a, bm_config_t *cfg)
 {
@@ -286,14 +356,24 @@ static int build(app_t *a, bm_config_t *cfg)
         bm_config_free(cfg);
         return BM_EINVAL;
     }
-    bm_reload_server_t hooks = {set_server_limits, rebind, set_metrics_listener, a};
+    if ((exposed = tls_exposure(cfg)) != NULL) {
+        bm_log(BM_LOG_ERROR, "server.tls.listen %s: %s", cfg->server.tls.listen_host, exposed);
+        bm_config_free(cfg);
+        return BM_EINVAL;
+    }
+    bm_reload_server_t hooks = {set_server_limits, rebind, set_metrics_listener, on_switch, a};
     if (!(a->reload = bm_reload_new(&a->loop, cfg, &a->cli, &hooks)))
         return BM_EINVAL;
-    /* before the API: once "listening on" is logged, every listener is bound */
-    int rc = listen_metrics(a, bm_reload_config(a->reload));
+    const bm_config_t *c = bm_reload_config(a->reload);
+    on_switch(c, bm_reload_front(a->reload), a);
+    /* first, so that a certificate that does not load stops the start before any listens */
+    int rc = c->server.tls.listen_host ? build_tls_listener(a, c) : 0;
     if (rc)
         return rc;
-    if (!(a->server = open_listener(a, bm_reload_config(a->reload))))
+    /* before the API: once "listening on" is logged, every listener is bound */
+    if ((rc = listen_metrics(a, c)) != 0)
+        return rc;
+    if (!(a->server = open_listener(a, c)))
         return BM_EIO;
     bm_reload_set_listener(a->reload, a->server);
     /* READY=1 once a node is usable: of the networks of every generation (a reload before
@@ -327,7 +407,11 @@ static void on_server_drained(bm_server_t *srv, void *ud)
 {
     app_t *a = ud;
     (void)srv;
+    if (--a->servers_draining > 0)
+        return; /* the other listener still has clients */
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
+    bm_sharedlimit_free(a->limits); /* its connection and timer must not keep the loop */
+    a->limits = NULL;
     bm_reload_drain(a->reload, bm_reload_config(a->reload)->server.shutdown_timeout_ms,
                     on_networks_drained, a);
 }
@@ -346,27 +430,37 @@ static void on_signal(uv_signal_t *s, int signum)
            signum == SIGTERM ? "SIGTERM" : "SIGINT", grace);
     bm_systemd_notify("STOPPING=1\nSTATUS=draining");
     bm_reload_stop(a->reload); /* a reload in progress is abandoned */
+    a->servers_draining = a->tls_server ? 2 : 1;
     if (a->metrics_server)
         bm_server_shutdown(a->metrics_server, grace, NULL, NULL);
     bm_server_shutdown(a->server, grace, on_server_drained, a);
+    if (a->tls_server)
+        bm_server_shutdown(a->tls_server, grace, on_server_drained, a);
     for (size_t i = 0; i < a->n_old_servers; i++) /* already draining: a no-op but the log */
         bm_server_shutdown(a->old_servers[i], grace, on_old_server_drained, a);
 }
 
-/* SIGHUP: read the configuration file again and apply what changed (app/reload.h). */
+/* SIGHUP: read the configuration file again and apply what changed (app/reload.h); the TLS
+ * listener's files are read again at once, whatever the file says (a renewed certificate
+ * at the same path), and again at the switch if the reload applies new paths. */
 static void on_sighup(uv_signal_t *s, int signum)
 {
     app_t *a = s->data;
     (void)signum;
     bm_log(BM_LOG_INFO, "SIGHUP: reloading the configuration");
+    reload_tls(a);
     bm_reload_request(a->reload);
 }
 
 static void teardown(app_t *a)
 {
+    bm_sharedlimit_free(a->limits);
+    a->limits = NULL;
     /* the networks' observes go with the reload module: no request reaches them any more */
     if (a->server)
         bm_server_on_end(a->server, NULL, NULL);
+    if (a->tls_server)
+        bm_server_on_end(a->tls_server, NULL, NULL);
     if (a->metrics_server)
         bm_server_on_end(a->metrics_server, NULL, NULL);
     for (size_t i = 0; i < a->n_old_servers; i++)
@@ -380,6 +474,8 @@ static void teardown(app_t *a)
     uv_run(&a->loop, UV_RUN_DEFAULT);
     if (a->server)
         bm_server_free(a->server);
+    if (a->tls_server)
+        bm_server_free(a->tls_server);
     if (a->metrics_server)
         bm_server_free(a->metrics_server);
     uv_run(&a->loop, UV_RUN_DEFAULT);
@@ -398,6 +494,18 @@ static int check(bm_config_t *cfg)
                                                     cfg->server.n_allowed_clients);
     if (exposed)
         fprintf(stderr, "beaconmux: warning: listen %s: %s\n", cfg->listen_host, exposed);
+    if ((exposed = tls_exposure(cfg)) != NULL)
+        fprintf(stderr, "beaconmux: warning: server.tls.listen %s: %s\n",
+                cfg->server.tls.listen_host, exposed);
+    char why[512];
+    bm_tls_ctx_t *tls = NULL;
+    if (cfg->server.tls.listen_host &&
+        !(tls = bm_tlslisten_ctx(&cfg->server.tls, why, sizeof why))) {
+        fprintf(stderr, "beaconmux: server.tls: %s\n", why);
+        bm_config_free(cfg);
+        return 2;
+    }
+    bm_tls_ctx_unref(tls);
     bm_str_t dump = BM_STR_INIT;
     bm_config_dump(cfg, true, &dump);
     printf("configuration OK%s%s\n%s", cfg->path ? ": " : "", cfg->path ? cfg->path : "",

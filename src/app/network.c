@@ -23,6 +23,7 @@
 #include "app/admin.h"
 #include "app/options.h"
 #include "app/report.h"
+#include "app/sharing.h"
 #include "app/statedir.h"
 #include "base/clock.h"
 #include "base/err.h"
@@ -71,6 +72,7 @@ struct bm_network {
     bm_shadow_t *shadow; /* every duty read mirrored to the shadow nodes, and their score */
     bm_replay_t *replay; /* replay of node-local state */
     bm_broadcast_t *bcast;
+    bm_sharing_t *sharing; /* state.driver redis: replay and producer memories shared */
     bm_statedir_t *state;  /* stateDir's file of this network, or NULL */
     bm_observe_t *observe; /* metrics, journal, dashboard; the access log of its requests */
     bm_router_t *router;
@@ -223,6 +225,27 @@ static int build_broadcast(bm_network_t *a)
     if (!rc)
         rc = bm_monitor_on_connection(a->monitor, bm_replay_node_connection, a->replay);
     return rc;
+}
+
+static void local_state_json(bm_str_t *out, void *ud)
+{
+    (void)ud;
+    bm_str_puts(out, "{\"driver\":\"local\"}");
+}
+
+/* state.driver redis: the replay and producer memories shared with the other instances
+ * (app/sharing.h); the status page's "state" section either way. */
+static int build_sharing(bm_network_t *a)
+{
+    if (a->cfg.state.driver != BM_STATE_REDIS)
+        return bm_admin_add_section(a->admin, "state", local_state_json, NULL);
+    a->sharing = bm_sharing_new(a->loop, a->clock, &a->cfg, a->cfg.network_id, a->pool, a->replay,
+                                a->produce, a->bcast);
+    if (!a->sharing)
+        return BM_ENOMEM;
+    bm_cache_tier_t tier = {bm_sharing_cache_get, bm_sharing_cache_put, a->sharing};
+    bm_cache_set_tier(a->cache, &tier);
+    return bm_admin_add_section(a->admin, "state", bm_sharing_status_json, a->sharing);
 }
 
 /* The hint (expected head from the monitor's tracker, due times from discovery's
@@ -415,6 +438,8 @@ static int build(bm_network_t *a)
         return rc;
     if ((rc = build_broadcast(a)) != 0)
         return rc;
+    if ((rc = build_sharing(a)) != 0)
+        return rc;
     if ((rc = build_observe(a)) != 0)
         return rc;
     if ((rc = build_routes(a)) != 0)
@@ -470,6 +495,9 @@ static void on_writes_drained(bm_race_engine_t *e, void *ud)
     bm_discovery_stop(a->disc);
     bm_statedir_stop(a->state); /* the last save: every write has been fed by now */
     bm_replay_stop(a->replay);
+    bm_cache_set_tier(a->cache, NULL); /* stopped already (bm_network_stop_streams) */
+    bm_sharing_free(a->sharing);       /* its connections and timers close: the loop can end */
+    a->sharing = NULL;
     bm_race_engine_free(a->race); /* before curl: it cancels what still runs */
     a->race = NULL;
     /* nothing runs any more: close curl's sockets and timers so that the loop ends */
@@ -519,7 +547,11 @@ static void stop_all(bm_network_t *a)
 {
     if (a->monitor)
         bm_monitor_stop(a->monitor);
-    bm_cache_stop(a->cache);   /* before the read path: it cancels its detached reads */
+    bm_cache_stop(a->cache); /* before the read path: it cancels its detached reads */
+    if (a->cache)
+        bm_cache_set_tier(a->cache, NULL);
+    bm_sharing_free(a->sharing); /* after the cache's lookups were dropped */
+    a->sharing = NULL;
     bm_events_free(a->events); /* after the monitor, before curl and the tracker */
     a->events = NULL;
     if (a->disc)

@@ -124,6 +124,11 @@ static void cfg_unref(cfg_ref_t *r)
     }
 }
 
+bm_front_t *bm_reload_front(const bm_reload_t *rl)
+{
+    return rl->cur->front;
+}
+
 const bm_config_t *bm_reload_config(const bm_reload_t *rl)
 {
     return rl->cur->cfg->cfg;
@@ -582,6 +587,8 @@ static void swap(bm_reload_t *rl)
     rl->replaced = old;
     rl->cur = g;
     point_observes(rl); /* before the old front is freed (the retire timer's next run) */
+    if (rl->server.switched)
+        rl->server.switched(c, g->front, rl->server.ud);
     size_t finishing = 0;
     for (slot_t *s = rl->slots; s; s = s->next)
         if (s->gens == 0 && !s->retiring)

@@ -41,6 +41,7 @@
 #include "app/cli.h"
 #include "app/config.h"
 #include "cluster/pool.h"
+#include "edge/front.h"
 #include "http/server.h"
 
 typedef struct bm_reload bm_reload_t;
@@ -55,6 +56,9 @@ typedef struct bm_reload_server {
     /* at every switch: metrics.listen as `cfg` says (bound anew when it changed, the old
      * listener drains; none when it went) */
     void (*metrics_listen)(const bm_config_t *cfg, void *ud);
+    /* after every switch, `front` the new generation's (the previous one is freed on the
+     * next turn of the loop): whatever holds the front is handed the new one */
+    void (*switched)(const bm_config_t *cfg, bm_front_t *front, void *ud);
     void *ud;
 } bm_reload_server_t;
 
@@ -87,6 +91,9 @@ void bm_reload_set_listener(bm_reload_t *rl, bm_server_t *srv);
 /** Node state changes of every network, those a reload builds later included (main's
  *  readiness notice). 0 or BM_ENOMEM. */
 int bm_reload_on_node_state(bm_reload_t *rl, bm_pool_state_fn fn, void *ud);
+
+/** The current generation's front (borrowed; valid until the next switch). */
+bm_front_t *bm_reload_front(const bm_reload_t *rl);
 
 /** The configuration applied last (borrowed; valid until the next reload applies). */
 const bm_config_t *bm_reload_config(const bm_reload_t *rl);

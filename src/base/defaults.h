@@ -125,6 +125,11 @@
 
 /* cache: the response cache of the edge (edge/cache.h) */
 #define BM_DEFAULT_CACHE_ENABLED true
+
+/* state: local (0) or redis (1); Redis's connect and per-command deadline: short, because
+ * nothing on a duty's path ever waits for it */
+#define BM_DEFAULT_STATE_DRIVER 0
+#define BM_DEFAULT_STATE_REDIS_TIMEOUT_MS 50
 #define BM_DEFAULT_CACHE_MAX_ENTRIES 16384
 #define BM_DEFAULT_CACHE_MAX_BYTES (64ull << 20)      /* 64 MiB */
 #define BM_DEFAULT_CACHE_MAX_ENTRY_BYTES (4ull << 20) /* 4 MiB */

@@ -140,6 +140,8 @@ struct bm_broadcast {
     size_t n_nodes;
     sszmem_t *mem;  /* n_nodes * N_ROUTES */
     bool *restored; /* n_nodes: its memory came from a state file and it was not seen yet */
+    bm_broadcast_ssz_fn on_refusal; /* shared state: a node newly refusing SSZ (NULL: none) */
+    void *on_refusal_ud;
     route_ud_t rud[N_ROUTES];
     bm_link_t ctxs; /* every live context (wctx_t) */
     size_t n_ctxs;
@@ -252,8 +254,30 @@ static void mem_learn(bm_broadcast_t *b, const bm_node_t *n, size_t route, int s
     if (m->state != s && s == BM_SSZ_REFUSED)
         bm_log(BM_LOG_INFO, "broadcast: %s refuses SSZ bodies on %s; remembered for %u s", n->id,
                ROUTES[route].pattern, b->opts.ssz_memory_ms / 1000);
+    bool newly_refused = m->state != s && s == BM_SSZ_REFUSED;
     m->state = s;
     m->since_ms = bm_clock_mono_now(b->clock);
+    if (newly_refused && b->on_refusal)
+        b->on_refusal(b->on_refusal_ud, (size_t)n->index, ROUTES[route].pattern);
+}
+
+void bm_broadcast_on_ssz_refusal(bm_broadcast_t *b, bm_broadcast_ssz_fn fn, void *ud)
+{
+    b->on_refusal = fn;
+    b->on_refusal_ud = ud;
+}
+
+int bm_broadcast_learn_ssz_refusal(bm_broadcast_t *b, size_t node, const char *pattern)
+{
+    for (size_t r = 0; r < N_ROUTES; r++) {
+        sszmem_t *m = mem_at(b, node, r);
+        if (m && strcmp(ROUTES[r].pattern, pattern) == 0) {
+            m->state = BM_SSZ_REFUSED;
+            m->since_ms = bm_clock_mono_now(b->clock);
+            return 0;
+        }
+    }
+    return BM_ENOTFOUND;
 }
 
 void bm_broadcast_forget_node(bm_broadcast_t *b, size_t node)

@@ -194,4 +194,18 @@ typedef struct bm_broadcast_stats {
 /** Copies the counters into `out`. */
 void bm_broadcast_stats(const bm_broadcast_t *b, bm_broadcast_stats_t *out);
 
+/* ---- shared state (src/state/: several instances, one memory) ---------------------------- */
+
+/** A node (pool index) answered 415 to an SSZ body on the endpoint `pattern` (static, e.g.
+ *  "/eth/v1/validator/register_validator") and was not known to refuse it before. */
+typedef void (*bm_broadcast_ssz_fn)(void *ud, size_t node, const char *pattern);
+
+/** Calls `fn` for each such new refusal (shared with the other instances). NULL stops it. */
+void bm_broadcast_on_ssz_refusal(bm_broadcast_t *b, bm_broadcast_ssz_fn fn, void *ud);
+
+/** Another instance saw the node at pool index `node` refuse SSZ on `pattern`: remembered
+ *  as if seen here, from now (the listener does not hear it). Returns 0, or BM_ENOTFOUND
+ *  when no endpoint has that pattern or there is no such node. */
+int bm_broadcast_learn_ssz_refusal(bm_broadcast_t *b, size_t node, const char *pattern);
+
 #endif /* BM_BROADCAST_H */

@@ -200,4 +200,33 @@ void bm_replay_stats(const bm_replay_t *rp, bm_replay_stats_t *out);
 /** True while a replay is due or running for the node at `index`. */
 bool bm_replay_busy(const bm_replay_t *rp, size_t index);
 
+/* ---- shared state (src/state/: several instances, one memory) ---------------------------- */
+
+/**
+ * One entry, as given to another instance: `key` (hex of the entry's key, NUL-terminated)
+ * names it within its kind; `entry[0..len)` is its item in the endpoint's JSON shape, after
+ * "<fork> " for preferences (what bm_replay_restore reads); `seen_ms` the wall time of the
+ * write that carried it; `expires_ms` the wall time after which it means nothing to a node.
+ * All borrowed for the call.
+ */
+typedef void (*bm_replay_entry_fn)(void *ud, bm_replay_kind_t kind, const char *key,
+                                   const char *entry, size_t len, uint64_t seen_ms,
+                                   uint64_t expires_ms);
+
+/** Calls `fn` for every entry a write stores or refreshes (bm_replay_feed), never for those
+ *  bm_replay_restore stores. Runs inside bm_replay_feed. NULL stops it. */
+void bm_replay_on_entry(bm_replay_t *rp, bm_replay_entry_fn fn, void *ud);
+
+/**
+ * Stores one entry that another instance remembered (`entry` as bm_replay_entry_fn gives it,
+ * seen at `seen_ms`): as a write would, except that an entry of ours seen later stays (newer
+ * wins) and no listener hears it. Returns 1 when stored, 0 when ours was newer or the entry
+ * is over, BM_EINVAL when `entry` is not one.
+ */
+int bm_replay_restore(bm_replay_t *rp, bm_replay_kind_t kind, const char *entry, size_t len,
+                      uint64_t seen_ms);
+
+/** Calls `fn` for every entry live at `now_ms` (writing the local state back to Redis). */
+void bm_replay_each(const bm_replay_t *rp, uint64_t now_ms, bm_replay_entry_fn fn, void *ud);
+
 #endif /* BM_REPLAY_H */

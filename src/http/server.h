@@ -30,6 +30,7 @@
 
 #include "base/buf.h"
 #include "base/hdrs.h"
+#include "http/tls.h"
 
 typedef struct bm_server bm_server_t;
 typedef struct bm_req bm_req_t;
@@ -89,6 +90,13 @@ int bm_server_listen(bm_server_t *srv, const char *host, int port);
  * caller still owns `fd`).
  */
 int bm_server_listen_fd(bm_server_t *srv, int fd);
+
+/**
+ * Makes the listener speak TLS with `ctx` (takes a reference; NULL: plain HTTP again).
+ * Set it before bm_server_listen for a TLS listener; a later call is a reload: connections
+ * accepted from then on use the new context, open ones keep the one they started with.
+ */
+void bm_server_set_tls(bm_server_t *srv, bm_tls_ctx_t *ctx);
 
 /** The port actually bound (useful after port 0), or -1 before listening. */
 int bm_server_port(const bm_server_t *srv);

@@ -614,6 +614,49 @@ static void test_client_hangup_does_not_stop_a_block(void **state)
 
 static const uint8_t SSZ_BODY[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 
+typedef struct refusals {
+    int n;
+    size_t node;
+    const char *pattern;
+} refusals_t;
+
+static void on_refusal(void *ud, size_t node, const char *pattern)
+{
+    refusals_t *r = ud;
+    r->n++;
+    r->node = node;
+    r->pattern = pattern;
+}
+
+/* Shared state: a new refusal is told once; one learnt from another instance is remembered
+ * as if seen here, and not told. */
+static void test_ssz_refusals_told_and_learnt(void **state)
+{
+    fx_t *f = *state;
+    refusals_t r = {0};
+    bm_broadcast_on_ssz_refusal(f->b, on_refusal, &r);
+    size_t route = route_index("POST", "/eth/v2/beacon/blocks");
+    script(&f->nodes[0], 1, FAKE_STATUS(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"));
+    fake_call_t *c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    go(f, 10);
+    wait_client(f, c);
+    go(f, 20);
+    assert_int_equal(r.n, 1);
+    assert_int_equal(r.node, 0);
+    assert_string_equal(r.pattern, "/eth/v2/beacon/blocks");
+    size_t reg = route_index("POST", "/eth/v1/validator/register_validator");
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 2, reg), BM_SSZ_UNKNOWN);
+    assert_int_equal(
+        bm_broadcast_learn_ssz_refusal(f->b, 2, "/eth/v1/validator/register_validator"), 0);
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 2, reg), BM_SSZ_REFUSED);
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 2, route), BM_SSZ_ACCEPTED);
+    assert_int_equal(bm_broadcast_learn_ssz_refusal(f->b, 2, "/eth/v1/nothing"), BM_ENOTFOUND);
+    assert_int_equal(bm_broadcast_learn_ssz_refusal(f->b, 9, "/eth/v2/beacon/blocks"),
+                     BM_ENOTFOUND);
+    assert_int_equal(r.n, 1);
+    bm_broadcast_on_ssz_refusal(f->b, NULL, NULL);
+}
+
 static void test_ssz_block_never_415_when_a_node_took_it(void **state)
 {
     fx_t *f = *state;
@@ -1056,6 +1099,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_indexed_errors_merged, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_client_hangup_does_not_stop_a_block, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_ssz_refusals_told_and_learnt, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_ssz_refusals_survive_a_restart, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_ssz_block_never_415_when_a_node_took_it, fx_setup,
                                         fx_teardown),
