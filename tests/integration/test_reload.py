@@ -428,13 +428,21 @@ class Reload(unittest.TestCase):
             results, refused = [], []
             stop = threading.Event()
 
-            def client():
+            def write(mux):
+                # a broadcast answers with the first node's 2xx: each one waits on a slow node
+                # (a duty read may be answered at once from what the cluster already agreed)
+                body = [{"validator_index": "9", "fee_recipient": FEE(9)}]
+                st, _, raw = self.post("/eth/v1/validator/prepare_beacon_proposer", body, mux)
+                return st == 200, "prepare_beacon_proposer %d %r" % (st, raw[:200])
+
+            def client(op):
                 while not stop.is_set():
                     try:
-                        results.append(self.duty_read(mux))
+                        results.append(op(mux))
                     except ConnectionRefusedError:
                         refused.append(1)  # sent after the listener closed: never in flight
-            threads = [threading.Thread(target=client) for _ in range(6)]
+            threads = [threading.Thread(target=client, args=(op,))
+                       for op in (self.duty_read, write) * 3]
             for t in threads:
                 t.start()
             wait_for(lambda: len(results) >= 6, 10, what="reads answered before the reload")
