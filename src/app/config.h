@@ -191,7 +191,8 @@ typedef struct bm_config_breaker {
 } bm_config_breaker_t;
 
 typedef struct bm_config_failsafe {
-    uint32_t timeout_ms; /* a read's total deadline */
+    uint32_t timeout_ms;       /* a read's total deadline */
+    uint32_t heavy_timeout_ms; /* the same for heavy reads (full states, every validator) */
     bm_config_retry_t retry;
     bm_config_hedge_t hedge;
     bm_config_breaker_t circuit_breaker;

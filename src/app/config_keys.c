@@ -744,6 +744,7 @@ static const bm_cfg_section_t breaker_section =
 #define T bm_config_failsafe_t
 static const bm_cfg_key_t failsafe_keys[] = {
     DURATION(T, "timeout",        timeout_ms, 1, D_MAX, BM_DEFAULT_FAILSAFE_TIMEOUT_MS),
+    DURATION(T, "heavyTimeout",   heavy_timeout_ms, 1, D_MAX, BM_DEFAULT_FAILSAFE_HEAVY_TIMEOUT_MS),
     SECTION(T,  "retry",          retry,           bm_config_retry_t,   retry_section),
     SECTION(T,  "hedge",          hedge,           bm_config_hedge_t,   hedge_section),
     SECTION(T,  "circuitBreaker", circuit_breaker, bm_config_breaker_t, breaker_section),

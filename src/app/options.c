@@ -53,6 +53,7 @@
     B(timeouts.write_ms,                 readpath.write_timeout_ms)                                \
     /* the read path (failsafe.retry.maxAttempts is in bm_options_from_config) */                  \
     B(failsafe.timeout_ms,               readpath.timeout_ms)                                      \
+    B(failsafe.heavy_timeout_ms,         readpath.heavy_timeout_ms)                                \
     B(failsafe.retry.delay_ms,           readpath.retry_delay_ms)                                  \
     B(failsafe.retry.backoff,            readpath.retry_backoff_milli)                             \
     B(failsafe.retry.max_delay_ms,       readpath.retry_max_delay_ms)                              \

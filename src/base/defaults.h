@@ -92,6 +92,7 @@
 
 /* failsafe: the read path's deadline, retries, hedges and breakers */
 #define BM_DEFAULT_FAILSAFE_TIMEOUT_MS 4000
+#define BM_DEFAULT_FAILSAFE_HEAVY_TIMEOUT_MS 300000 /* full states, every validator: minutes */
 #define BM_DEFAULT_FAILSAFE_RETRY_DELAY_MS 50
 #define BM_DEFAULT_FAILSAFE_RETRY_BACKOFF 2000 /* thousandths: 2.0 */
 #define BM_DEFAULT_FAILSAFE_RETRY_MAX_DELAY_MS 1000

@@ -27,6 +27,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/url.h"
+#include "read/answerhead.h"
 #include "read/canon.h"
 #include "read/pick.h"
 #include "read/readpath_int.h"
@@ -48,6 +49,7 @@ void bm_readpath_opts_default(bm_readpath_opts_t *o)
     o->write_timeout_ms = BM_DEFAULT_TIMEOUTS_WRITE_MS;
     o->hold_bytes = 1 << 20;
     o->timeout_ms = BM_DEFAULT_FAILSAFE_TIMEOUT_MS;
+    o->heavy_timeout_ms = BM_DEFAULT_FAILSAFE_HEAVY_TIMEOUT_MS;
     o->max_attempts = BM_DEFAULT_FAILOVER_MAX_ATTEMPTS;
     o->retry_delay_ms = BM_DEFAULT_FAILSAFE_RETRY_DELAY_MS;
     o->retry_backoff_milli = BM_DEFAULT_FAILSAFE_RETRY_BACKOFF;
@@ -824,103 +826,16 @@ static void arm_timer(exchange_t *ex)
 
 /* ---- the nodes' answers -------------------------------------------------------------- */
 
-/* What on_head needs of an answer's fields. */
-typedef struct head_info {
-    const char *connection, *content_length, *content_type, *retry_after;
-    bool chunked;
-    bool connection_lists; /* the Connection value names a field (not only keep-alive or
-                              close, which nodes send every time) */
-} head_info_t;
-
-/* Whether a Connection value holds a token other than keep-alive and close. */
-static bool names_fields(const char *conn)
-{
-    for (const char *p = conn; *p;) {
-        p += strspn(p, " \t,");
-        size_t n = strcspn(p, ",");
-        size_t t = n;
-        while (t && (p[t - 1] == ' ' || p[t - 1] == '\t'))
-            t--;
-        if (t && !(t == 10 && bm_ascii_case_eq(p, "keep-alive", 10)) &&
-            !(t == 5 && bm_ascii_case_eq(p, "close", 5)))
-            return true;
-        p += n;
-    }
-    return false;
-}
-
-static void scan_head(const bm_hdrs_t *h, head_info_t *hi)
-{
-    memset(hi, 0, sizeof *hi);
-    for (size_t i = 0; i < h->n; i++) {
-        const bm_header_t *f = &h->items[i];
-        const char **slot = NULL;
-        if (f->name_len == 10 && bm_ascii_case_eq(f->name, "connection", 10))
-            slot = &hi->connection;
-        else if (f->name_len == 12 && bm_ascii_case_eq(f->name, "content-type", 12))
-            slot = &hi->content_type;
-        else if (f->name_len == 14 && bm_ascii_case_eq(f->name, "content-length", 14))
-            slot = &hi->content_length;
-        else if (f->name_len == 11 && bm_ascii_case_eq(f->name, "retry-after", 11))
-            slot = &hi->retry_after;
-        else if (f->name_len == 17 && bm_ascii_case_eq(f->name, "transfer-encoding", 17))
-            hi->chunked = true;
-        if (slot && !*slot)
-            *slot = f->value;
-    }
-    hi->connection_lists = hi->connection && names_fields(hi->connection);
-}
-
-/* The node's fields that go to the client when its Connection field lists some: not those
- * nor Connection (the server drops the other hop-by-hop fields itself). Without such a
- * list the transfer's own fields are passed on as they are (attempt_t.view). */
-static void copy_response_headers(bm_hdrs_t *dst, const bm_hdrs_t *src, const head_info_t *hi)
-{
-    bm_hdrs_clear(dst);
-    for (size_t i = 0; i < src->n; i++) {
-        const bm_header_t *h = &src->items[i];
-        if (hi->connection) {
-            if (h->name_len == 10 && bm_ascii_case_eq(h->name, "connection", 10))
-                continue;
-            if (bm_header_listed_in_connection(hi->connection, h->name, h->name_len))
-                continue;
-        }
-        bm_hdrs_add(dst, h->name, h->name_len, h->value, h->value_len);
-    }
-}
-
-static int64_t response_length(const head_info_t *hi)
-{
-    if (hi->chunked || !hi->content_length || !*hi->content_length)
-        return -1;
-    char *end;
-    unsigned long long v = strtoull(hi->content_length, &end, 10);
-    if (*end != '\0' || hi->content_length[0] == '-')
-        return -1;
-    return (int64_t)v;
-}
-
-/* Retry-After in milliseconds: delta-seconds; a date or nothing counts as the default. */
-static uint32_t retry_after_ms(const char *v)
-{
-    char *end;
-    if (!v || !*v)
-        return COOLDOWN_429_MS;
-    unsigned long s = strtoul(v, &end, 10);
-    if (*end != '\0' || v[0] == '-')
-        return COOLDOWN_429_MS;
-    return s > 3600 ? 3600000u : (uint32_t)(s * 1000);
-}
-
 /* Is a non-5xx answer one to move on from? Sets the node's memory (429, 415) as it goes. */
-static bool moves_on(exchange_t *ex, attempt_t *a, int status, const head_info_t *hi)
+static bool moves_on(exchange_t *ex, attempt_t *a, int status, const bm_answer_head_t *hi)
 {
     bm_readpath_t *rp = ex->rp;
     node_state_t *ns = &rp->node[a->node->index];
     uint64_t now = uv_now(rp->loop);
     if (status == 429) {
         rp->c.throttled++;
-        bm_aimd_throttled(&ns->bucket, retry_after_ms(hi->retry_after), now);
+        bm_aimd_throttled(&ns->bucket, bm_answer_retry_after_ms(hi->retry_after, COOLDOWN_429_MS),
+                          now);
         add_error(ex, "%s: HTTP 429 (throttled)", a->node->id);
         return true;
     }
@@ -958,12 +873,12 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
     exchange_t *ex = a->ex;
     (void)x;
     ex->busy++;
-    head_info_t hi;
-    scan_head(headers, &hi);
+    bm_answer_head_t hi;
+    bm_answer_head_scan(headers, &hi);
     a->status = status;
-    a->length = response_length(&hi);
+    a->length = bm_answer_head_length(&hi);
     if (hi.connection_lists) {
-        copy_response_headers(&a->hdrs, headers, &hi);
+        bm_answer_head_copy(&a->hdrs, headers, &hi);
         a->view = NULL;
     } else {
         a->view = headers; /* the server drops Connection and the other hop-by-hop fields */
@@ -1241,7 +1156,9 @@ static void resolve(exchange_t *ex, const bm_rule_t *r, bool heavy)
     settings_t *s = &ex->s;
     bool rule_hedge =
         r && (r->hedge_delay_ms != BM_RULE_INHERIT || r->hedge_max_count != BM_RULE_INHERIT);
-    s->timeout_ms = r ? pick_u32(r->timeout_ms, o->timeout_ms) : o->timeout_ms;
+    /* a full state or every validator takes minutes to send: its own default deadline */
+    uint32_t deadline = heavy ? o->heavy_timeout_ms : o->timeout_ms;
+    s->timeout_ms = r ? pick_u32(r->timeout_ms, deadline) : deadline;
     s->max_attempts = r ? pick_u32(r->max_attempts, o->max_attempts) : o->max_attempts;
     s->delay_ms = r ? pick_u32(r->delay_ms, o->retry_delay_ms) : o->retry_delay_ms;
     s->backoff_milli =
