@@ -20,6 +20,7 @@ import re
 import selectors
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -196,6 +197,41 @@ class Reader(threading.Thread):
         self.join(2)
 
 
+# A trivial relay in its own process: accepts one connection, connects to the node, and copies
+# bytes both ways as they come. Its added delay is what one more process hop costs on this
+# machine at this moment: the baseline of beaconmux's tail (test_1).
+RELAY = r"""
+import select, socket, sys
+ls = socket.socket()
+ls.bind(("127.0.0.1", 0))
+ls.listen(1)
+print(ls.getsockname()[1], flush=True)
+a, _ = ls.accept()
+b = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+for s in (a, b):
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+peer = {a: b, b: a}
+while True:
+    for s in select.select([a, b], [], [])[0]:
+        d = s.recv(1 << 16)
+        if not d:
+            sys.exit(0)
+        peer[s].sendall(d)
+"""
+
+
+class Relay:
+    def __init__(self, port):
+        self.proc = subprocess.Popen([sys.executable, "-c", RELAY, str(port)],
+                                     stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline())
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait(5)
+        self.proc.stdout.close()
+
+
 def slot_of(topic, data):
     d = json.loads(data)
     if "data" in d and "version" in d:
@@ -257,7 +293,13 @@ class Heads(unittest.TestCase):
         direct = [self.reader.add(SSEConn(self.port_of(i), "/eth/v1/events?topics=head", "n%d" % i,
                                           accept="text/event-stream, */*;q=0.1"))
                   for i in range(3)]
-        wait_for(lambda: mux.status == 200 and all(d.status == 200 for d in direct), 5,
+        # the baseline: the fastest node's stream through two trivial relay processes
+        relays = [Relay(self.port_of(0)) for _ in range(2)]
+        self.addCleanup(lambda: [r.stop() for r in relays])
+        relayed = [self.reader.add(SSEConn(r.port, "/eth/v1/events?topics=head", "relay%d" % i,
+                                           accept="text/event-stream, */*;q=0.1"))
+                   for i, r in enumerate(relays)]
+        wait_for(lambda: mux.status == 200 and all(d.status == 200 for d in direct + relayed), 5,
                  what="the streams' heads")
         self.assertIn("content-type: text/event-stream", mux.head.lower())
         self.assertIn("cache-control: no-cache", mux.head.lower())
@@ -286,6 +328,7 @@ class Heads(unittest.TestCase):
             by_slot.setdefault(slot_of(topic, data), []).append((root_of(topic, data), ts))
         # every canonical head exactly once, nothing else
         lat = []
+        hop = []  # a relay's delay after the fastest node's own event (the baseline)
         for s in range(s0, end + 1):
             root = self.canonical(s)
             got = by_slot.get(s, [])
@@ -299,6 +342,11 @@ class Heads(unittest.TestCase):
                           if slot_of(tp, dd) == s and root_of(tp, dd) == root]
                 self.assertTrue(firsts, "no node announced slot %d directly" % s)
                 lat.append((got[0][1] - min(firsts)) * 1000.0)
+                own = [ts for (tp, dd, ts) in direct[0].snapshot("head")
+                       if slot_of(tp, dd) == s and root_of(tp, dd) == root]
+                for rc in relayed:
+                    hop += [(ts - own[0]) * 1000.0 for (tp, dd, ts) in rc.snapshot("head")
+                            if own and slot_of(tp, dd) == s and root_of(tp, dd) == root]
         for s in by_slot:
             self.assertTrue(s0 - 1 <= s <= end + 1, "head for an unexpected slot %d" % s)
         self.assertEqual(mux.snapshot("chain_reorg"), [])
@@ -307,11 +355,20 @@ class Heads(unittest.TestCase):
             print("latencies (ms): %s" % " ".join("%.2f" % x for x in lat), file=sys.stderr)
         print("\nhead delivery vs the earliest node (%d slots): p50 %.2f ms, p99 %.2f ms, max %.2f ms"
               % (len(lat), p50, p99, max(lat)), file=sys.stderr)
+        print("baseline, a trivial relay process's hop (%d events): p50 %.2f ms, max %.2f ms"
+              % (len(hop), pct(hop, 50), max(hop) if hop else float("nan")), file=sys.stderr)
         self.assertGreaterEqual(len(lat), 20)
+        self.assertGreaterEqual(len(hop), 2 * len(lat))
         self.assertLess(p50, 5.0)
-        # the debug build runs under ASan on a shared machine: p99 gets a margin (the
-        # release figure is in docs/events.md)
-        self.assertLess(p99, 25.0)
+        # The tail (p99 of 20 samples: the worst) is mostly the machine's scheduling: when
+        # the two cores are busy, any process that must wake up to pass an event on may wait
+        # tens of ms for a core (32 and 81 ms were seen beside two busy loops), so a fixed
+        # bound cannot hold. Its bound is relative to what a trivial relay process added in
+        # this same run, under this same load: the worst of its 40 hops. beaconmux may add
+        # 25 ms to that (the debug build runs under ASan; the release figure is in
+        # docs/events.md). On a quiet machine the hop is well under a millisecond and the
+        # bound stays about 25 ms; a delay of beaconmux's own (a timer, a batch) still fails.
+        self.assertLess(p99, 25.0 + max(hop))
         # block events: one per block, canonical slots all present
         blocks = {}
         for topic, data, _ in mux.snapshot("block"):
@@ -324,7 +381,7 @@ class Heads(unittest.TestCase):
                 self.assertIn(root, blocks, "no block event for slot %d" % s)
         # the restarted node came back
         wait_for(lambda: self.mux.node_states()["n0"] == "ready", 8, what="n0 ready again")
-        for c in [mux] + direct:
+        for c in [mux] + direct + relayed:
             self.reader.close(c)
 
     def test_2_forked_fastest_node_is_not_followed(self):
