@@ -83,6 +83,7 @@ typedef struct bm_config_upstream {
     bm_config_autotune_t auto_tune;
     uint32_t max_connections; /* http://: connections to the node at once (its pool) */
     bool forwarded_for;       /* the node is told the client's address (X-Forwarded-For) */
+    bool secret_path;         /* the URL's whole path is a secret: masked wherever shown */
 } bm_config_upstream_t;
 
 typedef struct bm_config_log {

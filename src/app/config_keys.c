@@ -500,6 +500,9 @@ static int upstream_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_
                  explicit_id ? "" : " (ids default to node1, node2, ...)");
         return BM_EINVAL;
     }
+    /* before anything shows the URL (the --check dump, the nodes' logs, the status page) */
+    if (up->secret_path && up->url && bm_url_secret_path_add(up->url) == BM_ENOMEM)
+        return BM_ENOMEM;
     return 0;
 }
 
@@ -600,6 +603,7 @@ static const bm_cfg_key_t upstream_keys[] = {
     SECTION(T, "autoTune", auto_tune, bm_config_autotune_t, autotune_section),
     COUNT(T, "maxConnections", max_connections, 1, 10000, BM_DEFAULT_UPSTREAM_MAX_CONNECTIONS),
     BOOL(T,  "forwardedFor", forwarded_for, false),
+    BOOL(T,  "secretPath", secret_path, false),
 };
 #undef T
 

@@ -15,6 +15,7 @@
 #include "base/url.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -313,6 +314,57 @@ static void mask_path(bm_str_t *out, const char *rest)
     bm_str_puts(out, end);
 }
 
+/* Base URLs whose whole path is secret (upstreams[].secretPath), without a trailing '/'.
+ * Process-wide: set while the configuration is read, before anything is logged. */
+static char **secret_bases;
+static size_t n_secret_bases;
+
+int bm_url_secret_path_add(const char *base)
+{
+    size_t len = base ? strlen(base) : 0;
+    while (len && base[len - 1] == '/')
+        len--;
+    if (!len)
+        return BM_EINVAL;
+    for (size_t i = 0; i < n_secret_bases; i++)
+        if (strlen(secret_bases[i]) == len && memcmp(secret_bases[i], base, len) == 0)
+            return 0;
+    char **bases = realloc(secret_bases, (n_secret_bases + 1) * sizeof *bases);
+    if (!bases)
+        return BM_ENOMEM;
+    secret_bases = bases;
+    if (!(secret_bases[n_secret_bases] = strndup(base, len)))
+        return BM_ENOMEM;
+    n_secret_bases++;
+    return 0;
+}
+
+void bm_url_secret_path_clear(void)
+{
+    for (size_t i = 0; i < n_secret_bases; i++)
+        free(secret_bases[i]);
+    free(secret_bases);
+    secret_bases = NULL;
+    n_secret_bases = 0;
+}
+
+/* The path and what follows (`rest`, inside `url`): a secret base's path becomes one "***",
+ * what the request adds after it (and any other path) is masked by the heuristic. */
+static void mask_rest(bm_str_t *out, const char *url, const char *rest)
+{
+    size_t before = (size_t)(rest - url);
+    for (size_t i = 0; i < n_secret_bases; i++) {
+        size_t len = strlen(secret_bases[i]);
+        if (len <= before || strncmp(url, secret_bases[i], len) != 0 ||
+            (url[len] && !strchr("/?#", url[len])))
+            continue;
+        bm_str_puts(out, "/***");
+        mask_path(out, url + len);
+        return;
+    }
+    mask_path(out, rest);
+}
+
 void bm_url_mask(bm_str_t *out, const char *url)
 {
     /* Nothing to append (bm_str_append of zero bytes to an empty builder is avoided). */
@@ -335,7 +387,7 @@ void bm_url_mask(bm_str_t *out, const char *url)
     const char *at = memrchr(auth, '@', alen);
     if (!at) {
         bm_str_append(out, url, (size_t)(auth + alen - url));
-        mask_path(out, auth + alen);
+        mask_rest(out, url, auth + alen);
         return;
     }
     bm_str_append(out, url, (size_t)(auth - url));
@@ -349,7 +401,7 @@ void bm_url_mask(bm_str_t *out, const char *url)
         bm_str_puts(out, "***");
     }
     bm_str_append(out, at, (size_t)(auth + alen - at));
-    mask_path(out, auth + alen);
+    mask_rest(out, url, auth + alen);
 }
 
 int bm_url_query_param(const char *query, size_t len, const char *name, char *out, size_t cap)

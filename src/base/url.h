@@ -36,6 +36,19 @@ int bm_url_join(bm_str_t *out, const char *base, const char *path_and_query);
 void bm_url_mask(bm_str_t *out, const char *url);
 
 /**
+ * Declares the whole path of `base` (a node's base URL, upstreams[].secretPath) secret: from
+ * then on bm_url_mask shows any URL that starts with it (followed by nothing, '/', '?' or
+ * '#') with that whole path replaced by one masked segment, and the request's own path after
+ * it kept (masked by the heuristic only). Process-wide, for the process's life (the
+ * configuration calls it before anything is logged); `base` is copied. Returns 0, BM_EINVAL
+ * for an empty base, or BM_ENOMEM.
+ */
+int bm_url_secret_path_add(const char *base);
+
+/** Forgets every base declared with bm_url_secret_path_add (tests, and the end of main). */
+void bm_url_secret_path_clear(void);
+
+/**
  * True when `url` is usable as an upstream's base URL: an absolute http:// or https:// URL
  * (scheme in any case) with a non-empty host name, IPv4 or bracketed IPv6 literal, an
  * optional user info and port (1..65535) and an optional path without dot segments.

@@ -109,24 +109,39 @@ bool bm_rp_expired(const bm_replay_t *rp, int kind, const void *e, const now_t *
 
 /* ---- feeding: storing items ------------------------------------------------------------------ */
 
-/* Remembers one dropped entry (the kind is full) with a rate-limited line. */
-static void note_dropped(bm_replay_t *rp, int kind)
+/* How many new entries one write may add to a kind: a quarter of its cap (at least one), so
+ * that one request, however large, leaves three quarters of the memory to everyone else. */
+static size_t share_of(const table_t *t)
 {
-    rp->tab[kind].dropped++;
-    bm_log_limited(&rp->lim, BM_LOG_WARN,
-                   "replay: %s at their cap of %zu entries: a new one is broadcast but not kept "
-                   "for replay",
-                   KIND_NAME[kind], rp->tab[kind].max_live);
+    size_t share = t->max_live / BM_REPLAY_SHARE_DIV;
+    return share ? share : 1;
+}
+
+/* The entry for `key` in `kind`, now the most recently submitted: an existing one is always
+ * refreshed; a new one is created while the write being fed is within its share (dropping the
+ * least recently submitted entry when the kind is full). NULL when it is not kept: counted,
+ * the write is still broadcast. */
+static void *keep(bm_replay_t *rp, int kind, const void *key)
+{
+    table_t *t = &rp->tab[kind];
+    uint64_t evicted = t->evicted;
+    bool created;
+    void *e = bm_rp_table_upsert(t, key, t->fed_new < share_of(t), &created);
+    if (!e)
+        t->dropped++;
+    if (t->evicted != evicted)
+        bm_log_limited(&rp->lim_evict, BM_LOG_WARN,
+                       "replay: %s at their cap of %zu entries: the least recently submitted "
+                       "make room (%llu so far)",
+                       KIND_NAME[kind], t->max_live, (unsigned long long)t->evicted);
+    return e;
 }
 
 static bool put_prep(bm_replay_t *rp, uint64_t vi, const uint8_t fee[20], uint64_t now_ms)
 {
-    bool created;
-    prep_e *e = bm_rp_table_upsert(&rp->tab[BM_REPLAY_PREPARATION], &vi, &created);
-    if (!e) {
-        note_dropped(rp, BM_REPLAY_PREPARATION);
+    prep_e *e = keep(rp, BM_REPLAY_PREPARATION, &vi);
+    if (!e)
         return false;
-    }
     memcpy(e->fee, fee, 20);
     e->h.seen_ms = now_ms;
     return true;
@@ -138,13 +153,9 @@ static bool put_reg(bm_replay_t *rp, const reg_e *in, uint64_t now_ms)
     reg_e *e = bm_rp_table_find(t, in->pubkey);
     if (e && in->ts < e->ts)
         return false; /* builders ignore a registration older than the one they have */
-    bool created = false;
+    e = keep(rp, BM_REPLAY_REGISTRATION, in->pubkey);
     if (!e)
-        e = bm_rp_table_upsert(t, in->pubkey, &created);
-    if (!e) {
-        note_dropped(rp, BM_REPLAY_REGISTRATION);
         return false;
-    }
     memcpy(e->fee, in->fee, 20);
     e->gas = in->gas;
     e->ts = in->ts;
@@ -158,12 +169,9 @@ static bool put_pref(bm_replay_t *rp, const pref_e *in, const char *fork, const 
     if (now->known && in->slot < now->slot)
         return false; /* the proposal is over */
     uint64_t key[2] = {in->vi, in->slot};
-    bool created;
-    pref_e *e = bm_rp_table_upsert(&rp->tab[BM_REPLAY_PREFERENCES], key, &created);
-    if (!e) {
-        note_dropped(rp, BM_REPLAY_PREFERENCES);
+    pref_e *e = keep(rp, BM_REPLAY_PREFERENCES, key);
+    if (!e)
         return false;
-    }
     memcpy(e->dep, in->dep, 32);
     memcpy(e->fee, in->fee, 20);
     e->gas = in->gas;
@@ -218,12 +226,9 @@ static int put_item(bm_replay_t *rp, bm_replay_kind_t kind, const item_t *it, co
             return 0;
         if (now->known && key[1] < now->slot)
             return 0; /* the duty is over */
-        bool created;
-        csub_e *e = bm_rp_table_upsert(&rp->tab[BM_REPLAY_COMMITTEE_SUBS], key, &created);
-        if (!e) {
-            note_dropped(rp, BM_REPLAY_COMMITTEE_SUBS);
+        csub_e *e = keep(rp, BM_REPLAY_COMMITTEE_SUBS, key);
+        if (!e)
             return 0;
-        }
         e->cas = cas;
         e->agg = agg;
         e->h.seen_ms = now->ms;
@@ -240,11 +245,9 @@ static int put_item(bm_replay_t *rp, bm_replay_kind_t kind, const item_t *it, co
             free(idx);
             return 0;
         }
-        bool created;
-        ssub_e *e = bm_rp_table_upsert(&rp->tab[BM_REPLAY_SYNC_SUBS], &vi, &created);
+        ssub_e *e = keep(rp, BM_REPLAY_SYNC_SUBS, &vi);
         if (!e) {
             free(idx);
-            note_dropped(rp, BM_REPLAY_SYNC_SUBS);
             return 0;
         }
         free(e->idx);
@@ -348,8 +351,8 @@ static int feed_preferences_ssz(bm_replay_t *rp, const uint8_t *p, size_t len, c
     return n;
 }
 
-int bm_replay_feed(bm_replay_t *rp, bm_replay_kind_t kind, const bm_hdrs_t *headers,
-                   const bm_buf_t *body, uint64_t now_ms)
+static int feed_body(bm_replay_t *rp, bm_replay_kind_t kind, const bm_hdrs_t *headers,
+                     const bm_buf_t *body, uint64_t now_ms)
 {
     if (!rp || (unsigned)kind >= BM_REPLAY_KIND_COUNT || !body || body->len == 0)
         return BM_EINVAL;
@@ -382,6 +385,24 @@ int bm_replay_feed(bm_replay_t *rp, bm_replay_kind_t kind, const bm_hdrs_t *head
         }
     }
     json_object_put(arr);
+    return n;
+}
+
+int bm_replay_feed(bm_replay_t *rp, bm_replay_kind_t kind, const bm_hdrs_t *headers,
+                   const bm_buf_t *body, uint64_t now_ms)
+{
+    if (!rp || (unsigned)kind >= BM_REPLAY_KIND_COUNT)
+        return BM_EINVAL;
+    table_t *t = &rp->tab[kind];
+    t->fed_new = 0;
+    uint64_t dropped = t->dropped;
+    int n = feed_body(rp, kind, headers, body, now_ms);
+    if (t->dropped != dropped)
+        bm_log_limited(&rp->lim_share, BM_LOG_WARN,
+                       "replay: one write carried more new %s than its share of the memory "
+                       "(%zu, 1/%d of the cap): %llu of them are broadcast but not kept for replay",
+                       KIND_NAME[kind], share_of(t), BM_REPLAY_SHARE_DIV,
+                       (unsigned long long)(t->dropped - dropped));
     return n;
 }
 
@@ -635,6 +656,11 @@ size_t bm_replay_count(const bm_replay_t *rp, bm_replay_kind_t kind)
 uint64_t bm_replay_dropped(const bm_replay_t *rp, bm_replay_kind_t kind)
 {
     return rp && (unsigned)kind < BM_REPLAY_KIND_COUNT ? rp->tab[kind].dropped : 0;
+}
+
+uint64_t bm_replay_evicted(const bm_replay_t *rp, bm_replay_kind_t kind)
+{
+    return rp && (unsigned)kind < BM_REPLAY_KIND_COUNT ? rp->tab[kind].evicted : 0;
 }
 
 void bm_replay_stats(const bm_replay_t *rp, bm_replay_stats_t *out)

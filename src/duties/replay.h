@@ -21,8 +21,12 @@
  * (what the spec tells nodes to keep), a registration `registration_ttl_epochs` after
  * the validator client last sent it, preferences and committee subscriptions after their
  * slot, a sync subscription at its `until_epoch` (exclusive). Expired entries are swept
- * on a slot timer and never replayed. Every kind has a cap on entries; a write past the
- * cap is still broadcast, only not remembered (counted and logged).
+ * on a slot timer and never replayed. Every submission refreshes the entries it carries.
+ * Nobody can fill the memory: every kind has a cap on entries, and a full kind makes room
+ * by dropping its least recently submitted entry (never by refusing the newest, which would
+ * let the first to fill it keep it), while one write may add at most 1/BM_REPLAY_SHARE_DIV
+ * of the cap as new entries; the rest of that write is still broadcast, only not
+ * remembered (counted, logged at a bounded rate).
  *
  * A replay to one node sends every live entry of every kind as JSON arrays, one endpoint
  * after the other (preparations first: the fee recipient matters most), in chunks of at
@@ -55,6 +59,9 @@
 #include "http/upstream.h"
 
 typedef struct bm_replay bm_replay_t;
+
+/** One write may add at most 1/BM_REPLAY_SHARE_DIV of a kind's cap as new entries. */
+#define BM_REPLAY_SHARE_DIV 4
 
 /** What is kept, in replay order. */
 typedef enum bm_replay_kind {
@@ -122,8 +129,11 @@ size_t bm_replay_sweep(bm_replay_t *rp, uint64_t now_ms);
 /** Live entries of a kind (expired ones count until the next sweep). */
 size_t bm_replay_count(const bm_replay_t *rp, bm_replay_kind_t kind);
 
-/** Entries not remembered because the kind was at its cap. */
+/** Entries not remembered: past their write's share of the cap (or out of memory). */
 uint64_t bm_replay_dropped(const bm_replay_t *rp, bm_replay_kind_t kind);
+
+/** Entries dropped, least recently submitted first, to make room for newer ones. */
+uint64_t bm_replay_evicted(const bm_replay_t *rp, bm_replay_kind_t kind);
 
 /**
  * Appends every entry of `kind` not expired at `now_ms` to `out` as the one JSON array a

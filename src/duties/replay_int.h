@@ -32,7 +32,8 @@ static const uint8_t HASH_KEY[16] = {0x62, 0x6d, 0x2d, 0x72, 0x65, 0x70, 0x6c, 0
 
 typedef struct ehdr {
     bool live;
-    uint64_t seen_ms; /* wall time of the latest write that carried it */
+    uint64_t seen_ms;    /* wall time of the latest write that carried it */
+    uint32_t prev, next; /* the submission order (position + 1; 0: none): oldest first */
 } ehdr_t;
 
 typedef struct prep_e {
@@ -85,8 +86,11 @@ typedef struct table {
     size_t idx_cap;
     size_t *holes;
     size_t n_holes, cap_holes;
-    unsigned cursors; /* replays walking the table: positions must not move */
-    uint64_t dropped;
+    unsigned cursors;        /* replays walking the table: positions must not move */
+    uint32_t oldest, newest; /* ends of the submission order (position + 1; 0: empty) */
+    size_t fed_new;          /* entries the write being fed created so far */
+    uint64_t dropped;        /* not kept: past a write's share, or no memory */
+    uint64_t evicted;        /* pushed out, least recently submitted first, to make room */
     void (*dispose)(void *e);
 } table_t;
 
@@ -125,6 +129,7 @@ struct bm_replay {
     bool stopped;
     bm_replay_stats_t stats;
     bm_log_limit_t lim;
+    bm_log_limit_t lim_share, lim_evict; /* their own limits: one must not hide the other */
 };
 
 /* ---- time -------------------------------------------------------------------------------- */
@@ -204,7 +209,7 @@ typedef struct scan {
 /* ---- across the parts ----------------------------------------------------------------------- */
 
 /* replay_store.c: the tables */
-void *bm_rp_table_upsert(table_t *t, const void *key, bool *created);
+void *bm_rp_table_upsert(table_t *t, const void *key, bool may_create, bool *created);
 void *bm_rp_table_find(const table_t *t, const void *key);
 void *bm_rp_ent_at(const table_t *t, size_t i);
 void bm_rp_table_remove(table_t *t, void *e);

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * replay_store: the replay memory's tables (see replay.c): entries of a fixed size in one array
- * and an open-addressing index over their keys.
+ * replay_store: the replay memory's tables (see replay.c): entries of a fixed size in one array,
+ * an open-addressing index over their keys, and a list of the entries in the order they were
+ * last submitted, so that a full table makes room by dropping the least recently submitted
+ * entry in constant time (not by refusing the newest: whoever fills the memory first would
+ * keep it).
  */
 #include "duties/replay_int.h"
 
@@ -59,6 +62,42 @@ void bm_rp_table_dispose(table_t *t)
     memset(t, 0, sizeof *t);
 }
 
+/* ---- the submission order: a doubly linked list through the entries, oldest first ---------- */
+
+static ehdr_t *at_link(const table_t *t, uint32_t link)
+{
+    return bm_rp_ent_at(t, link - 1);
+}
+
+static void order_unlink(table_t *t, ehdr_t *h, uint32_t self)
+{
+    if (h->prev)
+        at_link(t, h->prev)->next = h->next;
+    else if (t->oldest == self)
+        t->oldest = h->next;
+    if (h->next)
+        at_link(t, h->next)->prev = h->prev;
+    else if (t->newest == self)
+        t->newest = h->prev;
+    h->prev = h->next = 0;
+}
+
+static void order_append(table_t *t, ehdr_t *h, uint32_t self)
+{
+    h->prev = t->newest;
+    h->next = 0;
+    if (t->newest)
+        at_link(t, t->newest)->next = self;
+    else
+        t->oldest = self;
+    t->newest = self;
+}
+
+static uint32_t link_of(const table_t *t, const void *e)
+{
+    return (uint32_t)((size_t)((const uint8_t *)e - t->ents) / t->stride + 1);
+}
+
 /* Index slot holding the key, or the empty slot where it would go. */
 static size_t idx_probe(const table_t *t, const void *key, bool *found)
 {
@@ -112,14 +151,26 @@ void *bm_rp_table_find(const table_t *t, const void *key)
     return found ? bm_rp_ent_at(t, t->idx[s] - 1) : NULL;
 }
 
-/* The entry for `key`, created zeroed (and live, key set) when absent; NULL when the kind
- * is at its cap or memory ran out (*created tells which happened otherwise). */
-void *bm_rp_table_upsert(table_t *t, const void *key, bool *created)
+/* The entry for `key`, now the most recently submitted. When absent it is created zeroed
+ * (live, key set) if `may_create`, first dropping the least recently submitted entry when the
+ * table is at its cap (counted in `evicted`); NULL when absent and not `may_create`, or when
+ * memory ran out (*created tells whether it was created). */
+void *bm_rp_table_upsert(table_t *t, const void *key, bool may_create, bool *created)
 {
     *created = false;
     void *e = bm_rp_table_find(t, key);
-    if (e)
+    if (e) {
+        uint32_t self = link_of(t, e);
+        order_unlink(t, e, self);
+        order_append(t, e, self);
         return e;
+    }
+    if (!may_create)
+        return NULL;
+    if (t->live >= t->max_live && t->oldest) {
+        bm_rp_table_remove(t, at_link(t, t->oldest));
+        t->evicted++;
+    }
     if (t->live >= t->max_live)
         return NULL;
     if ((t->live + 1) * 4 > t->idx_cap * 3 && idx_rebuild(t, t->idx_cap ? t->idx_cap * 2 : 64) != 0)
@@ -149,7 +200,9 @@ void *bm_rp_table_upsert(table_t *t, const void *key, bool *created)
     bool found;
     size_t s = idx_probe(t, key, &found);
     t->idx[s] = (uint32_t)(pos + 1);
+    order_append(t, e, (uint32_t)(pos + 1));
     t->live++;
+    t->fed_new++;
     *created = true;
     return e;
 }
@@ -179,6 +232,7 @@ void bm_rp_table_remove(table_t *t, void *e)
         t->idx[j] = 0;
         i = j;
     }
+    order_unlink(t, h, link_of(t, e));
     if (t->dispose)
         t->dispose(e);
     h->live = false;
@@ -199,24 +253,39 @@ void bm_rp_table_remove(table_t *t, void *e)
     t->holes[t->n_holes++] = pos;
 }
 
-/* Moves the live entries together (only while no replay walks the table). The new index
- * is allocated first, so that running out of memory leaves the table as it was. */
+/* Moves the live entries together (only while no replay walks the table), keeping their
+ * submission order. The new index and the map of moves are allocated first, so that running
+ * out of memory leaves the table as it was. */
 void bm_rp_table_compact(table_t *t)
 {
     if (t->cursors || t->n_ents == t->live || !t->idx_cap)
         return;
     uint32_t *idx = calloc(t->idx_cap, sizeof *idx);
-    if (!idx)
+    uint32_t *moved = malloc((t->n_ents + 1) * sizeof *moved); /* old link -> new link */
+    if (!idx || !moved) {
+        free(idx);
+        free(moved);
         return;
+    }
+    moved[0] = 0;
     size_t w = 0;
     for (size_t i = 0; i < t->n_ents; i++) {
         ehdr_t *h = bm_rp_ent_at(t, i);
+        moved[i + 1] = 0;
         if (!h->live)
             continue;
         if (w != i)
             memcpy(bm_rp_ent_at(t, w), h, t->stride);
-        w++;
+        moved[i + 1] = (uint32_t)(++w);
     }
+    for (size_t i = 0; i < w; i++) {
+        ehdr_t *h = bm_rp_ent_at(t, i);
+        h->prev = moved[h->prev];
+        h->next = moved[h->next];
+    }
+    t->oldest = moved[t->oldest];
+    t->newest = moved[t->newest];
+    free(moved);
     t->n_ents = w;
     t->n_holes = 0;
     free(t->idx);

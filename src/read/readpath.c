@@ -140,6 +140,7 @@ struct exchange {
     attempt_t at[MAX_PARALLEL];
     int winner; /* the chosen attempt, or -1 */
     bool committed, finished, paused, timed_out;
+    bool event_stream; /* the committed answer is an event stream: no total deadline */
     unsigned busy;
     bm_str_t errors; /* "n1: connection refused; n2: HTTP 503" */
     int kept;        /* the attempt whose failed answer is kept, or -1 */
@@ -763,22 +764,40 @@ static void after_failure(exchange_t *ex)
     answer_failure(ex);
 }
 
+/* The deadline bounds the whole exchange, so a dripping node cannot hold the client: it has
+ * part of the answer, so its connection is cut before the body's end (HTTP/1.1's "truncated"). */
+static void cut_at_deadline(exchange_t *ex)
+{
+    const char *node = ex->winner >= 0 ? ex->at[ex->winner].node->id : "?";
+    bm_log_limited(&ex->rp->limit, BM_LOG_WARN,
+                   "%s %.*s via %s: the answer was not complete within the %u ms deadline; the "
+                   "client's connection is cut (routeRules[].timeout serves slow routes)",
+                   ex->v.method, (int)ex->v.path_len, ex->v.path, node, ex->s.timeout_ms);
+    cancel_all(ex, -1);
+    if (ex->fetch)
+        reply_error(ex, 504, "%s: answer not complete within %u ms", node, ex->s.timeout_ms);
+    else
+        bm_resp_abort(ex->req);
+    finished(ex);
+}
+
 static void on_timer(uv_timer_t *t)
 {
     exchange_t *ex = t->data;
     uint64_t now = uv_now(ex->rp->loop);
     ex->busy++;
-    if (!ex->finished && now >= ex->s.deadline) {
+    if (!ex->finished && now >= ex->s.deadline && !ex->event_stream) {
         ex->timed_out = true;
         ex->rp->c.deadline_exceeded++;
-        if (ex->winner >= 0 && ex->at[ex->winner].phase == AT_HELD && ex->at[ex->winner].xfer) {
-            /* the answer is coming: send what is held as a stream rather than drop it (a
-             * detached read keeps holding it: it is chosen, the silence bound still holds) */
-            if (ex->fetch)
-                ex->committed = true;
-            else
-                commit(ex, &ex->at[ex->winner]);
-        } else if (!ex->committed) {
+        if (ex->committed) {
+            cut_at_deadline(ex);
+        } else if (ex->winner >= 0 && ex->at[ex->winner].phase == AT_HELD &&
+                   ex->at[ex->winner].xfer) {
+            /* chosen but not complete: nothing reached the client, so a clean 504 */
+            add_error(ex, "%s: its answer was not complete", ex->at[ex->winner].node->id);
+            cancel_all(ex, -1);
+            answer_failure(ex);
+        } else {
             cancel_all(ex, -1);
             if (ex->s.query)
                 consensus_failed(ex); /* no agreement by the deadline */
@@ -808,17 +827,18 @@ static void on_timer(uv_timer_t *t)
     leave(ex);
 }
 
-/* Arms the timer for the earliest of the deadline, the hedge and the retry. */
+/* Arms the timer for the earliest of the deadline, the hedge and the retry (once an answer
+ * is committed, only the deadline: it bounds the whole exchange, the body included). */
 static void arm_timer(exchange_t *ex)
 {
-    if (ex->finished || ex->committed) {
-        uv_timer_stop(&ex->timer);
+    if (ex->finished || (ex->committed && ex->event_stream)) {
+        uv_timer_stop(&ex->timer); /* an event stream is open-ended; the silence bound holds */
         return;
     }
     uint64_t at = ex->s.deadline;
-    if (ex->hedge_at && ex->hedge_at < at)
+    if (!ex->committed && ex->hedge_at && ex->hedge_at < at)
         at = ex->hedge_at;
-    if (ex->retry_at && ex->retry_at < at)
+    if (!ex->committed && ex->retry_at && ex->retry_at < at)
         at = ex->retry_at;
     uint64_t now = uv_now(ex->rp->loop);
     uv_timer_start(&ex->timer, on_timer, at > now ? at - now : 0, 0);
@@ -961,9 +981,10 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
         bool sse = hi.content_type && strncasecmp(hi.content_type, "text/event-stream", 17) == 0;
         if (ex->fetch && (sse || a->length > (int64_t)ex->fetch->max_bytes))
             reply_too_big(ex);
-        else if (sse || a->length > (int64_t)ex->rp->opts.hold_bytes)
+        else if (sse || a->length > (int64_t)ex->rp->opts.hold_bytes) {
+            ex->event_stream = sse;
             commit(ex, a);
-        else if (a->length > 0)
+        } else if (a->length > 0)
             bm_str_reserve(&a->body, (size_t)a->length);
         arm_timer(ex);
     }

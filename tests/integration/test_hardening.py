@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -36,6 +37,31 @@ def raw_route(raw):
             pass
         return None
     return route
+
+
+def drip_route(head, first, seconds=20.0):
+    """A FakeBeacon route that writes `head` and `first` at once, then one more body byte every
+    50 ms (a node dripping its answer) until the connection breaks or `seconds` pass."""
+    def route(handler, rec):
+        end = time.monotonic() + seconds
+        try:
+            handler.wfile.write(head + first)
+            handler.wfile.flush()
+            while time.monotonic() < end:
+                time.sleep(0.05)  # the node's pace, not a wait for the test
+                handler.wfile.write(b"x")
+                handler.wfile.flush()
+        except OSError:
+            pass
+        handler.close_connection = True
+        return None
+    return route
+
+
+DRIP_BIG = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2100000\r\n\r\n"
+DRIP_SMALL = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+DRIP_RULES = ("routeRules:\n  - path: /eth/v1/beacon/states/head/dripstream\n    timeout: 1s\n"
+              "  - path: /eth/v1/beacon/states/head/dripheld\n    timeout: 1s\n")
 
 
 def sent_by_test(node):
@@ -217,7 +243,10 @@ class SendTimeout(unittest.TestCase):
             # never read: the read path pauses the transfer, then the send timeout cuts the
             # client and the transfer is released
             wait_for(lambda: in_flight() == 0, 15, what="the transfer to be released")
-            self.assertTrue(any("server.sendTimeout" in l for l in mux.stderr()))
+            # the log line is read from beaconmux's stderr by a thread of this process, which
+            # may run after the status answer above: waited for, not sampled
+            wait_for(lambda: any("server.sendTimeout" in l for l in mux.stderr()), 5,
+                     what="the send timeout's log line")
             s.close()
         finally:
             mux.stop()
@@ -272,8 +301,12 @@ class BrokenNodes:
         self.bad.routes[("GET", "/eth/v1/beacon/states/head/big")] = raw_route(
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2097152\r\n\r\n" +
             b"x" * 1500000)
+        self.bad.routes[("GET", "/eth/v1/beacon/states/head/dripstream")] = drip_route(
+            DRIP_BIG, b"x" * 1200000)
+        self.bad.routes[("GET", "/eth/v1/beacon/states/head/dripheld")] = drip_route(
+            DRIP_SMALL, b"x" * 10)
         self.nodes = [self.bad]
-        cfg = ("failsafe:\n  circuitBreaker: {failureThreshold: 0}\n  hedge: {maxCount: 0}\n"
+        cfg = (DRIP_RULES + "failsafe:\n  circuitBreaker: {failureThreshold: 0}\n  hedge: {maxCount: 0}\n"
                "upstreams:\n  - id: bad\n    url: %s\n    priority: 0\n" % self.bad.url)
         if not alone:
             self.good = FakeBeacon(tls=tls)
@@ -350,6 +383,33 @@ class BrokenNodes:
                 r.read()
         finally:
             c.close()
+
+
+    def test_dripping_answer_is_cut_at_the_deadline(self):
+        # the read's total deadline (a route rule's 1 s here) bounds the body too: a node
+        # dripping a byte every 50 ms once the answer streams to the client gets the
+        # client's connection cut (a truncated answer); one still held gets a clean 504
+        self.start(alone=True)
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", self.mux.port, timeout=15)
+        try:
+            t0 = time.monotonic()
+            c.request("GET", "/eth/v1/beacon/states/head/dripstream")
+            r = c.getresponse()
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.getheader("Content-Length"), "2100000")
+            with self.assertRaises(http.client.IncompleteRead):
+                r.read()
+            self.assertLess(time.monotonic() - t0, 8.0)  # the drip would go on for 20 s
+        finally:
+            c.close()
+        self.mux.wait_line(r"dripstream via bad: the answer was not complete within the 1000 ms "
+                           r"deadline; the client's connection is cut")
+        t0 = time.monotonic()
+        st, _, body = self.mux.request("GET", "/eth/v1/beacon/states/head/dripheld", timeout=15)
+        self.assertEqual(st, 504, body)
+        self.assertIn("bad: its answer was not complete", json.loads(body)["message"])
+        self.assertLess(time.monotonic() - t0, 8.0)
 
 
 class BrokenHttpNodes(BrokenNodes, unittest.TestCase):

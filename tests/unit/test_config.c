@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "app/config.h"
+#include "base/url.h"
 #include "config_fx.h"
 #include "base/defaults.h"
 #include "base/err.h"
@@ -449,7 +450,7 @@ static void test_unknown_keys(void **state)
     expect_error("upstreams:\n  - url: http://a:1\n  - url: http://b:2\n    upstrem: x\n",
                  "t.yaml:4:5: unknown key \"upstrem\" in \"upstreams[1]\" (expected one of: id, "
                  "url, headers, priority, weight, archive, shadow, autoTune, maxConnections, "
-                 "forwardedFor)");
+                 "forwardedFor, secretPath)");
     expect_error("upstreams: [{url: \"http://a\", bogus: 1}]\n",
                  "t.yaml:1:31: unknown key \"bogus\" in \"upstreams[0]\"");
     expect_error("duties:\n    holdfloor: 1s\n",
@@ -1078,6 +1079,18 @@ static void test_edge_keys(void **state)
     assert_non_null(strstr(d, "secret: \"***\""));
     free(d);
     bm_config_free(cfg);
+    /* upstreams[].secretPath: the whole path is masked in the dump (--check) */
+    cfg = expect_ok("upstreams:\n  - {url: \"https://h.example/api/K3y\", secretPath: true}\n"
+                    "  - {url: \"https://h.example/api/Other\"}\n");
+    assert_true(cfg->upstreams[0].secret_path);
+    assert_false(cfg->upstreams[1].secret_path);
+    d = dump(cfg, true);
+    assert_null(strstr(d, "K3y"));
+    assert_non_null(strstr(d, "https://h.example/***"));
+    assert_non_null(strstr(d, "https://h.example/api/Other"));
+    free(d);
+    bm_config_free(cfg);
+    bm_url_secret_path_clear();
     /* without networks: one network, cfg itself */
     cfg = expect_ok("upstreams: [{url: \"http://127.0.0.1:1\"}]\n");
     assert_int_equal(bm_config_network_count(cfg), 1);

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "duties/replay.h"
 #include "edge/addr.h"
 #include "edge/auth.h"
 #include "edge/cors.h"
@@ -198,6 +199,14 @@ static void test_route_classes(void **state)
     assert_true(bm_auth_is_write("POST", "/eth/v1/beacon/pool/attestations", 32));
     assert_false(bm_auth_is_write("GET", "/eth/v1/beacon/pool/attestations", 32));
     assert_int_equal(bm_auth_route_parse("duties"), BM_ROUTE_DUTIES);
+    /* every write the replay memory remembers needs a key with `duties`: a read-only key
+     * cannot fill it (issue 12) */
+    bm_auth_key_t reader = {"dash", "s3cret", NULL, 0, BM_ROUTE_READ, {0, 0}};
+    for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++) {
+        const char *rp = bm_replay_kind_path((bm_replay_kind_t)k);
+        assert_int_equal(CLS("POST", rp), BM_ROUTE_DUTIES);
+        assert_false(bm_auth_allows(&reader, CLS("POST", rp), NULL));
+    }
     assert_int_equal(bm_auth_route_parse("write"), 0);
 #undef CLS
 }

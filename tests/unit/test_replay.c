@@ -359,38 +359,153 @@ static void test_expiry_follows_each_kind(void **state)
     fx_free(f);
 }
 
-static void test_caps_bound_memory(void **state)
+/* Preparations of validators [from, to) at fee `fee`, as one body (caller frees). */
+static char *preps(uint64_t from, uint64_t to, uint8_t fee)
+{
+    bm_str_t s = BM_STR_INIT;
+    bm_str_putc(&s, '[');
+    for (uint64_t v = from; v < to; v++) {
+        char it[128];
+        bm_str_printf(&s, "%s%s", v > from ? "," : "", prep_json(it, sizeof it, v, fee));
+    }
+    bm_str_putc(&s, ']');
+    char *out = strdup(bm_str_data(&s));
+    bm_str_dispose(&s);
+    return out;
+}
+
+static int feed_preps(fx_t *f, uint64_t from, uint64_t to, uint8_t fee, uint64_t now_ms)
+{
+    char *body = preps(from, to, fee);
+    int n = feed(f, BM_REPLAY_PREPARATION, body, now_ms);
+    free(body);
+    return n;
+}
+
+static bool kept_prep(fx_t *f, uint64_t vi, uint64_t now_ms)
+{
+    char *d = dump(f, BM_REPLAY_PREPARATION, now_ms);
+    char want[64];
+    snprintf(want, sizeof want, "\"validator_index\":\"%llu\",", (unsigned long long)vi);
+    bool found = strstr(d, want) != NULL;
+    free(d);
+    return found;
+}
+
+/* A full kind makes room by dropping the least recently submitted entries (a refresh counts
+ * as a submission), never by refusing the newest; one write adds at most a quarter of the
+ * cap as new entries, the rest not kept (counted). */
+static void test_caps_drop_the_least_recently_submitted(void **state)
 {
     (void)state;
     bm_replay_opts_t o;
     bm_replay_opts_default(&o);
-    o.max_entries[BM_REPLAY_COMMITTEE_SUBS] = 3;
+    o.max_entries[BM_REPLAY_PREPARATION] = 8; /* a share of 2 */
+    fx_t *f = fx_make(0, &o, false);
+    for (uint64_t v = 0; v < 8; v += 2)
+        assert_int_equal(feed_preps(f, v, v + 2, 0x10, 1000 + v * 1000), 2);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_PREPARATION), 8);
+    /* validators 0 and 1 submit again: now 2 and 3 are the least recently submitted */
+    assert_int_equal(feed_preps(f, 0, 2, 0x11, 10000), 2);
+    /* a write of five new validators: two kept (its share), pushing out 2 and 3 */
+    assert_int_equal(feed_preps(f, 100, 105, 0x20, 11000), 2);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_PREPARATION), 8);
+    assert_int_equal(bm_replay_evicted(f->rp, BM_REPLAY_PREPARATION), 2);
+    assert_int_equal(bm_replay_dropped(f->rp, BM_REPLAY_PREPARATION), 3);
+    assert_true(kept_prep(f, 0, 11000) && kept_prep(f, 1, 11000));
+    assert_false(kept_prep(f, 2, 11000) || kept_prep(f, 3, 11000));
+    assert_true(kept_prep(f, 100, 11000) && kept_prep(f, 101, 11000));
+    assert_false(kept_prep(f, 102, 11000));
+    for (uint64_t v = 4; v < 8; v++)
+        assert_true(kept_prep(f, v, 11000));
+    /* refreshing is never limited by the share: every kept entry at once */
+    char *body = preps(4, 8, 0x12);
+    assert_int_equal(feed(f, BM_REPLAY_PREPARATION, body, 12000), 4);
+    free(body);
+    assert_int_equal(feed_preps(f, 0, 2, 0x12, 12000), 2);
+    assert_int_equal(bm_replay_dropped(f->rp, BM_REPLAY_PREPARATION), 3);
+    /* now 100 and 101 are the oldest: the next new ones replace them */
+    assert_int_equal(feed_preps(f, 200, 202, 0x30, 13000), 2);
+    assert_false(kept_prep(f, 100, 13000) || kept_prep(f, 101, 13000));
+    assert_true(kept_prep(f, 0, 13000) && kept_prep(f, 4, 13000) && kept_prep(f, 200, 13000));
+    /* expiry still frees room (a slot clock is needed for it: tested in
+     * test_expiry_follows_each_kind), and a sweep keeps the order consistent */
+    fx_free(f);
+}
+
+/* The attack of issue 12: one unauthenticated POST of 70 000 bogus preparations filled the
+ * 65 536 entries and pushed the real validators out. Now it takes a quarter of the memory. */
+static void test_one_write_cannot_fill_the_memory(void **state)
+{
+    (void)state;
+    fx_t *f = fx_make(0, NULL, false);
+    assert_int_equal(feed_preps(f, 0, 1000, 0x10, 1000), 1000);
+    int kept = feed_preps(f, 1000000, 1070000, 0xee, 2000);
+    assert_int_equal(kept, 65536 / BM_REPLAY_SHARE_DIV);
+    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_PREPARATION), 1000 + 65536 / 4);
+    assert_int_equal(bm_replay_dropped(f->rp, BM_REPLAY_PREPARATION), 70000 - 65536 / 4);
+    assert_int_equal(bm_replay_evicted(f->rp, BM_REPLAY_PREPARATION), 0);
+    assert_true(kept_prep(f, 0, 2000) && kept_prep(f, 999, 2000));
+    /* the real validator client's next submission is kept */
+    assert_int_equal(feed_preps(f, 0, 1000, 0x10, 3000), 1000);
+    fx_free(f);
+}
+
+/* Evictions, expiry sweeps (which compact the table) and refreshes in any order keep the
+ * submission order intact: the entry dropped to make room is always the one submitted least
+ * recently, checked against a model. */
+static void test_eviction_order_against_a_model(void **state)
+{
+    (void)state;
+    bm_replay_opts_t o;
+    bm_replay_opts_default(&o);
+    enum { CAP = 64, KEYS = 200 };
+    o.max_entries[BM_REPLAY_PREPARATION] = CAP;
     fx_t *f = fx_make(0, &o, true);
-    char body[1024] = "[";
-    for (int v = 0; v < 5; v++) {
-        char it[200];
-        snprintf(it, sizeof it,
-                 "%s{\"validator_index\":\"%d\",\"committee_index\":\"0\",\"committees_at_slot\":"
-                 "\"1\",\"slot\":\"%d\",\"is_aggregator\":false}",
-                 v ? "," : "", v, v < 3 ? 10 : 20);
-        strcat(body, it);
+    static uint64_t last[KEYS]; /* model: wall time of the latest kept submission; 0: absent */
+    memset(last, 0, sizeof last);
+    uint64_t rng = 0x2545f4914f6cdd1dull;
+    uint64_t now = AT_SLOT(100, 0);
+    for (int round = 0; round < 3000; round++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        uint64_t vi = rng % KEYS;
+        now += 1 + (rng >> 40) % 400;
+        size_t live = 0;
+        uint64_t oldest = 0;
+        int oldest_vi = -1;
+        for (int k = 0; k < KEYS; k++)
+            if (last[k]) {
+                live++;
+                if (oldest_vi < 0 || last[k] < oldest)
+                    oldest = last[k], oldest_vi = k;
+            }
+        bool is_new = !last[vi];
+        assert_int_equal(feed_preps(f, vi, vi + 1, 0x42, now), 1);
+        if (is_new && live == CAP)
+            last[oldest_vi] = 0;
+        last[vi] = now;
+        if (round % 97 == 0) {
+            /* what a sweep drops: older than its epoch and two more (8 slots of 1 s) */
+            size_t gone = bm_replay_sweep(f->rp, now);
+            uint64_t ep_now = (now - GENESIS_MS) / 8000;
+            size_t model_gone = 0;
+            for (int k = 0; k < KEYS; k++)
+                if (last[k] && (last[k] - GENESIS_MS) / 8000 + 2 < ep_now)
+                    last[k] = 0, model_gone++;
+            assert_int_equal(gone, model_gone);
+        }
+        size_t model = 0;
+        for (int k = 0; k < KEYS; k++)
+            model += last[k] != 0;
+        assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_PREPARATION), model);
     }
-    strcat(body, "]");
-    assert_int_equal(feed(f, BM_REPLAY_COMMITTEE_SUBS, body, AT_SLOT(5, 0)), 3);
-    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_COMMITTEE_SUBS), 3);
-    assert_int_equal(bm_replay_dropped(f->rp, BM_REPLAY_COMMITTEE_SUBS), 2);
-    /* refreshing a kept entry is not a new one */
-    assert_int_equal(
-        feed(f, BM_REPLAY_COMMITTEE_SUBS,
-             "[{\"validator_index\":\"0\",\"committee_index\":\"0\",\"committees_at_slot\":\"1\","
-             "\"slot\":\"10\",\"is_aggregator\":true}]",
-             AT_SLOT(5, 0)),
-        1);
-    assert_int_equal(bm_replay_dropped(f->rp, BM_REPLAY_COMMITTEE_SUBS), 2);
-    /* once they expire there is room again */
-    assert_int_equal(bm_replay_sweep(f->rp, AT_SLOT(11, 0)), 3);
-    assert_int_equal(feed(f, BM_REPLAY_COMMITTEE_SUBS, body, AT_SLOT(11, 0)), 2);
-    assert_int_equal(bm_replay_count(f->rp, BM_REPLAY_COMMITTEE_SUBS), 2);
+    uint64_t ep_now = (now - GENESIS_MS) / 8000;
+    for (int k = 0; k < KEYS; k++)
+        assert_int_equal(kept_prep(f, (uint64_t)k, now),
+                         last[k] != 0 && (last[k] - GENESIS_MS) / 8000 + 2 >= ep_now);
+    assert_true(bm_replay_evicted(f->rp, BM_REPLAY_PREPARATION) > 100);
     fx_free(f);
 }
 
@@ -744,7 +859,9 @@ int main(void)
         cmocka_unit_test(test_preparation_latest_per_validator),
         cmocka_unit_test(test_registration_newest_timestamp_wins),
         cmocka_unit_test(test_expiry_follows_each_kind),
-        cmocka_unit_test(test_caps_bound_memory),
+        cmocka_unit_test(test_caps_drop_the_least_recently_submitted),
+        cmocka_unit_test(test_one_write_cannot_fill_the_memory),
+        cmocka_unit_test(test_eviction_order_against_a_model),
         cmocka_unit_test(test_malformed_input),
         cmocka_unit_test(test_index_against_a_model),
         cmocka_unit_test(test_replay_batches_every_kind_in_chunks),

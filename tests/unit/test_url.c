@@ -281,6 +281,31 @@ static void test_mask(void **state)
     bm_str_dispose(&s);
 }
 
+/* upstreams[].secretPath: a declared base's whole path is hidden, in any URL built on it,
+ * keys the heuristic lets through included (short, or all letters). */
+static void test_mask_secret_path(void **state)
+{
+    (void)state;
+    assert_string_equal(mask("https://u:pw@host/api/shortkey/eth/v1/node/version"),
+                        "https://u:***@host/api/shortkey/eth/v1/node/version");
+    assert_int_equal(bm_url_secret_path_add("https://u:pw@host/api/shortkey/"), 0);
+    assert_int_equal(bm_url_secret_path_add("http://h2/OnlyLettersKeyHere"), 0);
+    assert_int_equal(bm_url_secret_path_add(""), BM_EINVAL);
+    assert_string_equal(mask("https://u:pw@host/api/shortkey/eth/v1/node/version"),
+                        "https://u:***@host/***/eth/v1/node/version");
+    assert_string_equal(mask("https://u:pw@host/api/shortkey"), "https://u:***@host/***");
+    assert_string_equal(mask("http://h2/OnlyLettersKeyHere?x=1"), "http://h2/***?x=1");
+    assert_string_equal(mask("http://h2/OnlyLettersKeyHere/"), "http://h2/***/");
+    /* the request's own path after the base still gets the heuristic */
+    assert_string_equal(mask("http://h2/OnlyLettersKeyHere/a1b2c3d4e5f6a7b8c9d0"),
+                        "http://h2/***/***");
+    /* only at a segment boundary, and only that base */
+    assert_string_equal(mask("http://h2/OnlyLettersKeyHereToo"), "http://h2/OnlyLettersKeyHereToo");
+    assert_string_equal(mask("http://h3/OnlyLettersKeyHere"), "http://h3/OnlyLettersKeyHere");
+    bm_url_secret_path_clear();
+    assert_string_equal(mask("http://h2/OnlyLettersKeyHere"), "http://h2/OnlyLettersKeyHere");
+}
+
 /* The word-at-a-time check says what a byte-by-byte one says, at every length and
  * alignment, for the bytes around both edges. */
 static void test_printable(void **state)
@@ -339,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_join_never_changes_authority),
         cmocka_unit_test(test_join_appends),
         cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_mask_secret_path),
         cmocka_unit_test(test_printable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
