@@ -357,9 +357,9 @@ class Exposition(unittest.TestCase):
     def test_access_log(self):
         http_request(self.mux.port, "GET", "/eth/v1/node/version?api_key=hush&x=1")
         http_request(self.mux.port, "GET", "/key/abcdefghij0123456789/eth/v1/node/version")
-        # the lines of these two requests, named by what each carries whether masked or not
-        # (setUpClass asked node/version too), and
-        # waited for: the harness reads stderr in a thread that may lag behind the answers
+        # the lines of these two requests, known by what each carries, masked or not
+        # (setUpClass asked node/version too), waited for: the harness reads stderr in a
+        # thread that may lag behind the answers
         def ours():
             got = [l for l in self.mux.stderr() if " access " in l and "node/version" in l
                    and ("api_key=" in l or "/key/" in l)]
