@@ -7,13 +7,18 @@
 #   make e2e    a real Lodestar validator client behind beaconmux, three real Lodestar beacon
 #               nodes, a chaos schedule; compared with the client's own fallback list
 #               (E2E_SCHEDULE=long|short, E2E_SLOT_SECONDS=4; installs Lodestar from npm)
+#   make install   the release build under PREFIX (default /usr/local), staged in DESTDIR
+#   make package   build/release/beaconmux_<version>_<arch>.deb (docs/operations.md)
+#   make image     the container image beaconmux:<version> (podman, offline, FROM scratch)
 
 FUZZ_SECONDS ?= 30
 CTEST_JOBS ?= 2
 E2E_SCHEDULE ?= long
 E2E_SLOT_SECONDS ?= 4
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all build deps test demo bench fuzz e2e format clean
+.PHONY: all build deps test demo bench fuzz e2e format clean install package image
 
 all: build
 
@@ -52,6 +57,21 @@ e2e: build
 	python3 e2e/test_checks.py
 	e2e/install.sh
 	python3 e2e/chaos.py --schedule $(E2E_SCHEDULE) --seconds-per-slot $(E2E_SLOT_SECONDS)
+
+install: build
+	cmake --preset release -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	DESTDIR=$(DESTDIR) cmake --install build/release
+
+# The package installs under /usr (and /etc, /lib/systemd/system), whatever PREFIX is.
+package: build
+	@scripts/install-deps.sh package
+	cmake --preset release -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
+	cmake --build --preset release
+	cd build/release && cpack -G DEB
+
+image: package
+	@scripts/install-deps.sh image
+	scripts/build-image.sh build/release
 
 format:
 	clang-format -i src/*/*.[ch] sim/*.[ch] tests/unit/*.[ch] fuzz/*.c

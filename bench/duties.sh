@@ -8,12 +8,17 @@
 #   - the share of correct head votes (the slot's canonical root, from /sim/v1/truth)
 #     through beaconmux and straight to each node, and how often at least one node had it;
 #   - the latency a race adds over the fastest fresh node (p50/p99), sampled every slot
-#     late in the slot by asking beaconmux and every node at the same moment;
+#     late in the slot by asking beaconmux and every node at the same moment: one request
+#     on each of four kept-alive connections (as a validator client keeps its connection),
+#     sent back to back from one thread and timed as each answer completes, so the figure
+#     is beaconmux's and not the measuring client's (threads of one Python process, new
+#     connections, added a millisecond or more of their own); with the load average;
 #   - race throughput: wrk against attestation_data through beaconmux (coalesced races)
-#     and straight to one node, with the upstream requests the races cost.
+#     and straight to one node, interleaved BENCH_RUNS times: medians, spread, load.
 # Environment: BM_BIN (build/release/beaconmux), BM_SIM (build/release/beaconsim),
 # BENCH_SLOTS (200), BENCH_SLOT_MS (1000), BENCH_SECONDS (wrk, 10), BENCH_CONNECTIONS (64),
-# BENCH_SEED (7), BENCH_VERBOSE (set: list the slots beaconmux missed while a node had the block).
+# BENCH_RUNS (3), BENCH_SEED (7), BENCH_VERBOSE (set: list the slots beaconmux missed while
+# a node had the block).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,17 +29,19 @@ export BENCH_SLOT_MS=${BENCH_SLOT_MS:-1000}
 export BENCH_SECONDS=${BENCH_SECONDS:-10}
 export BENCH_CONNECTIONS=${BENCH_CONNECTIONS:-64}
 export BENCH_SEED=${BENCH_SEED:-7}
+export BENCH_RUNS=${BENCH_RUNS:-3}
 for b in "$BM_BIN" "$BM_SIM"; do
   if [ ! -x "$b" ]; then echo "bench/duties.sh: $b is missing (make build)" >&2; exit 1; fi
 done
 command -v wrk >/dev/null || { echo "bench/duties.sh: wrk is missing" >&2; exit 1; }
 
 exec python3 - <<'PY'
-import http.client, json, os, re, signal, subprocess, sys, tempfile, threading, time
+import http.client, json, os, re, selectors, signal, socket, subprocess, sys, tempfile, threading, time
 
 BIN, SIM = os.environ["BM_BIN"], os.environ["BM_SIM"]
 SLOTS, SLOT_MS = int(os.environ["BENCH_SLOTS"]), int(os.environ["BENCH_SLOT_MS"])
 SECONDS, CONNS, SEED = int(os.environ["BENCH_SECONDS"]), int(os.environ["BENCH_CONNECTIONS"]), os.environ["BENCH_SEED"]
+RUNS = int(os.environ["BENCH_RUNS"])
 # seeded random import delay per node and slot: lag + a seeded share of jitter
 SPECS = ["lag=0,jitter=700", "lag=100,jitter=500", "lag=250,jitter=300"]
 procs = []
@@ -79,6 +86,55 @@ def get(port, path, timeout=10):
 def get_json(port, path):
     st, body, _ = get(port, path)
     return json.loads(body) if st == 200 else None
+
+
+class Probe:
+    """Kept-alive connections to beaconmux and every node: one GET on each at the same moment,
+    each answer timed from the send to its last byte (one thread, a selector)."""
+
+    def __init__(self, ports):
+        self.socks = []
+        for p in ports:
+            s = socket.create_connection(("127.0.0.1", p))
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.socks.append((p, s))
+
+    def ask(self, path):
+        sel = selectors.DefaultSelector()
+        reqs = [("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % (path, p)).encode() for p, _ in self.socks]
+        out, bufs = [None] * len(self.socks), [bytearray() for _ in self.socks]
+        t0 = time.perf_counter()
+        for i, (_, s) in enumerate(self.socks):
+            s.sendall(reqs[i])
+            sel.register(s, selectors.EVENT_READ, i)
+        left = len(self.socks)
+        while left:
+            events = sel.select(10)
+            if not events:
+                raise RuntimeError("probe: no answer within 10 s")
+            for key, _ in events:
+                i = key.data
+                data = key.fileobj.recv(65536)
+                now = time.perf_counter()
+                if not data:
+                    raise RuntimeError("probe: connection closed")
+                b = bufs[i]
+                b += data
+                end = b.find(b"\r\n\r\n")
+                if end < 0:
+                    continue
+                head = bytes(b[:end]).decode("latin-1")
+                n = 0
+                for line in head.split("\r\n")[1:]:
+                    k, _, v = line.partition(":")
+                    if k.strip().lower() == "content-length":
+                        n = int(v)
+                if len(b) >= end + 4 + n:
+                    out[i] = (int(head.split()[1]), bytes(b[end + 4:end + 4 + n]), now - t0)
+                    sel.unregister(key.fileobj)
+                    left -= 1
+        sel.close()
+        return out
 
 
 def pct(xs, p):
@@ -189,27 +245,21 @@ try:
     vcs = [VC(mport, slots)] + [VC(p, slots) for p in ports]
 
     # the race's added latency over the fastest fresh node, sampled late in every slot
-    added, mux_lat = [], []
+    added, mux_lat, loads = [], [], []
+    probe = Probe([mport] + ports)
     for s in slots:
         t = truth(s)
         d = t["start_ms"] + int(SLOT_MS * 0.8) - now_ms()
         if d > 0:
             time.sleep(d / 1000.0)
-        res = [None] * 4
-        def ask(i, port):
-            st, body, took = get(port, "/eth/v1/validator/attestation_data?slot=%d" % s)
-            root = json.loads(body)["data"]["beacon_block_root"] if st == 200 else None
-            res[i] = (root, took)
-        ths = [threading.Thread(target=ask, args=(i, p)) for i, p in enumerate([mport] + ports)]
-        for th in ths:
-            th.start()
-        for th in ths:
-            th.join()
+        res = [(r[0], json.loads(r[1])["data"]["beacon_block_root"] if r[0] == 200 else None, r[2])
+               for r in probe.ask("/eth/v1/validator/attestation_data?slot=%d" % s)]
+        loads.append(os.getloadavg()[0])
         canon = t["block_root_at_slot"]
-        fresh = [r[1] for r in res[1:] if r and r[0] == canon]
-        if res[0] and res[0][0] == canon and fresh:
-            added.append(1000 * (res[0][1] - min(fresh)))
-            mux_lat.append(1000 * res[0][1])
+        fresh = [r[2] for r in res[1:] if r[1] == canon]
+        if res[0][1] == canon and fresh:
+            added.append(1000 * (res[0][2] - min(fresh)))
+            mux_lat.append(1000 * res[0][2])
     for vc in vcs:
         vc.join(SLOT_MS / 1000.0 * 4)
 
@@ -234,9 +284,11 @@ try:
         print("  straight to node %d     %4d/%d  %5.1f%%   (%s)" % (i, ok, SLOTS, 100.0 * ok / SLOTS, SPECS[i]))
     print("  at least one node      %4d/%d  %5.1f%%   (the ceiling: some node had the block when asked)" % (
         any_ok, SLOTS, 100.0 * any_ok / SLOTS))
-    print("race latency over the fastest fresh node (%d samples at 80%% of the slot):" % len(added))
-    print("  added p50 %.2f ms, p99 %.2f ms; beaconmux p50 %.2f ms, p99 %.2f ms" % (
-        pct(added, 50), pct(added, 99), pct(mux_lat, 50), pct(mux_lat, 99)))
+    print("race latency over the fastest fresh node (%d samples at 80%% of the slot, kept-alive "
+          "connections, load average %.1f-%.1f):" % (len(added), min(loads), max(loads)))
+    print("  added p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms; beaconmux p50 %.2f ms, p99 %.2f ms" % (
+        pct(added, 50), pct(added, 90), pct(added, 99), max(added) if added else float("nan"),
+        pct(mux_lat, 50), pct(mux_lat, 99)))
 
     # race throughput: many clients asking for the same slot share races (coalescing)
     def counts():
@@ -253,17 +305,29 @@ try:
         non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
         return rps, total, lat, int(non2xx.group(1)) if non2xx else 0
 
-    slot = truth()["current_slot"] + 1
-    before = counts()
-    rps, total, lat, bad = wrk(mport, slot)
-    races = counts() - before
-    drps, _, dlat, dbad = wrk(ports[0], slot)
-    print("race throughput (wrk, %d connections, %d s, attestation_data of one slot):" % (CONNS, SECONDS))
-    print("  through beaconmux  %9.0f requests/s  p50 %s p99 %s  non-2xx %d; %d upstream requests "
-          "for %d answers (%.0f answers per upstream request)" % (
-              rps, lat.get("50"), lat.get("99"), bad, races, total, total / max(1, races)))
-    print("  straight to node 0 %9.0f requests/s  p50 %s p99 %s  non-2xx %d; beaconmux/direct %.2f" % (
-        drps, dlat.get("50"), dlat.get("99"), dbad, rps / drps))
+    print("race throughput (wrk, %d connections, %d s, attestation_data of one slot; %d runs, "
+          "interleaved):" % (CONNS, SECONDS, RUNS))
+    ratios, mrps, drpss, tl = [], [], [], []
+    for run in range(RUNS):
+        slot = truth()["current_slot"] + 1
+        before = counts()
+        load0 = os.getloadavg()[0]
+        rps, total, lat, bad = wrk(mport, slot)
+        races = counts() - before
+        drps, _, dlat, dbad = wrk(ports[0], slot)
+        load1 = os.getloadavg()[0]
+        ratios.append(rps / drps)
+        mrps.append(rps)
+        drpss.append(drps)
+        tl += [load0, load1]
+        print("  run %d: through beaconmux %8.0f requests/s (p50 %s, p99 %s, non-2xx %d, %.0f answers per "
+              "upstream request); straight to node 0 %8.0f (p50 %s, p99 %s, non-2xx %d); "
+              "beaconmux/direct %.2f; load %.1f -> %.1f" % (
+                  run + 1, rps, lat.get("50"), lat.get("99"), bad, total / max(1, races), drps,
+                  dlat.get("50"), dlat.get("99"), dbad, rps / drps, load0, load1))
+    print("  median: through beaconmux %.0f requests/s, straight to node 0 %.0f; beaconmux/direct %.2f "
+          "(runs %.2f-%.2f; load average %.1f-%.1f)" % (
+              pct(mrps, 50), pct(drpss, 50), pct(ratios, 50), min(ratios), max(ratios), min(tl), max(tl)))
 finally:
     cleanup()
     try:

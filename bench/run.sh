@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 # every benchmark measures the release build
 export BM_BIN_DIR="${BM_BIN_DIR:-$(cd .. && pwd)/build/release}"
-for b in proxy.sh memory.sh sim.sh events.sh duties.sh broadcast.py readpath.py cache.sh metrics.py; do
+for b in proxy.sh memory.sh sim.sh events.sh duties.sh broadcast.py readpath.py cache.sh metrics.py shared.py; do
   if [ -x "$b" ]; then
     echo "=== bench/$b"
     "./$b"

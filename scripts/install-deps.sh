@@ -2,20 +2,23 @@
 # SPDX-License-Identifier: MIT
 # Installs exactly the Debian 12 packages that building, testing, fuzzing, the demo and the
 # benchmarks need. Does nothing when they are all present; uses sudo when not root.
-# Usage: scripts/install-deps.sh [build|bench|observe]   (bench adds wrk, nginx and haproxy;
-# observe adds prometheus and promtool, chromium and chromedriver: the tests of /metrics and
-# of the web dashboard install them through this script when they are missing)
+# Usage: scripts/install-deps.sh [build|bench|observe|package|image]
+#   bench adds wrk, nginx and haproxy; observe adds prometheus and promtool, chromium and
+#   chromedriver (the tests of /metrics and of the web dashboard); package adds what builds
+#   and checks the .deb (dpkg-dev for dpkg-shlibdeps, lintian); image adds podman and
+#   buildah for the container image. Each test installs its own through this script.
 set -eu
 
 PACKAGES="cmake ninja-build pkg-config gcc make python3 \
-  libuv1-dev libhttp-parser-dev libcurl4-openssl-dev libjson-c-dev libyaml-dev \
-  libhiredis-dev zlib1g-dev libcmocka-dev clang-14 libclang-rt-14-dev curl openssl"
-if [ "${1:-build}" = bench ]; then
-  PACKAGES="$PACKAGES wrk nginx-light haproxy util-linux procps valgrind strace"
-fi
-if [ "${1:-build}" = observe ]; then
-  PACKAGES="$PACKAGES prometheus chromium chromium-driver"
-fi
+  libuv1-dev libhttp-parser-dev libcurl4-openssl-dev libssl-dev libjson-c-dev libyaml-dev \
+  libhiredis-dev zlib1g-dev libcmocka-dev clang-14 libclang-rt-14-dev curl openssl \
+  redis-server"
+case "${1:-build}" in
+  bench) PACKAGES="$PACKAGES wrk nginx-light haproxy util-linux procps valgrind strace" ;;
+  observe) PACKAGES="$PACKAGES prometheus chromium chromium-driver" ;;
+  package) PACKAGES="$PACKAGES dpkg-dev lintian fakeroot" ;;
+  image) PACKAGES="$PACKAGES dpkg-dev podman buildah ca-certificates" ;;
+esac
 
 missing=""
 for p in $PACKAGES; do

@@ -16,7 +16,8 @@
 
 static const char usage_line[] =
     "Usage: beaconmux [--config FILE] [--upstream URL]... [--listen HOST:PORT] [--check]\n"
-    "                 [--log-level LEVEL] [--log-format text|json] [--version] [--help]";
+    "                 [--log-level LEVEL] [--log-format text|json] [--no-wait] [--version]\n"
+    "                 [--help]";
 
 enum opt_id {
     OPT_CONFIG,
@@ -25,6 +26,7 @@ enum opt_id {
     OPT_CHECK,
     OPT_LOG_LEVEL,
     OPT_LOG_FORMAT,
+    OPT_NO_WAIT,
     OPT_VERSION,
     OPT_HELP
 };
@@ -38,6 +40,7 @@ static const struct opt {
     {"--listen", OPT_LISTEN, true},       {"--check", OPT_CHECK, false},
     {"--log-level", OPT_LOG_LEVEL, true}, {"--log-format", OPT_LOG_FORMAT, true},
     {"--version", OPT_VERSION, false},    {"--help", OPT_HELP, false},
+    {"--no-wait", OPT_NO_WAIT, false},
 };
 
 static int usage_error(bm_config_err_t *err, const char *fmt, ...)
@@ -86,6 +89,9 @@ static int take(bm_cli_t *cli, const struct opt *o, const char *v, bm_config_err
             return usage_error(err, "invalid value %s for --log-format (use text or json)",
                                bm_cfg_quote(&q, v));
         cli->has_log_format = true;
+        break;
+    case OPT_NO_WAIT:
+        cli->no_wait = true;
         break;
     case OPT_VERSION:
         cli->version = true;
@@ -146,7 +152,8 @@ const char *bm_cli_help(void)
     return "beaconmux: a validator-safe, active-active multiplexer for the Ethereum Beacon API.\n"
            "\n"
            "Usage: beaconmux [--config FILE] [--upstream URL]... [--listen HOST:PORT] [--check]\n"
-           "                 [--log-level LEVEL] [--log-format text|json] [--version] [--help]\n"
+           "                 [--log-level LEVEL] [--log-format text|json] [--no-wait] [--version]\n"
+           "                 [--help]\n"
            "\n"
            "Options (each also accepts --option=value):\n"
            "  --config FILE          YAML configuration file (see beaconmux.example.yaml and\n"
@@ -164,6 +171,9 @@ const char *bm_cli_help(void)
            "  --log-level LEVEL      debug, info, warn, error or off (default info).\n"
            "                         Overrides the file's \"log.level\".\n"
            "  --log-format FORMAT    text or json (default text). Overrides \"log.format\".\n"
+           "  --no-wait              Under systemd (Type=notify): report ready as soon as\n"
+           "                         the listener is open, without waiting for the first\n"
+           "                         beacon node to be discovered.\n"
            "  --version              Print the version and exit.\n"
            "  -h, --help             Print this help and exit.\n"
            "\n"

@@ -27,6 +27,7 @@ typedef struct bm_cli {
     bool check;                 /* --check: validate, report, exit */
     bool help;                  /* --help / -h */
     bool version;               /* --version */
+    bool no_wait; /* --no-wait: READY=1 to systemd once listening, before any node is known */
 } bm_cli_t;
 
 /**

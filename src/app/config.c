@@ -402,14 +402,51 @@ static int check_auth(const bm_config_t *cfg, bm_config_err_t *err)
     return 0;
 }
 
+/* server.tls: all or nothing (files without a listener would be ignored silently), and a
+ * port of its own. The files themselves are loaded by bm_tls_ctx_new at start and --check. */
+static int check_server_tls(const bm_config_t *cfg, bm_config_err_t *err)
+{
+    const bm_config_server_tls_t *t = &cfg->server.tls;
+    if (!t->listen_host) {
+        if (t->cert_file || t->key_file || t->client_ca_file || t->require_client_cert) {
+            bm_cfg_err(err, "server.tls: certificate settings are given but server.tls.listen "
+                            "is not: set the address the TLS listener binds");
+            return BM_EINVAL;
+        }
+        return 0;
+    }
+    if (!t->cert_file || !t->key_file) {
+        bm_cfg_err(err, "server.tls: listen is set, so certFile and keyFile are both needed");
+        return BM_EINVAL;
+    }
+    if (t->require_client_cert && !t->client_ca_file) {
+        bm_cfg_err(err, "server.tls.requireClientCert needs server.tls.clientCaFile (the CAs "
+                        "client certificates must chain to)");
+        return BM_EINVAL;
+    }
+    if (t->listen_port != 0 && t->listen_port == cfg->listen_port) {
+        bm_cfg_err(err,
+                   "server.tls.listen: port %u is the plain listener's (listen): give the "
+                   "TLS listener a port of its own",
+                   t->listen_port);
+        return BM_EINVAL;
+    }
+    return 0;
+}
+
 int bm_config_validate(const bm_config_t *cfg, bm_config_err_t *err)
 {
     if (!cfg) {
         bm_cfg_err(err, "no configuration");
         return BM_EINVAL;
     }
-    if (check_keys(&bm_cfg_root, cfg, "", err) != 0 || check_auth(cfg, err) != 0)
+    if (check_keys(&bm_cfg_root, cfg, "", err) != 0 || check_auth(cfg, err) != 0 ||
+        check_server_tls(cfg, err) != 0)
         return BM_EINVAL;
+    if (cfg->state.driver == BM_STATE_REDIS && !cfg->state.redis.url) {
+        bm_cfg_err(err, "state.driver is redis: give state.redis.url");
+        return BM_EINVAL;
+    }
     if (cfg->n_networks == 0)
         return validate_network(cfg, err);
     if (cfg->n_upstreams) {
@@ -603,6 +640,8 @@ static void dump_key(bm_str_t *out, const bm_cfg_key_t *k, const void *obj, bool
         return;
     }
     case BM_CFG_LISTEN: {
+        if (!bm_cfg_str(k, obj) && !k->def_text)
+            return; /* a listener that is off */
         const char *h = (s = bm_cfg_str(k, obj)) ? s : "";
         bool v6 = strchr(h, ':') != NULL;
         bm_str_printf(out, "%*s%s: \"%s%s%s:%u\"\n", (int)indent, "", k->name, v6 ? "[" : "", h,

@@ -92,6 +92,16 @@ typedef struct bm_config_log {
     bool access; /* one line per request */
 } bm_config_log_t;
 
+/** server.tls: a second listener that speaks TLS, beside the plain one (docs/operations.md). */
+typedef struct bm_config_server_tls {
+    char *listen_host;        /* owned; NULL: no TLS listener */
+    uint16_t listen_port;     /* 0 lets the system pick (tests) */
+    char *cert_file;          /* owned PEM path: certificate and intermediates, or NULL */
+    char *key_file;           /* owned PEM path: its private key, or NULL */
+    char *client_ca_file;     /* owned PEM path: CAs for client certificates, or NULL */
+    bool require_client_cert; /* refuse a client without a certificate */
+} bm_config_server_tls_t;
+
 typedef struct bm_config_metrics {
     bool enabled;
     char *path;   /* owned; "/metrics" by default */
@@ -120,6 +130,8 @@ typedef struct bm_config_server {
     uint32_t shutdown_timeout_ms; /* bound for in-flight requests on SIGTERM */
     char **allowed_clients;       /* owned CIDR blocks; none: every client address */
     size_t n_allowed_clients;
+    bool reuse_port; /* SO_REUSEPORT on the listener (upgrades beside the old process) */
+    bm_config_server_tls_t tls;
 } bm_config_server_t;
 
 typedef struct bm_config_timeouts {
@@ -179,7 +191,8 @@ typedef struct bm_config_breaker {
 } bm_config_breaker_t;
 
 typedef struct bm_config_failsafe {
-    uint32_t timeout_ms; /* a read's total deadline */
+    uint32_t timeout_ms;       /* a read's total deadline */
+    uint32_t heavy_timeout_ms; /* the same for heavy reads (full states, every validator) */
     bm_config_retry_t retry;
     bm_config_hedge_t hedge;
     bm_config_breaker_t circuit_breaker;
@@ -327,12 +340,33 @@ typedef struct bm_config_auth {
     size_t n_keys;
 } bm_config_auth_t;
 
+/** state.driver: where the state several instances share lives (docs/high-availability.md) */
+typedef enum bm_state_driver {
+    BM_STATE_LOCAL = 0, /* each instance alone (the default) */
+    BM_STATE_REDIS,     /* shared through Redis: state.redis */
+} bm_state_driver_t;
+
+/** state.redis */
+typedef struct bm_config_redis {
+    char *url;           /* owned; "redis://[user:password@]host[:port][/db]", masked in messages */
+    char *password;      /* owned; never logged nor dumped unmasked; overrides the URL's */
+    char *prefix;        /* owned; key prefix, NULL: "beaconmux:" */
+    uint32_t timeout_ms; /* connect and per-command deadline */
+} bm_config_redis_t;
+
+/** state */
+typedef struct bm_config_state {
+    bm_state_driver_t driver;
+    bm_config_redis_t redis;
+} bm_config_state_t;
+
 /** The whole configuration. Create with bm_config_new/_parse/_load, free with bm_config_free. */
 typedef struct bm_config {
     char *path;                    /* owned; the file it was loaded from, or NULL */
     char *listen_host;             /* owned; IPv4/IPv6 literal (no brackets) or "localhost" */
     uint16_t listen_port;          /* 0 lets the system pick (tests) */
     char *genesis_validators_root; /* owned; "0x" + 64 lowercase hex digits, or NULL */
+    char *state_dir; /* owned; where state survives restarts (app/statedir.h); NULL or "": none */
     bm_config_log_t log;
     bm_config_upstream_t *upstreams; /* owned array of n_upstreams */
     size_t n_upstreams;
@@ -361,6 +395,7 @@ typedef struct bm_config {
     char **trusted_proxies; /* owned CIDR blocks */
     size_t n_trusted_proxies;
     bm_config_auth_t auth;
+    bm_config_state_t state;
     /*
      * networks[]: each entry is a bm_config_t of which only the per-network keys are set
      * (id, upstreams, genesisValidatorsRoot, routing, failsafe, cache, routeRules,

@@ -630,6 +630,8 @@ static const bm_cfg_key_t server_keys[] = {
     DURATION(T, "shutdownTimeout", shutdown_timeout_ms, 0, D_MAX,
              BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
     STRINGS(T,  "allowedClients",  allowed_clients, n_allowed_clients, 256, bm_cidr_problem),
+    BOOL(T,     "reusePort",       reuse_port,          false),
+    SECTION(T,  "tls",             tls, bm_config_server_tls_t, bm_cfg_server_tls),
 };
 #undef T
 
@@ -742,6 +744,7 @@ static const bm_cfg_section_t breaker_section =
 #define T bm_config_failsafe_t
 static const bm_cfg_key_t failsafe_keys[] = {
     DURATION(T, "timeout",        timeout_ms, 1, D_MAX, BM_DEFAULT_FAILSAFE_TIMEOUT_MS),
+    DURATION(T, "heavyTimeout",   heavy_timeout_ms, 1, D_MAX, BM_DEFAULT_FAILSAFE_HEAVY_TIMEOUT_MS),
     SECTION(T,  "retry",          retry,           bm_config_retry_t,   retry_section),
     SECTION(T,  "hedge",          hedge,           bm_config_hedge_t,   hedge_section),
     SECTION(T,  "circuitBreaker", circuit_breaker, bm_config_breaker_t, breaker_section),
@@ -901,6 +904,17 @@ static const bm_cfg_key_t network_keys[] = {
 #undef T
 const bm_cfg_section_t bm_cfg_network = SECTION_OF(bm_config_t, network_keys, network_finish);
 
+/* stateDir: an absolute directory path; whether it exists and is writable is checked at
+ * start (systemd's StateDirectory= creates it only then). */
+static const char *state_dir_problem(const char *v)
+{
+    if (v[0] && v[0] != '/') /* "" means none */
+        return "must be an absolute path";
+    if (strlen(v) > 3072)
+        return "is too long";
+    return NULL;
+}
+
 #define T bm_config_t
 static const bm_cfg_key_t root_keys[] = {
     LISTEN(T,  "listen", listen_host, listen_port, BM_DEFAULT_LISTEN_HOST, BM_DEFAULT_LISTEN_PORT),
@@ -932,6 +946,8 @@ static const bm_cfg_key_t root_keys[] = {
     SECTION(T, "rateLimit", rate_limit, bm_config_rate_limit_t, bm_cfg_rate_limit),
     STRINGS(T, "trustedProxies", trusted_proxies, n_trusted_proxies, 256, bm_cidr_problem),
     SECTION(T, "auth",      auth,       bm_config_auth_t,       bm_cfg_auth),
+    SECTION(T, "state",     state,      bm_config_state_t,      bm_cfg_state),
+    TEXT(T,    "stateDir",  state_dir, state_dir_problem, BM_CFG_EMPTY_NONE),
     LIST(T,    "networks",  networks,   bm_config_t,            n_networks, bm_cfg_network, 64),
 };
 #undef T
@@ -1140,8 +1156,8 @@ bool bm_cfg_check(const bm_cfg_key_t *k, const void *obj, char *msg, size_t n)
         return false;
     case BM_CFG_LISTEN: {
         const char *host = bm_cfg_str(k, obj);
-        if (host && listen_host_ok(host))
-            return true;
+        if ((host && listen_host_ok(host)) || (!host && !k->def_text))
+            return true; /* a listener with no default host is off until given */
         snprintf(msg, n, "host must be an IPv4 address, an IPv6 address or localhost");
         return false;
     }
@@ -1294,7 +1310,7 @@ bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw
             snprintf(msg, n, "%s %s %s", k->name, q.s, why);
             return false;
         }
-        return set_string(str_field(k, obj), v, false, msg, n);
+        return set_string(str_field(k, obj), v, k->flags & BM_CFG_EMPTY_NONE, msg, n);
     case BM_CFG_SECTION:
     case BM_CFG_LIST:
     case BM_CFG_MAP:
@@ -1350,6 +1366,8 @@ int bm_cfg_defaults(const bm_cfg_section_t *sec, void *obj)
             if (bm_cfg_defaults(k->sub, at_off(obj, k->off)) != 0)
                 return BM_ENOMEM;
         } else if (k->kind == BM_CFG_LISTEN) {
+            if (!k->def_text)
+                continue; /* off by default */
             if (!(*str_field(k, obj) = strdup(k->def_text)))
                 return BM_ENOMEM;
             *(uint16_t *)at_off(obj, k->aux) = (uint16_t)k->def;

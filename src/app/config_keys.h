@@ -180,6 +180,10 @@ const char *bm_cfg_id_problem(const char *id);
 extern const bm_cfg_section_t bm_cfg_cache, bm_cfg_cors, bm_cfg_rate_limit, bm_cfg_auth;
 /** What beaconmux shows of itself: metrics, journal, ui (config_observe.c). */
 extern const bm_cfg_section_t bm_cfg_metrics, bm_cfg_journal, bm_cfg_ui;
+/* state (config_state.c) */
+extern const bm_cfg_section_t bm_cfg_state;
+/* server.tls (config_tls.c) */
+extern const bm_cfg_section_t bm_cfg_server_tls;
 
 /** The rows of a networks[] entry (a bm_config_t of which only these are set). */
 extern const bm_cfg_section_t bm_cfg_network;

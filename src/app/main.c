@@ -14,10 +14,12 @@
  * in-flight requests within the configured bound, let detached writes reach the nodes); a
  * second signal exits at once.
  */
+#include <arpa/inet.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <uv.h>
 
 #include "app/cli.h"
@@ -25,6 +27,9 @@
 #include "app/fdlimit.h"
 #include "app/network.h"
 #include "app/options.h"
+#include "app/sharedlimit.h"
+#include "app/systemd.h"
+#include "app/tlslisten.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "edge/front.h"
@@ -44,7 +49,10 @@ typedef struct app {
     size_t n_net;
     size_t draining; /* networks whose writes are still draining */
     bm_front_t *front;
+    bm_sharedlimit_t *limits; /* state.driver redis: the global buckets shared */
     bm_server_t *server;
+    bm_server_t *tls_server; /* server.tls: the same handler behind TLS, or NULL */
+    int servers_draining;
     bm_observe_set_t observed;   /* every network's observe, for one /metrics */
     bm_router_t *global_router;  /* several networks: the merged /metrics on the API listener */
     bm_router_t *metrics_router; /* metrics.listen: a listener of their own */
@@ -53,7 +61,90 @@ typedef struct app {
     uv_signal_t sigint;
     int signals;
     int exit_code;
+    bool no_wait;        /* --no-wait: READY=1 once listening */
+    bool ready_sent;     /* READY=1 went to systemd */
+    uv_timer_t watchdog; /* WATCHDOG=1 from the loop, when systemd asks for it */
+    bool watchdog_on;
+    bool running; /* built and in the loop: a signal shuts down (before: the start failed) */
 } app_t;
+
+/* systemd (Type=notify): ready once clients can be served, which needs the listener and a
+ * node that discovery found usable (or the listener alone with --no-wait). */
+static void notify_ready(app_t *a, const char *why)
+{
+    if (a->ready_sent)
+        return;
+    a->ready_sent = true;
+    char msg[200];
+    snprintf(msg, sizeof msg, "READY=1\nSTATUS=serving (%s)", why);
+    if (bm_systemd_notify(msg) != 0)
+        bm_log(BM_LOG_WARN, "systemd: cannot notify NOTIFY_SOCKET");
+}
+
+static void on_node_state(bm_node_t *node, bm_node_state_t old, void *ud)
+{
+    app_t *a = ud;
+    (void)old;
+    if (node->state != BM_NODE_UNKNOWN && node->state != BM_NODE_UNREACHABLE &&
+        node->state != BM_NODE_WRONG_NETWORK)
+        notify_ready(a, "a beacon node is discovered");
+}
+
+static void on_watchdog(uv_timer_t *t)
+{
+    bm_systemd_notify("WATCHDOG=1"); /* sent from the loop: a frozen loop sends nothing */
+    (void)t;
+}
+
+/* WatchdogSec=: a ping at half the interval, as systemd recommends. */
+static void start_watchdog(app_t *a)
+{
+    uint64_t ms = bm_systemd_watchdog_ms();
+    if (!ms)
+        return;
+    uv_timer_init(&a->loop, &a->watchdog);
+    a->watchdog_on = true;
+    uv_timer_start(&a->watchdog, on_watchdog, ms / 2 ? ms / 2 : 1, ms / 2 ? ms / 2 : 1);
+    bm_log(BM_LOG_INFO, "systemd: watchdog every %llu ms", (unsigned long long)(ms / 2));
+}
+
+/* The listener: the socket systemd handed over (socket activation), else our own. */
+static int open_listener(app_t *a)
+{
+    const bm_config_t *c = a->cfg;
+    int n = bm_systemd_listen_fds();
+    if (n > 1)
+        bm_log(BM_LOG_WARN, "systemd passed %d sockets; the first serves, the others are unused",
+               n);
+    if (n == 0) {
+        int rc = bm_server_listen(a->server, c->listen_host, c->listen_port);
+        if (rc) {
+            bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", c->listen_host, c->listen_port,
+                   bm_strerror(rc));
+            return rc;
+        }
+        const char *h = c->listen_host;
+        bool v6 = strchr(h, ':') != NULL;
+        bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d", v6 ? "[" : "", h, v6 ? "]" : "",
+               bm_server_port(a->server));
+        return 0;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (getsockname(BM_SYSTEMD_FIRST_FD, (struct sockaddr *)&ss, &sl) == 0)
+        inet_ntop(ss.ss_family,
+                  ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
+                                           : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
+                  host, sizeof host);
+    int rc = bm_server_listen_fd(a->server, BM_SYSTEMD_FIRST_FD);
+    if (rc)
+        return rc;
+    bool v6 = strchr(host, ':') != NULL;
+    bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d (socket from systemd)", v6 ? "[" : "", host,
+           v6 ? "]" : "", bm_server_port(a->server));
+    return 0;
+}
 
 /* Every ended request goes to the observe of the network that took it (the front's scope);
  * what the front answered before choosing one (a missing key, an unknown network, the
@@ -146,6 +237,47 @@ static int build_front(app_t *a)
     return 0;
 }
 
+/* server.tls: a second server with the same front, so both listeners serve alike. */
+static int build_tls_listener(app_t *a)
+{
+    const bm_config_server_tls_t *t = &a->cfg->server.tls;
+    char why[512];
+    bm_tls_ctx_t *ctx = bm_tlslisten_ctx(t, why, sizeof why);
+    if (!ctx) {
+        bm_log(BM_LOG_ERROR, "server.tls: %s", why);
+        return BM_ETLS;
+    }
+    a->tls_server = bm_server_new(&a->loop, &a->opts.server, bm_front_handle, a->front);
+    if (!a->tls_server) {
+        bm_tls_ctx_unref(ctx);
+        return BM_ENOMEM;
+    }
+    bm_server_on_end(a->tls_server, on_request_end, a); /* metrics and the access log too */
+    bm_server_set_tls(a->tls_server, ctx);
+    bm_tls_ctx_unref(ctx);
+    int rc = bm_server_listen(a->tls_server, t->listen_host, t->listen_port);
+    if (rc) {
+        bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", t->listen_host, t->listen_port,
+               bm_strerror(rc));
+        return rc;
+    }
+    bool v6 = strchr(t->listen_host, ':') != NULL;
+    bm_log(BM_LOG_INFO, "listening on https://%s%s%s:%d%s", v6 ? "[" : "", t->listen_host,
+           v6 ? "]" : "", bm_server_port(a->tls_server),
+           t->require_client_cert ? " (client certificates required)" : "");
+    return 0;
+}
+
+/* A listener on a public address needs keys or an allow list; required client
+ * certificates are a gate of their own on the TLS listener. */
+static const char *tls_exposure(const bm_config_t *c)
+{
+    const bm_config_server_tls_t *t = &c->server.tls;
+    if (!t->listen_host || t->require_client_cert)
+        return NULL;
+    return bm_front_exposure_problem(t->listen_host, c->auth.n_keys, c->server.n_allowed_clients);
+}
+
 static int build(app_t *a)
 {
     const bm_config_t *c = a->cfg;
@@ -159,11 +291,20 @@ static int build(app_t *a)
         bm_log(BM_LOG_ERROR, "listen %s: %s", c->listen_host, exposed);
         return BM_EINVAL;
     }
+    if ((exposed = tls_exposure(c)) != NULL) {
+        bm_log(BM_LOG_ERROR, "server.tls.listen %s: %s", c->server.tls.listen_host, exposed);
+        return BM_EINVAL;
+    }
     a->n_net = bm_config_network_count(c);
     for (size_t i = 0; i < a->n_net; i++)
         if (!(a->net[i] = bm_network_new(&a->loop, c, i)))
             return BM_EINVAL;
     if ((rc = build_front(a)) != 0)
+        return rc;
+    if (c->state.driver == BM_STATE_REDIS)
+        a->limits = bm_sharedlimit_new(&a->loop, c, a->front); /* NULL: no global limit */
+    /* first, so that a certificate that does not load stops the start before any listens */
+    if (c->server.tls.listen_host && (rc = build_tls_listener(a)) != 0)
         return rc;
     a->server = bm_server_new(&a->loop, &a->opts.server, bm_front_handle, a->front);
     if (!a->server)
@@ -176,16 +317,13 @@ static int build(app_t *a)
     /* before the API: once "listening on" is logged, every listener is bound */
     if ((rc = listen_metrics(a)) != 0)
         return rc;
-    rc = bm_server_listen(a->server, c->listen_host, c->listen_port);
-    if (rc) {
-        bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", c->listen_host, c->listen_port,
-               bm_strerror(rc));
+    if ((rc = open_listener(a)) != 0)
         return rc;
-    }
-    const char *h = c->listen_host;
-    bool v6 = strchr(h, ':') != NULL;
-    bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d", v6 ? "[" : "", h, v6 ? "]" : "",
-           bm_server_port(a->server));
+    for (size_t i = 0; i < a->n_net; i++)
+        if ((rc = bm_network_on_node_state(a->net[i], on_node_state, a)) != 0)
+            return rc;
+    if (a->no_wait)
+        notify_ready(a, "--no-wait");
     for (size_t i = 0; i < a->n_net; i++) {
         if (c->n_networks)
             bm_log(BM_LOG_INFO, "network %s: served under /%s/", bm_network_id(a->net[i]),
@@ -198,6 +336,8 @@ static int build(app_t *a)
 
 static void close_signals(app_t *a)
 {
+    if (a->watchdog_on && !uv_is_closing((uv_handle_t *)&a->watchdog))
+        uv_close((uv_handle_t *)&a->watchdog, NULL);
     if (!uv_is_closing((uv_handle_t *)&a->sigterm))
         uv_close((uv_handle_t *)&a->sigterm, NULL);
     if (!uv_is_closing((uv_handle_t *)&a->sigint))
@@ -218,7 +358,11 @@ static void on_server_drained(bm_server_t *srv, void *ud)
 {
     app_t *a = ud;
     (void)srv;
+    if (--a->servers_draining > 0)
+        return; /* the other listener still has clients */
     bm_log(BM_LOG_INFO, "shutdown: connections drained");
+    bm_sharedlimit_free(a->limits); /* its connection and timer must not keep the loop */
+    a->limits = NULL;
     a->draining = a->n_net;
     for (size_t i = 0; i < a->n_net; i++)
         bm_network_drain(a->net[i], a->cfg->server.shutdown_timeout_ms, on_network_drained, a);
@@ -227,24 +371,34 @@ static void on_server_drained(bm_server_t *srv, void *ud)
 static void on_signal(uv_signal_t *s, int signum)
 {
     app_t *a = s->data;
+    if (!a->running)
+        return; /* a network that failed to build runs the loop to close; we exit anyway */
     if (++a->signals > 1) {
         bm_log(BM_LOG_WARN, "second signal: exiting now");
         exit(1);
     }
     bm_log(BM_LOG_INFO, "%s: shutting down (in-flight requests get up to %u ms)",
            signum == SIGTERM ? "SIGTERM" : "SIGINT", a->cfg->server.shutdown_timeout_ms);
+    bm_systemd_notify("STOPPING=1\nSTATUS=draining");
     for (size_t i = 0; i < a->n_net; i++)
         bm_network_stop_streams(a->net[i]);
+    a->servers_draining = a->tls_server ? 2 : 1;
     if (a->metrics_server)
         bm_server_shutdown(a->metrics_server, a->cfg->server.shutdown_timeout_ms, NULL, NULL);
     bm_server_shutdown(a->server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
+    if (a->tls_server)
+        bm_server_shutdown(a->tls_server, a->cfg->server.shutdown_timeout_ms, on_server_drained, a);
 }
 
 static void teardown(app_t *a)
 {
+    bm_sharedlimit_free(a->limits);
+    a->limits = NULL;
     /* the networks' observes go with them: no request reaches them any more */
     if (a->server)
         bm_server_on_end(a->server, NULL, NULL);
+    if (a->tls_server)
+        bm_server_on_end(a->tls_server, NULL, NULL);
     if (a->metrics_server)
         bm_server_on_end(a->metrics_server, NULL, NULL);
     for (size_t i = 0; i < a->n_net; i++)
@@ -252,6 +406,8 @@ static void teardown(app_t *a)
     uv_run(&a->loop, UV_RUN_DEFAULT);
     if (a->server)
         bm_server_free(a->server);
+    if (a->tls_server)
+        bm_server_free(a->tls_server);
     if (a->metrics_server)
         bm_server_free(a->metrics_server);
     uv_run(&a->loop, UV_RUN_DEFAULT);
@@ -313,6 +469,18 @@ int main(int argc, char **argv)
                                                         a.cfg->server.n_allowed_clients);
         if (exposed)
             fprintf(stderr, "beaconmux: warning: listen %s: %s\n", a.cfg->listen_host, exposed);
+        if ((exposed = tls_exposure(a.cfg)) != NULL)
+            fprintf(stderr, "beaconmux: warning: server.tls.listen %s: %s\n",
+                    a.cfg->server.tls.listen_host, exposed);
+        char why[512];
+        bm_tls_ctx_t *tls = NULL;
+        if (a.cfg->server.tls.listen_host &&
+            !(tls = bm_tlslisten_ctx(&a.cfg->server.tls, why, sizeof why))) {
+            fprintf(stderr, "beaconmux: server.tls: %s\n", why);
+            bm_config_free(a.cfg);
+            return 2;
+        }
+        bm_tls_ctx_unref(tls);
         bm_str_t dump = BM_STR_INIT;
         bm_config_dump(a.cfg, true, &dump);
         printf("configuration OK%s%s\n%s", a.cfg->path ? ": " : "", a.cfg->path ? a.cfg->path : "",
@@ -330,19 +498,30 @@ int main(int argc, char **argv)
     uv_signal_init(&a.loop, &a.sigterm);
     uv_signal_init(&a.loop, &a.sigint);
     a.sigterm.data = a.sigint.data = &a;
+    a.no_wait = cli.no_wait;
     if (a.cfg->n_networks)
         bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu networks", BM_VERSION,
                a.cfg->n_networks);
     else
         bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu upstream%s", BM_VERSION,
                a.cfg->n_upstreams, a.cfg->n_upstreams == 1 ? "" : "s");
+    /* before anything says it listens or is ready: a SIGTERM sent right after READY=1 (or
+     * after the "listening" line) must start a graceful shutdown, not kill the process. The
+     * callbacks run only once the loop runs, after build; until then the handles do not
+     * keep the loop alive (a network that fails to build runs the loop to close its own). */
+    uv_signal_start(&a.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&a.sigint, on_signal, SIGINT);
+    uv_unref((uv_handle_t *)&a.sigterm);
+    uv_unref((uv_handle_t *)&a.sigint);
     int rc = build(&a);
     if (rc) {
         a.exit_code = 1;
         close_signals(&a);
     } else {
-        uv_signal_start(&a.sigterm, on_signal, SIGTERM);
-        uv_signal_start(&a.sigint, on_signal, SIGINT);
+        uv_ref((uv_handle_t *)&a.sigterm);
+        uv_ref((uv_handle_t *)&a.sigint);
+        start_watchdog(&a);
+        a.running = true;
         uv_run(&a.loop, UV_RUN_DEFAULT);
         bm_log(BM_LOG_INFO, "stopped");
     }

@@ -14,12 +14,17 @@
  */
 #include "app/network.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "app/admin.h"
 #include "app/options.h"
 #include "app/report.h"
+#include "app/sharing.h"
+#include "app/statedir.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -67,6 +72,8 @@ struct bm_network {
     bm_shadow_t *shadow; /* every duty read mirrored to the shadow nodes, and their score */
     bm_replay_t *replay; /* replay of node-local state */
     bm_broadcast_t *bcast;
+    bm_sharing_t *sharing; /* state.driver redis: replay and producer memories shared */
+    bm_statedir_t *state;  /* stateDir's file of this network, or NULL */
     bm_observe_t *observe; /* metrics, journal, dashboard; the access log of its requests */
     bm_router_t *router;
     void (*drained)(void *ud);
@@ -98,6 +105,11 @@ void bm_network_status(bm_str_t *out, void *ud)
 {
     bm_network_t *n = ud;
     bm_admin_status_json(n->admin, out);
+}
+
+int bm_network_on_node_state(bm_network_t *n, bm_pool_state_fn fn, void *ud)
+{
+    return bm_pool_on_state(n->pool, fn, ud);
 }
 
 int bm_network_add_status(bm_network_t *n, const char *name, void (*fn)(bm_str_t *out, void *ud),
@@ -211,6 +223,27 @@ static int build_broadcast(bm_network_t *a)
     return rc;
 }
 
+static void local_state_json(bm_str_t *out, void *ud)
+{
+    (void)ud;
+    bm_str_puts(out, "{\"driver\":\"local\"}");
+}
+
+/* state.driver redis: the replay and producer memories shared with the other instances
+ * (app/sharing.h); the status page's "state" section either way. */
+static int build_sharing(bm_network_t *a)
+{
+    if (a->cfg.state.driver != BM_STATE_REDIS)
+        return bm_admin_add_section(a->admin, "state", local_state_json, NULL);
+    a->sharing = bm_sharing_new(a->loop, a->clock, &a->cfg, a->cfg.network_id, a->pool, a->replay,
+                                a->produce, a->bcast);
+    if (!a->sharing)
+        return BM_ENOMEM;
+    bm_cache_tier_t tier = {bm_sharing_cache_get, bm_sharing_cache_put, a->sharing};
+    bm_cache_set_tier(a->cache, &tier);
+    return bm_admin_add_section(a->admin, "state", bm_sharing_status_json, a->sharing);
+}
+
 /* The hint (expected head from the monitor's tracker, due times from discovery's
  * chain, per-duty holds), attestation data / head root / payload attestation data, and
  * block production, all racing on the shared engine. */
@@ -303,6 +336,55 @@ static int build_chain(bm_network_t *a)
     return bm_admin_add_section(a->admin, "cache", bm_cache_status_json, a->cache);
 }
 
+/* statedir sections: the replay memory and the SSZ refusals */
+static int export_replay(void *ud, uint64_t now_ms, bm_str_t *out)
+{
+    return bm_replay_export(ud, now_ms, out);
+}
+
+static int import_replay(void *ud, const char *json, size_t len, uint64_t now_ms)
+{
+    return bm_replay_import(ud, json, len, now_ms);
+}
+
+static int export_ssz(void *ud, uint64_t now_ms, bm_str_t *out)
+{
+    return bm_broadcast_export_ssz(ud, now_ms, out);
+}
+
+static int import_ssz(void *ud, const char *json, size_t len, uint64_t now_ms)
+{
+    return bm_broadcast_import_ssz(ud, json, len, now_ms);
+}
+
+/* stateDir: restores what the last run saved while the network is built, before anything
+ * listens or discovers, so that the first discovery of each node replays it (a node that
+ * restarted while beaconmux was down gets its validators' state again); bm_network_start
+ * starts the periodic saves. */
+static int build_state(bm_network_t *a)
+{
+    const char *dir = a->cfg.state_dir;
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+        bm_log(BM_LOG_ERROR, "stateDir %s: not a writable directory", dir);
+        return BM_EINVAL;
+    }
+    char file[160];
+    if (a->cfg.network_id)
+        snprintf(file, sizeof file, "state-%s.json", a->cfg.network_id);
+    else
+        snprintf(file, sizeof file, "state.json");
+    bm_statedir_opts_t o = {dir, file, a->cfg.network_id ? a->cfg.network_id : "default",
+                            a->cfg.genesis_validators_root, 0};
+    a->state = bm_statedir_new(a->clock, &o);
+    if (!a->state ||
+        bm_statedir_add(a->state, "replay", export_replay, import_replay, a->replay) != 0 ||
+        bm_statedir_add(a->state, "sszRefusals", export_ssz, import_ssz, a->bcast) != 0)
+        return BM_ENOMEM;
+    bm_statedir_load(a->state);
+    return 0;
+}
+
 /* observe: the figures only it keeps, read with every module's counters at scrape time;
  * the dashboard shows this network's status page. */
 static int build_observe(bm_network_t *a)
@@ -352,9 +434,13 @@ static int build(bm_network_t *a)
         return rc;
     if ((rc = build_broadcast(a)) != 0)
         return rc;
+    if ((rc = build_sharing(a)) != 0)
+        return rc;
     if ((rc = build_observe(a)) != 0)
         return rc;
     if ((rc = build_routes(a)) != 0)
+        return rc;
+    if (a->cfg.state_dir && *a->cfg.state_dir && (rc = build_state(a)) != 0)
         return rc;
     bm_report_sources_t rs = {a->events, a->attest, a->produce, a->aggregate,
                               a->duties, a->bcast,  a->replay};
@@ -380,6 +466,7 @@ bm_network_t *bm_network_new(uv_loop_t *loop, const bm_config_t *cfg, size_t i)
 
 int bm_network_start(bm_network_t *a)
 {
+    bm_statedir_start(a->state);
     int rc = bm_discovery_start(a->disc);
     return rc ? rc : bm_monitor_start(a->monitor);
 }
@@ -397,7 +484,11 @@ static void on_writes_drained(bm_race_engine_t *e, void *ud)
     (void)e;
     bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
     bm_discovery_stop(a->disc);
+    bm_statedir_stop(a->state); /* the last save: every write has been fed by now */
     bm_replay_stop(a->replay);
+    bm_cache_set_tier(a->cache, NULL); /* stopped already (bm_network_stop_streams) */
+    bm_sharing_free(a->sharing);       /* its connections and timers close: the loop can end */
+    a->sharing = NULL;
     bm_race_engine_free(a->race); /* before curl: it cancels what still runs */
     a->race = NULL;
     /* nothing runs any more: close curl's sockets and timers so that the loop ends */
@@ -424,11 +515,16 @@ void bm_network_free(bm_network_t *a)
         return;
     if (a->monitor)
         bm_monitor_stop(a->monitor);
-    bm_cache_stop(a->cache);   /* before the read path: it cancels its detached reads */
+    bm_cache_stop(a->cache); /* before the read path: it cancels its detached reads */
+    if (a->cache)
+        bm_cache_set_tier(a->cache, NULL);
+    bm_sharing_free(a->sharing); /* after the cache's lookups were dropped */
+    a->sharing = NULL;
     bm_events_free(a->events); /* after the monitor, before curl and the tracker */
     a->events = NULL;
     if (a->disc)
         bm_discovery_stop(a->disc);
+    bm_statedir_stop(a->state);
     bm_replay_stop(a->replay);
     bm_broadcast_stop(a->bcast);
     if (a->race)
@@ -447,6 +543,7 @@ void bm_network_free(bm_network_t *a)
     bm_produce_free(a->produce);
     bm_shadow_free(a->shadow); /* after the engine, whose mirrors report to it */
     bm_hint_free(a->hint);
+    bm_statedir_free(a->state);
     bm_broadcast_free(a->bcast);
     bm_replay_free(a->replay);
     bm_cache_free(a->cache); /* before the tracker it listens to */

@@ -24,6 +24,7 @@
 
 #include "app/config.h"
 #include "base/buf.h"
+#include "cluster/pool.h"
 #include "http/router.h"
 #include "observe/observe.h"
 
@@ -69,5 +70,9 @@ void bm_network_drain(bm_network_t *n, uint32_t grace_ms, void (*done)(void *ud)
 
 /** Tears it down (runs the loop to let handles close). NULL is ignored. */
 void bm_network_free(bm_network_t *n);
+
+/** Registers a listener of the network's node state transitions (bm_pool_on_state):
+ *  main's readiness report to systemd. Returns 0 or BM_ENOMEM. */
+int bm_network_on_node_state(bm_network_t *n, bm_pool_state_fn fn, void *ud);
 
 #endif /* BM_NETWORK_H */

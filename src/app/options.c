@@ -34,6 +34,7 @@
     B(server.max_connections,            server.max_connections)                                   \
     B(server.max_connections_per_client, server.max_connections_per_client)                        \
     B(server.send_timeout_ms,            server.send_timeout_ms)                                   \
+    B(server.reuse_port,                 server.reuse_port)                                        \
     /* timeouts.connect: every module that connects to nodes */                                    \
     B(timeouts.connect_ms,               discovery.connect_timeout_ms)                             \
     B(timeouts.connect_ms,               readpath.connect_timeout_ms)                              \
@@ -52,6 +53,7 @@
     B(timeouts.write_ms,                 readpath.write_timeout_ms)                                \
     /* the read path (failsafe.retry.maxAttempts is in bm_options_from_config) */                  \
     B(failsafe.timeout_ms,               readpath.timeout_ms)                                      \
+    B(failsafe.heavy_timeout_ms,         readpath.heavy_timeout_ms)                                \
     B(failsafe.retry.delay_ms,           readpath.retry_delay_ms)                                  \
     B(failsafe.retry.backoff,            readpath.retry_backoff_milli)                             \
     B(failsafe.retry.max_delay_ms,       readpath.retry_max_delay_ms)                              \

@@ -92,6 +92,7 @@
 
 /* failsafe: the read path's deadline, retries, hedges and breakers */
 #define BM_DEFAULT_FAILSAFE_TIMEOUT_MS 4000
+#define BM_DEFAULT_FAILSAFE_HEAVY_TIMEOUT_MS 300000 /* full states, every validator: minutes */
 #define BM_DEFAULT_FAILSAFE_RETRY_DELAY_MS 50
 #define BM_DEFAULT_FAILSAFE_RETRY_BACKOFF 2000 /* thousandths: 2.0 */
 #define BM_DEFAULT_FAILSAFE_RETRY_MAX_DELAY_MS 1000
@@ -125,6 +126,11 @@
 
 /* cache: the response cache of the edge (edge/cache.h) */
 #define BM_DEFAULT_CACHE_ENABLED true
+
+/* state: local (0) or redis (1); Redis's connect and per-command deadline: short, because
+ * nothing on a duty's path ever waits for it */
+#define BM_DEFAULT_STATE_DRIVER 0
+#define BM_DEFAULT_STATE_REDIS_TIMEOUT_MS 50
 #define BM_DEFAULT_CACHE_MAX_ENTRIES 16384
 #define BM_DEFAULT_CACHE_MAX_BYTES (64ull << 20)      /* 64 MiB */
 #define BM_DEFAULT_CACHE_MAX_ENTRY_BYTES (4ull << 20) /* 4 MiB */

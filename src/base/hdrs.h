@@ -76,6 +76,26 @@ int bm_hdrs_copy(bm_hdrs_t *dst, const bm_hdrs_t *src);
 bool bm_header_name_is(const char *name, size_t len, const char *z);
 
 /**
+ * Whether a[0..n) and b[0..n) are equal with ASCII letters compared case-insensitively,
+ * as strncasecmp in the C locale for strings without NUL bytes. Inline: field names are
+ * compared for every field of every proxied head, and a call to the C library's
+ * locale-aware comparison costs several times the few bytes compared.
+ */
+static inline bool bm_ascii_case_eq(const char *a, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
+        if (x == y)
+            continue;
+        /* equal but for case only when both are the same letter: they differ in bit 5 */
+        x |= 0x20;
+        if (x != (y | 0x20) || x < 'a' || x > 'z')
+            return false;
+    }
+    return true;
+}
+
+/**
  * True for the hop-by-hop fields a proxy must not forward (RFC 9110 section 7.6.1:
  * Connection, Keep-Alive, Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE,
  * Trailer, Transfer-Encoding, Upgrade), plus the framing and routing fields a proxy

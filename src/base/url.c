@@ -259,7 +259,14 @@ bool bm_url_valid(const char *url)
 
 int bm_url_join(bm_str_t *out, const char *base, const char *path_and_query)
 {
-    if (!base || !path_and_query || path_and_query[0] != '/' || !bm_url_valid(base))
+    if (!base || !bm_url_valid(base))
+        return BM_EINVAL;
+    return bm_url_join_valid_base(out, base, path_and_query);
+}
+
+int bm_url_join_valid_base(bm_str_t *out, const char *base, const char *path_and_query)
+{
+    if (!base || !path_and_query || path_and_query[0] != '/')
         return BM_EINVAL;
     if (!valid_path(path_and_query, true))
         return BM_EINVAL;

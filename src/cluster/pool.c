@@ -198,6 +198,34 @@ void bm_pool_set_unresponsive(bm_pool_t *p, bm_node_t *n, const char *fmt, ...)
     inputs_changed(p, n);
 }
 
+/* The first position in sorted v[0..n) whose value is above x (upper) or not below x. */
+static uint32_t sorted_position(const uint32_t *v, uint32_t n, uint32_t x, bool upper)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (upper ? v[mid] <= x : v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Replaces `old` (when `evict`) with `x` in v[0..n), the sorted copy of the latency window: one
+ * binary search and one short move each, instead of a sort per percentile asked. */
+static void sorted_replace(uint32_t *v, uint32_t n, bool evict, uint32_t old, uint32_t x)
+{
+    if (evict) {
+        uint32_t at = sorted_position(v, n, old, false); /* present: it was inserted */
+        memmove(v + at, v + at + 1, (n - at - 1) * sizeof v[0]);
+        n--;
+    }
+    uint32_t at = sorted_position(v, n, x, true);
+    memmove(v + at + 1, v + at, (n - at) * sizeof v[0]);
+    v[at] = x;
+}
+
 /* Pushes one outcome (and, for a success, its latency) into the rolling windows. */
 static void record_recent(bm_node_stats_t *s, bool failed, uint64_t latency_us)
 {
@@ -208,11 +236,14 @@ static void record_recent(bm_node_stats_t *s, bool failed, uint64_t latency_us)
         s->recent_n++;
     if (failed)
         return;
-    s->recent_lat_us[s->recent_lat_pos] =
-        latency_us > UINT32_MAX ? UINT32_MAX : (uint32_t)latency_us;
-    s->recent_lat_pos = (s->recent_lat_pos + 1) % BM_RECENT_WINDOW;
-    if (s->recent_lat_n < BM_RECENT_WINDOW)
+    uint32_t x = latency_us > UINT32_MAX ? UINT32_MAX : (uint32_t)latency_us;
+    bool full = s->recent_lat_n == BM_RECENT_WINDOW;
+    sorted_replace(s->recent_lat_sorted, s->recent_lat_n, full, s->recent_lat_us[s->recent_lat_pos],
+                   x);
+    if (!full)
         s->recent_lat_n++;
+    s->recent_lat_us[s->recent_lat_pos] = x;
+    s->recent_lat_pos = (s->recent_lat_pos + 1) % BM_RECENT_WINDOW;
 }
 
 double bm_node_recent_error_rate(const bm_node_t *n)
@@ -226,24 +257,14 @@ double bm_node_recent_error_rate(const bm_node_t *n)
 double bm_node_recent_latency_ms(const bm_node_t *n, double pct)
 {
     const bm_node_stats_t *s = &n->stats;
-    uint32_t v[BM_RECENT_WINDOW];
     uint32_t k = s->recent_lat_n;
     if (k == 0)
         return 0;
-    memcpy(v, s->recent_lat_us, k * sizeof v[0]);
-    for (uint32_t i = 1; i < k; i++) { /* insertion sort: 64 values at most */
-        uint32_t x = v[i], j = i;
-        while (j > 0 && v[j - 1] > x) {
-            v[j] = v[j - 1];
-            j--;
-        }
-        v[j] = x;
-    }
     uint32_t idx = (uint32_t)ceil((double)k * pct / 100.0);
     idx = idx == 0 ? 0 : idx - 1;
     if (idx >= k)
         idx = k - 1;
-    return (double)v[idx] / 1000.0;
+    return (double)s->recent_lat_sorted[idx] / 1000.0;
 }
 
 void bm_pool_record(bm_pool_t *p, bm_node_t *n, bm_outcome_t outcome, bool refused,

@@ -93,6 +93,9 @@ typedef struct bm_node_stats {
     uint32_t recent_pos;                      /* next slot of the ring */
     uint32_t recent_lat_us[BM_RECENT_WINDOW]; /* successful exchanges' latencies */
     uint32_t recent_lat_n, recent_lat_pos;
+    /* the same latencies in ascending order, kept so as each one is recorded: the read path
+     * asks for a percentile of every candidate of every request */
+    uint32_t recent_lat_sorted[BM_RECENT_WINDOW];
 } bm_node_stats_t;
 
 /*

@@ -44,9 +44,10 @@ typedef struct agg_race {
     bm_aggregate_t *m;
     bm_aggregate_kind_t kind;
     char fork[16]; /* the requested slot's fork, for SSZ answers without a version header */
-    /* the last judged answer */
+    /* the last answer counted: by who gave it (the node, its attempt, the body) */
     const bm_node_t *c_node;
     unsigned c_attempt;
+    const bm_buf_t *c_body;
     bool c_valid, c_ok;
     size_t c_set, c_len;
 } agg_race_t;
@@ -107,14 +108,18 @@ int bm_aggregate_count_bits(bm_aggregate_kind_t kind, const char *content_type, 
     return rc;
 }
 
-/* Judges answer `a` once; the predicates below are called in a row on the same answer. */
-static void judge(agg_race_t *ar, const bm_race_answer_t *a)
+/* Counts the bits of answer `a` once: the predicates look at each answer in a row, and
+ * every request waiting on the race (the aggregators of one committee) at the one it
+ * serves. True when it was counted now, false when remembered. */
+static bool count_once(agg_race_t *ar, const bm_race_answer_t *a)
 {
-    if (ar->c_valid && ar->c_node == a->node && ar->c_attempt == a->attempt)
-        return;
+    if (ar->c_valid && ar->c_node == a->node && ar->c_attempt == a->attempt &&
+        ar->c_body == a->body)
+        return false;
     ar->c_valid = true;
     ar->c_node = a->node;
     ar->c_attempt = a->attempt;
+    ar->c_body = a->body;
     ar->c_set = ar->c_len = 0;
     const char *fork = bm_hdrs_get(a->headers, "eth-consensus-version");
     if (!fork || !*fork)
@@ -122,7 +127,13 @@ static void judge(agg_race_t *ar, const bm_race_answer_t *a)
     ar->c_ok = a->body &&
                bm_aggregate_count_bits(ar->kind, bm_hdrs_get(a->headers, "content-type"), fork,
                                        a->body->data, a->body->len, &ar->c_set, &ar->c_len) == 0;
-    if (!ar->c_ok || ar->c_set == 0) {
+    return true;
+}
+
+/* Judges answer `a`: counted once, and an answer that cannot be served counted as ignored. */
+static void judge(agg_race_t *ar, const bm_race_answer_t *a)
+{
+    if (count_once(ar, a) && (!ar->c_ok || ar->c_set == 0)) {
         ar->m->stats.ignored++;
         bm_log_limited(&ar->m->lim, BM_LOG_DEBUG, "aggregate: %s answered %s, ignored",
                        a->node ? a->node->id : "?",
@@ -172,11 +183,10 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *a, void *ctx)
     size_t set = 0, total = 0;
     bool ok = false;
     if (bm_status_2xx(a->status) && a->body) {
-        const char *fork = bm_hdrs_get(a->headers, "eth-consensus-version");
-        ok = bm_aggregate_count_bits(ar->kind, bm_hdrs_get(a->headers, "content-type"),
-                                     fork && *fork ? fork : ar->fork, a->body->data, a->body->len,
-                                     &set, &total) == 0 &&
-             set > 0;
+        count_once(ar, a);
+        set = ar->c_set;
+        total = ar->c_len;
+        ok = ar->c_ok && set > 0;
     }
     if (ok && set == total)
         m->stats.full++;

@@ -34,6 +34,23 @@ typedef struct race_pair {
     uint64_t nodes;
 } race_pair_t;
 
+/* The last answer read, by who gave it (a node's attempts are numbered, so the node, the
+ * attempt and the body tell answers of one race apart): accept, score and observe look at
+ * each answer in a row, and every request waiting on the race at the one it serves; a
+ * JSON parse costs ~11k instructions, so each answer is read once. */
+typedef struct parsed {
+    bool valid;
+    const bm_node_t *node;
+    unsigned attempt;
+    const bm_buf_t *body;
+    int rc; /* of the parse; the fields below are set when 0 */
+    union {
+        bm_attest_data_t data;
+        uint8_t root[32];
+        bm_attest_payload_t payload;
+    } v;
+} parsed_t;
+
 typedef struct rctx {
     bm_attest_t *a;
     endpoint_t ep;
@@ -42,6 +59,7 @@ typedef struct rctx {
     uint32_t quorum; /* checkpoint quorum for this race (auto resolved by its candidates) */
     race_pair_t pairs[RACE_PAIRS];
     size_t n_pairs;
+    parsed_t last; /* the race's copy only: the context bm_serve copies has none */
 } rctx_t;
 
 struct bm_attest {
@@ -246,17 +264,90 @@ bool bm_attest_payload_ok(const bm_expected_t *e, uint64_t slot, const bm_attest
     return !(e->is_cluster_head && e->payload_full) || p->payload_present;
 }
 
+/* Appends s[0..n) at *at in out[0..cap), keeping room for the NUL; false when it does not
+ * fit. */
+static bool key_put(char *out, size_t cap, size_t *at, const char *s, size_t n)
+{
+    if (n >= cap - *at)
+        return false;
+    memcpy(out + *at, s, n);
+    *at += n;
+    return true;
+}
+
 int bm_attest_data_key(char *out, size_t cap, uint64_t slot, const char *committee_index,
                        const char *accept, bool pre_electra)
 {
-    int n = snprintf(out, cap, "GET /eth/v1/validator/attestation_data slot=%llu ci=%s accept=%s",
-                     (unsigned long long)slot,
-                     pre_electra ? (committee_index ? committee_index : "-") : "*",
-                     accept ? accept : "-");
-    return n < 0 || (size_t)n >= cap ? -1 : n;
+    /* built by hand: every attestation_data request makes one (snprintf cost ~1.3k
+     * instructions of a ~25k request) */
+    static const char head[] = "GET /eth/v1/validator/attestation_data slot=";
+    char digits[20];
+    size_t nd = 0, at = 0;
+    do {
+        digits[sizeof digits - ++nd] = (char)('0' + slot % 10);
+        slot /= 10;
+    } while (slot);
+    const char *ci = pre_electra ? (committee_index ? committee_index : "-") : "*";
+    const char *acc = accept ? accept : "-";
+    if (cap == 0 || !key_put(out, cap, &at, head, sizeof head - 1) ||
+        !key_put(out, cap, &at, digits + sizeof digits - nd, nd) ||
+        !key_put(out, cap, &at, " ci=", 4) || !key_put(out, cap, &at, ci, strlen(ci)) ||
+        !key_put(out, cap, &at, " accept=", 8) || !key_put(out, cap, &at, acc, strlen(acc)))
+        return -1;
+    out[at] = '\0';
+    return (int)at;
 }
 
 /* ---- predicates of the races ---------------------------------------------------------- */
+
+/* The race's answer `an` read as its endpoint's body (c->ep), once: 0 and *out, or an error. */
+static int parse_answer(rctx_t *c, const bm_race_answer_t *an, const parsed_t **out)
+{
+    parsed_t *p = &c->last;
+    if (!p->valid || p->node != an->node || p->attempt != an->attempt || p->body != an->body) {
+        *p = (parsed_t){.valid = true, .node = an->node, .attempt = an->attempt, .body = an->body};
+        switch (c->ep) {
+        case EP_DATA:
+            p->rc = bm_attest_parse_data(an->headers, an->body, &p->v.data);
+            break;
+        case EP_HEAD_ROOT:
+            p->rc = bm_attest_parse_root(an->body, p->v.root);
+            break;
+        case EP_PAYLOAD:
+            p->rc = bm_attest_parse_payload(an->headers, an->body, &p->v.payload);
+            break;
+        }
+    }
+    *out = p;
+    return p->rc;
+}
+
+static int parse_data(rctx_t *c, const bm_race_answer_t *an, bm_attest_data_t *d)
+{
+    const parsed_t *p;
+    if (parse_answer(c, an, &p) != 0)
+        return BM_EINVAL;
+    *d = p->v.data;
+    return 0;
+}
+
+static int parse_root(rctx_t *c, const bm_race_answer_t *an, uint8_t root[32])
+{
+    const parsed_t *p;
+    if (parse_answer(c, an, &p) != 0)
+        return BM_EINVAL;
+    memcpy(root, p->v.root, 32);
+    return 0;
+}
+
+static int parse_payload(rctx_t *c, const bm_race_answer_t *an, bm_attest_payload_t *pl)
+{
+    const parsed_t *p;
+    if (parse_answer(c, an, &p) != 0)
+        return BM_EINVAL;
+    *pl = p->v.payload;
+    return 0;
+}
 
 /* An answer on the cluster head while a node's newer head is being resolved: not yet (the
  * race re-asks in a moment, by when the cluster head has moved or proved it should not). */
@@ -312,8 +403,7 @@ static void data_observe(bm_race_t *r, const bm_race_answer_t *an, void *ud)
     (void)r;
     rctx_t *c = ud;
     bm_attest_data_t d;
-    if (!an->err && bm_status_2xx(an->status) &&
-        bm_attest_parse_data(an->headers, an->body, &d) == 0 && d.slot == c->slot)
+    if (!an->err && bm_status_2xx(an->status) && parse_data(c, an, &d) == 0 && d.slot == c->slot)
         book_note(c, an, &d.checkpoints);
 }
 
@@ -336,7 +426,7 @@ static bool data_accept(const bm_race_answer_t *an, void *ud)
 {
     rctx_t *c = ud;
     bm_attest_data_t d;
-    if (bm_attest_parse_data(an->headers, an->body, &d) != 0 || d.slot != c->slot)
+    if (parse_data(c, an, &d) != 0 || d.slot != c->slot)
         return false;
     bool cp_ok = checkpoints_ok(c, an, &d);
     bm_expected_t e;
@@ -354,8 +444,7 @@ static bool data_usable(const bm_race_answer_t *an, void *ud)
 {
     rctx_t *c = ud;
     bm_attest_data_t d;
-    return bm_attest_parse_data(an->headers, an->body, &d) == 0 && d.slot == c->slot &&
-           checkpoints_ok(c, an, &d);
+    return parse_data(c, an, &d) == 0 && d.slot == c->slot && checkpoints_ok(c, an, &d);
 }
 
 /* Among answers that were not accepted, the one on the expected head (wrong index) first. */
@@ -364,7 +453,7 @@ static double data_score(const bm_race_answer_t *an, void *ud)
     rctx_t *c = ud;
     bm_attest_data_t d;
     bm_expected_t e;
-    if (bm_attest_parse_data(an->headers, an->body, &d) != 0)
+    if (parse_data(c, an, &d) != 0)
         return 0;
     bm_hint_expected(c->a->hint, c->slot, &e);
     return e.known && memcmp(e.root, d.beacon_block_root, 32) == 0 ? 1 : 0;
@@ -374,7 +463,7 @@ static bool root_accept(const bm_race_answer_t *an, void *ud)
 {
     rctx_t *c = ud;
     uint8_t root[32];
-    if (bm_attest_parse_root(an->body, root) != 0)
+    if (parse_root(c, an, root) != 0)
         return false;
     bm_expected_t e;
     if (!bm_hint_expected(c->a->hint, UINT64_MAX, &e))
@@ -386,16 +475,15 @@ static bool root_accept(const bm_race_answer_t *an, void *ud)
 
 static bool root_usable(const bm_race_answer_t *an, void *ud)
 {
-    (void)ud;
     uint8_t root[32];
-    return bm_attest_parse_root(an->body, root) == 0;
+    return parse_root(ud, an, root) == 0;
 }
 
 static bool payload_accept(const bm_race_answer_t *an, void *ud)
 {
     rctx_t *c = ud;
     bm_attest_payload_t p;
-    if (an->status != 200 || bm_attest_parse_payload(an->headers, an->body, &p) != 0)
+    if (an->status != 200 || parse_payload(c, an, &p) != 0)
         return false;
     bm_expected_t e;
     bm_hint_expected(c->a->hint, c->slot, &e);
@@ -408,8 +496,7 @@ static bool payload_usable(const bm_race_answer_t *an, void *ud)
     bm_attest_payload_t p;
     if (an->status == 204)
         return true;
-    return an->status == 200 && bm_attest_parse_payload(an->headers, an->body, &p) == 0 &&
-           p.slot == c->slot;
+    return an->status == 200 && parse_payload(c, an, &p) == 0 && p.slot == c->slot;
 }
 
 /* A 200 beats a 204; a 200 on the expected block beats one on another block. */
@@ -417,7 +504,7 @@ static double payload_score(const bm_race_answer_t *an, void *ud)
 {
     rctx_t *c = ud;
     bm_attest_payload_t p;
-    if (an->status != 200 || bm_attest_parse_payload(an->headers, an->body, &p) != 0)
+    if (an->status != 200 || parse_payload(c, an, &p) != 0)
         return 0;
     bm_expected_t e;
     bm_hint_expected(c->a->hint, c->slot, &e);
@@ -426,33 +513,19 @@ static double payload_score(const bm_race_answer_t *an, void *ud)
 
 /* ---- requests ------------------------------------------------------------------------------ */
 
-static bool judged_accepted(rctx_t *c, const bm_race_answer_t *an)
-{
-    if (an->err || !bm_status_2xx(an->status))
-        return false;
-    switch (c->ep) {
-    case EP_DATA:
-        return data_accept(an, c);
-    case EP_HEAD_ROOT:
-        return root_accept(an, c);
-    case EP_PAYLOAD:
-        return payload_accept(an, c);
-    }
-    return false;
-}
-
-/* Counts an answer served without the expected head; remembers the checkpoints served
- * before their epoch had an agreement (live mode: a later contradiction is reported). */
+/* Counts an answer served without the expected head (not accepted when the race judged it);
+ * remembers the checkpoints served before their epoch had an agreement (live mode: a later
+ * contradiction is reported). Every request waiting on the race comes here with the same
+ * answer: it is read once (parse_answer) and not judged again. */
 static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
 {
     rctx_t *c = ctx;
     bm_attest_t *a = c->a;
     bm_attest_data_t d;
-    if (c->ep == EP_DATA && !an->err && bm_status_2xx(an->status) &&
-        bm_attest_parse_data(an->headers, an->body, &d) == 0 &&
+    if (c->ep == EP_DATA && !an->err && bm_status_2xx(an->status) && parse_data(c, an, &d) == 0 &&
         !bm_checkpoints_agreed(a->book, &d.checkpoints))
         bm_checkpoints_served(a->book, &d.checkpoints);
-    if (!judged_accepted(c, an)) {
+    if (an->judged != BM_RACE_ACCEPTED) {
         a->stats.fallback++;
         bm_log_limited(&a->lim, BM_LOG_INFO, "%s: served %s %d without the expected head",
                        bm_req_target(req), an->node ? an->node->id : "beaconmux", an->status);

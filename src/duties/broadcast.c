@@ -138,7 +138,10 @@ struct bm_broadcast {
     bm_broadcast_producer_fn producer;
     void *producer_ud;
     size_t n_nodes;
-    sszmem_t *mem; /* n_nodes * N_ROUTES */
+    sszmem_t *mem;  /* n_nodes * N_ROUTES */
+    bool *restored; /* n_nodes: its memory came from a state file and it was not seen yet */
+    bm_broadcast_ssz_fn on_refusal; /* shared state: a node newly refusing SSZ (NULL: none) */
+    void *on_refusal_ud;
     route_ud_t rud[N_ROUTES];
     bm_link_t ctxs; /* every live context (wctx_t) */
     size_t n_ctxs;
@@ -251,8 +254,30 @@ static void mem_learn(bm_broadcast_t *b, const bm_node_t *n, size_t route, int s
     if (m->state != s && s == BM_SSZ_REFUSED)
         bm_log(BM_LOG_INFO, "broadcast: %s refuses SSZ bodies on %s; remembered for %u s", n->id,
                ROUTES[route].pattern, b->opts.ssz_memory_ms / 1000);
+    bool newly_refused = m->state != s && s == BM_SSZ_REFUSED;
     m->state = s;
     m->since_ms = bm_clock_mono_now(b->clock);
+    if (newly_refused && b->on_refusal)
+        b->on_refusal(b->on_refusal_ud, (size_t)n->index, ROUTES[route].pattern);
+}
+
+void bm_broadcast_on_ssz_refusal(bm_broadcast_t *b, bm_broadcast_ssz_fn fn, void *ud)
+{
+    b->on_refusal = fn;
+    b->on_refusal_ud = ud;
+}
+
+int bm_broadcast_learn_ssz_refusal(bm_broadcast_t *b, size_t node, const char *pattern)
+{
+    for (size_t r = 0; r < N_ROUTES; r++) {
+        sszmem_t *m = mem_at(b, node, r);
+        if (m && strcmp(ROUTES[r].pattern, pattern) == 0) {
+            m->state = BM_SSZ_REFUSED;
+            m->since_ms = bm_clock_mono_now(b->clock);
+            return 0;
+        }
+    }
+    return BM_ENOTFOUND;
 }
 
 void bm_broadcast_forget_node(bm_broadcast_t *b, size_t node)
@@ -267,7 +292,13 @@ void bm_broadcast_node_state(bm_node_t *node, bm_node_state_t old, void *ud)
     bm_broadcast_t *b = ud;
     bool was_gone = old == BM_NODE_UNKNOWN || old == BM_NODE_UNREACHABLE;
     bool is_gone = node->state == BM_NODE_UNKNOWN || node->state == BM_NODE_UNREACHABLE;
-    if (b && was_gone && !is_gone && node->index >= 0)
+    if (!b || node->index < 0 || (size_t)node->index >= b->n_nodes || !was_gone || is_gone)
+        return;
+    /* the first sight of a node after a restart keeps what the state file restored: only
+     * a node seen by this process going away and coming back may have been upgraded */
+    if (b->restored[node->index])
+        b->restored[node->index] = false;
+    else
         bm_broadcast_forget_node(b, (size_t)node->index);
 }
 
@@ -983,11 +1014,13 @@ bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_p
     b->replay = replay;
     b->n_nodes = bm_pool_count(pool);
     b->mem = calloc(b->n_nodes ? b->n_nodes * N_ROUTES : 1, sizeof *b->mem);
+    b->restored = calloc(b->n_nodes ? b->n_nodes : 1, sizeof *b->restored);
     b->timer = bm_timer_new(clock, on_timer, b);
-    if (!b->mem || !b->timer) {
+    if (!b->mem || !b->restored || !b->timer) {
         if (b->timer)
             bm_timer_close(b->timer, NULL, NULL);
         free(b->mem);
+        free(b->restored);
         free(b);
         return NULL;
     }
@@ -1041,10 +1074,89 @@ void bm_broadcast_free(bm_broadcast_t *b)
     while (!bm_list_empty(&b->ctxs))
         ctx_free(bm_list_first(&b->ctxs, wctx_t, link));
     free(b->mem);
+    free(b->restored);
     free(b);
 }
 
 void bm_broadcast_stats(const bm_broadcast_t *b, bm_broadcast_stats_t *out)
 {
     *out = b->stats;
+}
+
+/* ---- state kept across restarts (app/statedir.h) -------------------------------------------- */
+
+int bm_broadcast_export_ssz(const bm_broadcast_t *b, uint64_t now_ms, bm_str_t *out)
+{
+    if (!b)
+        return BM_EINVAL;
+    uint64_t mono = bm_clock_mono_now(b->clock);
+    bm_str_putc(out, '[');
+    size_t k = 0;
+    for (size_t n = 0; n < b->n_nodes; n++) {
+        const bm_node_t *node = bm_pool_node(b->pool, n);
+        for (size_t r = 0; node && r < N_ROUTES; r++) {
+            if (bm_broadcast_ssz_support(b, n, r) != BM_SSZ_REFUSED)
+                continue;
+            uint64_t age = mono - mem_at(b, n, r)->since_ms;
+            bm_str_puts(out, k++ ? ",{\"node\":" : "{\"node\":");
+            bm_str_json_string(out, node->id, strlen(node->id));
+            bm_str_printf(out, ",\"method\":\"%s\",\"route\":", ROUTES[r].method);
+            bm_str_json_string(out, ROUTES[r].pattern, strlen(ROUTES[r].pattern));
+            bm_str_puts(out, ",\"sinceMs\":\"");
+            bm_str_u64(out, now_ms > age ? now_ms - age : 0);
+            bm_str_puts(out, "\"}");
+        }
+    }
+    bm_str_putc(out, ']');
+    return out->oom ? BM_ENOMEM : 0;
+}
+
+static int route_index(const char *method, const char *pattern)
+{
+    for (size_t r = 0; r < N_ROUTES; r++)
+        if (!strcmp(ROUTES[r].method, method) && !strcmp(ROUTES[r].pattern, pattern))
+            return (int)r;
+    return -1;
+}
+
+/* One remembered refusal: a node and route still configured, not older than the memory. */
+static int import_refusal(bm_broadcast_t *b, json_object *e, uint64_t now_ms, uint64_t mono)
+{
+    json_object *jn, *jm, *jr;
+    uint64_t since;
+    if (!json_object_is_type(e, json_type_object) || !json_object_object_get_ex(e, "node", &jn) ||
+        !json_object_object_get_ex(e, "method", &jm) ||
+        !json_object_object_get_ex(e, "route", &jr) || !json_object_is_type(jn, json_type_string) ||
+        !json_object_is_type(jm, json_type_string) || !json_object_is_type(jr, json_type_string) ||
+        bm_json_get_u64(e, "/sinceMs", &since) != 0)
+        return 0;
+    const bm_node_t *node = bm_pool_find(b->pool, json_object_get_string(jn));
+    int r = route_index(json_object_get_string(jm), json_object_get_string(jr));
+    uint64_t age = now_ms > since ? now_ms - since : 0;
+    if (!node || node->index < 0 || r < 0 || age >= b->opts.ssz_memory_ms)
+        return 0;
+    sszmem_t *m = mem_at(b, (size_t)node->index, (size_t)r);
+    if (!m || m->state != BM_SSZ_UNKNOWN)
+        return 0; /* what this process learned itself is newer */
+    m->state = BM_SSZ_REFUSED;
+    m->since_ms = mono > age ? mono - age : 0;
+    b->restored[node->index] = true;
+    return 1;
+}
+
+int bm_broadcast_import_ssz(bm_broadcast_t *b, const char *json, size_t len, uint64_t now_ms)
+{
+    json_object *arr = NULL;
+    if (!b || bm_json_parse(json, len, 0, &arr, NULL) != 0)
+        return BM_EINVAL;
+    if (!json_object_is_type(arr, json_type_array)) {
+        json_object_put(arr);
+        return BM_EINVAL;
+    }
+    uint64_t mono = bm_clock_mono_now(b->clock);
+    int n = 0;
+    for (size_t i = 0; i < json_object_array_length(arr); i++)
+        n += import_refusal(b, json_object_array_get_idx(arr, i), now_ms, mono);
+    json_object_put(arr);
+    return n;
 }

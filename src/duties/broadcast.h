@@ -154,8 +154,23 @@ bm_ssz_support_t bm_broadcast_ssz_support(const bm_broadcast_t *b, size_t node, 
 void bm_broadcast_forget_node(bm_broadcast_t *b, size_t node);
 
 /** Pool state listener (`ud` = the broadcast): a node that comes back from unknown or
- *  unreachable is forgotten (bm_broadcast_forget_node). */
+ *  unreachable is forgotten (bm_broadcast_forget_node), except the first time after
+ *  bm_broadcast_import_ssz restored refusals of it (its first discovery after a restart). */
 void bm_broadcast_node_state(bm_node_t *node, bm_node_state_t old, void *ud);
+
+/**
+ * State kept across restarts (app/statedir.h): appends the SSZ refusals still remembered
+ * as one JSON array [{"node":id,"method":"POST","route":pattern,"sinceMs":"wall ms"}].
+ * Returns 0 or BM_ENOMEM.
+ */
+int bm_broadcast_export_ssz(const bm_broadcast_t *b, uint64_t now_ms, bm_str_t *out);
+
+/**
+ * Restores what bm_broadcast_export_ssz wrote: refusals of nodes (by id) and routes still
+ * configured and younger than `ssz_memory_ms` at `now_ms` (wall). Returns how many, or
+ * BM_EINVAL when `json` is not such an array (nothing restored).
+ */
+int bm_broadcast_import_ssz(bm_broadcast_t *b, const char *json, size_t len, uint64_t now_ms);
 
 /** What the policy did so far. */
 #define BM_BROADCAST_NODE_STATS 64
@@ -178,5 +193,19 @@ typedef struct bm_broadcast_stats {
 
 /** Copies the counters into `out`. */
 void bm_broadcast_stats(const bm_broadcast_t *b, bm_broadcast_stats_t *out);
+
+/* ---- shared state (src/state/: several instances, one memory) ---------------------------- */
+
+/** A node (pool index) answered 415 to an SSZ body on the endpoint `pattern` (static, e.g.
+ *  "/eth/v1/validator/register_validator") and was not known to refuse it before. */
+typedef void (*bm_broadcast_ssz_fn)(void *ud, size_t node, const char *pattern);
+
+/** Calls `fn` for each such new refusal (shared with the other instances). NULL stops it. */
+void bm_broadcast_on_ssz_refusal(bm_broadcast_t *b, bm_broadcast_ssz_fn fn, void *ud);
+
+/** Another instance saw the node at pool index `node` refuse SSZ on `pattern`: remembered
+ *  as if seen here, from now (the listener does not hear it). Returns 0, or BM_ENOTFOUND
+ *  when no endpoint has that pattern or there is no such node. */
+int bm_broadcast_learn_ssz_refusal(bm_broadcast_t *b, size_t node, const char *pattern);
 
 #endif /* BM_BROADCAST_H */

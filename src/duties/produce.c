@@ -75,6 +75,8 @@ struct bm_produce {
     bm_served_fn served_fn; /* records of served productions (bm_produce_on_served), or NULL */
     void *served_ud;
     bool witness;
+    bm_produce_remember_fn on_remember; /* shared state: each production served */
+    void *on_remember_ud;
 };
 
 void bm_produce_on_served(bm_produce_t *p, bm_served_fn fn, void *ud, bool witness)
@@ -169,6 +171,27 @@ static void remember(bm_produce_t *p, uint64_t slot, int node, const bm_produce_
     m->has_state_root = b && b->has_state_root;
     if (m->has_state_root)
         memcpy(m->state_root, b->state_root, 32);
+    if (p->on_remember)
+        p->on_remember(p->on_remember_ud, slot, node, m->has_state_root ? m->state_root : NULL);
+}
+
+void bm_produce_on_remember(bm_produce_t *p, bm_produce_remember_fn fn, void *ud)
+{
+    p->on_remember = fn;
+    p->on_remember_ud = ud;
+}
+
+void bm_produce_learn(bm_produce_t *p, uint64_t slot, int node, const uint8_t *state_root)
+{
+    memo_t *m = &p->memo[slot % BM_PRODUCE_MEMORY_SLOTS];
+    if (m->used && m->slot > slot)
+        return; /* the ring moved on past it */
+    m->used = true;
+    m->slot = slot;
+    m->node = node;
+    m->has_state_root = state_root != NULL;
+    if (state_root)
+        memcpy(m->state_root, state_root, 32);
 }
 
 /* ---- reading a produced block ------------------------------------------------------------- */

@@ -456,7 +456,7 @@ static void start_slot(bm_race_t *r, slot_t *s, uint64_t now)
     s->asked_ms = now;
     s->attempts++;
     bm_str_t url = BM_STR_INIT;
-    int rc = bm_url_join(&url, s->node->url, r->target);
+    int rc = bm_url_join_valid_base(&url, s->node->url, r->target);
     if (rc == 0) {
         uint64_t left = (r->hard_ms > now ? r->hard_ms - now : 1) + TRANSFER_BACKSTOP_MS;
         bm_xfer_req_t xr = {

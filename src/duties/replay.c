@@ -137,13 +137,27 @@ static void *keep(bm_replay_t *rp, int kind, const void *key)
     return e;
 }
 
+static void emit(bm_replay_t *rp, int kind, const void *e);
+
+/* While restoring, an entry of ours seen later than the incoming one stays. */
+static bool restore_loses(bm_replay_t *rp, int kind, const void *key, uint64_t now_ms)
+{
+    if (!rp->restoring)
+        return false;
+    const ehdr_t *e = bm_rp_table_find(&rp->tab[kind], key);
+    return e && e->seen_ms > now_ms;
+}
+
 static bool put_prep(bm_replay_t *rp, uint64_t vi, const uint8_t fee[20], uint64_t now_ms)
 {
+    if (restore_loses(rp, BM_REPLAY_PREPARATION, &vi, now_ms))
+        return false;
     prep_e *e = keep(rp, BM_REPLAY_PREPARATION, &vi);
     if (!e)
         return false;
     memcpy(e->fee, fee, 20);
     e->h.seen_ms = now_ms;
+    emit(rp, BM_REPLAY_PREPARATION, e);
     return true;
 }
 
@@ -153,6 +167,8 @@ static bool put_reg(bm_replay_t *rp, const reg_e *in, uint64_t now_ms)
     reg_e *e = bm_rp_table_find(t, in->pubkey);
     if (e && in->ts < e->ts)
         return false; /* builders ignore a registration older than the one they have */
+    if (e && in->ts == e->ts && restore_loses(rp, BM_REPLAY_REGISTRATION, in->pubkey, now_ms))
+        return false;
     e = keep(rp, BM_REPLAY_REGISTRATION, in->pubkey);
     if (!e)
         return false;
@@ -161,6 +177,7 @@ static bool put_reg(bm_replay_t *rp, const reg_e *in, uint64_t now_ms)
     e->ts = in->ts;
     memcpy(e->sig, in->sig, 96);
     e->h.seen_ms = now_ms;
+    emit(rp, BM_REPLAY_REGISTRATION, e);
     return true;
 }
 
@@ -169,6 +186,8 @@ static bool put_pref(bm_replay_t *rp, const pref_e *in, const char *fork, const 
     if (now->known && in->slot < now->slot)
         return false; /* the proposal is over */
     uint64_t key[2] = {in->vi, in->slot};
+    if (restore_loses(rp, BM_REPLAY_PREFERENCES, key, now->ms))
+        return false;
     pref_e *e = keep(rp, BM_REPLAY_PREFERENCES, key);
     if (!e)
         return false;
@@ -178,6 +197,7 @@ static bool put_pref(bm_replay_t *rp, const pref_e *in, const char *fork, const 
     memcpy(e->sig, in->sig, 96);
     snprintf(e->fork, sizeof e->fork, "%s", fork);
     e->h.seen_ms = now->ms;
+    emit(rp, BM_REPLAY_PREFERENCES, e);
     return true;
 }
 
@@ -226,12 +246,15 @@ static int put_item(bm_replay_t *rp, bm_replay_kind_t kind, const item_t *it, co
             return 0;
         if (now->known && key[1] < now->slot)
             return 0; /* the duty is over */
+        if (restore_loses(rp, BM_REPLAY_COMMITTEE_SUBS, key, now->ms))
+            return 0;
         csub_e *e = keep(rp, BM_REPLAY_COMMITTEE_SUBS, key);
         if (!e)
             return 0;
         e->cas = cas;
         e->agg = agg;
         e->h.seen_ms = now->ms;
+        emit(rp, BM_REPLAY_COMMITTEE_SUBS, e);
         return 1;
     }
     case BM_REPLAY_SYNC_SUBS: {
@@ -245,7 +268,9 @@ static int put_item(bm_replay_t *rp, bm_replay_kind_t kind, const item_t *it, co
             free(idx);
             return 0;
         }
-        ssub_e *e = keep(rp, BM_REPLAY_SYNC_SUBS, &vi);
+        ssub_e *e = restore_loses(rp, BM_REPLAY_SYNC_SUBS, &vi, now->ms)
+                        ? NULL
+                        : keep(rp, BM_REPLAY_SYNC_SUBS, &vi);
         if (!e) {
             free(idx);
             return 0;
@@ -255,6 +280,7 @@ static int put_item(bm_replay_t *rp, bm_replay_kind_t kind, const item_t *it, co
         e->n_idx = (uint32_t)k;
         e->until_epoch = until;
         e->h.seen_ms = now->ms;
+        emit(rp, BM_REPLAY_SYNC_SUBS, e);
         return 1;
     }
     default:
@@ -351,6 +377,9 @@ static int feed_preferences_ssz(bm_replay_t *rp, const uint8_t *p, size_t len, c
     return n;
 }
 
+static int feed_json(bm_replay_t *rp, bm_replay_kind_t kind, const bm_buf_t *body, const char *fork,
+                     const now_t *now);
+
 static int feed_body(bm_replay_t *rp, bm_replay_kind_t kind, const bm_hdrs_t *headers,
                      const bm_buf_t *body, uint64_t now_ms)
 {
@@ -368,8 +397,15 @@ static int feed_body(bm_replay_t *rp, bm_replay_kind_t kind, const bm_hdrs_t *he
             return feed_preferences_ssz(rp, p, body->len, fork, &now);
         return BM_EINVAL; /* the other kinds have no SSZ form */
     }
+    return feed_json(rp, kind, body, fork, &now);
+}
+
+/* A JSON array of items: the fast scanner, else json-c. */
+static int feed_json(bm_replay_t *rp, bm_replay_kind_t kind, const bm_buf_t *body, const char *fork,
+                     const now_t *now)
+{
     if (!rp->opts.json_c_only) {
-        int n = feed_fast(rp, kind, body->data, body->len, fork, &now);
+        int n = feed_fast(rp, kind, body->data, body->len, fork, now);
         if (n >= 0)
             return n;
     }
@@ -381,7 +417,7 @@ static int feed_body(bm_replay_t *rp, bm_replay_kind_t kind, const bm_hdrs_t *he
         n = 0;
         for (size_t i = 0; i < json_object_array_length(arr); i++) {
             item_t it = {json_object_array_get_idx(arr, i), NULL};
-            n += put_item(rp, kind, &it, fork, &now);
+            n += put_item(rp, kind, &it, fork, now);
         }
     }
     json_object_put(arr);
@@ -505,6 +541,108 @@ int bm_replay_dump(const bm_replay_t *rp, bm_replay_kind_t kind, uint64_t now_ms
     }
     bm_str_putc(out, ']');
     return out->oom ? BM_ENOMEM : 0;
+}
+
+/* ---- shared state: entries one by one ------------------------------------------------------ */
+
+/* An hour: how long an entry is kept elsewhere while the slot clock is unknown. */
+#define UNKNOWN_CLOCK_KEEP_MS 3600000u
+
+/* The wall time at which an entry stops meaning anything to a node (bm_rp_expired() in ms). */
+static uint64_t expires_ms(const bm_replay_t *rp, int kind, const void *e)
+{
+    const ehdr_t *h = e;
+    if (!rp->chain || !rp->chain->known || !bm_slot_clock_valid(&rp->chain->clock))
+        return h->seen_ms + UNKNOWN_CLOCK_KEEP_MS;
+    const bm_slot_clock_t *c = &rp->chain->clock;
+    switch (kind) {
+    case BM_REPLAY_PREPARATION:
+        return bm_slot_start_ms(c, bm_epoch_start_slot(c, epoch_at_ms(rp, h->seen_ms) + 3));
+    case BM_REPLAY_REGISTRATION:
+        return bm_slot_start_ms(c,
+                                bm_epoch_start_slot(c, epoch_at_ms(rp, h->seen_ms) +
+                                                           rp->opts.registration_ttl_epochs + 1));
+    case BM_REPLAY_PREFERENCES:
+        return bm_slot_start_ms(c, ((const pref_e *)e)->slot + 1);
+    case BM_REPLAY_COMMITTEE_SUBS:
+        return bm_slot_start_ms(c, ((const csub_e *)e)->slot + 1);
+    default:
+        return bm_slot_start_ms(c, bm_epoch_start_slot(c, ((const ssub_e *)e)->until_epoch));
+    }
+}
+
+/* An entry as bm_replay_restore reads it back: its item, after "<fork> " for preferences. */
+static void entry_out(const bm_replay_t *rp, int kind, const void *e, bm_replay_entry_fn fn,
+                      void *ud)
+{
+    const table_t *t = &rp->tab[kind];
+    char key[2 * 48 + 1] = ""; /* the longest key: a registration's public key */
+    const uint8_t *k = (const uint8_t *)e + t->key_off;
+    for (size_t i = 0; i < t->key_len && i < 48; i++)
+        snprintf(key + 2 * i, 3, "%02x", k[i]);
+    bm_str_t s = BM_STR_INIT;
+    if (kind == BM_REPLAY_PREFERENCES)
+        bm_str_printf(&s, "%s ", ((const pref_e *)e)->fork);
+    bm_rp_render(&s, kind, e);
+    if (!s.oom && s.b)
+        fn(ud, (bm_replay_kind_t)kind, key, s.b->data, s.b->len, ((const ehdr_t *)e)->seen_ms,
+           expires_ms(rp, kind, e));
+    bm_str_dispose(&s);
+}
+
+static void emit(bm_replay_t *rp, int kind, const void *e)
+{
+    if (rp->on_entry && !rp->restoring)
+        entry_out(rp, kind, e, rp->on_entry, rp->on_entry_ud);
+}
+
+void bm_replay_on_entry(bm_replay_t *rp, bm_replay_entry_fn fn, void *ud)
+{
+    rp->on_entry = fn;
+    rp->on_entry_ud = ud;
+}
+
+int bm_replay_restore(bm_replay_t *rp, bm_replay_kind_t kind, const char *entry, size_t len,
+                      uint64_t seen_ms)
+{
+    if (!rp || (unsigned)kind >= BM_REPLAY_KIND_COUNT || !entry)
+        return BM_EINVAL;
+    char fork[FORK_MAX + 1] = "";
+    if (kind == BM_REPLAY_PREFERENCES) {
+        const char *sp = memchr(entry, ' ', len);
+        if (!sp || sp == entry || (size_t)(sp - entry) > FORK_MAX)
+            return BM_EINVAL;
+        memcpy(fork, entry, (size_t)(sp - entry));
+        fork[sp - entry] = '\0';
+        len -= (size_t)(sp + 1 - entry);
+        entry = sp + 1;
+    }
+    bm_str_t s = BM_STR_INIT;
+    bm_str_putc(&s, '[');
+    bm_str_append(&s, entry, len);
+    bm_str_putc(&s, ']');
+    bm_buf_t *body = bm_str_finish(&s);
+    if (!body)
+        return BM_ENOMEM;
+    now_t now = bm_rp_now_at(rp, seen_ms);
+    rp->restoring = true;
+    int n = feed_json(rp, kind, body, fork[0] ? fork : NULL, &now);
+    rp->restoring = false;
+    bm_buf_unref(body);
+    return n;
+}
+
+void bm_replay_each(const bm_replay_t *rp, uint64_t now_ms, bm_replay_entry_fn fn, void *ud)
+{
+    now_t now = bm_rp_now_at(rp, now_ms);
+    for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++) {
+        const table_t *t = &rp->tab[k];
+        for (size_t i = 0; i < t->n_ents; i++) {
+            const ehdr_t *h = bm_rp_ent_at(t, i);
+            if (h->live && !bm_rp_expired(rp, k, h, &now))
+                entry_out(rp, k, h, fn, ud);
+        }
+    }
 }
 
 /* ---- expiry -------------------------------------------------------------------------------- */
@@ -673,4 +811,94 @@ bool bm_replay_busy(const bm_replay_t *rp, size_t index)
     if (!rp || index >= rp->n_nodes)
         return false;
     return rp->nodes[index].running || rp->nodes[index].due_ms != 0;
+}
+
+/* ---- state kept across restarts (app/statedir.h) -------------------------------------------- */
+
+/* The keys of the exported object, one per kind; stable: they are in state files. */
+static const char *const KIND_KEY[BM_REPLAY_KIND_COUNT] = {
+    "preparations", "registrations", "preferences", "committeeSubscriptions", "syncSubscriptions"};
+
+int bm_replay_export(const bm_replay_t *rp, uint64_t now_ms, bm_str_t *out)
+{
+    if (!rp)
+        return BM_EINVAL;
+    now_t now = bm_rp_now_at(rp, now_ms);
+    bm_str_putc(out, '{');
+    for (int kind = 0; kind < BM_REPLAY_KIND_COUNT; kind++) {
+        const table_t *t = &rp->tab[kind];
+        bm_str_printf(out, "%s\"%s\":[", kind ? "," : "", KIND_KEY[kind]);
+        size_t k = 0;
+        for (size_t i = 0; i < t->n_ents; i++) {
+            const ehdr_t *h = bm_rp_ent_at(t, i);
+            if (!h->live || bm_rp_expired(rp, kind, h, &now))
+                continue;
+            bm_str_puts(out, k++ ? ",{\"seenMs\":\"" : "{\"seenMs\":\"");
+            bm_str_u64(out, h->seen_ms);
+            bm_str_putc(out, '"');
+            if (kind == BM_REPLAY_PREFERENCES) {
+                const char *fork = ((const pref_e *)h)->fork;
+                bm_str_puts(out, ",\"fork\":");
+                bm_str_json_string(out, fork, strlen(fork));
+            }
+            bm_str_puts(out, ",\"item\":");
+            bm_rp_render(out, kind, h);
+            bm_str_putc(out, '}');
+        }
+        bm_str_putc(out, ']');
+    }
+    bm_str_putc(out, '}');
+    return out->oom ? BM_ENOMEM : 0;
+}
+
+/* One exported entry back into its table, with the time it was last sent (never later than
+ * now), so that it expires when it would have without the restart. */
+static int import_entry(bm_replay_t *rp, int kind, json_object *e, uint64_t now_ms)
+{
+    uint64_t seen;
+    json_object *item, *fork = NULL;
+    if (!json_object_is_type(e, json_type_object) || bm_json_get_u64(e, "/seenMs", &seen) != 0 ||
+        !json_object_object_get_ex(e, "item", &item) ||
+        !json_object_is_type(item, json_type_object))
+        return 0;
+    const char *fork_name = NULL;
+    if (kind == BM_REPLAY_PREFERENCES) {
+        if (!json_object_object_get_ex(e, "fork", &fork) ||
+            !json_object_is_type(fork, json_type_string) || json_object_get_string_len(fork) == 0 ||
+            json_object_get_string_len(fork) > FORK_MAX)
+            return 0;
+        fork_name = json_object_get_string(fork);
+    }
+    now_t at = bm_rp_now_at(rp, seen < now_ms ? seen : now_ms);
+    item_t it = {item, NULL};
+    return put_item(rp, (bm_replay_kind_t)kind, &it, fork_name, &at);
+}
+
+int bm_replay_import(bm_replay_t *rp, const char *json, size_t len, uint64_t now_ms)
+{
+    json_object *doc = NULL;
+    if (!rp || bm_json_parse(json, len, 0, &doc, NULL) != 0)
+        return BM_EINVAL;
+    for (int kind = 0; kind < BM_REPLAY_KIND_COUNT; kind++) {
+        if (rp->tab[kind].live) { /* what this process holds is newer than any file */
+            json_object_put(doc);
+            return 0;
+        }
+    }
+    if (!json_object_is_type(doc, json_type_object)) {
+        json_object_put(doc);
+        return BM_EINVAL;
+    }
+    int n = 0;
+    for (int kind = 0; kind < BM_REPLAY_KIND_COUNT; kind++) {
+        json_object *arr;
+        if (!json_object_object_get_ex(doc, KIND_KEY[kind], &arr) ||
+            !json_object_is_type(arr, json_type_array))
+            continue;
+        for (size_t i = 0; i < json_object_array_length(arr); i++)
+            n += import_entry(rp, kind, json_object_array_get_idx(arr, i), now_ms);
+    }
+    json_object_put(doc);
+    size_t gone = bm_replay_sweep(rp, now_ms); /* what expired while beaconmux was down */
+    return n > (int)gone ? n - (int)gone : 0;
 }

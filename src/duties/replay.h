@@ -143,6 +143,24 @@ uint64_t bm_replay_evicted(const bm_replay_t *rp, bm_replay_kind_t kind);
 int bm_replay_dump(const bm_replay_t *rp, bm_replay_kind_t kind, uint64_t now_ms, bm_str_t *out);
 
 /**
+ * State kept across restarts (app/statedir.h): appends every live entry of every kind to
+ * `out` as one JSON object {"preparations":[{"seenMs":"N","item":{...}}, ...], ...}, each
+ * item in its endpoint's request shape with the wall time it was last sent (preferences
+ * also carry their fork). Returns 0 or BM_ENOMEM.
+ */
+int bm_replay_export(const bm_replay_t *rp, uint64_t now_ms, bm_str_t *out);
+
+/**
+ * Restores what bm_replay_export wrote, each entry with its own last-sent time (so it
+ * expires as it would have), then sweeps what expired by `now_ms`. Entries it cannot read
+ * are skipped; caps apply. Only an empty state is restored (at start): entries this
+ * process already holds are newer than any file, so then nothing is imported (0).
+ * Returns the entries restored and still live, or BM_EINVAL when `json` is not
+ * such an object (nothing restored).
+ */
+int bm_replay_import(bm_replay_t *rp, const char *json, size_t len, uint64_t now_ms);
+
+/**
  * Replays everything to `node` after the debounce (`why` is logged; static string). A
  * replay already running for the node is run again once it finished. Wrong-network nodes
  * are never replayed to.
@@ -172,5 +190,34 @@ void bm_replay_stats(const bm_replay_t *rp, bm_replay_stats_t *out);
 
 /** True while a replay is due or running for the node at `index`. */
 bool bm_replay_busy(const bm_replay_t *rp, size_t index);
+
+/* ---- shared state (src/state/: several instances, one memory) ---------------------------- */
+
+/**
+ * One entry, as given to another instance: `key` (hex of the entry's key, NUL-terminated)
+ * names it within its kind; `entry[0..len)` is its item in the endpoint's JSON shape, after
+ * "<fork> " for preferences (what bm_replay_restore reads); `seen_ms` the wall time of the
+ * write that carried it; `expires_ms` the wall time after which it means nothing to a node.
+ * All borrowed for the call.
+ */
+typedef void (*bm_replay_entry_fn)(void *ud, bm_replay_kind_t kind, const char *key,
+                                   const char *entry, size_t len, uint64_t seen_ms,
+                                   uint64_t expires_ms);
+
+/** Calls `fn` for every entry a write stores or refreshes (bm_replay_feed), never for those
+ *  bm_replay_restore stores. Runs inside bm_replay_feed. NULL stops it. */
+void bm_replay_on_entry(bm_replay_t *rp, bm_replay_entry_fn fn, void *ud);
+
+/**
+ * Stores one entry that another instance remembered (`entry` as bm_replay_entry_fn gives it,
+ * seen at `seen_ms`): as a write would, except that an entry of ours seen later stays (newer
+ * wins) and no listener hears it. Returns 1 when stored, 0 when ours was newer or the entry
+ * is over, BM_EINVAL when `entry` is not one.
+ */
+int bm_replay_restore(bm_replay_t *rp, bm_replay_kind_t kind, const char *entry, size_t len,
+                      uint64_t seen_ms);
+
+/** Calls `fn` for every entry live at `now_ms` (writing the local state back to Redis). */
+void bm_replay_each(const bm_replay_t *rp, uint64_t now_ms, bm_replay_entry_fn fn, void *ud);
 
 #endif /* BM_REPLAY_H */

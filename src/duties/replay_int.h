@@ -130,6 +130,9 @@ struct bm_replay {
     bm_replay_stats_t stats;
     bm_log_limit_t lim;
     bm_log_limit_t lim_share, lim_evict; /* their own limits: one must not hide the other */
+    bm_replay_entry_fn on_entry;         /* shared state: each entry a write stored (NULL: none) */
+    void *on_entry_ud;
+    bool restoring; /* bm_replay_restore is storing: older than ours loses, nothing emitted */
 };
 
 /* ---- time -------------------------------------------------------------------------------- */

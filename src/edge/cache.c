@@ -47,7 +47,18 @@ struct flight {
     uint32_t ttl_ms;
     bm_readpath_fetch_t *fetch;
     waiter_t *waiters;
+    struct tierq *tierq; /* the second tier's lookup in progress, or NULL */
+    char *target;        /* what the nodes are sent (rewritten to a root when it was) */
+    bool missing_moves_on;
+    char *accept;   /* the first client's Accept and address, for the nodes after a */
+    char *peer;     /* second-tier miss (that client may have gone by then) */
+    bool from_tier; /* the answer is the second tier's: not put back there */
 };
+
+/* A lookup of the second tier; outlives its flight when the cache stops meanwhile. */
+typedef struct tierq {
+    flight_t *f; /* NULL: the flight is gone, the answer is dropped */
+} tierq_t;
 
 /* A read the cache makes for itself (a head's header, the head state's checkpoints). */
 typedef struct aux {
@@ -81,6 +92,7 @@ struct bm_cache {
     uint64_t just_epoch, cp_asked_epoch;
     uint8_t just_root[32];
     aux_t hdr, cp; /* at most one of each in flight */
+    bm_cache_tier_t tier;
     bm_log_limit_t lim;
 };
 
@@ -387,6 +399,11 @@ static void flight_unlink(bm_cache_t *c, flight_t *f)
 
 static void flight_free(flight_t *f)
 {
+    if (f->tierq)
+        f->tierq->f = NULL;
+    free(f->accept);
+    free(f->peer);
+    free(f->target);
     free(f->key);
     free(f->store_key);
     free(f);
@@ -490,6 +507,98 @@ static void send_answer(bm_req_t *req, const bm_readpath_answer_t *ans)
         bm_resp_send(req, ans->status, "application/json", ans->body, NULL);
 }
 
+/* ---- the second tier ------------------------------------------------------------------------
+ * A record is the entry's kept fields as "Name: value\r\n" lines, an empty line, then the
+ * identity body: the answer a node would have given, so that a hit goes through on_answer
+ * like one (stored, compressed once here, served to every waiter). */
+
+static void tier_put(bm_cache_t *c, const flight_t *f, const bm_entry_t *e)
+{
+    bm_str_t rec = BM_STR_INIT;
+    for (size_t i = 0; i < e->hdrs.n; i++) {
+        const bm_header_t *h = &e->hdrs.items[i];
+        if (bm_header_name_is(h->name, h->name_len, "x-beaconmux-cache") ||
+            bm_header_name_is(h->name, h->name_len, "vary"))
+            continue;
+        bm_str_append(&rec, h->name, h->name_len);
+        bm_str_puts(&rec, ": ");
+        bm_str_append(&rec, h->value, h->value_len);
+        bm_str_puts(&rec, "\r\n");
+    }
+    bm_str_puts(&rec, "\r\n");
+    bm_str_append(&rec, e->body->data, e->body->len);
+    if (!rec.oom)
+        c->tier.put(c->tier.ud, f->store_key, f->store_key_len, bm_str_data(&rec), bm_str_len(&rec),
+                    f->ttl_ms);
+    bm_str_dispose(&rec);
+}
+
+static void on_answer(const bm_readpath_answer_t *ans, void *ud);
+
+/* A record back as a node's answer; false when it is not one. */
+static bool tier_answer(const char *rec, size_t len, bm_hdrs_t *h, bm_buf_t **body)
+{
+    const char *p = rec, *end = rec + len;
+    for (;;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl || nl == p || nl[-1] != '\r')
+            return false;
+        if (nl == p + 1)
+            break; /* the empty line */
+        const char *colon = memchr(p, ':', (size_t)(nl - p));
+        if (!colon || colon + 2 > nl - 1)
+            return false;
+        bm_hdrs_add(h, p, (size_t)(colon - p), colon + 2, (size_t)(nl - 1 - colon - 2));
+        p = nl + 1;
+    }
+    p += 2;
+    *body = bm_buf_copy(p, (size_t)(end - p));
+    return *body != NULL;
+}
+
+static bool fetch_from_nodes(bm_cache_t *c, flight_t *f);
+
+static void on_tier(void *ctx, const char *rec, size_t len)
+{
+    tierq_t *q = ctx;
+    flight_t *f = q->f;
+    free(q);
+    if (!f)
+        return; /* the cache stopped meanwhile */
+    f->tierq = NULL;
+    bm_cache_t *c = f->c;
+    bm_hdrs_t h;
+    bm_hdrs_init(&h);
+    bm_buf_t *body = NULL;
+    if (rec && tier_answer(rec, len, &h, &body)) {
+        c->cnt[f->route].tier_hits++;
+        f->from_tier = true;
+        bm_readpath_answer_t ans = {.status = 200, .hdrs = &h, .body = body, .from_node = true};
+        on_answer(&ans, f);
+    } else if (!f->waiters) {
+        flight_unlink(c, f); /* everyone left: no node is asked for nobody */
+        flight_free(f);
+    } else if (!fetch_from_nodes(c, f)) {
+        flight_unlink(c, f);
+        for (waiter_t *w = take_waiters(f), *nx; w; w = nx) {
+            nx = w->next;
+            bm_readpath_route(w->req, NULL, c->rp);
+            free(w);
+        }
+        flight_free(f);
+    }
+    bm_buf_unref(body);
+    bm_hdrs_dispose(&h);
+}
+
+void bm_cache_set_tier(bm_cache_t *c, const bm_cache_tier_t *tier)
+{
+    if (tier)
+        c->tier = *tier;
+    else
+        memset(&c->tier, 0, sizeof c->tier);
+}
+
 static void on_answer(const bm_readpath_answer_t *ans, void *ud)
 {
     flight_t *f = ud;
@@ -517,6 +626,8 @@ static void on_answer(const bm_readpath_answer_t *ans, void *ud)
             e = NULL; /* refused as larger than the whole cache */
         else
             e = bm_store_get(c->store, f->store_key, f->store_key_len, uv_now(c->loop));
+        if (e && c->tier.put && !f->from_tier)
+            tier_put(c, f, e);
     } else {
         k->not_stored++;
     }
@@ -572,23 +683,55 @@ static bool start_flight(bm_cache_t *c, bm_req_t *req, const bm_ck_t *ck, const 
     memcpy(f->root, ck->root, 32);
     f->slot = ck->slot;
     f->ttl_ms = ck->ttl_ms;
+    const char *accept = bm_req_header(req, "accept"), *peer = bm_req_peer(req);
+    f->target = strndup(bm_str_data(&ck->target), bm_str_len(&ck->target));
+    f->accept = accept ? strdup(accept) : NULL;
+    f->peer = peer ? strdup(peer) : NULL;
+    /* sent by a root of the cluster chain: a node without it is behind, the next may have it */
+    f->missing_moves_on = ck->rewritten || ck->cls == BM_CK_CHAIN;
+    if (!f->target || (accept && !f->accept) || (peer && !f->peer)) {
+        free(take_waiters(f));
+        flight_free(f);
+        return false;
+    }
     flight_t **p = &c->flights[h % FLIGHT_BUCKETS];
     f->next = *p;
     *p = f;
     c->flights_active++;
+    if (c->tier.get) {
+        tierq_t *q = calloc(1, sizeof *q);
+        if (q) {
+            q->f = f;
+            f->tierq = q;
+            if (c->tier.get(c->tier.ud, f->store_key, f->store_key_len, on_tier, q) == 0)
+                return true; /* the nodes are asked if the second tier has nothing */
+            f->tierq = NULL;
+            free(q);
+        }
+    }
+    if (fetch_from_nodes(c, f))
+        return true;
+    /* blocked, or no memory: the client goes down the read path */
+    flight_unlink(c, f);
+    free(take_waiters(f));
+    flight_free(f);
+    return false;
+}
+
+/* Asks the nodes for a flight's read. False when it could not start (the flight is left to
+ * the caller); true when started or answered already (then `f` may be gone). */
+static bool fetch_from_nodes(bm_cache_t *c, flight_t *f)
+{
     bm_hdrs_t fwd;
     bm_hdrs_init(&fwd);
-    const char *accept = bm_req_header(req, "accept");
-    if (accept)
-        bm_hdrs_add_z(&fwd, "Accept", accept);
+    if (f->accept)
+        bm_hdrs_add_z(&fwd, "Accept", f->accept);
     bm_readpath_fetch_req_t fr = {.method = "GET",
-                                  .target = bm_str_data(&ck->target),
+                                  .target = f->target,
                                   .headers = &fwd,
-                                  .peer = bm_req_peer(req),
+                                  .peer = f->peer,
                                   .max_bytes = c->o.max_entry_bytes,
-                                  /* sent by a root of the cluster chain: a node without it
-                                   * is behind, the next one may have it */
-                                  .missing_moves_on = ck->rewritten || ck->cls == BM_CK_CHAIN};
+                                  .missing_moves_on = f->missing_moves_on};
     c->starting = f;
     c->answered_at_start = false;
     bm_readpath_fetch_t *fetch = bm_readpath_fetch(c->rp, &fr, on_answer, f);
@@ -596,12 +739,8 @@ static bool start_flight(bm_cache_t *c, bm_req_t *req, const bm_ck_t *ck, const 
     bm_hdrs_dispose(&fwd);
     if (c->answered_at_start)
         return true; /* answered inside the call: `f` is gone */
-    if (!fetch) {    /* blocked, or no memory: the client goes down the read path */
-        flight_unlink(c, f);
-        free(take_waiters(f));
-        flight_free(f);
+    if (!fetch)
         return false;
-    }
     f->fetch = fetch;
     return true;
 }
@@ -753,13 +892,14 @@ void bm_cache_status_json(bm_str_t *o, void *ud)
         bm_str_printf(o,
                       "%s\"%s\":{\"hits\":%llu,\"misses\":%llu,\"coalesced\":%llu,"
                       "\"bypassed\":%llu,\"stored\":%llu,\"not_stored\":%llu,\"too_big\":%llu,"
-                      "\"evictions\":%llu,\"bytes_served\":%llu,\"gzip_served\":%llu}",
+                      "\"evictions\":%llu,\"bytes_served\":%llu,\"gzip_served\":%llu,"
+                      "\"tier_hits\":%llu}",
                       r ? "," : "", bm_ck_route_name((bm_ck_route_t)r), (unsigned long long)k->hits,
                       (unsigned long long)k->misses, (unsigned long long)k->coalesced,
                       (unsigned long long)k->bypassed, (unsigned long long)k->stored,
                       (unsigned long long)k->not_stored, (unsigned long long)k->too_big,
                       (unsigned long long)st->evictions[r], (unsigned long long)k->bytes_served,
-                      (unsigned long long)k->gzip_served);
+                      (unsigned long long)k->gzip_served, (unsigned long long)k->tier_hits);
     }
     bm_str_puts(o, "}}");
 }

@@ -78,11 +78,34 @@ void bm_cache_route(bm_req_t *req, const bm_route_params_t *params, void *ud);
 /** Appends the figures as a JSON object (an admin status section). */
 void bm_cache_status_json(bm_str_t *out, void *ud);
 
-/** Figures per route class (bm_ck_route_t), for the status page and tests. */
+/** Figures per route class (bm_ck_route_t), for the status page and tests. `tier_hits`:
+ *  misses of the memory answered by the second tier (no node asked). */
 typedef struct bm_cache_counters {
     uint64_t hits, misses, bypassed, coalesced, stored, not_stored, too_big, bytes_served,
-        gzip_served;
+        gzip_served, tier_hits;
 } bm_cache_counters_t;
+
+/** A second tier's answer: the record put under the key, or NULL (not there, or the tier is
+ *  not available). Borrowed for the call. */
+typedef void (*bm_cache_tier_done_fn)(void *ctx, const char *rec, size_t len);
+
+/**
+ * A second tier under the memory (state.driver redis: one cache for every instance, wired
+ * by app). On a miss of the memory, `get` is asked first: it returns 0 and calls
+ * `done(ctx, ...)` exactly once, later (never inside get), or returns a negative code when
+ * it cannot ask now (done never runs) and the nodes are asked at once. An answer a node gave
+ * and the memory stored is given to `put` as a record (the fields an entry is served with,
+ * then the body) with the entry's time to live (0: immutable, no expiry). Every identical
+ * read arriving meanwhile waits for the one lookup, as for a node's answer.
+ */
+typedef struct bm_cache_tier {
+    int (*get)(void *ud, const char *key, size_t n, bm_cache_tier_done_fn done, void *ctx);
+    void (*put)(void *ud, const char *key, size_t n, const char *rec, size_t len, uint32_t ttl_ms);
+    void *ud;
+} bm_cache_tier_t;
+
+/** Sets the second tier (copied; NULL removes it). Its `ud` must outlive the cache's use. */
+void bm_cache_set_tier(bm_cache_t *c, const bm_cache_tier_t *tier);
 
 /** The counters of route class `route`. */
 const bm_cache_counters_t *bm_cache_counters(const bm_cache_t *c, int route);

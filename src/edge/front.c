@@ -29,7 +29,8 @@ struct bm_front {
     bm_limiter_t *clients;      /* read buckets per client or key */
     bm_limiter_t *duty_clients; /* duty buckets per client or key */
     bm_bucket_t global, duty_global;
-    bool limits; /* any rate limit is configured (else step 6 has nothing to do) */
+    uint32_t global_spent[2]; /* tokens the global buckets gave since bm_front_global_spent */
+    bool limits;              /* any rate limit is configured (else step 6 has nothing to do) */
     bm_front_counters_t c;
     bm_log_limit_t lim;
 };
@@ -62,6 +63,27 @@ void bm_front_free(bm_front_t *f)
     bm_limiter_free(f->clients);
     bm_limiter_free(f->duty_clients);
     free(f);
+}
+
+void bm_front_global_rates(const bm_front_t *f, bm_rate_t out[2])
+{
+    out[0] = f->o.global;
+    out[1] = f->o.duties_global;
+}
+
+void bm_front_global_spent(bm_front_t *f, uint32_t spent[2])
+{
+    for (int i = 0; i < 2; i++) {
+        spent[i] = f->global_spent[i];
+        f->global_spent[i] = 0;
+    }
+}
+
+void bm_front_global_cap(bm_front_t *f, int which, double left)
+{
+    bm_bucket_t *b = which ? &f->duty_global : &f->global;
+    const bm_rate_t *r = which ? &f->o.duties_global : &f->o.global;
+    bm_bucket_cap(b, r, uv_now(f->loop), left - f->global_spent[which ? 1 : 0]);
 }
 
 int bm_front_add_network(bm_front_t *f, const bm_front_network_t *n)
@@ -333,8 +355,10 @@ static bool limit_step(bm_front_t *f, bm_req_t *req, unsigned cls, const bm_auth
     bool ok = bm_limiter_take(table, who, strlen(who), per, now, &retry) &&
               bm_bucket_take(duties ? &f->duty_global : &f->global,
                              duties ? &f->o.duties_global : &f->o.global, now, &retry);
-    if (ok)
+    if (ok) {
+        f->global_spent[duties]++;
         return true;
+    }
     if (duties)
         f->c.limited_duties++;
     else

@@ -108,4 +108,21 @@ const char *bm_front_exposure_problem(const char *host, size_t n_keys, size_t n_
  */
 const char *bm_front_network_id_problem(const char *id);
 
+/* ---- global limits shared by several instances (app/sharedlimit.c) ----------------------------
+ */
+
+/** The global rates: [0] rateLimit.global, [1] rateLimit.duties.global (rate 0: none). */
+void bm_front_global_rates(const bm_front_t *f, bm_rate_t out[2]);
+
+/** The tokens the global buckets ([0] reads, [1] duty reads) gave since the last call; the
+ *  counts start again from 0. */
+void bm_front_global_spent(bm_front_t *f, uint32_t spent[2]);
+
+/**
+ * The bucket every instance shares held `left` tokens (may be negative: a debt) when it was
+ * last asked, which was at the last bm_front_global_spent: global bucket `which` (0 reads,
+ * 1 duty reads) keeps at most that, less what it gave since.
+ */
+void bm_front_global_cap(bm_front_t *f, int which, double left);
+
 #endif /* BM_FRONT_H */

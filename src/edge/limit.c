@@ -56,6 +56,15 @@ bool bm_bucket_take(bm_bucket_t *b, const bm_rate_t *r, uint64_t now_ms, uint32_
     return false;
 }
 
+void bm_bucket_cap(bm_bucket_t *b, const bm_rate_t *r, uint64_t now_ms, double most)
+{
+    if (!r || r->rate <= 0)
+        return;
+    refill(b, r, now_ms);
+    if (b->tokens > most)
+        b->tokens = most;
+}
+
 bm_limiter_t *bm_limiter_new(size_t slots)
 {
     size_t n = 64;

@@ -31,6 +31,10 @@ typedef struct bm_bucket {
  */
 bool bm_bucket_take(bm_bucket_t *b, const bm_rate_t *r, uint64_t now_ms, uint32_t *retry_ms);
 
+/** Refills `b` to `now_ms` under `r`, then keeps at most `most` tokens (below zero: a debt
+ *  that refills first). Nothing happens under no limit. */
+void bm_bucket_cap(bm_bucket_t *b, const bm_rate_t *r, uint64_t now_ms, double most);
+
 typedef struct bm_limiter bm_limiter_t;
 
 /** A table of `slots` per-client buckets (rounded up to a power of two). NULL on no memory. */

@@ -14,6 +14,12 @@
  * http-parser pauses mid-buffer correctly: when a body ends on a Content-Length, the
  * count it returns stops before the last body byte (already delivered); fed again, that
  * byte only completes the message. The caller never needs to know.
+ *
+ * The common answer takes a shorter way (see "the common head" below): a final head that
+ * arrives whole in the first input, framed by Content-Length, in plain bytes, is read in
+ * one pass and its body counted, without http-parser. That pass only accepts what
+ * http-parser reads the same way; for anything else it steps aside before consuming a
+ * byte, and http-parser reads the response from its start.
  */
 #include "http/h1resp.h"
 
@@ -75,6 +81,11 @@ struct bm_h1resp {
     const char *data;
     size_t len;
     const char *exec_end; /* end of the input of the running http_parser_execute */
+
+    bool fresh;         /* nothing of this response was given to http-parser yet */
+    bool quick;         /* the head was read by quick_head: the body is counted here */
+    uint64_t remaining; /* quick: body bytes still to come */
+    bool lag;           /* quick: the last byte of the previous event is not consumed yet */
 
     int err;
     const char *detail;
@@ -288,6 +299,185 @@ static int on_message_complete(http_parser *hp)
     return 0;
 }
 
+/* ---- the common head ----------------------------------------------------------------- */
+/*
+ * Nearly every answer of a node is a final head that comes whole in one read, framed by
+ * Content-Length (nginx, the clients' own servers): it is read here in one pass, several
+ * times cheaper than http-parser's byte-wise state machine, which dominated the cost of a
+ * proxied request. The pass accepts only this shape:
+ *   HTTP/1.0 or HTTP/1.1, a status of 200 to 599, a reason of visible ASCII, spaces and
+ *   tabs; fields of a token, ':' and a non-empty value of the same bytes, each line ended
+ *   by CRLF; a Content-Length of 1 to 18 digits unless no body can follow (HEAD, 204,
+ *   304); Connection only as exactly keep-alive or close;
+ * and steps aside (before consuming anything, the fields it added cleared) on anything
+ * else: interim heads, chunked or close-delimited bodies, Transfer-Encoding (or a name
+ * that begins with it, which http-parser reads as one), Upgrade,
+ * Proxy-Connection, a repeated Content-Length, obs-fold, bare LF, obs-text, a head cut by
+ * the end of the input or longer than max_head. Those http-parser reads as before. Within
+ * that shape both read the same status, fields, framing and keep-alive;
+ * fuzz/fuzz_h1resp.c compares them on every input (its whole input takes this pass when
+ * it can, its byte-by-byte feeding never does).
+ */
+
+/* RFC 9110 tchar, http-parser's token bytes in field names. */
+static const bool tchar[256] = {
+    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
+    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1,  ['~'] = 1, ['0'] = 1,
+    ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,  ['7'] = 1, ['8'] = 1,
+    ['9'] = 1, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1,  ['F'] = 1, ['G'] = 1,
+    ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1,  ['N'] = 1, ['O'] = 1,
+    ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1,  ['V'] = 1, ['W'] = 1,
+    ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1,  ['d'] = 1, ['e'] = 1,
+    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1,  ['l'] = 1, ['m'] = 1,
+    ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1,  ['t'] = 1, ['u'] = 1,
+    ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+};
+
+/* Visible ASCII, space and tab: the bytes of a reason or a value this pass accepts. */
+static inline bool plain(unsigned char c)
+{
+    return (c >= 0x20 && c < 0x7f) || c == '\t';
+}
+
+static inline bool is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* What quick_head found in the framing fields. */
+typedef struct {
+    bool has_length, close, keep_alive;
+    uint64_t length;
+} framing_t;
+
+/* Judges one field for the framing; false when this pass must step aside. */
+static bool quick_field(framing_t *f, const char *name, size_t nl, const char *v, size_t vl,
+                        bool trailing_ows)
+{
+    switch (nl) {
+    case 7:
+        return !bm_ascii_case_eq(name, "upgrade", 7);
+    case 10:
+        if (!bm_ascii_case_eq(name, "connection", 10))
+            return true;
+        if (trailing_ows)
+            return false;
+        if (vl == 10 && bm_ascii_case_eq(v, "keep-alive", 10))
+            f->keep_alive = true;
+        else if (vl == 5 && bm_ascii_case_eq(v, "close", 5))
+            f->close = true;
+        else
+            return false; /* a list, or upgrade: http-parser's token matching decides */
+        return true;
+    case 14:
+        if (!bm_ascii_case_eq(name, "content-length", 14))
+            return true;
+        if (f->has_length || trailing_ows || vl > 18)
+            return false;
+        f->length = 0;
+        for (size_t i = 0; i < vl; i++) {
+            if (!is_digit((unsigned char)v[i]))
+                return false;
+            f->length = f->length * 10 + (uint64_t)(v[i] - '0');
+        }
+        f->has_length = true;
+        return true;
+    case 16:
+        return !bm_ascii_case_eq(name, "proxy-connection", 16);
+    default:
+        /* http-parser takes any name that begins with transfer-encoding for one */
+        return nl < 17 || !bm_ascii_case_eq(name, "transfer-encoding", 17);
+    }
+}
+
+/* Reads a whole common head at p[0..n) into r (fields into r->hdrs): its length, or 0
+ * when http-parser must read the response (r->hdrs then as it was: empty). */
+static size_t quick_head(bm_h1resp_t *r, const char *p, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)p;
+    size_t lim = n < r->max_head ? n : r->max_head;
+    if (lim < 16 || memcmp(s, "HTTP/1.", 7) != 0 || (s[7] != '0' && s[7] != '1') || s[8] != ' ' ||
+        s[9] < '2' || s[9] > '5' || !is_digit(s[10]) || !is_digit(s[11]) || s[12] != ' ')
+        return 0;
+    int status = (s[9] - '0') * 100 + (s[10] - '0') * 10 + (s[11] - '0');
+    size_t i = 13;
+    while (i < lim && plain(s[i]))
+        i++;
+    framing_t f = {0};
+    for (;;) {
+        if (i + 1 >= lim || s[i] != '\r' || s[i + 1] != '\n')
+            goto aside; /* the line did not end in CRLF within the input */
+        i += 2;
+        if (i + 1 < lim && s[i] == '\r' && s[i + 1] == '\n')
+            break; /* the empty line */
+        size_t name = i;
+        while (i < lim && tchar[s[i]])
+            i++;
+        if (i == name || i >= lim || s[i] != ':')
+            goto aside;
+        size_t nl = i - name;
+        i++;
+        while (i < lim && (s[i] == ' ' || s[i] == '\t'))
+            i++;
+        size_t v = i;
+        while (i < lim && plain(s[i]))
+            i++;
+        size_t ve = i;
+        while (ve > v && (s[ve - 1] == ' ' || s[ve - 1] == '\t'))
+            ve--;
+        if (ve == v || !quick_field(&f, p + name, nl, p + v, ve - v, ve != i))
+            goto aside;
+        if (bm_hdrs_add(r->hdrs, p + name, nl, p + v, ve - v) != 0)
+            goto aside; /* out of memory: http-parser's way reports it */
+    }
+    bool bodyless = r->head_request || status == 204 || status == 304;
+    if (!bodyless && !f.has_length)
+        goto aside;
+    r->status = status;
+    r->body_len = bodyless ? 0 : (int64_t)f.length;
+    r->remaining = bodyless ? 0 : f.length;
+    /* http_should_keep_alive: HTTP/1.1 unless close, HTTP/1.0 only with keep-alive */
+    r->keep_alive = s[7] == '1' ? !f.close : f.keep_alive;
+    return i + 2;
+aside:
+    bm_hdrs_clear(r->hdrs);
+    return 0;
+}
+
+/*
+ * The body of a quickly read head: counted down to its end. As http-parser's way does, the
+ * last byte of the head and the last byte of the body are left unconsumed by their events
+ * and taken by the next call, which ends the response: the end then always comes from
+ * bytes the caller still holds (a caller paused after the head or the last data feeds them
+ * again on resume; a call without bytes would never come).
+ */
+static bm_h1resp_ev_t quick_body(bm_h1resp_t *r, const char *p, size_t n, size_t *used,
+                                 const char **data, size_t *len)
+{
+    *used = 0;
+    if (r->lag) {
+        if (n == 0)
+            return BM_H1RESP_MORE;
+        r->lag = false;
+        p++;
+        n--;
+        *used = 1;
+    }
+    if (r->remaining == 0) {
+        set_phase(r, PH_DONE);
+        return BM_H1RESP_DONE;
+    }
+    if (n == 0)
+        return BM_H1RESP_MORE;
+    size_t give = (uint64_t)n < r->remaining ? n : (size_t)r->remaining;
+    r->remaining -= give;
+    *data = p;
+    *len = give;
+    r->lag = r->remaining == 0;
+    *used += r->lag ? give - 1 : give;
+    return BM_H1RESP_DATA;
+}
+
 /* ---- the parser --------------------------------------------------------------------- */
 
 bm_h1resp_t *bm_h1resp_new(size_t max_head_bytes)
@@ -332,6 +522,10 @@ void bm_h1resp_reset(bm_h1resp_t *r, bool head_request, bm_hdrs_t *hdrs)
     r->framing = 0;
     r->field = FLD_NONE;
     r->value_open = false;
+    r->fresh = true;
+    r->quick = false;
+    r->remaining = 0;
+    r->lag = false;
     r->err = 0;
     r->detail = NULL;
 }
@@ -368,6 +562,22 @@ bm_h1resp_ev_t bm_h1resp_next(bm_h1resp_t *r, const char *p, size_t n, size_t *u
             return BM_H1RESP_DONE;
         if (r->phase == PH_FAILED)
             return BM_H1RESP_ERROR;
+        if (r->quick) {
+            bm_h1resp_ev_t ev = quick_body(r, p + off, n - off, used, data, len);
+            *used += off;
+            return ev;
+        }
+        if (r->fresh && off < n) {
+            r->fresh = false;
+            size_t head = quick_head(r, p + off, n - off);
+            if (head) {
+                r->quick = true;
+                r->lag = true; /* the head's final LF: see quick_body */
+                set_phase(r, PH_BODY);
+                *used = off + head - 1;
+                return BM_H1RESP_HEAD;
+            }
+        }
         if (off == n)
             return BM_H1RESP_MORE;
         size_t spent = r->phase == PH_HEAD ? r->head_bytes : r->framing;
@@ -430,6 +640,13 @@ bm_h1resp_ev_t bm_h1resp_eof(bm_h1resp_t *r)
         return fail(r, BM_ECONNRESET,
                     r->head_bytes ? "connection closed inside the response head"
                                   : "connection closed before any response");
+    if (r->quick) {
+        if (r->remaining || r->lag)
+            return fail(r, BM_ECONNRESET, "connection closed inside the response body");
+        set_phase(r, PH_DONE);
+        r->keep_alive = false; /* as http-parser's way: the close ended it */
+        return BM_H1RESP_DONE;
+    }
     r->ev = EV_NONE;
     http_parser_execute(&r->hp, &g_settings, NULL, 0);
     enum http_errno e = HTTP_PARSER_ERRNO(&r->hp);

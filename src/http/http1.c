@@ -485,8 +485,30 @@ static bool valid_host(const char *v)
         unsigned char c = *s;
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
             continue;
-        if (!strchr("-._~!$&'()*+,;=:[]%", c))
+        switch (c) { /* a switch, not strchr: the '.' and ':' of every Host come here */
+        case '-':
+        case '.':
+        case '_':
+        case '~':
+        case '!':
+        case '$':
+        case '&':
+        case '\'':
+        case '(':
+        case ')':
+        case '*':
+        case '+':
+        case ',':
+        case ';':
+        case '=':
+        case ':':
+        case '[':
+        case ']':
+        case '%':
+            continue;
+        default:
             return false;
+        }
     }
     return true;
 }

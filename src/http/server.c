@@ -24,6 +24,10 @@
  * deadline at all (a stream may last for days); after it ended, the idle timeout also
  * bounds how long queued output may make no progress.
  *
+ * TLS (server_tls.c) sits between the socket and everything above: on a TLS listener the
+ * bytes read go through the connection's TLS session into the same input buffer, and
+ * bm_srv_conn_flush hands the output queue to it instead of writing it in plain.
+ *
  * A connection is freed when its handles are closed and no handler holds its request:
  * a reference count covers both, and temporary holds protect code that calls out.
  *
@@ -33,12 +37,15 @@
  */
 #include "http/server.h"
 
+#include <errno.h>
 #include <linux/sockios.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "base/clock.h"
@@ -63,7 +70,6 @@ void bm_srv_conn_set_state(conn_t *c, conn_state_t to)
 #endif
     c->st = to;
 }
-static void conn_flush(conn_t *c);
 static void conn_update_deadline(conn_t *c, bool progress);
 static void conn_update_reading(conn_t *c);
 static void srv_maybe_done(bm_server_t *srv);
@@ -84,6 +90,7 @@ void bm_server_opts_default(bm_server_opts_t *o)
     o->body_deadline_ms = BM_DEFAULT_SERVER_BODY_DEADLINE_MS;
     o->send_timeout_ms = BM_DEFAULT_SERVER_SEND_TIMEOUT_MS;
     o->write_high_water = 1024 * 1024;
+    o->reuse_port = false;
 }
 
 /* ---- input buffer pool ------------------------------------------------------------- */
@@ -106,7 +113,7 @@ static void pool_put(bm_server_t *srv, char *b)
 }
 
 /* Gives the input buffer back when it holds nothing unparsed. */
-static void conn_release_input(conn_t *c)
+void bm_srv_conn_release_input(conn_t *c)
 {
     if (c->in && c->in_off == c->in_len) {
         pool_put(c->srv, c->in);
@@ -136,6 +143,8 @@ static void conn_free(conn_t *c)
         c->in = NULL;
     }
     bm_http1_free(c->parser);
+    bm_tls_conn_free(c->tls);
+    bm_buf_unref(c->tls_wbuf);
     free(c);
     srv->nalloc--;
     srv_maybe_done(srv);
@@ -282,7 +291,7 @@ bool bm_srv_queue_buf(conn_t *c, bm_buf_t *b, size_t off, size_t n)
 }
 
 /* Drops n written bytes from the front of the queue. */
-static void q_consume(conn_t *c, size_t n)
+void bm_srv_q_consume(conn_t *c, size_t n)
 {
     while (n > 0 && c->qhead < c->qtail) {
         seg_t *s = &c->q[c->qhead];
@@ -380,6 +389,8 @@ static void conn_maybe_shutdown(conn_t *c)
         bm_srv_conn_close(c); /* the client's FIN came first: nothing left to linger for */
         return;
     }
+    if (c->tls && bm_srv_tls_close_notify(c))
+        return; /* back here once the close_notify is written */
     bm_srv_conn_set_state(c, CONN_SHUT);
     c->sreq.data = c;
     int rc = uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown);
@@ -390,12 +401,14 @@ static void conn_maybe_shutdown(conn_t *c)
     bm_srv_conn_hold(c);
 }
 
-static void on_write(uv_write_t *w, int status)
+void bm_srv_on_write(uv_write_t *w, int status)
 {
     conn_t *c = w->data;
     c->writing = false;
-    q_consume(c, c->wbytes);
+    bm_srv_q_consume(c, c->wbytes);
     c->wbytes = 0;
+    bm_buf_unref(c->tls_wbuf);
+    c->tls_wbuf = NULL;
     if (c->st == CONN_CLOSED)
         return;
     if (status < 0) {
@@ -403,7 +416,7 @@ static void on_write(uv_write_t *w, int status)
         return;
     }
     bm_srv_conn_hold(c);
-    conn_flush(c);
+    bm_srv_conn_flush(c);
     if (c->st != CONN_CLOSED) {
         conn_update_deadline(c, true);
         /* Pipelined requests wait while the queue is above high water. */
@@ -413,16 +426,12 @@ static void on_write(uv_write_t *w, int status)
     bm_srv_conn_unref(c);
 }
 
-/* Writes what is queued: uv_try_write first, then one uv_write for the rest. */
-static void conn_flush(conn_t *c)
+/*
+ * Writes the queue in plain: uv_try_write first, then one uv_write for the rest. False
+ * when the connection closed.
+ */
+static bool plain_send(conn_t *c)
 {
-    if (c->st == CONN_CLOSED || c->writing)
-        return;
-    dirty_remove(c);
-    if (!acc_seal(c)) {
-        bm_srv_conn_close(c);
-        return;
-    }
     uv_buf_t iov[MAX_IOV];
     size_t bytes;
     while (c->qhead < c->qtail) {
@@ -432,23 +441,40 @@ static void conn_flush(conn_t *c)
             rc = 0;
         if (rc < 0) {
             bm_srv_conn_close(c);
-            return;
+            return false;
         }
-        q_consume(c, (size_t)rc);
+        bm_srv_q_consume(c, (size_t)rc);
         if ((size_t)rc < bytes)
             break; /* the kernel is full: hand the rest to libuv */
     }
     if (c->qhead < c->qtail) {
         size_t n = q_iov(c, iov, &bytes);
         c->wreq.data = c;
-        int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, iov, (unsigned)n, on_write);
+        int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, iov, (unsigned)n, bm_srv_on_write);
         if (rc < 0) {
             bm_srv_conn_close(c);
-            return;
+            return false;
         }
         c->writing = true;
         c->wbytes = bytes;
-    } else if (c->acc && c->acc->refs == 1 && c->acc->cap > STREAM_ACC_CAP && conn_streaming(c)) {
+    }
+    return true;
+}
+
+/* Writes what is queued, in plain or through the TLS session (server_tls.c). */
+void bm_srv_conn_flush(conn_t *c)
+{
+    if (c->st == CONN_CLOSED || c->writing)
+        return;
+    dirty_remove(c);
+    if (!acc_seal(c)) {
+        bm_srv_conn_close(c);
+        return;
+    }
+    if (!(c->tls ? bm_srv_tls_send(c) : plain_send(c)))
+        return;
+    if (!c->writing && c->qhead == c->qtail && c->acc && c->acc->refs == 1 &&
+        c->acc->cap > STREAM_ACC_CAP && conn_streaming(c)) {
         /* A stream is under way and everything went out, its head too: keep no large
          * accumulator while waiting for the next event (a small one comes with it). */
         bm_buf_unref(c->acc);
@@ -528,17 +554,19 @@ static void conn_update_deadline(conn_t *c, bool progress)
         return;
     const bm_server_opts_t *o = &c->srv->opts;
     bm_http1_phase_t ph = bm_http1_phase(c->parser);
+    /* A write in flight counts: under TLS its bytes left the queue when they were encrypted. */
+    bool unsent = c->pending > 0 || c->writing;
     if (c->req.owned) {
         /* No bound on how long a handler holds a request (a stream may last days), but the
          * client must keep taking what it was sent. */
-        if (c->pending == 0)
+        if (!unsent)
             clear_deadline(c);
         else if (c->dl_kind != DL_SEND || progress)
             set_deadline(c, DL_SEND, o->send_timeout_ms);
     } else if (c->st == CONN_LINGER) {
         if (c->dl_kind != DL_LINGER)
             set_deadline(c, DL_LINGER, LINGER_MS);
-    } else if (c->pending > 0 && (c->st >= CONN_FINISHING || ph == BM_HTTP1_IDLE)) {
+    } else if (unsent && (c->st >= CONN_FINISHING || ph == BM_HTTP1_IDLE)) {
         if (c->dl_kind != DL_SEND || progress)
             set_deadline(c, DL_SEND, o->send_timeout_ms);
     } else if (ph == BM_HTTP1_HEAD) {
@@ -592,6 +620,10 @@ static void on_conn_timer(uv_timer_t *t)
         bm_srv_conn_close(c);
         break;
     default:
+        if (kind == DL_FRESH && c->tls && !bm_tls_conn_ready(c->tls))
+            bm_log_limited(&c->srv->tls_log_lim, BM_LOG_WARN,
+                           "server: TLS handshake with %s not done within %u ms", c->peer,
+                           c->srv->opts.header_timeout_ms);
         bm_srv_conn_close(c);
         break;
     }
@@ -632,15 +664,15 @@ static bool body_reserve(conn_t *c, size_t extra, size_t limit)
     return true;
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+/* True while the input buffer can take more bytes (what a read may fill). */
+bool bm_srv_input_room(const conn_t *c)
 {
-    conn_t *c = h->data;
-    (void)suggested;
-    c->alloc_direct = false;
-    if (c->st == CONN_LINGER) {
-        *buf = uv_buf_init(c->srv->discard, sizeof c->srv->discard);
-        return;
-    }
+    return !c->in || c->in_off > 0 || c->in_len < IN_BUF_SIZE;
+}
+
+/* Where the next input bytes go: straight into the request body, or the input buffer. */
+void bm_srv_input_alloc(conn_t *c, uv_buf_t *buf)
+{
     if (conn_body_direct(c)) {
         /* Read the body straight into the request's buffer: no copy for large uploads. */
         const bm_http1_head_t *hd = bm_http1_head(c->parser);
@@ -675,6 +707,19 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(c->in + c->in_len, (unsigned)(IN_BUF_SIZE - c->in_len));
 }
 
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    conn_t *c = h->data;
+    (void)suggested;
+    c->alloc_direct = false;
+    if (c->st == CONN_LINGER)
+        *buf = uv_buf_init(c->srv->discard, sizeof c->srv->discard);
+    else if (c->tls) /* libuv calls on_read before it allocates again: one buffer serves all */
+        *buf = uv_buf_init(c->srv->tls_rbuf, sizeof c->srv->tls_rbuf);
+    else
+        bm_srv_input_alloc(c, buf);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 /* Reads while there is room; stops when the buffer is full of unparsed input. */
@@ -688,7 +733,7 @@ static void conn_update_reading(conn_t *c)
     else if (c->peer_eof || c->st >= CONN_FINISHING)
         want = false;
     else
-        want = !c->in || c->in_off > 0 || c->in_len < IN_BUF_SIZE;
+        want = bm_srv_input_room(c);
     if (want && !c->reading) {
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
             c->reading = true;
@@ -698,15 +743,11 @@ static void conn_update_reading(conn_t *c)
     }
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* Takes nread bytes (or the end, or an error) that arrived in `buf` (bm_srv_input_alloc's). */
+void bm_srv_conn_input(conn_t *c, ssize_t nread, const uv_buf_t *buf, bool direct)
 {
-    conn_t *c = s->data;
-    bool direct = c->alloc_direct;
-    c->alloc_direct = false;
-    if (c->st == CONN_CLOSED)
-        return;
     if (nread == 0) {
-        conn_release_input(c);
+        bm_srv_conn_release_input(c);
         return;
     }
     if (c->st == CONN_LINGER) {
@@ -715,7 +756,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread < 0) {
-        conn_release_input(c);
+        bm_srv_conn_release_input(c);
         if (nread != UV_EOF || c->req.owned) {
             /* A reset, or a client that left while its request was being handled. */
             bm_srv_conn_close(c);
@@ -740,6 +781,19 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     conn_process(c);
     bm_srv_conn_unref(c);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    conn_t *c = s->data;
+    bool direct = c->alloc_direct;
+    c->alloc_direct = false;
+    if (c->st == CONN_CLOSED)
+        return;
+    if (c->tls && nread > 0 && c->st != CONN_LINGER)
+        bm_srv_tls_received(c, buf->base, (size_t)nread);
+    else
+        bm_srv_conn_input(c, nread, buf, direct);
 }
 
 /* ---- the parser's events --------------------------------------------------------- */
@@ -880,17 +934,19 @@ static void conn_process(conn_t *c)
         c->in_process = true;
         process_input(c);
         c->in_process = false; /* callbacks run by the flush may queue more */
-        conn_flush(c);
+        bm_srv_conn_flush(c);
         /* uv_try_write may have drained the queue that stopped the loop. */
         if (c->st >= CONN_FINISHING || c->req.owned || c->in_off == c->in_len ||
             c->pending > c->srv->opts.write_high_water)
             break;
     }
     if (c->st != CONN_CLOSED) {
-        conn_release_input(c);
+        bm_srv_conn_release_input(c);
         conn_update_deadline(c, false);
         conn_update_reading(c);
     }
+    if (c->tls && c->st != CONN_CLOSED && bm_tls_conn_has_input(c->tls))
+        bm_srv_tls_pump(c); /* plaintext that did not fit before */
     bm_srv_conn_unref(c);
 }
 
@@ -956,6 +1012,10 @@ static void on_connection(uv_stream_t *ls, int status)
         c->parser = bm_http1_new(&srv->lim, &parser_cbs, c);
         refuse = c->parser == NULL;
     }
+    if (!refuse && srv->tls) {
+        c->tls = bm_tls_conn_new(srv->tls); /* the context of this moment, kept to the end */
+        refuse = c->tls == NULL;
+    }
     if (rc == 0)
         srv->stats.accepted++;
     if (refuse) {
@@ -982,6 +1042,7 @@ static void on_connection(uv_stream_t *ls, int status)
 
 static void srv_free_now(bm_server_t *srv)
 {
+    bm_tls_ctx_unref(srv->tls);
     for (size_t i = 0; i < srv->npool; i++)
         free(srv->pool[i]);
     bm_peers_free(srv->peers);
@@ -1024,7 +1085,7 @@ static void on_check(uv_check_t *h)
             c->need_process = false;
             conn_process(c);
         } else {
-            conn_flush(c);
+            bm_srv_conn_flush(c);
         }
         bm_srv_conn_unref(c);
     }
@@ -1103,6 +1164,27 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
     return srv;
 }
 
+/* SO_REUSEPORT must be set before bind, so the listener's socket is made here and given
+ * to libuv (1.44 has no flag for it). Returns 0 or a libuv error code. */
+static int open_reuse_port(bm_server_t *srv, int family)
+{
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return uv_translate_sys_error(errno);
+    int on = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on) != 0) {
+        int e = errno;
+        close(fd);
+        return uv_translate_sys_error(e);
+    }
+    int rc = uv_tcp_open(&srv->listener, fd);
+    if (rc < 0)
+        close(fd);
+    return rc;
+}
+
+static int listening(bm_server_t *srv, const char *host);
+
 int bm_server_listen(bm_server_t *srv, const char *host, int port)
 {
     if (srv->listening || srv->shutting_down || srv->freeing || port < 0 || port > 65535)
@@ -1122,19 +1204,44 @@ int bm_server_listen(bm_server_t *srv, const char *host, int port)
         bm_log(BM_LOG_ERROR, "server: cannot listen on '%s': not an IP address", host);
         return BM_EINVAL;
     }
-    int rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
+    int rc = srv->opts.reuse_port ? open_reuse_port(srv, ss.ss_family) : 0;
+    if (rc == 0)
+        rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&srv->listener, 511, on_connection);
     if (rc < 0) {
         bm_log(BM_LOG_ERROR, "server: cannot listen on %s:%d: %s", host, port, uv_strerror(rc));
         return bm_err_from_uv(rc);
     }
+    return listening(srv, host);
+}
+
+int bm_server_listen_fd(bm_server_t *srv, int fd)
+{
+    if (srv->listening || srv->shutting_down || srv->freeing || fd < 0)
+        return BM_EINVAL;
+    int rc = uv_tcp_open(&srv->listener, fd);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&srv->listener, 511, on_connection);
+    if (rc < 0) {
+        bm_log(BM_LOG_ERROR, "server: cannot listen on the socket handed over (fd %d): %s", fd,
+               uv_strerror(rc));
+        return bm_err_from_uv(rc);
+    }
+    return listening(srv, "the socket handed over");
+}
+
+/* The bound port, for logs and bm_server_port. */
+static int listening(bm_server_t *srv, const char *host)
+{
+    struct sockaddr_storage ss;
     int sl = sizeof ss;
     if (uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&ss, &sl) == 0)
         srv->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                    : ((struct sockaddr_in *)&ss)->sin_port);
     srv->listening = true;
-    bm_log(BM_LOG_INFO, "server: listening on %s port %d", host, srv->port);
+    bm_log(BM_LOG_INFO, "server: listening on %s port %d%s", host, srv->port,
+           srv->tls ? " (TLS)" : "");
     return 0;
 }
 
@@ -1199,6 +1306,13 @@ void bm_server_shutdown(bm_server_t *srv, uint32_t grace_ms,
         if (c->req.owned || c->st >= CONN_FINISHING)
             continue; /* closes after its answer, or is closing already */
         if (bm_http1_phase(c->parser) == BM_HTTP1_IDLE && c->pending == 0) {
+            /* A connection accepted a moment ago whose request is still on its way: closing
+             * it would fail a request the client sent correctly (its connect raced the
+             * shutdown). It gets its one answer (keep_alive is off), within the header
+             * timeout and the grace period. A keep-alive connection between requests is
+             * closed: a client retries a request on a reused connection that closes. */
+            if (c->fresh && c->in_len == c->in_off)
+                continue;
             bm_srv_conn_close(c); /* idle */
             continue;
         }

@@ -30,6 +30,7 @@
 
 #include "base/buf.h"
 #include "base/hdrs.h"
+#include "http/tls.h"
 
 typedef struct bm_server bm_server_t;
 typedef struct bm_req bm_req_t;
@@ -51,6 +52,8 @@ typedef struct bm_server_opts {
                                   long: the connection is closed, an owned request learns it
                                   through its abort callback (server.sendTimeout) */
     size_t write_high_water;   /* bm_resp_writable() turns false above this (default 1 MiB) */
+    bool reuse_port; /* SO_REUSEPORT: a new process may bind the port while the old one still
+                        drains (server.reusePort; default off) */
 } bm_server_opts_t;
 
 /** Fills `o` with the defaults above. (bm_server_new also takes a zero field as its default.) */
@@ -72,6 +75,20 @@ bm_server_t *bm_server_new(uv_loop_t *loop, const bm_server_opts_t *opts,
  * free port (see bm_server_port). Returns 0 or a BM_E* code.
  */
 int bm_server_listen(bm_server_t *srv, const char *host, int port);
+
+/**
+ * Listens on `fd`, a socket already bound and listening that was handed over (systemd
+ * socket activation); the server owns it from now on. Returns 0 or a BM_E* code (then the
+ * caller still owns `fd`).
+ */
+int bm_server_listen_fd(bm_server_t *srv, int fd);
+
+/**
+ * Makes the listener speak TLS with `ctx` (takes a reference; NULL: plain HTTP again).
+ * Set it before bm_server_listen for a TLS listener; a later call is a reload: connections
+ * accepted from then on use the new context, open ones keep the one they started with.
+ */
+void bm_server_set_tls(bm_server_t *srv, bm_tls_ctx_t *ctx);
 
 /** The port actually bound (useful after port 0), or -1 before listening. */
 int bm_server_port(const bm_server_t *srv);
@@ -113,7 +130,10 @@ void bm_server_on_end(bm_server_t *srv, void (*fn)(const bm_req_summary_t *s, vo
 
 /**
  * Graceful shutdown: stops accepting, closes idle keep-alive connections, lets requests
- * in flight finish (their connections close after the response), and after `grace_ms`
+ * in flight finish (their connections close after the response), answers the first
+ * request of a connection accepted just before whose request had not arrived yet (then
+ * closes it; its connect raced the shutdown, e.g. on a socket shared with the process
+ * that replaces this one), and after `grace_ms`
  * closes whatever is left (streams such as SSE included). `done` runs once, from the
  * loop (never from inside this call), when the last connection has closed and every
  * handler has ended its request; the server can then be freed, from `done` itself too.

@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "http/http1.h"
 #include "http/peers.h"
+#include "http/tls.h"
 
 #define IN_BUF_SIZE (16 * 1024)       /* input buffer; also the read-ahead bound while handling */
 #define POOL_MAX 64                   /* spare input buffers kept by the server */
@@ -30,6 +31,9 @@
 #define MAX_WRITE_BYTES (1024 * 1024) /* bytes per uv_write, so that progress is visible */
 #define LINGER_MS 2000                /* reading after our FIN, so the client sees the answer */
 #define BODY_PREALLOC (1024 * 1024)   /* Content-Length bodies up to this are sized at once */
+#define TLS_BATCH (256 * 1024)        /* plaintext encrypted per write: the rest stays queued */
+#define TLS_STAGE (16 * 1024)         /* small segments are joined into one record */
+#define TLS_RBUF (17 * 1024)          /* ciphertext per read: a record of 16 KiB and its framing */
 
 typedef struct conn conn_t;
 
@@ -144,6 +148,11 @@ struct conn {
     uint64_t body_end; /* loop ms by which the body being received must be complete */
     uint64_t deadline;
     deadline_kind_t dl_kind;
+
+    /* TLS, on a TLS listener only (server_tls.c) */
+    bm_tls_conn_t *tls;
+    bm_buf_t *tls_wbuf; /* ciphertext of the write in flight; one reference held */
+    bool tls_pumping;   /* bm_srv_tls_pump is on the stack */
 };
 
 struct bm_server {
@@ -185,6 +194,10 @@ struct bm_server {
     char date[64]; /* "Date: ...\r\n" */
     size_t date_len;
     bm_log_limit_t log_lim;
+
+    bm_tls_ctx_t *tls;          /* one reference; NULL: plain HTTP */
+    bm_log_limit_t tls_log_lim; /* handshake failures: scanners make many */
+    char tls_rbuf[TLS_RBUF];    /* ciphertext read target: fed to the session at once */
     bm_server_stats_t stats;
     void (*on_end)(const bm_req_summary_t *s, void *ud);
     void *on_end_ud;
@@ -206,8 +219,22 @@ void bm_srv_dirty_add(conn_t *c);
 void bm_srv_split_target(bm_req_t *r);
 bool bm_srv_queue_buf(conn_t *c, bm_buf_t *b, size_t off, size_t n);
 bool bm_srv_queue_copy(conn_t *c, const void *p, size_t n);
+/* the same, for server_tls.c: the input side and the write path under TLS */
+void bm_srv_conn_flush(conn_t *c);
+void bm_srv_conn_input(conn_t *c, ssize_t nread, const uv_buf_t *buf, bool direct);
+void bm_srv_conn_release_input(conn_t *c);
+void bm_srv_input_alloc(conn_t *c, uv_buf_t *buf);
+bool bm_srv_input_room(const conn_t *c);
+void bm_srv_on_write(uv_write_t *w, int status);
+void bm_srv_q_consume(conn_t *c, size_t n);
 
 /* server_resp.c */
 void bm_srv_conn_send_error(conn_t *c, int status, const char *msg);
+
+/* server_tls.c: the connection's TLS session between the socket and the rest */
+bool bm_srv_tls_close_notify(conn_t *c); /* true: wait, the alert is being written */
+void bm_srv_tls_pump(conn_t *c);
+void bm_srv_tls_received(conn_t *c, const char *p, size_t n);
+bool bm_srv_tls_send(conn_t *c); /* false: the connection closed */
 
 #endif /* BM_SERVER_INT_H */

@@ -11,23 +11,29 @@
 
 typedef struct prefix {
     const char *text;
+    size_t len;
     bm_hist_kind_t kind;
     bool epoch; /* the id is an epoch */
 } prefix_t;
 
+#define PREFIX(text, kind, epoch)                                                                  \
+    {                                                                                              \
+        text, sizeof text - 1, kind, epoch                                                         \
+    }
+
 static const prefix_t prefixes[] = {
-    {"/eth/v1/beacon/blob_sidecars/", BM_HIST_BLOB, false},
-    {"/eth/v1/beacon/blobs/", BM_HIST_BLOB, false},
-    {"/eth/v1/debug/beacon/data_column_sidecars/", BM_HIST_BLOB, false},
-    {"/eth/v2/beacon/blocks/", BM_HIST_BLOCK, false},
-    {"/eth/v1/beacon/blocks/", BM_HIST_BLOCK, false},
-    {"/eth/v1/beacon/blinded_blocks/", BM_HIST_BLOCK, false},
-    {"/eth/v1/beacon/headers/", BM_HIST_BLOCK, false},
-    {"/eth/v1/beacon/rewards/blocks/", BM_HIST_BLOCK, false},
-    {"/eth/v1/beacon/rewards/sync_committee/", BM_HIST_BLOCK, false},
-    {"/eth/v1/beacon/rewards/attestations/", BM_HIST_STATE, true},
-    {"/eth/v1/beacon/states/", BM_HIST_STATE, false},
-    {"/eth/v2/debug/beacon/states/", BM_HIST_STATE, false},
+    PREFIX("/eth/v1/beacon/blob_sidecars/", BM_HIST_BLOB, false),
+    PREFIX("/eth/v1/beacon/blobs/", BM_HIST_BLOB, false),
+    PREFIX("/eth/v1/debug/beacon/data_column_sidecars/", BM_HIST_BLOB, false),
+    PREFIX("/eth/v2/beacon/blocks/", BM_HIST_BLOCK, false),
+    PREFIX("/eth/v1/beacon/blocks/", BM_HIST_BLOCK, false),
+    PREFIX("/eth/v1/beacon/blinded_blocks/", BM_HIST_BLOCK, false),
+    PREFIX("/eth/v1/beacon/headers/", BM_HIST_BLOCK, false),
+    PREFIX("/eth/v1/beacon/rewards/blocks/", BM_HIST_BLOCK, false),
+    PREFIX("/eth/v1/beacon/rewards/sync_committee/", BM_HIST_BLOCK, false),
+    PREFIX("/eth/v1/beacon/rewards/attestations/", BM_HIST_STATE, true),
+    PREFIX("/eth/v1/beacon/states/", BM_HIST_STATE, false),
+    PREFIX("/eth/v2/debug/beacon/states/", BM_HIST_STATE, false),
 };
 
 void bm_retention_default(bm_retention_t *r)
@@ -57,10 +63,13 @@ void bm_archive_classify(const char *p, size_t n, uint32_t slots_per_epoch, bm_h
     const char *q = memchr(p, '?', n);
     if (q)
         n = (size_t)(q - p);
+    if (n < 6 || memcmp(p, "/eth/v", 6) != 0) /* every prefix starts so */
+        return;
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
         const prefix_t *pre = &prefixes[i];
-        size_t l = strlen(pre->text);
-        if (n <= l || memcmp(p, pre->text, l) != 0)
+        size_t l = pre->len;
+        /* the byte before the final '/' tells most prefixes apart without a memcmp */
+        if (n <= l || p[l - 2] != pre->text[l - 2] || memcmp(p, pre->text, l) != 0)
             continue;
         const char *id = p + l;
         const char *end = memchr(id, '/', n - l);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * readpath: one exchange per client request (see readpath.h). An exchange owns a timer
- * (hedges, retry delays, the deadline) and up to MAX_PARALLEL attempts at once; each attempt
- * is one streamed transfer to one node. Until an answer is chosen nothing reaches the client.
+ * readpath: one exchange per client request (see readpath.h). An exchange has up to
+ * MAX_PARALLEL attempts at once; each attempt is one streamed transfer to one node. Until an
+ * answer is chosen nothing reaches the client. Its times (hedge, retry delay, deadline) wait
+ * in one list of the read path, earliest first, under one timer: a proxied request costs no
+ * timer of its own (duelist.h). The types are in readpath_int.h.
  *
  * An attempt's phases:
  *   HEAD    running, no response head yet
@@ -15,6 +17,7 @@
 #include "read/readpath.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -24,129 +27,15 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/url.h"
-#include "read/aimd.h"
+#include "read/answerhead.h"
 #include "read/canon.h"
 #include "read/pick.h"
-#include "read/sticky.h"
+#include "read/readpath_int.h"
 
-#define MAX_PARALLEL 16                /* attempts of one exchange at once */
-#define MAX_KEPT_BODY (64 * 1024)      /* a failed answer kept to relay if all fail */
-#define MAX_CONSENSUS_BODY (64u << 20) /* an answer compared for consensus */
-#define SSZ_MEMORY 16                  /* routes remembered per node as refusing SSZ */
-#define SSZ_MEMORY_MS (10 * 60 * 1000) /* ... for this long */
+#define SSZ_MEMORY_MS (10 * 60 * 1000) /* a node's refusal of SSZ remembered this long */
 #define COOLDOWN_429_MS 1000           /* a 429 without Retry-After closes the node this long */
 #define STICKY_CAPACITY 4096
-
-typedef struct exchange exchange_t;
-
-typedef struct node_state {
-    bm_readpath_node_opts_t o;
-    bm_breaker_t breaker;
-    bm_aimd_t bucket;
-    int64_t rr;
-    uint64_t no_ssz[SSZ_MEMORY]; /* route keys refused with 415 */
-    uint64_t no_ssz_until[SSZ_MEMORY];
-    size_t no_ssz_next;
-} node_state_t;
-
-struct bm_readpath {
-    uv_loop_t *loop;
-    bm_upstream_t *up;
-    bm_pool_t *pool;
-    bm_discovery_t *disc;
-    bm_readpath_opts_t opts;
-    node_state_t node[BM_MAX_NODES];
-    bm_rules_t *rules;
-    bm_sticky_t *sticky;
-    bm_rng_t rng;
-    bm_hedge_budget_t budget;
-    bm_readpath_counters_t c;
-    size_t active;
-    bm_log_limit_t limit;
-    bm_str_t url; /* scratch for an attempt's URL (copied by bm_upstream_start) */
-};
-
-typedef enum { AT_IDLE = 0, AT_HEAD, AT_KEEP, AT_HELD, AT_STREAM } at_phase_t;
-
-typedef struct attempt {
-    exchange_t *ex;
-    bm_node_t *node;
-    bm_xfer_t *xfer; /* NULL when not running */
-    at_phase_t phase;
-    bool hedge;
-    bool inspect; /* a blob 400: read the body before deciding */
-    bool pruned;  /* a pruned answer (fall-through to archive nodes) */
-    bool done;    /* finished (consensus: a result to compare) */
-    bool failed;  /* finished without a usable answer */
-    int status;
-    int64_t length;
-    bm_hdrs_t hdrs;
-    bm_str_t body;
-} attempt_t;
-
-/* What a request may do, after its rule. */
-typedef struct settings {
-    uint64_t deadline; /* loop ms */
-    uint32_t timeout_ms;
-    uint32_t max_attempts; /* attempts in all (hedges included) */
-    uint32_t delay_ms, backoff_milli, max_delay_ms, jitter_ms;
-    uint32_t hedge_delay_ms, hedge_max;
-    uint32_t query, agree; /* consensus; 0: none */
-    bm_balance_strategy_t strategy;
-    bool restrict_nodes;
-    uint64_t nodes;
-    int client; /* bm_client_t brand, or 0 */
-    bool ready_only;
-} settings_t;
-
-/* What an exchange forwards: borrowed from the client's request, or owned copies for a
- * detached read (bm_readpath_fetch). */
-typedef struct view {
-    const char *method, *target, *path, *query, *peer;
-    size_t path_len, query_len;
-    const bm_hdrs_t *headers;
-    bm_buf_t *body;
-} view_t;
-
-/* A detached read's own copies and where its answer goes. */
-typedef struct detached {
-    bm_str_t method, target, peer;
-    bm_hdrs_t headers;
-    size_t max_bytes;
-    bool missing_moves_on;    /* a 404 moves on: the node lacks what the cluster chain has */
-    bm_readpath_answer_fn cb; /* NULL once answered or cancelled */
-    void *ud;
-} detached_t;
-
-struct exchange {
-    bm_readpath_t *rp;
-    bm_req_t *req;     /* NULL for a detached read */
-    detached_t *fetch; /* a detached read, or NULL */
-    view_t v;
-    uv_timer_t timer;
-    settings_t s;
-    bool is_read, ssz_accept;
-    uint64_t route_key; /* of the 415 memory */
-    bm_hist_id_t hist;
-    bool archive_first, archive_only;
-    size_t target_off; /* forward bm_req_target() from here (a stripped prefix) */
-    bool strip;        /* the forwarded target needs a leading '/' */
-    uint64_t tried;    /* bit i: node i was asked */
-    uint32_t started, hedges, running;
-    uint32_t rounds;             /* times every candidate was asked */
-    uint64_t retry_at, hedge_at; /* loop ms; 0: none */
-    bool sticky;
-    uint64_t sticky_key;
-    attempt_t at[MAX_PARALLEL];
-    int winner; /* the chosen attempt, or -1 */
-    bool committed, finished, paused, timed_out;
-    bool event_stream; /* the committed answer is an event stream: no total deadline */
-    unsigned busy;
-    bm_str_t errors; /* "n1: connection refused; n2: HTTP 503" */
-    int kept;        /* the attempt whose failed answer is kept, or -1 */
-    bool invalid;    /* a node answered what HTTP does not allow (an unasked 1xx, a length
-                        that cannot be): that node's answer counts as a 502 */
-};
+#define MAX_SPARE 64 /* finished exchanges kept for reuse */
 
 static const bm_xfer_cbs_t xfer_cbs;
 
@@ -160,6 +49,7 @@ void bm_readpath_opts_default(bm_readpath_opts_t *o)
     o->write_timeout_ms = BM_DEFAULT_TIMEOUTS_WRITE_MS;
     o->hold_bytes = 1 << 20;
     o->timeout_ms = BM_DEFAULT_FAILSAFE_TIMEOUT_MS;
+    o->heavy_timeout_ms = BM_DEFAULT_FAILSAFE_HEAVY_TIMEOUT_MS;
     o->max_attempts = BM_DEFAULT_FAILOVER_MAX_ATTEMPTS;
     o->retry_delay_ms = BM_DEFAULT_FAILSAFE_RETRY_DELAY_MS;
     o->retry_backoff_milli = BM_DEFAULT_FAILSAFE_RETRY_BACKOFF;
@@ -179,6 +69,8 @@ void bm_readpath_opts_default(bm_readpath_opts_t *o)
     bm_retention_default(&o->retention);
 }
 
+static void on_due(bm_duelink_t *d, void *ud);
+
 bm_readpath_t *bm_readpath_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *pool,
                                bm_discovery_t *disc, const bm_readpath_opts_t *o)
 {
@@ -197,25 +89,32 @@ bm_readpath_t *bm_readpath_new(uv_loop_t *loop, bm_upstream_t *up, bm_pool_t *po
         rp->opts.max_attempts = 1;
     rp->rules = bm_rules_new();
     rp->sticky = rp->opts.sticky ? bm_sticky_new(STICKY_CAPACITY) : NULL;
-    if (!rp->rules || (rp->opts.sticky && !rp->sticky)) {
+    rp->due = bm_duelist_new(loop, on_due, rp);
+    if (!rp->rules || (rp->opts.sticky && !rp->sticky) || !rp->due) {
         bm_readpath_free(rp);
         return NULL;
     }
     bm_rng_seed(&rp->rng, rp->opts.seed ? rp->opts.seed : bm_clock_now_ms() ^ (uintptr_t)rp);
     bm_hedge_budget_init(&rp->budget, rp->opts.hedge_max_ratio_milli / 1000.0, 10);
-    uint64_t now = uv_now(loop);
     for (size_t i = 0; i < BM_MAX_NODES; i++) {
         bm_readpath_set_node(rp, i, &(bm_readpath_node_opts_t){.weight = 1});
         bm_breaker_init(&rp->node[i].breaker, &rp->opts.breaker);
     }
-    (void)now;
     return rp;
 }
+
+static void exchange_free(exchange_t *ex);
 
 void bm_readpath_free(bm_readpath_t *rp)
 {
     if (!rp)
         return;
+    bm_duelist_free(rp->due);
+    while (rp->spare) {
+        exchange_t *ex = rp->spare;
+        rp->spare = ex->spare_next;
+        exchange_free(ex);
+    }
     bm_rules_free(rp->rules);
     bm_sticky_free(rp->sticky);
     bm_str_dispose(&rp->url);
@@ -417,32 +316,109 @@ static bool archive_available(exchange_t *ex)
 
 /* ---- exchange life ------------------------------------------------------------------ */
 
-static void on_timer_closed(uv_handle_t *h)
+/* An attempt's answer fields, wherever they are. */
+static const bm_hdrs_t *answer_fields(const attempt_t *a)
 {
-    exchange_t *ex = h->data;
-    for (size_t i = 0; i < MAX_PARALLEL; i++) {
+    return a->view ? a->view : &a->hdrs;
+}
+
+/* The transfer of `a` ends: its fields are copied when the answer may still be sent. */
+static void own_fields(exchange_t *ex, attempt_t *a)
+{
+    if (!a->view)
+        return;
+    if (!ex->finished && a->phase != AT_IDLE) {
+        bm_hdrs_clear(&a->hdrs);
+        for (size_t i = 0; i < a->view->n; i++) {
+            const bm_header_t *h = &a->view->items[i];
+            bm_hdrs_add(&a->hdrs, h->name, h->name_len, h->value, h->value_len);
+        }
+    }
+    a->view = NULL;
+}
+
+/* ---- timers ------------------------------------------------------------------------- */
+
+static void unschedule(exchange_t *ex)
+{
+    bm_duelist_cancel(ex->rp->due, &ex->due);
+}
+
+static void on_timer(exchange_t *ex);
+
+/* An exchange's time came (duelist.h: one timer for every exchange). */
+static void on_due(bm_duelink_t *d, void *ud)
+{
+    (void)ud;
+    on_timer((exchange_t *)((char *)d - offsetof(exchange_t, due)));
+}
+
+/* ---- exchange life ------------------------------------------------------------------ */
+
+static void detached_free(detached_t *d)
+{
+    if (!d)
+        return;
+    bm_str_dispose(&d->method);
+    bm_str_dispose(&d->target);
+    bm_str_dispose(&d->peer);
+    bm_hdrs_dispose(&d->headers);
+    free(d);
+}
+
+static void exchange_free(exchange_t *ex)
+{
+    for (int i = 0; i < ex->used; i++) {
         bm_hdrs_dispose(&ex->at[i].hdrs);
         bm_str_dispose(&ex->at[i].body);
     }
     bm_str_dispose(&ex->errors);
-    if (ex->fetch) {
-        bm_str_dispose(&ex->fetch->method);
-        bm_str_dispose(&ex->fetch->target);
-        bm_str_dispose(&ex->fetch->peer);
-        bm_hdrs_dispose(&ex->fetch->headers);
-        free(ex->fetch);
-    }
+    detached_free(ex->fetch);
     free(ex);
 }
 
-/* Leaves one of our callbacks; frees the exchange when it is finished, nobody is inside
+/* A cleared exchange: a spare one, or a new one. NULL when out of memory. */
+static exchange_t *exchange_alloc(bm_readpath_t *rp)
+{
+    exchange_t *ex = rp->spare;
+    if (!ex)
+        return calloc(1, sizeof *ex);
+    rp->spare = ex->spare_next;
+    rp->n_spare--;
+    memset(ex, 0, offsetof(exchange_t, at)); /* the attempts were cleared when it was kept */
+    return ex;
+}
+
+/* The exchange is over: kept as a spare (its attempts as new), or freed. */
+static void exchange_release(bm_readpath_t *rp, exchange_t *ex)
+{
+    if (rp->n_spare >= MAX_SPARE) {
+        exchange_free(ex);
+        return;
+    }
+    bm_str_dispose(&ex->errors);
+    detached_free(ex->fetch);
+    ex->fetch = NULL;
+    for (int i = 0; i < ex->used; i++) {
+        attempt_t *a = &ex->at[i];
+        bm_hdrs_dispose(&a->hdrs);
+        bm_str_dispose(&a->body);
+        *a = (attempt_t){0};
+    }
+    ex->spare_next = rp->spare;
+    rp->spare = ex;
+    rp->n_spare++;
+}
+
+/* Leaves one of our callbacks; releases the exchange when it is finished, nobody is inside
  * and no transfer runs. */
 static void leave(exchange_t *ex)
 {
     if (--ex->busy == 0 && ex->finished && ex->running == 0) {
-        ex->rp->active--;
-        uv_timer_stop(&ex->timer);
-        uv_close((uv_handle_t *)&ex->timer, on_timer_closed);
+        bm_readpath_t *rp = ex->rp;
+        rp->active--;
+        unschedule(ex);
+        exchange_release(rp, ex);
     }
 }
 
@@ -452,6 +428,7 @@ static void cancel_attempt(exchange_t *ex, attempt_t *a)
         return;
     bm_upstream_cancel(a->xfer);
     a->xfer = NULL;
+    own_fields(ex, a);
     a->node->stats.in_flight--;
     ex->running--;
     bm_breaker_done(&ex->rp->node[a->node->index].breaker, false, true, uv_now(ex->rp->loop));
@@ -459,8 +436,8 @@ static void cancel_attempt(exchange_t *ex, attempt_t *a)
 
 static void cancel_all(exchange_t *ex, int except)
 {
-    for (int i = 0; i < MAX_PARALLEL; i++)
-        if (i != except)
+    for (int i = 0; i < ex->used; i++)
+        if (i != except && ex->at[i].xfer)
             cancel_attempt(ex, &ex->at[i]);
 }
 
@@ -567,10 +544,10 @@ static void send_attempt(exchange_t *ex, attempt_t *a)
     if (ex->req) {
         if (a->node)
             bm_req_add_upstream(ex->req, a->node->index);
-        bm_resp_send(ex->req, a->status, NULL, body, &a->hdrs);
+        bm_resp_send(ex->req, a->status, NULL, body, answer_fields(a));
     } else {
         bm_readpath_answer_t ans = {.status = a->status,
-                                    .hdrs = &a->hdrs,
+                                    .hdrs = answer_fields(a),
                                     .body = body,
                                     .from_node = true,
                                     .node = (int)a->node->index};
@@ -613,7 +590,7 @@ static void commit(exchange_t *ex, attempt_t *a)
     ex->committed = true;
     if (a->node)
         bm_req_add_upstream(ex->req, a->node->index);
-    if (bm_resp_start(ex->req, a->status, &a->hdrs, a->length) != 0) {
+    if (bm_resp_start(ex->req, a->status, answer_fields(a), a->length) != 0) {
         cancel_attempt(ex, a); /* the client is gone; on_client_abort ends the request */
         return;
     }
@@ -629,9 +606,13 @@ static void commit(exchange_t *ex, attempt_t *a)
 
 static attempt_t *free_slot(exchange_t *ex)
 {
-    for (int i = 0; i < MAX_PARALLEL; i++)
-        if (!ex->at[i].xfer && ex->at[i].phase == AT_IDLE && i != ex->kept)
+    for (int i = 0; i < MAX_PARALLEL; i++) {
+        if (!ex->at[i].xfer && ex->at[i].phase == AT_IDLE && i != ex->kept) {
+            if (i >= ex->used)
+                ex->used = i + 1;
             return &ex->at[i];
+        }
+    }
     return NULL;
 }
 
@@ -651,10 +632,10 @@ static bool launch(exchange_t *ex, bm_node_t *node, bool hedge)
         bm_str_t t = BM_STR_INIT;
         bm_str_putc(&t, '/');
         bm_str_puts(&t, target);
-        rc = bm_url_join(url, node->url, bm_str_data(&t));
+        rc = bm_url_join_valid_base(url, node->url, bm_str_data(&t));
         bm_str_dispose(&t);
     } else {
-        rc = bm_url_join(url, node->url, target);
+        rc = bm_url_join_valid_base(url, node->url, target);
     }
     if (rc != 0) {
         add_error(ex, "%s: the path cannot be joined to its URL", node->id);
@@ -781,9 +762,8 @@ static void cut_at_deadline(exchange_t *ex)
     finished(ex);
 }
 
-static void on_timer(uv_timer_t *t)
+static void on_timer(exchange_t *ex)
 {
-    exchange_t *ex = t->data;
     uint64_t now = uv_now(ex->rp->loop);
     ex->busy++;
     if (!ex->finished && now >= ex->s.deadline && !ex->event_stream) {
@@ -827,12 +807,12 @@ static void on_timer(uv_timer_t *t)
     leave(ex);
 }
 
-/* Arms the timer for the earliest of the deadline, the hedge and the retry (once an answer
+/* Lists the exchange for the earliest of the deadline, the hedge and the retry (once an answer
  * is committed, only the deadline: it bounds the whole exchange, the body included). */
 static void arm_timer(exchange_t *ex)
 {
     if (ex->finished || (ex->committed && ex->event_stream)) {
-        uv_timer_stop(&ex->timer); /* an event stream is open-ended; the silence bound holds */
+        unschedule(ex); /* an event stream is open-ended; the silence bound holds */
         return;
     }
     uint64_t at = ex->s.deadline;
@@ -840,88 +820,22 @@ static void arm_timer(exchange_t *ex)
         at = ex->hedge_at;
     if (!ex->committed && ex->retry_at && ex->retry_at < at)
         at = ex->retry_at;
-    uint64_t now = uv_now(ex->rp->loop);
-    uv_timer_start(&ex->timer, on_timer, at > now ? at - now : 0, 0);
+    if (at != ex->due.at)
+        bm_duelist_schedule(ex->rp->due, &ex->due, at ? at : 1);
 }
 
 /* ---- the nodes' answers -------------------------------------------------------------- */
 
-/* What on_head needs of an answer's fields. */
-typedef struct head_info {
-    const char *connection, *content_length, *content_type, *retry_after;
-    bool chunked;
-} head_info_t;
-
-static void scan_head(const bm_hdrs_t *h, head_info_t *hi)
-{
-    memset(hi, 0, sizeof *hi);
-    for (size_t i = 0; i < h->n; i++) {
-        const bm_header_t *f = &h->items[i];
-        const char **slot = NULL;
-        if (f->name_len == 10 && strncasecmp(f->name, "connection", 10) == 0)
-            slot = &hi->connection;
-        else if (f->name_len == 12 && strncasecmp(f->name, "content-type", 12) == 0)
-            slot = &hi->content_type;
-        else if (f->name_len == 14 && strncasecmp(f->name, "content-length", 14) == 0)
-            slot = &hi->content_length;
-        else if (f->name_len == 11 && strncasecmp(f->name, "retry-after", 11) == 0)
-            slot = &hi->retry_after;
-        else if (f->name_len == 17 && strncasecmp(f->name, "transfer-encoding", 17) == 0)
-            hi->chunked = true;
-        if (slot && !*slot)
-            *slot = f->value;
-    }
-}
-
-/* The node's fields that go to the client: not its Connection field nor those it lists
- * (the server drops the other hop-by-hop fields itself). */
-static void copy_response_headers(bm_hdrs_t *dst, const bm_hdrs_t *src, const head_info_t *hi)
-{
-    bm_hdrs_clear(dst);
-    for (size_t i = 0; i < src->n; i++) {
-        const bm_header_t *h = &src->items[i];
-        if (hi->connection) {
-            if (h->name_len == 10 && strncasecmp(h->name, "connection", 10) == 0)
-                continue;
-            if (bm_header_listed_in_connection(hi->connection, h->name, h->name_len))
-                continue;
-        }
-        bm_hdrs_add(dst, h->name, h->name_len, h->value, h->value_len);
-    }
-}
-
-static int64_t response_length(const head_info_t *hi)
-{
-    if (hi->chunked || !hi->content_length || !*hi->content_length)
-        return -1;
-    char *end;
-    unsigned long long v = strtoull(hi->content_length, &end, 10);
-    if (*end != '\0' || hi->content_length[0] == '-')
-        return -1;
-    return (int64_t)v;
-}
-
-/* Retry-After in milliseconds: delta-seconds; a date or nothing counts as the default. */
-static uint32_t retry_after_ms(const char *v)
-{
-    char *end;
-    if (!v || !*v)
-        return COOLDOWN_429_MS;
-    unsigned long s = strtoul(v, &end, 10);
-    if (*end != '\0' || v[0] == '-')
-        return COOLDOWN_429_MS;
-    return s > 3600 ? 3600000u : (uint32_t)(s * 1000);
-}
-
 /* Is a non-5xx answer one to move on from? Sets the node's memory (429, 415) as it goes. */
-static bool moves_on(exchange_t *ex, attempt_t *a, int status, const head_info_t *hi)
+static bool moves_on(exchange_t *ex, attempt_t *a, int status, const bm_answer_head_t *hi)
 {
     bm_readpath_t *rp = ex->rp;
     node_state_t *ns = &rp->node[a->node->index];
     uint64_t now = uv_now(rp->loop);
     if (status == 429) {
         rp->c.throttled++;
-        bm_aimd_throttled(&ns->bucket, retry_after_ms(hi->retry_after), now);
+        bm_aimd_throttled(&ns->bucket, bm_answer_retry_after_ms(hi->retry_after, COOLDOWN_429_MS),
+                          now);
         add_error(ex, "%s: HTTP 429 (throttled)", a->node->id);
         return true;
     }
@@ -959,11 +873,16 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
     exchange_t *ex = a->ex;
     (void)x;
     ex->busy++;
-    head_info_t hi;
-    scan_head(headers, &hi);
+    bm_answer_head_t hi;
+    bm_answer_head_scan(headers, &hi);
     a->status = status;
-    a->length = response_length(&hi);
-    copy_response_headers(&a->hdrs, headers, &hi);
+    a->length = bm_answer_head_length(&hi);
+    if (hi.connection_lists) {
+        bm_answer_head_copy(&a->hdrs, headers, &hi);
+        a->view = NULL;
+    } else {
+        a->view = headers; /* the server drops Connection and the other hop-by-hop fields */
+    }
     bm_str_clear(&a->body);
     if (ex->s.query) {
         a->phase = AT_HELD; /* consensus: every answer is compared whole */
@@ -1065,7 +984,7 @@ static void record(exchange_t *ex, attempt_t *a, const bm_xfer_result_t *res)
 
 static bool same_answer(const attempt_t *a, const attempt_t *b)
 {
-    const char *ct = bm_hdrs_get(&a->hdrs, "content-type");
+    const char *ct = bm_hdrs_get(answer_fields(a), "content-type");
     bool ssz = bm_content_type_is_ssz(ct);
     return a->status == b->status &&
            bm_canon_equal(bm_str_data(&a->body), bm_str_len(&a->body), bm_str_data(&b->body),
@@ -1217,6 +1136,7 @@ static void on_done(bm_xfer_t *x, const bm_xfer_result_t *res, void *ud)
             after_failure(ex);
         }
     }
+    own_fields(ex, a); /* a kept or compared answer outlives its transfer */
     leave(ex);
 }
 
@@ -1236,7 +1156,9 @@ static void resolve(exchange_t *ex, const bm_rule_t *r, bool heavy)
     settings_t *s = &ex->s;
     bool rule_hedge =
         r && (r->hedge_delay_ms != BM_RULE_INHERIT || r->hedge_max_count != BM_RULE_INHERIT);
-    s->timeout_ms = r ? pick_u32(r->timeout_ms, o->timeout_ms) : o->timeout_ms;
+    /* a full state or every validator takes minutes to send: its own default deadline */
+    uint32_t deadline = heavy ? o->heavy_timeout_ms : o->timeout_ms;
+    s->timeout_ms = r ? pick_u32(r->timeout_ms, deadline) : deadline;
     s->max_attempts = r ? pick_u32(r->max_attempts, o->max_attempts) : o->max_attempts;
     s->delay_ms = r ? pick_u32(r->delay_ms, o->retry_delay_ms) : o->retry_delay_ms;
     s->backoff_milli =
@@ -1315,7 +1237,7 @@ static exchange_t *exchange_new(bm_readpath_t *rp, const view_t *v, size_t targe
         rp->c.blocked++;
         return NULL;
     }
-    exchange_t *ex = calloc(1, sizeof *ex);
+    exchange_t *ex = exchange_alloc(rp);
     if (!ex)
         return NULL;
     ex->rp = rp;
@@ -1343,8 +1265,6 @@ static void exchange_start(exchange_t *ex)
         classify_history(ex);
     if (rp->sticky && !ex->s.query)
         sticky_key(ex);
-    uv_timer_init(rp->loop, &ex->timer);
-    ex->timer.data = ex;
     ex->busy++;
     if (ex->req) {
         bm_req_on_abort(ex->req, on_client_abort, ex);
@@ -1426,11 +1346,7 @@ bm_readpath_fetch_t *bm_readpath_fetch(bm_readpath_t *rp, const bm_readpath_fetc
     exchange_t *ex =
         d->method.oom || d->target.oom || d->peer.oom ? NULL : exchange_new(rp, &v, 0, &blocked);
     if (!ex) {
-        bm_str_dispose(&d->method);
-        bm_str_dispose(&d->target);
-        bm_str_dispose(&d->peer);
-        bm_hdrs_dispose(&d->headers);
-        free(d);
+        detached_free(d);
         return NULL;
     }
     ex->fetch = d;

@@ -68,6 +68,7 @@ typedef struct bm_readpath_opts {
     uint32_t write_timeout_ms;   /* other methods: whole attempt (timeouts.write) */
     size_t hold_bytes;           /* answers up to this are held until complete (1 MiB) */
     uint32_t timeout_ms;         /* a read's total deadline (failsafe.timeout) */
+    uint32_t heavy_timeout_ms;   /* a heavy read's (failsafe.heavyTimeout) */
     uint32_t max_attempts;       /* failsafe.retry.maxAttempts */
     uint32_t retry_delay_ms, retry_backoff_milli, retry_max_delay_ms, retry_jitter_ms;
     uint32_t hedge_delay_ms, hedge_max_count, hedge_max_ratio_milli, hedge_max_priority;

@@ -14,7 +14,9 @@ import os
 import re
 import sys
 
-LAYERS = ["base", "http", "cluster", "duties", "read", "edge", "observe", "app"]
+# state: what several instances share through Redis; above every module whose memory it
+# carries (replay, production, the edge), below app, which wires it to them.
+LAYERS = ["base", "http", "cluster", "duties", "read", "edge", "observe", "state", "app"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
 # Modules of duties/ that are shared machinery, not policies: every policy may include them

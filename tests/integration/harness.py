@@ -29,6 +29,17 @@ ROOT_A = "0x" + "4b" * 32
 ROOT_B = "0x" + "9c" * 32
 
 
+def run_tool(args, **kw):
+    """Runs a command to its end; its output as text (for build and packaging tools)."""
+    return subprocess.run(args, capture_output=True, text=True, **kw)
+
+
+def project_version():
+    """The version in CMakeLists.txt's project()."""
+    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
+        return re.search(r"project\(beaconmux VERSION (\S+)", f.read()).group(1)
+
+
 def wait_for(cond, timeout=10.0, interval=0.01, what="condition"):
     """Polls cond() until it returns a truthy value or the bound passes."""
     deadline = time.monotonic() + timeout

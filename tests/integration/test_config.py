@@ -196,7 +196,8 @@ class CheckTest(unittest.TestCase):
         self.assertIn("failover.maxAttempts is deprecated", err)
 
     def test_example_file_is_valid(self):
-        env = dict(os.environ, BEACON_API_KEY="k", BEACONMUX_KEY="example-secret")
+        env = dict(os.environ, BEACON_API_KEY="k", BEACONMUX_KEY="example-secret",
+                   REDIS_PASSWORD="example-redis-password")
         r = subprocess.run([MUX, "--config", os.path.join(SOURCE_DIR, "beaconmux.example.yaml"),
                             "--check"], capture_output=True, env=env, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr.decode())

@@ -253,6 +253,30 @@ class SendTimeout(unittest.TestCase):
             node.stop()
 
 
+class HeavyDeadline(unittest.TestCase):
+    """A full state takes longer than failsafe.timeout to stream: it has failsafe.heavyTimeout
+    (default 5 minutes) and is not cut at the ordinary reads' deadline (checkpoint sync)."""
+
+    def test_full_state_outlives_the_ordinary_deadline(self):
+        node = FakeBeacon()
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n"
+        # 10 bytes at once, then one every 50 ms: the body is complete after about 1.5 s
+        node.routes[("GET", "/eth/v2/debug/beacon/states/head")] = drip_route(head, b"x" * 10, 3.0)
+        node.routes[("GET", "/eth/v1/beacon/states/head/fork")] = drip_route(head, b"x" * 10, 3.0)
+        mux = Beaconmux(config_text="failsafe: {timeout: 500ms, hedge: {maxCount: 0}}\n"
+                        "cache: {enabled: false}\nupstreams:\n  - url: %s\n" % node.url)
+        try:
+            mux.wait_state("node1", "ready")
+            st, _, body = mux.request("GET", "/eth/v2/debug/beacon/states/head", timeout=15)
+            self.assertEqual((st, len(body)), (200, 40))
+            # an ordinary read of the same pace ends at failsafe.timeout (held, so a 504)
+            st, _, body = mux.request("GET", "/eth/v1/beacon/states/head/fork", timeout=15)
+            self.assertEqual(st, 504, body)
+        finally:
+            mux.stop()
+            node.stop()
+
+
 BROKEN = {
     # 101 nobody asked for, then bytes that are no HTTP answer
     "switch": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n"

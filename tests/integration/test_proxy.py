@@ -78,6 +78,10 @@ class PassThrough(ProxyBase):
         up.routes[("GET", "/eth/v1/beacon/headers/head")] = (
             200, {"Content-Type": "application/json", "Eth-Consensus-Version": "fulu",
                   "X-Custom": "kept"}, b'{"data":{"root":"0x01"}}')
+        # a field the node's Connection names is for that hop only
+        up.routes[("GET", "/eth/v1/beacon/states/head/fork")] = (
+            200, {"Content-Type": "application/json", "Connection": "keep-alive, X-Hop",
+                  "X-Hop": "node only", "X-Custom": "kept"}, b'{"data":{}}')
         up.routes[("POST", "/eth/v1/beacon/pool/attestations")] = (
             200, {"Content-Type": "application/json"}, b"")
         m = self.mux(up.url)
@@ -88,6 +92,10 @@ class PassThrough(ProxyBase):
         self.assertEqual(body, b'{"data":{"root":"0x01"}}')
         self.assertEqual(h.get("eth-consensus-version"), "fulu")
         self.assertEqual(h.get("x-custom"), "kept")
+        st, h, _ = m.request("GET", "/eth/v1/beacon/states/head/fork")
+        self.assertEqual(st, 200)
+        self.assertEqual(h.get("x-custom"), "kept")
+        self.assertNotIn("x-hop", {k.lower() for k in h})
         rec = up.find("GET", "/eth/v1/beacon/headers/head?x=1")[-1]
         hdrs = {k.lower(): v for k, v in rec["headers"].items()}
         self.assertEqual(hdrs.get("x-client"), "abc")
@@ -253,6 +261,20 @@ class Failover(ProxyBase):
         self.assertIn("n1", err["message"])
         self.assertIn("n2", err["message"])
 
+    def test_kept_answer_relayed_with_its_fields(self):
+        # n1's 500 is kept while n2 is tried; n2 refuses, so n1's answer is relayed after its
+        # own transfer ended: with its fields, not only its body
+        a = self.fake()
+        a.routes[("GET", self.ROUTE)] = (500, {"Content-Type": "application/json",
+                                               "X-Node": "n1-kept"},
+                                         b'{"code":500,"message":"kept"}')
+        m = self.mux(a.url, "http://127.0.0.1:%d" % closed_port())
+        self.ready(m, "n1")
+        st, h, body = m.request("GET", self.ROUTE)
+        self.assertEqual(st, 500)
+        self.assertEqual(h.get("x-node"), "n1-kept")
+        self.assertEqual(json.loads(body), {"code": 500, "message": "kept"})
+
     def test_4xx_is_final(self):
         a, b = self.fake(), self.good()
         a.routes[("GET", self.ROUTE)] = (404, {"Content-Type": "application/json"},
@@ -357,11 +379,11 @@ class Discovery(ProxyBase):
         self.assertIn("genesis_validators_root", reason)
         # a request never goes to the wrong-network node
         for f in (a, b, c):
-            f.routes[("GET", "/eth/v1/node/identity")] = (200, {"Content-Type": "application/json"}, b"{}")
+            f.routes[("GET", "/eth/v1/beacon/states/head/fork")] = (200, {"Content-Type": "application/json"}, b"{}")
         a.mode = b.mode = "error"
-        st, _, _ = m.request("GET", "/eth/v1/node/identity")
+        st, _, _ = m.request("GET", "/eth/v1/beacon/states/head/fork")
         self.assertEqual(st, 500)
-        self.assertEqual(len(c.find("GET", "/eth/v1/node/identity")), 0)
+        self.assertEqual(len(c.find("GET", "/eth/v1/beacon/states/head/fork")), 0)
         # a 1-1 split settled by configuration
         d, e = self.fake(), self.fake(genesis_root=ROOT_B)
         m2 = self.mux(d.url, e.url, extra="genesisValidatorsRoot: \"%s\"\n" % ROOT_B)

@@ -86,6 +86,7 @@ void race_on_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud)
     r->node = a->node;
     r->at_ms = bm_clock_wall_now(race_test_clock);
     r->attempt = a->attempt;
+    r->accepted = a->judged == BM_RACE_ACCEPTED;
     assert_non_null(a->headers);
     assert_non_null(a->body); /* never an empty answer */
     snprintf(r->body, sizeof r->body, "%.*s", (int)a->body->len, a->body->data);

@@ -51,6 +51,7 @@ typedef struct race_rec {
     char body[512];
     uint64_t at_ms; /* wall time on the fixture's clock */
     unsigned attempt;
+    bool accepted; /* the race's verdict, as the answer carried it */
     bm_hdrs_t hdrs;
     bm_race_waiter_t *w;
     /* re-entrancy scripts */

@@ -345,6 +345,20 @@ static void test_coalescing_key(void **state)
     assert_string_not_equal(a, b);
     /* too small a buffer */
     assert_int_equal(bm_attest_data_key(b, 10, 5, "1", "application/json", false), -1);
+    /* the text, and a buffer that holds it exactly (with its NUL) or one byte less */
+    const char *want = "GET /eth/v1/validator/attestation_data slot=18446744073709551615 ci=7 "
+                       "accept=application/json";
+    int n = bm_attest_data_key(a, sizeof a, UINT64_MAX, "7", "application/json", true);
+    assert_int_equal(n, (int)strlen(want));
+    assert_string_equal(a, want);
+    assert_int_equal(
+        bm_attest_data_key(b, strlen(want) + 1, UINT64_MAX, "7", "application/json", true), n);
+    assert_string_equal(b, want);
+    assert_int_equal(bm_attest_data_key(b, strlen(want), UINT64_MAX, "7", "application/json", true),
+                     -1);
+    n = bm_attest_data_key(b, sizeof b, 0, NULL, NULL, false);
+    assert_string_equal(b, "GET /eth/v1/validator/attestation_data slot=0 ci=* accept=-");
+    assert_int_equal(n, (int)strlen(b));
 }
 
 /* ---- the policy end to end ------------------------------------------------------------- */
@@ -593,10 +607,40 @@ static void test_coalescing(void **state)
         assert_int_equal(st.requests, 8);
         assert_int_equal(st.races, pre ? 2 : 1);
         assert_int_equal(st.joined, pre ? 6 : 7);
+        assert_int_equal(st.fallback, 0); /* every request got an accepted answer */
         assert_int_equal(a->requests, pre ? 2 : 1);
         assert_int_equal(b->requests, pre ? 2 : 1);
         tfx_free(&t);
     }
+}
+
+/* Requests sharing a race that serves a stale answer at its deadline: each is served the
+ * same bytes and counted as served without the expected head, by the race's verdict. */
+static void test_coalesced_fallback(void **state)
+{
+    (void)state;
+    tfx_t t;
+    bm_hint_hold_t hold = {.hold_floor_ms = 300, .max_hold_ms = 1000};
+    tfx_init(&t, 6000, 0, BM_FAR_FUTURE_EPOCH, &hold);
+    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
+    fake_mux_node(t.m, &sa, 1);
+    fake_call_t *c[4];
+    for (int i = 0; i < 4; i++)
+        c[i] = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
+    fake_mux_advance(t.m, 300);
+    for (int i = 0; i < 4; i++) {
+        fake_mux_wait(t.m, c[i]);
+        assert_int_equal(c[i]->status, 200);
+        assert_int_equal(body_root(c[i]), 9);
+        assert_string_equal(c[i]->body, c[0]->body);
+    }
+    bm_attest_stats_t st = bm_attest_stats(t.a);
+    assert_int_equal(st.races, 1);
+    assert_int_equal(st.joined, 3);
+    assert_int_equal(st.fallback, 4);
+    assert_int_equal(st.checkpoint_refused, 0);
+    tfx_free(&t);
 }
 
 static void test_ssz_and_headers(void **state)
@@ -1090,6 +1134,7 @@ int main(void)
         cmocka_unit_test(test_stale_node_catches_up),
         cmocka_unit_test(test_head_moving_holds_the_old_head),
         cmocka_unit_test(test_deadline_fallback),
+        cmocka_unit_test(test_coalesced_fallback),
         cmocka_unit_test(test_no_cluster_head_first_2xx),
         cmocka_unit_test(test_coalescing),
         cmocka_unit_test(test_ssz_and_headers),

@@ -614,6 +614,49 @@ static void test_client_hangup_does_not_stop_a_block(void **state)
 
 static const uint8_t SSZ_BODY[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 
+typedef struct refusals {
+    int n;
+    size_t node;
+    const char *pattern;
+} refusals_t;
+
+static void on_refusal(void *ud, size_t node, const char *pattern)
+{
+    refusals_t *r = ud;
+    r->n++;
+    r->node = node;
+    r->pattern = pattern;
+}
+
+/* Shared state: a new refusal is told once; one learnt from another instance is remembered
+ * as if seen here, and not told. */
+static void test_ssz_refusals_told_and_learnt(void **state)
+{
+    fx_t *f = *state;
+    refusals_t r = {0};
+    bm_broadcast_on_ssz_refusal(f->b, on_refusal, &r);
+    size_t route = route_index("POST", "/eth/v2/beacon/blocks");
+    script(&f->nodes[0], 1, FAKE_STATUS(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"));
+    fake_call_t *c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    go(f, 10);
+    wait_client(f, c);
+    go(f, 20);
+    assert_int_equal(r.n, 1);
+    assert_int_equal(r.node, 0);
+    assert_string_equal(r.pattern, "/eth/v2/beacon/blocks");
+    size_t reg = route_index("POST", "/eth/v1/validator/register_validator");
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 2, reg), BM_SSZ_UNKNOWN);
+    assert_int_equal(
+        bm_broadcast_learn_ssz_refusal(f->b, 2, "/eth/v1/validator/register_validator"), 0);
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 2, reg), BM_SSZ_REFUSED);
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 2, route), BM_SSZ_ACCEPTED);
+    assert_int_equal(bm_broadcast_learn_ssz_refusal(f->b, 2, "/eth/v1/nothing"), BM_ENOTFOUND);
+    assert_int_equal(bm_broadcast_learn_ssz_refusal(f->b, 9, "/eth/v2/beacon/blocks"),
+                     BM_ENOTFOUND);
+    assert_int_equal(r.n, 1);
+    bm_broadcast_on_ssz_refusal(f->b, NULL, NULL);
+}
+
 static void test_ssz_block_never_415_when_a_node_took_it(void **state)
 {
     fx_t *f = *state;
@@ -662,6 +705,62 @@ static void test_ssz_block_never_415_when_a_node_took_it(void **state)
     bm_pool_set_state(f->pool, f->nodes[0].node, BM_NODE_READY, "test");
     bm_broadcast_node_state(f->nodes[0].node, BM_NODE_UNREACHABLE, f->b);
     assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_UNKNOWN);
+}
+
+/* stateDir: a refusal learned here comes back in a new broadcast (a restarted beaconmux),
+ * survives that node's first discovery, is forgotten when the node comes back a second
+ * time, and is not restored once older than the SSZ memory or over a refusal learned live. */
+static void test_ssz_refusals_survive_a_restart(void **state)
+{
+    fx_t *f = *state;
+    size_t route = route_index("POST", "/eth/v2/beacon/blocks");
+    script(&f->nodes[0], 1, FAKE_STATUS(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"));
+    fake_call_t *c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    go(f, 40);
+    wait_client(f, c);
+    go(f, 20);
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_REFUSED);
+    uint64_t now = bm_clock_wall_now(f->m->clock);
+    bm_str_t ex = BM_STR_INIT;
+    assert_int_equal(bm_broadcast_export_ssz(f->b, now, &ex), 0);
+    char want[64];
+    snprintf(want, sizeof want, "\"node\":\"%s\"", bm_pool_node(f->pool, 0)->id);
+    assert_non_null(strstr(bm_str_data(&ex), want));
+    snprintf(want, sizeof want, "\"node\":\"%s\"", bm_pool_node(f->pool, 1)->id);
+    assert_null(strstr(bm_str_data(&ex), want)); /* it took SSZ */
+
+    bm_broadcast_opts_t bo;
+    bm_broadcast_opts_default(&bo);
+    bm_broadcast_t *b2 = bm_broadcast_new(f->m->clock, f->m->eng, f->pool, NULL, &bo);
+    assert_non_null(b2);
+    const char *t = bm_str_data(&ex);
+    /* older than the memory (an hour): nothing */
+    assert_int_equal(bm_broadcast_import_ssz(b2, t, strlen(t), now + bo.ssz_memory_ms), 0);
+    assert_int_equal(bm_broadcast_ssz_support(b2, 0, route), BM_SSZ_UNKNOWN);
+    assert_int_equal(bm_broadcast_import_ssz(b2, t, strlen(t), now + 1000), 1);
+    assert_int_equal(bm_broadcast_ssz_support(b2, 0, route), BM_SSZ_REFUSED);
+    assert_int_equal(bm_broadcast_ssz_support(b2, 1, route), BM_SSZ_UNKNOWN);
+    /* the node's first discovery keeps it; a later return forgets it */
+    bm_node_t *n0 = bm_pool_node(f->pool, 0);
+    bm_pool_set_state(f->pool, n0, BM_NODE_READY, "test");
+    bm_broadcast_node_state(n0, BM_NODE_UNKNOWN, b2);
+    assert_int_equal(bm_broadcast_ssz_support(b2, 0, route), BM_SSZ_REFUSED);
+    bm_broadcast_node_state(n0, BM_NODE_UNREACHABLE, b2);
+    assert_int_equal(bm_broadcast_ssz_support(b2, 0, route), BM_SSZ_UNKNOWN);
+    /* what is not an export restores nothing */
+    const char *bad[] = {"{}", "[{\"node\":1}]", "nope",
+                         "[{\"node\":\"zz\",\"method\":\"POST\","
+                         "\"route\":\"/x\",\"sinceMs\":\"1\"}]"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int n = bm_broadcast_import_ssz(b2, bad[i], strlen(bad[i]), now);
+        assert_true(n == BM_EINVAL || n == 0);
+    }
+    bm_broadcast_stop(b2);
+    go(f, 1);
+    bm_broadcast_free(b2);
+    /* a refusal learned live is not replaced by a file's */
+    assert_int_equal(bm_broadcast_import_ssz(f->b, t, strlen(t), now), 0);
+    bm_str_dispose(&ex);
 }
 
 static void test_ssz_pool_write_refused_then_415_at_once(void **state)
@@ -1000,6 +1099,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_indexed_errors_merged, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_client_hangup_does_not_stop_a_block, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_ssz_refusals_told_and_learnt, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_ssz_refusals_survive_a_restart, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_ssz_block_never_415_when_a_node_took_it, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_ssz_pool_write_refused_then_415_at_once, fx_setup,

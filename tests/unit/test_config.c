@@ -216,6 +216,60 @@ static void test_full_values(void **state)
     bm_config_free(cfg);
 }
 
+/* Parses `yaml`, expects failure with `needle` somewhere in the message. */
+static void expect_error_with(const char *yaml, const char *needle)
+{
+    bm_config_err_t err;
+    bm_config_t *cfg = parse(yaml, &err);
+    if (cfg || !strstr(err.msg, needle)) {
+        print_error("yaml:\n%s\nexpected an error with: %s\ngot: %s\n", yaml, needle,
+                    cfg ? "(success)" : err.msg);
+        bm_config_free(cfg);
+        fail();
+    }
+}
+
+static void test_state_keys(void **state)
+{
+    (void)state;
+    bm_config_t *cfg = expect_ok("upstreams: [{url: \"http://a:1\"}]\n");
+    assert_int_equal(cfg->state.driver, BM_STATE_LOCAL);
+    assert_null(cfg->state.redis.url);
+    assert_int_equal(cfg->state.redis.timeout_ms, 50);
+    bm_config_free(cfg);
+
+    cfg = expect_ok("upstreams: [{url: \"http://a:1\"}]\n"
+                    "state:\n  driver: redis\n  redis:\n"
+                    "    url: \"redis://u:pw0@10.0.0.1:6380/2\"\n"
+                    "    password: \"${HOST}\"\n    prefix: \"bm-a:\"\n    timeout: 20ms\n");
+    assert_int_equal(cfg->state.driver, BM_STATE_REDIS);
+    assert_string_equal(cfg->state.redis.url, "redis://u:pw0@10.0.0.1:6380/2");
+    assert_string_equal(cfg->state.redis.password, "node.example");
+    assert_string_equal(cfg->state.redis.prefix, "bm-a:");
+    assert_int_equal(cfg->state.redis.timeout_ms, 20);
+    bm_str_t dump = BM_STR_INIT;
+    assert_int_equal(bm_config_dump(cfg, true, &dump), 0);
+    bm_str_putc(&dump, '\0');
+    assert_non_null(strstr(dump.b->data, "driver: redis"));
+    assert_null(strstr(dump.b->data, "pw0"));          /* the URL's password, masked */
+    assert_null(strstr(dump.b->data, "node.example")); /* the secret */
+    bm_str_dispose(&dump);
+    bm_config_free(cfg);
+
+    expect_error_with("state: {redis: {url: \"rediss://h:1\"}}\n", "TLS");
+    expect_error_with("state: {redis: {url: \"http://h:1\"}}\n", "redis://");
+    expect_error_with("state: {redis: {url: \"redis://h:99999\"}}\n", "port");
+    expect_error_with("state: {driver: memcached}\n", "state driver");
+    expect_error_with("state: {redis: {prefix: \"a b\"}}\n", "spaces");
+    expect_error_with("state: {redis: {timeout: 20s}}\n", "timeout");
+    bm_config_err_t err;
+    cfg = parse("upstreams: [{url: \"http://a:1\"}]\nstate: {driver: redis}\n", &err);
+    assert_non_null(cfg);
+    assert_int_equal(bm_config_validate(cfg, &err), BM_EINVAL);
+    assert_non_null(strstr(err.msg, "state.redis.url"));
+    bm_config_free(cfg);
+}
+
 static void test_example_file(void **state)
 {
     (void)state;
@@ -224,6 +278,7 @@ static void test_example_file(void **state)
     snprintf(path, sizeof path, "%s/beaconmux.example.yaml", source_dir());
     setenv("BEACON_API_KEY", "example-key", 1);
     setenv("BEACONMUX_KEY", "example-secret", 1);
+    setenv("REDIS_PASSWORD", "example-redis-password", 1);
     bm_config_t *cfg = bm_config_read(path, &err);
     if (!cfg || bm_config_validate(cfg, &err) != 0)
         print_error("%s\n", err.msg);
@@ -253,8 +308,16 @@ static void test_example_file(void **state)
     def->auth = cfg->auth; /* the example key */
     assert_int_equal(cfg->auth.n_keys, 1);
     assert_string_equal(cfg->auth.keys[0].secret, "example-secret");
+    /* the example Redis (its driver stays local, the default) */
+    assert_string_equal(cfg->state.redis.url, "redis://127.0.0.1:6379/0");
+    assert_string_equal(cfg->state.redis.password, "example-redis-password");
+    assert_string_equal(cfg->state.redis.prefix, "beaconmux:");
+    def->state.redis.url = cfg->state.redis.url;
+    def->state.redis.password = cfg->state.redis.password;
+    def->state.redis.prefix = cfg->state.redis.prefix;
     assert_same_config(cfg, def);
     memset(&def->auth, 0, sizeof def->auth);
+    def->state.redis.url = def->state.redis.password = def->state.redis.prefix = NULL;
     def->upstreams = NULL;
     def->n_upstreams = 0;
     def->client_routes = NULL;
@@ -1340,15 +1403,25 @@ static void test_duty_holds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_minimal),      cmocka_unit_test(test_full_values),
-        cmocka_unit_test(test_example_file), cmocka_unit_test(test_documented_keys),
-        cmocka_unit_test(test_unknown_keys), cmocka_unit_test(test_shapes),
-        cmocka_unit_test(test_env_values),   cmocka_unit_test(test_durations),
-        cmocka_unit_test(test_sizes),        cmocka_unit_test(test_other_values),
-        cmocka_unit_test(test_upstream_ids), cmocka_unit_test(test_upstream_urls),
-        cmocka_unit_test(test_headers),      cmocka_unit_test(test_observe_keys),
-        cmocka_unit_test(test_validate),     cmocka_unit_test(test_dump_round_trip),
-        cmocka_unit_test(test_duty_holds),   cmocka_unit_test(test_read_path_errors),
+        cmocka_unit_test(test_minimal),
+        cmocka_unit_test(test_full_values),
+        cmocka_unit_test(test_example_file),
+        cmocka_unit_test(test_documented_keys),
+        cmocka_unit_test(test_unknown_keys),
+        cmocka_unit_test(test_shapes),
+        cmocka_unit_test(test_env_values),
+        cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_other_values),
+        cmocka_unit_test(test_upstream_ids),
+        cmocka_unit_test(test_upstream_urls),
+        cmocka_unit_test(test_headers),
+        cmocka_unit_test(test_observe_keys),
+        cmocka_unit_test(test_state_keys),
+        cmocka_unit_test(test_validate),
+        cmocka_unit_test(test_dump_round_trip),
+        cmocka_unit_test(test_duty_holds),
+        cmocka_unit_test(test_read_path_errors),
         cmocka_unit_test(test_edge_keys),
         cmocka_unit_test(test_blocked_paths_default),
     };

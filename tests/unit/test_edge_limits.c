@@ -41,6 +41,31 @@ static void test_bucket_math(void **state)
     assert_true(bm_bucket_take(&b, &off, 0, &retry));
 }
 
+/* Shared global limits: a bucket capped to what the shared bucket holds, a debt refilled first. */
+static void test_bucket_cap(void **state)
+{
+    (void)state;
+    bm_rate_t r = {10, 10};
+    bm_bucket_t b = {0};
+    uint32_t retry = 0;
+    bm_bucket_cap(&b, &r, 1000, 3); /* starts full (10), keeps 3 */
+    for (int i = 0; i < 3; i++)
+        assert_true(bm_bucket_take(&b, &r, 1000, &retry));
+    assert_false(bm_bucket_take(&b, &r, 1000, &retry));
+    assert_int_equal(retry, 100);
+    bm_bucket_cap(&b, &r, 1000, -5); /* others spent 5 more than there was */
+    assert_false(bm_bucket_take(&b, &r, 1000, &retry));
+    assert_int_equal(retry, 600); /* six tokens to earn before one is there */
+    assert_false(bm_bucket_take(&b, &r, 1590, &retry));
+    assert_true(bm_bucket_take(&b, &r, 1600, &retry));
+    bm_bucket_cap(&b, &r, 1600, 50); /* a cap above what it holds changes nothing */
+    assert_false(bm_bucket_take(&b, &r, 1600, &retry));
+    bm_rate_t none = {0, 0};
+    bm_bucket_t n = {0};
+    bm_bucket_cap(&n, &none, 1000, -100); /* no limit: nothing to cap */
+    assert_true(bm_bucket_take(&n, &none, 1000, &retry));
+}
+
 static void test_limiter_isolates_clients(void **state)
 {
     (void)state;
@@ -235,6 +260,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bucket_math),
+        cmocka_unit_test(test_bucket_cap),
         cmocka_unit_test(test_limiter_isolates_clients),
         cmocka_unit_test(test_cidr_and_forwarded),
         cmocka_unit_test(test_cors),

@@ -295,6 +295,22 @@ static void every_split_gives_the_same_result(void **state)
 
 /* ---- strictness -------------------------------------------------------------------- */
 
+/* A Host of unreserved and sub-delim bytes, ':', '[', ']' and '%' is accepted; with any other
+ * visible byte it is a 400. */
+static void host_bytes(void **state)
+{
+    (void)state;
+    static const char ok[] = "-._~!$&'()*+,;=:[]%";
+    char in[128];
+    for (int c = 0x21; c < 0x7f; c++) {
+        snprintf(in, sizeof in, "GET / HTTP/1.1\r\nHost: a%cb\r\n\r\n", c);
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        int want = alnum || strchr(ok, c) ? 0 : 400;
+        if (status_of(in, strlen(in), NULL) != want)
+            fail_msg("Host byte 0x%02x: want %d", c, want);
+    }
+}
+
 static void strict_rejections(void **state)
 {
     static const struct {
@@ -580,6 +596,7 @@ int main(void)
         cmocka_unit_test(pipelined_stops_after_each_message),
         cmocka_unit_test(every_split_gives_the_same_result),
         cmocka_unit_test(strict_rejections),
+        cmocka_unit_test(host_bytes),
         cmocka_unit_test(strict_accepts),
         cmocka_unit_test(upgrade_request_parsed_as_plain),
         cmocka_unit_test(target_limit),

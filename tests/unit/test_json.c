@@ -251,6 +251,57 @@ static void test_get_u64(void **state)
     json_object_put(o);
 }
 
+/* Field lookups find what json-c's own json_pointer_get finds, for members, arrays,
+ * nulls, escapes, empty and long names, and paths through values that are not objects. */
+static void test_get_matches_json_pointer(void **state)
+{
+    (void)state;
+    struct json_object *o =
+        parse_ok("{\"data\":{\"slot\":\"5\",\"list\":[{\"a\":1},2],\"nul\":null,\"\":{\"e\":3},"
+                 "\"a/b\":4,\"m~n\":5,\"s\":\"x\",\"a_member_name_longer_than_sixty_four_bytes_"
+                 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\":6},\"top\":7}");
+    const char *ptrs[] = {
+        "",
+        "/",
+        "/data",
+        "/data/slot",
+        "/data/list",
+        "/data/list/0",
+        "/data/list/0/a",
+        "/data/list/1",
+        "/data/list/2",
+        "/data/list/-",
+        "/data/list/01",
+        "/data/nul",
+        "/data/nul/x",
+        "/data/",
+        "/data//e",
+        "/data/a~1b",
+        "/data/m~0n",
+        "/data/a/b",
+        "/data/s/x",
+        "/data/missing",
+        "/data/missing/x",
+        "/top",
+        "/top/x",
+        "data",
+        "//",
+        "/data/a_member_name_longer_than_sixty_four_bytes_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    };
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
+        struct json_object *want = NULL;
+        bool found = json_pointer_get(o, ptrs[i], &want) == 0;
+        struct json_object *got = bm_json_get(o, ptrs[i]);
+        if (got != (found ? want : NULL))
+            fail_msg("%s: a different value than json_pointer_get's", ptrs[i]);
+        bool b;
+        int rc = bm_json_get_bool(o, ptrs[i], &b);
+        if ((rc == BM_ENOTFOUND) == found)
+            fail_msg("%s: found %d, json_pointer_get %d", ptrs[i], rc != BM_ENOTFOUND, found);
+    }
+    json_object_put(o);
+}
+
 static void test_get_other(void **state)
 {
     (void)state;
@@ -510,7 +561,7 @@ int main(void)
         cmocka_unit_test(test_get_u64),      cmocka_unit_test(test_get_other),
         cmocka_unit_test(test_hex_roots),    cmocka_unit_test(test_hex_bits),
         cmocka_unit_test(test_canonical),    cmocka_unit_test(test_siphash_vectors),
-        cmocka_unit_test(test_compact),
+        cmocka_unit_test(test_compact),      cmocka_unit_test(test_get_matches_json_pointer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of pool (nodes, inputs, figures, names) and health (the state function). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -130,6 +131,58 @@ static void test_rank_and_latency(void **state)
     bm_pool_free(p);
 }
 
+/* The percentile of the window by sorting a copy: what bm_node_recent_latency_ms must give. */
+static double sorted_percentile(const uint32_t *ring, uint32_t k, double pct)
+{
+    uint32_t v[BM_RECENT_WINDOW];
+    memcpy(v, ring, k * sizeof v[0]);
+    for (uint32_t i = 1; i < k; i++)
+        for (uint32_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            uint32_t t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    uint32_t idx = (uint32_t)ceil((double)k * pct / 100.0);
+    idx = idx == 0 ? 0 : idx - 1;
+    return (double)v[idx < k ? idx : k - 1] / 1000.0;
+}
+
+/* The window's percentiles, kept up to date sample by sample, equal those of a sort of the
+ * last BM_RECENT_WINDOW successful latencies at every step: while the window fills, once it
+ * evicts, with repeated values, failures in between (no sample) and values at the limits. */
+static void test_recent_latency_incremental(void **state)
+{
+    bm_pool_t *p = bm_pool_new();
+    bm_node_t *n = bm_pool_add(p, "n", "http://127.0.0.1:1", NULL);
+    assert_true(bm_node_recent_latency_ms(n, 90) == 0);
+    uint32_t ring[BM_RECENT_WINDOW];
+    uint32_t k = 0, pos = 0;
+    uint64_t rng = 88172645463325252ull;
+    const double pcts[] = {0, 1, 50, 90, 99, 100};
+    for (int step = 0; step < 2000; step++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        if (rng % 7 == 0) { /* a failure: counted as an error, no latency sample */
+            bm_pool_record(p, n, BM_OUTCOME_HTTP_5XX, false, 5, NULL);
+            continue;
+        }
+        uint64_t us = step % 97 == 0 ? UINT64_MAX             /* clamped to UINT32_MAX */
+                      : step < 300   ? (rng >> 8) % 16 * 1000 /* many equal values */
+                                     : (rng >> 8) % 2000000;
+        bm_pool_record(p, n, BM_OUTCOME_OK, false, us, NULL);
+        ring[pos] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+        pos = (pos + 1) % BM_RECENT_WINDOW;
+        if (k < BM_RECENT_WINDOW)
+            k++;
+        for (size_t i = 0; i < sizeof pcts / sizeof pcts[0]; i++)
+            assert_true(bm_node_recent_latency_ms(n, pcts[i]) ==
+                        sorted_percentile(ring, k, pcts[i]));
+    }
+    assert_int_equal(k, BM_RECENT_WINDOW);
+    bm_pool_free(p);
+}
+
 /* A request's candidates: the preferred nodes, else every usable one; ranked or in pool order. */
 static void test_candidates(void **state)
 {
@@ -206,8 +259,11 @@ static void test_client_names(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_add_find_and_masking), cmocka_unit_test(test_health_follows_inputs),
-        cmocka_unit_test(test_rank_and_latency),     cmocka_unit_test(test_candidates),
+        cmocka_unit_test(test_add_find_and_masking),
+        cmocka_unit_test(test_health_follows_inputs),
+        cmocka_unit_test(test_rank_and_latency),
+        cmocka_unit_test(test_recent_latency_incremental),
+        cmocka_unit_test(test_candidates),
         cmocka_unit_test(test_client_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

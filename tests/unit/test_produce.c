@@ -537,6 +537,60 @@ static void test_fresh_beats_stale(void **state)
     pfx_free(&t);
 }
 
+typedef struct remembered {
+    int n;
+    uint64_t slot;
+    int node;
+    uint8_t sr2; /* byte 2 of the state root; 0 when none */
+} remembered_t;
+
+static void on_remember(void *ud, uint64_t slot, int node, const uint8_t *state_root)
+{
+    remembered_t *r = ud;
+    r->n++;
+    r->slot = slot;
+    r->node = node;
+    r->sr2 = state_root ? state_root[2] : 0;
+}
+
+/* Shared state: a production served is told (the other instances learn it); one learnt from
+ * another instance answers bm_produce_node_for_slot as if served here, and is not told. */
+static void test_remembered_told_and_learnt(void **state)
+{
+    (void)state;
+    pfx_t t;
+    pfx_init(&t, 200, 1000, NULL);
+    remembered_t r = {0};
+    bm_produce_on_remember(t.p, on_remember, &r);
+    fake_step_t sb = step_v3(20, 10, 42, "100", "100");
+    fake_node_t *b = fake_mux_node(t.m, &sb, 1);
+    fake_call_t *c = fake_mux_get(t.m, V3, NULL);
+    fake_mux_advance(t.m, 20);
+    fake_mux_wait(t.m, c);
+    assert_int_equal(c->status, 200);
+    assert_int_equal(r.n, 1);
+    assert_int_equal(r.slot, 11);
+    assert_int_equal(r.node, b->node->index);
+    assert_int_equal(r.sr2, 42);
+    uint8_t root[32] = {0}, sr[32];
+    bool has;
+    root[2] = 77;
+    bm_produce_learn(t.p, 12, 3, root);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 12, sr, &has), 3);
+    assert_true(has);
+    assert_int_equal(sr[2], 77);
+    bm_produce_learn(t.p, 13, 1, NULL);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 13, sr, &has), 1);
+    assert_false(has);
+    /* a slot the ring has moved past is not learnt over a newer one */
+    bm_produce_learn(t.p, 12 + BM_PRODUCE_MEMORY_SLOTS, 2, NULL);
+    bm_produce_learn(t.p, 12, 0, NULL);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 12 + BM_PRODUCE_MEMORY_SLOTS, NULL, NULL), 2);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 12, NULL, NULL), -1);
+    assert_int_equal(r.n, 1); /* nothing learnt was told */
+    pfx_free(&t);
+}
+
 static void test_late_head_reorged(void **state)
 {
     (void)state;
@@ -958,6 +1012,7 @@ int main(void)
         cmocka_unit_test(test_parent_rule),
         cmocka_unit_test(test_value_order),
         cmocka_unit_test(test_fresh_beats_stale),
+        cmocka_unit_test(test_remembered_told_and_learnt),
         cmocka_unit_test(test_late_head_reorged),
         cmocka_unit_test(test_head_moving_holds_the_old_parent),
         cmocka_unit_test(test_deadline_first_2xx),

@@ -1121,6 +1121,62 @@ static void test_bad_args_and_error_body(void **state)
     race_rec_dispose(&w);
 }
 
+/* The race's verdict stays with its answer: every waiter of a coalesced race is told that
+ * the answer it gets was accepted, without judging it again. */
+static void test_verdict_accepted(void **state)
+{
+    race_fx_t *f = *state;
+    fake_node_add1(&f->nodes, FAKE_OK(10, "{\"root\":\"stale\"}"));
+    fake_node_add1(&f->nodes, FAKE_OK(20, "{\"root\":\"fresh\"}"));
+    bm_race_policy_t p = {.accept = race_accept_fresh};
+    race_rec_t w1, w2;
+    race_rec_init(&w1, f);
+    race_rec_init(&w2, f);
+    race_wait_on(&w1, race_start(f, "GET", "/att", &p, "k", NULL));
+    race_wait_on(&w2, bm_race_find(f->eng, "k"));
+    race_go(f, 20);
+    assert_int_equal(w1.calls + w2.calls, 2);
+    assert_string_equal(w1.body, "{\"root\":\"fresh\"}");
+    assert_string_equal(w2.body, "{\"root\":\"fresh\"}");
+    assert_true(w1.accepted && w2.accepted);
+    race_rec_dispose(&w1);
+    race_rec_dispose(&w2);
+}
+
+/* ... and that an answer was not accepted: the usable one served at the deadline. */
+static void test_verdict_fallback(void **state)
+{
+    race_fx_t *f = *state;
+    fake_node_add1(&f->nodes, FAKE_OK(10, "{\"root\":\"stale\"}"));
+    bm_race_policy_t p = {.accept = race_accept_fresh};
+    p.deadline_ms = race_now(f) + 100;
+    race_rec_t w;
+    race_rec_init(&w, f);
+    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, NULL));
+    race_go(f, 100);
+    assert_int_equal(w.calls, 1);
+    assert_int_equal(w.status, 200);
+    assert_false(w.accepted);
+    race_rec_dispose(&w);
+}
+
+/* ... nor the 503 the engine writes when no node answered. */
+static void test_verdict_synthesized(void **state)
+{
+    race_fx_t *f = *state;
+    fake_node_add_refused(&f->nodes);
+    bm_race_policy_t p = {.accept = race_accept_fresh, .name_failures = true};
+    race_rec_t w;
+    race_rec_init(&w, f);
+    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, NULL));
+    race_go(f, 0);
+    assert_int_equal(w.calls, 1);
+    assert_int_equal(w.status, 503);
+    assert_null(w.node);
+    assert_false(w.accepted);
+    race_rec_dispose(&w);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, race_setup, race_teardown)
@@ -1154,6 +1210,9 @@ int main(void)
         T(test_answer_headers),
         T(test_pool_records),
         T(test_bad_args_and_error_body),
+        T(test_verdict_accepted),
+        T(test_verdict_fallback),
+        T(test_verdict_synthesized),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -254,6 +254,88 @@ static void test_preparation_latest_per_validator(void **state)
     fx_free(f);
 }
 
+/* ---- shared state: entries given out one by one, taken back with newer wins -------------------
+ */
+
+typedef struct heard {
+    int n;
+    bm_replay_kind_t kind[8];
+    char key[8][100];
+    char entry[8][600];
+    uint64_t seen[8], expires[8];
+} heard_t;
+
+static void on_entry(void *ud, bm_replay_kind_t kind, const char *key, const char *entry,
+                     size_t len, uint64_t seen_ms, uint64_t expires_ms)
+{
+    heard_t *h = ud;
+    if (h->n >= 8)
+        return;
+    h->kind[h->n] = kind;
+    snprintf(h->key[h->n], sizeof h->key[0], "%s", key);
+    snprintf(h->entry[h->n], sizeof h->entry[0], "%.*s", (int)len, entry);
+    h->seen[h->n] = seen_ms;
+    h->expires[h->n] = expires_ms;
+    h->n++;
+}
+
+static void test_shared_entries_round_trip_newer_wins(void **state)
+{
+    (void)state;
+    fx_t *a = fx_make(0, NULL, true), *b = fx_make(0, NULL, true);
+    heard_t ha = {0}, hb = {0};
+    bm_replay_on_entry(a->rp, on_entry, &ha);
+    bm_replay_on_entry(b->rp, on_entry, &hb);
+    char p[128], q[700], body[800];
+    snprintf(body, sizeof body, "[%s]", prep_json(p, sizeof p, 7, 0x77));
+    assert_int_equal(feed(a, BM_REPLAY_PREPARATION, body, AT_SLOT(9, 0)), 1);
+    assert_int_equal(ha.n, 1);
+    assert_int_equal(ha.kind[0], BM_REPLAY_PREPARATION);
+    assert_string_equal(ha.key[0], "0700000000000000"); /* the key's bytes */
+    assert_string_equal(ha.entry[0], p);
+    assert_int_equal(ha.seen[0], AT_SLOT(9, 0));
+    /* slot 9 is in epoch 1: a node keeps it through epoch 3, so it means nothing from 4 on */
+    assert_int_equal(ha.expires[0], AT_SLOT(32, 0));
+    /* B takes it as A gave it, and tells nobody (it came from elsewhere) */
+    assert_int_equal(
+        bm_replay_restore(b->rp, ha.kind[0], ha.entry[0], strlen(ha.entry[0]), ha.seen[0]), 1);
+    assert_int_equal(hb.n, 0);
+    assert_dump(b, BM_REPLAY_PREPARATION, AT_SLOT(9, 0), body);
+    /* B is told a newer recipient for 7: an older record from elsewhere does not replace it */
+    snprintf(body, sizeof body, "[%s]", prep_json(p, sizeof p, 7, 0x78));
+    assert_int_equal(feed(b, BM_REPLAY_PREPARATION, body, AT_SLOT(10, 0)), 1);
+    assert_int_equal(
+        bm_replay_restore(b->rp, ha.kind[0], ha.entry[0], strlen(ha.entry[0]), ha.seen[0]), 0);
+    assert_dump(b, BM_REPLAY_PREPARATION, AT_SLOT(10, 0), body);
+    /* but the newer one replaces A's */
+    assert_int_equal(hb.n, 1);
+    assert_int_equal(
+        bm_replay_restore(a->rp, hb.kind[0], hb.entry[0], strlen(hb.entry[0]), hb.seen[0]), 1);
+    assert_dump(a, BM_REPLAY_PREPARATION, AT_SLOT(10, 0), body);
+    /* preferences carry their fork */
+    snprintf(body, sizeof body, "[%s]", pref_json(q, sizeof q, 8, 30));
+    assert_int_equal(feed_fork(a, "gloas", body, AT_SLOT(10, 0)), 1);
+    assert_int_equal(ha.n, 2);
+    assert_int_equal(strncmp(ha.entry[1], "gloas {", 7), 0);
+    assert_int_equal(bm_replay_restore(b->rp, BM_REPLAY_PREFERENCES, ha.entry[1],
+                                       strlen(ha.entry[1]), ha.seen[1]),
+                     1);
+    assert_dump(b, BM_REPLAY_PREFERENCES, AT_SLOT(10, 0), body);
+    assert_int_equal(bm_replay_restore(b->rp, BM_REPLAY_PREFERENCES, q, strlen(q), 1), BM_EINVAL);
+    assert_int_equal(bm_replay_restore(b->rp, BM_REPLAY_PREPARATION, "{\"x\":1}", 7, 1), 0);
+    /* each: every live entry of A, for writing its state back */
+    heard_t all = {0};
+    bm_replay_each(a->rp, AT_SLOT(10, 0), on_entry, &all);
+    assert_int_equal(all.n, 2);
+    assert_string_equal(all.entry[0], hb.entry[0]); /* A holds the newer one, B's */
+    assert_string_equal(all.entry[1], ha.entry[1]);
+    heard_t later = {0};
+    bm_replay_each(a->rp, AT_SLOT(40, 0), on_entry, &later); /* both over by then */
+    assert_int_equal(later.n, 0);
+    fx_free(a);
+    fx_free(b);
+}
+
 static void test_registration_newest_timestamp_wins(void **state)
 {
     (void)state;
@@ -853,10 +935,84 @@ static void test_unreachable_node_fails_the_replay(void **state)
     fx_free(f);
 }
 
+/* stateDir: what bm_replay_export wrote comes back entry for entry with its own last-sent
+ * time, so expiry after a restart is what it would have been without one. */
+static void test_export_import_round_trip(void **state)
+{
+    (void)state;
+    fx_t *a = fx_make(0, NULL, true);
+    char p[512], q[512], body[1200];
+    uint64_t t0 = AT_SLOT(80, 500); /* epoch 10 */
+    snprintf(body, sizeof body, "[%s]", prep_json(p, sizeof p, 1, 0x11));
+    assert_int_equal(feed(a, BM_REPLAY_PREPARATION, body, t0), 1);
+    snprintf(body, sizeof body, "[%s]", prep_json(p, sizeof p, 2, 0x22));
+    assert_int_equal(feed(a, BM_REPLAY_PREPARATION, body, AT_SLOT(96, 0)), 1); /* epoch 12 */
+    snprintf(body, sizeof body, "[%s]", reg_json(p, sizeof p, 0xaa, 0x11, 7));
+    assert_int_equal(feed(a, BM_REPLAY_REGISTRATION, body, t0), 1);
+    snprintf(body, sizeof body, "[%s,%s]", pref_json(p, sizeof p, 7, 120),
+             pref_json(q, sizeof q, 8, 121));
+    assert_int_equal(feed_fork(a, "heze", body, t0), 2);
+    assert_int_equal(
+        feed(a, BM_REPLAY_COMMITTEE_SUBS,
+             "[{\"validator_index\":\"1\",\"committee_index\":\"3\",\"committees_at_slot\":\"4\","
+             "\"slot\":\"99\",\"is_aggregator\":true}]",
+             t0),
+        1);
+    assert_int_equal(feed(a, BM_REPLAY_SYNC_SUBS,
+                          "[{\"validator_index\":\"5\",\"sync_committee_indices\":[\"1\",\"300\"],"
+                          "\"until_epoch\":\"14\"}]",
+                          t0),
+                     1);
+    uint64_t saved = AT_SLOT(97, 0);
+    bm_str_t ex = BM_STR_INIT;
+    assert_int_equal(bm_replay_export(a->rp, saved, &ex), 0);
+
+    /* the same state, every kind, after a restart shortly after */
+    fx_t *b = fx_make(0, NULL, true);
+    assert_int_equal(bm_replay_import(b->rp, bm_str_data(&ex), bm_str_len(&ex), saved + 500), 7);
+    for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++) {
+        char *want = dump(a, (bm_replay_kind_t)k, saved);
+        char *got = dump(b, (bm_replay_kind_t)k, saved);
+        assert_string_equal(got, want);
+        free(want);
+        free(got);
+    }
+    /* the preference's fork came back: a replay sends it with its Eth-Consensus-Version */
+    assert_non_null(strstr(bm_str_data(&ex), "\"fork\":\"heze\""));
+    /* expiry follows the original times: the first preparation (epoch 10) ends with
+     * epoch 12, the second (epoch 12) lives on */
+    assert_int_equal(bm_replay_sweep(b->rp, AT_SLOT(104, 0)), 2); /* + the subscription */
+    assert_int_equal(bm_replay_count(b->rp, BM_REPLAY_PREPARATION), 1);
+
+    /* restored long after: what expired meanwhile is not restored */
+    fx_t *c = fx_make(0, NULL, true);
+    assert_int_equal(bm_replay_import(c->rp, bm_str_data(&ex), bm_str_len(&ex), AT_SLOT(200, 0)),
+                     0);
+    for (int k = 0; k < BM_REPLAY_KIND_COUNT; k++)
+        assert_int_equal(bm_replay_count(c->rp, (bm_replay_kind_t)k), 0);
+
+    /* a state that already holds entries (a reload's new generation) keeps its own */
+    assert_int_equal(bm_replay_import(b->rp, bm_str_data(&ex), bm_str_len(&ex), saved + 500), 0);
+    assert_int_equal(bm_replay_count(b->rp, BM_REPLAY_PREPARATION), 1);
+
+    /* what is not an export restores nothing */
+    const char *bad[] = {"[]", "{\"preparations\":{}}", "not json", "{\"preparations\":[1,{}]}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int n = bm_replay_import(c->rp, bad[i], strlen(bad[i]), saved);
+        assert_true(n == BM_EINVAL || n == 0);
+        assert_int_equal(bm_replay_count(c->rp, BM_REPLAY_PREPARATION), 0);
+    }
+    bm_str_dispose(&ex);
+    fx_free(a);
+    fx_free(b);
+    fx_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_preparation_latest_per_validator),
+        cmocka_unit_test(test_shared_entries_round_trip_newer_wins),
         cmocka_unit_test(test_registration_newest_timestamp_wins),
         cmocka_unit_test(test_expiry_follows_each_kind),
         cmocka_unit_test(test_caps_drop_the_least_recently_submitted),
@@ -869,6 +1025,7 @@ int main(void)
         cmocka_unit_test(test_reconnects_replay_at_most_once_per_interval),
         cmocka_unit_test(test_trigger_while_running_runs_again),
         cmocka_unit_test(test_unreachable_node_fails_the_replay),
+        cmocka_unit_test(test_export_import_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

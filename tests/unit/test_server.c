@@ -1137,15 +1137,24 @@ static void max_connections_per_client_enforced(void **state)
 
 static void client_shutdown(fx_t *f)
 {
-    client_t c, d;
+    client_t c, d, g;
     CHECK(f, cl_connect(&c, f->port, 0) == 0);
     CHECK(f, cl_connect(&d, f->port, 0) == 0); /* idle keep-alive connection */
+    CHECK(f, cl_send_z(&d, get_hello));
+    CHECK(f, cl_read(&d) == 0 && d.status == 200 && d.keep_alive);
+    CHECK(f, cl_connect(&g, f->port, 0) == 0); /* accepted, its request not sent yet */
     CHECK(f, cl_send_z(&c, "GET /shutdown HTTP/1.1\r\nHost: t\r\n\r\n"));
     CHECK(f, fx_wait(f)); /* shutdown was called, the request is in flight */
     client_t e;
     CHECK(f, cl_connect(&e, f->port, 0) == -ECONNREFUSED);
-    CHECK(f, cl_eof(&d)); /* the idle connection is closed at once */
+    CHECK(f, cl_eof(&d)); /* the idle keep-alive connection is closed at once */
     cl_close(&d);
+    /* the fresh one raced the shutdown: its request is still answered, then it closes */
+    CHECK(f, cl_send_z(&g, get_hello));
+    CHECK(f, cl_read(&g) == 0 && g.status == 200);
+    CHECK(f, cl_header_is(&g, "connection", "close"));
+    CHECK(f, cl_eof(&g));
+    cl_close(&g);
     CHECK(f, cl_read(&c) == 0 && c.status == 200 && body_is(&c, "finished"));
     CHECK(f, cl_header_is(&c, "connection", "close"));
     CHECK(f, cl_eof(&c));

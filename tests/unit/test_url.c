@@ -85,12 +85,21 @@ static void test_valid(void **state)
     }
 }
 
-/* Joins and returns the result in a static buffer, or NULL on error. */
+/* Joins and returns the result in a static buffer, or NULL on error. With a valid base,
+ * bm_url_join_valid_base (no check of the base) must give the same result and code. */
 static const char *join(const char *base, const char *path)
 {
     static char out[512];
     bm_str_t s = BM_STR_INIT;
     int rc = bm_url_join(&s, base, path);
+    if (base && bm_url_valid(base)) {
+        bm_str_t v = BM_STR_INIT;
+        assert_int_equal(bm_url_join_valid_base(&v, base, path), rc);
+        assert_int_equal(bm_str_len(&v), bm_str_len(&s));
+        if (rc == 0)
+            assert_string_equal(bm_str_data(&v), bm_str_data(&s));
+        bm_str_dispose(&v);
+    }
     if (rc != 0) {
         assert_int_equal(bm_str_len(&s), 0);
         bm_str_dispose(&s);

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sharing: the meaning of the shared records of one network. Topics:
+ *   "replay.<kind>"  key: the entry's key in hex; value: the entry (bm_replay_entry_fn);
+ *                    time: when the write that carried it was seen; kept until it expires.
+ *   "ssz"            key: "<upstream id>|<endpoint>"; value: "refused": a node answered 415 to
+ *                    an SSZ body there; kept an hour, as broadcast keeps it.
+ *   "producer"       key: the slot; value: "<upstream id> <0x state_root | ->"; kept an
+ *                    hour (the producer memory holds BM_PRODUCE_MEMORY_SLOTS slots).
+ */
+#include "app/sharing.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/url.h"
+#include "state/shared.h"
+
+#define PRODUCER_KEEP_MS 3600000u
+#define SSZ_KEEP_MS 3600000u /* broadcast's own memory of a refusal (ssz_memory_ms) */
+#define MIN_KEEP_MS 1000u
+
+struct bm_sharing {
+    bm_clock_t *clock;
+    bm_pool_t *pool;
+    bm_replay_t *replay;
+    bm_produce_t *produce;
+    bm_broadcast_t *bcast;
+    bm_shared_t *sh;
+    bm_log_limit_t lim;
+};
+
+/* ---- local -> Redis ------------------------------------------------------------------------ */
+
+static void put_entry(void *ud, bm_replay_kind_t kind, const char *key, const char *entry,
+                      size_t len, uint64_t seen_ms, uint64_t expires_ms)
+{
+    bm_sharing_t *s = ud;
+    uint64_t now = bm_clock_wall_now(s->clock);
+    char topic[16];
+    snprintf(topic, sizeof topic, "replay.%d", (int)kind);
+    uint64_t ttl = expires_ms > now + MIN_KEEP_MS ? expires_ms - now : MIN_KEEP_MS;
+    bm_shared_put(s->sh, topic, key, seen_ms, ttl, entry, len);
+}
+
+static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state_root)
+{
+    bm_sharing_t *s = ud;
+    const bm_node_t *n = node >= 0 ? bm_pool_node(s->pool, (size_t)node) : NULL;
+    if (!n)
+        return;
+    bm_str_t v = BM_STR_INIT;
+    bm_sharing_producer_format(&v, n->id, state_root);
+    char key[24];
+    snprintf(key, sizeof key, "%" PRIu64, slot);
+    if (!v.oom && v.b)
+        bm_shared_put(s->sh, "producer", key, bm_clock_wall_now(s->clock), PRODUCER_KEEP_MS,
+                      v.b->data, v.b->len);
+    bm_str_dispose(&v);
+}
+
+/* A node newly refusing SSZ on an endpoint: "<upstream id>|<endpoint>". */
+static void put_refusal(void *ud, size_t node, const char *pattern)
+{
+    bm_sharing_t *s = ud;
+    const bm_node_t *n = bm_pool_node(s->pool, node);
+    char key[256];
+    if (!n || snprintf(key, sizeof key, "%s|%s", n->id, pattern) >= (int)sizeof key)
+        return;
+    bm_shared_put(s->sh, "ssz", key, bm_clock_wall_now(s->clock), SSZ_KEEP_MS, "refused", 7);
+}
+
+static void learn_refusal(bm_sharing_t *s, const char *key)
+{
+    const char *bar = strchr(key, '|');
+    char id[128];
+    if (!bar || (size_t)(bar - key) >= sizeof id)
+        return;
+    memcpy(id, key, (size_t)(bar - key));
+    id[bar - key] = '\0';
+    const bm_node_t *n = bm_pool_find(s->pool, id);
+    if (n)
+        bm_broadcast_learn_ssz_refusal(s->bcast, (size_t)n->index, bar + 1);
+}
+
+/* Redis is back (or there for the first time): everything we remember goes there, newer
+ * wins. The producer memory is not written back: it matters for a few slots only. */
+static void on_up(void *ud)
+{
+    bm_sharing_t *s = ud;
+    bm_replay_each(s->replay, bm_clock_wall_now(s->clock), put_entry, s);
+}
+
+/* ---- Redis -> local ------------------------------------------------------------------------ */
+
+void bm_sharing_producer_format(bm_str_t *out, const char *id, const uint8_t *state_root)
+{
+    bm_str_printf(out, "%s ", id);
+    if (state_root)
+        bm_str_hex(out, state_root, 32); /* "0x" and 64 digits */
+    else
+        bm_str_putc(out, '-');
+}
+
+int bm_sharing_producer_parse(const char *v, size_t len, char id[128], uint8_t state_root[32],
+                              bool *has_root)
+{
+    const char *sp = memchr(v, ' ', len);
+    if (!sp || sp == v || (size_t)(sp - v) >= 128)
+        return BM_EINVAL;
+    memcpy(id, v, (size_t)(sp - v));
+    id[sp - v] = '\0';
+    const char *root = sp + 1;
+    size_t rlen = len - (size_t)(root - v);
+    *has_root = false;
+    if (rlen == 1 && root[0] == '-')
+        return 0;
+    char text[BM_ROOT_HEX_LEN + 1];
+    if (rlen != BM_ROOT_HEX_LEN)
+        return BM_EINVAL;
+    memcpy(text, root, rlen);
+    text[rlen] = '\0';
+    if (bm_hex_to_root(text, state_root) != 0)
+        return BM_EINVAL;
+    *has_root = true;
+    return 0;
+}
+
+static void learn_producer(bm_sharing_t *s, const char *key, const char *v, size_t len)
+{
+    char *end;
+    uint64_t slot = strtoull(key, &end, 10);
+    char id[128];
+    uint8_t sr[32];
+    bool has_root;
+    if (*end || end == key || bm_sharing_producer_parse(v, len, id, sr, &has_root) != 0)
+        return;
+    const bm_node_t *n = bm_pool_find(s->pool, id);
+    if (!n) {
+        /* never contact anything from Redis that is not configured here */
+        bm_log_limited(&s->lim, BM_LOG_WARN,
+                       "state: a producer record names upstream \"%.64s\", which is not "
+                       "configured here: ignored",
+                       id);
+        return;
+    }
+    bm_produce_learn(s->produce, slot, (int)n->index, has_root ? sr : NULL);
+}
+
+static void on_record(void *ud, const char *topic, const char *key, uint64_t time_ms,
+                      const char *value, size_t len)
+{
+    bm_sharing_t *s = ud;
+    if (strncmp(topic, "replay.", 7) == 0) {
+        char *end;
+        unsigned long kind = strtoul(topic + 7, &end, 10);
+        if (*end || end == topic + 7 || kind >= BM_REPLAY_KIND_COUNT)
+            return;
+        bm_replay_restore(s->replay, (bm_replay_kind_t)kind, value, len, time_ms);
+    } else if (strcmp(topic, "producer") == 0) {
+        learn_producer(s, key, value, len);
+    } else if (strcmp(topic, "ssz") == 0) {
+        learn_refusal(s, key);
+    }
+}
+
+/* ---- the cache's second tier (edge/cache.h)
+ * ------------------------------------------------------ */
+
+int bm_sharing_cache_get(void *ud, const char *key, size_t n, bm_cache_tier_done_fn done, void *ctx)
+{
+    bm_sharing_t *s = ud;
+    return bm_shared_get_raw(s->sh, "cache", key, n, done, ctx);
+}
+
+void bm_sharing_cache_put(void *ud, const char *key, size_t n, const char *rec, size_t len,
+                          uint32_t ttl_ms)
+{
+    bm_sharing_t *s = ud;
+    bm_shared_put_raw(s->sh, "cache", key, n, rec, len, ttl_ms);
+}
+
+/* ---- life ---------------------------------------------------------------------------------- */
+
+bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config_t *cfg,
+                             const char *network, bm_pool_t *pool, bm_replay_t *replay,
+                             bm_produce_t *produce, bm_broadcast_t *bcast)
+{
+    const bm_config_redis_t *rc = &cfg->state.redis;
+    bm_shared_opts_t o;
+    memset(&o, 0, sizeof o);
+    const char *why = rc->url ? bm_redis_parse_url(rc->url, &o.redis) : "is missing";
+    if (why) {
+        bm_log(BM_LOG_ERROR, "state.redis.url %s", why); /* validated before: defensive */
+        return NULL;
+    }
+    if (rc->password)
+        snprintf(o.redis.password, sizeof o.redis.password, "%s", rc->password);
+    o.redis.timeout_ms = rc->timeout_ms;
+    bm_str_t m = BM_STR_INIT;
+    bm_url_mask(&m, rc->url);
+    snprintf(o.url_masked, sizeof o.url_masked, "%.*s", m.b ? (int)m.b->len : 0,
+             m.b ? m.b->data : "");
+    bm_str_dispose(&m);
+    snprintf(o.prefix, sizeof o.prefix, "%s", rc->prefix ? rc->prefix : "beaconmux:");
+    snprintf(o.network, sizeof o.network, "%s", network ? network : "default");
+    bm_sharing_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->clock = clock;
+    s->pool = pool;
+    s->replay = replay;
+    s->produce = produce;
+    s->bcast = bcast;
+    s->sh = bm_shared_new(loop, clock, &o, on_record, on_up, s);
+    memset(&o, 0, sizeof o); /* the password */
+    if (!s->sh) {
+        free(s);
+        return NULL;
+    }
+    bm_replay_on_entry(replay, put_entry, s);
+    bm_produce_on_remember(produce, put_producer, s);
+    bm_broadcast_on_ssz_refusal(bcast, put_refusal, s);
+    return s;
+}
+
+void bm_sharing_status_json(bm_str_t *out, void *ud)
+{
+    bm_sharing_t *s = ud;
+    bm_shared_status_json(out, s->sh);
+}
+
+void bm_sharing_free(bm_sharing_t *s)
+{
+    if (!s)
+        return;
+    bm_replay_on_entry(s->replay, NULL, NULL);
+    bm_produce_on_remember(s->produce, NULL, NULL);
+    bm_broadcast_on_ssz_refusal(s->bcast, NULL, NULL);
+    bm_shared_free(s->sh);
+    free(s);
+}

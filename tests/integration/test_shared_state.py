@@ -1,0 +1,394 @@
+# SPDX-License-Identifier: MIT
+"""Shared state through Redis (state.driver: redis): two beaconmux instances in front of the
+same three beaconsim nodes, sharing a real redis-server that this test starts on a free
+loopback port (with a password, given to one instance through ${REDIS_PASSWORD} and to the
+other inside its URL). Each node's submission log is the ground truth of what reached it;
+Redis is read with a few lines of RESP here, not through beaconmux. Waits are bounded polls.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Beaconmux, Beaconsim, Proc, main, wait_for  # noqa: E402
+
+PASSWORD = "s3cret-redis-pw"
+PREFIX = "bmtest%d:" % os.getpid()
+SIG = "0x" + "cc" * 96
+FEE = lambda b: "0x" + ("%02x" % b) * 20  # noqa: E731
+TIMEOUT_MS = 400  # Redis's deadline here: a duty that waited for Redis would show it
+
+BASE = """
+timeouts:
+  connect: 300ms
+  read: 700ms
+discovery:
+  retryInterval: 200ms
+duties:
+  writeTimeout: 2s
+"""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Redis:
+    """redis-server on a loopback port (no persistence), and a minimal RESP client."""
+
+    def __init__(self, port=None):
+        self.port = port or free_port()
+        self.dir = tempfile.mkdtemp(prefix="bm-redis-")
+        self.proc = Proc(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                          "--save", "", "--appendonly", "no", "--dir", self.dir,
+                          "--requirepass", PASSWORD, "--loglevel", "warning"])
+        wait_for(self.ping, 10, what="redis-server to answer")
+
+    def command(self, *args):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+            f = s.makefile("rb")
+            for cmd in (("AUTH", PASSWORD), args):
+                out = b"*%d\r\n" % len(cmd)
+                for a in cmd:
+                    a = a if isinstance(a, bytes) else str(a).encode()
+                    out += b"$%d\r\n%s\r\n" % (len(a), a)
+                s.sendall(out)
+            self._read(f)
+            return self._read(f)
+
+    def _read(self, f):
+        line = f.readline().rstrip(b"\r\n")
+        t, rest = line[:1], line[1:]
+        if t in (b"+", b"-"):
+            return rest.decode()
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = f.read(n + 2)[:-2]
+            return data.decode()
+        if t == b"*":
+            return [self._read(f) for _ in range(int(rest))]
+        raise AssertionError("RESP: %r" % line)
+
+    def ping(self):
+        try:
+            return self.command("PING") == "PONG"
+        except OSError:
+            return False
+
+    def keys(self, pattern):
+        return sorted(self.command("KEYS", pattern))
+
+    def stop(self):
+        self.proc.signal(signal.SIGCONT)
+        self.proc.p.kill()
+        self.proc.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class SharedState(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.redis = Redis()
+        cls.sim = Beaconsim(nodes=3, slot_ms=1000, slots_per_epoch=8)
+        cls.ups = "upstreams:\n" + "".join("  - id: n%d\n    url: %s\n" % (i, u)
+                                           for i, u in enumerate(cls.sim.nodes))
+        cls.muxes = []
+
+    @classmethod
+    def tearDownClass(cls):
+        for m in cls.muxes:
+            m.stop()
+        cls.sim.stop()
+        cls.redis.stop()
+
+    def tearDown(self):
+        for m in list(self.muxes):
+            self.stop_mux(m)
+        for i in range(3):
+            self.sim.put_node(i, {"down": False, "slow": 0})
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def start_mux(self, password_in_url=False, extra=""):
+        if password_in_url:
+            redis = '    url: "redis://:%s@127.0.0.1:%d/0"\n' % (PASSWORD, self.redis.port)
+        else:
+            redis = ('    url: "redis://127.0.0.1:%d/0"\n    password: "${REDIS_PASSWORD}"\n'
+                     % self.redis.port)
+        cfg = (BASE + extra + self.ups + "state:\n  driver: redis\n  redis:\n" + redis +
+               '    prefix: "%s"\n    timeout: %dms\n' % (PREFIX, TIMEOUT_MS))
+        m = Beaconmux(config_text=cfg, env={"REDIS_PASSWORD": PASSWORD})
+        self.muxes.append(m)
+        for i in range(3):
+            m.wait_state("n%d" % i, "ready", timeout=10)
+        wait_for(lambda: self.state(m)["available"], 10, what="redis available to beaconmux")
+        return m
+
+    def stop_mux(self, m):
+        self.muxes.remove(m)
+        rc = m.stop()
+        self.assertEqual(rc, 0)
+        log = "\n".join(m.stderr())
+        self.assertNotIn(PASSWORD, log)  # the password never reaches a log line
+
+    def state(self, m):
+        return m.status()["state"]
+
+    def post(self, m, path, body, version=None):
+        headers = {"Content-Type": "application/json"}
+        if version:
+            headers["Eth-Consensus-Version"] = version
+        return m.request("POST", path, json.dumps(body).encode(), headers)
+
+    def prepare(self, m, vi, fee):
+        st, _, raw = self.post(m, "/eth/v1/validator/prepare_beacon_proposer",
+                               [{"validator_index": str(vi), "fee_recipient": fee}])
+        self.assertEqual(st, 200, raw)
+
+    def restart_node(self, i, muxes):
+        """n<i> goes down and comes back, as a restart looks from outside."""
+        mark = self.sim.submissions(i)["last_seq"]
+        self.sim.put_node(i, {"down": True})
+        for m in muxes:
+            m.wait_state("n%d" % i, "unreachable", timeout=8)
+        self.sim.put_node(i, {"down": False})
+        return mark
+
+    def wait_replayed(self, i, mark, vi, fee):
+        def got():
+            for s in self.sim.submissions(i, since=mark)["data"]:
+                if s["route"] == "prepareBeaconProposer" and any(
+                        p["validator_index"] == str(vi) and p["fee_recipient"] == fee
+                        for p in s["body"]):
+                    return s
+            return None
+        return wait_for(got, 10, what="validator %d's preparation replayed to n%d" % (vi, i))
+
+    def replay_key(self, vi):
+        return "%sdefault:replay.0:%016x" % (PREFIX, int.from_bytes(vi.to_bytes(8, "little"), "big"))
+
+    # ---- the replay memory -----------------------------------------------------------------
+
+    def test_fresh_instance_replays_what_another_instance_was_told(self):
+        a = self.start_mux()
+        self.prepare(a, 4001, FEE(0x41))
+        wait_for(lambda: self.redis.command("GET", self.replay_key(4001)), 5,
+                 what="the preparation stored in redis")
+        self.stop_mux(a)  # A is gone before B exists
+        b = self.start_mux(password_in_url=True)
+        wait_for(lambda: self.state(b)["loaded"] >= 1, 5, what="B loading the shared records")
+        mark = self.restart_node(0, [b])
+        self.wait_replayed(0, mark, 4001, FEE(0x41))
+        self.assertIn("redis://:***@", "\n".join(b.stderr()))  # the URL is masked
+
+    def test_running_instance_hears_a_preparation_at_once(self):
+        a, b = self.start_mux(), self.start_mux()
+        before = self.state(b)["received"]
+        self.prepare(a, 4002, FEE(0x42))
+        wait_for(lambda: self.state(b)["received"] > before, 5, what="B hearing A's record")
+        # a validator client's whole set at once: more writes than the window holds in flight
+        many = [{"validator_index": str(v), "fee_recipient": FEE(0x43)}
+                for v in range(20000, 23000)]
+        st, _, raw = self.post(a, "/eth/v1/validator/prepare_beacon_proposer", many)
+        self.assertEqual(st, 200, raw)
+        wait_for(lambda: self.state(b)["received"] >= before + 3001, 15,
+                 what="B hearing all 3000 preparations")
+        sa = self.state(a)
+        self.assertEqual(sa["queued"], 0)
+        self.assertEqual(sa["write_failures"], 0, sa)
+        self.assertGreaterEqual(len(self.redis.keys("%sdefault:replay.0:*" % PREFIX)), 3001)
+        self.stop_mux(a)
+        mark = self.restart_node(1, [b])
+        self.wait_replayed(1, mark, 4002, FEE(0x42))
+
+    # ---- the producer memory ---------------------------------------------------------------
+
+    def test_blinded_block_produced_through_a_published_through_b_goes_producer_first(self):
+        a, b = self.start_mux(), self.start_mux()
+        self.sim.wait_slot(2)
+        slot = self.sim.truth()["current_slot"]
+        st, h, raw = a.request(
+            "GET", "/eth/v3/validator/blocks/%d?randao_reveal=%s" % (slot, SIG), None, {})
+        self.assertEqual(st, 200, raw)
+        block = json.loads(raw)["data"]
+        block = block.get("block", block)
+        wait_for(lambda: self.redis.command("GET", "%sdefault:producer:%d" % (PREFIX, slot)), 5,
+                 what="the producer record in redis")
+        wait_for(lambda: self.state(b)["received"] >= 1, 5, what="B hearing the producer")
+        for i in range(3):
+            self.sim.put_node(i, {"slow": 400})
+        marks = [self.sim.submissions(i)["last_seq"] for i in range(3)]
+        signed = {"message": {"slot": block["slot"], "proposer_index": block["proposer_index"],
+                              "parent_root": block["parent_root"],
+                              "state_root": block["state_root"], "body": {}},
+                  "signature": SIG}
+        st, _, raw = self.post(b, "/eth/v2/beacon/blinded_blocks", signed,
+                               h["eth-consensus-version"])
+        self.assertIn(st, (200, 202), raw)
+
+        def recorded():
+            got = [[s for s in self.sim.submissions(i, since=marks[i])["data"]
+                    if s["route"] == "publishBlindedBlockV2"] for i in range(3)]
+            return got if all(got) else None
+        got = wait_for(recorded, 5, what="the blinded block on every node")
+        times = sorted((got[i][0]["time_ms"], i) for i in range(3))
+        # the producer first, the others once it answered (400 ms later)
+        self.assertGreaterEqual(times[1][0] - times[0][0], 350, times)
+        producer = self.redis.command("GET", "%sdefault:producer:%d" % (PREFIX, slot))
+        self.assertEqual(producer.split()[1], "n%d" % times[0][1], producer)
+        self.assertEqual(producer.split()[2], block["state_root"], producer)
+
+    # ---- SSZ refusals ---------------------------------------------------------------------------
+
+    def test_ssz_refusal_seen_by_a_is_known_to_b(self):
+        a, b = self.start_mux(), self.start_mux()
+        self.sim.put_node(1, {"no_ssz": True})
+        try:
+            fork = self.sim.truth()["fork"]
+            single = struct.pack("<QQ", 0, 3) + b"\x00" * 128 + b"\xcc" * 96  # SingleAttestation
+            path = "/eth/v2/beacon/pool/attestations"
+            headers = {"Content-Type": "application/octet-stream", "Eth-Consensus-Version": fork}
+            before = self.state(b)["received"]
+            st, _, raw = a.request("POST", path, single, headers)
+            self.assertEqual(st, 415, raw)  # n1 refused it: A tells the client to resend JSON
+            wait_for(lambda: self.redis.keys("%sdefault:ssz:n1|%s" % (PREFIX, path)), 5,
+                     what="the refusal in redis")
+            wait_for(lambda: self.state(b)["received"] > before, 5, what="B hearing it")
+            # B never saw n1 refuse, yet answers 415 at once: nothing is sent to any node
+            marks = [self.sim.submissions(i)["last_seq"] for i in range(3)]
+            st, _, raw = b.request("POST", path, single, headers)
+            self.assertEqual(st, 415, raw)
+            self.assertEqual([[s for s in self.sim.submissions(i, since=marks[i])["data"]
+                               if s["route"] == "submitPoolAttestationsV2"] for i in range(3)],
+                             [[], [], []])
+        finally:
+            self.sim.put_node(1, {"no_ssz": False})
+
+    # ---- the shared cache --------------------------------------------------------------------
+
+    def block_requests(self):
+        return sum(self.sim.requests(i)["data"].get("getBlockV2", 0) for i in range(3))
+
+    def test_block_fetched_through_a_is_served_by_b_from_the_shared_cache(self):
+        a, b = self.start_mux(), self.start_mux()
+        self.sim.wait_slot(3)
+        root = self.sim.truth()["head"]["root"]
+        path = "/eth/v2/beacon/blocks/%s" % root  # by root: immutable
+        for i in range(3):
+            self.sim.clear_requests(i)
+        st, _, body_a = a.request("GET", path)
+        self.assertEqual(st, 200, body_a)
+        self.assertEqual(self.block_requests(), 1)
+        wait_for(lambda: self.redis.keys("%sdefault:cache:*" % PREFIX), 5,
+                 what="the block in the shared cache")
+        self.assertEqual(self.redis.command("PTTL", self.redis.keys(
+            "%sdefault:cache:*" % PREFIX)[0]), -1)  # immutable: no expiry
+        st, h, body_b = b.request("GET", path)
+        self.assertEqual(st, 200, body_b)
+        self.assertEqual(json.loads(body_b), json.loads(body_a))
+        self.assertEqual(h.get("eth-consensus-version"), self.sim.truth()["fork"])
+        self.assertEqual(self.block_requests(), 1)  # no node asked for B's
+        routes = b.status()["cache"]["routes"]
+        self.assertEqual(sum(r["tier_hits"] for r in routes.values()), 1)
+        st, h, _ = b.request("GET", path)  # now in B's memory
+        self.assertEqual(h.get("x-beaconmux-cache"), "hit")
+        self.assertEqual(self.block_requests(), 1)
+
+    # ---- the global rate limit ----------------------------------------------------------------
+
+    def test_global_rate_limit_holds_across_instances(self):
+        rate = 20
+        limit = "rateLimit:\n  global:\n    rate: %d\n    burst: %d\n" % (rate, rate)
+        a, b = self.start_mux(extra=limit), self.start_mux(extra=limit)
+        ok = limited = 0
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 3.0:
+            for m in (a, b):
+                st, _, _ = m.request("GET", "/eth/v1/node/version")
+                if st == 200:
+                    ok += 1
+                else:
+                    self.assertEqual(st, 429)
+                    limited += 1
+        secs = time.monotonic() - t0
+        # one bucket for both: its burst, its rate over the run, and at most one 100 ms sync
+        # of each instance beyond it (each instance alone would admit as much again)
+        most = rate + rate * secs + 2 * (rate + rate * 0.1)
+        least = rate * secs
+        print("\nglobal limit %d/s across two instances over %.1f s: %d admitted (at most %.0f "
+              "by one bucket, %.0f by two), %d limited" % (rate, secs, ok, most,
+                                                           2 * (rate + rate * secs), limited))
+        self.assertLessEqual(ok, most)
+        self.assertGreaterEqual(ok, least)
+        self.assertGreater(limited, 0)
+
+    # ---- Redis slow, then gone, then back ----------------------------------------------------
+
+    def write_times(self, muxes, base_vi, n=8):
+        out = []
+        for k in range(n):
+            for j, m in enumerate(muxes):
+                t0 = time.monotonic()
+                self.prepare(m, base_vi + 100 * j + k, FEE(0x50 + j))
+                out.append((time.monotonic() - t0) * 1000)
+        return out
+
+    def test_redis_slow_or_down_never_slows_a_duty_and_state_converges(self):
+        a, b = self.start_mux(), self.start_mux()
+        before = self.write_times((a, b), 5000)
+        # Redis stops answering (SIGSTOP): every command would wait TIMEOUT_MS
+        self.redis.proc.signal(signal.SIGSTOP)
+        try:
+            stalled = self.write_times((a, b), 6000)
+            for m in (a, b):
+                wait_for(lambda: not self.state(m)["available"], 5, what="fallback to local")
+        finally:
+            self.redis.proc.signal(signal.SIGCONT)
+        # then Redis dies: everything is local, answers as before
+        port = self.redis.port
+        self.redis.stop()
+        down = self.write_times((a, b), 7000)
+        for m in (a, b):
+            st = self.state(m)
+            self.assertFalse(st["available"], st)
+            self.assertIn("why", st)
+        worst_before = max(statistics.median(before) + 100, max(before))
+        print("\nprepare_beacon_proposer ms: redis up median %.1f max %.1f; stalled median %.1f"
+              " max %.1f; down median %.1f max %.1f" % (
+                  statistics.median(before), max(before), statistics.median(stalled),
+                  max(stalled), statistics.median(down), max(down)))
+        # a write that waited for Redis would take TIMEOUT_MS longer
+        self.assertLess(statistics.median(stalled), statistics.median(before) + TIMEOUT_MS / 2)
+        self.assertLess(max(down), worst_before + TIMEOUT_MS / 2)
+        # Redis comes back empty on the same port: both write their local state back
+        type(self).redis = Redis(port)
+        for m in (a, b):
+            wait_for(lambda: self.state(m)["available"], 15, what="redis available again")
+        for vi, j in ((6000, 0), (6100, 1), (7003, 0), (7104, 1)):
+            wait_for(lambda: self.redis.command("GET", self.replay_key(vi)), 5,
+                     what="validator %d written back" % vi)
+        # and each instance learnt what only the other was told while Redis was away
+        self.stop_mux(a)
+        mark = self.restart_node(2, [b])
+        self.wait_replayed(2, mark, 7003, FEE(0x50))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: MIT
+"""stateDir: what beaconmux remembers for the nodes survives its own restart.
+
+beaconmux in front of two beaconsim nodes (n1 refuses SSZ bodies). A first beaconmux is
+given preparations, registrations and subscriptions and learns that n1 refuses SSZ; it
+stops (SIGTERM saves the state). A second beaconmux, a new process that never saw those
+writes, starts on the same stateDir: the nodes' submission logs (the ground truth) must
+show the replay of the first one's validator state, and an SSZ write must be answered 415
+at once without reaching any node. A corrupt file, a file of another network and a
+missing directory are each reported; the first two leave a serving beaconmux.
+"""
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import BIN_DIR, Beaconmux, Beaconsim, Proc, main, wait_for  # noqa: E402
+
+# Timeouts generous enough that a loaded machine never makes a node look unreachable: a
+# node that comes back from unreachable rightly forgets its SSZ refusal, which would look
+# like a restore that failed.
+CONFIG = """
+timeouts:
+  connect: 1s
+  read: 3s
+  write: 3s
+discovery:
+  retryInterval: 200ms
+duties:
+  writeTimeout: 3s
+stateDir: %s
+"""
+SIG = "0x" + "cc" * 96
+FEE = lambda b: "0x" + ("%02x" % b) * 20  # noqa: E731
+PUBKEY = lambda b: "0x" + ("%02x" % b) * 48  # noqa: E731
+
+
+def reg_ssz(b):
+    """One SignedValidatorRegistrationV1 in SSZ: fee, gas, timestamp, pubkey, signature."""
+    return (bytes([b]) * 20 + (30000000).to_bytes(8, "little") +
+            (1700000000).to_bytes(8, "little") + bytes([b]) * 48 + b"\xcc" * 96)
+
+
+class StateDir(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.sim = Beaconsim(nodes=2, slot_ms=1000, slots_per_epoch=8, node_specs={1: "no-ssz"})
+        cls.ups = "upstreams:\n" + "".join("  - id: n%d\n    url: %s\n" % (i, u)
+                                           for i, u in enumerate(cls.sim.nodes))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sim.stop()
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="bm-state-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def start(self, state_dir=None):
+        mux = Beaconmux(config_text=CONFIG % (state_dir or self.dir) + self.ups)
+        for i in range(2):
+            mux.wait_state("n%d" % i, "ready", timeout=10)
+        return mux
+
+    def post(self, mux, path, body, ctype="application/json"):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return mux.request("POST", path, data, {"Content-Type": ctype})
+
+    def subs_since(self, i, mark, route):
+        return [s for s in self.sim.submissions(i, since=mark)["data"] if s["route"] == route]
+
+    def test_restart_restores_and_replays(self):
+        mux = self.start()
+        t = self.sim.truth()
+        preps = [{"validator_index": str(v), "fee_recipient": FEE(0x40 + v % 8)}
+                 for v in range(500, 520)]
+        regs = [{"message": {"fee_recipient": FEE(v), "gas_limit": "30000000",
+                             "timestamp": "1700000000", "pubkey": PUBKEY(v)}, "signature": SIG}
+                for v in (5, 6)]
+        csubs = [{"validator_index": "500", "committee_index": "0", "committees_at_slot": "1",
+                  "slot": str(t["current_slot"] + 60), "is_aggregator": True}]
+        self.assertEqual(self.post(mux, "/eth/v1/validator/prepare_beacon_proposer", preps)[0], 200)
+        self.assertEqual(self.post(mux, "/eth/v1/validator/register_validator", regs)[0], 200)
+        self.assertEqual(
+            self.post(mux, "/eth/v1/validator/beacon_committee_subscriptions", csubs)[0], 200)
+        # n1 refuses SSZ: the client is told 415 (it resends JSON), and beaconmux remembers
+        st, _, _ = self.post(mux, "/eth/v1/validator/register_validator", reg_ssz(7),
+                             "application/octet-stream")
+        self.assertEqual(st, 415)
+        self.assertEqual(mux.stop(), 0)
+        self.assertTrue(any("saved at shutdown" in line for line in mux.stderr()), mux.stderr())
+        with open(os.path.join(self.dir, "state.json")) as f:
+            saved = json.load(f)
+        self.assertEqual(saved["format"], "beaconmux-state")
+        self.assertEqual(saved["network"], "default")
+        self.assertEqual(len(saved["sections"]["sszRefusals"]), 1)
+        self.assertEqual(saved["sections"]["sszRefusals"][0]["node"], "n1")
+
+        # a new beaconmux cannot know which node restarted while none ran: each node's first
+        # discovery gets the restored state
+        marks = [self.sim.submissions(i)["last_seq"] for i in range(2)]
+        mux = self.start()
+        try:
+            self.assertTrue(any("replay restored (2" in line for line in mux.stderr()),
+                            [line for line in mux.stderr() if "state" in line])
+
+            def replayed(i):
+                got = self.subs_since(i, marks[i], "prepareBeaconProposer")
+                items = {p["validator_index"]: p["fee_recipient"] for s in got for p in s["body"]}
+                return items if all(str(v) in items for v in range(500, 520)) else None
+            for i in range(2):
+                items = wait_for(lambda: replayed(i), 10, what="the restored replay to n%d" % i)
+                self.assertEqual({k: v for k, v in items.items() if 500 <= int(k) < 520},
+                                 {str(v): FEE(0x40 + v % 8) for v in range(500, 520)})
+                regs_got = [r["message"]["pubkey"] for s in
+                            self.subs_since(i, marks[i], "registerValidator") for r in s["body"]]
+                self.assertTrue({PUBKEY(5), PUBKEY(6)} <= set(regs_got), regs_got)
+            # the refusal came back: an SSZ registration is answered 415 before sending
+            mark0 = self.sim.submissions(0)["last_seq"]
+            st, _, _ = self.post(mux, "/eth/v1/validator/register_validator", reg_ssz(8),
+                                 "application/octet-stream")
+            self.assertEqual(st, 415)
+            self.assertEqual(mux.status()["broadcast"]["ssz_refused_at_once"], 1)
+            self.assertEqual([s for s in self.subs_since(0, mark0, "registerValidator")
+                              if s.get("ssz")], [])
+        finally:
+            self.assertEqual(mux.stop(), 0)
+
+    def test_corrupt_and_foreign_files_are_ignored(self):
+        path = os.path.join(self.dir, "state.json")
+        for text, why in (('{"format":"beaconmux-state","vers', "corrupt at byte"),
+                          (json.dumps({"format": "beaconmux-state", "version": 1,
+                                       "network": "mainnet", "sections": {}}),
+                           'written for network "mainnet"')):
+            with open(path, "w") as f:
+                f.write(text)
+            mux = self.start()
+            try:
+                self.assertTrue(any(why in line and "ignored" in line for line in mux.stderr()),
+                                mux.stderr())
+                self.assertEqual(mux.request("GET", "/eth/v1/node/version")[0], 200)
+                with open(path + ".bad") as f:
+                    self.assertEqual(f.read(), text)  # kept for the operator
+            finally:
+                self.assertEqual(mux.stop(), 0)
+            with open(path) as f:  # replaced by the shutdown save
+                self.assertEqual(json.load(f)["network"], "default")
+            os.unlink(path + ".bad")
+
+    def test_missing_directory_is_a_clear_error(self):
+        missing = os.path.join(self.dir, "nope")
+        fd, cfg = tempfile.mkstemp(suffix=".yaml", dir=self.dir)
+        with os.fdopen(fd, "w") as f:
+            f.write(CONFIG % missing + self.ups)
+        p = Proc([os.path.join(BIN_DIR, "beaconmux"), "--listen", "127.0.0.1:0",
+                  "--config", cfg])
+        try:
+            rc = p.p.wait(10)
+        finally:
+            p.stop()
+        self.assertEqual(rc, 1)
+        self.assertTrue(any("stateDir %s: not a writable directory" % missing in line
+                            for line in p.stderr()), p.stderr())
+
+
+if __name__ == "__main__":
+    main()
