@@ -85,6 +85,7 @@ struct mnode {
     uint64_t poll_slot;    /* slot of the last head request (UINT64_MAX: none) */
     uint64_t poll_sent_ms; /* wall time it was sent */
     bool poll_judged;      /* it went unanswered past the probe time: the pool was told */
+    uint64_t poll_look_ms; /* probe time passed: end of the one more look (see judge_probes) */
     uint64_t last_stream_head_ms; /* wall time of the last head event from its stream */
     bool has_stream_root;         /* ... and the root it announced */
     uint8_t stream_root[32];
@@ -265,6 +266,7 @@ static void poll_head(mnode_t *mn, const char *why, uint64_t now)
         return;
     mn->poll_busy = true;
     mn->poll_judged = false;
+    mn->poll_look_ms = 0;
     mn->poll_sent_ms = now;
     mn->poll_slot =
         m->clock_known && now >= m->clock.genesis_ms ? bm_slot_at(&m->clock, now) : UINT64_MAX;
@@ -314,7 +316,8 @@ static uint64_t probe_due(const bm_monitor_t *m, const mnode_t *mn)
 {
     if (!mn->poll_busy || mn->poll_judged || !m->clock_known)
         return 0;
-    return mn->poll_sent_ms + bm_headpoll_probe_ms(&m->clock);
+    uint64_t due = mn->poll_sent_ms + bm_headpoll_probe_ms(&m->clock);
+    return mn->poll_look_ms > due ? mn->poll_look_ms : due;
 }
 
 /*
@@ -323,6 +326,12 @@ static uint64_t probe_due(const bm_monitor_t *m, const mnode_t *mn)
  * so it is not ready for new work until it answers again (the pool flips it back at its
  * next HTTP answer, this request's included). A stopped node otherwise stays `ready` until
  * its lag passes maxHeadLag, while requests queue on it.
+ *
+ * The verdict waits for one more look at the sockets: libuv runs due timers before it polls
+ * for I/O, so after the process was not scheduled for a while the probe time is found passed
+ * although the answer (a 503, a head) waits unread in the socket. When the probe time
+ * passes, the timer is re-armed a little later (the loop polls in between and the answer,
+ * if it is there, is read); only a request still unanswered then makes the node unreachable.
  */
 static void judge_probes(bm_monitor_t *m, uint64_t now)
 {
@@ -333,6 +342,10 @@ static void judge_probes(bm_monitor_t *m, uint64_t now)
         uint64_t due = probe_due(m, mn);
         if (!due || now < due)
             continue;
+        if (mn->poll_look_ms <= mn->poll_sent_ms + bm_headpoll_probe_ms(&m->clock)) {
+            mn->poll_look_ms = now + 1; /* arm_timer lands after it, past one poll */
+            continue;
+        }
         mn->poll_judged = true;
         mn->info.unanswered++;
         bm_pool_set_unresponsive(m->pool, mn->node,

@@ -21,6 +21,7 @@
 #include "base/err.h"
 #include "base/hdrs.h"
 #include "base/log.h"
+#include "http/uprules.h"
 
 #define DNS_TTL_MS 60000
 #define MAX_IDLE_NODES 64 /* nodes without connections kept beyond this are forgotten */
@@ -334,11 +335,19 @@ static uint64_t earlier(uint64_t a, uint64_t b)
     return a && (!b || a < b) ? a : b;
 }
 
+/* The idle deadline: the last byte plus idle_ms, or the end of the look at the socket that
+ * was asked when that passed (bm_h1conn_expired). */
+static uint64_t idle_deadline(const h1x_t *x)
+{
+    uint64_t d = x->last_rx_ms + x->idle_ms;
+    return x->idle_look_ms > d ? x->idle_look_ms : d;
+}
+
 uint64_t bm_h1conn_xfer_deadline(const h1x_t *x)
 {
     uint64_t d = x->timeout_ms ? x->start_ms + x->timeout_ms : 0;
     if (x->idle_ms && !x->want_paused)
-        d = earlier(d, x->last_rx_ms + x->idle_ms);
+        d = earlier(d, idle_deadline(x));
     return d;
 }
 
@@ -367,16 +376,47 @@ void bm_h1conn_timer_update(conn_t *k)
     k->due = d;
 }
 
-/* What expired for a transfer at `now`, or NULL. */
+/* Bytes of the node wait in the connection's socket, not read yet. */
+static bool conn_has_input(const conn_t *k)
+{
+    uv_os_fd_t fd;
+    return k && k->state == CS_OPEN && uv_fileno((const uv_handle_t *)&k->tcp, &fd) == 0 &&
+           bm_uprules_socket_has_input(fd);
+}
+
+/*
+ * What expired for a transfer at `now`, or NULL.
+ *
+ * Idle means the node was silent, and only a look at the socket after the deadline can tell.
+ * libuv runs due timers before it polls for I/O, so after the process was not scheduled for
+ * longer than idle_ms the idle deadline is found passed although bytes arrived meanwhile.
+ * When the deadline passes, the timer is therefore re-armed 1 ms later: the loop polls the
+ * socket in between (a timer due later than the loop's time never runs in the same pass),
+ * and a read there moves last_rx_ms. Only if nothing was read and nothing waits in the
+ * socket (the writer may be on this loop, e.g. a test's node) is the transfer idle.
+ */
 const char *bm_h1conn_expired(h1x_t *x, uint64_t now)
 {
     if (x->timeout_ms && now >= x->start_ms + x->timeout_ms)
         return "no complete response within timeout_ms";
-    if (x->idle_ms && x->want_paused)
+    if (!x->idle_ms)
+        return NULL;
+    if (x->want_paused) {
         x->last_rx_ms = now; /* the silence is ours, not the node's */
-    else if (x->idle_ms && now >= x->last_rx_ms + x->idle_ms)
-        return "no data received within idle_timeout_ms";
-    return NULL;
+        return NULL;
+    }
+    uint64_t deadline = x->last_rx_ms + x->idle_ms;
+    if (now < deadline || now < x->idle_look_ms)
+        return NULL;
+    if (x->idle_look_ms <= deadline) { /* no look since this silence began: look once */
+        x->idle_look_ms = now + 1;
+        return NULL;
+    }
+    if (conn_has_input(x->conn)) {
+        x->last_rx_ms = now; /* its bytes wait for us: we were late, not the node */
+        return NULL;
+    }
+    return "no data received within idle_timeout_ms";
 }
 
 static void on_conn_timer(uv_timer_t *t)

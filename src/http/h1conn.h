@@ -135,6 +135,9 @@ struct h1x {
     uint32_t connect_ms, timeout_ms, idle_ms;
     uint64_t t_start_us, t_head_us;
     uint64_t start_ms, last_rx_ms; /* loop time */
+    /* When the idle deadline passed: the end of the one more look at the socket asked for
+     * then (loop time); idle is declared only after it (see bm_h1conn_expired). */
+    uint64_t idle_look_ms;
     bm_buf_t *req_body;
     int status;
     int err;

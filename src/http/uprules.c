@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 
 #include "base/buf.h"
 #include "base/err.h"
@@ -236,4 +237,10 @@ void bm_uprules_log_failure(bm_log_limit_t *lim, const char *method, const char 
     bm_log_limited(lim, BM_LOG_DEBUG, "upstream: %s %s failed: %s (%s)", method,
                    bm_str_data(&masked), bm_strerror(err), detail);
     bm_str_dispose(&masked);
+}
+
+bool bm_uprules_socket_has_input(int fd)
+{
+    int n = 0;
+    return fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }

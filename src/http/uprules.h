@@ -136,4 +136,11 @@ void bm_uprules_mask(char *out, size_t cap, const char *in, const char *secret);
 void bm_uprules_log_failure(bm_log_limit_t *lim, const char *method, const char *url, int err,
                             const char *detail);
 
+/**
+ * True when bytes from the node wait unread in socket `fd` (FIONREAD). An idle deadline
+ * judged while they wait would blame the node for our own lateness: see docs/upstream.md,
+ * "Idle means the node was silent".
+ */
+bool bm_uprules_socket_has_input(int fd);
+
 #endif /* BM_UPRULES_H */

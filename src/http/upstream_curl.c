@@ -49,6 +49,7 @@
 #include "base/hdrs.h"
 #include "base/list.h"
 #include "base/log.h"
+#include "http/uprules.h"
 #include "http/upstream_impl.h"
 
 #define DEFAULT_MAX_CONNECTS 256
@@ -105,9 +106,12 @@ struct cx {
     const char *local_detail;
     bool kill; /* local_err must be applied by removing the handle ourselves */
 
-    /* Idle timer: re-armed lazily from last_rx rather than restarted on every read. */
+    /* Idle timer: re-armed lazily from last_rx rather than restarted on every read. When
+     * the deadline passed, idle_look is the end of the one more look at the socket asked
+     * for then (see on_idle). */
     uint32_t idle_ms;
     uint64_t last_rx;
+    uint64_t idle_look;
 
     uint64_t t_start, t_head;
     bool in_multi;
@@ -774,9 +778,25 @@ static void on_idle(uv_timer_t *t)
         idle_arm(x, x->idle_ms);
         return;
     }
-    uint64_t quiet = uv_now(up->loop) - x->last_rx;
+    uint64_t now = uv_now(up->loop);
+    uint64_t quiet = now - x->last_rx;
     if (quiet < x->idle_ms) {
         idle_arm(x, x->idle_ms - quiet);
+        return;
+    }
+    /* Idle means the node was silent; the rule and its reason are those of the native
+     * client (bm_h1conn_expired): look at the socket once after the deadline, through a
+     * poll of the loop 1 ms later, and count bytes that wait unread as heard. */
+    if (x->idle_look <= x->last_rx + x->idle_ms) {
+        x->idle_look = now + 1;
+        idle_arm(x, 1);
+        return;
+    }
+    curl_socket_t fd = CURL_SOCKET_BAD;
+    if (curl_easy_getinfo(x->easy, CURLINFO_ACTIVESOCKET, &fd) == CURLE_OK &&
+        fd != CURL_SOCKET_BAD && bm_uprules_socket_has_input((int)fd)) {
+        x->last_rx = now; /* its bytes wait for us: we were late, not the node */
+        idle_arm(x, x->idle_ms);
         return;
     }
     x->local_err = BM_ETIMEDOUT;

@@ -111,31 +111,54 @@ const char *bm_pattern_text(const bm_pattern_t *p)
     return p->text;
 }
 
-bool bm_pattern_match(const bm_pattern_t *p, const char *path, size_t n)
+/* A path's segments, split once so that several patterns are matched without scanning it
+ * again: the text after the leading '/', cut at each '/'. A trailing '/' leaves an empty last
+ * segment, which no pattern matches (patterns have no empty segment). */
+typedef struct path_segs {
+    uint32_t off[MAX_SEGMENTS + 1], len[MAX_SEGMENTS + 1];
+    size_t n; /* MAX_SEGMENTS + 1: more than any pattern has (only a trailing * takes them) */
+} path_segs_t;
+
+static bool split_path(const char *path, size_t n, path_segs_t *ps)
 {
+    ps->n = 0;
     if (n == 0 || path[0] != '/')
         return false;
+    for (size_t i = 1; n > 1 && ps->n <= MAX_SEGMENTS;) {
+        const char *e = memchr(path + i, '/', n - i);
+        size_t len = e ? (size_t)(e - (path + i)) : n - i;
+        ps->off[ps->n] = (uint32_t)i;
+        ps->len[ps->n++] = (uint32_t)len;
+        if (!e)
+            break;
+        i += len + 1;
+    }
+    return true;
+}
+
+static bool match_segs(const bm_pattern_t *p, const char *path, const path_segs_t *ps)
+{
     if (p->n == 0)
-        return n == 1;
-    size_t i = 1;
+        return ps->n == 0; /* "/" alone */
+    if (ps->n < p->n || (!p->rest && ps->n != p->n))
+        return false;
     for (size_t k = 0; k < p->n; k++) {
-        if (i >= n)
-            return false; /* the path ran out of segments */
-        const char *s = path + i;
-        const char *e = memchr(s, '/', n - i);
-        size_t len = e ? (size_t)(e - s) : n - i;
+        size_t len = ps->len[k];
         if (len == 0)
             return false;
         if (p->rest && k == p->n - 1)
             return true; /* the rest of the path, one or more segments */
         const segment_t *g = &p->seg[k];
-        if (g->text && (g->len != len || memcmp(g->text, s, len) != 0))
+        if (g->text && (g->len != len || memcmp(g->text, path + ps->off[k], len) != 0))
             return false;
-        i += len + 1;
-        if (!e)
-            return k + 1 == p->n;
     }
-    return false; /* the path has more segments */
+    return true;
+}
+
+bool bm_pattern_match(const bm_pattern_t *p, const char *path, size_t n)
+{
+    path_segs_t ps;
+    return split_path(path, n, &ps) && match_segs(p, path, &ps);
 }
 
 size_t bm_rules_normalise(const char *path, size_t n, char *out, size_t cap)
@@ -262,13 +285,19 @@ bool bm_rules_blocked(const bm_rules_t *t, const char *path, size_t n)
     if (t->n_blocked == 0)
         return false;
     size_t nn = bm_rules_normalise(path, n, norm, sizeof norm);
+    if (nn == (size_t)-1)
+        return true; /* a path that cannot be normalised is refused rather than guessed at */
     const char *q = memchr(path, '?', n);
     size_t raw = q ? (size_t)(q - path) : n;
+    /* the path as written and as decoded, each split once; most paths need no decoding */
+    path_segs_t as_written, decoded;
+    bool written_ok = split_path(path, raw, &as_written);
+    bool differs = nn != raw || memcmp(norm, path, raw) != 0;
+    bool decoded_ok = differs && split_path(norm, nn, &decoded);
     for (size_t i = 0; i < t->n_blocked; i++) {
-        if (bm_pattern_match(t->blocked[i], path, raw))
+        if (written_ok && match_segs(t->blocked[i], path, &as_written))
             return true;
-        /* a path that cannot be normalised is refused rather than guessed at */
-        if (nn == (size_t)-1 || bm_pattern_match(t->blocked[i], norm, nn))
+        if (decoded_ok && match_segs(t->blocked[i], norm, &decoded))
             return true;
     }
     return false;

@@ -276,8 +276,12 @@ static void test_big_post_no_expect_stall(void **state)
     assert_null(bm_hdrs_get(&s->h, "Expect"));
     assert_int_equal(bm_str_len(&s->body), n);
     assert_memory_equal(bm_str_data(&s->body), body->data, n);
-    /* A behaviour bound, not a benchmark: libcurl's 100-continue wait alone is 1 s. */
-    assert_true(r.elapsed_us < 500 * 1000);
+    /* The client never waited in the middle of the request (libcurl's wait for a 100
+     * Continue is 1 s, between the head and the body). Judged by the node's longest
+     * silence between two reads of the request, not by the transfer's whole time: a
+     * sanitizer build beside busy CPUs may take longer than 500 ms to copy 2 MiB without
+     * ever pausing. */
+    assert_true(s->longest_wait_ms < 500);
     bm_buf_unref(body);
     bm_hdrs_dispose(&h);
     rec_dispose(&r);

@@ -138,6 +138,7 @@ typedef struct sreq {
     bm_hdrs_t h;
     bm_str_t body;
     int conn_id;
+    uint64_t longest_wait_ms; /* longest silence of the client while sending it (loop time) */
 } sreq_t;
 
 typedef struct srv srv_t;
@@ -156,9 +157,11 @@ typedef struct sconn {
     size_t size;
     uint64_t ms;
     size_t off;
-    int served;             /* requests answered on this connection before */
-    size_t discard;         /* request body bytes still to read and drop (/early413) */
-    bool end_after_discard; /* close once they are dropped */
+    int served;               /* requests answered on this connection before */
+    size_t discard;           /* request body bytes still to read and drop (/early413) */
+    bool end_after_discard;   /* close once they are dropped */
+    uint64_t last_in_ms;      /* loop time of the last read */
+    uint64_t longest_wait_ms; /* longest gap between reads of the request under way */
     struct sconn *prev, *next;
 } sconn_t;
 
@@ -485,6 +488,8 @@ static inline sreq_t *record_request(sconn_t *c, size_t head_len, size_t body_le
     sreq_t *r = &s->reqs[s->nreqs++];
     bm_hdrs_init(&r->h);
     r->conn_id = c->id;
+    r->longest_wait_ms = c->longest_wait_ms;
+    c->longest_wait_ms = 0;
     char *line_end = memmem(c->in, head_len, "\r\n", 2);
     *line_end = '\0';
     assert_int_equal(sscanf(c->in, "%15s %511s", r->method, r->target), 2);
@@ -570,6 +575,10 @@ static inline void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
         c->srv->eofs++;
         sconn_close(c);
     } else if (nread > 0) {
+        uint64_t now = uv_now(c->srv->loop);
+        if (c->in_len > 0 && now - c->last_in_ms > c->longest_wait_ms)
+            c->longest_wait_ms = now - c->last_in_ms; /* part of a request came before */
+        c->last_in_ms = now;
         if (c->in_len + (size_t)nread > c->in_cap) {
             size_t cap = c->in_cap ? c->in_cap : 4096;
             while (cap < c->in_len + (size_t)nread)
