@@ -309,13 +309,14 @@ const bm_rule_t *bm_rules_match(const bm_rules_t *t, const char *method, const c
     if (t->n_rules == 0)
         return NULL;
     size_t nn = bm_rules_normalise(path, n, norm, sizeof norm);
-    if (nn == (size_t)-1)
+    path_segs_t segs; /* split once for every rule */
+    if (nn == (size_t)-1 || !split_path(norm, nn, &segs))
         return NULL;
     for (size_t i = 0; i < t->n_rules; i++) {
         const bm_rule_t *r = &t->rules[i];
         if (r->method[0] && strcasecmp(r->method, method) != 0)
             continue;
-        if (bm_pattern_match(r->path, norm, nn))
+        if (match_segs(r->path, norm, &segs))
             return r;
     }
     return NULL;
