@@ -64,6 +64,21 @@ static inline void bm_link_unlink(bm_link_t *e)
     e->prev = e->next = e;
 }
 
+/**
+ * Moves every element of the list `from` onto the empty list `to`, in order, and leaves
+ * `from` empty: for walking a list whose elements may join it again while it is walked.
+ */
+static inline void bm_list_move_all(bm_link_t *to, bm_link_t *from)
+{
+    if (bm_list_empty(from))
+        return;
+    to->next = from->next;
+    to->prev = from->prev;
+    to->next->prev = to;
+    to->prev->next = to;
+    bm_link_init(from);
+}
+
 /** The struct of type `type` whose member `member` is the link `ptr`. */
 #define bm_list_entry(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
