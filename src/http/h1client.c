@@ -65,10 +65,9 @@ static void defer_arm(bm_h1client_t *c);
 
 static h1x_t *xfer_get(bm_h1client_t *c)
 {
-    h1x_t *x;
-    if (c->n_xfer) {
-        x = c->xfer_pool[--c->n_xfer];
-        memset(x, 0, offsetof(h1x_t, hdrs));
+    h1x_t *x = bm_recycle_take(&c->recycled, offsetof(h1x_t, hdrs));
+    if (x) {
+        bm_hdrs_clear(&x->hdrs);
     } else {
         x = calloc(1, sizeof *x);
         if (!x)
@@ -77,6 +76,8 @@ static h1x_t *xfer_get(bm_h1client_t *c)
     }
     x->base.native = true;
     x->c = c;
+    bm_link_init(&x->live);
+    bm_link_init(&x->queue);
     return x;
 }
 
@@ -88,25 +89,11 @@ static void xfer_destroy(h1x_t *x)
     free(x);
 }
 
-static void live_unlink(bm_h1client_t *c, h1x_t *x)
-{
-    if (!x->live)
-        return;
-    if (x->a_prev)
-        x->a_prev->a_next = x->a_next;
-    else
-        c->live = x->a_next;
-    if (x->a_next)
-        x->a_next->a_prev = x->a_prev;
-    x->a_prev = x->a_next = NULL;
-    x->live = false;
-}
-
 /* Drops what the transfer holds and recycles it. */
 void bm_h1client_release(h1x_t *x)
 {
     bm_h1client_t *c = x->c;
-    live_unlink(c, x);
+    bm_link_unlink(&x->live);
     if (x->node)
         x->node->n_xfers--;
     x->node = NULL;
@@ -114,41 +101,9 @@ void bm_h1client_release(h1x_t *x)
     x->req_body = NULL;
     bm_str_dispose(&x->body);
     bm_h1client_set_state(x, XS_FREE);
-    if (!c->dying && c->n_xfer < BM_H1_XFER_POOL_MAX && bm_str_len(&x->head) < 16 * 1024) {
-        bm_hdrs_clear(&x->hdrs);
-        c->xfer_pool[c->n_xfer++] = x;
-    } else {
+    /* A transfer that once carried a huge head is not worth keeping its memory for. */
+    if (c->dying || bm_str_len(&x->head) >= 16 * 1024 || !bm_recycle_put(&c->recycled, x))
         xfer_destroy(x);
-    }
-}
-
-void bm_h1client_wait_unlink(h1x_t *x)
-{
-    pool_t *pl = x->node->pool;
-    if (x->w_prev)
-        x->w_prev->w_next = x->w_next;
-    else
-        pl->wait_head = x->w_next;
-    if (x->w_next)
-        x->w_next->w_prev = x->w_prev;
-    else
-        pl->wait_tail = x->w_prev;
-    x->w_prev = x->w_next = NULL;
-}
-
-static void fail_unlink(bm_h1client_t *c, h1x_t *x)
-{
-    h1x_t **pp = &c->fail_head, *prev = NULL;
-    while (*pp && *pp != x) {
-        prev = *pp;
-        pp = &(*pp)->f_next;
-    }
-    if (!*pp)
-        return;
-    *pp = x->f_next;
-    if (c->fail_tail == x)
-        c->fail_tail = prev;
-    x->f_next = NULL;
 }
 
 /* The URL of a transfer for a log line: the node's origin and the request target. */
@@ -220,7 +175,7 @@ static void detach_failed(h1x_t *x)
         x->conn = NULL;
         bm_h1conn_close(k);
     } else if (x->state == XS_WAITING) {
-        bm_h1client_wait_unlink(x);
+        bm_link_unlink(&x->queue);
     }
 }
 
@@ -232,12 +187,7 @@ void bm_h1client_fail_later(h1x_t *x, int err, const char *detail)
     x->err = err;
     x->detail = detail;
     bm_h1client_set_state(x, XS_FAILING);
-    x->f_next = NULL;
-    if (c->fail_tail)
-        c->fail_tail->f_next = x;
-    else
-        c->fail_head = x;
-    c->fail_tail = x;
+    bm_list_push_back(&c->fail, &x->queue);
     defer_arm(c);
 }
 
@@ -272,17 +222,14 @@ static void on_defer(uv_timer_t *t)
 {
     bm_h1client_t *c = t->data;
     bm_h1client_enter(c);
-    while (!c->dying && (c->fail_head || c->resume_head)) {
-        if (c->fail_head) {
-            h1x_t *x = c->fail_head;
-            c->fail_head = x->f_next;
-            if (!c->fail_head)
-                c->fail_tail = NULL;
-            x->f_next = NULL;
+    while (!c->dying && (!bm_list_empty(&c->fail) || !bm_list_empty(&c->resume))) {
+        if (!bm_list_empty(&c->fail)) {
+            h1x_t *x = bm_list_first(&c->fail, h1x_t, queue);
+            bm_link_unlink(&x->queue);
             bm_h1client_finish(x);
         } else {
-            conn_t *k = c->resume_head;
-            bm_h1conn_resume_unlink(c, k);
+            conn_t *k = bm_list_first(&c->resume, conn_t, resume_link);
+            bm_link_unlink(&k->resume_link);
             bm_h1conn_resume(k);
         }
     }
@@ -302,13 +249,13 @@ static void on_wait_timer(uv_timer_t *t)
     bm_h1client_enter(c);
     uint64_t now = bm_h1client_now(c);
     for (pool_t *pl = c->pools; pl && !c->dying; pl = pl->next) {
-        for (h1x_t *x = pl->wait_head; x && !c->dying;) {
-            h1x_t *next = x->w_next;
+        for (bm_link_t *l = pl->wait.next; l != &pl->wait && !c->dying;) {
+            h1x_t *x = bm_list_entry(l, h1x_t, queue);
             const char *why = bm_h1conn_expired(x, now);
             if (why)
                 bm_h1client_fail(x, BM_ETIMEDOUT,
                                  why); /* may run on_done: start over from the head */
-            x = why ? pl->wait_head : next;
+            l = why ? pl->wait.next : l->next;
         }
     }
     wait_timer_update(c);
@@ -321,8 +268,8 @@ static void wait_timer_update(bm_h1client_t *c)
         return;
     uint64_t d = 0;
     for (pool_t *pl = c->pools; pl; pl = pl->next)
-        for (h1x_t *x = pl->wait_head; x; x = x->w_next) {
-            uint64_t t = bm_h1conn_xfer_deadline(x);
+        for (const bm_link_t *l = pl->wait.next; l != &pl->wait; l = l->next) {
+            uint64_t t = bm_h1conn_xfer_deadline(bm_list_entry(l, h1x_t, queue));
             if (t && (!d || t < d))
                 d = t;
         }
@@ -355,6 +302,10 @@ bm_h1client_t *bm_h1client_new(uv_loop_t *loop, const bm_h1client_opts_t *opts,
     if (!c->opts.max_requests)
         c->opts.max_requests = DEFAULT_MAX_REQUESTS;
     c->loop = loop;
+    bm_link_init(&c->conns);
+    bm_link_init(&c->live);
+    bm_link_init(&c->fail);
+    bm_link_init(&c->resume);
     c->on_closed = on_closed;
     c->closed_ud = ud;
     uv_timer_init(loop, &c->defer);
@@ -388,8 +339,8 @@ void bm_h1client_teardown(bm_h1client_t *c)
     if (c->pending > 0)
         return;
     bm_h1conn_forget_all(c);
-    while (c->n_xfer)
-        xfer_destroy(c->xfer_pool[--c->n_xfer]);
+    for (h1x_t *x; (x = bm_recycle_take(&c->recycled, 0));)
+        xfer_destroy(x);
     free(c->rbuf);
     void (*cb)(void *) = c->on_closed;
     void *ud = c->closed_ud;
@@ -405,13 +356,10 @@ void bm_h1client_free(bm_h1client_t *c)
     c->dying = true;
     /* Every transfer goes without a callback; one whose callback is running is released
      * when that returns. */
-    while (c->live) {
-        h1x_t *x = c->live;
-        live_unlink(c, x);
-        if (x->state == XS_WAITING)
-            bm_h1client_wait_unlink(x);
-        else if (x->state == XS_FAILING)
-            fail_unlink(c, x);
+    while (!bm_list_empty(&c->live)) {
+        h1x_t *x = bm_list_first(&c->live, h1x_t, live);
+        bm_link_unlink(&x->live);
+        bm_link_unlink(&x->queue); /* off its pool's wait list or the fail list */
         if (x->conn) {
             x->conn->x = NULL;
             x->conn = NULL;
@@ -426,8 +374,8 @@ void bm_h1client_free(bm_h1client_t *c)
         }
     }
     c->active = 0;
-    while (c->conns)
-        bm_h1conn_close(c->conns);
+    while (!bm_list_empty(&c->conns))
+        bm_h1conn_close(bm_list_first(&c->conns, conn_t, all_link));
     for (pool_t *pl = c->pools; pl; pl = pl->next)
         if (pl->resolving)
             uv_cancel((uv_req_t *)&pl->gai);
@@ -466,13 +414,7 @@ static void acquire(h1x_t *x)
         return;
     pool_t *pl = x->node->pool;
     bm_h1client_set_state(x, XS_WAITING);
-    x->w_next = NULL;
-    x->w_prev = pl->wait_tail;
-    if (pl->wait_tail)
-        pl->wait_tail->w_next = x;
-    else
-        pl->wait_head = x;
-    pl->wait_tail = x;
+    bm_list_push_back(&pl->wait, &x->queue);
     wait_timer_update(x->c);
 }
 
@@ -512,11 +454,7 @@ bm_xfer_t *bm_h1client_start(bm_h1client_t *c, const bm_xfer_req_t *req, const b
     uint64_t hr = uv_hrtime();
     x->t_start_us = hr / 1000; /* CLOCK_MONOTONIC, as bm_clock_mono_us */
     x->start_ms = x->last_rx_ms = bm_h1client_deadline_base(hr);
-    x->live = true;
-    x->a_next = c->live;
-    if (c->live)
-        c->live->a_prev = x;
-    c->live = x;
+    bm_list_push_front(&c->live, &x->live);
     c->active++;
     c->api++;
     if (n->url_err)
@@ -534,10 +472,8 @@ void bm_h1client_cancel(bm_xfer_t *bx)
         return;
     bm_h1client_t *c = x->c;
     c->active--;
-    if (x->state == XS_WAITING) {
-        bm_h1client_wait_unlink(x);
-    } else if (x->state == XS_FAILING) {
-        fail_unlink(c, x);
+    if (x->state == XS_WAITING || x->state == XS_FAILING) {
+        bm_link_unlink(&x->queue);
     } else if (x->conn) {
         conn_t *k = x->conn;
         k->x = NULL;
@@ -570,15 +506,9 @@ void bm_h1client_resume(bm_xfer_t *bx)
     conn_t *k = x->conn;
     if (!k || k->state != CS_OPEN)
         return;
-    if (!k->reading && !k->resume_queued) {
+    if (!k->reading && !bm_link_linked(&k->resume_link)) {
         /* Held bytes are handed over from the loop: never a callback inside this call. */
-        k->resume_queued = true;
-        k->resume_next = NULL;
-        if (c->resume_tail)
-            c->resume_tail->resume_next = k;
-        else
-            c->resume_head = k;
-        c->resume_tail = k;
+        bm_list_push_back(&c->resume, &k->resume_link);
         defer_arm(c);
     }
     bm_h1conn_timer_update(k);

@@ -51,7 +51,8 @@ static void nodes_trim(bm_h1client_t *c, node_t *keep)
     for (node_t **pp = &c->nodes; *pp;) {
         node_t *n = *pp;
         pool_t *pl = n->pool;
-        bool busy = pl && (pl->n_conns || pl->wait_head || pl->resolving || pl->limit_set);
+        bool busy =
+            pl && (pl->n_conns || !bm_list_empty(&pl->wait) || pl->resolving || pl->limit_set);
         if (n != keep && n->n_xfers == 0 && !busy) {
             *pp = n->next;
             if (c->last_node == n)
@@ -88,6 +89,9 @@ static pool_t *pool_get(bm_h1client_t *c, const node_t *n, const bm_uprules_url_
         return NULL;
     }
     pl->c = c;
+    bm_link_init(&pl->idle);
+    bm_link_init(&pl->wait);
+    bm_link_init(&pl->resolve_waiters);
     pl->hostport_len = u->hostport_len;
     memcpy(pl->host, n->o.host, sizeof pl->host);
     memcpy(pl->port, n->o.port, sizeof pl->port);
@@ -148,27 +152,31 @@ static bool addrs_fresh(const pool_t *pl)
 
 static void conn_connect(conn_t *k);
 
-/* Connections that waited for the addresses: connect, or fail when there are none. */
+/*
+ * Connections that waited for the addresses: connect, or fail when there are none. The
+ * waiters are taken off the pool first: a failure runs on_done, whose new requests may
+ * wait for a lookup of their own. A waiter closed meanwhile leaves the taken list.
+ */
 static void resolve_waiters_go(pool_t *pl)
 {
     bm_h1client_t *c = pl->c;
-    conn_t *w = pl->resolve_waiters;
-    pl->resolve_waiters = NULL;
-    while (w && !c->dying) {
-        conn_t *next = w->rw_next;
-        w->rw_next = NULL;
-        if (w->state == CS_RESOLVING) {
-            if (pl->n_addrs > 0) {
-                conn_connect(w);
-            } else {
-                h1x_t *x = w->x;
-                if (x)
-                    bm_h1client_fail(x, BM_ECONNREFUSED, "could not resolve the host name");
-                else
-                    bm_h1conn_close(w);
-            }
+    bm_link_t taken;
+    bm_link_init(&taken);
+    bm_list_move_all(&taken, &pl->resolve_waiters);
+    while (!bm_list_empty(&taken)) {
+        conn_t *w = bm_list_first(&taken, conn_t, rw_link);
+        bm_link_unlink(&w->rw_link);
+        if (c->dying || w->state != CS_RESOLVING)
+            continue; /* the client closes it (or already did) */
+        if (pl->n_addrs > 0) {
+            conn_connect(w);
+        } else {
+            h1x_t *x = w->x;
+            if (x)
+                bm_h1client_fail(x, BM_ECONNREFUSED, "could not resolve the host name");
+            else
+                bm_h1conn_close(w);
         }
-        w = next;
     }
 }
 
@@ -210,16 +218,16 @@ static void pool_resolve(pool_t *pl)
     hints.ai_socktype = SOCK_STREAM;
     pl->gai.data = pl;
     if (uv_getaddrinfo(c->loop, &pl->gai, on_resolved, pl->host, pl->port, &hints) != 0) {
-        conn_t *w = pl->resolve_waiters;
-        pl->resolve_waiters = NULL;
-        while (w) {
-            conn_t *next = w->rw_next;
-            w->rw_next = NULL;
+        bm_link_t taken; /* closing one may open another, which waits anew */
+        bm_link_init(&taken);
+        bm_list_move_all(&taken, &pl->resolve_waiters);
+        while (!bm_list_empty(&taken)) {
+            conn_t *w = bm_list_first(&taken, conn_t, rw_link);
+            bm_link_unlink(&w->rw_link);
             if (w->x)
                 bm_h1client_fail_later(w->x, BM_ECONNREFUSED, "could not resolve the host name");
             else
                 bm_h1conn_close(w);
-            w = next;
         }
         return;
     }
@@ -230,9 +238,9 @@ static void pool_resolve(pool_t *pl)
 /* Opens connections for waiting transfers while the pool has room. */
 void bm_h1conn_kick(pool_t *pl)
 {
-    while (pl->wait_head && pl->n_conns < pl->max_conns && !pl->c->dying) {
-        h1x_t *x = pl->wait_head;
-        bm_h1client_wait_unlink(x);
+    while (!bm_list_empty(&pl->wait) && pl->n_conns < pl->max_conns && !pl->c->dying) {
+        h1x_t *x = bm_list_first(&pl->wait, h1x_t, queue);
+        bm_link_unlink(&x->queue);
         bm_h1conn_open(pl, x, 0, 0);
     }
 }
@@ -250,13 +258,7 @@ static void attach(h1x_t *x, conn_t *k)
 
 static void pool_remove(conn_t *k)
 {
-    if (k->pool_prev)
-        k->pool_prev->pool_next = k->pool_next;
-    else
-        k->pool->idle = k->pool_next;
-    if (k->pool_next)
-        k->pool_next->pool_prev = k->pool_prev;
-    k->pool_prev = k->pool_next = NULL;
+    bm_link_unlink(&k->pool_link);
     k->pooled = false;
 }
 
@@ -275,22 +277,6 @@ static void on_conn_closed(uv_handle_t *h)
         bm_h1client_teardown(c);
 }
 
-void bm_h1conn_resume_unlink(bm_h1client_t *c, conn_t *k)
-{
-    conn_t **pp = &c->resume_head, *prev = NULL;
-    while (*pp && *pp != k) {
-        prev = *pp;
-        pp = &(*pp)->resume_next;
-    }
-    if (*pp) {
-        *pp = k->resume_next;
-        if (c->resume_tail == k)
-            c->resume_tail = prev;
-    }
-    k->resume_next = NULL;
-    k->resume_queued = false;
-}
-
 void bm_h1conn_close(conn_t *k)
 {
     if (k->state == CS_CLOSED)
@@ -299,26 +285,14 @@ void bm_h1conn_close(conn_t *k)
     pool_t *pl = k->pool;
     if (k->pooled)
         pool_remove(k);
-    if (k->state == CS_RESOLVING) {
-        for (conn_t **pp = &pl->resolve_waiters; *pp; pp = &(*pp)->rw_next)
-            if (*pp == k) {
-                *pp = k->rw_next;
-                break;
-            }
-    }
-    if (k->resume_queued)
-        bm_h1conn_resume_unlink(c, k);
+    bm_link_unlink(&k->rw_link);
+    bm_link_unlink(&k->resume_link);
     if (k->x) {
         k->x->conn = NULL;
         k->x = NULL;
     }
     bm_h1conn_set_state(k, CS_CLOSED);
-    if (k->all_prev)
-        k->all_prev->all_next = k->all_next;
-    else
-        c->conns = k->all_next;
-    if (k->all_next)
-        k->all_next->all_prev = k->all_prev;
+    bm_link_unlink(&k->all_link);
     pl->n_conns--;
     c->pending++;
     k->open_handles = 2;
@@ -541,10 +515,10 @@ void bm_h1conn_open(pool_t *pl, h1x_t *x, int addr_idx, uint64_t deadline)
     uv_timer_init(c->loop, &k->timer);
     k->tcp.data = k;
     k->timer.data = k;
-    k->all_next = c->conns;
-    if (c->conns)
-        c->conns->all_prev = k;
-    c->conns = k;
+    bm_link_init(&k->pool_link);
+    bm_link_init(&k->rw_link);
+    bm_link_init(&k->resume_link);
+    bm_list_push_front(&c->conns, &k->all_link);
     pl->n_conns++;
     k->addr_idx = addr_idx;
     k->connect_deadline =
@@ -554,8 +528,7 @@ void bm_h1conn_open(pool_t *pl, h1x_t *x, int addr_idx, uint64_t deadline)
         conn_connect(k);
     } else {
         bm_h1conn_set_state(k, CS_RESOLVING);
-        k->rw_next = pl->resolve_waiters;
-        pl->resolve_waiters = k;
+        bm_list_push_front(&pl->resolve_waiters, &k->rw_link);
         pool_resolve(pl);
     }
     if (k->state != CS_CLOSED)
@@ -572,20 +545,16 @@ static void conn_release(conn_t *k)
         return;
     }
     read_start(k);
-    if (pl->wait_head) {
-        h1x_t *x = pl->wait_head;
-        bm_h1client_wait_unlink(x);
+    if (!bm_list_empty(&pl->wait)) {
+        h1x_t *x = bm_list_first(&pl->wait, h1x_t, queue);
+        bm_link_unlink(&x->queue);
         attach(x, k);
         conn_send(k);
         return;
     }
     k->pooled = true;
     k->idle_since = bm_h1client_now(c);
-    k->pool_prev = NULL;
-    k->pool_next = pl->idle;
-    if (pl->idle)
-        pl->idle->pool_prev = k;
-    pl->idle = k;
+    bm_list_push_front(&pl->idle, &k->pool_link);
     bm_h1conn_timer_update(k);
 }
 
@@ -872,8 +841,8 @@ void bm_h1conn_resume(conn_t *k)
 bool bm_h1conn_acquire(h1x_t *x)
 {
     pool_t *pl = x->node->pool;
-    conn_t *k = pl->idle;
-    if (k) {
+    if (!bm_list_empty(&pl->idle)) {
+        conn_t *k = bm_list_first(&pl->idle, conn_t, pool_link);
         pool_remove(k);
         attach(x, k);
         conn_send(k);

@@ -16,14 +16,15 @@
 
 #include "base/buf.h"
 #include "base/hdrs.h"
+#include "base/list.h"
 #include "base/log.h"
+#include "base/recycle.h"
 #include "http/h1client.h"
 #include "http/h1req.h"
 #include "http/h1resp.h"
 #include "http/upstream_impl.h"
 
 #define BM_H1_READ_BUF_SIZE (64 * 1024) /* one read buffer for every connection */
-#define BM_H1_XFER_POOL_MAX 64          /* recycled transfers kept */
 #define BM_H1_MAX_ADDRS 8               /* addresses of a host name tried in turn */
 
 typedef struct node node_t;
@@ -60,15 +61,15 @@ struct pool {
     uint32_t max_conns;
     bool limit_set;
     uint32_t n_conns; /* connections of any state but closed */
-    conn_t *idle;     /* idle connections, most recently used first */
-    h1x_t *wait_head, *wait_tail;
+    bm_link_t idle;   /* idle connections (conn_t.pool_link), most recently used first */
+    bm_link_t wait;   /* transfers waiting for a connection (h1x_t.queue), oldest first */
     struct sockaddr_storage addrs[BM_H1_MAX_ADDRS];
     int n_addrs;
     bool literal;         /* the host is an IP literal: addrs never expire */
     uint64_t addrs_until; /* loop time until which the resolved addresses are used */
     bool resolving;
     uv_getaddrinfo_t gai;
-    conn_t *resolve_waiters;
+    bm_link_t resolve_waiters; /* connections waiting for the addresses (conn_t.rw_link) */
 };
 
 /* What requests to one origin "http://[userinfo@]host[:port]" share: the fixed part of
@@ -106,14 +107,13 @@ struct conn {
     bool got_bytes; /* a response byte arrived for the current transfer */
     bool pooled;
     bool release_after_write; /* complete, but the write callback has not run yet */
-    bool resume_queued;
-    bm_buf_t *wbody; /* the request body, referenced until the write completes */
-    char *held;      /* unparsed bytes kept while the transfer is paused */
+    bm_buf_t *wbody;          /* the request body, referenced until the write completes */
+    char *held;               /* unparsed bytes kept while the transfer is paused */
     size_t held_len, held_cap;
-    conn_t *pool_prev, *pool_next;
-    conn_t *rw_next; /* the pool's resolve waiters */
-    conn_t *resume_next;
-    conn_t *all_prev, *all_next;
+    bm_link_t pool_link;   /* on the pool's idle list while `pooled` */
+    bm_link_t rw_link;     /* on the pool's resolve waiters while CS_RESOLVING */
+    bm_link_t resume_link; /* on the client's resume list: held bytes to hand over */
+    bm_link_t all_link;    /* on the client's list of connections not closed */
 };
 
 struct h1x {
@@ -129,7 +129,6 @@ struct h1x {
     bool head_done;
     bool retried;
     bool in_cb; /* one of its callbacks is running */
-    bool live;  /* in the client's list of live transfers */
     bool has_body;
     size_t max_bytes;
     uint32_t connect_ms, timeout_ms, idle_ms;
@@ -144,9 +143,9 @@ struct h1x {
     const char *detail;
     char method[BM_UPRULES_METHOD_MAX + 1];
     size_t line_len; /* the request line at the start of `head` */
-    h1x_t *w_prev, *w_next;
-    h1x_t *f_next;
-    h1x_t *a_prev, *a_next;
+    bm_link_t live;  /* on the client's list of live transfers, from start to release */
+    bm_link_t queue; /* on its pool's wait list (XS_WAITING) or the client's fail list
+                        (XS_FAILING) */
 
     /* Kept when the transfer is recycled (xfer_get clears everything above). */
     bm_hdrs_t hdrs;
@@ -161,11 +160,10 @@ struct bm_h1client {
     node_t *last_node; /* the node of the last start: most requests go to the same one */
     size_t n_nodes;
     pool_t *pools;
-    conn_t *conns;
-    h1x_t *live;
+    bm_link_t conns; /* connections not closed (conn_t.all_link) */
+    bm_link_t live;  /* transfers started and not released (h1x_t.live) */
     size_t active;
-    h1x_t *xfer_pool[BM_H1_XFER_POOL_MAX];
-    size_t n_xfer;
+    bm_recycle_t recycled; /* released transfers kept for reuse */
 
     unsigned depth;   /* libuv callbacks of this module on the stack */
     unsigned api;     /* bm_h1client_start on the stack: failures are deferred */
@@ -173,9 +171,9 @@ struct bm_h1client {
     bool torn;        /* the client's own handles are closing */
     unsigned pending; /* closes and resolver requests still to come back */
 
-    uv_timer_t defer; /* deferred work: failures found in calls, resumes */
-    h1x_t *fail_head, *fail_tail;
-    conn_t *resume_head, *resume_tail;
+    uv_timer_t defer;      /* deferred work: failures found in calls, resumes */
+    bm_link_t fail;        /* transfers failed inside a call, oldest first (h1x_t.queue) */
+    bm_link_t resume;      /* connections with held bytes to hand over (conn_t.resume_link) */
     uv_timer_t wait_timer; /* deadlines of transfers waiting for a connection */
     uint64_t wait_due;
 
@@ -263,9 +261,6 @@ void bm_h1client_release(h1x_t *x);
  *  in it, and released here, or the client is going away). */
 bool bm_h1client_after_cb(h1x_t *x);
 
-/** Takes a waiting transfer out of its pool's queue. */
-void bm_h1client_wait_unlink(h1x_t *x);
-
 /* ---- h1conn.c ----------------------------------------------------------------------- */
 
 /** The node of a URL's origin (and its pool), created on first use; NULL when out of
@@ -301,8 +296,5 @@ const char *bm_h1conn_expired(h1x_t *x, uint64_t now);
 
 /** Hands the held bytes to a resumed transfer and reads again. From the loop. */
 void bm_h1conn_resume(conn_t *k);
-
-/** Takes a connection off the client's list of connections to resume. */
-void bm_h1conn_resume_unlink(bm_h1client_t *c, conn_t *k);
 
 #endif /* BM_H1CONN_H */

@@ -49,12 +49,12 @@
 #include "base/hdrs.h"
 #include "base/list.h"
 #include "base/log.h"
+#include "base/recycle.h"
 #include "http/uprules.h"
 #include "http/upstream_impl.h"
 
 #define DEFAULT_MAX_CONNECTS 256
 #define DEFAULT_MAX_RESPONSE ((size_t)64 << 20)
-#define XFER_POOL_MAX 64
 #define CU_CACHE 8 /* parsed URL prefixes kept: one per node is enough */
 
 typedef struct cx cx_t;
@@ -118,9 +118,8 @@ struct cx {
     bool retried; /* sent once more after its reused connection broke (see handle_done) */
 
     /* Queue of transfers with pending operations, and the list of all live transfers. */
-    bool queued;
-    cx_t *q_prev, *q_next;
-    cx_t *a_prev, *a_next;
+    bm_link_t queue; /* on the client's queue of pending operations */
+    bm_link_t live;  /* on the client's list of live transfers, from start to release */
 
     /* Kept when the transfer is recycled (xfer_get clears everything above `hdrs`). */
     bm_hdrs_t hdrs; /* response header fields */
@@ -144,13 +143,12 @@ struct bm_upcurl {
     bool settling; /* settle() is on the stack */
     bool dying;    /* bm_upstream_free was called */
 
-    cx_t *q_head, *q_tail;
-    cx_t *xfers;
+    bm_link_t queue; /* transfers with pending operations, oldest first (cx_t.queue) */
+    bm_link_t xfers; /* transfers started and not released (cx_t.live) */
     bm_link_t socks; /* the sockets libcurl watches (sock_t) */
     size_t active;
 
-    cx_t *xfer_pool[XFER_POOL_MAX];
-    size_t n_xfer;
+    bm_recycle_t recycled; /* released transfers kept for reuse */
 
     bm_log_limit_t fail_log;
     void (*on_closed)(void *ud);
@@ -189,32 +187,8 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud);
 
 static void enqueue(bm_upcurl_t *up, cx_t *x)
 {
-    if (x->queued)
-        return;
-    x->queued = true;
-    x->q_next = NULL;
-    x->q_prev = up->q_tail;
-    if (up->q_tail)
-        up->q_tail->q_next = x;
-    else
-        up->q_head = x;
-    up->q_tail = x;
-}
-
-static void dequeue(bm_upcurl_t *up, cx_t *x)
-{
-    if (!x->queued)
-        return;
-    if (x->q_prev)
-        x->q_prev->q_next = x->q_next;
-    else
-        up->q_head = x->q_next;
-    if (x->q_next)
-        x->q_next->q_prev = x->q_prev;
-    else
-        up->q_tail = x->q_prev;
-    x->q_prev = x->q_next = NULL;
-    x->queued = false;
+    if (!bm_link_linked(&x->queue))
+        bm_list_push_back(&up->queue, &x->queue);
 }
 
 static int map_curl(CURLcode c)
@@ -426,12 +400,11 @@ static int configure(bm_upcurl_t *up, cx_t *x)
 /* A transfer with a configured easy handle: recycled, or new. */
 static cx_t *xfer_get(bm_upcurl_t *up)
 {
-    cx_t *x;
-    if (up->n_xfer) {
-        x = up->xfer_pool[--up->n_xfer];
-        /* Keep what is worth keeping (header storage, the idle timer, the easy handle and
-         * the header list block), reset the rest. */
-        memset(x, 0, offsetof(cx_t, hdrs));
+    /* Keep what is worth keeping (header storage, the idle timer, the easy handle and the
+     * header list block), reset the rest. */
+    cx_t *x = bm_recycle_take(&up->recycled, offsetof(cx_t, hdrs));
+    if (x) {
+        bm_hdrs_clear(&x->hdrs);
     } else {
         x = calloc(1, sizeof *x);
         if (!x)
@@ -441,6 +414,8 @@ static cx_t *xfer_get(bm_upcurl_t *up)
     x->base.native = false;
     x->errbuf[0] = '\0';
     x->up = up;
+    bm_link_init(&x->queue);
+    bm_link_init(&x->live);
     if (x->easy && !x->clean) {
         /* What the last transfer left behind (a pause, an error) is not worth reasoning
          * about: start from libcurl's defaults. */
@@ -464,7 +439,7 @@ static cx_t *xfer_get(bm_upcurl_t *up)
 /* Drops everything a transfer holds and recycles it. Only settle() and teardown call this. */
 static void release(bm_upcurl_t *up, cx_t *x)
 {
-    dequeue(up, x);
+    bm_link_unlink(&x->queue);
     if (x->in_multi) {
         up->in_curl++;
         curl_multi_remove_handle(up->multi, x->easy);
@@ -484,20 +459,10 @@ static void release(bm_upcurl_t *up, cx_t *x)
     x->secret = NULL;
     if (x->idle_init)
         uv_timer_stop(&x->idle);
-    if (x->a_prev)
-        x->a_prev->a_next = x->a_next;
-    else
-        up->xfers = x->a_next;
-    if (x->a_next)
-        x->a_next->a_prev = x->a_prev;
-    x->a_prev = x->a_next = NULL;
+    bm_link_unlink(&x->live);
     x->state = XS_FREE;
-    if (!up->dying && up->n_xfer < XFER_POOL_MAX) {
-        bm_hdrs_clear(&x->hdrs);
-        up->xfer_pool[up->n_xfer++] = x;
-    } else {
+    if (up->dying || !bm_recycle_put(&up->recycled, x))
         xfer_destroy(x);
-    }
 }
 
 /* Runs on_done and releases the transfer. Only called from settle(). */
@@ -914,7 +879,7 @@ static void handle_done(bm_upcurl_t *up, CURL *easy, CURLcode code)
     cx_t *x = (cx_t *)priv;
     if (!x || x->easy != easy || x->state != XS_RUNNING)
         return; /* a cancelled transfer: its queue entry releases it */
-    dequeue(up, x);
+    bm_link_unlink(&x->queue);
     up->in_curl++;
     curl_multi_remove_handle(up->multi, easy);
     up->in_curl--;
@@ -941,9 +906,9 @@ static void settle(bm_upcurl_t *up)
 {
     up->settling = true;
     while (!up->dying) {
-        cx_t *x = up->q_head;
-        if (x) {
-            dequeue(up, x);
+        if (!bm_list_empty(&up->queue)) {
+            cx_t *x = bm_list_first(&up->queue, cx_t, queue);
+            bm_link_unlink(&x->queue);
             apply(up, x);
             continue;
         }
@@ -986,6 +951,8 @@ bm_upcurl_t *bm_upcurl_new(uv_loop_t *loop, const bm_upstream_opts_t *opts,
         return NULL;
     }
     bm_link_init(&up->socks);
+    bm_link_init(&up->queue);
+    bm_link_init(&up->xfers);
     up->opts = *opts;
     up->on_closed = on_closed;
     up->closed_ud = ud;
@@ -1037,13 +1004,13 @@ static void teardown(bm_upcurl_t *up)
 {
     up->dying = true;
     up->settling = true; /* nothing may settle any more */
-    while (up->xfers) {
-        cx_t *x = up->xfers;
+    while (!bm_list_empty(&up->xfers)) {
+        cx_t *x = bm_list_first(&up->xfers, cx_t, live);
         x->state = XS_CANCELLED;
         release(up, x);
     }
-    while (up->n_xfer)
-        xfer_destroy(up->xfer_pool[--up->n_xfer]);
+    for (cx_t *x; (x = bm_recycle_take(&up->recycled, 0));)
+        xfer_destroy(x);
     for (unsigned i = 0; i < CU_CACHE; i++) {
         free(up->cu[i].prefix);
         curl_url_cleanup(up->cu[i].u);
@@ -1340,10 +1307,7 @@ bm_xfer_t *bm_upcurl_start(bm_upcurl_t *up, const bm_xfer_req_t *req, const bm_u
     memcpy(x->method, req->method, mlen + 1);
     x->t_start = bm_clock_mono_us();
     x->state = XS_NEW;
-    x->a_next = up->xfers;
-    if (up->xfers)
-        up->xfers->a_prev = x;
-    up->xfers = x;
+    bm_list_push_front(&up->xfers, &x->live);
     up->active++;
 
     int rc = x->easy ? 0 : BM_ENOMEM;
