@@ -85,6 +85,9 @@ static inline void bm_list_move_all(bm_link_t *to, bm_link_t *from)
 /** The first element of a non-empty list, as `type`. */
 #define bm_list_first(head, type, member) bm_list_entry((head)->next, type, member)
 
+/** The last element of a non-empty list, as `type`. */
+#define bm_list_last(head, type, member) bm_list_entry((head)->prev, type, member)
+
 /**
  * Walks the list `head` with `pos` (a bm_link_t *); `nx` holds the next link, so `pos` may
  * be unlinked (and freed) inside the loop.

@@ -21,7 +21,7 @@ struct bm_store {
     uint64_t bytes;
     size_t max_entries;
     uint64_t max_bytes;
-    bm_entry_t *lru_head, *lru_tail;
+    bm_link_t lru; /* entries (bm_entry_t.lru), most recently used first */
     uint8_t hkey[16];
     bm_store_stats_t st;
 };
@@ -31,6 +31,7 @@ bm_store_t *bm_store_new(size_t max_entries, uint64_t max_bytes)
     bm_store_t *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
+    bm_link_init(&s->lru);
     s->max_entries = max_entries ? max_entries : 1;
     s->max_bytes = max_bytes;
     s->n_buckets = 64;
@@ -63,6 +64,7 @@ bm_entry_t *bm_entry_new(const char *key, size_t n, bm_buf_t *body, bm_buf_t *gz
     bm_hdrs_init(&e->hdrs_gz);
     e->flags.finalized_off = e->flags.optimistic_off = -1;
     e->slot = UINT64_MAX;
+    bm_link_init(&e->lru);
     return e;
 }
 
@@ -82,10 +84,9 @@ void bm_store_free(bm_store_t *s)
 {
     if (!s)
         return;
-    for (bm_entry_t *e = s->lru_head, *nx; e; e = nx) {
-        nx = e->lru_next;
-        bm_entry_free(e);
-    }
+    bm_link_t *l, *nx;
+    bm_list_for_each_safe (l, nx, &s->lru)
+        bm_entry_free(bm_list_entry(l, bm_entry_t, lru));
     free(s->buckets);
     free(s);
 }
@@ -97,32 +98,6 @@ static size_t entry_bytes(const bm_entry_t *e)
     for (size_t i = 0; i < e->hdrs.n; i++)
         n += 2 * (e->hdrs.items[i].name_len + e->hdrs.items[i].value_len + 2); /* and _gz */
     return n;
-}
-
-/* ---- the LRU list -------------------------------------------------------------------- */
-
-static void lru_unlink(bm_store_t *s, bm_entry_t *e)
-{
-    if (e->lru_prev)
-        e->lru_prev->lru_next = e->lru_next;
-    else
-        s->lru_head = e->lru_next;
-    if (e->lru_next)
-        e->lru_next->lru_prev = e->lru_prev;
-    else
-        s->lru_tail = e->lru_prev;
-    e->lru_prev = e->lru_next = NULL;
-}
-
-static void lru_push_front(bm_store_t *s, bm_entry_t *e)
-{
-    e->lru_prev = NULL;
-    e->lru_next = s->lru_head;
-    if (s->lru_head)
-        s->lru_head->lru_prev = e;
-    s->lru_head = e;
-    if (!s->lru_tail)
-        s->lru_tail = e;
 }
 
 /* ---- the table ------------------------------------------------------------------------ */
@@ -140,7 +115,7 @@ static void unlink_entry(bm_store_t *s, bm_entry_t *e)
     bm_entry_t **p = slot_of(s, e->hash, e->key, e->key_len);
     if (*p == e)
         *p = e->next_in_bucket;
-    lru_unlink(s, e);
+    bm_link_unlink(&e->lru);
     s->count--;
     s->bytes -= e->bytes;
 }
@@ -183,8 +158,8 @@ bm_entry_t *bm_store_get(bm_store_t *s, const char *key, size_t n, uint64_t now_
         drop(s, e);
         return NULL;
     }
-    lru_unlink(s, e);
-    lru_push_front(s, e);
+    bm_link_unlink(&e->lru);
+    bm_list_push_front(&s->lru, &e->lru);
     return e;
 }
 
@@ -220,15 +195,16 @@ int bm_store_put(bm_store_t *s, bm_entry_t *e)
     bm_entry_t *old = *slot_of(s, e->hash, e->key, e->key_len);
     if (old)
         drop(s, old);
-    while (s->lru_tail && (s->count + 1 > s->max_entries || s->bytes + e->bytes > s->max_bytes)) {
-        bm_entry_t *victim = s->lru_tail;
+    while (!bm_list_empty(&s->lru) &&
+           (s->count + 1 > s->max_entries || s->bytes + e->bytes > s->max_bytes)) {
+        bm_entry_t *victim = bm_list_last(&s->lru, bm_entry_t, lru);
         s->st.evictions[victim->route]++;
         drop(s, victim);
     }
     bm_entry_t **p = &s->buckets[e->hash & (s->n_buckets - 1)];
     e->next_in_bucket = *p;
     *p = e;
-    lru_push_front(s, e);
+    bm_list_push_front(&s->lru, &e->lru);
     s->count++;
     s->bytes += e->bytes;
     maybe_grow(s);
@@ -238,8 +214,9 @@ int bm_store_put(bm_store_t *s, bm_entry_t *e)
 void bm_store_promote(bm_store_t *s, uint64_t final_slot,
                       bool (*canonical)(void *ud, const uint8_t root[32], uint64_t slot), void *ud)
 {
-    for (bm_entry_t *e = s->lru_head, *nx; e; e = nx) {
-        nx = e->lru_next;
+    bm_link_t *l, *nx;
+    bm_list_for_each_safe (l, nx, &s->lru) {
+        bm_entry_t *e = bm_list_entry(l, bm_entry_t, lru);
         if (e->cls != BM_CK_CHAIN || !e->has_root || e->slot > final_slot)
             continue;
         if (canonical(ud, e->root, e->slot)) {
@@ -272,6 +249,6 @@ const bm_store_stats_t *bm_store_stats(const bm_store_t *s)
 void bm_store_class_counts(const bm_store_t *s, size_t out[4])
 {
     memset(out, 0, 4 * sizeof out[0]);
-    for (const bm_entry_t *e = s->lru_head; e; e = e->lru_next)
-        out[e->cls & 3]++;
+    for (const bm_link_t *l = s->lru.next; l != &s->lru; l = l->next)
+        out[bm_list_entry(l, const bm_entry_t, lru)->cls & 3]++;
 }

@@ -21,6 +21,7 @@
 
 #include "base/buf.h"
 #include "base/hdrs.h"
+#include "base/list.h"
 #include "edge/cachekey.h"
 #include "edge/flags.h"
 
@@ -46,7 +47,8 @@ typedef struct bm_entry {
     size_t bytes; /* what it counts against maxBytes */
     /* the store's own */
     uint64_t hash;
-    struct bm_entry *next_in_bucket, *lru_prev, *lru_next;
+    struct bm_entry *next_in_bucket;
+    bm_link_t lru; /* on the store's LRU list */
 } bm_entry_t;
 
 typedef struct bm_store_stats {
