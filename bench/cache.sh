@@ -13,6 +13,7 @@
 # The machine may be shared: the load average is printed with the figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 . bench/upstream.sh
 
 BIN=${BM_BIN:-build/release/beaconmux}
@@ -20,22 +21,7 @@ DURATION=${BENCH_SECONDS:-5}
 CONNS=${BENCH_CONNECTIONS:-64}
 RUNS=${BENCH_RUNS:-3}
 ENTRIES=${BENCH_ENTRIES:-4000}
-WORK=$(mktemp -d /tmp/bm-cache.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-wait_port() {
-  for _ in $(seq 1 200); do
-    if python3 -c "import socket,sys;socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null; then return 0; fi
-    sleep 0.05
-  done
-  echo "bench: nothing listening on port $1" >&2; return 1
-}
+bench_start cache
 
 UP_PORT=$(free_port); MUX_PORT=$(free_port); NGX_PORT=$(free_port)
 mkdir -p "$WORK/up" "$WORK/ngx" "$WORK/ngx/cache"

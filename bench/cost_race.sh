@@ -12,22 +12,15 @@
 # does (it depends on how long a race runs), so it is printed next to them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 BIN=${BM_BIN:-build/release/beaconmux}
 SIM=${BM_SIM:-build/release/beaconsim}
 N=${COST_REQUESTS:-4000}
 C=${COST_CONNECTIONS:-16}
 SLOT_MS=${COST_SLOT_MS:-600000}
-WORK=$(mktemp -d /tmp/bm-cost-race.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+bench_start cost-race
 
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 # get PORT PATH: the body of a GET, or nothing
 get() { curl -s --max-time 5 "http://127.0.0.1:$1$2" || true; }
 

@@ -19,20 +19,14 @@
 # (memory, CPU per slot) give larger counts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 BIN=${BM_BIN_DIR:-build/release}
 N=${N:-5000}
 RUN=${SECONDS_RUN:-30}
 if [ ! -x "$BIN/beaconmux" ] || [ ! -x "$BIN/beaconsim" ]; then
   cmake --preset release >/dev/null && cmake --build --preset release >/dev/null
 fi
-WORK=$(mktemp -d /tmp/bm-events.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+bench_start events
 cc -O2 -std=c17 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$WORK/events_client" bench/events_client.c
 
 "$BIN/beaconsim" --nodes 3 --base-port 0 --slot-ms 1000 --slots-per-epoch 8 --log-level warn \

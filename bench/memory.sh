@@ -4,12 +4,9 @@
 # discovery, measured after discovery completed and the process settled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 BIN=${BM_BIN:-build/release/beaconmux}
-WORK=$(mktemp -d /tmp/bm-mem.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+bench_start mem
 P1=$(free_port); P2=$(free_port); P3=$(free_port); MUX=$(free_port)
 GENESIS=$(( $(date +%s) - 3600 ))
 cat > "$WORK/nginx.conf" <<CONF

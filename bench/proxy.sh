@@ -16,6 +16,7 @@
 # A/B of two builds within one run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 . bench/upstream.sh
 
 BIN=${BM_BIN:-build/release/beaconmux}
@@ -23,22 +24,7 @@ DURATION=${BENCH_SECONDS:-10}
 CONNS=${BENCH_CONNECTIONS:-64}
 RUNS=${BENCH_RUNS:-3}
 TARGETS=${BENCH_TARGETS:-beaconmux nginx haproxy}
-WORK=$(mktemp -d /tmp/bm-bench.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-wait_port() {
-  for _ in $(seq 1 200); do
-    if python3 -c "import socket,sys;socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null; then return 0; fi
-    sleep 0.05
-  done
-  echo "bench: nothing listening on port $1" >&2; cat "$WORK"/*.log "$WORK"/*/stderr "$WORK"/*/error.log 2>/dev/null >&2; return 1
-}
+bench_start bench
 want() { [[ " $TARGETS " == *" $1 "* ]]; }
 
 UP_PORT=$(free_port); MUX_PORT=$(free_port); NGX_PORT=$(free_port); HAP_PORT=$(free_port)

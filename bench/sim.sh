@@ -5,13 +5,11 @@
 # core 1), JSON and SSZ.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 BIN=${BM_BIN_DIR:-build/release}
 IDLE=${IDLE_SECONDS:-60}
 DURATION=${BENCH_SECONDS:-10}
-WORK=$(mktemp -d /tmp/bm-simbench.XXXXXX)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
-trap cleanup EXIT
+bench_start simbench
 
 start_sim() { # slot_ms
   "$BIN/beaconsim" --nodes 3 --base-port 0 --slot-ms "$1" --log-level warn >"$WORK/sim.out" 2>"$WORK/sim.err" &

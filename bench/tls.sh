@@ -16,28 +16,14 @@
 # BENCH_SECONDS is the length of one measurement (default 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 . bench/upstream.sh
 
 BIN=${BM_BIN:-build/release/beaconmux}
 DURATION=${BENCH_SECONDS:-5}
 CONNS=${BENCH_CONNECTIONS:-64}
 RUNS=${BENCH_RUNS:-3}
-WORK=$(mktemp -d /tmp/bm-bench-tls.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-wait_port() {
-  for _ in $(seq 1 200); do
-    if python3 -c "import socket,sys;socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null; then return 0; fi
-    sleep 0.05
-  done
-  echo "bench: nothing listening on port $1" >&2; cat "$WORK"/*.log "$WORK"/*/error.log 2>/dev/null >&2; return 1
-}
+bench_start bench-tls
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=127.0.0.1 \
   -addext subjectAltName=IP:127.0.0.1 -keyout "$WORK/tls.key" -out "$WORK/tls.crt" 2>/dev/null
