@@ -104,6 +104,12 @@ static inline bool bm_ascii_case_eq(const char *a, const char *b, size_t n)
 bool bm_header_is_hop_by_hop(const char *name, size_t len);
 
 /**
+ * RFC 9110 tchar (5.6.2): 1 for the bytes of methods and field names, 0 for every other
+ * byte. One table for the request parser and the response parser.
+ */
+extern const unsigned char bm_tchar[256];
+
+/**
  * True when `name` is listed in a Connection header value `conn` (comma separated,
  * case-insensitive): such fields are hop-by-hop for this message only.
  */

@@ -30,6 +30,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/hdrs.h"
 #include "base/log.h"
 #include "http/uprules.h"
 
@@ -319,20 +320,6 @@ static int on_message_complete(http_parser *hp)
  * it can, its byte-by-byte feeding never does).
  */
 
-/* RFC 9110 tchar, http-parser's token bytes in field names. */
-static const bool tchar[256] = {
-    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
-    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1,  ['~'] = 1, ['0'] = 1,
-    ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,  ['7'] = 1, ['8'] = 1,
-    ['9'] = 1, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1,  ['F'] = 1, ['G'] = 1,
-    ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1,  ['N'] = 1, ['O'] = 1,
-    ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1,  ['V'] = 1, ['W'] = 1,
-    ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1,  ['d'] = 1, ['e'] = 1,
-    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1,  ['l'] = 1, ['m'] = 1,
-    ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1,  ['t'] = 1, ['u'] = 1,
-    ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
-};
-
 /* Visible ASCII, space and tab: the bytes of a reason or a value this pass accepts. */
 static inline bool plain(unsigned char c)
 {
@@ -411,7 +398,7 @@ static size_t quick_head(bm_h1resp_t *r, const char *p, size_t n)
         if (i + 1 < lim && s[i] == '\r' && s[i + 1] == '\n')
             break; /* the empty line */
         size_t name = i;
-        while (i < lim && tchar[s[i]])
+        while (i < lim && bm_tchar[s[i]])
             i++;
         if (i == name || i >= lim || s[i] != ':')
             goto aside;

@@ -23,6 +23,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/hdrs.h"
 #include "base/log.h"
 #include "base/url.h"
 
@@ -78,20 +79,6 @@ void bm_http1_limits_default(bm_http1_limits_t *l)
 }
 
 /* ---- character classes ------------------------------------------------------------- */
-
-/* tchar (RFC 9110 5.6.2): the characters of methods and field names. */
-static const unsigned char tchar[256] = {
-    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1,
-    ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1,  ['~'] = 1, ['0'] = 1,
-    ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,  ['7'] = 1, ['8'] = 1,
-    ['9'] = 1, ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1,  ['F'] = 1, ['G'] = 1,
-    ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1,  ['N'] = 1, ['O'] = 1,
-    ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1,  ['V'] = 1, ['W'] = 1,
-    ['X'] = 1, ['Y'] = 1, ['Z'] = 1, ['a'] = 1, ['b'] = 1, ['c'] = 1,  ['d'] = 1, ['e'] = 1,
-    ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1,  ['l'] = 1, ['m'] = 1,
-    ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1,  ['t'] = 1, ['u'] = 1,
-    ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
-};
 
 /* Request target bytes: visible ASCII and obs-text; no SP, no controls. */
 static inline bool is_target_char(unsigned char c)
@@ -190,7 +177,7 @@ static bool count_header(bm_http1_t *p, size_t k)
 static size_t run_tchar(const unsigned char *s, size_t i, size_t len)
 {
     size_t j = i;
-    while (j < len && tchar[s[j]])
+    while (j < len && bm_tchar[s[j]])
         j++;
     return j - i;
 }
@@ -260,7 +247,7 @@ static size_t scan_head(bm_http1_t *p, const unsigned char *s, size_t len)
                     return i;
                 p->sc = SC_START_LF;
                 i++;
-            } else if (tchar[c]) {
+            } else if (bm_tchar[c]) {
                 p->sc = SC_METHOD;
                 i++;
             } else {
@@ -349,7 +336,7 @@ static size_t scan_head(bm_http1_t *p, const unsigned char *s, size_t len)
             if (c == '\r') {
                 p->sc = SC_END_LF;
                 i++;
-            } else if (tchar[c]) {
+            } else if (bm_tchar[c]) {
                 /* The name is collected by SC_NAME, this byte included. */
                 p->sc = SC_NAME;
             } else if (c == ' ' || c == '\t') {

@@ -149,12 +149,29 @@ static void test_ssz_media_type(void **state)
     bm_hdrs_dispose(&h);
 }
 
+/* tchar: exactly the RFC 9110 token bytes (the 15 symbols, digits and letters). */
+static void test_tchar(void **state)
+{
+    (void)state;
+    const char *sym = "!#$%&'*+-.^_`|~";
+    int n = 0;
+    for (int c = 0; c < 256; c++) {
+        bool want = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c != 0 && strchr(sym, c) != NULL);
+        if (bm_tchar[c] != want)
+            fail_msg("byte 0x%02x: tchar %d", c, bm_tchar[c]);
+        n += bm_tchar[c];
+    }
+    assert_int_equal(n, 15 + 10 + 26 + 26);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_get_is_case_insensitive),
         cmocka_unit_test(test_ssz_media_type),
         cmocka_unit_test(test_hop_by_hop),
+        cmocka_unit_test(test_tchar),
         cmocka_unit_test(test_ascii_case_eq),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
