@@ -255,174 +255,182 @@ static bm_redis_opts_t opts_for(int port, uint32_t timeout_ms)
     return o;
 }
 
-static void finish(uv_loop_t *loop, bm_clock_t *c, bm_redis_t *r, fake_t *f)
+/* One client against one fake server on its own loop; teardown frees what is left and checks
+ * that nothing stayed on the loop. */
+typedef struct rfx {
+    uv_loop_t loop;
+    bm_clock_t *c;
+    fake_t f;
+    bool f_stopped;
+    obs_t o;
+    bm_redis_t *r;
+} rfx_t;
+
+static int rfx_setup(void **state)
 {
-    bm_redis_free(r);
-    if (f)
-        fake_stop(f);
-    uv_run(loop, UV_RUN_DEFAULT);
-    bm_clock_free(c);
-    uv_run(loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(loop), 0);
+    rfx_t *x = calloc(1, sizeof *x);
+    assert_non_null(x);
+    assert_int_equal(uv_loop_init(&x->loop), 0);
+    x->c = bm_clock_real_new(&x->loop);
+    assert_non_null(x->c);
+    fake_start(&x->loop, &x->f);
+    *state = x;
+    return 0;
+}
+
+static void rfx_stop_fake(rfx_t *x)
+{
+    if (!x->f_stopped)
+        fake_stop(&x->f);
+    x->f_stopped = true;
+}
+
+static int rfx_teardown(void **state)
+{
+    rfx_t *x = *state;
+    bm_redis_free(x->r);
+    rfx_stop_fake(x);
+    uv_run(&x->loop, UV_RUN_DEFAULT);
+    bm_clock_free(x->c);
+    uv_run(&x->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&x->loop), 0);
+    free(x);
+    return 0;
+}
+
+/* The client under test, reporting its state changes to x->o. */
+static bm_redis_t *rfx_client(rfx_t *x, const bm_redis_opts_t *ro)
+{
+    x->r = bm_redis_new(&x->loop, x->c, "t", ro, on_state, &x->o);
+    assert_non_null(x->r);
+    return x->r;
 }
 
 static void test_refused(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    bm_clock_t *c = bm_clock_real_new(&loop);
-    fake_t f;
-    fake_start(&loop, &f); /* a port that was free a moment ago */
-    int port = f.port;
-    fake_stop(&f);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    obs_t o = {0};
+    rfx_t *x = *state;
+    obs_t *o = &x->o;
+    int port = x->f.port; /* a port that was free a moment ago */
+    rfx_stop_fake(x);
+    uv_run(&x->loop, UV_RUN_DEFAULT);
     bm_redis_opts_t ro = opts_for(port, 200);
-    bm_redis_t *r = bm_redis_new(&loop, c, "t", &ro, on_state, &o);
-    assert_int_equal(get(r, "k", &o), BM_EUNAVAIL); /* never queued while not ready */
-    RUN_UNTIL(&loop, o.downs >= 1, 3000);
-    assert_int_equal(o.downs, 1); /* told once, however often it retries */
-    assert_int_equal(o.ups, 0);
-    assert_non_null(strstr(o.why, "cannot connect"));
+    bm_redis_t *r = rfx_client(x, &ro);
+    assert_int_equal(get(r, "k", o), BM_EUNAVAIL); /* never queued while not ready */
+    RUN_UNTIL(&x->loop, o->downs >= 1, 3000);
+    assert_int_equal(o->downs, 1); /* told once, however often it retries */
+    assert_int_equal(o->ups, 0);
+    assert_non_null(strstr(o->why, "cannot connect"));
     assert_false(bm_redis_up(r));
-    assert_int_equal(get(r, "k", &o), BM_EUNAVAIL);
-    RUN_UNTIL(&loop, false, 400); /* retries meanwhile, silently */
+    assert_int_equal(get(r, "k", o), BM_EUNAVAIL);
+    RUN_UNTIL(&x->loop, false, 400); /* retries meanwhile, silently */
     bm_redis_stats_t st;
     bm_redis_stats(r, &st);
     assert_true(st.failures >= 2);
-    assert_int_equal(o.downs, 1);
-    assert_int_equal(o.replies, 0);
-    finish(&loop, c, r, NULL);
+    assert_int_equal(o->downs, 1);
+    assert_int_equal(o->replies, 0);
 }
 
 static void test_handshake_and_pipelining(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    bm_clock_t *c = bm_clock_real_new(&loop);
-    fake_t f;
-    fake_start(&loop, &f);
-    obs_t o = {0};
-    bm_redis_opts_t ro = opts_for(f.port, 500);
+    rfx_t *x = *state;
+    obs_t *o = &x->o;
+    bm_redis_opts_t ro = opts_for(x->f.port, 500);
     snprintf(ro.user, sizeof ro.user, "bm");
     snprintf(ro.password, sizeof ro.password, "pw");
     ro.db = 2;
-    bm_redis_t *r = bm_redis_new(&loop, c, "t", &ro, on_state, &o);
-    RUN_UNTIL(&loop, o.ups == 1, 3000);
-    assert_int_equal(o.ups, 1);
-    assert_string_equal(f.seen, "AUTH bm pw|SELECT 2|PING|");
+    bm_redis_t *r = rfx_client(x, &ro);
+    RUN_UNTIL(&x->loop, o->ups == 1, 3000);
+    assert_int_equal(o->ups, 1);
+    assert_string_equal(x->f.seen, "AUTH bm pw|SELECT 2|PING|");
     for (int i = 0; i < 3; i++) { /* back to back, before any answer */
         char key[16];
         snprintf(key, sizeof key, "k%d", i);
-        assert_int_equal(get(r, key, &o), 0);
+        assert_int_equal(get(r, key, o), 0);
     }
-    RUN_UNTIL(&loop, o.replies == 3, 3000);
-    assert_int_equal(o.replies, 3);
+    RUN_UNTIL(&x->loop, o->replies == 3, 3000);
+    assert_int_equal(o->replies, 3);
     for (int i = 0; i < 3; i++) {
         char key[16];
         snprintf(key, sizeof key, "k%d", i);
-        assert_int_equal(o.status[i], 0);
-        assert_string_equal(o.text[i], key); /* in order */
+        assert_int_equal(o->status[i], 0);
+        assert_string_equal(o->text[i], key); /* in order */
     }
-    finish(&loop, c, r, &f);
 }
 
 static void test_refused_auth_is_down(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    bm_clock_t *c = bm_clock_real_new(&loop);
-    fake_t f;
-    fake_start(&loop, &f);
-    f.auth_error = true;
-    obs_t o = {0};
-    bm_redis_opts_t ro = opts_for(f.port, 300);
+    rfx_t *x = *state;
+    obs_t *o = &x->o;
+    x->f.auth_error = true;
+    bm_redis_opts_t ro = opts_for(x->f.port, 300);
     snprintf(ro.password, sizeof ro.password, "wrong");
-    bm_redis_t *r = bm_redis_new(&loop, c, "t", &ro, on_state, &o);
-    RUN_UNTIL(&loop, o.downs == 1, 3000);
-    assert_int_equal(o.ups, 0);
-    assert_non_null(strstr(o.why, "refused the handshake: WRONGPASS"));
-    assert_null(strstr(o.why, "wrong")); /* the password is never in a message */
-    assert_int_equal(get(r, "k", &o), BM_EUNAVAIL);
-    finish(&loop, c, r, &f);
+    bm_redis_t *r = rfx_client(x, &ro);
+    RUN_UNTIL(&x->loop, o->downs == 1, 3000);
+    assert_int_equal(o->ups, 0);
+    assert_non_null(strstr(o->why, "refused the handshake: WRONGPASS"));
+    assert_null(strstr(o->why, "wrong")); /* the password is never in a message */
+    assert_int_equal(get(r, "k", o), BM_EUNAVAIL);
 }
 
 static void test_unanswered_handshake_is_down(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    bm_clock_t *c = bm_clock_real_new(&loop);
-    fake_t f;
-    fake_start(&loop, &f);
-    obs_t o = {0};
-    bm_redis_opts_t ro = opts_for(f.port, 300);
+    rfx_t *x = *state;
+    obs_t *o = &x->o;
+    bm_redis_opts_t ro = opts_for(x->f.port, 300);
     snprintf(ro.password, sizeof ro.password, "pw");
-    f.answer_ping = false; /* AUTH answered, the handshake's PING never */
-    bm_redis_t *r = bm_redis_new(&loop, c, "t", &ro, on_state, &o);
-    RUN_UNTIL(&loop, o.downs == 1, 3000);
-    assert_int_equal(o.ups, 0);
-    assert_non_null(strstr(o.why, "no answer within 300 ms"));
-    assert_string_equal(f.seen, "AUTH pw|PING|");
-    finish(&loop, c, r, &f);
+    x->f.answer_ping = false; /* AUTH answered, the handshake's PING never */
+    rfx_client(x, &ro);
+    RUN_UNTIL(&x->loop, o->downs == 1, 3000);
+    assert_int_equal(o->ups, 0);
+    assert_non_null(strstr(o->why, "no answer within 300 ms"));
+    assert_string_equal(x->f.seen, "AUTH pw|PING|");
 }
 
 static void test_silent_server_times_out_and_reconnects(void **state)
 {
-    (void)state;
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    bm_clock_t *c = bm_clock_real_new(&loop);
-    fake_t f;
-    fake_start(&loop, &f);
-    obs_t o = {0};
-    bm_redis_opts_t ro = opts_for(f.port, 100);
-    bm_redis_t *r = bm_redis_new(&loop, c, "t", &ro, on_state, &o);
-    RUN_UNTIL(&loop, o.ups == 1, 3000);
-    assert_int_equal(o.ups, 1);
-    f.answer_rest = false; /* the server stops answering commands */
-    uint64_t t0 = bm_clock_mono_now(c);
-    assert_int_equal(get(r, "a", &o), 0);
-    assert_int_equal(get(r, "b", &o), 0);
-    RUN_UNTIL(&loop, o.replies == 2, 3000);
-    uint64_t waited = bm_clock_mono_now(c) - t0;
-    assert_int_equal(o.status[0], BM_ETIMEDOUT);
-    assert_int_equal(o.status[1], BM_ETIMEDOUT);
+    rfx_t *x = *state;
+    obs_t *o = &x->o;
+    bm_redis_opts_t ro = opts_for(x->f.port, 100);
+    bm_redis_t *r = rfx_client(x, &ro);
+    RUN_UNTIL(&x->loop, o->ups == 1, 3000);
+    assert_int_equal(o->ups, 1);
+    x->f.answer_rest = false; /* the server stops answering commands */
+    uint64_t t0 = bm_clock_mono_now(x->c);
+    assert_int_equal(get(r, "a", o), 0);
+    assert_int_equal(get(r, "b", o), 0);
+    RUN_UNTIL(&x->loop, o->replies == 2, 3000);
+    uint64_t waited = bm_clock_mono_now(x->c) - t0;
+    assert_int_equal(o->status[0], BM_ETIMEDOUT);
+    assert_int_equal(o->status[1], BM_ETIMEDOUT);
     assert_true(waited >= 100 && waited < 1000);
-    assert_int_equal(o.downs, 1);
-    assert_non_null(strstr(o.why, "no answer within 100 ms"));
+    assert_int_equal(o->downs, 1);
+    assert_non_null(strstr(o->why, "no answer within 100 ms"));
     assert_false(bm_redis_up(r));
-    RUN_UNTIL(&loop, o.ups == 2, 3000); /* made again (the handshake is still answered) */
-    assert_int_equal(o.ups, 2);
-    assert_int_equal(f.connections, 2);
+    RUN_UNTIL(&x->loop, o->ups == 2, 3000); /* made again (the handshake is still answered) */
+    assert_int_equal(o->ups, 2);
+    assert_int_equal(x->f.connections, 2);
     bm_redis_stats_t st;
     bm_redis_stats(r, &st);
     assert_int_equal(st.timeouts, 2);
     assert_int_equal(st.drops, 1);
     /* closing with a command in flight answers it BM_ECANCELED */
-    assert_int_equal(get(r, "c", &o), 0);
+    assert_int_equal(get(r, "c", o), 0);
     bm_redis_free(r);
-    assert_int_equal(o.replies, 3);
-    assert_int_equal(o.status[2], BM_ECANCELED);
-    fake_stop(&f);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    bm_clock_free(c);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    x->r = NULL;
+    assert_int_equal(o->replies, 3);
+    assert_int_equal(o->status[2], BM_ECANCELED);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_url),
-        cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_handshake_and_pipelining),
-        cmocka_unit_test(test_refused_auth_is_down),
-        cmocka_unit_test(test_unanswered_handshake_is_down),
-        cmocka_unit_test(test_silent_server_times_out_and_reconnects),
+        cmocka_unit_test_setup_teardown(test_refused, rfx_setup, rfx_teardown),
+        cmocka_unit_test_setup_teardown(test_handshake_and_pipelining, rfx_setup, rfx_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_auth_is_down, rfx_setup, rfx_teardown),
+        cmocka_unit_test_setup_teardown(test_unanswered_handshake_is_down, rfx_setup, rfx_teardown),
+        cmocka_unit_test_setup_teardown(test_silent_server_times_out_and_reconnects, rfx_setup,
+                                        rfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
