@@ -75,6 +75,31 @@ static bm_race_policy_t witness_policy(race_fx_t *f, seen_t *s, fake_node_t *w, 
                               .repoll = BM_REPOLL_UNTIL_ACCEPTED};
 }
 
+/* One race with a witness: what observe and witnessed saw, the policy, the completion and
+ * the request waiting on the race. */
+typedef struct wrun {
+    seen_t s;
+    uint64_t t0; /* when the race started */
+    bm_race_policy_t p;
+    race_crec_t c;
+    race_rec_t w;
+} wrun_t;
+
+/* Prepares a race whose witness is `witness`, cut `deadline_ms` after now. */
+static void wrun_init(wrun_t *r, race_fx_t *f, fake_node_t *witness, uint64_t deadline_ms)
+{
+    memset(r, 0, sizeof *r);
+    r->t0 = race_now(f);
+    r->p = witness_policy(f, &r->s, witness, r->t0 + deadline_ms);
+    race_rec_init(&r->w, f);
+}
+
+/* Starts the race over every node of the fixture, with a request waiting on it. */
+static void wrun_start(wrun_t *r, race_fx_t *f)
+{
+    race_wait_on(&r->w, race_start(f, "GET", "/att", &r->p, NULL, &r->c));
+}
+
 /* A candidate witness slower than the winner: the waiter is not held for it, its first
  * transfer is not cancelled by the decision, its answer reaches observe unjudged, and the
  * completion comes with it. */
@@ -83,34 +108,30 @@ static void test_witness_outlives_decision(void **state)
     race_fx_t *f = *state;
     fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(150, "{\"root\":\"stale\"}"));
     fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(5, "{\"root\":\"fresh\"}"));
-    seen_t s = {0};
-    uint64_t t0 = race_now(f);
-    bm_race_policy_t p = witness_policy(f, &s, a, t0 + 1000);
-    race_crec_t c = {0};
-    race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, &c));
+    wrun_t r;
+    wrun_init(&r, f, a, 1000);
+    wrun_start(&r, f);
     race_go(f, 5);
-    assert_int_equal(w.calls, 1);
-    assert_ptr_equal(w.node, b->node);
-    assert_int_equal(w.at_ms, t0 + 5);
-    assert_int_equal(s.judged[first_of(&s, b->node)], BM_RACE_ACCEPTED);
+    assert_int_equal(r.w.calls, 1);
+    assert_ptr_equal(r.w.node, b->node);
+    assert_int_equal(r.w.at_ms, r.t0 + 5);
+    assert_int_equal(r.s.judged[first_of(&r.s, b->node)], BM_RACE_ACCEPTED);
     race_go(f, 144);
-    assert_int_equal(c.calls, 0); /* the witness still runs */
+    assert_int_equal(r.c.calls, 0); /* the witness still runs */
     race_go(f, 1);
-    int ia = first_of(&s, a->node);
+    int ia = first_of(&r.s, a->node);
     assert_true(ia >= 0);
-    assert_int_equal(s.judged[ia], BM_RACE_UNJUDGED);
-    assert_false(s.witnessed[ia]); /* a candidate: observe */
-    assert_int_equal(s.attempt[ia], 0);
-    assert_int_equal(s.at_ms[ia], t0 + 150);
-    assert_int_equal(c.calls, 1);
-    assert_int_equal(c.at_ms, t0 + 150);
+    assert_int_equal(r.s.judged[ia], BM_RACE_UNJUDGED);
+    assert_false(r.s.witnessed[ia]); /* a candidate: observe */
+    assert_int_equal(r.s.attempt[ia], 0);
+    assert_int_equal(r.s.at_ms[ia], r.t0 + 150);
+    assert_int_equal(r.c.calls, 1);
+    assert_int_equal(r.c.at_ms, r.t0 + 150);
     assert_int_equal(a->aborted, 0);
     assert_int_equal(a->requests, 1);
-    assert_string_equal(c.body[0], "{\"root\":\"stale\"}");
+    assert_string_equal(r.c.body[0], "{\"root\":\"stale\"}");
     assert_int_equal(race_in_flight(f), 0);
-    race_rec_dispose(&w);
+    race_rec_dispose(&r.w);
 }
 
 /* A hung witness is cut at the deadline, to the millisecond; it reports no answer and
@@ -120,26 +141,22 @@ static void test_witness_cut_at_deadline(void **state)
     race_fx_t *f = *state;
     fake_node_t *a = fake_node_add1(&f->nodes, FAKE_HANG);
     fake_node_add1(&f->nodes, FAKE_OK(5, "{\"root\":\"fresh\"}"));
-    seen_t s = {0};
-    uint64_t t0 = race_now(f);
-    bm_race_policy_t p = witness_policy(f, &s, a, t0 + 200);
-    race_crec_t c = {0};
-    race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, &c));
+    wrun_t r;
+    wrun_init(&r, f, a, 200);
+    wrun_start(&r, f);
     race_go(f, 5);
-    assert_int_equal(w.calls, 1);
+    assert_int_equal(r.w.calls, 1);
     race_go(f, 194);
-    assert_int_equal(c.calls, 0);
+    assert_int_equal(r.c.calls, 0);
     race_go(f, 1);
-    assert_int_equal(c.calls, 1);
-    assert_int_equal(c.at_ms, t0 + 200);
-    assert_int_equal(c.err[0], BM_ECANCELED);
+    assert_int_equal(r.c.calls, 1);
+    assert_int_equal(r.c.at_ms, r.t0 + 200);
+    assert_int_equal(r.c.err[0], BM_ECANCELED);
     assert_int_equal(a->aborted, 1);
-    assert_int_equal(first_of(&s, a->node), -1);
+    assert_int_equal(first_of(&r.s, a->node), -1);
     assert_int_equal(a->node->stats.errors, 0);
     assert_int_equal(race_in_flight(f), 0);
-    race_rec_dispose(&w);
+    race_rec_dispose(&r.w);
 }
 
 /* A witness that is not a candidate is asked once beside the race: even its fresh answer is
@@ -150,36 +167,32 @@ static void test_witness_not_candidate(void **state)
     race_fx_t *f = *state;
     fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(5, "{\"root\":\"fresh\"}"));
     fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(20, "{\"root\":\"stale\"}"));
-    seen_t s = {0};
-    uint64_t t0 = race_now(f);
-    bm_race_policy_t p = witness_policy(f, &s, a, t0 + 300);
-    race_crec_t c = {0};
-    race_rec_t w;
-    race_rec_init(&w, f);
+    wrun_t r;
+    wrun_init(&r, f, a, 300);
     bm_race_request_t q = {"GET", "/att", NULL, NULL};
-    bm_race_t *race = bm_race_start(f->eng, &q, &b->node, 1, &p, NULL, race_on_complete, &c);
+    bm_race_t *race = bm_race_start(f->eng, &q, &b->node, 1, &r.p, NULL, race_on_complete, &r.c);
     assert_non_null(race);
-    race_wait_on(&w, race);
+    race_wait_on(&r.w, race);
     race_go(f, 300);
-    assert_int_equal(w.calls, 1);
-    assert_ptr_equal(w.node, b->node); /* stale: the witness is no candidate */
-    assert_string_equal(w.body, "{\"root\":\"stale\"}");
-    int ia = first_of(&s, a->node);
+    assert_int_equal(r.w.calls, 1);
+    assert_ptr_equal(r.w.node, b->node); /* stale: the witness is no candidate */
+    assert_string_equal(r.w.body, "{\"root\":\"stale\"}");
+    int ia = first_of(&r.s, a->node);
     assert_true(ia >= 0);
-    assert_true(s.witnessed[ia]);
-    assert_int_equal(s.judged[ia], BM_RACE_UNJUDGED);
-    assert_int_equal(s.at_ms[ia], t0 + 5);
-    for (int i = 0; i < s.n; i++)
-        if (s.node[i] == b->node)
-            assert_int_equal(s.judged[i], BM_RACE_USABLE);
+    assert_true(r.s.witnessed[ia]);
+    assert_int_equal(r.s.judged[ia], BM_RACE_UNJUDGED);
+    assert_int_equal(r.s.at_ms[ia], r.t0 + 5);
+    for (int i = 0; i < r.s.n; i++)
+        if (r.s.node[i] == b->node)
+            assert_int_equal(r.s.judged[i], BM_RACE_USABLE);
     assert_int_equal(a->requests, 1); /* never re-asked */
     assert_true(b->requests > 1);     /* the candidate was */
-    assert_int_equal(c.calls, 1);
-    assert_int_equal(c.n, 1);
-    assert_ptr_equal(c.node[0], b->node);
+    assert_int_equal(r.c.calls, 1);
+    assert_int_equal(r.c.n, 1);
+    assert_ptr_equal(r.c.node[0], b->node);
     assert_int_equal(a->node->stats.requests, 1); /* its exchange counts for the node */
     assert_int_equal(race_in_flight(f), 0);
-    race_rec_dispose(&w);
+    race_rec_dispose(&r.w);
 }
 
 /* Without a deadline the witness ends with the decision, like any loser. */
@@ -208,23 +221,19 @@ static void test_witness_with_kept_losers(void **state)
     race_fx_t *f = *state;
     fake_node_t *a = fake_node_add1(&f->nodes, FAKE_OK(500, "{\"root\":\"stale\"}"));
     fake_node_add1(&f->nodes, FAKE_OK(5, "{\"root\":\"fresh\"}"));
-    seen_t s = {0};
-    uint64_t t0 = race_now(f);
-    bm_race_policy_t p = witness_policy(f, &s, a, t0 + 200);
-    p.keep_losers = true;
-    race_crec_t c = {0};
-    race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, &c));
+    wrun_t r;
+    wrun_init(&r, f, a, 200);
+    r.p.keep_losers = true;
+    wrun_start(&r, f);
     race_go(f, 499);
-    assert_int_equal(w.calls, 1);
-    assert_int_equal(c.calls, 0);
+    assert_int_equal(r.w.calls, 1);
+    assert_int_equal(r.c.calls, 0);
     race_go(f, 1);
-    assert_int_equal(c.calls, 1);
-    int ia = first_of(&s, a->node);
-    assert_true(ia >= 0 && s.at_ms[ia] == t0 + 500);
+    assert_int_equal(r.c.calls, 1);
+    int ia = first_of(&r.s, a->node);
+    assert_true(ia >= 0 && r.s.at_ms[ia] == r.t0 + 500);
     assert_int_equal(a->aborted, 0);
-    race_rec_dispose(&w);
+    race_rec_dispose(&r.w);
 }
 
 int main(void)
