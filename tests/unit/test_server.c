@@ -34,6 +34,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "client_thread.h"
 #include "http/server.h"
 #include "loop_guard.h"
 
@@ -48,16 +49,12 @@ struct fx {
     uv_loop_t loop;
     bm_server_t *srv;
     int port;
-    uv_async_t async;
     uv_timer_t t1; /* used by handlers that answer later */
-    pthread_t th;
+    client_thread_t ct;
     client_fn client;
-    bool client_done;
     bool timed_out; /* a wait of the loop passed its bound (reported by fx_finish) */
     bool shut_down; /* the test itself called bm_server_shutdown */
     bool done_called;
-    sem_t sem; /* loop -> client: "the server reached the point the client waits for" */
-    char err[512];
 
     /* what the server side saw */
     atomic_int handled;
@@ -80,34 +77,14 @@ struct fx {
     uint64_t abort_at_ms;      /* /nonreader: when the client was cut */
 };
 
-static void on_async(uv_async_t *a)
-{
-    fx_t *f = a->data;
-    f->client_done = true;
-}
-
-static void *client_main(void *arg)
+static void run_client(void *arg)
 {
     fx_t *f = arg;
     f->client(f);
-    uv_async_send(&f->async);
-    return NULL;
-}
-
-static void fx_fail(fx_t *f, int line, const char *what)
-{
-    if (!f->err[0])
-        snprintf(f->err, sizeof f->err, "client line %d: %s", line, what);
 }
 
 /* In the client thread: record the first failed expectation and stop the client. */
-#define CHECK(f, cond)                                                                             \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fx_fail((f), __LINE__, #cond);                                                         \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
+#define CHECK(f, cond) CT_CHECK(&(f)->ct, cond)
 
 static void handler(bm_req_t *req, void *ud);
 
@@ -122,13 +99,10 @@ static void fx_start(fx_t *f, const bm_server_opts_t *opts, client_fn client)
     assert_int_equal(bm_server_listen(f->srv, "127.0.0.1", 0), 0);
     f->port = bm_server_port(f->srv);
     assert_true(f->port > 0);
-    uv_async_init(&f->loop, &f->async, on_async);
-    f->async.data = f;
     uv_timer_init(&f->loop, &f->t1);
     f->t1.data = f;
-    sem_init(&f->sem, 0, 0);
     f->client = client;
-    assert_int_equal(pthread_create(&f->th, NULL, client_main, f), 0);
+    ct_start(&f->ct, &f->loop, run_client, f);
 }
 
 /* Runs the loop until *flag, with a bound. A miss is only remembered: fx_finish reports it
@@ -151,12 +125,9 @@ static void on_server_done(bm_server_t *srv, void *ud)
 
 static void fx_finish(fx_t *f)
 {
-    fx_run_until(f, &f->client_done);
-    if (f->timed_out)
-        sem_post(&f->sem); /* let a waiting client go, then report */
-    pthread_join(f->th, NULL);
+    fx_run_until(f, &f->ct.done);
+    ct_join(&f->ct); /* lets a waiting client go, then reports */
     assert_false(f->timed_out);
-    assert_string_equal(f->err, "");
     if (!f->shut_down)
         bm_server_shutdown(f->srv, 0, on_server_done, f);
     fx_run_until(f, &f->done_called);
@@ -165,23 +136,16 @@ static void fx_finish(fx_t *f)
     bm_server_free(f->srv);
     if (f->big_piece)
         bm_buf_unref(f->big_piece);
-    uv_close((uv_handle_t *)&f->async, NULL);
+    ct_close(&f->ct);
     uv_close((uv_handle_t *)&f->t1, NULL);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
-    sem_destroy(&f->sem);
 }
 
 /* Client side: wait (bounded) for the loop to post the semaphore. */
 static bool fx_wait(fx_t *f)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += BOUND_MS / 1000;
-    while (sem_timedwait(&f->sem, &ts) != 0)
-        if (errno != EINTR)
-            return false;
-    return true;
+    return ct_wait(&f->ct, BOUND_MS);
 }
 
 /* ---- the client: blocking sockets and an http-parser response reader ------------------- */
@@ -467,7 +431,7 @@ static void nonreader_abort(bm_req_t *req, void *ud)
     bm_resp_end(req);
     f->held = NULL;
     f->flag = true;
-    sem_post(&f->sem);
+    sem_post(&f->ct.sem);
 }
 
 /* Writes to the client of /nonreader until the kernel holds all it will: a tick that starts
@@ -480,7 +444,7 @@ static void nonreader_tick(uv_timer_t *t)
         uv_timer_stop(t);
         f->was_unwritable = true;
         f->unwritable_at_ms = uv_now(&f->loop);
-        sem_post(&f->sem);
+        sem_post(&f->ct.sem);
         return;
     }
     while (bm_resp_writable(req))
@@ -503,7 +467,7 @@ static void big_tick(uv_timer_t *t)
             f->was_unwritable = true;
             f->unwritable_at_ms = uv_now(&f->loop);
             bm_resp_on_drain(req, big_drain, f);
-            sem_post(&f->sem);
+            sem_post(&f->ct.sem);
         }
     } else {
         f->stream_step = 0;
@@ -575,7 +539,7 @@ static void handler(bm_req_t *req, void *ud)
     } else if (strcmp(path, "/slow") == 0) {
         f->held = req;
         bm_req_on_abort(req, slow_abort, f);
-        sem_post(&f->sem);
+        sem_post(&f->ct.sem);
     } else if (strcmp(path, "/big") == 0) {
         f->held = req;
         f->big_piece = bm_buf_new(64 * 1024);
@@ -616,7 +580,7 @@ static void handler(bm_req_t *req, void *ud)
         f->shut_down = true;
         bm_server_shutdown(f->srv, BOUND_MS, on_server_done, f);
         uv_timer_start(&f->t1, shutdown_answer, 50, 0);
-        sem_post(&f->sem);
+        sem_post(&f->ct.sem);
     } else {
         bm_resp_error(req, 404, "no route for %s", path);
     }
@@ -1153,7 +1117,7 @@ static void wait_one_connection(uv_timer_t *t)
     fx_t *f = t->data;
     if (bm_server_connection_count(f->srv) == 1) {
         uv_timer_stop(t);
-        sem_post(&f->sem);
+        sem_post(&f->ct.sem);
     }
 }
 

@@ -42,6 +42,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "client_thread.h"
 #include "http/server.h"
 #include "http/tls.h"
 #include "loop_guard.h"
@@ -414,29 +415,15 @@ typedef struct fx {
     uv_loop_t loop;
     bm_server_t *srv;
     int port;
-    uv_async_t done_async, cmd_async;
-    pthread_t th;
-    sem_t sem;
-    bool client_done, server_done;
+    uv_async_t cmd_async;
+    client_thread_t ct;
+    bool server_done;
     const char *cmd; /* the client asks the loop: "reload-b", "reload-bad" */
     int cmd_rc;
-    char err[256];
     bm_buf_t *big;
 } fx_t;
 
-static void fx_fail(fx_t *f, int line, const char *what)
-{
-    if (!f->err[0])
-        snprintf(f->err, sizeof f->err, "client line %d: %s", line, what);
-}
-
-#define CHECK(f, cond)                                                                             \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fx_fail((f), __LINE__, #cond);                                                         \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
+#define CHECK(f, cond) CT_CHECK(&(f)->ct, cond)
 
 static void handler(bm_req_t *req, void *ud)
 {
@@ -456,12 +443,7 @@ static void on_cmd(uv_async_t *a)
     if (strcmp(f->cmd, "reload-bad") == 0)
         t.key_file = (char *)path_of("a.key");
     f->cmd_rc = bm_tlslisten_reload(f->srv, &t);
-    sem_post(&f->sem);
-}
-
-static void on_done(uv_async_t *a)
-{
-    ((fx_t *)a->data)->client_done = true;
+    sem_post(&f->ct.sem);
 }
 
 /* Client side: asks the loop to run a command and waits for it, bounded. */
@@ -469,13 +451,7 @@ static bool ask(fx_t *f, const char *cmd)
 {
     f->cmd = cmd;
     uv_async_send(&f->cmd_async);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += BOUND_MS / 1000;
-    while (sem_timedwait(&f->sem, &ts) != 0)
-        if (errno != EINTR)
-            return false;
-    return true;
+    return ct_wait(&f->ct, BOUND_MS);
 }
 
 typedef struct tconn {
@@ -559,8 +535,9 @@ static bool tc_get(tconn_t *c, const char *path, int *status, size_t *len, bool 
     return *status > 0;
 }
 
-static void client(fx_t *f)
+static void client(void *arg)
 {
+    fx_t *f = arg;
     tconn_t c1, c2, c3;
     char cn[64];
     int st;
@@ -601,14 +578,6 @@ static void client(fx_t *f)
     tc_close(&c3);
 }
 
-static void *client_main(void *arg)
-{
-    fx_t *f = arg;
-    client(f);
-    uv_async_send(&f->done_async);
-    return NULL;
-}
-
 static void on_shutdown_done(bm_server_t *srv, void *ud)
 {
     (void)srv;
@@ -633,26 +602,19 @@ static void test_listener_and_reload(void **state)
     bm_tls_ctx_unref(a); /* the server holds its own reference */
     assert_int_equal(bm_server_listen(f->srv, "127.0.0.1", 0), 0);
     f->port = bm_server_port(f->srv);
-    uv_async_init(&f->loop, &f->done_async, on_done);
     uv_async_init(&f->loop, &f->cmd_async, on_cmd);
-    f->done_async.data = f->cmd_async.data = f;
-    sem_init(&f->sem, 0, 0);
-    assert_int_equal(pthread_create(&f->th, NULL, client_main, f), 0);
-    RUN_UNTIL(&f->loop, f->client_done, BOUND_MS * 3);
-    if (!f->client_done)
-        sem_post(&f->sem);
-    pthread_join(f->th, NULL);
-    assert_true(f->client_done);
-    assert_string_equal(f->err, "");
+    f->cmd_async.data = f;
+    ct_start(&f->ct, &f->loop, client, f);
+    RUN_UNTIL(&f->loop, f->ct.done, BOUND_MS * 3);
+    ct_join(&f->ct);
     bm_server_shutdown(f->srv, 0, on_shutdown_done, f);
     RUN_UNTIL(&f->loop, f->server_done, BOUND_MS);
     assert_true(f->server_done);
     bm_server_free(f->srv);
-    uv_close((uv_handle_t *)&f->done_async, NULL);
+    ct_close(&f->ct);
     uv_close((uv_handle_t *)&f->cmd_async, NULL);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
-    sem_destroy(&f->sem);
     bm_buf_unref(f->big);
     free(f);
 }
