@@ -1108,8 +1108,8 @@ static void test_idle_connection_closed_by_node(void **state)
     size_t n = 0;
     assert_int_equal(run_one(f, &q, &n), 0);
     assert_int_equal(n, 3);
-    RUN_UNTIL(&f->loop, f->srv.conns == NULL, 3000);
-    assert_null(f->srv.conns);
+    RUN_UNTIL(&f->loop, bm_list_empty(&f->srv.conns), 3000);
+    assert_true(bm_list_empty(&f->srv.conns));
     /* The loop must go idle: a spinning watcher would run it thousands of times. */
     guard_t *g = guard_start(&f->loop, 100);
     int turns = 0;

@@ -62,6 +62,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/hdrs.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "http/upstream.h"
 
@@ -162,7 +163,7 @@ typedef struct sconn {
     bool end_after_discard;   /* close once they are dropped */
     uint64_t last_in_ms;      /* loop time of the last read */
     uint64_t longest_wait_ms; /* longest gap between reads of the request under way */
-    struct sconn *prev, *next;
+    bm_link_t link;           /* on the server's list of open connections */
 } sconn_t;
 
 struct srv {
@@ -175,7 +176,7 @@ struct srv {
     int max_open;
     sreq_t reqs[MAX_REQS];
     int nreqs;
-    sconn_t *conns;
+    bm_link_t conns; /* open connections (sconn_t.link) */
 };
 
 static inline void conn_closed(uv_handle_t *h)
@@ -187,19 +188,21 @@ static inline void conn_closed(uv_handle_t *h)
     }
 }
 
-static inline void sconn_close(sconn_t *c)
+/* Takes an open connection off the server's books: false when it was closed already. */
+static inline bool sconn_forget(sconn_t *c)
 {
     if (c->closed)
-        return;
+        return false;
     c->closed = true;
-    srv_t *s = c->srv;
-    s->open_now--;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    c->srv->open_now--;
+    bm_link_unlink(&c->link);
+    return true;
+}
+
+static inline void sconn_close(sconn_t *c)
+{
+    if (!sconn_forget(c))
+        return;
     uv_close((uv_handle_t *)&c->tcp, conn_closed);
     uv_close((uv_handle_t *)&c->timer, conn_closed);
 }
@@ -207,17 +210,8 @@ static inline void sconn_close(sconn_t *c)
 /* Closes with a reset (RST) instead of a FIN. */
 static inline void sconn_reset(sconn_t *c)
 {
-    if (c->closed)
+    if (!sconn_forget(c))
         return;
-    c->closed = true;
-    srv_t *s = c->srv;
-    s->open_now--;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
     if (uv_tcp_close_reset(&c->tcp, conn_closed) != 0)
         uv_close((uv_handle_t *)&c->tcp, conn_closed);
     uv_close((uv_handle_t *)&c->timer, conn_closed);
@@ -607,10 +601,7 @@ static inline void on_accept(uv_stream_t *l, int status)
     uv_timer_init(s->loop, &c->timer);
     c->tcp.data = c;
     c->timer.data = c;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
+    bm_list_push_front(&s->conns, &c->link);
     if (++s->open_now > s->max_open)
         s->max_open = s->open_now;
     if (uv_accept(l, (uv_stream_t *)&c->tcp) != 0) {
@@ -625,6 +616,7 @@ static inline void srv_start(srv_t *s, uv_loop_t *loop)
 {
     memset(s, 0, sizeof *s);
     s->loop = loop;
+    bm_link_init(&s->conns);
     struct sockaddr_in a;
     uv_ip4_addr("127.0.0.1", 0, &a);
     assert_int_equal(uv_tcp_init(loop, &s->listener), 0);
@@ -639,8 +631,8 @@ static inline void srv_start(srv_t *s, uv_loop_t *loop)
 
 static inline void srv_close(srv_t *s)
 {
-    while (s->conns)
-        sconn_close(s->conns);
+    while (!bm_list_empty(&s->conns))
+        sconn_close(bm_list_first(&s->conns, sconn_t, link));
     uv_close((uv_handle_t *)&s->listener, NULL);
     for (int i = 0; i < s->nreqs; i++) {
         bm_hdrs_dispose(&s->reqs[i].h);
