@@ -29,7 +29,7 @@ typedef struct bm_hdrs {
     struct bm_hdrs_chunk *chunks; /* string storage */
 } bm_hdrs_t;
 
-/** Initialises an empty list (no allocation). */
+/** Initialises an empty list (no allocation). A zeroed bm_hdrs_t is an empty list too. */
 void bm_hdrs_init(bm_hdrs_t *h);
 
 /** Frees all memory of the list. */

@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define BM_RECYCLE_MAX 64 /* objects kept at most; more are freed by their owner */
@@ -37,6 +38,17 @@ static inline void *bm_recycle_take(bm_recycle_t *r, size_t reset)
     void *obj = r->items[--r->n];
     memset(obj, 0, reset);
     return obj;
+}
+
+/**
+ * An object for a new use: the one put back last with its first `reset` bytes zeroed, or,
+ * when none is kept, a new zeroed one of `size` bytes (NULL when out of memory). The caller
+ * owns it.
+ */
+static inline void *bm_recycle_get(bm_recycle_t *r, size_t size, size_t reset)
+{
+    void *obj = bm_recycle_take(r, reset);
+    return obj ? obj : calloc(1, size);
 }
 
 /**

@@ -65,15 +65,10 @@ static void defer_arm(bm_h1client_t *c);
 
 static h1x_t *xfer_get(bm_h1client_t *c)
 {
-    h1x_t *x = bm_recycle_take(&c->recycled, offsetof(h1x_t, hdrs));
-    if (x) {
-        bm_hdrs_clear(&x->hdrs);
-    } else {
-        x = calloc(1, sizeof *x);
-        if (!x)
-            return NULL;
-        bm_hdrs_init(&x->hdrs);
-    }
+    h1x_t *x = bm_recycle_get(&c->recycled, sizeof *x, offsetof(h1x_t, hdrs));
+    if (!x)
+        return NULL;
+    bm_hdrs_clear(&x->hdrs); /* kept storage, or a new zeroed (empty) list */
     x->base.native = true;
     x->c = c;
     bm_link_init(&x->live);

@@ -402,15 +402,10 @@ static cx_t *xfer_get(bm_upcurl_t *up)
 {
     /* Keep what is worth keeping (header storage, the idle timer, the easy handle and the
      * header list block), reset the rest. */
-    cx_t *x = bm_recycle_take(&up->recycled, offsetof(cx_t, hdrs));
-    if (x) {
-        bm_hdrs_clear(&x->hdrs);
-    } else {
-        x = calloc(1, sizeof *x);
-        if (!x)
-            return NULL;
-        bm_hdrs_init(&x->hdrs);
-    }
+    cx_t *x = bm_recycle_get(&up->recycled, sizeof *x, offsetof(cx_t, hdrs));
+    if (!x)
+        return NULL;
+    bm_hdrs_clear(&x->hdrs); /* kept storage, or a new zeroed (empty) list */
     x->base.native = false;
     x->errbuf[0] = '\0';
     x->up = up;

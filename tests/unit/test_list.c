@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -126,6 +127,19 @@ static void test_recycle(void **state)
         left++;
     assert_int_equal(left, BM_RECYCLE_MAX - 2);
     assert_true(bm_recycle_put(&r, &objs[0])); /* room again */
+
+    /* get: the kept one first, then a new zeroed one */
+    objs[0].per_use[1] = objs[0].kept = 9;
+    obj_t *g = bm_recycle_get(&r, sizeof *g, offsetof(obj_t, kept));
+    assert_ptr_equal(g, &objs[0]);
+    assert_int_equal(g->per_use[1], 0);
+    assert_int_equal(g->kept, 9);
+    g = bm_recycle_get(&r, sizeof *g, offsetof(obj_t, kept));
+    assert_non_null(g);
+    for (int i = 0; i <= BM_RECYCLE_MAX; i++)
+        assert_ptr_not_equal(g, &objs[i]); /* none was kept */
+    assert_int_equal(g->per_use[0] | g->per_use[1] | g->per_use[2] | g->kept, 0);
+    free(g);
 }
 
 int main(void)
