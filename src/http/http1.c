@@ -198,6 +198,23 @@ static size_t run_value(const unsigned char *s, size_t i, size_t len)
     return j - i;
 }
 
+/*
+ * Appends the `run` bytes at s[*i] to the field line and moves *i past them, counting them
+ * against the header limit. Over the limit: fails (431), moves *i exactly to the limit (so
+ * the error position does not depend on how the input was split) and returns false.
+ */
+static bool take_field_bytes(bm_http1_t *p, const unsigned char *s, size_t *i, size_t run)
+{
+    if (!count_header(p, run)) {
+        *i += p->lim.max_header_bytes - p->header_bytes;
+        return false;
+    }
+    if (run)
+        bm_str_append(&p->line, s + *i, run);
+    *i += run;
+    return true;
+}
+
 /* The field line in `line` is complete: trim the value and store the field. */
 static bool commit_field(bm_http1_t *p)
 {
@@ -352,15 +369,8 @@ static size_t scan_head(bm_http1_t *p, const unsigned char *s, size_t len)
             break;
 
         case SC_NAME: {
-            size_t run = run_tchar(s, i, len);
-            if (!count_header(p, run)) {
-                /* Accept exactly up to the limit so the error position is split-proof. */
-                i += p->lim.max_header_bytes - p->header_bytes;
+            if (!take_field_bytes(p, s, &i, run_tchar(s, i, len)))
                 return i;
-            }
-            if (run)
-                bm_str_append(&p->line, s + i, run);
-            i += run;
             if (i == len)
                 break;
             c = s[i];
@@ -384,14 +394,8 @@ static size_t scan_head(bm_http1_t *p, const unsigned char *s, size_t len)
         }
 
         case SC_VALUE: {
-            size_t run = run_value(s, i, len);
-            if (!count_header(p, run)) {
-                i += p->lim.max_header_bytes - p->header_bytes;
+            if (!take_field_bytes(p, s, &i, run_value(s, i, len)))
                 return i;
-            }
-            if (run)
-                bm_str_append(&p->line, s + i, run);
-            i += run;
             if (i == len)
                 break;
             c = s[i];
