@@ -15,18 +15,6 @@
 #include "edge/auth.h"
 #include "edge/front.h"
 
-/* An HTTP method in upper case ("GET"). */
-static const char *method_problem(const char *m)
-{
-    size_t n = strlen(m);
-    if (n == 0 || n > 7)
-        return "must be an HTTP method such as GET or POST";
-    for (size_t i = 0; i < n; i++)
-        if (m[i] < 'A' || m[i] > 'Z')
-            return "must be an HTTP method in upper case, such as GET or POST";
-    return NULL;
-}
-
 /* A rate with a burst: the burst defaults to the rate (one second of requests). */
 static int rate_finish(const bm_cfg_entry_t *e, char *msg, size_t n, bm_cfg_pos_t *at)
 {
@@ -112,7 +100,7 @@ static const bm_cfg_key_t cache_keys[] = {
 #define T bm_config_cors_t
 static const bm_cfg_key_t cors_keys[] = {
     STRINGS(T, "allowedOrigins",   allowed_origins, n_allowed_origins, 256, origin_problem),
-    STRINGS(T, "allowedMethods",   allowed_methods, n_allowed_methods, 32, method_problem),
+    STRINGS(T, "allowedMethods",   allowed_methods, n_allowed_methods, 32, bm_cfg_method_problem),
     STRINGS(T, "allowedHeaders",   allowed_headers, n_allowed_headers, 64,
             bm_cfg_header_name_problem),
     STRINGS(T, "exposedHeaders",   exposed_headers, n_exposed_headers, 64,

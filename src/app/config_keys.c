@@ -421,8 +421,8 @@ const char *bm_cfg_header_value_problem(const char *value)
     return NULL;
 }
 
-/* A route rule's method: an HTTP token in upper case ("GET", "POST"). */
-static const char *method_problem(const char *m)
+/* A route rule's or a CORS method: an HTTP token in upper case ("GET", "POST"). */
+const char *bm_cfg_method_problem(const char *m)
 {
     size_t n = strlen(m);
     if (n == 0 || n > 7)
@@ -769,7 +769,7 @@ static const bm_cfg_section_t consensus_section =
 
 #define T bm_config_route_rule_t
 static const bm_cfg_key_t route_rule_keys[] = {
-    TEXT(T,         "method",    method, method_problem, 0),
+    TEXT(T,         "method",    method, bm_cfg_method_problem, 0),
     TEXT(T,         "path",      path, bm_pattern_problem, BM_CFG_REQUIRED),
     DURATION_OPT(T, "timeout",   timeout_ms, 1, D_MAX),
     SECTION(T,      "retry",     retry,     bm_config_retry_t,     rule_retry_section),

@@ -197,6 +197,10 @@ const char *bm_cfg_header_name_problem(const char *name);
 /** Why `value` cannot be an extra request header's value, or NULL. */
 const char *bm_cfg_header_value_problem(const char *value);
 
+/** Why `m` cannot be an HTTP method as the configuration writes one (upper case, at most
+ *  7 letters: "GET", "POST"), or NULL. */
+const char *bm_cfg_method_problem(const char *m);
+
 /** The id of the upstream at position i when it has none: "node<i+1>". Caller frees. */
 char *bm_cfg_default_id(size_t i);
 
