@@ -293,13 +293,7 @@ static void route_status(bm_req_t *req, const bm_route_params_t *params, void *u
     (void)params;
     bm_str_t o = BM_STR_INIT;
     bm_admin_status_json(ud, &o);
-    bm_buf_t *b = bm_str_finish(&o);
-    if (!b) {
-        bm_resp_error(req, 500, "out of memory");
-        return;
-    }
-    bm_resp_send(req, 200, "application/json", b, NULL);
-    bm_buf_unref(b);
+    bm_resp_send_str(req, "application/json", &o);
 }
 
 static void route_healthz(bm_req_t *req, const bm_route_params_t *params, void *ud)
@@ -412,13 +406,7 @@ static void route_node_syncing(bm_req_t *req, const bm_route_params_t *params, v
                   (unsigned long long)head_slot, (unsigned long long)(current - head_slot),
                   ready ? "false" : "true", optimistic ? "true" : "false",
                   el_offline ? "true" : "false");
-    bm_buf_t *b = bm_str_finish(&o);
-    if (!b) {
-        bm_resp_error(req, 500, "out of memory");
-        return;
-    }
-    bm_resp_send(req, 200, "application/json", b, NULL);
-    bm_buf_unref(b);
+    bm_resp_send_str(req, "application/json", &o);
 }
 
 static void route_peer_count(bm_req_t *req, const bm_route_params_t *params, void *ud)

@@ -716,12 +716,7 @@ static void on_live_respond(bm_req_t *req, const bm_race_answer_t *as, size_t n,
                       "validator's messages may have been missed",
                       (unsigned long long)q->epoch);
     } else {
-        bm_buf_t *b = bm_str_finish(&out);
-        if (b)
-            bm_resp_send(req, 200, "application/json", b, NULL);
-        else
-            bm_resp_error(req, 500, "out of memory");
-        bm_buf_unref(b);
+        bm_resp_send_str(req, "application/json", &out);
     }
     bm_str_dispose(&out);
 }

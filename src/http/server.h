@@ -309,6 +309,12 @@ void bm_resp_send(bm_req_t *req, int status, const char *content_type, bm_buf_t 
                   const bm_hdrs_t *extra);
 
 /**
+ * bm_resp_send of the text built in `s` (status 200), or a 500 error answer when building
+ * it ran out of memory. Takes the text: `s` is left empty.
+ */
+void bm_resp_send_str(bm_req_t *req, const char *content_type, bm_str_t *s);
+
+/**
  * Answers {"code":status,"message":"..."} (application/json) and ends the request. When
  * the response has started already it can only be cut: bm_resp_abort.
  */

@@ -667,6 +667,17 @@ void bm_resp_send(bm_req_t *req, int status, const char *content_type, bm_buf_t 
     resp_finish(req, false);
 }
 
+void bm_resp_send_str(bm_req_t *req, const char *content_type, bm_str_t *s)
+{
+    bm_buf_t *b = bm_str_finish(s);
+    if (!b) {
+        bm_resp_error(req, 500, "out of memory");
+        return;
+    }
+    bm_resp_send(req, 200, content_type, b, NULL);
+    bm_buf_unref(b);
+}
+
 void bm_resp_error(bm_req_t *req, int status, const char *fmt, ...)
 {
     if (req->started) {

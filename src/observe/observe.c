@@ -312,24 +312,13 @@ void bm_observe_free(bm_observe_t *o)
 
 /* ---- routes -------------------------------------------------------------------------------- */
 
-static void send_str(bm_req_t *req, bm_str_t *s, const char *ctype)
-{
-    bm_buf_t *b = bm_str_finish(s);
-    if (!b) {
-        bm_resp_error(req, 500, "out of memory");
-        return;
-    }
-    bm_resp_send(req, 200, ctype, b, NULL);
-    bm_buf_unref(b);
-}
-
 static void route_metrics(bm_req_t *req, const bm_route_params_t *p, void *ud)
 {
     (void)p;
     bm_str_t s = BM_STR_INIT;
     bm_str_reserve(&s, 64 << 10);
     bm_metrics_write(ud, &s);
-    send_str(req, &s, BM_EXPO_CONTENT_TYPE);
+    bm_resp_send_str(req, BM_EXPO_CONTENT_TYPE, &s);
 }
 
 /* The node ids in pool order, for JSON. */
@@ -441,7 +430,7 @@ static void route_journal(bm_req_t *req, const bm_route_params_t *p, void *ud)
     bm_str_puts(&s, ",\"journal\":");
     bm_journal_json(o->journal, from, to, ids, n, &s);
     bm_str_putc(&s, '}');
-    send_str(req, &s, "application/json");
+    bm_resp_send_str(req, "application/json", &s);
 }
 
 /* The canonical root for the heatmap: known up to the cluster head's slot, from the tracker,
@@ -502,7 +491,7 @@ static void route_dashboard(bm_req_t *req, const bm_route_params_t *p, void *ud)
         bm_str_puts(&s, "null,\"summary\":null");
     }
     bm_str_putc(&s, '}');
-    send_str(req, &s, "application/json");
+    bm_resp_send_str(req, "application/json", &s);
 }
 
 static void route_merged(bm_req_t *req, const bm_route_params_t *p, void *ud)
@@ -516,7 +505,7 @@ static void route_merged(bm_req_t *req, const bm_route_params_t *p, void *ud)
         bm_resp_error(req, 500, "out of memory");
         return;
     }
-    send_str(req, &s, BM_EXPO_CONTENT_TYPE);
+    bm_resp_send_str(req, BM_EXPO_CONTENT_TYPE, &s);
 }
 
 int bm_observe_register_merged(const bm_observe_set_t *set, bm_router_t *r)
