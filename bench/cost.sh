@@ -10,19 +10,13 @@
 # for a per-request comparison that no other job on the machine can disturb.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 . bench/upstream.sh
 
 BIN=${BM_BIN:-build/release/beaconmux}
 N=${COST_REQUESTS:-4000}
 C=${COST_CONNECTIONS:-16}
-WORK=$(mktemp -d /tmp/bm-cost.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+bench_start cost
 
 UP_PORT=$(free_port)
 mkdir -p "$WORK/up"
@@ -38,21 +32,7 @@ proxy_cmd() {
       echo "$BIN --listen 127.0.0.1:$1 --upstream http://127.0.0.1:$UP_PORT --log-level warn" ;;
     nginx)
       mkdir -p "$WORK/ngx$1"
-      cat > "$WORK/ngx$1/nginx.conf" <<CONF
-worker_processes 1; daemon off; master_process off; pid $WORK/ngx$1/nginx.pid;
-error_log $WORK/ngx$1/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off; keepalive_requests 1000000; keepalive_timeout 300s;
-  client_body_temp_path $WORK/ngx$1; proxy_temp_path $WORK/ngx$1; fastcgi_temp_path $WORK/ngx$1;
-  uwsgi_temp_path $WORK/ngx$1; scgi_temp_path $WORK/ngx$1;
-  upstream beacon { server 127.0.0.1:$UP_PORT; keepalive 128; }
-  server {
-    listen 127.0.0.1:$1;
-    location / { proxy_pass http://beacon; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
-}
-CONF
+      bench_nginx_proxy_conf "$WORK/ngx$1" "$1" "$UP_PORT"
       echo "nginx -c $WORK/ngx$1/nginx.conf -p $WORK/ngx$1" ;;
     haproxy)
       printf 'global\n  nbthread 1\n  maxconn 4096\ndefaults\n  mode http\n  timeout connect 1s\n  timeout client 30s\n  timeout server 30s\n  http-reuse always\nfrontend fe\n  bind 127.0.0.1:%s\n  default_backend be\nbackend be\n  server up 127.0.0.1:%s\n' \

@@ -54,20 +54,7 @@ fi
 
 if want nginx; then
   # nginx as a plain reverse proxy (upstream keep-alive, one worker like beaconmux's one loop)
-  cat > "$WORK/ngx/nginx.conf" <<CONF
-worker_processes 1; daemon off; master_process off; pid $WORK/ngx/nginx.pid; error_log $WORK/ngx/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off; keepalive_requests 1000000; keepalive_timeout 300s;
-  client_body_temp_path $WORK/ngx; proxy_temp_path $WORK/ngx; fastcgi_temp_path $WORK/ngx;
-  uwsgi_temp_path $WORK/ngx; scgi_temp_path $WORK/ngx;
-  upstream beacon { server 127.0.0.1:$UP_PORT; keepalive 128; }
-  server {
-    listen 127.0.0.1:$NGX_PORT;
-    location / { proxy_pass http://beacon; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
-}
-CONF
+  bench_nginx_proxy_conf "$WORK/ngx" "$NGX_PORT" "$UP_PORT"
   taskset -c 0 nginx -c "$WORK/ngx/nginx.conf" -p "$WORK/ngx" & PIDS+=($!)
   wait_port "$NGX_PORT"
   names+=(nginx); ports+=("$NGX_PORT"); pids+=("${PIDS[-1]}")

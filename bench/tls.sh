@@ -49,23 +49,10 @@ wait_http "$MUX_PORT" /healthz 100
 
 # nginx: one worker, upstream keep-alive, the same certificate, its TLS defaults (tickets on)
 # plus a session cache, as an operator would set it
-cat > "$WORK/ngx/nginx.conf" <<CONF
-worker_processes 1; daemon off; master_process off; pid $WORK/ngx/nginx.pid; error_log $WORK/ngx/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off; keepalive_requests 1000000; keepalive_timeout 300s;
-  client_body_temp_path $WORK/ngx; proxy_temp_path $WORK/ngx; fastcgi_temp_path $WORK/ngx;
-  uwsgi_temp_path $WORK/ngx; scgi_temp_path $WORK/ngx;
-  upstream beacon { server 127.0.0.1:$UP_PORT; keepalive 128; }
-  server {
-    listen 127.0.0.1:$NGX_PORT;
+bench_nginx_proxy_conf "$WORK/ngx" "$NGX_PORT" "$UP_PORT" "\
     listen 127.0.0.1:$NGX_TLS ssl;
     ssl_certificate $WORK/tls.crt; ssl_certificate_key $WORK/tls.key;
-    ssl_protocols TLSv1.2 TLSv1.3; ssl_session_cache shared:SSL:10m;
-    location / { proxy_pass http://beacon; proxy_http_version 1.1; proxy_set_header Connection ""; }
-  }
-}
-CONF
+    ssl_protocols TLSv1.2 TLSv1.3; ssl_session_cache shared:SSL:10m;"
 taskset -c 0 nginx -c "$WORK/ngx/nginx.conf" -p "$WORK/ngx" & PIDS+=($!)
 NGX_PID=$!
 wait_port "$NGX_TLS"

@@ -3,6 +3,10 @@
 # benchmark path with a fixed ~300-byte JSON body, plus what beaconmux's start-up discovery
 # asks (genesis, spec, fork schedule, deposit contract, version).
 # bench_upstream_conf PORT DIR: writes DIR/nginx.conf for an upstream on 127.0.0.1:PORT.
+# bench_nginx_proxy_conf DIR PORT UP_PORT [SERVER_LINES]: writes DIR/nginx.conf for nginx as
+#   the plain reverse proxy the benchmarks compare with (one worker like beaconmux's one
+#   loop, upstream keep-alive) on 127.0.0.1:PORT; SERVER_LINES go into its server block.
+# Needs bench/lib.sh (free_port, wait_http) sourced first.
 
 BENCH_PATH=/eth/v1/beacon/states/head/finality_checkpoints
 BENCH_BODY='{"execution_optimistic":false,"finalized":false,"data":{"previous_justified":{"epoch":"10","root":"0x4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b"},"current_justified":{"epoch":"11","root":"0x9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c9c"},"finalized":{"epoch":"10","root":"0x4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b4b"}}}'
@@ -13,8 +17,6 @@ BENCH_BLOCK=$(python3 -c '
 import hashlib, json
 tx = "0x" + "".join(hashlib.sha256(bytes([i])).hexdigest()[:16] + "00" * 24 for i in range(100))
 print(json.dumps({"version": "fulu", "execution_optimistic": False, "finalized": True, "data": {"message": {"slot": "123", "proposer_index": "7", "parent_root": "0x" + "cd" * 32, "state_root": "0x" + "ef" * 32, "body": {"graffiti": "0x" + "00" * 32, "execution_payload": {"transactions": [tx]}}}, "signature": "0x" + "12" * 96}}, separators=(",", ":")))')
-
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
 bench_upstream_conf() {
   local port=$1 dir=$2 genesis
@@ -43,13 +45,21 @@ http {
 CONF
 }
 
-# wait_http PORT PATH [TRIES]: until PATH answers 200 (0.1 s apart), or fail.
-wait_http() {
-  local port=$1 path=$2 tries=${3:-200}
-  for _ in $(seq 1 "$tries"); do
-    if curl -fs -o /dev/null "http://127.0.0.1:$port$path"; then return 0; fi
-    sleep 0.1
-  done
-  echo "bench: http://127.0.0.1:$port$path never answered 200" >&2
-  return 1
+bench_nginx_proxy_conf() {
+  local dir=$1 port=$2 up=$3 extra=${4:-}
+  cat > "$dir/nginx.conf" <<CONF
+worker_processes 1; daemon off; master_process off; pid $dir/nginx.pid; error_log $dir/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off; keepalive_requests 1000000; keepalive_timeout 300s;
+  client_body_temp_path $dir; proxy_temp_path $dir; fastcgi_temp_path $dir;
+  uwsgi_temp_path $dir; scgi_temp_path $dir;
+  upstream beacon { server 127.0.0.1:$up; keepalive 128; }
+  server {
+    listen 127.0.0.1:$port;
+$extra
+    location / { proxy_pass http://beacon; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+CONF
 }
