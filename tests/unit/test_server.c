@@ -434,18 +434,19 @@ static void nonreader_abort(bm_req_t *req, void *ud)
     sem_post(&f->ct.sem);
 }
 
-/* Writes to the client of /nonreader until the kernel holds all it will: a tick that starts
- * with bytes still queued. Then writes nothing more and waits. */
+/* Keeps the client of /nonreader's socket full, as a streaming handler would: writes
+ * whenever the queue has room, until the abort. The first tick that starts with bytes
+ * still queued tells the client thread. Writing on matters: loopback sockets grow their
+ * send buffer by themselves, so the kernel may take all that was queued later, and a
+ * handler that stopped writing then would leave nothing unsent for the timeout to see. */
 static void nonreader_tick(uv_timer_t *t)
 {
     fx_t *f = t->data;
     bm_req_t *req = f->held;
-    if (bm_resp_pending_bytes(req) > 0) {
-        uv_timer_stop(t);
+    if (!f->was_unwritable && bm_resp_pending_bytes(req) > 0) {
         f->was_unwritable = true;
         f->unwritable_at_ms = uv_now(&f->loop);
         sem_post(&f->ct.sem);
-        return;
     }
     while (bm_resp_writable(req))
         bm_resp_write(req, f->big_piece);
