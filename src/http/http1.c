@@ -203,7 +203,7 @@ static size_t run_value(const unsigned char *s, size_t i, size_t len)
  * against the header limit. Over the limit: fails (431), moves *i exactly to the limit (so
  * the error position does not depend on how the input was split) and returns false.
  */
-static bool take_field_bytes(bm_http1_t *p, const unsigned char *s, size_t *i, size_t run)
+static inline bool take_field_bytes(bm_http1_t *p, const unsigned char *s, size_t *i, size_t run)
 {
     if (!count_header(p, run)) {
         *i += p->lim.max_header_bytes - p->header_bytes;
