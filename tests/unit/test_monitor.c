@@ -69,6 +69,7 @@
 
 /* ---- loop helpers --------------------------------------------------------------------- */
 
+#include "clock_steps.h"
 #include "loop_guard.h"
 
 /* ---- the chain the fake nodes share ------------------------------------------------------ */
@@ -161,44 +162,27 @@ static bool settled(const fx_t *f)
     return bm_upstream_active(f->up) == held;
 }
 
-/* Runs the loop until settled, lets ready bytes land (turns that never block), settles. */
-static void settle(fx_t *f)
+/* The clock moves of clock_steps.h, settled by this file's settled(). */
+static bool settled_ud(const void *ud)
 {
-    RUN_UNTIL(&f->loop, settled(f), BOUND_MS);
-    assert_true(settled(f));
-    for (int i = 0; i < 8; i++)
-        uv_run(&f->loop, UV_RUN_NOWAIT);
-    RUN_UNTIL(&f->loop, settled(f), BOUND_MS);
-    assert_true(settled(f));
+    return settled(ud);
 }
 
-/* Moves the clock to its next due timer, or by `most` when none is due sooner, and settles. */
-static void step(fx_t *f, uint64_t most)
+static clock_steps_t steps_of(const fx_t *f)
 {
-    uint64_t in;
-    if (!bm_clock_manual_next(f->clock, &in) || in > most)
-        in = most;
-    bm_clock_manual_advance(f->clock, in);
-    settle(f);
+    return (clock_steps_t){(uv_loop_t *)&f->loop, f->clock, settled_ud, f, BOUND_MS};
 }
 
-/* Moves the clock `ms` forward one due timer at a time, settling after each. */
 static void advance(fx_t *f, uint64_t ms)
 {
-    settle(f);
-    uint64_t end = bm_clock_mono_now(f->clock) + ms;
-    while (bm_clock_mono_now(f->clock) < end)
-        step(f, end - bm_clock_mono_now(f->clock));
+    clock_steps_t s = steps_of(f);
+    steps_advance(&s, ms);
 }
 
-/* Moves the clock, one due timer at a time, until `cond` holds or `ms` of clock time
- * passed (the caller then asserts `cond`). */
 #define ADVANCE_UNTIL(f, cond, ms)                                                                 \
     do {                                                                                           \
-        settle(f);                                                                                 \
-        uint64_t end_ = bm_clock_mono_now((f)->clock) + (ms);                                      \
-        while (!(cond) && bm_clock_mono_now((f)->clock) < end_)                                    \
-            step((f), end_ - bm_clock_mono_now((f)->clock));                                       \
+        clock_steps_t s_ = steps_of(f);                                                            \
+        STEPS_ADVANCE_UNTIL(&s_, cond, ms);                                                        \
     } while (0)
 
 static void send_header(bm_req_t *req, int i)
