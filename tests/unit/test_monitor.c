@@ -119,7 +119,8 @@ typedef struct fnode {
 
 struct fx {
     uv_loop_t loop;
-    bm_clock_t *clock; /* manual: everyone's */
+    bm_clock_t *clock;   /* manual: everyone's */
+    clock_steps_t steps; /* moves `clock`, settling after each move */
     bm_upstream_t *up;
     bm_pool_t *pool;
     bm_health_t *health;
@@ -162,28 +163,18 @@ static bool settled(const fx_t *f)
     return bm_upstream_active(f->up) == held;
 }
 
-/* The clock moves of clock_steps.h, settled by this file's settled(). */
+/* The clock moves of clock_steps.h (f->steps), settled by this file's settled(). */
 static bool settled_ud(const void *ud)
 {
     return settled(ud);
 }
 
-static clock_steps_t steps_of(const fx_t *f)
-{
-    return (clock_steps_t){(uv_loop_t *)&f->loop, f->clock, settled_ud, f, BOUND_MS};
-}
-
 static void advance(fx_t *f, uint64_t ms)
 {
-    clock_steps_t s = steps_of(f);
-    steps_advance(&s, ms);
+    steps_advance(&f->steps, ms);
 }
 
-#define ADVANCE_UNTIL(f, cond, ms)                                                                 \
-    do {                                                                                           \
-        clock_steps_t s_ = steps_of(f);                                                            \
-        STEPS_ADVANCE_UNTIL(&s_, cond, ms);                                                        \
-    } while (0)
+#define ADVANCE_UNTIL(f, cond, ms) STEPS_ADVANCE_UNTIL(&(f)->steps, cond, ms)
 
 static void send_header(bm_req_t *req, int i)
 {
@@ -421,6 +412,7 @@ static fx_t *fx_new(int n, uint64_t gloas_epoch)
     /* genesis a whole second in the past so that the chain's blocks are all in the past */
     uint64_t now = bm_clock_now_ms();
     f->clock = bm_clock_manual_new(&f->loop, now);
+    f->steps = (clock_steps_t){&f->loop, f->clock, settled_ud, f, BOUND_MS};
     assert_non_null(f->clock);
     g_genesis_s = now / 1000 - 30;
     uint64_t cur = (now - g_genesis_s * 1000) / SLOT_MS;

@@ -63,7 +63,8 @@ typedef struct ev {
 
 struct fx {
     uv_loop_t loop;
-    bm_clock_t *clock; /* manual: the stream's and the node's */
+    bm_clock_t *clock;   /* manual: the stream's and the node's */
+    clock_steps_t steps; /* moves `clock`, settling after each move */
     bm_upstream_t *up;
     fake_nodes_t nodes;
     fake_node_t *node; /* the scripted node */
@@ -108,28 +109,18 @@ static bool settled(const fx_t *f)
     return f->node->holding == (open ? 1 : 0);
 }
 
-/* The clock moves of clock_steps.h, settled by this file's settled(). */
+/* The clock moves of clock_steps.h (f->steps), settled by this file's settled(). */
 static bool settled_ud(const void *ud)
 {
     return settled(ud);
 }
 
-static clock_steps_t steps_of(const fx_t *f)
-{
-    return (clock_steps_t){(uv_loop_t *)&f->loop, f->clock, settled_ud, f, BOUND_MS};
-}
-
 static void advance(fx_t *f, uint64_t ms)
 {
-    clock_steps_t s = steps_of(f);
-    steps_advance(&s, ms);
+    steps_advance(&f->steps, ms);
 }
 
-#define ADVANCE_UNTIL(f, cond, ms)                                                                 \
-    do {                                                                                           \
-        clock_steps_t s_ = steps_of(f);                                                            \
-        STEPS_ADVANCE_UNTIL(&s_, cond, ms);                                                        \
-    } while (0)
+#define ADVANCE_UNTIL(f, cond, ms) STEPS_ADVANCE_UNTIL(&(f)->steps, cond, ms)
 
 /* ---- the owner's callbacks --------------------------------------------------------------- */
 
@@ -216,6 +207,7 @@ static int fx_setup(void **state)
         return -1;
     f->up = bm_upstream_new(&f->loop, NULL);
     f->clock = bm_clock_manual_new(&f->loop, 1700000000000ull);
+    f->steps = (clock_steps_t){&f->loop, f->clock, settled_ud, f, BOUND_MS};
     if (!f->up || !f->clock)
         return -1;
     fake_nodes_init(&f->nodes, &f->loop, NULL);
