@@ -346,6 +346,19 @@ static void engine_release(bm_race_engine_t *e)
     free(e);
 }
 
+/* Frees the race's copy of its request and the race itself: all there is of a race that
+ * never started, the last step for one that ran. */
+static void race_free_unstarted(bm_race_t *r)
+{
+    bm_hdrs_dispose(&r->req_hdrs);
+    bm_buf_unref(r->req_body);
+    free(r->method);
+    free(r->target);
+    free(r->key);
+    free(r->view);
+    free(r);
+}
+
 static void on_race_closed(void *ud)
 {
     bm_race_t *r = ud;
@@ -360,13 +373,7 @@ static void on_race_closed(void *ud)
         ans_dispose(&r->synth); /* built: only the race's own reference is left */
     if (r->pol.ud_dispose)
         r->pol.ud_dispose(r->pol.ud); /* the policy's context, last: see race.h */
-    bm_hdrs_dispose(&r->req_hdrs);
-    bm_buf_unref(r->req_body);
-    free(r->method);
-    free(r->target);
-    free(r->key);
-    free(r->view);
-    free(r);
+    race_free_unstarted(r);
     engine_release(e);
 }
 
@@ -1198,17 +1205,6 @@ void bm_race_engine_drain(bm_race_engine_t *e, uint32_t bound_ms,
 }
 
 /* ---- races ------------------------------------------------------------------------------ */
-
-static void race_free_unstarted(bm_race_t *r)
-{
-    bm_hdrs_dispose(&r->req_hdrs);
-    bm_buf_unref(r->req_body);
-    free(r->method);
-    free(r->target);
-    free(r->key);
-    free(r->view);
-    free(r);
-}
 
 bm_race_t *bm_race_start(bm_race_engine_t *e, const bm_race_request_t *req, bm_node_t *const *nodes,
                          size_t n, const bm_race_policy_t *policy, const char *key,
