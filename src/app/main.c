@@ -452,10 +452,36 @@ static void on_sighup(uv_signal_t *s, int signum)
     bm_reload_request(a->reload);
 }
 
+/* The start failed: the listeners that opened stop accepting now. An open listener would
+ * keep the loop running (the process would hang instead of exiting), and the loop that
+ * closes the networks must not accept clients for them. */
+static void close_listeners_after_failed_start(app_t *a)
+{
+    bm_server_t *open[] = {a->server, a->tls_server, a->metrics_server};
+    for (size_t i = 0; i < sizeof open / sizeof open[0]; i++)
+        if (open[i])
+            bm_server_shutdown(open[i], 0, NULL, NULL); /* no client was accepted yet */
+}
+
+/* The start failed (`rc`): one line that says so, and the same to systemd, which then
+ * sees the process exit with status 1 (a unit that was told READY=1 with --no-wait is
+ * told it stops). */
+static void report_failed_start(app_t *a, int rc)
+{
+    bm_log(BM_LOG_ERROR, "start failed (%s): exiting with status 1", bm_strerror(rc));
+    char msg[200];
+    snprintf(msg, sizeof msg, "%sSTATUS=start failed: %s (see the log)",
+             a->ready_sent ? "STOPPING=1\n" : "", bm_strerror(rc));
+    if (bm_systemd_notify(msg) != 0)
+        bm_log(BM_LOG_WARN, "systemd: cannot notify NOTIFY_SOCKET");
+}
+
 static void teardown(app_t *a)
 {
     bm_sharedlimit_free(a->limits);
     a->limits = NULL;
+    if (!a->running)
+        close_listeners_after_failed_start(a);
     /* the networks' observes go with the reload module: no request reaches them any more */
     if (a->server)
         bm_server_on_end(a->server, NULL, NULL);
@@ -582,7 +608,9 @@ int main(int argc, char **argv)
     uv_signal_start(&a.sigint, on_signal, SIGINT);
     uv_unref((uv_handle_t *)&a.sigterm);
     uv_unref((uv_handle_t *)&a.sigint);
-    if (build(&a, cfg) != 0) {
+    int rc = build(&a, cfg);
+    if (rc != 0) {
+        report_failed_start(&a, rc);
         a.exit_code = 1;
         close_signals(&a);
     } else {

@@ -317,5 +317,32 @@ class Systemd(unittest.TestCase):
             for p in procs:
                 p.stop()
 
+    def test_failed_start_after_a_listener_opened_exits(self):
+        # metrics.listen opens before the API listener; the API's port is taken. The open
+        # metrics listener used to keep the loop running: the process hung, never exiting.
+        held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        path = os.path.join(self.tmp, "taken.yaml")
+        with open(path, "w") as f:
+            f.write(self.config_text() + "listen: 127.0.0.1:%d\nmetrics:\n  listen: "
+                    "127.0.0.1:0\n" % held.getsockname()[1])
+        n = Notify()
+        p = Proc(mux_args(path), env={"NOTIFY_SOCKET": n.address})
+        try:
+            rc = p.p.wait(10)  # raises TimeoutExpired if it hangs
+            self.assertEqual(rc, 1)
+            err = p.stderr()
+            self.assertTrue(any("metrics on http://127.0.0.1:" in line for line in err), err)
+            self.assertTrue(any("start failed" in line and "exiting with status 1" in line
+                                for line in err), err)
+            wait_for(lambda: n.has("STATUS=start failed"), 5, what="the failure told to systemd")
+            self.assertEqual(n.has("READY=1"), [])
+        finally:
+            p.stop()
+            n.close()
+            held.close()
+
+
 if __name__ == "__main__":
     main()
