@@ -16,12 +16,10 @@
  * detached writes reach the nodes); a second signal exits at once. SIGHUP reloads the
  * configuration file (docs/operations.md).
  */
-#include <arpa/inet.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <uv.h>
 
 #include "app/cli.h"
@@ -40,6 +38,11 @@
 #include "observe/observe.h"
 
 #define MAX_OLD_SERVERS 8
+
+/* The listeners a socket from systemd can serve, each matched by its address. */
+enum { LISTENER_API, LISTENER_TLS, LISTENER_METRICS, N_LISTENERS };
+static const char *const LISTENER_KEYS[N_LISTENERS] = {"listen", "server.tls.listen",
+                                                       "metrics.listen"};
 
 typedef struct app {
     uv_loop_t loop;
@@ -63,6 +66,7 @@ typedef struct app {
     uv_timer_t watchdog; /* WATCHDOG=1 from the loop, when systemd asks for it */
     bool watchdog_on;
     bool running; /* built and in the loop: a signal shuts down (before: the start failed) */
+    int activated[N_LISTENERS]; /* the socket from systemd each listener serves, or -1 */
 } app_t;
 
 /* systemd (Type=notify): ready once clients can be served, which needs the listener and a
@@ -129,15 +133,19 @@ static int listen_metrics(app_t *a, const bm_config_t *c)
     if (!a->metrics_server)
         return BM_ENOMEM;
     bm_server_on_end(a->metrics_server, bm_reload_request_ended, a->reload);
-    rc = bm_server_listen(a->metrics_server, host, port);
+    int fd = a->activated[LISTENER_METRICS];
+    a->activated[LISTENER_METRICS] = -1; /* the first listener only: a reload binds its own */
+    rc = fd >= 0 ? bm_server_listen_fd(a->metrics_server, fd)
+                 : bm_server_listen(a->metrics_server, host, port);
     if (rc) {
         bm_log(BM_LOG_ERROR, "cannot listen on %s for metrics: %s", l, bm_strerror(rc));
         return rc;
     }
     snprintf(a->metrics_addr, sizeof a->metrics_addr, "%s", l);
     bool v6 = strchr(host, ':') != NULL;
-    bm_log(BM_LOG_INFO, "metrics on http://%s%s%s:%d%s", v6 ? "[" : "", host, v6 ? "]" : "",
-           bm_server_port(a->metrics_server), o.observe.metrics_path);
+    bm_log(BM_LOG_INFO, "metrics on http://%s%s%s:%d%s%s", v6 ? "[" : "", host, v6 ? "]" : "",
+           bm_server_port(a->metrics_server), o.observe.metrics_path,
+           fd >= 0 ? " (socket from systemd)" : "");
     return 0;
 }
 
@@ -170,16 +178,63 @@ static bm_server_t *listen_on(app_t *a, const bm_config_t *c)
     return srv;
 }
 
-/* The first listener: the socket systemd handed over (socket activation), else `c`'s
+/* A configuration with no listener but the API's: a lone socket from systemd is the API's
+ * whatever its address (the socket unit's ListenStream= decides, as it always did). */
+static bool only_the_api_listens(const bm_config_t *c)
+{
+    return !c->server.tls.listen_host && !metrics_on_own_listener(c);
+}
+
+/* Socket activation: each socket systemd passed goes to the listener whose configured
+ * address it is bound to (getsockname); a listener no socket matches binds its address
+ * itself. A socket that matches no listener, or a listener two sockets match, stops the
+ * start: serving a socket meant for TLS as plain HTTP, or leaving one unanswered, would
+ * be worse than not starting. */
+static int match_activated(app_t *a, const bm_config_t *c)
+{
+    for (int l = 0; l < N_LISTENERS; l++)
+        a->activated[l] = -1;
+    int n = bm_systemd_listen_fds();
+    const char *host[N_LISTENERS] = {c->listen_host, c->server.tls.listen_host, NULL};
+    uint16_t port[N_LISTENERS] = {c->listen_port, c->server.tls.listen_port, 0};
+    char mhost[64];
+    if (metrics_on_own_listener(c) && bm_config_parse_listen(c->metrics.listen, mhost, sizeof mhost,
+                                                             &port[LISTENER_METRICS]) == 0)
+        host[LISTENER_METRICS] = mhost;
+    for (int fd = BM_SYSTEMD_FIRST_FD; fd < BM_SYSTEMD_FIRST_FD + n; fd++) {
+        int l = 0;
+        while (l < N_LISTENERS && !(host[l] && bm_systemd_socket_is(fd, host[l], port[l])))
+            l++;
+        if (l == N_LISTENERS && n == 1 && only_the_api_listens(c))
+            l = LISTENER_API;
+        char addr[80];
+        bm_systemd_socket_name(fd, addr, sizeof addr);
+        if (l == N_LISTENERS) {
+            bm_log(BM_LOG_ERROR,
+                   "the socket from systemd on %s (fd %d) matches no listener of the "
+                   "configuration (listen, server.tls.listen, metrics.listen): make the socket "
+                   "unit's ListenStream= and the configuration name the same addresses",
+                   addr, fd);
+            return BM_EINVAL;
+        }
+        if (a->activated[l] >= 0) {
+            bm_log(BM_LOG_ERROR, "the sockets from systemd fd %d and fd %d both match %s %s",
+                   a->activated[l], fd, LISTENER_KEYS[l], addr);
+            return BM_EINVAL;
+        }
+        a->activated[l] = fd;
+    }
+    return 0;
+}
+
+/* The API listener: the socket systemd handed over for it (socket activation), else `c`'s
  * address. A reload that changes listen binds the new address itself (listen_on). */
 static bm_server_t *open_listener(app_t *a, const bm_config_t *c)
 {
-    int n = bm_systemd_listen_fds();
-    if (n == 0)
+    int fd = a->activated[LISTENER_API];
+    if (fd < 0)
         return listen_on(a, c);
-    if (n > 1)
-        bm_log(BM_LOG_WARN, "systemd passed %d sockets; the first serves, the others are unused",
-               n);
+    a->activated[LISTENER_API] = -1;
     bm_options_t o;
     if (bm_options_from_config(&o, c) != 0)
         return NULL;
@@ -187,23 +242,15 @@ static bm_server_t *open_listener(app_t *a, const bm_config_t *c)
     if (!srv)
         return NULL;
     bm_server_on_end(srv, bm_reload_request_ended, a->reload);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (getsockname(BM_SYSTEMD_FIRST_FD, (struct sockaddr *)&ss, &sl) == 0)
-        inet_ntop(ss.ss_family,
-                  ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
-                                           : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
-                  host, sizeof host);
-    int rc = bm_server_listen_fd(srv, BM_SYSTEMD_FIRST_FD);
+    char addr[80];
+    bm_systemd_socket_name(fd, addr, sizeof addr);
+    int rc = bm_server_listen_fd(srv, fd);
     if (rc) {
         bm_log(BM_LOG_ERROR, "cannot listen on the socket from systemd: %s", bm_strerror(rc));
         bm_server_free(srv);
         return NULL;
     }
-    bool v6 = strchr(host, ':') != NULL;
-    bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d (socket from systemd)", v6 ? "[" : "", host,
-           v6 ? "]" : "", bm_server_port(srv));
+    bm_log(BM_LOG_INFO, "listening on http://%s (socket from systemd)", addr);
     return srv;
 }
 
@@ -301,16 +348,20 @@ static int build_tls_listener(app_t *a, const bm_config_t *c)
     bm_server_on_end(a->tls_server, bm_reload_request_ended, a->reload); /* metrics, access log */
     bm_server_set_tls(a->tls_server, ctx);
     bm_tls_ctx_unref(ctx);
-    rc = bm_server_listen(a->tls_server, t->listen_host, t->listen_port);
+    int fd = a->activated[LISTENER_TLS];
+    a->activated[LISTENER_TLS] = -1;
+    rc = fd >= 0 ? bm_server_listen_fd(a->tls_server, fd)
+                 : bm_server_listen(a->tls_server, t->listen_host, t->listen_port);
     if (rc) {
         bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", t->listen_host, t->listen_port,
                bm_strerror(rc));
         return rc;
     }
     bool v6 = strchr(t->listen_host, ':') != NULL;
-    bm_log(BM_LOG_INFO, "listening on https://%s%s%s:%d%s", v6 ? "[" : "", t->listen_host,
+    bm_log(BM_LOG_INFO, "listening on https://%s%s%s:%d%s%s", v6 ? "[" : "", t->listen_host,
            v6 ? "]" : "", bm_server_port(a->tls_server),
-           t->require_client_cert ? " (client certificates required)" : "");
+           t->require_client_cert ? " (client certificates required)" : "",
+           fd >= 0 ? " (socket from systemd)" : "");
     return 0;
 }
 
@@ -366,8 +417,11 @@ static int build(app_t *a, bm_config_t *cfg)
         return BM_EINVAL;
     const bm_config_t *c = bm_reload_config(a->reload);
     on_switch(c, bm_reload_front(a->reload), a);
+    int rc = match_activated(a, c);
+    if (rc)
+        return rc;
     /* first, so that a certificate that does not load stops the start before any listens */
-    int rc = c->server.tls.listen_host ? build_tls_listener(a, c) : 0;
+    rc = c->server.tls.listen_host ? build_tls_listener(a, c) : 0;
     if (rc)
         return rc;
     /* before the API: once "listening on" is logged, every listener is bound */
@@ -595,6 +649,8 @@ int main(int argc, char **argv)
     uv_signal_init(&a.loop, &a.sighup);
     a.sigterm.data = a.sigint.data = a.sighup.data = &a;
     a.no_wait = a.cli.no_wait;
+    for (int l = 0; l < N_LISTENERS; l++)
+        a.activated[l] = -1; /* until build matches the sockets from systemd */
     if (cfg->n_networks)
         bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu networks", BM_VERSION, cfg->n_networks);
     else
