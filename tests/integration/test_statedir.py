@@ -126,7 +126,34 @@ class StateDir(unittest.TestCase):
             self.assertEqual(st, 415)
             self.assertEqual(mux.status()["broadcast"]["ssz_refused_at_once"], 1)
             self.assertEqual([s for s in self.subs_since(0, mark0, "registerValidator")
-                              if s.get("ssz")], [])
+                              if s["headers"].get("Content-Type") ==
+                              "application/octet-stream"], [])
+        finally:
+            self.assertEqual(mux.stop(), 0)
+
+    def test_node_upgraded_while_down_gets_ssz_again(self):
+        mux = self.start()
+        st, _, _ = self.post(mux, "/eth/v1/validator/register_validator", reg_ssz(9),
+                             "application/octet-stream")
+        self.assertEqual(st, 415)  # n1 refuses SSZ, remembered with its version
+        self.assertEqual(mux.stop(), 0)
+        with open(os.path.join(self.dir, "state.json")) as f:
+            refusals = json.load(f)["sections"]["sszRefusals"]
+        self.assertEqual([(r["node"], r["version"].split("/")[0]) for r in refusals],
+                         [("n1", "Lighthouse")])
+        # n1 is upgraded (another client version, now taking SSZ) while beaconmux is down
+        self.sim.put_node(1, {"no_ssz": False, "client": "teku"})
+        self.addCleanup(self.sim.put_node, 1, {"no_ssz": True, "client": "lighthouse"})
+        mark = self.sim.submissions(1)["last_seq"]
+        mux = self.start()
+        try:
+            st, _, body = self.post(mux, "/eth/v1/validator/register_validator", reg_ssz(10),
+                                    "application/octet-stream")
+            self.assertEqual(st, 200, body)
+            self.assertEqual(mux.status()["broadcast"]["ssz_refused_at_once"], 0)
+            self.assertTrue([s for s in self.subs_since(1, mark, "registerValidator")
+                             if s["headers"].get("Content-Type") == "application/octet-stream"],
+                            self.sim.submissions(1, since=mark))  # n1 took the SSZ body
         finally:
             self.assertEqual(mux.stop(), 0)
 
