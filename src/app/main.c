@@ -54,6 +54,7 @@ typedef struct app {
     bm_server_t *metrics_server; /* metrics.listen: a listener of its own */
     char metrics_addr[128];      /* the address it listens on, or "" */
     bm_server_t *tls_server;     /* server.tls: the same handler behind TLS, or NULL */
+    char tls_addr[128];          /* the address it was opened for (tls_addr_of), or "" */
     int servers_draining;        /* the API listeners still finishing at shutdown */
     bm_sharedlimit_t *limits;    /* state.driver redis: the current front's global buckets shared */
     uv_signal_t sigterm;
@@ -261,8 +262,11 @@ static void set_server_limits(const bm_config_t *c, void *ud)
 {
     app_t *a = ud;
     bm_options_t o;
-    if (bm_options_from_config(&o, c) == 0)
+    if (bm_options_from_config(&o, c) == 0) {
         bm_server_set_opts(a->server, &o.server);
+        if (a->tls_server)
+            bm_server_set_opts(a->tls_server, &o.server);
+    }
     check_fd_limit(c);
 }
 
@@ -327,42 +331,56 @@ static void set_metrics_listener(const bm_config_t *c, void *ud)
     bm_server_shutdown(old, c->server.shutdown_timeout_ms, on_old_server_drained, a);
 }
 
-/* server.tls: a second server with the same handler, so both listeners serve alike. */
-static int build_tls_listener(app_t *a, const bm_config_t *c)
+/* The TLS listener's address as `c` configures it ("" when there is none). */
+static void tls_addr_of(const bm_config_t *c, char *out, size_t cap)
+{
+    const bm_config_server_tls_t *t = &c->server.tls;
+    if (t->listen_host)
+        snprintf(out, cap, "%s|%u", t->listen_host, t->listen_port);
+    else
+        snprintf(out, cap, "%s", "");
+}
+
+/* server.tls: a second server with the same handler, so both listeners serve alike; on
+ * the socket from systemd for it (at the start), else on `c`'s address. NULL on failure
+ * (logged). */
+static bm_server_t *open_tls_listener(app_t *a, const bm_config_t *c)
 {
     const bm_config_server_tls_t *t = &c->server.tls;
     char why[512];
     bm_tls_ctx_t *ctx = bm_tlslisten_ctx(t, why, sizeof why);
     if (!ctx) {
         bm_log(BM_LOG_ERROR, "server.tls: %s", why);
-        return BM_ETLS;
+        return NULL;
     }
     bm_options_t o;
-    int rc = bm_options_from_config(&o, c);
-    if (!rc && !(a->tls_server = bm_server_new(&a->loop, &o.server, bm_reload_handle, a->reload)))
-        rc = BM_ENOMEM;
-    if (rc) {
+    bm_server_t *srv = NULL;
+    if (bm_options_from_config(&o, c) == 0)
+        srv = bm_server_new(&a->loop, &o.server, bm_reload_handle, a->reload);
+    if (!srv) {
         bm_tls_ctx_unref(ctx);
-        return rc;
+        return NULL;
     }
-    bm_server_on_end(a->tls_server, bm_reload_request_ended, a->reload); /* metrics, access log */
-    bm_server_set_tls(a->tls_server, ctx);
+    bm_server_on_end(srv, bm_reload_request_ended, a->reload); /* metrics, access log */
+    bm_server_set_tls(srv, ctx);
     bm_tls_ctx_unref(ctx);
     int fd = a->activated[LISTENER_TLS];
-    a->activated[LISTENER_TLS] = -1;
-    rc = fd >= 0 ? bm_server_listen_fd(a->tls_server, fd)
-                 : bm_server_listen(a->tls_server, t->listen_host, t->listen_port);
+    a->activated[LISTENER_TLS] = -1; /* the first listener only: a reload binds its own */
+    int rc = fd >= 0 ? bm_server_listen_fd(srv, fd)
+                     : bm_server_listen(srv, t->listen_host, t->listen_port);
     if (rc) {
         bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", t->listen_host, t->listen_port,
                bm_strerror(rc));
-        return rc;
+        bm_server_free(srv); /* never listened: its handles close from the loop */
+        return NULL;
     }
     bool v6 = strchr(t->listen_host, ':') != NULL;
     bm_log(BM_LOG_INFO, "listening on https://%s%s%s:%d%s%s", v6 ? "[" : "", t->listen_host,
-           v6 ? "]" : "", bm_server_port(a->tls_server),
+           v6 ? "]" : "", bm_server_port(srv),
            t->require_client_cert ? " (client certificates required)" : "",
            fd >= 0 ? " (socket from systemd)" : "");
-    return 0;
+    tls_addr_of(c, a->tls_addr, sizeof a->tls_addr);
+    return srv;
 }
 
 /* A listener on a public address needs keys or an allow list; required client
@@ -385,6 +403,48 @@ static void reload_tls(app_t *a)
         bm_tlslisten_reload(a->tls_server, &c->server.tls);
 }
 
+/* reload: server.tls.listen as `c` says. At the same address the listener stays and reads
+ * its files again (reload_tls). At a new one (or a first one) a new listener is opened
+ * first, with `c`'s certificate; the old one then stops accepting and its connections
+ * finish within server.shutdownTimeout, as the API's rebind does. A new listener that
+ * cannot be opened (a certificate that does not load, an address in use, a public address
+ * with nothing to guard it) leaves the old one serving (logged). */
+static void set_tls_listener(app_t *a, const bm_config_t *c)
+{
+    char want[sizeof a->tls_addr];
+    tls_addr_of(c, want, sizeof want);
+    if (strcmp(want, a->tls_addr) == 0) {
+        reload_tls(a); /* server.tls's paths may have changed with the file */
+        return;
+    }
+    bm_server_t *srv = NULL;
+    if (*want) {
+        const char *exposed = tls_exposure(c);
+        if (exposed)
+            bm_log(BM_LOG_ERROR, "reload: server.tls.listen %s: %s", c->server.tls.listen_host,
+                   exposed);
+        else if (a->n_old_servers == MAX_OLD_SERVERS)
+            bm_log(BM_LOG_ERROR, "reload: %d previous listeners still draining", MAX_OLD_SERVERS);
+        else
+            srv = open_tls_listener(a, c);
+        if (!srv) {
+            bm_log(BM_LOG_ERROR, "reload: the TLS listener stays as it was");
+            return;
+        }
+    }
+    bm_server_t *old = a->tls_server;
+    a->tls_server = srv;
+    if (!srv) {
+        a->tls_addr[0] = '\0';
+        bm_log(BM_LOG_INFO, "reload: server.tls.listen removed: the TLS listener closes");
+    }
+    if (!old)
+        return;
+    if (a->n_old_servers < MAX_OLD_SERVERS)
+        a->old_servers[a->n_old_servers++] = old;
+    bm_server_shutdown(old, c->server.shutdown_timeout_ms, on_old_server_drained, a);
+}
+
 /* At every switch (and at the start): state.driver redis shares the new front's global
  * buckets; the previous sharing stops before its front is freed. */
 static void on_switch(const bm_config_t *c, bm_front_t *front, void *ud)
@@ -393,7 +453,7 @@ static void on_switch(const bm_config_t *c, bm_front_t *front, void *ud)
     bm_sharedlimit_free(a->limits);
     a->limits = c->state.driver == BM_STATE_REDIS ? bm_sharedlimit_new(&a->loop, c, front) : NULL;
     if (a->running)
-        reload_tls(a); /* server.tls's paths may have changed with the file */
+        set_tls_listener(a, c);
 }
 
 /* Takes `cfg` (validated). */
@@ -421,9 +481,8 @@ static int build(app_t *a, bm_config_t *cfg)
     if (rc)
         return rc;
     /* first, so that a certificate that does not load stops the start before any listens */
-    rc = c->server.tls.listen_host ? build_tls_listener(a, c) : 0;
-    if (rc)
-        return rc;
+    if (c->server.tls.listen_host && !(a->tls_server = open_tls_listener(a, c)))
+        return BM_ETLS;
     /* before the API: once "listening on" is logged, every listener is bound */
     if ((rc = listen_metrics(a, c)) != 0)
         return rc;
