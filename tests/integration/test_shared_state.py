@@ -314,8 +314,15 @@ class SharedState(unittest.TestCase):
     # ---- the global rate limit ----------------------------------------------------------------
 
     def test_global_rate_limit_holds_across_instances(self):
-        rate = 20
-        limit = "rateLimit:\n  global:\n    rate: %d\n    burst: %d\n" % (rate, rate)
+        self.limit_holds_across_instances("global", 20)
+
+    def test_per_client_rate_limit_holds_across_instances(self):
+        self.limit_holds_across_instances("perClient", 20)
+        keys = self.redis.keys("%slimit:client:r:*" % PREFIX)
+        self.assertEqual(keys, ["%slimit:client:r:127.0.0.1" % PREFIX])
+
+    def limit_holds_across_instances(self, which, rate):
+        limit = "rateLimit:\n  %s:\n    rate: %d\n    burst: %d\n" % (which, rate, rate)
         a, b = self.start_mux(extra=limit), self.start_mux(extra=limit)
         ok = limited = 0
         t0 = time.monotonic()
@@ -332,8 +339,8 @@ class SharedState(unittest.TestCase):
         # of each instance beyond it (each instance alone would admit as much again)
         most = rate + rate * secs + 2 * (rate + rate * 0.1)
         least = rate * secs
-        print("\nglobal limit %d/s across two instances over %.1f s: %d admitted (at most %.0f "
-              "by one bucket, %.0f by two), %d limited" % (rate, secs, ok, most,
+        print("\n%s limit %d/s across two instances over %.1f s: %d admitted (at most %.0f "
+              "by one bucket, %.0f by two), %d limited" % (which, rate, secs, ok, most,
                                                            2 * (rate + rate * secs), limited))
         self.assertLessEqual(ok, most)
         self.assertGreaterEqual(ok, least)
