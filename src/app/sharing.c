@@ -33,6 +33,7 @@ struct bm_sharing {
     bm_broadcast_t *bcast;
     bm_shared_t *sh;
     bm_log_limit_t lim;
+    uint64_t producers_learnt; /* producer records from other instances taken */
 };
 
 /* ---- local -> Redis ------------------------------------------------------------------------ */
@@ -48,7 +49,8 @@ static void put_entry(void *ud, bm_replay_kind_t kind, const char *key, const ch
     bm_shared_put(s->sh, topic, key, seen_ms, ttl, entry, len);
 }
 
-static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state_root)
+static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state_root,
+                         uint64_t time_ms)
 {
     bm_sharing_t *s = ud;
     const bm_node_t *n = node >= 0 ? bm_pool_node(s->pool, (size_t)node) : NULL;
@@ -59,8 +61,7 @@ static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state
     char key[24];
     snprintf(key, sizeof key, "%" PRIu64, slot);
     if (!v.oom && v.b)
-        bm_shared_put(s->sh, "producer", key, bm_clock_wall_now(s->clock), PRODUCER_KEEP_MS,
-                      v.b->data, v.b->len);
+        bm_shared_put(s->sh, "producer", key, time_ms, PRODUCER_KEEP_MS, v.b->data, v.b->len);
     bm_str_dispose(&v);
 }
 
@@ -89,11 +90,14 @@ static void learn_refusal(bm_sharing_t *s, const char *key)
 }
 
 /* Redis is back (or there for the first time): everything we remember goes there, newer
- * wins. The producer memory is not written back: it matters for a few slots only. */
+ * wins by the time each record was made: the replay memory and the producer memory (a
+ * block produced through this instance during an outage must still reach its producer
+ * first when published through another). */
 static void on_up(void *ud)
 {
     bm_sharing_t *s = ud;
     bm_replay_each(s->replay, bm_clock_wall_now(s->clock), put_entry, s);
+    bm_produce_each(s->produce, put_producer, s);
 }
 
 /* ---- Redis -> local ------------------------------------------------------------------------ */
@@ -131,7 +135,8 @@ int bm_sharing_producer_parse(const char *v, size_t len, char id[128], uint8_t s
     return 0;
 }
 
-static void learn_producer(bm_sharing_t *s, const char *key, const char *v, size_t len)
+static void learn_producer(bm_sharing_t *s, const char *key, uint64_t time_ms, const char *v,
+                           size_t len)
 {
     char *end;
     uint64_t slot = strtoull(key, &end, 10);
@@ -149,7 +154,8 @@ static void learn_producer(bm_sharing_t *s, const char *key, const char *v, size
                        id);
         return;
     }
-    bm_produce_learn(s->produce, slot, (int)n->index, has_root ? sr : NULL);
+    bm_produce_learn(s->produce, slot, (int)n->index, has_root ? sr : NULL, time_ms);
+    s->producers_learnt++;
 }
 
 static void on_record(void *ud, const char *topic, const char *key, uint64_t time_ms,
@@ -163,7 +169,7 @@ static void on_record(void *ud, const char *topic, const char *key, uint64_t tim
             return;
         bm_replay_restore(s->replay, (bm_replay_kind_t)kind, value, len, time_ms);
     } else if (strcmp(topic, "producer") == 0) {
-        learn_producer(s, key, value, len);
+        learn_producer(s, key, time_ms, value, len);
     } else if (strcmp(topic, "ssz") == 0) {
         learn_refusal(s, key);
     }
@@ -232,7 +238,9 @@ bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config
 void bm_sharing_status_json(bm_str_t *out, void *ud)
 {
     bm_sharing_t *s = ud;
-    bm_shared_status_json(out, s->sh);
+    bm_str_putc(out, '{');
+    bm_shared_status_fields(out, s->sh);
+    bm_str_printf(out, ",\"producers_learnt\":%llu}", (unsigned long long)s->producers_learnt);
 }
 
 void bm_sharing_free(bm_sharing_t *s)

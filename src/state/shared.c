@@ -537,12 +537,11 @@ bm_shared_t *bm_shared_new(uv_loop_t *loop, bm_clock_t *clock, const bm_shared_o
     return sh;
 }
 
-void bm_shared_status_json(bm_str_t *out, void *ud)
+void bm_shared_status_fields(bm_str_t *out, const bm_shared_t *sh)
 {
-    bm_shared_t *sh = ud;
     bm_redis_stats_t r;
     bm_redis_stats(sh->cmd, &r);
-    bm_str_puts(out, "{\"driver\":\"redis\",\"url\":");
+    bm_str_puts(out, "\"driver\":\"redis\",\"url\":");
     bm_str_json_string(out, sh->o.url_masked, strlen(sh->o.url_masked));
     bm_str_puts(out, ",\"namespace\":");
     bm_str_json_string(out, sh->ns, strlen(sh->ns));
@@ -559,7 +558,7 @@ void bm_shared_status_json(bm_str_t *out, void *ud)
                   "\"received\":%llu,\"outages\":%llu,\"reconciles\":%llu,"
                   "\"cache\":{\"gets\":%llu,\"hits\":%llu,\"puts\":%llu},"
                   "\"redis\":{\"connects\":%llu,\"failures\":%llu,\"drops\":%llu,"
-                  "\"commands\":%llu,\"timeouts\":%llu}}",
+                  "\"commands\":%llu,\"timeouts\":%llu}",
                   U(sh->st.writes), U(sh->st.stored), U(sh->st.older), U(sh->st.write_failures),
                   U(sh->st.skipped), U(sh->queued), U(sh->st.loaded), U(sh->st.received),
                   U(sh->st.outages), U(sh->st.reconciles), U(sh->st.raw_gets), U(sh->st.raw_hits),

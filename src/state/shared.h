@@ -81,8 +81,9 @@ int bm_shared_put_raw(bm_shared_t *sh, const char *topic, const char *key, size_
 /** True while Redis is available for commands. */
 bool bm_shared_available(const bm_shared_t *sh);
 
-/** Appends the status page's "state" section (a JSON object). */
-void bm_shared_status_json(bm_str_t *out, void *ud);
+/** Appends the status page's "state" section's fields ("driver":"redis",... without the
+ *  braces: the owner adds its own). */
+void bm_shared_status_fields(bm_str_t *out, const bm_shared_t *sh);
 
 /** Closes both connections (commands in flight are cancelled inside this call when it is
  *  not made from a Redis callback) and frees. Run the loop afterwards. NULL is ignored. */

@@ -220,18 +220,18 @@ class SharedState(unittest.TestCase):
 
     # ---- the producer memory ---------------------------------------------------------------
 
-    def test_blinded_block_produced_through_a_published_through_b_goes_producer_first(self):
-        a, b = self.start_mux(), self.start_mux()
+    def produce_blinded(self, m):
+        """A block produced through `m` for the current slot: (slot, block, headers)."""
         self.sim.wait_slot(2)
         slot = self.sim.truth()["current_slot"]
-        st, h, raw = a.request(
+        st, h, raw = m.request(
             "GET", "/eth/v3/validator/blocks/%d?randao_reveal=%s" % (slot, SIG), None, {})
         self.assertEqual(st, 200, raw)
         block = json.loads(raw)["data"]
-        block = block.get("block", block)
-        wait_for(lambda: self.redis.command("GET", "%sdefault:producer:%d" % (PREFIX, slot)), 5,
-                 what="the producer record in redis")
-        wait_for(lambda: self.state(b)["received"] >= 1, 5, what="B hearing the producer")
+        return slot, block.get("block", block), h
+
+    def assert_published_producer_first(self, m, slot, block, h):
+        """Publishing `block` blinded through `m` reaches its producer 400 ms before the others."""
         for i in range(3):
             self.sim.put_node(i, {"slow": 400})
         marks = [self.sim.submissions(i)["last_seq"] for i in range(3)]
@@ -239,7 +239,7 @@ class SharedState(unittest.TestCase):
                               "parent_root": block["parent_root"],
                               "state_root": block["state_root"], "body": {}},
                   "signature": SIG}
-        st, _, raw = self.post(b, "/eth/v2/beacon/blinded_blocks", signed,
+        st, _, raw = self.post(m, "/eth/v2/beacon/blinded_blocks", signed,
                                h["eth-consensus-version"])
         self.assertIn(st, (200, 202), raw)
 
@@ -254,6 +254,31 @@ class SharedState(unittest.TestCase):
         producer = self.redis.command("GET", "%sdefault:producer:%d" % (PREFIX, slot))
         self.assertEqual(producer.split()[1], "n%d" % times[0][1], producer)
         self.assertEqual(producer.split()[2], block["state_root"], producer)
+
+    def test_blinded_block_produced_through_a_published_through_b_goes_producer_first(self):
+        a, b = self.start_mux(), self.start_mux()
+        slot, block, h = self.produce_blinded(a)
+        wait_for(lambda: self.redis.command("GET", "%sdefault:producer:%d" % (PREFIX, slot)), 5,
+                 what="the producer record in redis")
+        wait_for(lambda: self.state(b)["received"] >= 1, 5, what="B hearing the producer")
+        self.assert_published_producer_first(b, slot, block, h)
+
+    def test_producer_record_made_while_redis_was_down_is_written_back(self):
+        for k in self.redis.keys("%sdefault:producer:*" % PREFIX):  # earlier tests' records
+            self.redis.command("DEL", k)
+        a, b = self.start_mux(), self.start_mux()
+        self.assertEqual(self.state(b)["producers_learnt"], 0)
+        port = self.redis.port
+        self.redis.stop()
+        for m in (a, b):
+            wait_for(lambda: not self.state(m)["available"], 5, what="redis unavailable")
+        slot, block, h = self.produce_blinded(a)  # A alone remembers the producer
+        type(self).redis = Redis(port)  # back, empty
+        key = "%sdefault:producer:%d" % (PREFIX, slot)
+        wait_for(lambda: self.redis.command("GET", key), 15, what="A writing the producer back")
+        wait_for(lambda: self.state(b)["producers_learnt"] >= 1, 15,
+                 what="B learning the producer")
+        self.assert_published_producer_first(b, slot, block, h)
 
     # ---- SSZ refusals ---------------------------------------------------------------------------
 
