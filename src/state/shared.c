@@ -66,7 +66,10 @@ struct bm_shared {
     bm_shared_up_fn up;
     void *ud;
     bool available;
-    bool subscribed;   /* the subscription is confirmed: no message is missed from now on */
+    bool subscribed; /* the subscription is confirmed: no message is missed from now on */
+    bool sub_up;     /* the subscription's connection is ready */
+    uint64_t sub_since_ms;
+    char sub_why[160]; /* why the subscription's connection is not ready */
     uint64_t since_ms; /* wall time of the last change of availability */
     char why[160];     /* why it is not available */
     bool scan_done;
@@ -259,8 +262,10 @@ static void on_cmd_state(void *ud, bool up, const char *why)
 /* The subscription's connection went down: messages may be missed until it is back. */
 static void on_sub_state(void *ud, bool up, const char *why)
 {
-    (void)why;
     bm_shared_t *sh = ud;
+    sh->sub_up = up;
+    sh->sub_since_ms = bm_clock_wall_now(sh->clock);
+    snprintf(sh->sub_why, sizeof sh->sub_why, "%s", up ? "" : why);
     if (!up)
         sh->subscribed = false;
 }
@@ -524,8 +529,9 @@ bm_shared_t *bm_shared_new(uv_loop_t *loop, bm_clock_t *clock, const bm_shared_o
     snprintf(sh->ns, sizeof sh->ns, "%s%s:", opts->prefix, opts->network);
     snprintf(sh->channel, sizeof sh->channel, "%sevents", sh->ns);
     snprintf(sh->why, sizeof sh->why, "connecting");
+    snprintf(sh->sub_why, sizeof sh->sub_why, "connecting");
     random_id(sh->instance);
-    sh->since_ms = bm_clock_wall_now(clock);
+    sh->since_ms = sh->sub_since_ms = bm_clock_wall_now(clock);
     sh->cmd = bm_redis_new(loop, clock, "state", &opts->redis, on_cmd_state, sh);
     sh->sub = bm_redis_new(loop, clock, "state (subscription)", &opts->redis, on_sub_state, sh);
     if (!sh->cmd || !sh->sub || bm_redis_subscribe(sh->sub, sh->channel, on_message, sh) != 0) {
@@ -551,6 +557,20 @@ void bm_shared_status_fields(bm_str_t *out, const bm_shared_t *sh)
         bm_str_puts(out, ",\"why\":");
         bm_str_json_string(out, sh->why, strlen(sh->why));
     }
+    /* the subscription on its own: it can stop answering while commands still work */
+    bm_redis_stats_t sr;
+    bm_redis_stats(sh->sub, &sr);
+    bm_str_printf(out, ",\"subscription\":{\"available\":%s,\"since_ms\":%llu,",
+                  sh->sub_up && sh->subscribed ? "true" : "false",
+                  (unsigned long long)sh->sub_since_ms);
+    if (!sh->sub_up) {
+        bm_str_puts(out, "\"why\":");
+        bm_str_json_string(out, sh->sub_why, strlen(sh->sub_why));
+        bm_str_putc(out, ',');
+    }
+    bm_str_printf(out, "\"connects\":%llu,\"drops\":%llu,\"timeouts\":%llu}",
+                  (unsigned long long)sr.connects, (unsigned long long)sr.drops,
+                  (unsigned long long)sr.timeouts);
 #define U(x) ((unsigned long long)(x))
     bm_str_printf(out,
                   ",\"writes\":%llu,\"stored\":%llu,\"older_in_redis\":%llu,"

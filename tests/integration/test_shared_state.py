@@ -421,6 +421,37 @@ class SharedState(unittest.TestCase):
         mark = self.restart_node(2, [b])
         self.wait_replayed(2, mark, 7003, FEE(0x50))
 
+    # ---- a subscription that stops answering -----------------------------------------------------
+
+    def test_hung_subscription_is_noticed_and_made_again(self):
+        a, b = self.start_mux(), self.start_mux()
+        sub = self.state(b)["subscription"]
+        self.assertTrue(sub["available"], sub)
+        drops = sub["drops"]
+        # Redis stops answering while nobody writes: only the heartbeats can notice
+        self.redis.proc.signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            for m in (a, b):
+                wait_for(lambda: not self.state(m)["subscription"]["available"], 5,
+                         what="the hung subscription noticed")
+                wait_for(lambda: not self.state(m)["available"], 5, what="commands unavailable")
+            noticed = time.monotonic() - t0
+            sub = self.state(b)["subscription"]
+            self.assertIn("heartbeat", sub["why"])
+            self.assertGreater(sub["drops"], drops)
+            print("\nhung redis noticed on both instances' subscriptions in %.1f s" % noticed)
+        finally:
+            self.redis.proc.signal(signal.SIGCONT)
+        for m in (a, b):
+            wait_for(lambda: self.state(m)["subscription"]["available"] and
+                     self.state(m)["available"], 15, what="the subscription made again")
+        self.assertTrue(any("did not answer a heartbeat" in line for line in b.stderr()))
+        # and it works: B hears what A is told at once
+        before = self.state(b)["received"]
+        self.prepare(a, 4101, FEE(0x61))
+        wait_for(lambda: self.state(b)["received"] > before, 5, what="B hearing A's record")
+
 
 if __name__ == "__main__":
     main()
