@@ -126,14 +126,18 @@ class SharedState(unittest.TestCase):
 
     # ---- helpers ---------------------------------------------------------------------------
 
-    def start_mux(self, password_in_url=False, extra=""):
+    def mux_config(self, password_in_url=False, extra="", base=BASE, port=None):
+        port = port or self.redis.port
         if password_in_url:
-            redis = '    url: "redis://:%s@127.0.0.1:%d/0"\n' % (PASSWORD, self.redis.port)
+            redis = '    url: "redis://:%s@127.0.0.1:%d/0"\n' % (PASSWORD, port)
         else:
             redis = ('    url: "redis://127.0.0.1:%d/0"\n    password: "${REDIS_PASSWORD}"\n'
-                     % self.redis.port)
-        cfg = (BASE + extra + self.ups + "state:\n  driver: redis\n  redis:\n" + redis +
-               '    prefix: "%s"\n    timeout: %dms\n' % (PREFIX, TIMEOUT_MS))
+                     % port)
+        return (base + extra + self.ups + "state:\n  driver: redis\n  redis:\n" + redis +
+                '    prefix: "%s"\n    timeout: %dms\n' % (PREFIX, TIMEOUT_MS))
+
+    def start_mux(self, password_in_url=False, extra=""):
+        cfg = self.mux_config(password_in_url, extra)
         m = Beaconmux(config_text=cfg, env={"REDIS_PASSWORD": PASSWORD})
         self.muxes.append(m)
         for i in range(3):
@@ -420,6 +424,52 @@ class SharedState(unittest.TestCase):
         self.stop_mux(a)
         mark = self.restart_node(2, [b])
         self.wait_replayed(2, mark, 7003, FEE(0x50))
+
+    # ---- reloading an instance that shares through Redis ----------------------------------------
+
+    def reload_mux(self, m, text):
+        gen = m.status()["reload"]["generation"]
+        with open(m.config_path, "w") as f:
+            f.write(text)
+        m.signal(signal.SIGHUP)
+        wait_for(lambda: m.status()["reload"]["generation"] == gen + 1, 15,
+                 what="the reload applied")
+        self.assertEqual(m.status()["reload"]["last"], "applied")
+
+    def test_reload_keeps_sharing_and_follows_a_new_redis_url(self):
+        a, b = self.start_mux(), self.start_mux()
+        self.prepare(a, 4200, FEE(0x70))
+        wait_for(lambda: self.redis.command("GET", self.replay_key(4200)), 5, what="stored")
+        # a change that rebuilds A's network (timeouts), on the same Redis
+        self.reload_mux(a, self.mux_config(base=BASE.replace("read: 700ms", "read: 800ms")))
+        wait_for(lambda: self.state(a)["available"] and self.state(a)["subscription"][
+            "available"], 10, what="the new network's sharing ready")
+        before = self.state(b)["received"]
+        self.prepare(a, 4201, FEE(0x71))
+        wait_for(lambda: self.redis.command("GET", self.replay_key(4201)), 5, what="stored")
+        wait_for(lambda: self.state(b)["received"] > before, 5, what="B hearing it")
+        before = self.state(a)["received"]
+        self.prepare(b, 4202, FEE(0x72))
+        wait_for(lambda: self.state(a)["received"] > before, 5, what="A hearing B")
+        # the Redis URL changes: A moves to another Redis, with everything it remembers
+        other = Redis()
+        try:
+            self.reload_mux(a, self.mux_config(port=other.port))
+            wait_for(lambda: self.state(a)["available"], 10, what="the new redis available")
+            self.assertIn(":%d/" % other.port, self.state(a)["url"])
+            for vi in (4200, 4201, 4202):  # its replay memory written to the new Redis
+                wait_for(lambda: other.command("GET", self.replay_key(vi)), 5,
+                         what="validator %d in the new redis" % vi)
+            self.prepare(a, 4203, FEE(0x73))
+            wait_for(lambda: other.command("GET", self.replay_key(4203)), 5,
+                     what="a new write in the new redis")
+            self.assertIsNone(self.redis.command("GET", self.replay_key(4203)))
+            # and the state still works: a node restart is re-primed from it
+            self.stop_mux(b)
+            mark = self.restart_node(0, [a])
+            self.wait_replayed(0, mark, 4202, FEE(0x72))
+        finally:
+            other.stop()
 
     # ---- a subscription that stops answering -----------------------------------------------------
 
