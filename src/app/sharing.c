@@ -7,6 +7,8 @@
  *                    an SSZ body there; kept an hour, as broadcast keeps it.
  *   "producer"       key: the slot; value: "<upstream id> <0x state_root | ->"; kept an
  *                    hour (the producer memory holds BM_PRODUCE_MEMORY_SLOTS slots).
+ *   "sticky"         key: a client's sticky key (routing.stickySessions) in 16 hex digits;
+ *                    value: the upstream id it sticks to; kept an hour after its last move.
  */
 #include "app/sharing.h"
 
@@ -24,6 +26,7 @@
 #define PRODUCER_KEEP_MS 3600000u
 #define SSZ_KEEP_MS 3600000u /* broadcast's own memory of a refusal (ssz_memory_ms) */
 #define MIN_KEEP_MS 1000u
+#define STICKY_KEEP_MS 3600000u
 
 struct bm_sharing {
     bm_clock_t *clock;
@@ -31,9 +34,11 @@ struct bm_sharing {
     bm_replay_t *replay;
     bm_produce_t *produce;
     bm_broadcast_t *bcast;
+    bm_readpath_t *readpath;
     bm_shared_t *sh;
     bm_log_limit_t lim;
     uint64_t producers_learnt; /* producer records from other instances taken */
+    uint64_t sticky_learnt;    /* sticky clients from other instances taken */
 };
 
 /* ---- local -> Redis ------------------------------------------------------------------------ */
@@ -63,6 +68,33 @@ static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state
     if (!v.oom && v.b)
         bm_shared_put(s->sh, "producer", key, time_ms, PRODUCER_KEEP_MS, v.b->data, v.b->len);
     bm_str_dispose(&v);
+}
+
+/* A client of the read path now sticking to another node: "<key>" -> "<upstream id>". */
+static void put_sticky(void *ud, uint64_t key, int node)
+{
+    bm_sharing_t *s = ud;
+    const bm_node_t *n = bm_pool_node(s->pool, (size_t)node);
+    char k[24];
+    snprintf(k, sizeof k, "%016" PRIx64, key);
+    if (n)
+        bm_shared_put(s->sh, "sticky", k, bm_clock_wall_now(s->clock), STICKY_KEEP_MS, n->id,
+                      strlen(n->id));
+}
+
+static void learn_sticky(bm_sharing_t *s, const char *key, const char *v, size_t len)
+{
+    char *end, id[128];
+    uint64_t k = strtoull(key, &end, 16);
+    if (*end || end == key || len == 0 || len >= sizeof id)
+        return;
+    memcpy(id, v, len);
+    id[len] = '\0';
+    const bm_node_t *n = bm_pool_find(s->pool, id); /* only a node configured here */
+    if (n) {
+        bm_readpath_sticky_learn(s->readpath, k, (int)n->index);
+        s->sticky_learnt++;
+    }
 }
 
 /* A node newly refusing SSZ on an endpoint: "<upstream id>|<endpoint>". */
@@ -172,6 +204,8 @@ static void on_record(void *ud, const char *topic, const char *key, uint64_t tim
         learn_producer(s, key, time_ms, value, len);
     } else if (strcmp(topic, "ssz") == 0) {
         learn_refusal(s, key);
+    } else if (strcmp(topic, "sticky") == 0) {
+        learn_sticky(s, key, value, len);
     }
 }
 
@@ -195,7 +229,7 @@ void bm_sharing_cache_put(void *ud, const char *key, size_t n, const char *rec, 
 
 bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config_t *cfg,
                              const char *network, bm_pool_t *pool, bm_replay_t *replay,
-                             bm_produce_t *produce, bm_broadcast_t *bcast)
+                             bm_produce_t *produce, bm_broadcast_t *bcast, bm_readpath_t *readpath)
 {
     const bm_config_redis_t *rc = &cfg->state.redis;
     bm_shared_opts_t o;
@@ -223,6 +257,7 @@ bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config
     s->replay = replay;
     s->produce = produce;
     s->bcast = bcast;
+    s->readpath = readpath;
     s->sh = bm_shared_new(loop, clock, &o, on_record, on_up, s);
     memset(&o, 0, sizeof o); /* the password */
     if (!s->sh) {
@@ -232,6 +267,7 @@ bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config
     bm_replay_on_entry(replay, put_entry, s);
     bm_produce_on_remember(produce, put_producer, s);
     bm_broadcast_on_ssz_refusal(bcast, put_refusal, s);
+    bm_readpath_on_sticky(readpath, put_sticky, s);
     return s;
 }
 
@@ -240,7 +276,8 @@ void bm_sharing_status_json(bm_str_t *out, void *ud)
     bm_sharing_t *s = ud;
     bm_str_putc(out, '{');
     bm_shared_status_fields(out, s->sh);
-    bm_str_printf(out, ",\"producers_learnt\":%llu}", (unsigned long long)s->producers_learnt);
+    bm_str_printf(out, ",\"producers_learnt\":%llu,\"sticky_learnt\":%llu}",
+                  (unsigned long long)s->producers_learnt, (unsigned long long)s->sticky_learnt);
 }
 
 void bm_sharing_free(bm_sharing_t *s)
@@ -250,6 +287,7 @@ void bm_sharing_free(bm_sharing_t *s)
     bm_replay_on_entry(s->replay, NULL, NULL);
     bm_produce_on_remember(s->produce, NULL, NULL);
     bm_broadcast_on_ssz_refusal(s->bcast, NULL, NULL);
+    bm_readpath_on_sticky(s->readpath, NULL, NULL);
     bm_shared_free(s->sh);
     free(s);
 }

@@ -22,7 +22,7 @@
 
 /* What the load reads back: records only (the shared cache's entries are looked up one by
  * one when asked, never loaded). */
-static const char *const LOAD_TOPICS[] = {"replay.*", "producer:*", "ssz:*"};
+static const char *const LOAD_TOPICS[] = {"replay.*", "producer:*", "ssz:*", "sticky:*"};
 #define N_LOAD_TOPICS (sizeof LOAD_TOPICS / sizeof LOAD_TOPICS[0])
 
 /* A write waiting for room in the window. */

@@ -284,6 +284,38 @@ class SharedState(unittest.TestCase):
                  what="B learning the producer")
         self.assert_published_producer_first(b, slot, block, h)
 
+    # ---- sticky sessions ---------------------------------------------------------------------
+
+    def test_sticky_client_keeps_its_node_through_the_other_instance(self):
+        sticky = "routing:\n  stickySessions: {enabled: true, key: X-Client, rebalanceFactor: 10}\n"
+        route = "/eth/v1/node/peer_count"  # not cached: every read reaches a node
+        a, b = self.start_mux(extra=sticky), self.start_mux(extra=sticky)
+        # through A, alice sticks to n2 and bob to n1 (the only node up when each came)
+        for n, (client, node) in enumerate((("alice", 2), ("bob", 1))):
+            others = [i for i in range(3) if i != node]
+            for i in others:
+                self.sim.put_node(i, {"down": True})
+            for i in others:
+                a.wait_state("n%d" % i, "unreachable", timeout=8)
+            st, _, raw = a.request("GET", route, headers={"X-Client": client})
+            self.assertEqual(st, 200, raw)
+            wait_for(lambda: self.state(b)["sticky_learnt"] >= n + 1, 5,
+                     what="B learning where %s sticks" % client)
+            for i in others:
+                self.sim.put_node(i, {"down": False})
+            for m in (a, b):
+                for i in others:
+                    m.wait_state("n%d" % i, "ready", timeout=10)
+        # through B, with every node up again, each goes to its own node
+        for i in range(3):
+            self.sim.clear_requests(i)
+        for client in ("alice", "bob", "alice", "bob"):
+            st, _, raw = b.request("GET", route, headers={"X-Client": client})
+            self.assertEqual(st, 200, raw)
+        got = [self.sim.requests(i)["data"].get("getPeerCount", 0)
+               for i in range(3)]
+        self.assertEqual(got, [0, 2, 2])
+
     # ---- SSZ refusals ---------------------------------------------------------------------------
 
     def test_ssz_refusal_seen_by_a_is_known_to_b(self):
