@@ -412,6 +412,8 @@ static int build_observe(bm_network_t *a)
     if (!a->observe)
         return BM_ENOMEM;
     bm_observe_set_status(a->observe, bm_network_status, a);
+    if (a->sharing) /* state.driver redis: the journal is the instances' together */
+        bm_sharing_set_observe(a->sharing, a->observe);
     return 0;
 }
 

@@ -7,11 +7,15 @@
  *                    an SSZ body there; kept an hour, as broadcast keeps it.
  *   "producer"       key: the slot; value: "<upstream id> <0x state_root | ->"; kept an
  *                    hour (the producer memory holds BM_PRODUCE_MEMORY_SLOTS slots).
+ *   "journal"        key: "<duty>.<slot>"; value: a served duty read (app/servedrec.h);
+ *                    published only, never stored: each instance journals it once as it
+ *                    comes, and a reload of Redis's records could not count it twice.
  *   "sticky"         key: a client's sticky key (routing.stickySessions) in 16 hex digits;
  *                    value: the upstream id it sticks to; kept an hour after its last move.
  */
 #include "app/sharing.h"
 
+#include "app/servedrec.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +25,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/url.h"
+#include "observe/observe.h"
 #include "state/shared.h"
 
 #define PRODUCER_KEEP_MS 3600000u
@@ -35,10 +40,12 @@ struct bm_sharing {
     bm_produce_t *produce;
     bm_broadcast_t *bcast;
     bm_readpath_t *readpath;
+    bm_observe_t *observe; /* NULL until bm_sharing_set_observe */
     bm_shared_t *sh;
     bm_log_limit_t lim;
     uint64_t producers_learnt; /* producer records from other instances taken */
     uint64_t sticky_learnt;    /* sticky clients from other instances taken */
+    uint64_t journal_learnt;   /* served duty reads from other instances journaled */
 };
 
 /* ---- local -> Redis ------------------------------------------------------------------------ */
@@ -95,6 +102,65 @@ static void learn_sticky(bm_sharing_t *s, const char *key, const char *v, size_t
         bm_readpath_sticky_learn(s->readpath, k, (int)n->index);
         s->sticky_learnt++;
     }
+}
+
+/* ---- the duty journal -------------------------------------------------------------------- */
+
+static const char *id_of(void *ud, int i)
+{
+    const bm_node_t *n = i >= 0 ? bm_pool_node(((bm_sharing_t *)ud)->pool, (size_t)i) : NULL;
+    return n ? n->id : NULL;
+}
+
+static int index_of(void *ud, const char *id)
+{
+    const bm_node_t *n = bm_pool_find(((bm_sharing_t *)ud)->pool, id);
+    return n ? (int)n->index : -1;
+}
+
+/* A duty read this instance served: published to the others (never stored). */
+static void put_served(const bm_served_t *rec, void *ud)
+{
+    bm_sharing_t *s = ud;
+    bm_str_t v = BM_STR_INIT;
+    char key[48];
+    snprintf(key, sizeof key, "%d.%" PRIu64, (int)rec->duty, rec->slot);
+    if (bm_servedrec_format(&v, rec, id_of, s) == 0)
+        bm_shared_publish(s->sh, "journal", key, bm_clock_wall_now(s->clock), bm_str_data(&v),
+                          bm_str_len(&v));
+    bm_str_dispose(&v);
+}
+
+static void learn_served(bm_sharing_t *s, const char *key, const char *v, size_t len)
+{
+    char *end;
+    unsigned long duty = strtoul(key, &end, 10);
+    if (!s->observe || end == key || *end != '.' || duty >= BM_DUTY_READ_COUNT)
+        return;
+    const char *slot_text = end + 1;
+    uint64_t slot = strtoull(slot_text, &end, 10);
+    bm_served_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.duty = (bm_duty_read_t)duty;
+    rec.slot = slot;
+    if (*end || end == slot_text ||
+        bm_servedrec_parse(v, len, &rec, bm_pool_count(s->pool), index_of, s) != 0) {
+        bm_log_limited(&s->lim, BM_LOG_WARN,
+                       "state: a journal record from redis is not one: "
+                       "ignored");
+        return;
+    }
+    bm_observe_served_remote(s->observe, &rec);
+    s->journal_learnt++;
+}
+
+void bm_sharing_set_observe(bm_sharing_t *s, bm_observe_t *observe)
+{
+    if (s->observe)
+        bm_observe_on_local_served(s->observe, NULL, NULL);
+    s->observe = observe;
+    if (observe)
+        bm_observe_on_local_served(observe, put_served, s);
 }
 
 /* A node newly refusing SSZ on an endpoint: "<upstream id>|<endpoint>". */
@@ -206,6 +272,8 @@ static void on_record(void *ud, const char *topic, const char *key, uint64_t tim
         learn_refusal(s, key);
     } else if (strcmp(topic, "sticky") == 0) {
         learn_sticky(s, key, value, len);
+    } else if (strcmp(topic, "journal") == 0) {
+        learn_served(s, key, value, len);
     }
 }
 
@@ -276,8 +344,9 @@ void bm_sharing_status_json(bm_str_t *out, void *ud)
     bm_sharing_t *s = ud;
     bm_str_putc(out, '{');
     bm_shared_status_fields(out, s->sh);
-    bm_str_printf(out, ",\"producers_learnt\":%llu,\"sticky_learnt\":%llu}",
-                  (unsigned long long)s->producers_learnt, (unsigned long long)s->sticky_learnt);
+    bm_str_printf(out, ",\"producers_learnt\":%llu,\"sticky_learnt\":%llu,\"journal_learnt\":%llu}",
+                  (unsigned long long)s->producers_learnt, (unsigned long long)s->sticky_learnt,
+                  (unsigned long long)s->journal_learnt);
 }
 
 void bm_sharing_free(bm_sharing_t *s)
@@ -288,6 +357,7 @@ void bm_sharing_free(bm_sharing_t *s)
     bm_produce_on_remember(s->produce, NULL, NULL);
     bm_broadcast_on_ssz_refusal(s->bcast, NULL, NULL);
     bm_readpath_on_sticky(s->readpath, NULL, NULL);
+    bm_sharing_set_observe(s, NULL);
     bm_shared_free(s->sh);
     free(s);
 }

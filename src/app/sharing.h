@@ -22,6 +22,7 @@
 #include "duties/produce.h"
 #include "duties/replay.h"
 #include "edge/cache.h"
+#include "observe/observe.h"
 #include "read/readpath.h"
 
 typedef struct bm_sharing bm_sharing_t;
@@ -50,6 +51,10 @@ void bm_sharing_producer_format(bm_str_t *out, const char *id, const uint8_t *st
  *  there is one (*has_root). Returns 0 or BM_EINVAL. */
 int bm_sharing_producer_parse(const char *v, size_t len, char id[128], uint8_t state_root[32],
                               bool *has_root);
+
+/** Shares the duty journal of `observe` (borrowed; NULL: stops): every duty read served
+ *  here is published, every one another instance served is journaled here. */
+void bm_sharing_set_observe(bm_sharing_t *s, bm_observe_t *observe);
 
 /** The status page's "state" section (`ud` = the sharing). */
 void bm_sharing_status_json(bm_str_t *out, void *ud);

@@ -53,6 +53,7 @@ typedef struct shared_stats {
     uint64_t writes, stored, older, write_failures, skipped;
     uint64_t loaded, received, outages, reconciles;
     uint64_t raw_gets, raw_hits, raw_puts;
+    uint64_t published; /* records published without storing them */
 } shared_stats_t;
 
 struct bm_shared {
@@ -427,6 +428,34 @@ int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t 
     return 0;
 }
 
+static void on_published(void *ud, int status, const bm_redis_reply_t *reply)
+{
+    bm_shared_t *sh = ud;
+    if (status != 0 || bm_redis_reply_type(reply) == BM_REDIS_ERROR)
+        sh->st.write_failures++;
+}
+
+int bm_shared_publish(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                      const char *value, size_t len)
+{
+    if (!bm_redis_up(sh->cmd)) {
+        sh->st.skipped++;
+        return BM_EUNAVAIL;
+    }
+    bm_str_t m = BM_STR_INIT;
+    bm_str_printf(&m, "%s %s %s %llu ", sh->instance, topic, key, (unsigned long long)time_ms);
+    bm_str_append(&m, value, len);
+    int rc = m.oom ? BM_ENOMEM : 0;
+    const char *argv[3] = {"PUBLISH", sh->channel, bm_str_data(&m)};
+    size_t lens[3] = {7, strlen(sh->channel), bm_str_len(&m)};
+    if (rc == 0)
+        rc = bm_redis_command(sh->cmd, 3, argv, lens, on_published, sh);
+    if (rc == 0)
+        sh->st.published++;
+    bm_str_dispose(&m);
+    return rc;
+}
+
 /* ---- raw values (the shared cache) ----------------------------------------------------------- */
 
 typedef struct rawq {
@@ -573,17 +602,17 @@ void bm_shared_status_fields(bm_str_t *out, const bm_shared_t *sh)
                   (unsigned long long)sr.timeouts);
 #define U(x) ((unsigned long long)(x))
     bm_str_printf(out,
-                  ",\"writes\":%llu,\"stored\":%llu,\"older_in_redis\":%llu,"
+                  ",\"writes\":%llu,\"published\":%llu,\"stored\":%llu,\"older_in_redis\":%llu,"
                   "\"write_failures\":%llu,\"local_only\":%llu,\"queued\":%llu,\"loaded\":%llu,"
                   "\"received\":%llu,\"outages\":%llu,\"reconciles\":%llu,"
                   "\"cache\":{\"gets\":%llu,\"hits\":%llu,\"puts\":%llu},"
                   "\"redis\":{\"connects\":%llu,\"failures\":%llu,\"drops\":%llu,"
                   "\"commands\":%llu,\"timeouts\":%llu}",
-                  U(sh->st.writes), U(sh->st.stored), U(sh->st.older), U(sh->st.write_failures),
-                  U(sh->st.skipped), U(sh->queued), U(sh->st.loaded), U(sh->st.received),
-                  U(sh->st.outages), U(sh->st.reconciles), U(sh->st.raw_gets), U(sh->st.raw_hits),
-                  U(sh->st.raw_puts), U(r.connects), U(r.failures), U(r.drops), U(r.commands),
-                  U(r.timeouts));
+                  U(sh->st.writes), U(sh->st.published), U(sh->st.stored), U(sh->st.older),
+                  U(sh->st.write_failures), U(sh->st.skipped), U(sh->queued), U(sh->st.loaded),
+                  U(sh->st.received), U(sh->st.outages), U(sh->st.reconciles), U(sh->st.raw_gets),
+                  U(sh->st.raw_hits), U(sh->st.raw_puts), U(r.connects), U(r.failures), U(r.drops),
+                  U(r.commands), U(r.timeouts));
 #undef U
 }
 

@@ -62,6 +62,14 @@ bm_shared_t *bm_shared_new(uv_loop_t *loop, bm_clock_t *clock, const bm_shared_o
 int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
                   uint64_t ttl_ms, const char *value, size_t len);
 
+/**
+ * Publishes a record to the other instances without storing it (a fact that counts once,
+ * such as a served duty: loading it again after a reconnect would count it twice). Lost
+ * while Redis is not available. Returns 0, BM_EUNAVAIL or BM_ENOMEM. Never blocks.
+ */
+int bm_shared_publish(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                      const char *value, size_t len);
+
 /** A raw value's lookup: `value` NULL when absent or on any failure. Borrowed for the call. */
 typedef void (*bm_shared_got_fn)(void *ctx, const char *value, size_t len);
 

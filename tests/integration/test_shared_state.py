@@ -284,6 +284,52 @@ class SharedState(unittest.TestCase):
                  what="B learning the producer")
         self.assert_published_producer_first(b, slot, block, h)
 
+    # ---- the duty journal ---------------------------------------------------------------------
+
+    def journal_entries(self, m, slot, duty):
+        st, _, raw = m.request("GET", "/beaconmux/v1/journal?from_slot=%d&to_slot=%d" % (slot, slot))
+        self.assertEqual(st, 200, raw)
+        return [e for rec in json.loads(raw)["journal"]["slots"] if int(rec["slot"]) == slot
+                for e in rec["entries"] if e["duty"] == duty]
+
+    def answered(self, m, duty):
+        st, _, raw = m.request("GET", "/metrics")
+        self.assertEqual(st, 200)
+        total = 0
+        for line in raw.decode().splitlines():
+            if line.startswith("beaconmux_duty_answers_total{") and 'duty="%s"' % duty in line:
+                total += int(float(line.split()[-1]))
+        return total
+
+    def test_duty_journal_shows_what_both_instances_served_once(self):
+        a, b = self.start_mux(), self.start_mux()
+        self.sim.wait_slot(2)
+        slot = self.sim.truth()["current_slot"]
+        path = "/eth/v1/validator/attestation_data?slot=%d&committee_index=0" % slot
+        for m, other in ((a, b), (b, a)):  # one race through each
+            before = self.state(other)["journal_learnt"]
+            st, _, raw = m.request("GET", path)
+            self.assertEqual(st, 200, raw)
+            wait_for(lambda: self.state(other)["journal_learnt"] > before, 10,
+                     what="the served read journaled by the other instance")
+        # each journal has both requests, once each (identical answers merge), and so have
+        # the metrics of both
+        for m in (a, b):
+            entries = self.journal_entries(m, slot, "attestation_data")
+            self.assertEqual(sum(e["requests"] for e in entries), 2, entries)
+            self.assertEqual(self.answered(m, "attestation_data"), 2)
+        # Redis goes away and comes back: nothing is journaled again
+        port = self.redis.port
+        self.redis.stop()
+        type(self).redis = Redis(port)
+        for m in (a, b):
+            wait_for(lambda: self.state(m)["available"] and self.state(m)["subscription"][
+                "available"], 15, what="redis back")
+        self.assertEqual((self.state(a)["journal_learnt"], self.state(b)["journal_learnt"]), (1, 1))
+        for m in (a, b):
+            entries = self.journal_entries(m, slot, "attestation_data")
+            self.assertEqual(sum(e["requests"] for e in entries), 2, entries)
+
     # ---- sticky sessions ---------------------------------------------------------------------
 
     def test_sticky_client_keeps_its_node_through_the_other_instance(self):
