@@ -333,7 +333,10 @@ class SharedState(unittest.TestCase):
     # ---- sticky sessions ---------------------------------------------------------------------
 
     def test_sticky_client_keeps_its_node_through_the_other_instance(self):
-        sticky = "routing:\n  stickySessions: {enabled: true, key: X-Client, rebalanceFactor: 10}\n"
+        # no hedges: on a loaded machine a read slower than the hedge delay would also go to
+        # a second node, and every read here must reach exactly one
+        sticky = ("routing:\n  stickySessions: {enabled: true, key: X-Client, rebalanceFactor: 10}\n"
+                  "failsafe:\n  hedge:\n    maxCount: 0\n")
         route = "/eth/v1/node/peer_count"  # not cached: every read reaches a node
         a, b = self.start_mux(extra=sticky), self.start_mux(extra=sticky)
         # through A, alice sticks to n2 and bob to n1 (the only node up when each came)
@@ -360,7 +363,7 @@ class SharedState(unittest.TestCase):
             self.assertEqual(st, 200, raw)
         got = [self.sim.requests(i)["data"].get("getPeerCount", 0)
                for i in range(3)]
-        self.assertEqual(got, [0, 2, 2])
+        self.assertEqual(got, [0, 2, 2], b.status()["read_path"])
 
     # ---- SSZ refusals ---------------------------------------------------------------------------
 
