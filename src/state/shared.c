@@ -16,7 +16,13 @@
 /* Writes in flight at most: a validator client with 10 000 validators sends as many
  * preparations at once, and each write's deadline counts from when it was sent; the rest
  * wait here, in order, until answers come (up to MAX_QUEUED; then they stay local until the
- * next reconnect writes everything back). */
+ * next reconnect writes everything back).
+ *
+ * Every write and publication waits here at least until the loop's next turn (a 0 ms timer):
+ * they are made while a request is being answered (a write fed to replay, a sticky client,
+ * a served duty), and the server sends answers at the end of the loop's turn, so hiredis's
+ * formatting of the commands (the script's text included) and their socket write come after
+ * the client's answer went out, never before it. */
 #define MAX_IN_FLIGHT 256
 #define MAX_QUEUED 262144
 
@@ -28,6 +34,7 @@ static const char *const LOAD_TOPICS[] = {"replay.*", "producer:*", "ssz:*", "st
 /* A write waiting for room in the window. */
 typedef struct qrec {
     struct qrec *next;
+    bool publish_only; /* bm_shared_publish: not stored */
     uint64_t time_ms, ttl_ms;
     size_t len;
     char topic[32], key[128];
@@ -78,7 +85,8 @@ struct bm_shared {
     unsigned puts_in_flight;
     qrec_t *q_head, *q_tail;
     size_t queued;
-    unsigned mgets; /* MGETs of the load still unanswered */
+    bm_timer_t *drain_timer; /* sends the queue from the loop's next turn */
+    unsigned mgets;          /* MGETs of the load still unanswered */
     uint64_t load_count;
     shared_stats_t st;
     bm_log_limit_t lim;
@@ -241,6 +249,7 @@ static void load(bm_shared_t *sh)
 }
 
 static void drop_queue(bm_shared_t *sh);
+static void drain(bm_shared_t *sh);
 
 static void on_cmd_state(void *ud, bool up, const char *why)
 {
@@ -256,6 +265,7 @@ static void on_cmd_state(void *ud, bool up, const char *why)
     /* our records first (newer wins in Redis), then everyone's: pipelined in this order */
     sh->st.reconciles++;
     sh->up(sh->ud);
+    drain(sh); /* not answering anyone here: sent now, before the load asks */
     if (sh->subscribed)
         load(sh);
 }
@@ -318,8 +328,6 @@ static void on_message(void *ud, int status, const bm_redis_reply_t *reply)
 
 /* ---- writing ------------------------------------------------------------------------------- */
 
-static void drain(bm_shared_t *sh);
-
 static void on_put(void *ud, int status, const bm_redis_reply_t *reply)
 {
     bm_shared_t *sh = ud;
@@ -366,6 +374,9 @@ static int send_put(bm_shared_t *sh, const char *topic, const char *key, uint64_
     return rc;
 }
 
+static int send_publish(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                        const char *value, size_t len);
+
 static void drop_queue(bm_shared_t *sh)
 {
     while (sh->q_head) {
@@ -383,7 +394,10 @@ static void drain(bm_shared_t *sh)
 {
     while (sh->q_head && sh->puts_in_flight < MAX_IN_FLIGHT) {
         qrec_t *q = sh->q_head;
-        if (send_put(sh, q->topic, q->key, q->time_ms, q->ttl_ms, q->value, q->len) != 0) {
+        int rc = q->publish_only
+                     ? send_publish(sh, q->topic, q->key, q->time_ms, q->value, q->len)
+                     : send_put(sh, q->topic, q->key, q->time_ms, q->ttl_ms, q->value, q->len);
+        if (rc != 0) {
             drop_queue(sh); /* Redis went: everything is written back when it returns */
             return;
         }
@@ -395,15 +409,20 @@ static void drain(bm_shared_t *sh)
     }
 }
 
-int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
-                  uint64_t ttl_ms, const char *value, size_t len)
+static void on_drain_timer(bm_timer_t *t, void *ud)
+{
+    (void)t;
+    drain(ud);
+}
+
+/* Queues a record for the loop's next turn (see MAX_IN_FLIGHT). */
+static int enqueue(bm_shared_t *sh, bool publish_only, const char *topic, const char *key,
+                   uint64_t time_ms, uint64_t ttl_ms, const char *value, size_t len)
 {
     if (!bm_redis_up(sh->cmd)) {
         sh->st.skipped++;
         return BM_EUNAVAIL;
     }
-    if (sh->puts_in_flight < MAX_IN_FLIGHT && !sh->q_head)
-        return send_put(sh, topic, key, time_ms, ttl_ms, value, len);
     if (strlen(topic) >= sizeof(((qrec_t *)0)->topic) || strlen(key) >= sizeof(((qrec_t *)0)->key))
         return BM_EINVAL;
     qrec_t *q = sh->queued < MAX_QUEUED ? malloc(sizeof *q + len + 1) : NULL;
@@ -412,6 +431,7 @@ int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t 
         return BM_ENOMEM;
     }
     q->next = NULL;
+    q->publish_only = publish_only;
     q->time_ms = time_ms;
     q->ttl_ms = ttl_ms;
     q->len = len;
@@ -424,24 +444,29 @@ int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t 
     else
         sh->q_head = q;
     sh->q_tail = q;
-    sh->queued++;
+    if (sh->queued++ == 0)
+        bm_timer_start(sh->drain_timer, 0);
     return 0;
+}
+
+int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                  uint64_t ttl_ms, const char *value, size_t len)
+{
+    return enqueue(sh, false, topic, key, time_ms, ttl_ms, value, len);
 }
 
 static void on_published(void *ud, int status, const bm_redis_reply_t *reply)
 {
     bm_shared_t *sh = ud;
+    sh->puts_in_flight--;
     if (status != 0 || bm_redis_reply_type(reply) == BM_REDIS_ERROR)
         sh->st.write_failures++;
+    drain(sh);
 }
 
-int bm_shared_publish(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
-                      const char *value, size_t len)
+static int send_publish(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                        const char *value, size_t len)
 {
-    if (!bm_redis_up(sh->cmd)) {
-        sh->st.skipped++;
-        return BM_EUNAVAIL;
-    }
     bm_str_t m = BM_STR_INIT;
     bm_str_printf(&m, "%s %s %s %llu ", sh->instance, topic, key, (unsigned long long)time_ms);
     bm_str_append(&m, value, len);
@@ -450,10 +475,18 @@ int bm_shared_publish(bm_shared_t *sh, const char *topic, const char *key, uint6
     size_t lens[3] = {7, strlen(sh->channel), bm_str_len(&m)};
     if (rc == 0)
         rc = bm_redis_command(sh->cmd, 3, argv, lens, on_published, sh);
-    if (rc == 0)
+    if (rc == 0) {
         sh->st.published++;
+        sh->puts_in_flight++; /* in the window like a write: on_published drains */
+    }
     bm_str_dispose(&m);
     return rc;
+}
+
+int bm_shared_publish(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                      const char *value, size_t len)
+{
+    return enqueue(sh, true, topic, key, time_ms, 0, value, len);
 }
 
 /* ---- raw values (the shared cache) ----------------------------------------------------------- */
@@ -561,9 +594,11 @@ bm_shared_t *bm_shared_new(uv_loop_t *loop, bm_clock_t *clock, const bm_shared_o
     snprintf(sh->sub_why, sizeof sh->sub_why, "connecting");
     random_id(sh->instance);
     sh->since_ms = sh->sub_since_ms = bm_clock_wall_now(clock);
+    sh->drain_timer = bm_timer_new(clock, on_drain_timer, sh);
     sh->cmd = bm_redis_new(loop, clock, "state", &opts->redis, on_cmd_state, sh);
     sh->sub = bm_redis_new(loop, clock, "state (subscription)", &opts->redis, on_sub_state, sh);
-    if (!sh->cmd || !sh->sub || bm_redis_subscribe(sh->sub, sh->channel, on_message, sh) != 0) {
+    if (!sh->drain_timer || !sh->cmd || !sh->sub ||
+        bm_redis_subscribe(sh->sub, sh->channel, on_message, sh) != 0) {
         bm_shared_free(sh);
         return NULL;
     }
@@ -616,6 +651,11 @@ void bm_shared_status_fields(bm_str_t *out, const bm_shared_t *sh)
 #undef U
 }
 
+static void drain_timer_closed(void *ud)
+{
+    free(ud);
+}
+
 void bm_shared_free(bm_shared_t *sh)
 {
     if (!sh)
@@ -623,5 +663,8 @@ void bm_shared_free(bm_shared_t *sh)
     bm_redis_free(sh->cmd);
     bm_redis_free(sh->sub);
     drop_queue(sh);
-    free(sh);
+    if (sh->drain_timer)
+        bm_timer_close(sh->drain_timer, drain_timer_closed, sh);
+    else
+        free(sh);
 }

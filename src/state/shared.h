@@ -55,9 +55,10 @@ bm_shared_t *bm_shared_new(uv_loop_t *loop, bm_clock_t *clock, const bm_shared_o
 
 /**
  * Stores a record (`topic` and `key` without spaces or ':' in topic; `value` copied) for
- * `ttl_ms`, unless Redis holds a newer one, and publishes it. Returns 0 (sent; the outcome
- * is counted, not reported), BM_EUNAVAIL when Redis is not available (nothing sent), or
- * BM_ENOMEM. Never blocks.
+ * `ttl_ms`, unless Redis holds a newer one, and publishes it. Returns 0 (queued: sent from
+ * the loop's next turn, after the answers of this one went out; the outcome is counted, not
+ * reported), BM_EUNAVAIL when Redis is not available (nothing sent), or BM_ENOMEM. Never
+ * blocks, and never formats a Redis command inside the call.
  */
 int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
                   uint64_t ttl_ms, const char *value, size_t len);
@@ -94,7 +95,8 @@ bool bm_shared_available(const bm_shared_t *sh);
 void bm_shared_status_fields(bm_str_t *out, const bm_shared_t *sh);
 
 /** Closes both connections (commands in flight are cancelled inside this call when it is
- *  not made from a Redis callback) and frees. Run the loop afterwards. NULL is ignored. */
+ *  not made from a Redis callback) and frees once the loop ran (run it afterwards). NULL
+ *  is ignored. */
 void bm_shared_free(bm_shared_t *sh);
 
 #endif /* BM_SHARED_H */
