@@ -154,13 +154,22 @@ static void learn_served(bm_sharing_t *s, const char *key, const char *v, size_t
     s->journal_learnt++;
 }
 
+static void metrics(bm_str_t *out, void *ud)
+{
+    bm_shared_metrics(out, ((bm_sharing_t *)ud)->sh);
+}
+
 void bm_sharing_set_observe(bm_sharing_t *s, bm_observe_t *observe)
 {
-    if (s->observe)
+    if (s->observe) {
         bm_observe_on_local_served(s->observe, NULL, NULL);
+        bm_observe_set_metrics_extra(s->observe, NULL, NULL);
+    }
     s->observe = observe;
-    if (observe)
+    if (observe) {
         bm_observe_on_local_served(observe, put_served, s);
+        bm_observe_set_metrics_extra(observe, metrics, s);
+    }
 }
 
 /* A node newly refusing SSZ on an endpoint: "<upstream id>|<endpoint>". */

@@ -559,6 +559,7 @@ static void network_metrics(const bm_observe_t *ob, bm_str_t *o)
     request_metrics(o, ob);
     read_metrics(o, ob);
     cache_metrics(o, ob);
+    bm_observe_metrics_extra(ob, o);
 }
 
 void bm_metrics_write(const bm_observe_t *ob, bm_str_t *o)

@@ -48,6 +48,8 @@ struct bm_observe {
     void *status_ud;
     bm_served_fn local_fn; /* shared state: this instance's records */
     void *local_ud;
+    void (*extra_fn)(bm_str_t *out, void *ud); /* metrics of modules above this layer */
+    void *extra_ud;
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -127,6 +129,18 @@ void bm_observe_on_local_served(bm_observe_t *o, bm_served_fn fn, void *ud)
 {
     o->local_fn = fn;
     o->local_ud = ud;
+}
+
+void bm_observe_set_metrics_extra(bm_observe_t *o, void (*fn)(bm_str_t *out, void *ud), void *ud)
+{
+    o->extra_fn = fn;
+    o->extra_ud = ud;
+}
+
+void bm_observe_metrics_extra(const bm_observe_t *o, bm_str_t *out)
+{
+    if (o->extra_fn)
+        o->extra_fn(out, o->extra_ud);
 }
 
 void bm_observe_served_remote(bm_observe_t *o, const bm_served_t *s)

@@ -173,6 +173,13 @@ void bm_observe_served(const bm_served_t *s, void *ud);
  *  it to the other instances); NULL stops it. */
 void bm_observe_on_local_served(bm_observe_t *o, bm_served_fn fn, void *ud);
 
+/** Families of a module above this layer (shared state's Redis connections), appended to
+ *  the network's exposition by `fn` at every scrape (NULL: none). */
+void bm_observe_set_metrics_extra(bm_observe_t *o, void (*fn)(bm_str_t *out, void *ud), void *ud);
+
+/** Appends those families (nothing when none are set). */
+void bm_observe_metrics_extra(const bm_observe_t *o, bm_str_t *out);
+
 /** A record served by another instance: its answers counted and journaled as if served
  *  here (the journal merges it with identical records of its slot; the race time
  *  histogram stays this instance's own), counted in remote_records, and never handed to

@@ -11,6 +11,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "observe/expo.h"
 
 #define SCAN_COUNT "256"
 /* Writes in flight at most: a validator client with 10 000 validators sends as many
@@ -649,6 +650,39 @@ void bm_shared_status_fields(bm_str_t *out, const bm_shared_t *sh)
                   U(sh->st.raw_hits), U(sh->st.raw_puts), U(r.connects), U(r.failures), U(r.drops),
                   U(r.commands), U(r.timeouts));
 #undef U
+}
+
+void bm_shared_metrics(bm_str_t *out, const bm_shared_t *sh)
+{
+    bm_redis_stats_t st[2];
+    bm_redis_stats(sh->cmd, &st[0]);
+    bm_redis_stats(sh->sub, &st[1]);
+    const char *names[2] = {"commands", "subscription"};
+    bool up[2] = {sh->available, sh->sub_up && sh->subscribed};
+    bm_expo_family(out, "beaconmux_state_redis_up", BM_EXPO_GAUGE,
+                   "1 while the connection to Redis (state.driver redis) is available: "
+                   "commands, and the subscription that hears the other instances.");
+    for (int i = 0; i < 2; i++) {
+        bm_label_t l[] = {{"connection", names[i]}};
+        bm_expo_u64(out, "beaconmux_state_redis_up", l, 1, up[i]);
+    }
+    bm_expo_family(out, "beaconmux_state_redis_drops_total", BM_EXPO_COUNTER,
+                   "Ready connections to Redis lost (closed, failed, or no answer in time, a "
+                   "heartbeat's included).");
+    for (int i = 0; i < 2; i++) {
+        bm_label_t l[] = {{"connection", names[i]}};
+        bm_expo_u64(out, "beaconmux_state_redis_drops_total", l, 1, st[i].drops);
+    }
+    bm_expo_family(out, "beaconmux_state_redis_timeouts_total", BM_EXPO_COUNTER,
+                   "Redis commands and heartbeats not answered within state.redis.timeout.");
+    for (int i = 0; i < 2; i++) {
+        bm_label_t l[] = {{"connection", names[i]}};
+        bm_expo_u64(out, "beaconmux_state_redis_timeouts_total", l, 1, st[i].timeouts);
+    }
+    bm_expo_family(out, "beaconmux_state_local_only_total", BM_EXPO_COUNTER,
+                   "Shared records kept local because Redis was not available (written back "
+                   "when it returns, where the record is one that is stored).");
+    bm_expo_u64(out, "beaconmux_state_local_only_total", NULL, 0, sh->st.skipped);
 }
 
 static void drain_timer_closed(void *ud)

@@ -94,6 +94,10 @@ bool bm_shared_available(const bm_shared_t *sh);
  *  braces: the owner adds its own). */
 void bm_shared_status_fields(bm_str_t *out, const bm_shared_t *sh);
 
+/** Appends the Prometheus families of the connections (observe/expo.h): whether each is
+ *  available, its drops and its timeouts, and the records kept local meanwhile. */
+void bm_shared_metrics(bm_str_t *out, const bm_shared_t *sh);
+
 /** Closes both connections (commands in flight are cancelled inside this call when it is
  *  not made from a Redis callback) and frees once the loop ran (run it afterwards). NULL
  *  is ignored. */

@@ -292,6 +292,12 @@ class SharedState(unittest.TestCase):
         return [e for rec in json.loads(raw)["journal"]["slots"] if int(rec["slot"]) == slot
                 for e in rec["entries"] if e["duty"] == duty]
 
+    def metrics(self, m):
+        st, _, raw = m.request("GET", "/metrics")
+        self.assertEqual(st, 200)
+        return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+                for line in raw.decode().splitlines() if line.startswith("beaconmux_state_")}
+
     def answered(self, m, duty):
         st, _, raw = m.request("GET", "/metrics")
         self.assertEqual(st, 200)
@@ -571,6 +577,11 @@ class SharedState(unittest.TestCase):
             sub = self.state(b)["subscription"]
             self.assertIn("heartbeat", sub["why"])
             self.assertGreater(sub["drops"], drops)
+            m = self.metrics(b)
+            self.assertEqual(m['beaconmux_state_redis_up{connection="subscription"}'], 0)
+            self.assertEqual(m['beaconmux_state_redis_up{connection="commands"}'], 0)
+            self.assertGreaterEqual(
+                m['beaconmux_state_redis_drops_total{connection="subscription"}'], 1)
             print("\nhung redis noticed on both instances' subscriptions in %.1f s" % noticed)
         finally:
             self.redis.proc.signal(signal.SIGCONT)
@@ -578,6 +589,8 @@ class SharedState(unittest.TestCase):
             wait_for(lambda: self.state(m)["subscription"]["available"] and
                      self.state(m)["available"], 15, what="the subscription made again")
         self.assertTrue(any("did not answer a heartbeat" in line for line in b.stderr()))
+        self.assertEqual(self.metrics(b)['beaconmux_state_redis_up{connection="subscription"}'],
+                         1)
         # and it works: B hears what A is told at once
         before = self.state(b)["received"]
         self.prepare(a, 4101, FEE(0x61))
