@@ -3,8 +3,10 @@
  * sharing: the meaning of the shared records of one network. Topics:
  *   "replay.<kind>"  key: the entry's key in hex; value: the entry (bm_replay_entry_fn);
  *                    time: when the write that carried it was seen; kept until it expires.
- *   "ssz"            key: "<upstream id>|<endpoint>"; value: "refused": a node answered 415 to
- *                    an SSZ body there; kept an hour, as broadcast keeps it.
+ *   "ssz"            key: "<upstream id>|<endpoint>"; value: "refused <version>": a node
+ *                    answered 415 to an SSZ body there while it reported that version
+ *                    (/eth/v1/node/version; "refused" alone when unknown); kept an hour, as
+ *                    broadcast keeps it. A node that reports another version ignores it.
  *   "producer"       key: the slot; value: "<upstream id> <0x state_root | ->"; kept an
  *                    hour (the producer memory holds BM_PRODUCE_MEMORY_SLOTS slots).
  *   "journal"        key: "<duty>.<slot>"; value: a served duty read (app/servedrec.h);
@@ -177,14 +179,23 @@ static void put_refusal(void *ud, size_t node, const char *pattern)
 {
     bm_sharing_t *s = ud;
     const bm_node_t *n = bm_pool_node(s->pool, node);
-    char key[256];
+    char key[256], value[200];
     if (!n || snprintf(key, sizeof key, "%s|%s", n->id, pattern) >= (int)sizeof key)
         return;
-    bm_shared_put(s->sh, "ssz", key, bm_clock_wall_now(s->clock), SSZ_KEEP_MS, "refused", 7);
+    int len = snprintf(value, sizeof value, "refused%s%s", n->version ? " " : "",
+                       n->version ? n->version : "");
+    if (len >= (int)sizeof value)
+        len = (int)sizeof value - 1; /* a version that long is cut; compared as cut */
+    bm_shared_put(s->sh, "ssz", key, bm_clock_wall_now(s->clock), SSZ_KEEP_MS, value, (size_t)len);
 }
 
-static void learn_refusal(bm_sharing_t *s, const char *key)
+static void learn_refusal(bm_sharing_t *s, const char *key, const char *value, size_t len)
 {
+    char version[200] = "";
+    if (len > 8 && len - 8 < sizeof version && memcmp(value, "refused ", 8) == 0) {
+        memcpy(version, value + 8, len - 8);
+        version[len - 8] = '\0';
+    }
     const char *bar = strchr(key, '|');
     char id[128];
     if (!bar || (size_t)(bar - key) >= sizeof id)
@@ -193,7 +204,7 @@ static void learn_refusal(bm_sharing_t *s, const char *key)
     id[bar - key] = '\0';
     const bm_node_t *n = bm_pool_find(s->pool, id);
     if (n)
-        bm_broadcast_learn_ssz_refusal(s->bcast, (size_t)n->index, bar + 1);
+        bm_broadcast_learn_ssz_refusal(s->bcast, (size_t)n->index, bar + 1, version);
 }
 
 /* Redis is back (or there for the first time): everything we remember goes there, newer
@@ -278,7 +289,7 @@ static void on_record(void *ud, const char *topic, const char *key, uint64_t tim
     } else if (strcmp(topic, "producer") == 0) {
         learn_producer(s, key, time_ms, value, len);
     } else if (strcmp(topic, "ssz") == 0) {
-        learn_refusal(s, key);
+        learn_refusal(s, key, value, len);
     } else if (strcmp(topic, "sticky") == 0) {
         learn_sticky(s, key, value, len);
     } else if (strcmp(topic, "journal") == 0) {

@@ -22,6 +22,7 @@
 
 #define DASHBOARD_JOURNAL_SLOTS 16 /* the journal's slots the dashboard shows */
 #define JOURNAL_DEFAULT_SLOTS 32   /* a journal read without from_slot */
+#define JOURNAL_STATE_SLOTS 256    /* the newest slots a state file keeps (51 min of 12-s slots) */
 
 /* Duty races, seconds: a fresh answer comes within milliseconds, a held one at the duty's
  * deadline (a second by default, two at most in practice). */
@@ -382,6 +383,28 @@ static size_t node_ids(const bm_observe_t *o, const char **ids)
     for (size_t i = 0; i < n; i++)
         ids[i] = bm_pool_node(o->src.pool, i)->id;
     return n;
+}
+
+int bm_observe_export_journal(void *ud, uint64_t now_ms, bm_str_t *out)
+{
+    const bm_observe_t *o = ud;
+    (void)now_ms;
+    if (!o->journal)
+        return BM_ENOTFOUND;
+    const char *ids[BM_MAX_NODES];
+    size_t n = node_ids(o, ids);
+    return bm_journal_export(o->journal, JOURNAL_STATE_SLOTS, ids, n, out);
+}
+
+int bm_observe_import_journal(void *ud, const char *json, size_t len, uint64_t now_ms)
+{
+    bm_observe_t *o = ud;
+    (void)now_ms; /* slots are on the chain's clock: a saved slot stays where it was */
+    if (!o->journal)
+        return BM_ENOTFOUND;
+    const char *ids[BM_MAX_NODES];
+    size_t n = node_ids(o, ids);
+    return bm_journal_import(o->journal, json, len, ids, n);
 }
 
 static void counts_json(bm_str_t *s, const bm_journal_counts_t *c)

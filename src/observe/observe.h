@@ -200,6 +200,14 @@ void bm_observe_tick(bm_observe_t *o, uint64_t now_ms);
  */
 void bm_observe_finalized(bm_observe_t *o, size_t node, uint64_t epoch, const uint8_t root[32]);
 
+/**
+ * State kept across restarts (app/statedir.h sections; `ud` is the observe): the duty
+ * journal's counts and newest slots (bm_journal_export / bm_journal_import, nodes by their
+ * pool ids). Both return BM_ENOTFOUND when the journal is off (journal.slots: 0).
+ */
+int bm_observe_export_journal(void *ud, uint64_t now_ms, bm_str_t *out);
+int bm_observe_import_journal(void *ud, const char *json, size_t len, uint64_t now_ms);
+
 /** Several networks' observes, for the process's /metrics. */
 #define BM_OBSERVE_MAX_NETWORKS 64
 typedef struct bm_observe_set {
