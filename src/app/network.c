@@ -240,7 +240,7 @@ static int build_sharing(bm_network_t *a)
     if (a->cfg.state.driver != BM_STATE_REDIS)
         return bm_admin_add_section(a->admin, "state", local_state_json, NULL);
     a->sharing = bm_sharing_new(a->loop, a->clock, &a->cfg, a->cfg.network_id, a->pool, a->replay,
-                                a->produce, a->bcast);
+                                a->produce, a->bcast, a->readpath);
     if (!a->sharing)
         return BM_ENOMEM;
     bm_cache_tier_t tier = {bm_sharing_cache_get, bm_sharing_cache_put, a->sharing};
@@ -417,6 +417,8 @@ static int build_observe(bm_network_t *a)
     if (!a->observe)
         return BM_ENOMEM;
     bm_observe_set_status(a->observe, bm_network_status, a);
+    if (a->sharing) /* state.driver redis: the journal is the instances' together */
+        bm_sharing_set_observe(a->sharing, a->observe);
     return 0;
 }
 

@@ -47,6 +47,10 @@ struct bm_observe {
     uint64_t next_final;
     void (*status_fn)(bm_str_t *out, void *ud);
     void *status_ud;
+    bm_served_fn local_fn; /* shared state: this instance's records */
+    void *local_ud;
+    void (*extra_fn)(bm_str_t *out, void *ud); /* metrics of modules above this layer */
+    void *extra_ud;
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -92,13 +96,14 @@ static void canon_of(const bm_observe_t *o, uint64_t slot, bm_canon_t *c)
 
 /* ---- what happens --------------------------------------------------------------------- */
 
-void bm_observe_served(const bm_served_t *s, void *ud)
+/* One record, from here or from another instance (`local` false): the answers and the
+ * journal are the pair's, the race times and counts this instance's own. */
+static void take_served(bm_observe_t *o, const bm_served_t *s, bool local)
 {
-    bm_observe_t *o = ud;
-    if ((unsigned)s->duty >= BM_DUTY_READ_COUNT)
-        return;
-    o->fig.races[s->duty]++;
-    bm_hist_add(&o->fig.race[s->duty], (double)s->race_ms / 1000.0);
+    if (local) {
+        o->fig.races[s->duty]++;
+        bm_hist_add(&o->fig.race[s->duty], (double)s->race_ms / 1000.0);
+    }
     bm_answer_class_t cls = s->served.cls == BM_ANSWER_FRESH || s->served.cls == BM_ANSWER_STALE
                                 ? s->served.cls
                                 : BM_ANSWER_ERROR;
@@ -109,6 +114,42 @@ void bm_observe_served(const bm_served_t *s, void *ud)
     if (clock) /* the race's own time (the engine's clock): the slot it ran in has begun */
         bm_journal_advance(o->journal, bm_slot_at(clock, s->started_ms));
     bm_journal_add(o->journal, s);
+}
+
+void bm_observe_served(const bm_served_t *s, void *ud)
+{
+    bm_observe_t *o = ud;
+    if ((unsigned)s->duty >= BM_DUTY_READ_COUNT)
+        return;
+    take_served(o, s, true);
+    if (o->local_fn)
+        o->local_fn(s, o->local_ud);
+}
+
+void bm_observe_on_local_served(bm_observe_t *o, bm_served_fn fn, void *ud)
+{
+    o->local_fn = fn;
+    o->local_ud = ud;
+}
+
+void bm_observe_set_metrics_extra(bm_observe_t *o, void (*fn)(bm_str_t *out, void *ud), void *ud)
+{
+    o->extra_fn = fn;
+    o->extra_ud = ud;
+}
+
+void bm_observe_metrics_extra(const bm_observe_t *o, bm_str_t *out)
+{
+    if (o->extra_fn)
+        o->extra_fn(out, o->extra_ud);
+}
+
+void bm_observe_served_remote(bm_observe_t *o, const bm_served_t *s)
+{
+    if ((unsigned)s->duty >= BM_DUTY_READ_COUNT)
+        return;
+    o->fig.remote_records++;
+    take_served(o, s, false);
 }
 
 void bm_observe_tick(bm_observe_t *o, uint64_t now_ms)

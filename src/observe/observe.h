@@ -105,6 +105,7 @@ typedef struct bm_observe_figures {
     bm_hist_t race[BM_DUTY_READ_COUNT];                         /* seconds, 1 ms to 2 s */
     uint64_t served[BM_DUTY_READ_COUNT][BM_ANSWER_CLASS_COUNT]; /* requests by served class */
     uint64_t races[BM_DUTY_READ_COUNT];                         /* races that served */
+    uint64_t remote_records; /* ... of which served by other instances (shared state) */
     /* the cluster head */
     uint64_t moves_extension, moves_quorum, moves_reorg;
     bm_hist_t reorg_depth; /* slots */
@@ -167,6 +168,23 @@ const bm_observe_sources_t *bm_observe_sources(const bm_observe_t *o);
 
 /** The record sink of served duty reads (what attest and produce call): exported for tests. */
 void bm_observe_served(const bm_served_t *s, void *ud);
+
+/** Calls `fn` with every record of this instance once it was taken (shared state publishes
+ *  it to the other instances); NULL stops it. */
+void bm_observe_on_local_served(bm_observe_t *o, bm_served_fn fn, void *ud);
+
+/** Families of a module above this layer (shared state's Redis connections), appended to
+ *  the network's exposition by `fn` at every scrape (NULL: none). */
+void bm_observe_set_metrics_extra(bm_observe_t *o, void (*fn)(bm_str_t *out, void *ud), void *ud);
+
+/** Appends those families (nothing when none are set). */
+void bm_observe_metrics_extra(const bm_observe_t *o, bm_str_t *out);
+
+/** A record served by another instance: its answers counted and journaled as if served
+ *  here (the journal merges it with identical records of its slot; the race time
+ *  histogram stays this instance's own), counted in remote_records, and never handed to
+ *  the listener above (so it is never sent back). */
+void bm_observe_served_remote(bm_observe_t *o, const bm_served_t *s);
 
 /**
  * Settles the journal as the clock and the cluster chain say at `now_ms`: every slot up
