@@ -532,7 +532,9 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     }
 }
 
-/* The root a record of the race keeps (serve.h root_of): the head the answer is built on. */
+/* The root a record of the race keeps (serve.h root_of): the head the answer is built on.
+ * `ctx` is the race's own context, so the answer is read through its parse_answer, which
+ * the race's observer and predicates have usually read already. */
 static int answer_root(const bm_race_answer_t *an, void *ctx, uint8_t root[32], int *index)
 {
     rctx_t *c = ctx;
@@ -540,7 +542,7 @@ static int answer_root(const bm_race_answer_t *an, void *ctx, uint8_t root[32], 
     switch (c->ep) {
     case EP_DATA: {
         bm_attest_data_t d;
-        if (bm_attest_parse_data(an->headers, an->body, &d) != 0)
+        if (parse_data(c, an, &d) != 0)
             return BM_EINVAL;
         memcpy(root, d.beacon_block_root, 32);
         if (c->gloas)
@@ -548,10 +550,10 @@ static int answer_root(const bm_race_answer_t *an, void *ctx, uint8_t root[32], 
         return 0;
     }
     case EP_HEAD_ROOT:
-        return bm_attest_parse_root(an->body, root);
+        return parse_root(c, an, root);
     case EP_PAYLOAD: {
         bm_attest_payload_t p;
-        if (an->status != 200 || bm_attest_parse_payload(an->headers, an->body, &p) != 0)
+        if (an->status != 200 || parse_payload(c, an, &p) != 0)
             return BM_EINVAL; /* a 204 names no block: the slot had none for that node */
         memcpy(root, p.beacon_block_root, 32);
         return 0;
