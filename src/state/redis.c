@@ -16,6 +16,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "http/uprules.h"
 
 #define BACKOFF_MIN_MS 100u
 #define BACKOFF_MAX_MS 5000u
@@ -53,6 +54,7 @@ struct bm_redis {
     cmd_t *head, *tail;
     int drop_status; /* what commands cut by the last drop are answered */
     bm_timer_t *deadline, *retry;
+    uint64_t looked_ms; /* the command deadline that had its one more look (on_deadline) */
     uint64_t connect_deadline_ms;
     uint32_t backoff_ms;
     int reported; /* -1 not yet, 0 down, 1 up: the last readiness told to state_fn */
@@ -514,6 +516,22 @@ static void on_retry(bm_timer_t *t, void *ud)
         connect_now(r);
 }
 
+/*
+ * True when the head command's passed deadline must wait for one more look at the socket.
+ * libuv runs due timers before it polls for I/O: after the process was busy or not
+ * scheduled for longer than the timeout (a burst of thousands of writes, a loaded machine),
+ * the deadline is found passed although the replies wait unread in the socket. The timer
+ * is then re-armed 1 ms later; the loop polls in between and hiredis reads the replies.
+ * One look per deadline: a server that is really silent is judged 1 ms later.
+ */
+static bool deadline_needs_look(bm_redis_t *r)
+{
+    if (r->looked_ms == r->head->deadline_ms || !r->ac || !bm_uprules_socket_has_input(r->ac->c.fd))
+        return false;
+    r->looked_ms = r->head->deadline_ms;
+    return true;
+}
+
 static void on_deadline(bm_timer_t *t, void *ud)
 {
     (void)t;
@@ -523,6 +541,10 @@ static void on_deadline(bm_timer_t *t, void *ud)
         snprintf(why, sizeof why, "no connection within %u ms", r->o.timeout_ms);
         drop(r, BM_ETIMEDOUT, why);
     } else if (r->head && bm_clock_mono_now(r->clock) >= r->head->deadline_ms) {
+        if (deadline_needs_look(r)) {
+            bm_timer_start(r->deadline, 1);
+            return;
+        }
         snprintf(why, sizeof why, "no answer within %u ms", r->o.timeout_ms);
         drop(r, BM_ETIMEDOUT, why);
     } else {
