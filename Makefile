@@ -3,7 +3,8 @@
 #   make test   ASan + UBSan build, then every unit and integration test
 #   make demo   beaconsim (3 nodes) + beaconmux, and what to open
 #   make bench  wrk against a local upstream: direct, beaconmux, nginx, haproxy
-#   make fuzz   every libFuzzer harness for FUZZ_SECONDS (default 30) each
+#   make fuzz   every libFuzzer harness for FUZZ_SECONDS (default 30) each, or to FUZZ_RUNS
+#               executions each (FUZZ_SECONDS then bounds each)
 #   make soak   beaconmux in front of beaconsim for SOAK_SECONDS (default 1800) under mixed and
 #               hostile traffic with node faults; fails on a crash, a lost or wrong duty answer,
 #               an undelivered broadcast, or RSS / descriptors not back at the end
@@ -16,6 +17,7 @@
 #   make image     the container image beaconmux:<version> (podman, offline, FROM scratch)
 
 FUZZ_SECONDS ?= 30
+FUZZ_RUNS ?=
 SOAK_SECONDS ?= 1800
 SOAK_BUILD ?= release
 CTEST_JOBS ?= 2
@@ -55,7 +57,7 @@ bench: build
 fuzz: deps
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz
-	scripts/fuzz.sh $(FUZZ_SECONDS)
+	scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_RUNS)
 
 # Not part of `make test`: half an hour by default. Niced, as it shares the machine.
 soak: deps
