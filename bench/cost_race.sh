@@ -7,6 +7,8 @@
 # GETs of the current slot's attestation data over COST_CONNECTIONS connections. Prints
 # instructions per answer, per shared object, how many upstream requests the races cost
 # (identical requests share a race), then system calls per answer under strace -c.
+# COST_CONNECTIONS=1 makes every request a race of its own (three upstream requests): the
+# cost of one whole race, whatever the load.
 # COST_KEEP=DIR keeps the callgrind output there (for callgrind_annotate).
 # Instruction counts do not depend on the machine's load; how many requests share a race
 # does (it depends on how long a race runs), so it is printed next to them.

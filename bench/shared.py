@@ -10,6 +10,10 @@ the same load and the same slots:
   - cache-hit throughput: wrk on one block by root (a memory hit) through L and through R1;
 and the second tier's cost: one block by root per slot fetched through R1 (a node is asked),
 then through R2 (a second-tier hit: Redis instead of a node), then R2 again (a memory hit).
+Each duty figure is given twice: as the client saw it (connect, send, answer read) and as
+beaconmux measured it itself (its access log's duration, from the request's arrival to the
+answer's last byte handed to the kernel), so that time spent outside the process (the
+machine's scheduler, the other processes a write wakes) shows apart from time spent in it.
 Environment: BM_BIN_DIR (build/release), BENCH_SAMPLES (200), BENCH_SECONDS (wrk, 5),
 BENCH_CONNECTIONS (32).
 """
@@ -63,6 +67,18 @@ def line(name, xs):
     return "%-34s p50 %6.2f ms  p99 %6.2f ms" % (name, statistics.median(xs), pct(xs, 99))
 
 
+def server_times(m):
+    """The access log's durations (ms) of the duty read and the duty write."""
+    out = {"attestation_data": [], "prepare_beacon_proposer": []}
+    for ln in m.stdout() + m.stderr():
+        for name in out:
+            if name in ln and "\" 200 " in ln:
+                for w in ln.split():
+                    if w.endswith("ms") and w[:-2].replace(".", "", 1).isdigit():
+                        out[name].append(float(w[:-2]))
+    return out
+
+
 def wrk(port, path):
     out = subprocess.run(["wrk", "-t2", "-c%d" % CONNS, "-d%ds" % SECONDS,
                           "http://127.0.0.1:%d%s" % (port, path)],
@@ -85,8 +101,9 @@ def main():
                                        for i, u in enumerate(sim.nodes))
         shared = ("state:\n  driver: redis\n  redis:\n    url: \"redis://127.0.0.1:%d/0\"\n"
                   "    prefix: \"bench:\"\n" % rport)
-        local = Beaconmux(config_text=ups)
-        r1 = Beaconmux(config_text=ups + shared)
+        access = "log:\n  access: true\n"
+        local = Beaconmux(config_text=access + ups)
+        r1 = Beaconmux(config_text=access + ups + shared)
         r2 = Beaconmux(config_text=ups + shared)
         muxes += [local, r1, r2]
         for m in muxes:
@@ -109,11 +126,15 @@ def main():
                 st, _, ms = timed(m.port, "POST", "/eth/v1/validator/prepare_beacon_proposer", body)
                 if st == 200:
                     write[name].append(ms)
-        print("duty answer times, driver local against redis (same run, alternating):")
+        inside = {name: server_times(m) for name, m in (("local", local), ("redis", r1))}
+        print("duty answer times, driver local against redis (same run, alternating; client "
+              "side, then beaconmux's own):")
         for name in ("local", "redis"):
             print("  " + line("attestation_data (%s)" % name, race[name]))
+            print("  " + line("  inside beaconmux", inside[name]["attestation_data"]))
         for name in ("local", "redis"):
             print("  " + line("prepare_beacon_proposer (%s)" % name, write[name]))
+            print("  " + line("  inside beaconmux", inside[name]["prepare_beacon_proposer"]))
 
         # the second tier's cost: one block per slot, fetched R1 (node), R2 (tier), R2 (memory)
         node, tier, mem = [], [], []

@@ -225,6 +225,9 @@ static int node_listen(bs_simnode_t *sn)
     bs_sim_t *s = sn->sim;
     bm_server_opts_t o;
     bm_server_opts_default(&o);
+    /* every client of a simulated node is on 127.0.0.1 (bench/events.sh opens 5,000 event
+     * streams to one node as its baseline): one address may hold every connection */
+    o.max_connections_per_client = o.max_connections;
     bm_server_t *srv = bm_server_new(s->loop, &o, node_handler, sn);
     if (!srv)
         return BM_ENOMEM;

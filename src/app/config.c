@@ -563,7 +563,15 @@ static void dump_list(bm_str_t *out, const bm_cfg_key_t *k, const void *obj, boo
     bm_str_printf(out, "%*s%s:\n", (int)indent, "", k->name);
     for (size_t i = 0; i < count; i++) {
         bm_str_t entry = BM_STR_INIT;
-        dump_section(&entry, k->sub, arr + i * k->sub->size, mask, indent + 4);
+        const void *item = arr + i * k->sub->size;
+        bm_config_t net;
+        if (k->sub == &bm_cfg_network) {
+            /* a network as it runs: the rows its entry left out hold what it inherits from
+             * the top level, not the defaults the entry was read over */
+            bm_config_network(obj, i, &net);
+            item = &net;
+        }
+        dump_section(&entry, k->sub, item, mask, indent + 4);
         if (bm_str_len(&entry) == 0) {
             bm_str_printf(out, "%*s- {}\n", (int)indent + 2, "");
         } else {

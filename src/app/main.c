@@ -16,12 +16,10 @@
  * detached writes reach the nodes); a second signal exits at once. SIGHUP reloads the
  * configuration file (docs/operations.md).
  */
-#include <arpa/inet.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <uv.h>
 
 #include "app/cli.h"
@@ -41,6 +39,11 @@
 
 #define MAX_OLD_SERVERS 8
 
+/* The listeners a socket from systemd can serve, each matched by its address. */
+enum { LISTENER_API, LISTENER_TLS, LISTENER_METRICS, N_LISTENERS };
+static const char *const LISTENER_KEYS[N_LISTENERS] = {"listen", "server.tls.listen",
+                                                       "metrics.listen"};
+
 typedef struct app {
     uv_loop_t loop;
     bm_cli_t cli;
@@ -51,6 +54,7 @@ typedef struct app {
     bm_server_t *metrics_server; /* metrics.listen: a listener of its own */
     char metrics_addr[128];      /* the address it listens on, or "" */
     bm_server_t *tls_server;     /* server.tls: the same handler behind TLS, or NULL */
+    char tls_addr[128];          /* the address it was opened for (tls_addr_of), or "" */
     int servers_draining;        /* the API listeners still finishing at shutdown */
     bm_sharedlimit_t *limits;    /* state.driver redis: the current front's global buckets shared */
     uv_signal_t sigterm;
@@ -63,6 +67,7 @@ typedef struct app {
     uv_timer_t watchdog; /* WATCHDOG=1 from the loop, when systemd asks for it */
     bool watchdog_on;
     bool running; /* built and in the loop: a signal shuts down (before: the start failed) */
+    int activated[N_LISTENERS]; /* the socket from systemd each listener serves, or -1 */
 } app_t;
 
 /* systemd (Type=notify): ready once clients can be served, which needs the listener and a
@@ -129,15 +134,19 @@ static int listen_metrics(app_t *a, const bm_config_t *c)
     if (!a->metrics_server)
         return BM_ENOMEM;
     bm_server_on_end(a->metrics_server, bm_reload_request_ended, a->reload);
-    rc = bm_server_listen(a->metrics_server, host, port);
+    int fd = a->activated[LISTENER_METRICS];
+    a->activated[LISTENER_METRICS] = -1; /* the first listener only: a reload binds its own */
+    rc = fd >= 0 ? bm_server_listen_fd(a->metrics_server, fd)
+                 : bm_server_listen(a->metrics_server, host, port);
     if (rc) {
         bm_log(BM_LOG_ERROR, "cannot listen on %s for metrics: %s", l, bm_strerror(rc));
         return rc;
     }
     snprintf(a->metrics_addr, sizeof a->metrics_addr, "%s", l);
     bool v6 = strchr(host, ':') != NULL;
-    bm_log(BM_LOG_INFO, "metrics on http://%s%s%s:%d%s", v6 ? "[" : "", host, v6 ? "]" : "",
-           bm_server_port(a->metrics_server), o.observe.metrics_path);
+    bm_log(BM_LOG_INFO, "metrics on http://%s%s%s:%d%s%s", v6 ? "[" : "", host, v6 ? "]" : "",
+           bm_server_port(a->metrics_server), o.observe.metrics_path,
+           fd >= 0 ? " (socket from systemd)" : "");
     return 0;
 }
 
@@ -170,16 +179,63 @@ static bm_server_t *listen_on(app_t *a, const bm_config_t *c)
     return srv;
 }
 
-/* The first listener: the socket systemd handed over (socket activation), else `c`'s
+/* A configuration with no listener but the API's: a lone socket from systemd is the API's
+ * whatever its address (the socket unit's ListenStream= decides, as it always did). */
+static bool only_the_api_listens(const bm_config_t *c)
+{
+    return !c->server.tls.listen_host && !metrics_on_own_listener(c);
+}
+
+/* Socket activation: each socket systemd passed goes to the listener whose configured
+ * address it is bound to (getsockname); a listener no socket matches binds its address
+ * itself. A socket that matches no listener, or a listener two sockets match, stops the
+ * start: serving a socket meant for TLS as plain HTTP, or leaving one unanswered, would
+ * be worse than not starting. */
+static int match_activated(app_t *a, const bm_config_t *c)
+{
+    for (int l = 0; l < N_LISTENERS; l++)
+        a->activated[l] = -1;
+    int n = bm_systemd_listen_fds();
+    const char *host[N_LISTENERS] = {c->listen_host, c->server.tls.listen_host, NULL};
+    uint16_t port[N_LISTENERS] = {c->listen_port, c->server.tls.listen_port, 0};
+    char mhost[64];
+    if (metrics_on_own_listener(c) && bm_config_parse_listen(c->metrics.listen, mhost, sizeof mhost,
+                                                             &port[LISTENER_METRICS]) == 0)
+        host[LISTENER_METRICS] = mhost;
+    for (int fd = BM_SYSTEMD_FIRST_FD; fd < BM_SYSTEMD_FIRST_FD + n; fd++) {
+        int l = 0;
+        while (l < N_LISTENERS && !(host[l] && bm_systemd_socket_is(fd, host[l], port[l])))
+            l++;
+        if (l == N_LISTENERS && n == 1 && only_the_api_listens(c))
+            l = LISTENER_API;
+        char addr[80];
+        bm_systemd_socket_name(fd, addr, sizeof addr);
+        if (l == N_LISTENERS) {
+            bm_log(BM_LOG_ERROR,
+                   "the socket from systemd on %s (fd %d) matches no listener of the "
+                   "configuration (listen, server.tls.listen, metrics.listen): make the socket "
+                   "unit's ListenStream= and the configuration name the same addresses",
+                   addr, fd);
+            return BM_EINVAL;
+        }
+        if (a->activated[l] >= 0) {
+            bm_log(BM_LOG_ERROR, "the sockets from systemd fd %d and fd %d both match %s %s",
+                   a->activated[l], fd, LISTENER_KEYS[l], addr);
+            return BM_EINVAL;
+        }
+        a->activated[l] = fd;
+    }
+    return 0;
+}
+
+/* The API listener: the socket systemd handed over for it (socket activation), else `c`'s
  * address. A reload that changes listen binds the new address itself (listen_on). */
 static bm_server_t *open_listener(app_t *a, const bm_config_t *c)
 {
-    int n = bm_systemd_listen_fds();
-    if (n == 0)
+    int fd = a->activated[LISTENER_API];
+    if (fd < 0)
         return listen_on(a, c);
-    if (n > 1)
-        bm_log(BM_LOG_WARN, "systemd passed %d sockets; the first serves, the others are unused",
-               n);
+    a->activated[LISTENER_API] = -1;
     bm_options_t o;
     if (bm_options_from_config(&o, c) != 0)
         return NULL;
@@ -187,23 +243,15 @@ static bm_server_t *open_listener(app_t *a, const bm_config_t *c)
     if (!srv)
         return NULL;
     bm_server_on_end(srv, bm_reload_request_ended, a->reload);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    char host[INET6_ADDRSTRLEN] = "?";
-    if (getsockname(BM_SYSTEMD_FIRST_FD, (struct sockaddr *)&ss, &sl) == 0)
-        inet_ntop(ss.ss_family,
-                  ss.ss_family == AF_INET6 ? (void *)&((struct sockaddr_in6 *)&ss)->sin6_addr
-                                           : (void *)&((struct sockaddr_in *)&ss)->sin_addr,
-                  host, sizeof host);
-    int rc = bm_server_listen_fd(srv, BM_SYSTEMD_FIRST_FD);
+    char addr[80];
+    bm_systemd_socket_name(fd, addr, sizeof addr);
+    int rc = bm_server_listen_fd(srv, fd);
     if (rc) {
         bm_log(BM_LOG_ERROR, "cannot listen on the socket from systemd: %s", bm_strerror(rc));
         bm_server_free(srv);
         return NULL;
     }
-    bool v6 = strchr(host, ':') != NULL;
-    bm_log(BM_LOG_INFO, "listening on http://%s%s%s:%d (socket from systemd)", v6 ? "[" : "", host,
-           v6 ? "]" : "", bm_server_port(srv));
+    bm_log(BM_LOG_INFO, "listening on http://%s (socket from systemd)", addr);
     return srv;
 }
 
@@ -214,8 +262,11 @@ static void set_server_limits(const bm_config_t *c, void *ud)
 {
     app_t *a = ud;
     bm_options_t o;
-    if (bm_options_from_config(&o, c) == 0)
+    if (bm_options_from_config(&o, c) == 0) {
         bm_server_set_opts(a->server, &o.server);
+        if (a->tls_server)
+            bm_server_set_opts(a->tls_server, &o.server);
+    }
     check_fd_limit(c);
 }
 
@@ -280,38 +331,56 @@ static void set_metrics_listener(const bm_config_t *c, void *ud)
     bm_server_shutdown(old, c->server.shutdown_timeout_ms, on_old_server_drained, a);
 }
 
-/* server.tls: a second server with the same handler, so both listeners serve alike. */
-static int build_tls_listener(app_t *a, const bm_config_t *c)
+/* The TLS listener's address as `c` configures it ("" when there is none). */
+static void tls_addr_of(const bm_config_t *c, char *out, size_t cap)
+{
+    const bm_config_server_tls_t *t = &c->server.tls;
+    if (t->listen_host)
+        snprintf(out, cap, "%s|%u", t->listen_host, t->listen_port);
+    else
+        snprintf(out, cap, "%s", "");
+}
+
+/* server.tls: a second server with the same handler, so both listeners serve alike; on
+ * the socket from systemd for it (at the start), else on `c`'s address. NULL on failure
+ * (logged). */
+static bm_server_t *open_tls_listener(app_t *a, const bm_config_t *c)
 {
     const bm_config_server_tls_t *t = &c->server.tls;
     char why[512];
     bm_tls_ctx_t *ctx = bm_tlslisten_ctx(t, why, sizeof why);
     if (!ctx) {
         bm_log(BM_LOG_ERROR, "server.tls: %s", why);
-        return BM_ETLS;
+        return NULL;
     }
     bm_options_t o;
-    int rc = bm_options_from_config(&o, c);
-    if (!rc && !(a->tls_server = bm_server_new(&a->loop, &o.server, bm_reload_handle, a->reload)))
-        rc = BM_ENOMEM;
-    if (rc) {
+    bm_server_t *srv = NULL;
+    if (bm_options_from_config(&o, c) == 0)
+        srv = bm_server_new(&a->loop, &o.server, bm_reload_handle, a->reload);
+    if (!srv) {
         bm_tls_ctx_unref(ctx);
-        return rc;
+        return NULL;
     }
-    bm_server_on_end(a->tls_server, bm_reload_request_ended, a->reload); /* metrics, access log */
-    bm_server_set_tls(a->tls_server, ctx);
+    bm_server_on_end(srv, bm_reload_request_ended, a->reload); /* metrics, access log */
+    bm_server_set_tls(srv, ctx);
     bm_tls_ctx_unref(ctx);
-    rc = bm_server_listen(a->tls_server, t->listen_host, t->listen_port);
+    int fd = a->activated[LISTENER_TLS];
+    a->activated[LISTENER_TLS] = -1; /* the first listener only: a reload binds its own */
+    int rc = fd >= 0 ? bm_server_listen_fd(srv, fd)
+                     : bm_server_listen(srv, t->listen_host, t->listen_port);
     if (rc) {
         bm_log(BM_LOG_ERROR, "cannot listen on %s:%u: %s", t->listen_host, t->listen_port,
                bm_strerror(rc));
-        return rc;
+        bm_server_free(srv); /* never listened: its handles close from the loop */
+        return NULL;
     }
     bool v6 = strchr(t->listen_host, ':') != NULL;
-    bm_log(BM_LOG_INFO, "listening on https://%s%s%s:%d%s", v6 ? "[" : "", t->listen_host,
-           v6 ? "]" : "", bm_server_port(a->tls_server),
-           t->require_client_cert ? " (client certificates required)" : "");
-    return 0;
+    bm_log(BM_LOG_INFO, "listening on https://%s%s%s:%d%s%s", v6 ? "[" : "", t->listen_host,
+           v6 ? "]" : "", bm_server_port(srv),
+           t->require_client_cert ? " (client certificates required)" : "",
+           fd >= 0 ? " (socket from systemd)" : "");
+    tls_addr_of(c, a->tls_addr, sizeof a->tls_addr);
+    return srv;
 }
 
 /* A listener on a public address needs keys or an allow list; required client
@@ -334,6 +403,48 @@ static void reload_tls(app_t *a)
         bm_tlslisten_reload(a->tls_server, &c->server.tls);
 }
 
+/* reload: server.tls.listen as `c` says. At the same address the listener stays and reads
+ * its files again (reload_tls). At a new one (or a first one) a new listener is opened
+ * first, with `c`'s certificate; the old one then stops accepting and its connections
+ * finish within server.shutdownTimeout, as the API's rebind does. A new listener that
+ * cannot be opened (a certificate that does not load, an address in use, a public address
+ * with nothing to guard it) leaves the old one serving (logged). */
+static void set_tls_listener(app_t *a, const bm_config_t *c)
+{
+    char want[sizeof a->tls_addr];
+    tls_addr_of(c, want, sizeof want);
+    if (strcmp(want, a->tls_addr) == 0) {
+        reload_tls(a); /* server.tls's paths may have changed with the file */
+        return;
+    }
+    bm_server_t *srv = NULL;
+    if (*want) {
+        const char *exposed = tls_exposure(c);
+        if (exposed)
+            bm_log(BM_LOG_ERROR, "reload: server.tls.listen %s: %s", c->server.tls.listen_host,
+                   exposed);
+        else if (a->n_old_servers == MAX_OLD_SERVERS)
+            bm_log(BM_LOG_ERROR, "reload: %d previous listeners still draining", MAX_OLD_SERVERS);
+        else
+            srv = open_tls_listener(a, c);
+        if (!srv) {
+            bm_log(BM_LOG_ERROR, "reload: the TLS listener stays as it was");
+            return;
+        }
+    }
+    bm_server_t *old = a->tls_server;
+    a->tls_server = srv;
+    if (!srv) {
+        a->tls_addr[0] = '\0';
+        bm_log(BM_LOG_INFO, "reload: server.tls.listen removed: the TLS listener closes");
+    }
+    if (!old)
+        return;
+    if (a->n_old_servers < MAX_OLD_SERVERS)
+        a->old_servers[a->n_old_servers++] = old;
+    bm_server_shutdown(old, c->server.shutdown_timeout_ms, on_old_server_drained, a);
+}
+
 /* At every switch (and at the start): state.driver redis shares the new front's global
  * buckets; the previous sharing stops before its front is freed. */
 static void on_switch(const bm_config_t *c, bm_front_t *front, void *ud)
@@ -342,7 +453,7 @@ static void on_switch(const bm_config_t *c, bm_front_t *front, void *ud)
     bm_sharedlimit_free(a->limits);
     a->limits = c->state.driver == BM_STATE_REDIS ? bm_sharedlimit_new(&a->loop, c, front) : NULL;
     if (a->running)
-        reload_tls(a); /* server.tls's paths may have changed with the file */
+        set_tls_listener(a, c);
 }
 
 /* Takes `cfg` (validated). */
@@ -366,10 +477,12 @@ static int build(app_t *a, bm_config_t *cfg)
         return BM_EINVAL;
     const bm_config_t *c = bm_reload_config(a->reload);
     on_switch(c, bm_reload_front(a->reload), a);
-    /* first, so that a certificate that does not load stops the start before any listens */
-    int rc = c->server.tls.listen_host ? build_tls_listener(a, c) : 0;
+    int rc = match_activated(a, c);
     if (rc)
         return rc;
+    /* first, so that a certificate that does not load stops the start before any listens */
+    if (c->server.tls.listen_host && !(a->tls_server = open_tls_listener(a, c)))
+        return BM_ETLS;
     /* before the API: once "listening on" is logged, every listener is bound */
     if ((rc = listen_metrics(a, c)) != 0)
         return rc;
@@ -452,10 +565,36 @@ static void on_sighup(uv_signal_t *s, int signum)
     bm_reload_request(a->reload);
 }
 
+/* The start failed: the listeners that opened stop accepting now. An open listener would
+ * keep the loop running (the process would hang instead of exiting), and the loop that
+ * closes the networks must not accept clients for them. */
+static void close_listeners_after_failed_start(app_t *a)
+{
+    bm_server_t *open[] = {a->server, a->tls_server, a->metrics_server};
+    for (size_t i = 0; i < sizeof open / sizeof open[0]; i++)
+        if (open[i])
+            bm_server_shutdown(open[i], 0, NULL, NULL); /* no client was accepted yet */
+}
+
+/* The start failed (`rc`): one line that says so, and the same to systemd, which then
+ * sees the process exit with status 1 (a unit that was told READY=1 with --no-wait is
+ * told it stops). */
+static void report_failed_start(app_t *a, int rc)
+{
+    bm_log(BM_LOG_ERROR, "start failed (%s): exiting with status 1", bm_strerror(rc));
+    char msg[200];
+    snprintf(msg, sizeof msg, "%sSTATUS=start failed: %s (see the log)",
+             a->ready_sent ? "STOPPING=1\n" : "", bm_strerror(rc));
+    if (bm_systemd_notify(msg) != 0)
+        bm_log(BM_LOG_WARN, "systemd: cannot notify NOTIFY_SOCKET");
+}
+
 static void teardown(app_t *a)
 {
     bm_sharedlimit_free(a->limits);
     a->limits = NULL;
+    if (!a->running)
+        close_listeners_after_failed_start(a);
     /* the networks' observes go with the reload module: no request reaches them any more */
     if (a->server)
         bm_server_on_end(a->server, NULL, NULL);
@@ -569,6 +708,8 @@ int main(int argc, char **argv)
     uv_signal_init(&a.loop, &a.sighup);
     a.sigterm.data = a.sigint.data = a.sighup.data = &a;
     a.no_wait = a.cli.no_wait;
+    for (int l = 0; l < N_LISTENERS; l++)
+        a.activated[l] = -1; /* until build matches the sockets from systemd */
     if (cfg->n_networks)
         bm_log(BM_LOG_INFO, "beaconmux %s starting with %zu networks", BM_VERSION, cfg->n_networks);
     else
@@ -582,7 +723,9 @@ int main(int argc, char **argv)
     uv_signal_start(&a.sigint, on_signal, SIGINT);
     uv_unref((uv_handle_t *)&a.sigterm);
     uv_unref((uv_handle_t *)&a.sigint);
-    if (build(&a, cfg) != 0) {
+    int rc = build(&a, cfg);
+    if (rc != 0) {
+        report_failed_start(&a, rc);
         a.exit_code = 1;
         close_signals(&a);
     } else {

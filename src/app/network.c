@@ -240,7 +240,7 @@ static int build_sharing(bm_network_t *a)
     if (a->cfg.state.driver != BM_STATE_REDIS)
         return bm_admin_add_section(a->admin, "state", local_state_json, NULL);
     a->sharing = bm_sharing_new(a->loop, a->clock, &a->cfg, a->cfg.network_id, a->pool, a->replay,
-                                a->produce, a->bcast);
+                                a->produce, a->bcast, a->readpath);
     if (!a->sharing)
         return BM_ENOMEM;
     bm_cache_tier_t tier = {bm_sharing_cache_get, bm_sharing_cache_put, a->sharing};
@@ -340,7 +340,7 @@ static int build_chain(bm_network_t *a)
     return bm_admin_add_section(a->admin, "cache", bm_cache_status_json, a->cache);
 }
 
-/* statedir sections: the replay memory and the SSZ refusals */
+/* statedir sections: the replay memory and the SSZ refusals (the journal's are observe's) */
 static int export_replay(void *ud, uint64_t now_ms, bm_str_t *out)
 {
     return bm_replay_export(ud, now_ms, out);
@@ -385,6 +385,11 @@ static int build_state(bm_network_t *a)
         bm_statedir_add(a->state, "replay", export_replay, import_replay, a->replay) != 0 ||
         bm_statedir_add(a->state, "sszRefusals", export_ssz, import_ssz, a->bcast) != 0)
         return BM_ENOMEM;
+    /* the duty journal and the dashboard it feeds (journal.slots 0: none to keep) */
+    if (a->opts.observe.journal_slots &&
+        bm_statedir_add(a->state, "journal", bm_observe_export_journal, bm_observe_import_journal,
+                        a->observe) != 0)
+        return BM_ENOMEM;
     bm_statedir_load(a->state);
     return 0;
 }
@@ -412,6 +417,8 @@ static int build_observe(bm_network_t *a)
     if (!a->observe)
         return BM_ENOMEM;
     bm_observe_set_status(a->observe, bm_network_status, a);
+    if (a->sharing) /* state.driver redis: the journal is the instances' together */
+        bm_sharing_set_observe(a->sharing, a->observe);
     return 0;
 }
 

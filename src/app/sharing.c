@@ -3,13 +3,21 @@
  * sharing: the meaning of the shared records of one network. Topics:
  *   "replay.<kind>"  key: the entry's key in hex; value: the entry (bm_replay_entry_fn);
  *                    time: when the write that carried it was seen; kept until it expires.
- *   "ssz"            key: "<upstream id>|<endpoint>"; value: "refused": a node answered 415 to
- *                    an SSZ body there; kept an hour, as broadcast keeps it.
+ *   "ssz"            key: "<upstream id>|<endpoint>"; value: "refused <version>": a node
+ *                    answered 415 to an SSZ body there while it reported that version
+ *                    (/eth/v1/node/version; "refused" alone when unknown); kept an hour, as
+ *                    broadcast keeps it. A node that reports another version ignores it.
  *   "producer"       key: the slot; value: "<upstream id> <0x state_root | ->"; kept an
  *                    hour (the producer memory holds BM_PRODUCE_MEMORY_SLOTS slots).
+ *   "journal"        key: "<duty>.<slot>"; value: a served duty read (app/servedrec.h);
+ *                    published only, never stored: each instance journals it once as it
+ *                    comes, and a reload of Redis's records could not count it twice.
+ *   "sticky"         key: a client's sticky key (routing.stickySessions) in 16 hex digits;
+ *                    value: the upstream id it sticks to; kept an hour after its last move.
  */
 #include "app/sharing.h"
 
+#include "app/servedrec.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +27,13 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/url.h"
+#include "observe/observe.h"
 #include "state/shared.h"
 
 #define PRODUCER_KEEP_MS 3600000u
 #define SSZ_KEEP_MS 3600000u /* broadcast's own memory of a refusal (ssz_memory_ms) */
 #define MIN_KEEP_MS 1000u
+#define STICKY_KEEP_MS 3600000u
 
 struct bm_sharing {
     bm_clock_t *clock;
@@ -31,8 +41,13 @@ struct bm_sharing {
     bm_replay_t *replay;
     bm_produce_t *produce;
     bm_broadcast_t *bcast;
+    bm_readpath_t *readpath;
+    bm_observe_t *observe; /* NULL until bm_sharing_set_observe */
     bm_shared_t *sh;
     bm_log_limit_t lim;
+    uint64_t producers_learnt; /* producer records from other instances taken */
+    uint64_t sticky_learnt;    /* sticky clients from other instances taken */
+    uint64_t journal_learnt;   /* served duty reads from other instances journaled */
 };
 
 /* ---- local -> Redis ------------------------------------------------------------------------ */
@@ -48,7 +63,8 @@ static void put_entry(void *ud, bm_replay_kind_t kind, const char *key, const ch
     bm_shared_put(s->sh, topic, key, seen_ms, ttl, entry, len);
 }
 
-static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state_root)
+static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state_root,
+                         uint64_t time_ms)
 {
     bm_sharing_t *s = ud;
     const bm_node_t *n = node >= 0 ? bm_pool_node(s->pool, (size_t)node) : NULL;
@@ -59,9 +75,103 @@ static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state
     char key[24];
     snprintf(key, sizeof key, "%" PRIu64, slot);
     if (!v.oom && v.b)
-        bm_shared_put(s->sh, "producer", key, bm_clock_wall_now(s->clock), PRODUCER_KEEP_MS,
-                      v.b->data, v.b->len);
+        bm_shared_put(s->sh, "producer", key, time_ms, PRODUCER_KEEP_MS, v.b->data, v.b->len);
     bm_str_dispose(&v);
+}
+
+/* A client of the read path now sticking to another node: "<key>" -> "<upstream id>". */
+static void put_sticky(void *ud, uint64_t key, int node)
+{
+    bm_sharing_t *s = ud;
+    const bm_node_t *n = bm_pool_node(s->pool, (size_t)node);
+    char k[24];
+    snprintf(k, sizeof k, "%016" PRIx64, key);
+    if (n)
+        bm_shared_put(s->sh, "sticky", k, bm_clock_wall_now(s->clock), STICKY_KEEP_MS, n->id,
+                      strlen(n->id));
+}
+
+static void learn_sticky(bm_sharing_t *s, const char *key, const char *v, size_t len)
+{
+    char *end, id[128];
+    uint64_t k = strtoull(key, &end, 16);
+    if (*end || end == key || len == 0 || len >= sizeof id)
+        return;
+    memcpy(id, v, len);
+    id[len] = '\0';
+    const bm_node_t *n = bm_pool_find(s->pool, id); /* only a node configured here */
+    if (n) {
+        bm_readpath_sticky_learn(s->readpath, k, (int)n->index);
+        s->sticky_learnt++;
+    }
+}
+
+/* ---- the duty journal -------------------------------------------------------------------- */
+
+static const char *id_of(void *ud, int i)
+{
+    const bm_node_t *n = i >= 0 ? bm_pool_node(((bm_sharing_t *)ud)->pool, (size_t)i) : NULL;
+    return n ? n->id : NULL;
+}
+
+static int index_of(void *ud, const char *id)
+{
+    const bm_node_t *n = bm_pool_find(((bm_sharing_t *)ud)->pool, id);
+    return n ? (int)n->index : -1;
+}
+
+/* A duty read this instance served: published to the others (never stored). */
+static void put_served(const bm_served_t *rec, void *ud)
+{
+    bm_sharing_t *s = ud;
+    bm_str_t v = BM_STR_INIT;
+    char key[48];
+    snprintf(key, sizeof key, "%d.%" PRIu64, (int)rec->duty, rec->slot);
+    if (bm_servedrec_format(&v, rec, id_of, s) == 0)
+        bm_shared_publish(s->sh, "journal", key, bm_clock_wall_now(s->clock), bm_str_data(&v),
+                          bm_str_len(&v));
+    bm_str_dispose(&v);
+}
+
+static void learn_served(bm_sharing_t *s, const char *key, const char *v, size_t len)
+{
+    char *end;
+    unsigned long duty = strtoul(key, &end, 10);
+    if (!s->observe || end == key || *end != '.' || duty >= BM_DUTY_READ_COUNT)
+        return;
+    const char *slot_text = end + 1;
+    uint64_t slot = strtoull(slot_text, &end, 10);
+    bm_served_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.duty = (bm_duty_read_t)duty;
+    rec.slot = slot;
+    if (*end || end == slot_text ||
+        bm_servedrec_parse(v, len, &rec, bm_pool_count(s->pool), index_of, s) != 0) {
+        bm_log_limited(&s->lim, BM_LOG_WARN,
+                       "state: a journal record from redis is not one: "
+                       "ignored");
+        return;
+    }
+    bm_observe_served_remote(s->observe, &rec);
+    s->journal_learnt++;
+}
+
+static void metrics(bm_str_t *out, void *ud)
+{
+    bm_shared_metrics(out, ((bm_sharing_t *)ud)->sh);
+}
+
+void bm_sharing_set_observe(bm_sharing_t *s, bm_observe_t *observe)
+{
+    if (s->observe) {
+        bm_observe_on_local_served(s->observe, NULL, NULL);
+        bm_observe_set_metrics_extra(s->observe, NULL, NULL);
+    }
+    s->observe = observe;
+    if (observe) {
+        bm_observe_on_local_served(observe, put_served, s);
+        bm_observe_set_metrics_extra(observe, metrics, s);
+    }
 }
 
 /* A node newly refusing SSZ on an endpoint: "<upstream id>|<endpoint>". */
@@ -69,14 +179,23 @@ static void put_refusal(void *ud, size_t node, const char *pattern)
 {
     bm_sharing_t *s = ud;
     const bm_node_t *n = bm_pool_node(s->pool, node);
-    char key[256];
+    char key[256], value[200];
     if (!n || snprintf(key, sizeof key, "%s|%s", n->id, pattern) >= (int)sizeof key)
         return;
-    bm_shared_put(s->sh, "ssz", key, bm_clock_wall_now(s->clock), SSZ_KEEP_MS, "refused", 7);
+    int len = snprintf(value, sizeof value, "refused%s%s", n->version ? " " : "",
+                       n->version ? n->version : "");
+    if (len >= (int)sizeof value)
+        len = (int)sizeof value - 1; /* a version that long is cut; compared as cut */
+    bm_shared_put(s->sh, "ssz", key, bm_clock_wall_now(s->clock), SSZ_KEEP_MS, value, (size_t)len);
 }
 
-static void learn_refusal(bm_sharing_t *s, const char *key)
+static void learn_refusal(bm_sharing_t *s, const char *key, const char *value, size_t len)
 {
+    char version[200] = "";
+    if (len > 8 && len - 8 < sizeof version && memcmp(value, "refused ", 8) == 0) {
+        memcpy(version, value + 8, len - 8);
+        version[len - 8] = '\0';
+    }
     const char *bar = strchr(key, '|');
     char id[128];
     if (!bar || (size_t)(bar - key) >= sizeof id)
@@ -85,15 +204,18 @@ static void learn_refusal(bm_sharing_t *s, const char *key)
     id[bar - key] = '\0';
     const bm_node_t *n = bm_pool_find(s->pool, id);
     if (n)
-        bm_broadcast_learn_ssz_refusal(s->bcast, (size_t)n->index, bar + 1);
+        bm_broadcast_learn_ssz_refusal(s->bcast, (size_t)n->index, bar + 1, version);
 }
 
 /* Redis is back (or there for the first time): everything we remember goes there, newer
- * wins. The producer memory is not written back: it matters for a few slots only. */
+ * wins by the time each record was made: the replay memory and the producer memory (a
+ * block produced through this instance during an outage must still reach its producer
+ * first when published through another). */
 static void on_up(void *ud)
 {
     bm_sharing_t *s = ud;
     bm_replay_each(s->replay, bm_clock_wall_now(s->clock), put_entry, s);
+    bm_produce_each(s->produce, put_producer, s);
 }
 
 /* ---- Redis -> local ------------------------------------------------------------------------ */
@@ -131,7 +253,8 @@ int bm_sharing_producer_parse(const char *v, size_t len, char id[128], uint8_t s
     return 0;
 }
 
-static void learn_producer(bm_sharing_t *s, const char *key, const char *v, size_t len)
+static void learn_producer(bm_sharing_t *s, const char *key, uint64_t time_ms, const char *v,
+                           size_t len)
 {
     char *end;
     uint64_t slot = strtoull(key, &end, 10);
@@ -149,7 +272,8 @@ static void learn_producer(bm_sharing_t *s, const char *key, const char *v, size
                        id);
         return;
     }
-    bm_produce_learn(s->produce, slot, (int)n->index, has_root ? sr : NULL);
+    bm_produce_learn(s->produce, slot, (int)n->index, has_root ? sr : NULL, time_ms);
+    s->producers_learnt++;
 }
 
 static void on_record(void *ud, const char *topic, const char *key, uint64_t time_ms,
@@ -163,9 +287,13 @@ static void on_record(void *ud, const char *topic, const char *key, uint64_t tim
             return;
         bm_replay_restore(s->replay, (bm_replay_kind_t)kind, value, len, time_ms);
     } else if (strcmp(topic, "producer") == 0) {
-        learn_producer(s, key, value, len);
+        learn_producer(s, key, time_ms, value, len);
     } else if (strcmp(topic, "ssz") == 0) {
-        learn_refusal(s, key);
+        learn_refusal(s, key, value, len);
+    } else if (strcmp(topic, "sticky") == 0) {
+        learn_sticky(s, key, value, len);
+    } else if (strcmp(topic, "journal") == 0) {
+        learn_served(s, key, value, len);
     }
 }
 
@@ -189,7 +317,7 @@ void bm_sharing_cache_put(void *ud, const char *key, size_t n, const char *rec, 
 
 bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config_t *cfg,
                              const char *network, bm_pool_t *pool, bm_replay_t *replay,
-                             bm_produce_t *produce, bm_broadcast_t *bcast)
+                             bm_produce_t *produce, bm_broadcast_t *bcast, bm_readpath_t *readpath)
 {
     const bm_config_redis_t *rc = &cfg->state.redis;
     bm_shared_opts_t o;
@@ -217,6 +345,7 @@ bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config
     s->replay = replay;
     s->produce = produce;
     s->bcast = bcast;
+    s->readpath = readpath;
     s->sh = bm_shared_new(loop, clock, &o, on_record, on_up, s);
     memset(&o, 0, sizeof o); /* the password */
     if (!s->sh) {
@@ -226,13 +355,18 @@ bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config
     bm_replay_on_entry(replay, put_entry, s);
     bm_produce_on_remember(produce, put_producer, s);
     bm_broadcast_on_ssz_refusal(bcast, put_refusal, s);
+    bm_readpath_on_sticky(readpath, put_sticky, s);
     return s;
 }
 
 void bm_sharing_status_json(bm_str_t *out, void *ud)
 {
     bm_sharing_t *s = ud;
-    bm_shared_status_json(out, s->sh);
+    bm_str_putc(out, '{');
+    bm_shared_status_fields(out, s->sh);
+    bm_str_printf(out, ",\"producers_learnt\":%llu,\"sticky_learnt\":%llu,\"journal_learnt\":%llu}",
+                  (unsigned long long)s->producers_learnt, (unsigned long long)s->sticky_learnt,
+                  (unsigned long long)s->journal_learnt);
 }
 
 void bm_sharing_free(bm_sharing_t *s)
@@ -242,6 +376,8 @@ void bm_sharing_free(bm_sharing_t *s)
     bm_replay_on_entry(s->replay, NULL, NULL);
     bm_produce_on_remember(s->produce, NULL, NULL);
     bm_broadcast_on_ssz_refusal(s->bcast, NULL, NULL);
+    bm_readpath_on_sticky(s->readpath, NULL, NULL);
+    bm_sharing_set_observe(s, NULL);
     bm_shared_free(s->sh);
     free(s);
 }

@@ -5,7 +5,8 @@
  * every entry another instance stored, given to bm_replay_restore) and the producer memory
  * (slot -> the node that produced the block served, by its configured id: a record naming
  * no configured upstream is ignored), the nodes' SSZ refusals per endpoint (broadcast's
- * memory), and the response cache's second tier. The transport is
+ * memory), the read path's sticky clients (client -> node, by configured id), and the
+ * response cache's second tier. The transport is
  * state/shared.h; this module only says what a record means, on both sides.
  */
 #ifndef BM_SHARING_H
@@ -21,17 +22,19 @@
 #include "duties/produce.h"
 #include "duties/replay.h"
 #include "edge/cache.h"
+#include "observe/observe.h"
+#include "read/readpath.h"
 
 typedef struct bm_sharing bm_sharing_t;
 
 /**
- * Connects the network's replay and producer memories (borrowed; they must outlive it) to
- * Redis as `cfg->state` says, under the network id `network` ("default" when NULL). NULL on
- * allocation failure (the caller only calls it for driver redis).
+ * Connects the network's replay and producer memories, broadcast and read path (borrowed; they must
+ * outlive it) to Redis as `cfg->state` says, under the network id `network` ("default" when NULL).
+ * NULL on allocation failure (the caller only calls it for driver redis).
  */
 bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config_t *cfg,
                              const char *network, bm_pool_t *pool, bm_replay_t *replay,
-                             bm_produce_t *produce, bm_broadcast_t *bcast);
+                             bm_produce_t *produce, bm_broadcast_t *bcast, bm_readpath_t *readpath);
 
 /** The response cache's second tier (bm_cache_tier_t, `ud` = the sharing): entries under
  *  "<prefix><network>:cache:<cache key>", immutable ones without expiry, chain-relative ones
@@ -48,6 +51,10 @@ void bm_sharing_producer_format(bm_str_t *out, const char *id, const uint8_t *st
  *  there is one (*has_root). Returns 0 or BM_EINVAL. */
 int bm_sharing_producer_parse(const char *v, size_t len, char id[128], uint8_t state_root[32],
                               bool *has_root);
+
+/** Shares the duty journal of `observe` (borrowed; NULL: stops): every duty read served
+ *  here is published, every one another instance served is journaled here. */
+void bm_sharing_set_observe(bm_sharing_t *s, bm_observe_t *observe);
 
 /** The status page's "state" section (`ud` = the sharing). */
 void bm_sharing_status_json(bm_str_t *out, void *ud);

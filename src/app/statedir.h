@@ -7,7 +7,8 @@
  * that text back. The file is one JSON document:
  *
  *   {"format":"beaconmux-state","version":1,"network":"<id>","genesisValidatorsRoot":
- *    "0x.." (when configured),"savedMs":N,"sections":{"replay":<value>,"sszRefusals":<value>}}
+ *    "0x.." (when configured),"savedMs":N,"sections":{"replay":<value>,"sszRefusals":<value>,
+ *    "journal":<value>}}
  *
  * It is written atomically (base/statefile.h) at most once per `interval_ms` while
  * something changed (a save whose bytes equal the previous save's is skipped) and once at
@@ -19,7 +20,7 @@
  * disk) is logged and leaves the previous file as it was.
  *
  * Sections are text so that another store (Redis) can keep the same values per key, and
- * later modules (the duty journal) add a section without touching this file.
+ * later modules add a section without touching this file.
  */
 #ifndef BM_STATEDIR_H
 #define BM_STATEDIR_H

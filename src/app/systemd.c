@@ -4,10 +4,13 @@
  */
 #include "app/systemd.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -49,6 +52,49 @@ int bm_systemd_listen_fds(void)
     for (int fd = BM_SYSTEMD_FIRST_FD; fd < BM_SYSTEMD_FIRST_FD + (int)n; fd++)
         fcntl(fd, F_SETFD, FD_CLOEXEC); /* not inherited by anything we might run */
     return (int)n;
+}
+
+static bool local_addr(int fd, struct sockaddr_storage *ss)
+{
+    socklen_t sl = sizeof *ss;
+    return getsockname(fd, (struct sockaddr *)ss, &sl) == 0 &&
+           (ss->ss_family == AF_INET || ss->ss_family == AF_INET6);
+}
+
+bool bm_systemd_socket_is(int fd, const char *host, uint16_t port)
+{
+    struct sockaddr_storage ss;
+    if (!host || !local_addr(fd, &ss))
+        return false;
+    bool v6 = ss.ss_family == AF_INET6;
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)&ss;
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&ss;
+    if (ntohs(v6 ? s6->sin6_port : s4->sin_port) != port)
+        return false;
+    if (strcmp(host, "localhost") == 0)
+        host = v6 ? "::1" : "127.0.0.1";
+    unsigned char want[sizeof(struct in6_addr)];
+    if (inet_pton(ss.ss_family, host, want) != 1)
+        return false; /* the other family's literal: another address */
+    return v6 ? memcmp(want, &s6->sin6_addr, sizeof s6->sin6_addr) == 0
+              : memcmp(want, &s4->sin_addr, sizeof s4->sin_addr) == 0;
+}
+
+void bm_systemd_socket_name(int fd, char *out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    char host[INET6_ADDRSTRLEN];
+    if (!local_addr(fd, &ss)) {
+        snprintf(out, cap, "?");
+        return;
+    }
+    bool v6 = ss.ss_family == AF_INET6;
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)&ss;
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&ss;
+    inet_ntop(ss.ss_family, v6 ? (const void *)&s6->sin6_addr : (const void *)&s4->sin_addr, host,
+              sizeof host);
+    snprintf(out, cap, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "",
+             ntohs(v6 ? s6->sin6_port : s4->sin_port));
 }
 
 int bm_systemd_notify(const char *state)

@@ -32,11 +32,14 @@ typedef enum {
     S_AFTER_VALUE,    /* a value ended: ',' or a closing bracket, or the end at top level */
 } scan_state_t;
 
+struct picker;
+
 typedef struct {
     const char *s;
     size_t n;
     size_t i;
-    bm_str_t *out; /* compact output, or NULL to validate only */
+    bm_str_t *out;     /* compact output, or NULL to validate only */
+    struct picker *pk; /* the fields bm_json_pick reads, or NULL */
     int depth;
     char stack[BM_JSON_MAX_DEPTH];
     const char *err;
@@ -178,11 +181,15 @@ static bool scan_literal(scan_t *sc)
     return fail(sc, sc->i, "unexpected character");
 }
 
+static void pick_open(scan_t *sc, char open);
+
 static bool push(scan_t *sc, char open)
 {
     if (sc->depth >= BM_JSON_MAX_DEPTH)
         return fail(sc, sc->i, "nesting too deep");
     sc->stack[sc->depth++] = open;
+    if (sc->pk)
+        pick_open(sc, open);
     emit(sc, sc->i, sc->i + 1);
     sc->i++;
     return true;
@@ -216,13 +223,34 @@ static bool scan_value(scan_t *sc, scan_state_t *st)
     }
 }
 
-/* Validates s[0..n) and, when out is set, appends its compact form. */
-static bool scan(scan_t *sc, const char *s, size_t n, bm_str_t *out)
+static uint32_t pick_value(scan_t *sc);
+static void pick_key(scan_t *sc, size_t from, size_t to);
+static void pick_leaf(scan_t *sc, uint32_t leaf, size_t at);
+
+/* A value where the scanner expects one: the picker is told where it starts and, when it
+ * is a field, where it ends. */
+static bool value(scan_t *sc, scan_state_t *st)
+{
+    if (!sc->pk)
+        return scan_value(sc, st);
+    size_t at = sc->i;
+    uint32_t leaf = pick_value(sc);
+    if (!scan_value(sc, st))
+        return false;
+    if (leaf)
+        pick_leaf(sc, leaf, at);
+    return true;
+}
+
+/* Validates s[0..n) and, when out is set, appends its compact form; with pk, reads its
+ * fields. */
+static bool scan(scan_t *sc, const char *s, size_t n, bm_str_t *out, struct picker *pk)
 {
     memset(sc, 0, sizeof *sc);
     sc->s = s;
     sc->n = n;
     sc->out = out;
+    sc->pk = pk;
     scan_state_t st = S_VALUE;
     bool seen = false;
     for (;;) {
@@ -245,7 +273,7 @@ static bool scan(scan_t *sc, const char *s, size_t n, bm_str_t *out)
             }
             /* fall through */
         case S_VALUE:
-            if (!scan_value(sc, &st))
+            if (!value(sc, &st))
                 return false;
             break;
         case S_KEY_OR_CLOSE:
@@ -258,8 +286,11 @@ static bool scan(scan_t *sc, const char *s, size_t n, bm_str_t *out)
         case S_KEY:
             if (c != '"')
                 return fail(sc, sc->i, "expected a string key");
+            size_t key = sc->i;
             if (!scan_string(sc))
                 return false;
+            if (sc->pk)
+                pick_key(sc, key + 1, sc->i - 1);
             st = S_COLON;
             break;
         case S_COLON:
@@ -353,7 +384,7 @@ int bm_json_parse(const void *p, size_t len, size_t max_len, struct json_object 
     if (!p && len)
         return BM_EINVAL;
     scan_t sc;
-    if (!scan(&sc, p ? p : "", len, NULL)) {
+    if (!scan(&sc, p ? p : "", len, NULL, NULL)) {
         set_err(err, sc.err_off, sc.err);
         return BM_EINVAL;
     }
@@ -397,7 +428,7 @@ int bm_json_compact(const char *text, size_t len, bm_str_t *out, bm_json_error_t
 {
     size_t before = bm_str_len(out);
     scan_t sc;
-    bool ok = scan(&sc, text ? text : "", text ? len : 0, out);
+    bool ok = scan(&sc, text ? text : "", text ? len : 0, out, NULL);
     if (ok && !out->oom)
         return 0;
     if (out->b) {
@@ -410,6 +441,191 @@ int bm_json_compact(const char *text, size_t len, bm_str_t *out, bm_json_error_t
     }
     set_err(err, 0, "out of memory");
     return BM_ENOMEM;
+}
+
+/* ---- pick: fields without a tree ---------------------------------------------------------- */
+
+/*
+ * The picker follows the scanner: `match[d]` holds the fields (a bit each) whose pointer
+ * leads through the object open at depth d, so only the keys of those objects are compared.
+ * A member's value first clears the fields it is or leads to (a member named again replaces
+ * the earlier one, as json-c's object does), then sets those it is.
+ */
+typedef struct picker {
+    bm_json_pick_t *f;
+    size_t n;
+    uint8_t nseg[BM_JSON_PICK_MAX];
+    const char *seg[BM_JSON_PICK_MAX][BM_JSON_PICK_MAX_SEGMENTS];
+    size_t seglen[BM_JSON_PICK_MAX][BM_JSON_PICK_MAX_SEGMENTS];
+    uint32_t match[BM_JSON_MAX_DEPTH + 1];
+    uint32_t member; /* fields the member whose key was just read is or leads to */
+    uint32_t into;   /* fields the value being opened leads to */
+} picker_t;
+
+/* The fields a value at the scanner's position is (returned) or leads to (pk->into). */
+static uint32_t pick_value(scan_t *sc)
+{
+    picker_t *pk = sc->pk;
+    size_t d = (size_t)sc->depth;
+    uint32_t m = d == 0 ? (uint32_t)((1ull << pk->n) - 1) : pk->member, leaf = 0;
+    pk->member = 0;
+    for (size_t k = 0; k < pk->n; k++) {
+        if (!(m >> k & 1))
+            continue;
+        pk->f[k].at = NULL;
+        pk->f[k].len = 0;
+        pk->f[k].kind = 0;
+        if (pk->nseg[k] == d)
+            leaf |= 1u << k;
+    }
+    pk->into = m & ~leaf;
+    return leaf;
+}
+
+/* A bracket opened at depth sc->depth: an object holds what its value leads to, an array
+ * nothing (a segment names a member, never an index). */
+static void pick_open(scan_t *sc, char open)
+{
+    picker_t *pk = sc->pk;
+    pk->match[sc->depth] = open == '{' ? pk->into : 0;
+    pk->into = 0;
+}
+
+/* A member's key s[from..to) in the object open at sc->depth. */
+static void pick_key(scan_t *sc, size_t from, size_t to)
+{
+    picker_t *pk = sc->pk;
+    size_t d = (size_t)sc->depth, n = to - from;
+    uint32_t m = pk->match[d];
+    pk->member = 0;
+    for (size_t k = 0; m; k++, m >>= 1)
+        if ((m & 1) && pk->seglen[k][d - 1] == n && memcmp(pk->seg[k][d - 1], sc->s + from, n) == 0)
+            pk->member |= 1u << k;
+}
+
+/* The fields `leaf` are the value that started at `at` (scanned up to sc->i). */
+static void pick_leaf(scan_t *sc, uint32_t leaf, size_t at)
+{
+    picker_t *pk = sc->pk;
+    char c = sc->s[at];
+    const char *v = sc->s + at;
+    size_t len = sc->i - at;
+    char kind = c;
+    if (c == '"') {
+        v++;
+        len -= 2;
+    } else if (c == '-' || is_digit(c)) {
+        kind = '0';
+    } else if (c == '{' || c == '[') {
+        len = 0;
+    }
+    for (size_t k = 0; leaf; k++, leaf >>= 1) {
+        if (leaf & 1) {
+            pk->f[k].at = v;
+            pk->f[k].len = len;
+            pk->f[k].kind = kind;
+        }
+    }
+}
+
+/* Splits each field's pointer into its segments; false for a pointer pick cannot follow. */
+static bool pick_init(picker_t *pk, bm_json_pick_t *f, size_t n)
+{
+    if (n > BM_JSON_PICK_MAX)
+        return false;
+    pk->f = f;
+    pk->n = n;
+    pk->member = pk->into = 0;
+    for (size_t k = 0; k < n; k++) {
+        const char *p = f[k].ptr;
+        f[k].at = NULL;
+        f[k].len = 0;
+        f[k].kind = 0;
+        if (!p || p[0] != '/' || strchr(p, '~'))
+            return false;
+        uint8_t ns = 0;
+        for (p++;; p++) {
+            if (ns == BM_JSON_PICK_MAX_SEGMENTS)
+                return false;
+            size_t len = strcspn(p, "/");
+            if (len == strspn(p, "0123456789"))
+                return false; /* empty or all digits: json-c reads it as an array index */
+            pk->seg[k][ns] = p;
+            pk->seglen[k][ns++] = len;
+            p += len;
+            if (!*p)
+                break;
+        }
+        pk->nseg[k] = ns;
+    }
+    return true;
+}
+
+int bm_json_pick(const void *p, size_t len, size_t max_len, bm_json_pick_t *f, size_t n)
+{
+    if (max_len == 0)
+        max_len = BM_JSON_DEFAULT_MAX;
+    if (max_len > (size_t)INT_MAX - 1)
+        max_len = (size_t)INT_MAX - 1; /* bm_json_parse's limit, the same for both */
+    if (len > max_len)
+        return BM_ETOOBIG;
+    if (!p && len)
+        return BM_EINVAL;
+    picker_t pk;
+    if (!pick_init(&pk, f, n))
+        return BM_EINVAL;
+    if (len && memchr(p, '\\', len))
+        return 1; /* escapes: json-c decodes them, and so must the caller's reading */
+    scan_t sc;
+    if (!scan(&sc, p ? p : "", len, NULL, &pk)) {
+        for (size_t k = 0; k < n; k++)
+            f[k].at = NULL;
+        return BM_EINVAL;
+    }
+    return 0;
+}
+
+int bm_json_pick_u64(const bm_json_pick_t *f, uint64_t *out)
+{
+    if (!f->at)
+        return BM_ENOTFOUND;
+    if (f->kind == '"')
+        return bm_json_parse_u64(f->at, f->len, out);
+    if (f->kind != '0' || memchr(f->at, '.', f->len) || memchr(f->at, 'e', f->len) ||
+        memchr(f->at, 'E', f->len))
+        return BM_EINVAL; /* json-c reads a fraction or an exponent as a double */
+    if (f->at[0] == '-') {
+        /* json-c keeps an integer; only -0 is not negative */
+        if (f->len != 2 || f->at[1] != '0')
+            return BM_EINVAL;
+        *out = 0;
+        return 0;
+    }
+    return bm_json_parse_u64(f->at, f->len, out); /* the scanner refused above 2^64-1 */
+}
+
+int bm_json_pick_root(const bm_json_pick_t *f, uint8_t out[32])
+{
+    if (!f->at)
+        return BM_ENOTFOUND;
+    if (f->kind != '"' || f->len != BM_ROOT_HEX_LEN)
+        return BM_EINVAL;
+    uint8_t tmp[32]; /* out is written only on success, as bm_hex_to_root does */
+    size_t n;
+    if (bm_hex_decode(f->at, f->len, tmp, sizeof tmp, &n) != 0)
+        return BM_EINVAL;
+    memcpy(out, tmp, 32);
+    return 0;
+}
+
+int bm_json_pick_bool(const bm_json_pick_t *f, bool *out)
+{
+    if (!f->at)
+        return BM_ENOTFOUND;
+    if (f->kind != 't' && f->kind != 'f')
+        return BM_EINVAL;
+    *out = f->kind == 't';
+    return 0;
 }
 
 /* ---- field access ------------------------------------------------------------------ */
@@ -553,15 +769,17 @@ int bm_json_get_root(struct json_object *obj, const char *ptr, uint8_t out[32])
 
 /* ---- hex ------------------------------------------------------------------------------- */
 
+/* Each byte's hex value plus one; 0 for a byte that is no hex digit. A table: every root
+ * of every race answer is 64 digits, and the comparisons cost three times as much. */
+static const uint8_t hex_plus1[256] = {
+    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
+    ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
+    ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+};
+
 int bm_hexval(char c)
 {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    return (int)hex_plus1[(unsigned char)c] - 1;
 }
 
 /* Checks "0x" + an even number of hex digits; returns the digit count or -1. */
@@ -569,8 +787,9 @@ static long hex_body(const char *s, size_t slen)
 {
     if (!s || slen < 2 || s[0] != '0' || s[1] != 'x' || (slen - 2) % 2 != 0)
         return -1;
+    const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 2; i < slen; i++) {
-        if (bm_hexval(s[i]) < 0)
+        if (!hex_plus1[u[i]])
             return -1;
     }
     return (long)(slen - 2);
@@ -584,8 +803,9 @@ int bm_hex_decode(const char *s, size_t slen, uint8_t *out, size_t cap, size_t *
     size_t n = (size_t)digits / 2;
     if (n > cap)
         return BM_ETOOBIG;
+    const unsigned char *u = (const unsigned char *)s + 2;
     for (size_t i = 0; i < n; i++)
-        out[i] = (uint8_t)(bm_hexval(s[2 + 2 * i]) << 4 | bm_hexval(s[3 + 2 * i]));
+        out[i] = (uint8_t)((hex_plus1[u[2 * i]] - 1) << 4 | (hex_plus1[u[2 * i + 1]] - 1));
     *outlen = n;
     return 0;
 }

@@ -2,6 +2,8 @@
 /*
  * json: the JSON helpers the duty policies and the event stream need, over json-c 0.16.
  *
+ * - bm_json_pick: a few fields of a small body read in one validating pass without a tree
+ *   (the duty races read every node's answer; a json-c tree of one cost ~25k instructions).
  * - bm_json_parse: a body to a json_object, with a size guard and errors that say what
  *   and where. The text is first checked against RFC 8259 by our own scanner, because
  *   json-c on its own accepts NaN, raw control characters in strings, and silently clamps
@@ -57,6 +59,44 @@ int bm_json_parse(const void *p, size_t len, size_t max_len, struct json_object 
 /** bm_json_parse over a buffer's contents (the buffer is only read). */
 int bm_json_parse_buf(const bm_buf_t *b, size_t max_len, struct json_object **out,
                       bm_json_error_t *err);
+
+/** Most fields one bm_json_pick call reads. */
+#define BM_JSON_PICK_MAX 16
+
+/** Deepest pointer bm_json_pick follows ("/data/source/epoch" has three segments). */
+#define BM_JSON_PICK_MAX_SEGMENTS 8
+
+/** One field bm_json_pick reads: the caller sets `ptr`; the rest is its answer. */
+typedef struct bm_json_pick {
+    const char *ptr; /* a JSON pointer of object member names ("/data/slot"): no "~", no
+                      * segment empty or all digits (json-c would read those as array
+                      * indexes); pick never looks into an array */
+    const char *at;  /* the value's text, into the document (a string's without its
+                      * quotes); NULL when the field is absent */
+    size_t len;      /* of `at` (a container's: 0, its text is not kept) */
+    char kind;       /* '"' string, '0' number, 't' 'f' 'n' literal, '{' '[' container */
+} bm_json_pick_t;
+
+/**
+ * Reads the fields `f[0..n)` of the JSON text p[0..len) without building a tree: the text
+ * is validated exactly as bm_json_parse validates it, and each field gets the value
+ * bm_json_get would find in the tree bm_json_parse builds (a member named twice: the last
+ * one, as json-c keeps it; a member under an object named twice: only under the last one).
+ * Returns 0 (fields set); 1 when the text contains a backslash (an escape: the text is not
+ * the decoded string, so the caller reads it with bm_json_parse instead); BM_ETOOBIG,
+ * BM_EINVAL (malformed, or a bad pointer, or more than BM_JSON_PICK_MAX fields) as
+ * bm_json_parse. Allocates nothing; the fields point into p.
+ */
+int bm_json_pick(const void *p, size_t len, size_t max_len, bm_json_pick_t *f, size_t n);
+
+/** bm_json_get_u64 for a picked field: 0, BM_ENOTFOUND (absent) or BM_EINVAL. */
+int bm_json_pick_u64(const bm_json_pick_t *f, uint64_t *out);
+
+/** bm_json_get_root for a picked field: 0, BM_ENOTFOUND or BM_EINVAL. */
+int bm_json_pick_root(const bm_json_pick_t *f, uint8_t out[32]);
+
+/** bm_json_get_bool for a picked field: 0, BM_ENOTFOUND or BM_EINVAL. */
+int bm_json_pick_bool(const bm_json_pick_t *f, bool *out);
 
 /**
  * The value at JSON pointer `ptr` ("" is the whole document, "/data/slot", "/data/0").

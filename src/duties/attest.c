@@ -37,7 +37,8 @@ typedef struct race_pair {
 /* The last answer read, by who gave it (a node's attempts are numbered, so the node, the
  * attempt and the body tell answers of one race apart): accept, score and observe look at
  * each answer in a row, and every request waiting on the race at the one it serves; a
- * JSON parse costs ~11k instructions, so each answer is read once. */
+ * read costs instructions (bm_json_pick, or a json-c tree when the text has escapes), so
+ * each answer is read once. */
 typedef struct parsed {
     bool valid;
     const bm_node_t *node;
@@ -156,15 +157,37 @@ int bm_attest_parse_data(const bm_hdrs_t *headers, const bm_buf_t *body, bm_atte
         memcpy(out->checkpoints.target.root, d.target_root, 32);
         return 0;
     }
+    bm_attest_data_t d;
+    memset(&d, 0, sizeof d); /* padding included: *out gets no byte of the stack */
+    bm_checkpoint_pair_t *cp = &d.checkpoints;
+    bm_json_pick_t f[] = {{.ptr = "/data/slot"},
+                          {.ptr = "/data/index"},
+                          {.ptr = "/data/beacon_block_root"},
+                          {.ptr = "/data/source/epoch"},
+                          {.ptr = "/data/source/root"},
+                          {.ptr = "/data/target/epoch"},
+                          {.ptr = "/data/target/root"}};
+    int pr = bm_json_pick(body->data, body->len, 0, f, sizeof f / sizeof f[0]);
+    if (pr < 0)
+        return BM_EINVAL;
+    if (pr == 0) {
+        if (bm_json_pick_u64(&f[0], &d.slot) != 0 || bm_json_pick_u64(&f[1], &d.index) != 0 ||
+            bm_json_pick_root(&f[2], d.beacon_block_root) != 0 ||
+            bm_json_pick_u64(&f[3], &cp->source.epoch) != 0 ||
+            bm_json_pick_root(&f[4], cp->source.root) != 0 ||
+            bm_json_pick_u64(&f[5], &cp->target.epoch) != 0 ||
+            bm_json_pick_root(&f[6], cp->target.root) != 0)
+            return BM_EINVAL;
+        *out = d;
+        return 0;
+    }
+    /* escapes in the text: the tree reads them */
     struct json_object *j = NULL;
     if (bm_json_parse_buf(body, 0, &j, NULL) != 0 || !j) {
         json_object_put(j);
         return BM_EINVAL;
     }
-    bm_attest_data_t d;
-    memset(&d, 0, sizeof d); /* padding included: *out gets no byte of the stack */
     int rc = 0;
-    bm_checkpoint_pair_t *cp = &d.checkpoints;
     if (bm_json_get_u64(j, "/data/slot", &d.slot) != 0 ||
         bm_json_get_u64(j, "/data/index", &d.index) != 0 ||
         bm_json_get_root(j, "/data/beacon_block_root", d.beacon_block_root) != 0 ||
@@ -206,12 +229,20 @@ int bm_attest_parse_root(const bm_buf_t *body, uint8_t out[32])
 {
     if (!body)
         return BM_EINVAL;
-    struct json_object *j = NULL;
+    uint8_t r[32];
+    bm_json_pick_t f = {.ptr = "/data/root"};
+    int pr = bm_json_pick(body->data, body->len, 0, &f, 1);
+    if (pr < 0 || (pr == 0 && bm_json_pick_root(&f, r) != 0))
+        return BM_EINVAL;
+    if (pr == 0) {
+        memcpy(out, r, 32);
+        return 0;
+    }
+    struct json_object *j = NULL; /* escapes in the text: the tree reads them */
     if (bm_json_parse_buf(body, 0, &j, NULL) != 0 || !j) {
         json_object_put(j);
         return BM_EINVAL;
     }
-    uint8_t r[32];
     int rc = bm_json_get_root(j, "/data/root", r) == 0 ? 0 : BM_EINVAL;
     json_object_put(j);
     if (rc == 0)
@@ -234,13 +265,29 @@ int bm_attest_parse_payload(const bm_hdrs_t *headers, const bm_buf_t *body,
         out->blob_data_available = d.blob_data_available;
         return 0;
     }
-    struct json_object *j = NULL;
+    bm_attest_payload_t p;
+    memset(&p, 0, sizeof p); /* padding included: *out gets no byte of the stack */
+    bm_json_pick_t f[] = {{.ptr = "/data/beacon_block_root"},
+                          {.ptr = "/data/slot"},
+                          {.ptr = "/data/payload_present"},
+                          {.ptr = "/data/blob_data_available"}};
+    int pr = bm_json_pick(body->data, body->len, 0, f, sizeof f / sizeof f[0]);
+    if (pr < 0)
+        return BM_EINVAL;
+    if (pr == 0) {
+        if (bm_json_pick_root(&f[0], p.beacon_block_root) != 0 ||
+            bm_json_pick_u64(&f[1], &p.slot) != 0 ||
+            bm_json_pick_bool(&f[2], &p.payload_present) != 0 ||
+            bm_json_pick_bool(&f[3], &p.blob_data_available) != 0)
+            return BM_EINVAL;
+        *out = p;
+        return 0;
+    }
+    struct json_object *j = NULL; /* escapes in the text: the tree reads them */
     if (bm_json_parse_buf(body, 0, &j, NULL) != 0 || !j) {
         json_object_put(j);
         return BM_EINVAL;
     }
-    bm_attest_payload_t p;
-    memset(&p, 0, sizeof p); /* padding included: *out gets no byte of the stack */
     int rc = 0;
     if (bm_json_get_root(j, "/data/beacon_block_root", p.beacon_block_root) != 0 ||
         bm_json_get_u64(j, "/data/slot", &p.slot) != 0 ||
@@ -532,7 +579,9 @@ static void on_answer(bm_req_t *req, const bm_race_answer_t *an, void *ctx)
     }
 }
 
-/* The root a record of the race keeps (serve.h root_of): the head the answer is built on. */
+/* The root a record of the race keeps (serve.h root_of): the head the answer is built on.
+ * `ctx` is the race's own context, so the answer is read through its parse_answer, which
+ * the race's observer and predicates have usually read already. */
 static int answer_root(const bm_race_answer_t *an, void *ctx, uint8_t root[32], int *index)
 {
     rctx_t *c = ctx;
@@ -540,7 +589,7 @@ static int answer_root(const bm_race_answer_t *an, void *ctx, uint8_t root[32], 
     switch (c->ep) {
     case EP_DATA: {
         bm_attest_data_t d;
-        if (bm_attest_parse_data(an->headers, an->body, &d) != 0)
+        if (parse_data(c, an, &d) != 0)
             return BM_EINVAL;
         memcpy(root, d.beacon_block_root, 32);
         if (c->gloas)
@@ -548,10 +597,10 @@ static int answer_root(const bm_race_answer_t *an, void *ctx, uint8_t root[32], 
         return 0;
     }
     case EP_HEAD_ROOT:
-        return bm_attest_parse_root(an->body, root);
+        return parse_root(c, an, root);
     case EP_PAYLOAD: {
         bm_attest_payload_t p;
-        if (an->status != 200 || bm_attest_parse_payload(an->headers, an->body, &p) != 0)
+        if (an->status != 200 || parse_payload(c, an, &p) != 0)
             return BM_EINVAL; /* a 204 names no block: the slot had none for that node */
         memcpy(root, p.beacon_block_root, 32);
         return 0;

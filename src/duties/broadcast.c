@@ -113,6 +113,13 @@ typedef struct sszmem {
     uint64_t since_ms; /* monotonic */
 } sszmem_t;
 
+/* The version a node reported (/eth/v1/node/version) when its refusals were recorded: a
+ * node that reports another one since was upgraded (or replaced), and its refusals are
+ * stale. "" when it was not known. */
+typedef struct refusal_ver {
+    char v[128];
+} refusal_ver_t;
+
 typedef struct route_ud {
     bm_broadcast_t *b;
     size_t route;
@@ -138,8 +145,9 @@ struct bm_broadcast {
     bm_broadcast_producer_fn producer;
     void *producer_ud;
     size_t n_nodes;
-    sszmem_t *mem;  /* n_nodes * N_ROUTES */
-    bool *restored; /* n_nodes: its memory came from a state file and it was not seen yet */
+    sszmem_t *mem;      /* n_nodes * N_ROUTES */
+    bool *restored;     /* n_nodes: its memory came from a state file and it was not seen yet */
+    refusal_ver_t *ver; /* n_nodes: the version its refusals were recorded under */
     bm_broadcast_ssz_fn on_refusal; /* shared state: a node newly refusing SSZ (NULL: none) */
     void *on_refusal_ud;
     route_ud_t rud[N_ROUTES];
@@ -234,15 +242,38 @@ static sszmem_t *mem_at(const bm_broadcast_t *b, size_t node, size_t route)
     return &b->mem[node * N_ROUTES + route];
 }
 
+/* The node reports a version other than the one its refusals were recorded under: it was
+ * upgraded (a restart too quick to be seen as unreachable, or one while beaconmux was
+ * down), so what it refused before says nothing about it now. */
+static bool upgraded_since_refusal(const bm_broadcast_t *b, size_t node)
+{
+    const bm_node_t *n = bm_pool_node(b->pool, node);
+    const char *then = b->ver[node].v;
+    return n && n->version && *then && strncmp(n->version, then, sizeof b->ver[node].v - 1) != 0;
+}
+
 bm_ssz_support_t bm_broadcast_ssz_support(const bm_broadcast_t *b, size_t node, size_t route)
 {
     const sszmem_t *m = b ? mem_at(b, node, route) : NULL;
     if (!m)
         return BM_SSZ_UNKNOWN;
     if (m->state == BM_SSZ_REFUSED &&
-        bm_clock_mono_now(b->clock) - m->since_ms > b->opts.ssz_memory_ms)
+        (bm_clock_mono_now(b->clock) - m->since_ms > b->opts.ssz_memory_ms ||
+         upgraded_since_refusal(b, node)))
         return BM_SSZ_UNKNOWN;
     return (bm_ssz_support_t)m->state;
+}
+
+/* A refusal is about to be recorded for `node` under `version` (NULL: unknown): the
+ * refusals recorded under another version go first, as the node was upgraded since. */
+static void note_refusal_version(bm_broadcast_t *b, size_t node, const char *version)
+{
+    if (upgraded_since_refusal(b, node)) {
+        bm_log(BM_LOG_INFO, "broadcast: %s changed version since it refused SSZ (%s): asked again",
+               bm_pool_node(b->pool, node)->id, b->ver[node].v);
+        bm_broadcast_forget_node(b, node);
+    }
+    snprintf(b->ver[node].v, sizeof b->ver[node].v, "%s", version ? version : "");
 }
 
 static void mem_learn(bm_broadcast_t *b, const bm_node_t *n, size_t route, int status)
@@ -251,6 +282,8 @@ static void mem_learn(bm_broadcast_t *b, const bm_node_t *n, size_t route, int s
     if (!m)
         return;
     uint8_t s = status == 415 ? BM_SSZ_REFUSED : BM_SSZ_ACCEPTED;
+    if (s == BM_SSZ_REFUSED)
+        note_refusal_version(b, (size_t)n->index, n->version);
     if (m->state != s && s == BM_SSZ_REFUSED)
         bm_log(BM_LOG_INFO, "broadcast: %s refuses SSZ bodies on %s; remembered for %u s", n->id,
                ROUTES[route].pattern, b->opts.ssz_memory_ms / 1000);
@@ -267,11 +300,16 @@ void bm_broadcast_on_ssz_refusal(bm_broadcast_t *b, bm_broadcast_ssz_fn fn, void
     b->on_refusal_ud = ud;
 }
 
-int bm_broadcast_learn_ssz_refusal(bm_broadcast_t *b, size_t node, const char *pattern)
+int bm_broadcast_learn_ssz_refusal(bm_broadcast_t *b, size_t node, const char *pattern,
+                                   const char *version)
 {
+    const bm_node_t *n = bm_pool_node(b->pool, node);
     for (size_t r = 0; r < N_ROUTES; r++) {
         sszmem_t *m = mem_at(b, node, r);
         if (m && strcmp(ROUTES[r].pattern, pattern) == 0) {
+            if (version && *version && n && n->version && strcmp(n->version, version) != 0)
+                return 0; /* refused by the version the node ran before: stale */
+            note_refusal_version(b, node, version);
             m->state = BM_SSZ_REFUSED;
             m->since_ms = bm_clock_mono_now(b->clock);
             return 0;
@@ -285,6 +323,7 @@ void bm_broadcast_forget_node(bm_broadcast_t *b, size_t node)
     if (!b || node >= b->n_nodes)
         return;
     memset(&b->mem[node * N_ROUTES], 0, N_ROUTES * sizeof *b->mem);
+    b->ver[node].v[0] = '\0';
 }
 
 void bm_broadcast_node_state(bm_node_t *node, bm_node_state_t old, void *ud)
@@ -728,9 +767,12 @@ static int start_write(wctx_t *c, int p, bm_node_t *const *nodes, size_t n, uint
         return BM_ENOMEM;
     c->race[p] = r;
     c->refs++;
-    /* the completion's reference outlives this waiter: waiters are answered first */
-    if (c->rt->replay != NO_REPLAY && b->replay)
-        bm_race_wait(r, on_feed_answer, c);
+    /* the client's waiter first, replay's second: waiters run in this order on the same
+     * answer, so the client has its answer before the write is fed to replay (which parses
+     * the body again and, with shared state, renders every entry for Redis: bench/shared.py
+     * measured that work inside the write's answer time). Both run before the loop moves on,
+     * so nothing can see the answer without the entries. The completion's reference
+     * outlives both waiters: waiters are answered first. */
     if (c->req) {
         c->w[p] = bm_race_wait(r, p == 0 ? on_answer0 : on_answer1, c);
         if (!c->w[p])
@@ -738,6 +780,8 @@ static int start_write(wctx_t *c, int p, bm_node_t *const *nodes, size_t n, uint
     } else {
         c->answered[p] = true;
     }
+    if (c->rt->replay != NO_REPLAY && b->replay)
+        bm_race_wait(r, on_feed_answer, c);
     return 0;
 }
 
@@ -1015,12 +1059,14 @@ bm_broadcast_t *bm_broadcast_new(bm_clock_t *clock, bm_race_engine_t *race, bm_p
     b->n_nodes = bm_pool_count(pool);
     b->mem = calloc(b->n_nodes ? b->n_nodes * N_ROUTES : 1, sizeof *b->mem);
     b->restored = calloc(b->n_nodes ? b->n_nodes : 1, sizeof *b->restored);
+    b->ver = calloc(b->n_nodes ? b->n_nodes : 1, sizeof *b->ver);
     b->timer = bm_timer_new(clock, on_timer, b);
-    if (!b->mem || !b->restored || !b->timer) {
+    if (!b->mem || !b->restored || !b->ver || !b->timer) {
         if (b->timer)
             bm_timer_close(b->timer, NULL, NULL);
         free(b->mem);
         free(b->restored);
+        free(b->ver);
         free(b);
         return NULL;
     }
@@ -1075,6 +1121,7 @@ void bm_broadcast_free(bm_broadcast_t *b)
         ctx_free(bm_list_first(&b->ctxs, wctx_t, link));
     free(b->mem);
     free(b->restored);
+    free(b->ver);
     free(b);
 }
 
@@ -1104,7 +1151,12 @@ int bm_broadcast_export_ssz(const bm_broadcast_t *b, uint64_t now_ms, bm_str_t *
             bm_str_json_string(out, ROUTES[r].pattern, strlen(ROUTES[r].pattern));
             bm_str_puts(out, ",\"sinceMs\":\"");
             bm_str_u64(out, now_ms > age ? now_ms - age : 0);
-            bm_str_puts(out, "\"}");
+            bm_str_putc(out, '"');
+            if (*b->ver[n].v) {
+                bm_str_puts(out, ",\"version\":");
+                bm_str_json_string(out, b->ver[n].v, strlen(b->ver[n].v));
+            }
+            bm_str_putc(out, '}');
         }
     }
     bm_str_putc(out, ']');
@@ -1137,7 +1189,11 @@ static int import_refusal(bm_broadcast_t *b, json_object *e, uint64_t now_ms, ui
         return 0;
     sszmem_t *m = mem_at(b, (size_t)node->index, (size_t)r);
     if (!m || m->state != BM_SSZ_UNKNOWN)
-        return 0; /* what this process learned itself is newer */
+        return 0;    /* what this process learned itself is newer */
+    json_object *jv; /* files written before the version was kept have none */
+    if (json_object_object_get_ex(e, "version", &jv) && json_object_is_type(jv, json_type_string))
+        snprintf(b->ver[node->index].v, sizeof b->ver[node->index].v, "%s",
+                 json_object_get_string(jv));
     m->state = BM_SSZ_REFUSED;
     m->since_ms = mono > age ? mono - age : 0;
     b->restored[node->index] = true;

@@ -34,8 +34,9 @@
  *     and asking several middlewares would start several combinations: one node at a time,
  *     first 2xx, never broadcast.
  *
- * SSZ bodies: a node that answers 415 is remembered per node and endpoint (until it comes
- * back from being unreachable, or `ssz_memory_ms`). A gossip object (block, blinded block,
+ * SSZ bodies: a node that answers 415 is remembered per node and endpoint, with the
+ * version the node reported then (until it comes back from being unreachable, reports
+ * another version, or `ssz_memory_ms`). A gossip object (block, blinded block,
  * envelope, bid) is never answered 415 when some node took it: it is not sent as SSZ to
  * the nodes known to refuse it (they get it by gossip), and the client gets the answer of
  * the node that took it; only when none did is the answer 415, so that the client resends
@@ -160,7 +161,8 @@ void bm_broadcast_node_state(bm_node_t *node, bm_node_state_t old, void *ud);
 
 /**
  * State kept across restarts (app/statedir.h): appends the SSZ refusals still remembered
- * as one JSON array [{"node":id,"method":"POST","route":pattern,"sinceMs":"wall ms"}].
+ * as one JSON array [{"node":id,"method":"POST","route":pattern,"sinceMs":"wall ms",
+ * "version":"the node's version then" (when known)}].
  * Returns 0 or BM_ENOMEM.
  */
 int bm_broadcast_export_ssz(const bm_broadcast_t *b, uint64_t now_ms, bm_str_t *out);
@@ -203,9 +205,12 @@ typedef void (*bm_broadcast_ssz_fn)(void *ud, size_t node, const char *pattern);
 /** Calls `fn` for each such new refusal (shared with the other instances). NULL stops it. */
 void bm_broadcast_on_ssz_refusal(bm_broadcast_t *b, bm_broadcast_ssz_fn fn, void *ud);
 
-/** Another instance saw the node at pool index `node` refuse SSZ on `pattern`: remembered
- *  as if seen here, from now (the listener does not hear it). Returns 0, or BM_ENOTFOUND
- *  when no endpoint has that pattern or there is no such node. */
-int bm_broadcast_learn_ssz_refusal(bm_broadcast_t *b, size_t node, const char *pattern);
+/** Another instance saw the node at pool index `node` refuse SSZ on `pattern` while it
+ *  reported `version` (NULL or "": unknown): remembered as if seen here, from now (the
+ *  listener does not hear it), unless the node reports another version now (the refusal
+ *  is then stale and ignored). Returns 0, or BM_ENOTFOUND when no endpoint has that
+ *  pattern or there is no such node. */
+int bm_broadcast_learn_ssz_refusal(bm_broadcast_t *b, size_t node, const char *pattern,
+                                   const char *version);
 
 #endif /* BM_BROADCAST_H */

@@ -60,6 +60,7 @@ typedef struct memo {
     int node;
     bool has_state_root;
     uint8_t state_root[32];
+    uint64_t time_ms; /* wall time served or learnt: newer wins between two records */
 } memo_t;
 
 struct bm_produce {
@@ -171,8 +172,10 @@ static void remember(bm_produce_t *p, uint64_t slot, int node, const bm_produce_
     m->has_state_root = b && b->has_state_root;
     if (m->has_state_root)
         memcpy(m->state_root, b->state_root, 32);
+    m->time_ms = bm_clock_wall_now(p->clock);
     if (p->on_remember)
-        p->on_remember(p->on_remember_ud, slot, node, m->has_state_root ? m->state_root : NULL);
+        p->on_remember(p->on_remember_ud, slot, node, m->has_state_root ? m->state_root : NULL,
+                       m->time_ms);
 }
 
 void bm_produce_on_remember(bm_produce_t *p, bm_produce_remember_fn fn, void *ud)
@@ -181,17 +184,30 @@ void bm_produce_on_remember(bm_produce_t *p, bm_produce_remember_fn fn, void *ud
     p->on_remember_ud = ud;
 }
 
-void bm_produce_learn(bm_produce_t *p, uint64_t slot, int node, const uint8_t *state_root)
+void bm_produce_learn(bm_produce_t *p, uint64_t slot, int node, const uint8_t *state_root,
+                      uint64_t time_ms)
 {
     memo_t *m = &p->memo[slot % BM_PRODUCE_MEMORY_SLOTS];
     if (m->used && m->slot > slot)
         return; /* the ring moved on past it */
+    if (m->used && m->slot == slot && m->time_ms > time_ms)
+        return; /* a later production of the slot is held: newer wins */
     m->used = true;
+    m->time_ms = time_ms;
     m->slot = slot;
     m->node = node;
     m->has_state_root = state_root != NULL;
     if (state_root)
         memcpy(m->state_root, state_root, 32);
+}
+
+void bm_produce_each(const bm_produce_t *p, bm_produce_remember_fn fn, void *ud)
+{
+    for (size_t i = 0; i < BM_PRODUCE_MEMORY_SLOTS; i++) {
+        const memo_t *m = &p->memo[i];
+        if (m->used)
+            fn(ud, m->slot, m->node, m->has_state_root ? m->state_root : NULL, m->time_ms);
+    }
 }
 
 /* ---- reading a produced block ------------------------------------------------------------- */

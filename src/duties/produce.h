@@ -112,18 +112,25 @@ int bm_produce_node_for_slot(const bm_produce_t *p, uint64_t slot, uint8_t state
                              bool *has_state_root);
 
 /** A production served for `slot` by the node at pool index `node`; `state_root` (32 bytes,
- *  borrowed for the call) or NULL when the block's could not be read. */
-typedef void (*bm_produce_remember_fn)(void *ud, uint64_t slot, int node,
-                                       const uint8_t *state_root);
+ *  borrowed for the call) or NULL when the block's could not be read; `time_ms` the wall
+ *  time it was served (or learnt) at, which decides between two records of one slot. */
+typedef void (*bm_produce_remember_fn)(void *ud, uint64_t slot, int node, const uint8_t *state_root,
+                                       uint64_t time_ms);
 
 /** Calls `fn` each time a served production is remembered (shared state gives it to the
  *  other instances). NULL stops it. */
 void bm_produce_on_remember(bm_produce_t *p, bm_produce_remember_fn fn, void *ud);
 
 /** Remembers that another instance served `slot` from the node at pool index `node` (with
- *  `state_root`, may be NULL), as if it had been served here; the listener does not hear
- *  it. A slot older than the one the memory holds in its place is ignored. */
-void bm_produce_learn(bm_produce_t *p, uint64_t slot, int node, const uint8_t *state_root);
+ *  `state_root`, may be NULL) at wall time `time_ms`, as if it had been served here; the
+ *  listener does not hear it. A slot older than the one the memory holds in its place is
+ *  ignored, and so is a record of the same slot older than the one held (newer wins). */
+void bm_produce_learn(bm_produce_t *p, uint64_t slot, int node, const uint8_t *state_root,
+                      uint64_t time_ms);
+
+/** Calls `fn` for every slot the memory holds (oldest ring position first), with the time
+ *  it was served or learnt at: shared state writes them back after a Redis outage. */
+void bm_produce_each(const bm_produce_t *p, bm_produce_remember_fn fn, void *ud);
 
 /** Productions served, productions served on an accepted parent, fallbacks (stale or
  *  unreadable), failures (no 2xx at all), and requests refused without asking a node (a

@@ -30,6 +30,7 @@ struct bm_front {
     bm_limiter_t *duty_clients; /* duty buckets per client or key */
     bm_bucket_t global, duty_global;
     uint32_t global_spent[2]; /* tokens the global buckets gave since bm_front_global_spent */
+    bm_spends_t *spends;      /* per client, since bm_front_clients_spent; NULL: not shared */
     bool limits;              /* any rate limit is configured (else step 6 has nothing to do) */
     bm_front_counters_t c;
     bm_log_limit_t lim;
@@ -62,6 +63,7 @@ void bm_front_free(bm_front_t *f)
         return;
     bm_limiter_free(f->clients);
     bm_limiter_free(f->duty_clients);
+    bm_spends_free(f->spends);
     free(f);
 }
 
@@ -84,6 +86,39 @@ void bm_front_global_cap(bm_front_t *f, int which, double left)
     bm_bucket_t *b = which ? &f->duty_global : &f->global;
     const bm_rate_t *r = which ? &f->o.duties_global : &f->o.global;
     bm_bucket_cap(b, r, uv_now(f->loop), left - f->global_spent[which ? 1 : 0]);
+}
+
+bool bm_front_client_limits(const bm_front_t *f)
+{
+    bool any = f->o.per_client.rate > 0 || f->o.duties_per_client.rate > 0;
+    for (size_t i = 0; i < f->o.n_keys && !any; i++)
+        any = f->o.keys[i].rate.rate > 0;
+    return any;
+}
+
+int bm_front_share_clients(bm_front_t *f, size_t cap)
+{
+    if (!f->spends && !(f->spends = bm_spends_new(cap)))
+        return BM_ENOMEM;
+    return 0;
+}
+
+size_t bm_front_clients_spent(bm_front_t *f, bm_spends_fn fn, void *ud)
+{
+    return f->spends ? bm_spends_drain(f->spends, fn, ud) : 0;
+}
+
+void bm_front_client_cap(bm_front_t *f, int cls, const char *key, size_t n, const bm_rate_t *r,
+                         double left)
+{
+    uint32_t since = f->spends ? bm_spends_get(f->spends, cls, key, n) : 0;
+    bm_limiter_cap(cls ? f->duty_clients : f->clients, key, n, r, uv_now(f->loop),
+                   left - (double)since);
+}
+
+uint64_t bm_front_clients_unshared(const bm_front_t *f)
+{
+    return f->spends ? bm_spends_overflow(f->spends) : 0;
 }
 
 int bm_front_add_network(bm_front_t *f, const bm_front_network_t *n)
@@ -357,6 +392,8 @@ static bool limit_step(bm_front_t *f, bm_req_t *req, unsigned cls, const bm_auth
                              duties ? &f->o.duties_global : &f->o.global, now, &retry);
     if (ok) {
         f->global_spent[duties]++;
+        if (f->spends && per->rate > 0) /* told to the other instances at the next sync */
+            bm_spends_add(f->spends, duties, who, strlen(who), per);
         return true;
     }
     if (duties)

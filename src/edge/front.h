@@ -32,6 +32,7 @@
 #include "edge/auth.h"
 #include "edge/cors.h"
 #include "edge/limit.h"
+#include "edge/spends.h"
 #include "http/router.h"
 #include "http/server.h"
 
@@ -124,5 +125,30 @@ void bm_front_global_spent(bm_front_t *f, uint32_t spent[2]);
  * 1 duty reads) keeps at most that, less what it gave since.
  */
 void bm_front_global_cap(bm_front_t *f, int which, double left);
+
+/* ---- per-client limits shared by several instances (app/sharedlimit.c) ---------------------- */
+
+/** True when some per-client limit is configured (rateLimit.perClient, .duties.perClient, or
+ *  a key's own rate). */
+bool bm_front_client_limits(const bm_front_t *f);
+
+/** Starts counting what each client's buckets give (bm_front_clients_spent), at most `cap`
+ *  clients per period. Returns 0 or BM_ENOMEM. */
+int bm_front_share_clients(bm_front_t *f, size_t cap);
+
+/** Hands each client's tokens given since the last call to `fn` (class 0 reads, 1 duty
+ *  reads; its limiter key; its rate) and starts counting again. Returns the clients. */
+size_t bm_front_clients_spent(bm_front_t *f, bm_spends_fn fn, void *ud);
+
+/**
+ * The client's bucket shared by every instance held `left` tokens when it was last asked
+ * (at the last bm_front_clients_spent): the client's bucket of class `cls` keeps at most
+ * that, less what it gave since.
+ */
+void bm_front_client_cap(bm_front_t *f, int cls, const char *key, size_t n, const bm_rate_t *r,
+                         double left);
+
+/** Clients whose spending could not be counted for sharing (too many in one period). */
+uint64_t bm_front_clients_unshared(const bm_front_t *f);
 
 #endif /* BM_FRONT_H */

@@ -121,3 +121,16 @@ bool bm_limiter_take(bm_limiter_t *l, const char *key, size_t n, const bm_rate_t
     memset(&victim->b, 0, sizeof victim->b);
     return bm_bucket_take(&victim->b, r, now_ms, retry_ms);
 }
+
+void bm_limiter_cap(bm_limiter_t *l, const char *key, size_t n, const bm_rate_t *r, uint64_t now_ms,
+                    double most)
+{
+    uint64_t h = bm_json_siphash(l->hkey, key, n) | 1;
+    for (size_t i = 0; i < PROBE; i++) {
+        slot_t *s = &l->slots[(h + i) & l->mask];
+        if (s->hash == h) {
+            bm_bucket_cap(&s->b, r, now_ms, most);
+            return;
+        }
+    }
+}

@@ -45,4 +45,9 @@ void bm_limiter_free(bm_limiter_t *l);
 bool bm_limiter_take(bm_limiter_t *l, const char *key, size_t n, const bm_rate_t *r,
                      uint64_t now_ms, uint32_t *retry_ms);
 
+/** bm_bucket_cap on the bucket of client key[0..n), when the table holds one (a client it
+ *  forgot meanwhile starts full again, as any new client). */
+void bm_limiter_cap(bm_limiter_t *l, const char *key, size_t n, const bm_rate_t *r, uint64_t now_ms,
+                    double most);
+
 #endif /* BM_LIMIT_H */

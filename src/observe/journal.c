@@ -435,6 +435,11 @@ const bm_journal_stats_t *bm_journal_stats(const bm_journal_t *j)
     return &j->st;
 }
 
+void bm_journal_set_stats(bm_journal_t *j, const bm_journal_stats_t *st)
+{
+    j->st = *st;
+}
+
 /* ---- JSON --------------------------------------------------------------------------------- */
 
 static void node_name(bm_str_t *o, int i, const char *const *ids, size_t n_ids)

@@ -156,4 +156,24 @@ const char *bm_journal_stage_name(bm_journal_stage_t s);
 size_t bm_journal_json(const bm_journal_t *j, uint64_t from, uint64_t to, const char *const *ids,
                        size_t n_ids, bm_str_t *o);
 
+/**
+ * State kept across restarts (observe/journal_state.c, app/statedir.h): appends the counts
+ * and the newest `max_slots` slots (0: all the ring holds) with their entries as one JSON
+ * value; nodes by their id in `ids[0..n_ids)` (pool order). Returns 0 or BM_ENOMEM.
+ */
+int bm_journal_export(const bm_journal_t *j, uint32_t max_slots, const char *const *ids,
+                      size_t n_ids, bm_str_t *o);
+
+/**
+ * Restores what bm_journal_export wrote into `j` (new and empty): the slots it still holds,
+ * their entries judged as they were, and the counts as saved. Nodes are found by id in
+ * `ids` (an id no longer there leaves the entry without that node). Returns the entries
+ * restored, or BM_EINVAL (nothing restored) when the text is not such an export.
+ */
+int bm_journal_import(bm_journal_t *j, const char *json, size_t len, const char *const *ids,
+                      size_t n_ids);
+
+/** Replaces the counters (bm_journal_import: the counts saved, after its replay). */
+void bm_journal_set_stats(bm_journal_t *j, const bm_journal_stats_t *st);
+
 #endif /* BM_JOURNAL_H */

@@ -291,6 +291,10 @@ static void duty_metrics(bm_str_t *o, const bm_observe_t *ob)
         bm_expo_u64(o, "beaconmux_votes_served_total", l, 1,
                     f->served[d][BM_ANSWER_FRESH] + f->served[d][BM_ANSWER_STALE]);
     }
+    single(o, "beaconmux_duty_records_from_other_instances_total", BM_EXPO_COUNTER,
+           "Served duty reads of other instances sharing state through Redis, counted in the "
+           "answers above and the journal (not in the race times).",
+           f->remote_records);
     const bm_observe_sources_t *src = bm_observe_sources(ob);
     if (src->attest)
         single(o, "beaconmux_duty_coalesced_total", BM_EXPO_COUNTER,
@@ -555,6 +559,7 @@ static void network_metrics(const bm_observe_t *ob, bm_str_t *o)
     request_metrics(o, ob);
     read_metrics(o, ob);
     cache_metrics(o, ob);
+    bm_observe_metrics_extra(ob, o);
 }
 
 void bm_metrics_write(const bm_observe_t *ob, bm_str_t *o)

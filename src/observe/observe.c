@@ -22,6 +22,7 @@
 
 #define DASHBOARD_JOURNAL_SLOTS 16 /* the journal's slots the dashboard shows */
 #define JOURNAL_DEFAULT_SLOTS 32   /* a journal read without from_slot */
+#define JOURNAL_STATE_SLOTS 256    /* the newest slots a state file keeps (51 min of 12-s slots) */
 
 /* Duty races, seconds: a fresh answer comes within milliseconds, a held one at the duty's
  * deadline (a second by default, two at most in practice). */
@@ -46,6 +47,10 @@ struct bm_observe {
     uint64_t next_final;
     void (*status_fn)(bm_str_t *out, void *ud);
     void *status_ud;
+    bm_served_fn local_fn; /* shared state: this instance's records */
+    void *local_ud;
+    void (*extra_fn)(bm_str_t *out, void *ud); /* metrics of modules above this layer */
+    void *extra_ud;
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -91,13 +96,14 @@ static void canon_of(const bm_observe_t *o, uint64_t slot, bm_canon_t *c)
 
 /* ---- what happens --------------------------------------------------------------------- */
 
-void bm_observe_served(const bm_served_t *s, void *ud)
+/* One record, from here or from another instance (`local` false): the answers and the
+ * journal are the pair's, the race times and counts this instance's own. */
+static void take_served(bm_observe_t *o, const bm_served_t *s, bool local)
 {
-    bm_observe_t *o = ud;
-    if ((unsigned)s->duty >= BM_DUTY_READ_COUNT)
-        return;
-    o->fig.races[s->duty]++;
-    bm_hist_add(&o->fig.race[s->duty], (double)s->race_ms / 1000.0);
+    if (local) {
+        o->fig.races[s->duty]++;
+        bm_hist_add(&o->fig.race[s->duty], (double)s->race_ms / 1000.0);
+    }
     bm_answer_class_t cls = s->served.cls == BM_ANSWER_FRESH || s->served.cls == BM_ANSWER_STALE
                                 ? s->served.cls
                                 : BM_ANSWER_ERROR;
@@ -108,6 +114,42 @@ void bm_observe_served(const bm_served_t *s, void *ud)
     if (clock) /* the race's own time (the engine's clock): the slot it ran in has begun */
         bm_journal_advance(o->journal, bm_slot_at(clock, s->started_ms));
     bm_journal_add(o->journal, s);
+}
+
+void bm_observe_served(const bm_served_t *s, void *ud)
+{
+    bm_observe_t *o = ud;
+    if ((unsigned)s->duty >= BM_DUTY_READ_COUNT)
+        return;
+    take_served(o, s, true);
+    if (o->local_fn)
+        o->local_fn(s, o->local_ud);
+}
+
+void bm_observe_on_local_served(bm_observe_t *o, bm_served_fn fn, void *ud)
+{
+    o->local_fn = fn;
+    o->local_ud = ud;
+}
+
+void bm_observe_set_metrics_extra(bm_observe_t *o, void (*fn)(bm_str_t *out, void *ud), void *ud)
+{
+    o->extra_fn = fn;
+    o->extra_ud = ud;
+}
+
+void bm_observe_metrics_extra(const bm_observe_t *o, bm_str_t *out)
+{
+    if (o->extra_fn)
+        o->extra_fn(out, o->extra_ud);
+}
+
+void bm_observe_served_remote(bm_observe_t *o, const bm_served_t *s)
+{
+    if ((unsigned)s->duty >= BM_DUTY_READ_COUNT)
+        return;
+    o->fig.remote_records++;
+    take_served(o, s, false);
 }
 
 void bm_observe_tick(bm_observe_t *o, uint64_t now_ms)
@@ -341,6 +383,28 @@ static size_t node_ids(const bm_observe_t *o, const char **ids)
     for (size_t i = 0; i < n; i++)
         ids[i] = bm_pool_node(o->src.pool, i)->id;
     return n;
+}
+
+int bm_observe_export_journal(void *ud, uint64_t now_ms, bm_str_t *out)
+{
+    const bm_observe_t *o = ud;
+    (void)now_ms;
+    if (!o->journal)
+        return BM_ENOTFOUND;
+    const char *ids[BM_MAX_NODES];
+    size_t n = node_ids(o, ids);
+    return bm_journal_export(o->journal, JOURNAL_STATE_SLOTS, ids, n, out);
+}
+
+int bm_observe_import_journal(void *ud, const char *json, size_t len, uint64_t now_ms)
+{
+    bm_observe_t *o = ud;
+    (void)now_ms; /* slots are on the chain's clock: a saved slot stays where it was */
+    if (!o->journal)
+        return BM_ENOTFOUND;
+    const char *ids[BM_MAX_NODES];
+    size_t n = node_ids(o, ids);
+    return bm_journal_import(o->journal, json, len, ids, n);
 }
 
 static void counts_json(bm_str_t *s, const bm_journal_counts_t *c)

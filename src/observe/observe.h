@@ -105,6 +105,7 @@ typedef struct bm_observe_figures {
     bm_hist_t race[BM_DUTY_READ_COUNT];                         /* seconds, 1 ms to 2 s */
     uint64_t served[BM_DUTY_READ_COUNT][BM_ANSWER_CLASS_COUNT]; /* requests by served class */
     uint64_t races[BM_DUTY_READ_COUNT];                         /* races that served */
+    uint64_t remote_records; /* ... of which served by other instances (shared state) */
     /* the cluster head */
     uint64_t moves_extension, moves_quorum, moves_reorg;
     bm_hist_t reorg_depth; /* slots */
@@ -168,6 +169,23 @@ const bm_observe_sources_t *bm_observe_sources(const bm_observe_t *o);
 /** The record sink of served duty reads (what attest and produce call): exported for tests. */
 void bm_observe_served(const bm_served_t *s, void *ud);
 
+/** Calls `fn` with every record of this instance once it was taken (shared state publishes
+ *  it to the other instances); NULL stops it. */
+void bm_observe_on_local_served(bm_observe_t *o, bm_served_fn fn, void *ud);
+
+/** Families of a module above this layer (shared state's Redis connections), appended to
+ *  the network's exposition by `fn` at every scrape (NULL: none). */
+void bm_observe_set_metrics_extra(bm_observe_t *o, void (*fn)(bm_str_t *out, void *ud), void *ud);
+
+/** Appends those families (nothing when none are set). */
+void bm_observe_metrics_extra(const bm_observe_t *o, bm_str_t *out);
+
+/** A record served by another instance: its answers counted and journaled as if served
+ *  here (the journal merges it with identical records of its slot; the race time
+ *  histogram stays this instance's own), counted in remote_records, and never handed to
+ *  the listener above (so it is never sent back). */
+void bm_observe_served_remote(bm_observe_t *o, const bm_served_t *s);
+
 /**
  * Settles the journal as the clock and the cluster chain say at `now_ms`: every slot up
  * to two before the current one provisionally. Runs at every tick of the tracker;
@@ -181,6 +199,14 @@ void bm_observe_tick(bm_observe_t *o, uint64_t now_ms);
  * finally. Exported for tests.
  */
 void bm_observe_finalized(bm_observe_t *o, size_t node, uint64_t epoch, const uint8_t root[32]);
+
+/**
+ * State kept across restarts (app/statedir.h sections; `ud` is the observe): the duty
+ * journal's counts and newest slots (bm_journal_export / bm_journal_import, nodes by their
+ * pool ids). Both return BM_ENOTFOUND when the journal is off (journal.slots: 0).
+ */
+int bm_observe_export_journal(void *ud, uint64_t now_ms, bm_str_t *out);
+int bm_observe_import_journal(void *ud, const char *json, size_t len, uint64_t now_ms);
 
 /** Several networks' observes, for the process's /metrics. */
 #define BM_OBSERVE_MAX_NETWORKS 64

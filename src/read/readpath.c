@@ -232,6 +232,27 @@ static bool busy(const node_state_t *ns, const bm_node_t *nd)
     return ns->o.max_in_flight && nd->stats.in_flight >= ns->o.max_in_flight;
 }
 
+/* Sticks the client to `node`, telling the listener when that changes where it sticks. */
+static void stick(bm_readpath_t *rp, uint64_t key, int node, uint64_t now)
+{
+    bool changed = rp->on_sticky && bm_sticky_get(rp->sticky, key, now) != node;
+    bm_sticky_set(rp->sticky, key, node, now);
+    if (changed)
+        rp->on_sticky(rp->on_sticky_ud, key, node);
+}
+
+void bm_readpath_on_sticky(bm_readpath_t *rp, bm_readpath_sticky_fn fn, void *ud)
+{
+    rp->on_sticky = fn;
+    rp->on_sticky_ud = ud;
+}
+
+void bm_readpath_sticky_learn(bm_readpath_t *rp, uint64_t key, int node)
+{
+    if (rp->sticky && node >= 0 && (size_t)node < bm_pool_count(rp->pool))
+        bm_sticky_set(rp->sticky, key, node, uv_now(rp->loop));
+}
+
 /* The next node for an attempt of `ex`, or NULL; *wait gets the shortest wait of a node
  * that only lacks a token (0: none). A busy node is a candidate only when every other one
  * is excluded or busy too: a free node of a later set or tier is asked before it, and a
@@ -297,7 +318,7 @@ static bm_node_t *next_node(exchange_t *ex, bool hedge, uint64_t now, uint64_t *
     }
     if (s >= 0 && (size_t)s != order[0])
         rp->c.sticky_moves++;
-    bm_sticky_set(rp->sticky, ex->sticky_key, (int)order[0], now);
+    stick(rp, ex->sticky_key, (int)order[0], now);
     return best;
 }
 
@@ -894,7 +915,7 @@ static void on_head(bm_xfer_t *x, int status, const bm_hdrs_t *headers, void *ud
         if (a->hedge)
             ex->rp->c.hedges_won++;
         if (ex->sticky) /* the client sticks to the node that answered it */
-            bm_sticky_set(ex->rp->sticky, ex->sticky_key, a->node->index, uv_now(ex->rp->loop));
+            stick(ex->rp, ex->sticky_key, a->node->index, uv_now(ex->rp->loop));
         cancel_all(ex, ex->winner); /* the first usable answer wins */
         ex->hedge_at = 0;
         bool sse = hi.content_type && strncasecmp(hi.content_type, "text/event-stream", 17) == 0;

@@ -161,6 +161,18 @@ void bm_readpath_node_json(bm_readpath_t *rp, size_t i, bm_str_t *out);
 /** Appends the read path's counters as a JSON object (an admin status section). */
 void bm_readpath_status_json(bm_str_t *out, void *ud);
 
+/** A client (its sticky key, bm_sticky_key) now sticks to the node at pool index `node`:
+ *  it was new, or stuck to another node before. */
+typedef void (*bm_readpath_sticky_fn)(void *ud, uint64_t key, int node);
+
+/** Calls `fn` at every such change (shared state tells the other instances). NULL stops
+ *  it. Nothing is called without routing.stickySessions. */
+void bm_readpath_on_sticky(bm_readpath_t *rp, bm_readpath_sticky_fn fn, void *ud);
+
+/** Another instance stuck client `key` to the node at pool index `node`: this one sticks it
+ *  there too, unheard by the listener. Ignored without routing.stickySessions. */
+void bm_readpath_sticky_learn(bm_readpath_t *rp, uint64_t key, int node);
+
 /** The counters (docs/read-path.md names the metrics they will become). */
 typedef struct bm_readpath_counters {
     uint64_t reads, attempts, retries, hedges, hedges_won, hedges_refused, blocked,

@@ -48,6 +48,8 @@ struct bm_readpath {
     node_state_t node[BM_MAX_NODES];
     bm_rules_t *rules;
     bm_sticky_t *sticky;
+    bm_readpath_sticky_fn on_sticky; /* shared state: a client stuck to another node */
+    void *on_sticky_ud;
     bm_rng_t rng;
     bm_hedge_budget_t budget;
     bm_readpath_counters_t c;

@@ -13,12 +13,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/err.h"
 #include "base/log.h"
 
 #define BACKOFF_MIN_MS 100u
 #define BACKOFF_MAX_MS 5000u
+/* A ready connection is asked something at least this often, so that a server that stopped
+ * answering (SIGSTOPped, or behind a network black hole) is noticed even when no command is
+ * in flight: the command connection sends PING when idle, the subscribing one SUBSCRIBEs to
+ * its channel again (hiredis 0.14 routes no PING reply on a subscribed connection). */
+#define HEARTBEAT_MS 1000u
 
 typedef enum conn_state { ST_DOWN = 0, ST_CONNECTING, ST_HANDSHAKE, ST_UP } conn_state_t;
 
@@ -31,6 +37,7 @@ typedef struct cmd {
     void *ud;
     bool handshake; /* AUTH, SELECT or the PING that ends the handshake */
     bool last;      /* the handshake's last command */
+    bool heartbeat; /* an idle connection's PING: its answer only proves the server lives */
 } cmd_t;
 
 /* The event hooks' state for one connection; freed when its poll handle has closed. */
@@ -52,13 +59,16 @@ struct bm_redis {
     conn_state_t st;
     cmd_t *head, *tail;
     int drop_status; /* what commands cut by the last drop are answered */
-    bm_timer_t *deadline, *retry;
+    bm_timer_t *deadline, *retry, *beat;
     uint64_t connect_deadline_ms;
     uint32_t backoff_ms;
     int reported; /* -1 not yet, 0 down, 1 up: the last readiness told to state_fn */
     char *channel;
     bm_redis_reply_fn sub_fn;
     void *sub_ud;
+    bool sub_confirmed;    /* the first SUBSCRIBE of this connection was answered */
+    uint64_t sub_beat_due; /* monotonic deadline of the heartbeat SUBSCRIBE in flight, or 0 */
+    bool hung;             /* the last drop was a heartbeat left unanswered */
     bool freeing;
     int open_timers;
     bm_redis_stats_t stats;
@@ -262,8 +272,9 @@ static void report(bm_redis_t *r, bool up, const char *why)
     if (r->reported == (int)up || r->freeing)
         return;
     r->reported = up;
-    /* a subscribing connection follows the command connection: only that one speaks up */
-    bm_log_level_t warn = r->channel ? BM_LOG_DEBUG : BM_LOG_WARN;
+    /* a subscribing connection follows the command connection: only that one speaks up,
+     * unless the subscription alone stopped answering (the other may still be fine) */
+    bm_log_level_t warn = r->channel && !r->hung ? BM_LOG_DEBUG : BM_LOG_WARN;
     if (up)
         bm_log(r->channel ? BM_LOG_DEBUG : BM_LOG_INFO, "%s: redis at %s:%d is ready", r->name,
                r->o.host, r->o.port);
@@ -285,6 +296,8 @@ static void arm_deadline(bm_redis_t *r)
         due = r->connect_deadline_ms;
     else if (r->head)
         due = r->head->deadline_ms;
+    if (r->st == ST_UP && r->sub_beat_due && (!due || r->sub_beat_due < due))
+        due = r->sub_beat_due;
     if (due)
         bm_timer_start(r->deadline, due > now ? due - now : 0);
     else
@@ -303,6 +316,9 @@ static void schedule_retry(bm_redis_t *r)
 static void went_down(bm_redis_t *r, bool was_up, const char *why)
 {
     set_state(r, ST_DOWN);
+    r->sub_confirmed = false;
+    r->sub_beat_due = 0;
+    bm_timer_stop(r->beat);
     if (was_up)
         r->stats.drops++;
     else
@@ -356,6 +372,8 @@ static void handshake_reply(bm_redis_t *r, cmd_t *c, const redisReply *reply)
     set_state(r, ST_UP);
     r->backoff_ms = BACKOFF_MIN_MS;
     r->stats.connects++;
+    r->hung = false;
+    bm_timer_start(r->beat, HEARTBEAT_MS);
     report(r, true, NULL);
 }
 
@@ -368,6 +386,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     arm_deadline(r);
     if (c->handshake) {
         handshake_reply(r, c, reply);
+    } else if (c->heartbeat) {
+        /* alive; a late one was answered by the drop's BM_ETIMEDOUT */
     } else {
         int status = reply ? 0 : (r->freeing ? BM_ECANCELED : r->drop_status);
         if (status == BM_ETIMEDOUT)
@@ -410,12 +430,28 @@ static void send_handshake(bm_redis_t *r, int argc, const char **argv, bool last
     c->last = last;
 }
 
+/* True for the server's confirmation of a SUBSCRIBE: ["subscribe", channel, count]. */
+static bool is_subscribe_confirmation(const redisReply *x)
+{
+    return x->type == REDIS_REPLY_ARRAY && x->elements == 3 &&
+           x->element[0]->type == REDIS_REPLY_STRING && x->element[0]->len == 9 &&
+           strncasecmp(x->element[0]->str, "subscribe", 9) == 0;
+}
+
 static void on_sub_message(redisAsyncContext *ac, void *reply, void *priv)
 {
     (void)ac;
     bm_redis_t *r = priv;
     if (!reply || r->freeing)
         return; /* a drop: the reconnect subscribes again */
+    if (is_subscribe_confirmation(reply)) {
+        if (r->sub_confirmed) { /* a heartbeat's answer: the owner heard the first one */
+            r->sub_beat_due = 0;
+            arm_deadline(r);
+            return;
+        }
+        r->sub_confirmed = true;
+    }
     r->sub_fn(r->sub_ud, 0, reply);
 }
 
@@ -432,6 +468,8 @@ static void on_connect(const redisAsyncContext *ac, int status)
     bm_redis_t *r = ac->data;
     if (ac != r->ac)
         return;
+    r->sub_confirmed = false;
+    r->sub_beat_due = 0;
     if (status != REDIS_OK) {
         char why[160];
         snprintf(why, sizeof why, "cannot connect: %.120s", ac->errstr);
@@ -506,6 +544,13 @@ static void connect_now(bm_redis_t *r)
     redisAsyncSetConnectCallback(ac, on_connect); /* asks for the first write event */
 }
 
+/* The heartbeat of a subscription waits longer than a command: a missed one costs a
+ * reconnect and a reload of every shared record, so a loaded moment must not cause it. */
+static uint32_t beat_deadline_ms(const bm_redis_t *r)
+{
+    return r->o.timeout_ms > HEARTBEAT_MS ? r->o.timeout_ms : HEARTBEAT_MS;
+}
+
 static void on_retry(bm_timer_t *t, void *ud)
 {
     (void)t;
@@ -525,9 +570,40 @@ static void on_deadline(bm_timer_t *t, void *ud)
     } else if (r->head && bm_clock_mono_now(r->clock) >= r->head->deadline_ms) {
         snprintf(why, sizeof why, "no answer within %u ms", r->o.timeout_ms);
         drop(r, BM_ETIMEDOUT, why);
+    } else if (r->sub_beat_due && bm_clock_mono_now(r->clock) >= r->sub_beat_due) {
+        snprintf(why, sizeof why, "the subscription did not answer a heartbeat within %u ms",
+                 beat_deadline_ms(r));
+        r->hung = true;
+        r->stats.timeouts++;
+        drop(r, BM_ETIMEDOUT, why);
     } else {
         arm_deadline(r);
     }
+}
+
+/* Every HEARTBEAT_MS while ready: an idle command connection sends PING (with the deadline
+ * of any command); a subscribing one SUBSCRIBEs again and waits for the confirmation. */
+static void on_beat(bm_timer_t *t, void *ud)
+{
+    bm_redis_t *r = ud;
+    if (r->st != ST_UP || r->freeing)
+        return;
+    if (r->channel) {
+        if (r->sub_confirmed && !r->sub_beat_due) {
+            r->sub_beat_due = bm_clock_mono_now(r->clock) + beat_deadline_ms(r);
+            subscribe_now(r);
+            if (r->st == ST_UP)
+                arm_deadline(r);
+        }
+    } else if (!r->head) {
+        const char *argv[1] = {"PING"};
+        size_t lens[1] = {4};
+        cmd_t *c = calloc(1, sizeof *c);
+        if (c && send_cmd(r, c, 1, argv, lens) == 0)
+            c->heartbeat = true;
+    }
+    if (r->st == ST_UP)
+        bm_timer_start(t, HEARTBEAT_MS);
 }
 
 /* ---- public ------------------------------------------------------------------------------- */
@@ -550,15 +626,16 @@ bm_redis_t *bm_redis_new(uv_loop_t *loop, bm_clock_t *clock, const char *name,
     r->backoff_ms = BACKOFF_MIN_MS;
     r->deadline = bm_timer_new(clock, on_deadline, r);
     r->retry = bm_timer_new(clock, on_retry, r);
-    if (!r->deadline || !r->retry) {
-        if (r->deadline)
-            bm_timer_close(r->deadline, NULL, NULL);
-        if (r->retry)
-            bm_timer_close(r->retry, NULL, NULL);
+    r->beat = bm_timer_new(clock, on_beat, r);
+    if (!r->deadline || !r->retry || !r->beat) {
+        bm_timer_t *timers[3] = {r->deadline, r->retry, r->beat};
+        for (int i = 0; i < 3; i++)
+            if (timers[i])
+                bm_timer_close(timers[i], NULL, NULL);
         free(r);
         return NULL;
     }
-    r->open_timers = 2;
+    r->open_timers = 3;
     bm_timer_start(r->retry, 0); /* connect from the loop, never inside this call */
     return r;
 }
@@ -625,4 +702,5 @@ void bm_redis_free(bm_redis_t *r)
     }
     bm_timer_close(r->deadline, timer_closed, r);
     bm_timer_close(r->retry, timer_closed, r);
+    bm_timer_close(r->beat, timer_closed, r);
 }

@@ -22,6 +22,14 @@
  * A subscribing connection (bm_redis_subscribe) is a connection of its own: Redis accepts
  * no other command on it. Its channel is subscribed again after every reconnect.
  *
+ * Heartbeat: a server that stops answering while nothing is asked of it (SIGSTOPped, a
+ * network black hole) would otherwise go unnoticed, above all by a subscribing connection,
+ * which only listens. Every second a ready connection asks something: an idle command
+ * connection sends PING (with the deadline of any command), a subscribing one SUBSCRIBEs to
+ * its channel again (hiredis 0.14 has no way to route a PING's answer there) and drops the
+ * connection when the confirmation does not come within max(timeout_ms, 1 s); the drop is
+ * reported like any other (state_fn, logged once) and the connection is made again.
+ *
  * TLS: Debian 12 packages hiredis 0.14, which has no TLS (hiredis-ssl came with 1.0), so
  * "rediss://" URLs are refused by bm_redis_parse_url.
  *
@@ -120,7 +128,7 @@ typedef struct bm_redis_stats {
     uint64_t failures;    /* connection attempts that failed or timed out */
     uint64_t drops;       /* ready connections lost (error, timeout) */
     uint64_t commands;    /* commands sent */
-    uint64_t timeouts;    /* commands answered BM_ETIMEDOUT */
+    uint64_t timeouts;    /* commands answered BM_ETIMEDOUT, heartbeats left unanswered */
     uint64_t unavailable; /* commands refused with BM_EUNAVAIL */
 } bm_redis_stats_t;
 

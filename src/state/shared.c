@@ -11,23 +11,31 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "observe/expo.h"
 
 #define SCAN_COUNT "256"
 /* Writes in flight at most: a validator client with 10 000 validators sends as many
  * preparations at once, and each write's deadline counts from when it was sent; the rest
  * wait here, in order, until answers come (up to MAX_QUEUED; then they stay local until the
- * next reconnect writes everything back). */
+ * next reconnect writes everything back).
+ *
+ * Every write and publication waits here at least until the loop's next turn (a 0 ms timer):
+ * they are made while a request is being answered (a write fed to replay, a sticky client,
+ * a served duty), and the server sends answers at the end of the loop's turn, so hiredis's
+ * formatting of the commands (the script's text included) and their socket write come after
+ * the client's answer went out, never before it. */
 #define MAX_IN_FLIGHT 256
 #define MAX_QUEUED 262144
 
 /* What the load reads back: records only (the shared cache's entries are looked up one by
  * one when asked, never loaded). */
-static const char *const LOAD_TOPICS[] = {"replay.*", "producer:*", "ssz:*"};
+static const char *const LOAD_TOPICS[] = {"replay.*", "producer:*", "ssz:*", "sticky:*"};
 #define N_LOAD_TOPICS (sizeof LOAD_TOPICS / sizeof LOAD_TOPICS[0])
 
 /* A write waiting for room in the window. */
 typedef struct qrec {
     struct qrec *next;
+    bool publish_only; /* bm_shared_publish: not stored */
     uint64_t time_ms, ttl_ms;
     size_t len;
     char topic[32], key[128];
@@ -53,6 +61,7 @@ typedef struct shared_stats {
     uint64_t writes, stored, older, write_failures, skipped;
     uint64_t loaded, received, outages, reconciles;
     uint64_t raw_gets, raw_hits, raw_puts;
+    uint64_t published; /* records published without storing them */
 } shared_stats_t;
 
 struct bm_shared {
@@ -66,7 +75,10 @@ struct bm_shared {
     bm_shared_up_fn up;
     void *ud;
     bool available;
-    bool subscribed;   /* the subscription is confirmed: no message is missed from now on */
+    bool subscribed; /* the subscription is confirmed: no message is missed from now on */
+    bool sub_up;     /* the subscription's connection is ready */
+    uint64_t sub_since_ms;
+    char sub_why[160]; /* why the subscription's connection is not ready */
     uint64_t since_ms; /* wall time of the last change of availability */
     char why[160];     /* why it is not available */
     bool scan_done;
@@ -74,7 +86,8 @@ struct bm_shared {
     unsigned puts_in_flight;
     qrec_t *q_head, *q_tail;
     size_t queued;
-    unsigned mgets; /* MGETs of the load still unanswered */
+    bm_timer_t *drain_timer; /* sends the queue from the loop's next turn */
+    unsigned mgets;          /* MGETs of the load still unanswered */
     uint64_t load_count;
     shared_stats_t st;
     bm_log_limit_t lim;
@@ -237,6 +250,7 @@ static void load(bm_shared_t *sh)
 }
 
 static void drop_queue(bm_shared_t *sh);
+static void drain(bm_shared_t *sh);
 
 static void on_cmd_state(void *ud, bool up, const char *why)
 {
@@ -252,6 +266,7 @@ static void on_cmd_state(void *ud, bool up, const char *why)
     /* our records first (newer wins in Redis), then everyone's: pipelined in this order */
     sh->st.reconciles++;
     sh->up(sh->ud);
+    drain(sh); /* not answering anyone here: sent now, before the load asks */
     if (sh->subscribed)
         load(sh);
 }
@@ -259,8 +274,10 @@ static void on_cmd_state(void *ud, bool up, const char *why)
 /* The subscription's connection went down: messages may be missed until it is back. */
 static void on_sub_state(void *ud, bool up, const char *why)
 {
-    (void)why;
     bm_shared_t *sh = ud;
+    sh->sub_up = up;
+    sh->sub_since_ms = bm_clock_wall_now(sh->clock);
+    snprintf(sh->sub_why, sizeof sh->sub_why, "%s", up ? "" : why);
     if (!up)
         sh->subscribed = false;
 }
@@ -312,8 +329,6 @@ static void on_message(void *ud, int status, const bm_redis_reply_t *reply)
 
 /* ---- writing ------------------------------------------------------------------------------- */
 
-static void drain(bm_shared_t *sh);
-
 static void on_put(void *ud, int status, const bm_redis_reply_t *reply)
 {
     bm_shared_t *sh = ud;
@@ -360,6 +375,9 @@ static int send_put(bm_shared_t *sh, const char *topic, const char *key, uint64_
     return rc;
 }
 
+static int send_publish(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                        const char *value, size_t len);
+
 static void drop_queue(bm_shared_t *sh)
 {
     while (sh->q_head) {
@@ -377,7 +395,10 @@ static void drain(bm_shared_t *sh)
 {
     while (sh->q_head && sh->puts_in_flight < MAX_IN_FLIGHT) {
         qrec_t *q = sh->q_head;
-        if (send_put(sh, q->topic, q->key, q->time_ms, q->ttl_ms, q->value, q->len) != 0) {
+        int rc = q->publish_only
+                     ? send_publish(sh, q->topic, q->key, q->time_ms, q->value, q->len)
+                     : send_put(sh, q->topic, q->key, q->time_ms, q->ttl_ms, q->value, q->len);
+        if (rc != 0) {
             drop_queue(sh); /* Redis went: everything is written back when it returns */
             return;
         }
@@ -389,15 +410,20 @@ static void drain(bm_shared_t *sh)
     }
 }
 
-int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
-                  uint64_t ttl_ms, const char *value, size_t len)
+static void on_drain_timer(bm_timer_t *t, void *ud)
+{
+    (void)t;
+    drain(ud);
+}
+
+/* Queues a record for the loop's next turn (see MAX_IN_FLIGHT). */
+static int enqueue(bm_shared_t *sh, bool publish_only, const char *topic, const char *key,
+                   uint64_t time_ms, uint64_t ttl_ms, const char *value, size_t len)
 {
     if (!bm_redis_up(sh->cmd)) {
         sh->st.skipped++;
         return BM_EUNAVAIL;
     }
-    if (sh->puts_in_flight < MAX_IN_FLIGHT && !sh->q_head)
-        return send_put(sh, topic, key, time_ms, ttl_ms, value, len);
     if (strlen(topic) >= sizeof(((qrec_t *)0)->topic) || strlen(key) >= sizeof(((qrec_t *)0)->key))
         return BM_EINVAL;
     qrec_t *q = sh->queued < MAX_QUEUED ? malloc(sizeof *q + len + 1) : NULL;
@@ -406,6 +432,7 @@ int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t 
         return BM_ENOMEM;
     }
     q->next = NULL;
+    q->publish_only = publish_only;
     q->time_ms = time_ms;
     q->ttl_ms = ttl_ms;
     q->len = len;
@@ -418,8 +445,49 @@ int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t 
     else
         sh->q_head = q;
     sh->q_tail = q;
-    sh->queued++;
+    if (sh->queued++ == 0)
+        bm_timer_start(sh->drain_timer, 0);
     return 0;
+}
+
+int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                  uint64_t ttl_ms, const char *value, size_t len)
+{
+    return enqueue(sh, false, topic, key, time_ms, ttl_ms, value, len);
+}
+
+static void on_published(void *ud, int status, const bm_redis_reply_t *reply)
+{
+    bm_shared_t *sh = ud;
+    sh->puts_in_flight--;
+    if (status != 0 || bm_redis_reply_type(reply) == BM_REDIS_ERROR)
+        sh->st.write_failures++;
+    drain(sh);
+}
+
+static int send_publish(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                        const char *value, size_t len)
+{
+    bm_str_t m = BM_STR_INIT;
+    bm_str_printf(&m, "%s %s %s %llu ", sh->instance, topic, key, (unsigned long long)time_ms);
+    bm_str_append(&m, value, len);
+    int rc = m.oom ? BM_ENOMEM : 0;
+    const char *argv[3] = {"PUBLISH", sh->channel, bm_str_data(&m)};
+    size_t lens[3] = {7, strlen(sh->channel), bm_str_len(&m)};
+    if (rc == 0)
+        rc = bm_redis_command(sh->cmd, 3, argv, lens, on_published, sh);
+    if (rc == 0) {
+        sh->st.published++;
+        sh->puts_in_flight++; /* in the window like a write: on_published drains */
+    }
+    bm_str_dispose(&m);
+    return rc;
+}
+
+int bm_shared_publish(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                      const char *value, size_t len)
+{
+    return enqueue(sh, true, topic, key, time_ms, 0, value, len);
 }
 
 /* ---- raw values (the shared cache) ----------------------------------------------------------- */
@@ -524,11 +592,14 @@ bm_shared_t *bm_shared_new(uv_loop_t *loop, bm_clock_t *clock, const bm_shared_o
     snprintf(sh->ns, sizeof sh->ns, "%s%s:", opts->prefix, opts->network);
     snprintf(sh->channel, sizeof sh->channel, "%sevents", sh->ns);
     snprintf(sh->why, sizeof sh->why, "connecting");
+    snprintf(sh->sub_why, sizeof sh->sub_why, "connecting");
     random_id(sh->instance);
-    sh->since_ms = bm_clock_wall_now(clock);
+    sh->since_ms = sh->sub_since_ms = bm_clock_wall_now(clock);
+    sh->drain_timer = bm_timer_new(clock, on_drain_timer, sh);
     sh->cmd = bm_redis_new(loop, clock, "state", &opts->redis, on_cmd_state, sh);
     sh->sub = bm_redis_new(loop, clock, "state (subscription)", &opts->redis, on_sub_state, sh);
-    if (!sh->cmd || !sh->sub || bm_redis_subscribe(sh->sub, sh->channel, on_message, sh) != 0) {
+    if (!sh->drain_timer || !sh->cmd || !sh->sub ||
+        bm_redis_subscribe(sh->sub, sh->channel, on_message, sh) != 0) {
         bm_shared_free(sh);
         return NULL;
     }
@@ -537,12 +608,11 @@ bm_shared_t *bm_shared_new(uv_loop_t *loop, bm_clock_t *clock, const bm_shared_o
     return sh;
 }
 
-void bm_shared_status_json(bm_str_t *out, void *ud)
+void bm_shared_status_fields(bm_str_t *out, const bm_shared_t *sh)
 {
-    bm_shared_t *sh = ud;
     bm_redis_stats_t r;
     bm_redis_stats(sh->cmd, &r);
-    bm_str_puts(out, "{\"driver\":\"redis\",\"url\":");
+    bm_str_puts(out, "\"driver\":\"redis\",\"url\":");
     bm_str_json_string(out, sh->o.url_masked, strlen(sh->o.url_masked));
     bm_str_puts(out, ",\"namespace\":");
     bm_str_json_string(out, sh->ns, strlen(sh->ns));
@@ -552,20 +622,72 @@ void bm_shared_status_json(bm_str_t *out, void *ud)
         bm_str_puts(out, ",\"why\":");
         bm_str_json_string(out, sh->why, strlen(sh->why));
     }
+    /* the subscription on its own: it can stop answering while commands still work */
+    bm_redis_stats_t sr;
+    bm_redis_stats(sh->sub, &sr);
+    bm_str_printf(out, ",\"subscription\":{\"available\":%s,\"since_ms\":%llu,",
+                  sh->sub_up && sh->subscribed ? "true" : "false",
+                  (unsigned long long)sh->sub_since_ms);
+    if (!sh->sub_up) {
+        bm_str_puts(out, "\"why\":");
+        bm_str_json_string(out, sh->sub_why, strlen(sh->sub_why));
+        bm_str_putc(out, ',');
+    }
+    bm_str_printf(out, "\"connects\":%llu,\"drops\":%llu,\"timeouts\":%llu}",
+                  (unsigned long long)sr.connects, (unsigned long long)sr.drops,
+                  (unsigned long long)sr.timeouts);
 #define U(x) ((unsigned long long)(x))
     bm_str_printf(out,
-                  ",\"writes\":%llu,\"stored\":%llu,\"older_in_redis\":%llu,"
+                  ",\"writes\":%llu,\"published\":%llu,\"stored\":%llu,\"older_in_redis\":%llu,"
                   "\"write_failures\":%llu,\"local_only\":%llu,\"queued\":%llu,\"loaded\":%llu,"
                   "\"received\":%llu,\"outages\":%llu,\"reconciles\":%llu,"
                   "\"cache\":{\"gets\":%llu,\"hits\":%llu,\"puts\":%llu},"
                   "\"redis\":{\"connects\":%llu,\"failures\":%llu,\"drops\":%llu,"
-                  "\"commands\":%llu,\"timeouts\":%llu}}",
-                  U(sh->st.writes), U(sh->st.stored), U(sh->st.older), U(sh->st.write_failures),
-                  U(sh->st.skipped), U(sh->queued), U(sh->st.loaded), U(sh->st.received),
-                  U(sh->st.outages), U(sh->st.reconciles), U(sh->st.raw_gets), U(sh->st.raw_hits),
-                  U(sh->st.raw_puts), U(r.connects), U(r.failures), U(r.drops), U(r.commands),
-                  U(r.timeouts));
+                  "\"commands\":%llu,\"timeouts\":%llu}",
+                  U(sh->st.writes), U(sh->st.published), U(sh->st.stored), U(sh->st.older),
+                  U(sh->st.write_failures), U(sh->st.skipped), U(sh->queued), U(sh->st.loaded),
+                  U(sh->st.received), U(sh->st.outages), U(sh->st.reconciles), U(sh->st.raw_gets),
+                  U(sh->st.raw_hits), U(sh->st.raw_puts), U(r.connects), U(r.failures), U(r.drops),
+                  U(r.commands), U(r.timeouts));
 #undef U
+}
+
+void bm_shared_metrics(bm_str_t *out, const bm_shared_t *sh)
+{
+    bm_redis_stats_t st[2];
+    bm_redis_stats(sh->cmd, &st[0]);
+    bm_redis_stats(sh->sub, &st[1]);
+    const char *names[2] = {"commands", "subscription"};
+    bool up[2] = {sh->available, sh->sub_up && sh->subscribed};
+    bm_expo_family(out, "beaconmux_state_redis_up", BM_EXPO_GAUGE,
+                   "1 while the connection to Redis (state.driver redis) is available: "
+                   "commands, and the subscription that hears the other instances.");
+    for (int i = 0; i < 2; i++) {
+        bm_label_t l[] = {{"connection", names[i]}};
+        bm_expo_u64(out, "beaconmux_state_redis_up", l, 1, up[i]);
+    }
+    bm_expo_family(out, "beaconmux_state_redis_drops_total", BM_EXPO_COUNTER,
+                   "Ready connections to Redis lost (closed, failed, or no answer in time, a "
+                   "heartbeat's included).");
+    for (int i = 0; i < 2; i++) {
+        bm_label_t l[] = {{"connection", names[i]}};
+        bm_expo_u64(out, "beaconmux_state_redis_drops_total", l, 1, st[i].drops);
+    }
+    bm_expo_family(out, "beaconmux_state_redis_timeouts_total", BM_EXPO_COUNTER,
+                   "Redis commands and heartbeats not answered within state.redis.timeout.");
+    for (int i = 0; i < 2; i++) {
+        bm_label_t l[] = {{"connection", names[i]}};
+        bm_expo_u64(out, "beaconmux_state_redis_timeouts_total", l, 1, st[i].timeouts);
+    }
+    bm_expo_family(out, "beaconmux_state_local_only_total", BM_EXPO_COUNTER,
+                   "Shared records kept local because Redis was not available (written back "
+                   "when it returns, where the record is one that is stored).");
+    bm_expo_u64(out, "beaconmux_state_local_only_total", NULL, 0, sh->st.skipped);
+}
+
+static void drain_timer_closed(void *ud)
+{
+    free(ud);
 }
 
 void bm_shared_free(bm_shared_t *sh)
@@ -575,5 +697,8 @@ void bm_shared_free(bm_shared_t *sh)
     bm_redis_free(sh->cmd);
     bm_redis_free(sh->sub);
     drop_queue(sh);
-    free(sh);
+    if (sh->drain_timer)
+        bm_timer_close(sh->drain_timer, drain_timer_closed, sh);
+    else
+        free(sh);
 }

@@ -55,12 +55,21 @@ bm_shared_t *bm_shared_new(uv_loop_t *loop, bm_clock_t *clock, const bm_shared_o
 
 /**
  * Stores a record (`topic` and `key` without spaces or ':' in topic; `value` copied) for
- * `ttl_ms`, unless Redis holds a newer one, and publishes it. Returns 0 (sent; the outcome
- * is counted, not reported), BM_EUNAVAIL when Redis is not available (nothing sent), or
- * BM_ENOMEM. Never blocks.
+ * `ttl_ms`, unless Redis holds a newer one, and publishes it. Returns 0 (queued: sent from
+ * the loop's next turn, after the answers of this one went out; the outcome is counted, not
+ * reported), BM_EUNAVAIL when Redis is not available (nothing sent), or BM_ENOMEM. Never
+ * blocks, and never formats a Redis command inside the call.
  */
 int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
                   uint64_t ttl_ms, const char *value, size_t len);
+
+/**
+ * Publishes a record to the other instances without storing it (a fact that counts once,
+ * such as a served duty: loading it again after a reconnect would count it twice). Lost
+ * while Redis is not available. Returns 0, BM_EUNAVAIL or BM_ENOMEM. Never blocks.
+ */
+int bm_shared_publish(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
+                      const char *value, size_t len);
 
 /** A raw value's lookup: `value` NULL when absent or on any failure. Borrowed for the call. */
 typedef void (*bm_shared_got_fn)(void *ctx, const char *value, size_t len);
@@ -81,11 +90,17 @@ int bm_shared_put_raw(bm_shared_t *sh, const char *topic, const char *key, size_
 /** True while Redis is available for commands. */
 bool bm_shared_available(const bm_shared_t *sh);
 
-/** Appends the status page's "state" section (a JSON object). */
-void bm_shared_status_json(bm_str_t *out, void *ud);
+/** Appends the status page's "state" section's fields ("driver":"redis",... without the
+ *  braces: the owner adds its own). */
+void bm_shared_status_fields(bm_str_t *out, const bm_shared_t *sh);
+
+/** Appends the Prometheus families of the connections (observe/expo.h): whether each is
+ *  available, its drops and its timeouts, and the records kept local meanwhile. */
+void bm_shared_metrics(bm_str_t *out, const bm_shared_t *sh);
 
 /** Closes both connections (commands in flight are cancelled inside this call when it is
- *  not made from a Redis callback) and frees. Run the loop afterwards. NULL is ignored. */
+ *  not made from a Redis callback) and frees once the loop ran (run it afterwards). NULL
+ *  is ignored. */
 void bm_shared_free(bm_shared_t *sh);
 
 #endif /* BM_SHARED_H */

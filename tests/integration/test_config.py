@@ -189,6 +189,31 @@ class CheckTest(unittest.TestCase):
         self.assertIn("  connect: 1s\n", out)
         self.assertNotIn("s3cret", out)
 
+    def test_network_entries_print_what_they_run_with(self):
+        # an entry that leaves a section out runs with the top level's (not the defaults)
+        self.write("routing: {loadBalancing: least-conn}\nduties: {maxHold: 900ms}\n"
+                   "blockedPaths: [\"/eth/v1/debug/*\"]\nnetworks:\n"
+                   "  - id: alpha\n    upstreams: [{url: \"http://127.0.0.1:5052\"}]\n"
+                   "  - id: beta\n    upstreams: [{url: \"http://127.0.0.1:6052\"}]\n"
+                   "    routing: {loadBalancing: round-robin}\n"
+                   "    duties: {maxHold: 700ms}\n")
+        rc, out, err = check(self.path)
+        self.assertEqual(rc, 0, err)
+        nets = out[out.index("\nnetworks:\n"):]
+        alpha, beta = nets[nets.index('- id: "alpha"'):nets.index('- id: "beta"')], \
+            nets[nets.index('- id: "beta"'):]
+        self.assertIn("      loadBalancing: least-conn\n", alpha)
+        self.assertIn("      maxHold: 900ms\n", alpha)
+        self.assertIn('    blockedPaths: ["/eth/v1/debug/*"]\n', alpha)
+        self.assertIn("      loadBalancing: round-robin\n", beta)
+        self.assertIn("      maxHold: 700ms\n", beta)
+        self.assertIn('    blockedPaths: ["/eth/v1/debug/*"]\n', beta)
+        # the dump read back is the same configuration
+        self.write(out.split("\n", 1)[1])
+        rc2, out2, err2 = check(self.path)
+        self.assertEqual(rc2, 0, err2)
+        self.assertEqual(out2.split("\n", 1)[1], out.split("\n", 1)[1])
+
     def test_deprecated_key_is_read_with_a_warning(self):
         self.write(UP + "failover: {maxAttempts: 2}\n")
         rc, out, err = check(self.path)

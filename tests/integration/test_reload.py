@@ -5,16 +5,21 @@ The configuration file is rewritten and beaconmux is sent SIGHUP; what it did is
 its status page, its log and each simulated node's submission log (the ground truth of
 what reached a node). Every wait is a bounded poll of a condition, never a sleep.
 """
+import http.client
 import json
 import os
+import shutil
 import signal
+import socket
 import sys
+import tempfile
 import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import (BIN_DIR, Beaconmux, Beaconsim, HangServer, Proc, closed_port,  # noqa: E402
                      free_port, http_request, main, wait_for)
+from test_listen_tls import client_ctx, make_pki  # noqa: E402
 
 BASE = """
 timeouts:
@@ -350,7 +355,6 @@ class Reload(unittest.TestCase):
             os.unlink(tmp)
 
     def test_h_event_stream_subscribers(self):
-        import http.client
         conn = http.client.HTTPConnection("127.0.0.1", self.mux.port, timeout=10)
         conn.request("GET", "/eth/v1/events?topics=head")
         r = conn.getresponse()
@@ -574,6 +578,92 @@ class Reload(unittest.TestCase):
         finally:
             mux.stop()
             os.unlink(tmp)
+    @unittest.skipUnless(shutil.which("openssl"), "openssl CLI needed to make test certificates")
+    def test_m_tls_listener_moves_live(self):
+        """server.tls.listen changes on SIGHUP like listen: the new address is bound first,
+        a request in flight on the old one is answered there, then the old one closes; the
+        listener can be removed, and one that cannot be bound leaves things as they were."""
+        pki_dir = tempfile.mkdtemp(prefix="bm-reload-tls-")
+        self.addCleanup(shutil.rmtree, pki_dir, True)
+        pki = make_pki(pki_dir)
+        tmp = os.path.join(pki_dir, "reload-tls.yaml")
+        tls = ('server:\n  tls:\n    listen: "127.0.0.1:%d"\n    certFile: %s\n    keyFile: %s\n'
+               % (0, pki["srv.crt"], pki["srv.key"]))
+        text = BASE + 'listen: "127.0.0.1:0"\n' + upstreams([("n0", self.sim.nodes[0])])
+
+        def write(extra):
+            with open(tmp + ".new", "w") as f:
+                f.write(text + extra)
+            os.replace(tmp + ".new", tmp)
+
+        def https(port, path="/eth/v1/node/version"):
+            c = http.client.HTTPSConnection("127.0.0.1", port, context=client_ctx(pki),
+                                            timeout=10)
+            try:
+                c.request("GET", path)
+                r = c.getresponse()
+                return r.status, r.read()
+            finally:
+                c.close()
+
+        write(tls)
+        mux = Proc([os.path.join(BIN_DIR, "beaconmux"), "--config", tmp, "--log-level", "debug"])
+        try:
+            old = int(mux.wait_line(r"listening on https://127\.0\.0\.1:(\d+)").group(1))
+            plain = int(mux.wait_line(r"listening on http://127\.0\.0\.1:(\d+)").group(1))
+            wait_for(lambda: json.loads(http_request(plain, "GET", "/beaconmux/v1/status")[2])
+                     ["upstreams"][0]["state"] == "ready", 10, what="n0 ready")
+            self.assertEqual(https(old)[0], 200)
+            # a duty read in flight on the old TLS listener while it moves
+            self.sim.put_node(0, {"slow": 600})
+            slot = self.sim.truth()["current_slot"]
+            path = "/eth/v1/validator/attestation_data?slot=%d&committee_index=0" % slot
+            op = "produceAttestationData"
+            before = self.sim.requests(0)["data"].get(op, 0)
+            answer = []
+            t = threading.Thread(target=lambda: answer.append(https(old, path)))
+            t.start()
+            wait_for(lambda: self.sim.requests(0)["data"].get(op, 0) > before, 5,
+                     what="the read in flight at n0")
+            new = closed_port()
+            mark = len(mux.stderr())
+            write(tls.replace("127.0.0.1:0", "127.0.0.1:%d" % new))
+            mux.signal(signal.SIGHUP)
+            self.wait_log(r"listening on https://127\.0\.0\.1:%d" % new, mark, mux)
+            self.wait_log(r"reload: applied", mark, mux)
+            t.join(10)
+            self.assertEqual(answer[0][0], 200, answer)  # answered on the old listener
+            self.assertEqual(json.loads(answer[0][1])["data"]["slot"], str(slot))
+            self.sim.put_node(0, {"slow": 0})
+            self.wait_log(r"previous listener's connections are done", mark, mux)
+            with self.assertRaises(ConnectionRefusedError):
+                https(old)
+            self.assertEqual(https(new)[0], 200)
+
+            # removed: the TLS listener closes, the plain one serves on
+            mark = len(mux.stderr())
+            write("")
+            mux.signal(signal.SIGHUP)
+            self.wait_log(r"server.tls.listen removed: the TLS listener closes", mark, mux)
+            self.wait_log(r"previous listener's connections are done", mark, mux)
+            with self.assertRaises(ConnectionRefusedError):
+                https(new)
+
+            # an address that cannot be bound: nothing changes, logged
+            held = socket.socket()
+            held.bind(("127.0.0.1", 0))
+            held.listen(1)
+            self.addCleanup(held.close)
+            mark = len(mux.stderr())
+            write(tls.replace("127.0.0.1:0", "127.0.0.1:%d" % held.getsockname()[1]))
+            mux.signal(signal.SIGHUP)
+            self.wait_log(r"reload: the TLS listener stays as it was", mark, mux)
+            self.assertEqual(http_request(plain, "GET", "/eth/v1/node/version")[0], 200)
+            self.assertEqual(mux.stop(), 0, "\n".join(mux.stderr()[-30:]))
+        finally:
+            self.sim.put_node(0, {"slow": 0})
+            mux.stop()
+
 
 if __name__ == "__main__":
     main()

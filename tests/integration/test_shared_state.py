@@ -126,14 +126,18 @@ class SharedState(unittest.TestCase):
 
     # ---- helpers ---------------------------------------------------------------------------
 
-    def start_mux(self, password_in_url=False, extra=""):
+    def mux_config(self, password_in_url=False, extra="", base=BASE, port=None):
+        port = port or self.redis.port
         if password_in_url:
-            redis = '    url: "redis://:%s@127.0.0.1:%d/0"\n' % (PASSWORD, self.redis.port)
+            redis = '    url: "redis://:%s@127.0.0.1:%d/0"\n' % (PASSWORD, port)
         else:
             redis = ('    url: "redis://127.0.0.1:%d/0"\n    password: "${REDIS_PASSWORD}"\n'
-                     % self.redis.port)
-        cfg = (BASE + extra + self.ups + "state:\n  driver: redis\n  redis:\n" + redis +
-               '    prefix: "%s"\n    timeout: %dms\n' % (PREFIX, TIMEOUT_MS))
+                     % port)
+        return (base + extra + self.ups + "state:\n  driver: redis\n  redis:\n" + redis +
+                '    prefix: "%s"\n    timeout: %dms\n' % (PREFIX, TIMEOUT_MS))
+
+    def start_mux(self, password_in_url=False, extra=""):
+        cfg = self.mux_config(password_in_url, extra)
         m = Beaconmux(config_text=cfg, env={"REDIS_PASSWORD": PASSWORD})
         self.muxes.append(m)
         for i in range(3):
@@ -220,18 +224,18 @@ class SharedState(unittest.TestCase):
 
     # ---- the producer memory ---------------------------------------------------------------
 
-    def test_blinded_block_produced_through_a_published_through_b_goes_producer_first(self):
-        a, b = self.start_mux(), self.start_mux()
+    def produce_blinded(self, m):
+        """A block produced through `m` for the current slot: (slot, block, headers)."""
         self.sim.wait_slot(2)
         slot = self.sim.truth()["current_slot"]
-        st, h, raw = a.request(
+        st, h, raw = m.request(
             "GET", "/eth/v3/validator/blocks/%d?randao_reveal=%s" % (slot, SIG), None, {})
         self.assertEqual(st, 200, raw)
         block = json.loads(raw)["data"]
-        block = block.get("block", block)
-        wait_for(lambda: self.redis.command("GET", "%sdefault:producer:%d" % (PREFIX, slot)), 5,
-                 what="the producer record in redis")
-        wait_for(lambda: self.state(b)["received"] >= 1, 5, what="B hearing the producer")
+        return slot, block.get("block", block), h
+
+    def assert_published_producer_first(self, m, slot, block, h):
+        """Publishing `block` blinded through `m` reaches its producer 400 ms before the others."""
         for i in range(3):
             self.sim.put_node(i, {"slow": 400})
         marks = [self.sim.submissions(i)["last_seq"] for i in range(3)]
@@ -239,7 +243,7 @@ class SharedState(unittest.TestCase):
                               "parent_root": block["parent_root"],
                               "state_root": block["state_root"], "body": {}},
                   "signature": SIG}
-        st, _, raw = self.post(b, "/eth/v2/beacon/blinded_blocks", signed,
+        st, _, raw = self.post(m, "/eth/v2/beacon/blinded_blocks", signed,
                                h["eth-consensus-version"])
         self.assertIn(st, (200, 202), raw)
 
@@ -254,6 +258,118 @@ class SharedState(unittest.TestCase):
         producer = self.redis.command("GET", "%sdefault:producer:%d" % (PREFIX, slot))
         self.assertEqual(producer.split()[1], "n%d" % times[0][1], producer)
         self.assertEqual(producer.split()[2], block["state_root"], producer)
+
+    def test_blinded_block_produced_through_a_published_through_b_goes_producer_first(self):
+        a, b = self.start_mux(), self.start_mux()
+        slot, block, h = self.produce_blinded(a)
+        wait_for(lambda: self.redis.command("GET", "%sdefault:producer:%d" % (PREFIX, slot)), 5,
+                 what="the producer record in redis")
+        wait_for(lambda: self.state(b)["received"] >= 1, 5, what="B hearing the producer")
+        self.assert_published_producer_first(b, slot, block, h)
+
+    def test_producer_record_made_while_redis_was_down_is_written_back(self):
+        for k in self.redis.keys("%sdefault:producer:*" % PREFIX):  # earlier tests' records
+            self.redis.command("DEL", k)
+        a, b = self.start_mux(), self.start_mux()
+        self.assertEqual(self.state(b)["producers_learnt"], 0)
+        port = self.redis.port
+        self.redis.stop()
+        for m in (a, b):
+            wait_for(lambda: not self.state(m)["available"], 5, what="redis unavailable")
+        slot, block, h = self.produce_blinded(a)  # A alone remembers the producer
+        type(self).redis = Redis(port)  # back, empty
+        key = "%sdefault:producer:%d" % (PREFIX, slot)
+        wait_for(lambda: self.redis.command("GET", key), 15, what="A writing the producer back")
+        wait_for(lambda: self.state(b)["producers_learnt"] >= 1, 15,
+                 what="B learning the producer")
+        self.assert_published_producer_first(b, slot, block, h)
+
+    # ---- the duty journal ---------------------------------------------------------------------
+
+    def journal_entries(self, m, slot, duty):
+        st, _, raw = m.request("GET", "/beaconmux/v1/journal?from_slot=%d&to_slot=%d" % (slot, slot))
+        self.assertEqual(st, 200, raw)
+        return [e for rec in json.loads(raw)["journal"]["slots"] if int(rec["slot"]) == slot
+                for e in rec["entries"] if e["duty"] == duty]
+
+    def metrics(self, m):
+        st, _, raw = m.request("GET", "/metrics")
+        self.assertEqual(st, 200)
+        return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+                for line in raw.decode().splitlines() if line.startswith("beaconmux_state_")}
+
+    def answered(self, m, duty):
+        st, _, raw = m.request("GET", "/metrics")
+        self.assertEqual(st, 200)
+        total = 0
+        for line in raw.decode().splitlines():
+            if line.startswith("beaconmux_duty_answers_total{") and 'duty="%s"' % duty in line:
+                total += int(float(line.split()[-1]))
+        return total
+
+    def test_duty_journal_shows_what_both_instances_served_once(self):
+        a, b = self.start_mux(), self.start_mux()
+        self.sim.wait_slot(2)
+        slot = self.sim.truth()["current_slot"]
+        path = "/eth/v1/validator/attestation_data?slot=%d&committee_index=0" % slot
+        for m, other in ((a, b), (b, a)):  # one race through each
+            before = self.state(other)["journal_learnt"]
+            st, _, raw = m.request("GET", path)
+            self.assertEqual(st, 200, raw)
+            wait_for(lambda: self.state(other)["journal_learnt"] > before, 10,
+                     what="the served read journaled by the other instance")
+        # each journal has both requests, once each (identical answers merge), and so have
+        # the metrics of both
+        for m in (a, b):
+            entries = self.journal_entries(m, slot, "attestation_data")
+            self.assertEqual(sum(e["requests"] for e in entries), 2, entries)
+            self.assertEqual(self.answered(m, "attestation_data"), 2)
+        # Redis goes away and comes back: nothing is journaled again
+        port = self.redis.port
+        self.redis.stop()
+        type(self).redis = Redis(port)
+        for m in (a, b):
+            wait_for(lambda: self.state(m)["available"] and self.state(m)["subscription"][
+                "available"], 15, what="redis back")
+        self.assertEqual((self.state(a)["journal_learnt"], self.state(b)["journal_learnt"]), (1, 1))
+        for m in (a, b):
+            entries = self.journal_entries(m, slot, "attestation_data")
+            self.assertEqual(sum(e["requests"] for e in entries), 2, entries)
+
+    # ---- sticky sessions ---------------------------------------------------------------------
+
+    def test_sticky_client_keeps_its_node_through_the_other_instance(self):
+        # no hedges: on a loaded machine a read slower than the hedge delay would also go to
+        # a second node, and every read here must reach exactly one
+        sticky = ("routing:\n  stickySessions: {enabled: true, key: X-Client, rebalanceFactor: 10}\n"
+                  "failsafe:\n  hedge:\n    maxCount: 0\n")
+        route = "/eth/v1/node/peer_count"  # not cached: every read reaches a node
+        a, b = self.start_mux(extra=sticky), self.start_mux(extra=sticky)
+        # through A, alice sticks to n2 and bob to n1 (the only node up when each came)
+        for n, (client, node) in enumerate((("alice", 2), ("bob", 1))):
+            others = [i for i in range(3) if i != node]
+            for i in others:
+                self.sim.put_node(i, {"down": True})
+            for i in others:
+                a.wait_state("n%d" % i, "unreachable", timeout=8)
+            st, _, raw = a.request("GET", route, headers={"X-Client": client})
+            self.assertEqual(st, 200, raw)
+            wait_for(lambda: self.state(b)["sticky_learnt"] >= n + 1, 5,
+                     what="B learning where %s sticks" % client)
+            for i in others:
+                self.sim.put_node(i, {"down": False})
+            for m in (a, b):
+                for i in others:
+                    m.wait_state("n%d" % i, "ready", timeout=10)
+        # through B, with every node up again, each goes to its own node
+        for i in range(3):
+            self.sim.clear_requests(i)
+        for client in ("alice", "bob", "alice", "bob"):
+            st, _, raw = b.request("GET", route, headers={"X-Client": client})
+            self.assertEqual(st, 200, raw)
+        got = [self.sim.requests(i)["data"].get("getPeerCount", 0)
+               for i in range(3)]
+        self.assertEqual(got, [0, 2, 2], b.status()["read_path"])
 
     # ---- SSZ refusals ---------------------------------------------------------------------------
 
@@ -314,8 +430,15 @@ class SharedState(unittest.TestCase):
     # ---- the global rate limit ----------------------------------------------------------------
 
     def test_global_rate_limit_holds_across_instances(self):
-        rate = 20
-        limit = "rateLimit:\n  global:\n    rate: %d\n    burst: %d\n" % (rate, rate)
+        self.limit_holds_across_instances("global", 20)
+
+    def test_per_client_rate_limit_holds_across_instances(self):
+        self.limit_holds_across_instances("perClient", 20)
+        keys = self.redis.keys("%slimit:client:r:*" % PREFIX)
+        self.assertEqual(keys, ["%slimit:client:r:127.0.0.1" % PREFIX])
+
+    def limit_holds_across_instances(self, which, rate):
+        limit = "rateLimit:\n  %s:\n    rate: %d\n    burst: %d\n" % (which, rate, rate)
         a, b = self.start_mux(extra=limit), self.start_mux(extra=limit)
         ok = limited = 0
         t0 = time.monotonic()
@@ -332,8 +455,8 @@ class SharedState(unittest.TestCase):
         # of each instance beyond it (each instance alone would admit as much again)
         most = rate + rate * secs + 2 * (rate + rate * 0.1)
         least = rate * secs
-        print("\nglobal limit %d/s across two instances over %.1f s: %d admitted (at most %.0f "
-              "by one bucket, %.0f by two), %d limited" % (rate, secs, ok, most,
+        print("\n%s limit %d/s across two instances over %.1f s: %d admitted (at most %.0f "
+              "by one bucket, %.0f by two), %d limited" % (which, rate, secs, ok, most,
                                                            2 * (rate + rate * secs), limited))
         self.assertLessEqual(ok, most)
         self.assertGreaterEqual(ok, least)
@@ -388,6 +511,90 @@ class SharedState(unittest.TestCase):
         self.stop_mux(a)
         mark = self.restart_node(2, [b])
         self.wait_replayed(2, mark, 7003, FEE(0x50))
+
+    # ---- reloading an instance that shares through Redis ----------------------------------------
+
+    def reload_mux(self, m, text):
+        gen = m.status()["reload"]["generation"]
+        with open(m.config_path, "w") as f:
+            f.write(text)
+        m.signal(signal.SIGHUP)
+        wait_for(lambda: m.status()["reload"]["generation"] == gen + 1, 15,
+                 what="the reload applied")
+        self.assertEqual(m.status()["reload"]["last"], "applied")
+
+    def test_reload_keeps_sharing_and_follows_a_new_redis_url(self):
+        a, b = self.start_mux(), self.start_mux()
+        self.prepare(a, 4200, FEE(0x70))
+        wait_for(lambda: self.redis.command("GET", self.replay_key(4200)), 5, what="stored")
+        # a change that rebuilds A's network (timeouts), on the same Redis
+        self.reload_mux(a, self.mux_config(base=BASE.replace("read: 700ms", "read: 800ms")))
+        wait_for(lambda: self.state(a)["available"] and self.state(a)["subscription"][
+            "available"], 10, what="the new network's sharing ready")
+        before = self.state(b)["received"]
+        self.prepare(a, 4201, FEE(0x71))
+        wait_for(lambda: self.redis.command("GET", self.replay_key(4201)), 5, what="stored")
+        wait_for(lambda: self.state(b)["received"] > before, 5, what="B hearing it")
+        before = self.state(a)["received"]
+        self.prepare(b, 4202, FEE(0x72))
+        wait_for(lambda: self.state(a)["received"] > before, 5, what="A hearing B")
+        # the Redis URL changes: A moves to another Redis, with everything it remembers
+        other = Redis()
+        try:
+            self.reload_mux(a, self.mux_config(port=other.port))
+            wait_for(lambda: self.state(a)["available"], 10, what="the new redis available")
+            self.assertIn(":%d/" % other.port, self.state(a)["url"])
+            for vi in (4200, 4201, 4202):  # its replay memory written to the new Redis
+                wait_for(lambda: other.command("GET", self.replay_key(vi)), 5,
+                         what="validator %d in the new redis" % vi)
+            self.prepare(a, 4203, FEE(0x73))
+            wait_for(lambda: other.command("GET", self.replay_key(4203)), 5,
+                     what="a new write in the new redis")
+            self.assertIsNone(self.redis.command("GET", self.replay_key(4203)))
+            # and the state still works: a node restart is re-primed from it
+            self.stop_mux(b)
+            mark = self.restart_node(0, [a])
+            self.wait_replayed(0, mark, 4202, FEE(0x72))
+        finally:
+            other.stop()
+
+    # ---- a subscription that stops answering -----------------------------------------------------
+
+    def test_hung_subscription_is_noticed_and_made_again(self):
+        a, b = self.start_mux(), self.start_mux()
+        sub = self.state(b)["subscription"]
+        self.assertTrue(sub["available"], sub)
+        drops = sub["drops"]
+        # Redis stops answering while nobody writes: only the heartbeats can notice
+        self.redis.proc.signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            for m in (a, b):
+                wait_for(lambda: not self.state(m)["subscription"]["available"], 5,
+                         what="the hung subscription noticed")
+                wait_for(lambda: not self.state(m)["available"], 5, what="commands unavailable")
+            noticed = time.monotonic() - t0
+            sub = self.state(b)["subscription"]
+            self.assertIn("heartbeat", sub["why"])
+            self.assertGreater(sub["drops"], drops)
+            m = self.metrics(b)
+            self.assertEqual(m['beaconmux_state_redis_up{connection="subscription"}'], 0)
+            self.assertEqual(m['beaconmux_state_redis_up{connection="commands"}'], 0)
+            self.assertGreaterEqual(
+                m['beaconmux_state_redis_drops_total{connection="subscription"}'], 1)
+            print("\nhung redis noticed on both instances' subscriptions in %.1f s" % noticed)
+        finally:
+            self.redis.proc.signal(signal.SIGCONT)
+        for m in (a, b):
+            wait_for(lambda: self.state(m)["subscription"]["available"] and
+                     self.state(m)["available"], 15, what="the subscription made again")
+        self.assertTrue(any("did not answer a heartbeat" in line for line in b.stderr()))
+        self.assertEqual(self.metrics(b)['beaconmux_state_redis_up{connection="subscription"}'],
+                         1)
+        # and it works: B hears what A is told at once
+        before = self.state(b)["received"]
+        self.prepare(a, 4101, FEE(0x61))
+        wait_for(lambda: self.state(b)["received"] > before, 5, what="B hearing A's record")
 
 
 if __name__ == "__main__":

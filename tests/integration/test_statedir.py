@@ -6,7 +6,8 @@ given preparations, registrations and subscriptions and learns that n1 refuses S
 stops (SIGTERM saves the state). A second beaconmux, a new process that never saw those
 writes, starts on the same stateDir: the nodes' submission logs (the ground truth) must
 show the replay of the first one's validator state, and an SSZ write must be answered 415
-at once without reaching any node. A corrupt file, a file of another network and a
+at once without reaching any node (unless that node was upgraded meanwhile: another
+version takes SSZ again). The duty journal's judged slots and counts come back as they were. A corrupt file, a file of another network and a
 missing directory are each reported; the first two leave a serving beaconmux.
 """
 import json
@@ -126,7 +127,65 @@ class StateDir(unittest.TestCase):
             self.assertEqual(st, 415)
             self.assertEqual(mux.status()["broadcast"]["ssz_refused_at_once"], 1)
             self.assertEqual([s for s in self.subs_since(0, mark0, "registerValidator")
-                              if s.get("ssz")], [])
+                              if s["headers"].get("Content-Type") ==
+                              "application/octet-stream"], [])
+        finally:
+            self.assertEqual(mux.stop(), 0)
+
+    def test_node_upgraded_while_down_gets_ssz_again(self):
+        mux = self.start()
+        st, _, _ = self.post(mux, "/eth/v1/validator/register_validator", reg_ssz(9),
+                             "application/octet-stream")
+        self.assertEqual(st, 415)  # n1 refuses SSZ, remembered with its version
+        self.assertEqual(mux.stop(), 0)
+        with open(os.path.join(self.dir, "state.json")) as f:
+            refusals = json.load(f)["sections"]["sszRefusals"]
+        self.assertEqual([(r["node"], r["version"].split("/")[0]) for r in refusals],
+                         [("n1", "Lighthouse")])
+        # n1 is upgraded (another client version, now taking SSZ) while beaconmux is down
+        self.sim.put_node(1, {"no_ssz": False, "client": "teku"})
+        self.addCleanup(self.sim.put_node, 1, {"no_ssz": True, "client": "lighthouse"})
+        mark = self.sim.submissions(1)["last_seq"]
+        mux = self.start()
+        try:
+            st, _, body = self.post(mux, "/eth/v1/validator/register_validator", reg_ssz(10),
+                                    "application/octet-stream")
+            self.assertEqual(st, 200, body)
+            self.assertEqual(mux.status()["broadcast"]["ssz_refused_at_once"], 0)
+            self.assertTrue([s for s in self.subs_since(1, mark, "registerValidator")
+                             if s["headers"].get("Content-Type") == "application/octet-stream"],
+                            self.sim.submissions(1, since=mark))  # n1 took the SSZ body
+        finally:
+            self.assertEqual(mux.stop(), 0)
+
+    def journal(self, mux, slot):
+        st, _, body = mux.request("GET", "/beaconmux/v1/journal?from_slot=%d&to_slot=%d"
+                                  % (slot, slot))
+        self.assertEqual(st, 200, body)
+        return json.loads(body)
+
+    def test_duty_journal_survives_a_restart(self):
+        mux = self.start()
+        slot = self.sim.truth()["current_slot"]
+        for path in ("/eth/v1/validator/attestation_data?slot=%d&committee_index=0" % slot,
+                     "/eth/v1/beacon/blocks/head/root"):
+            self.assertEqual(mux.request("GET", path)[0], 200)
+        # judged two slots later; one more so that the restarted process starts settling
+        # past it (it judges from its own start on)
+        wait_for(lambda: self.journal(mux, slot)["journal"]["slots"][0]["stage"] != "open" and
+                 self.sim.truth()["current_slot"] >= slot + 3, 10, what="slot %d judged" % slot)
+        before = self.journal(mux, slot)
+        self.assertEqual(sorted(e["duty"] for e in before["journal"]["slots"][0]["entries"]),
+                         ["attestation_data", "head_root"])
+        self.assertEqual(mux.stop(), 0)
+        with open(os.path.join(self.dir, "state.json")) as f:
+            self.assertIn("journal", json.load(f)["sections"])
+        mux = self.start()
+        try:
+            after = self.journal(mux, slot)
+            self.assertEqual(after["journal"], before["journal"])  # entries, verdicts, roots
+            for k in ("provisional", "final", "records"):
+                self.assertEqual(after["summary"][k], before["summary"][k], k)
         finally:
             self.assertEqual(mux.stop(), 0)
 

@@ -13,8 +13,11 @@
 - server.reusePort: a second process binds the same port while the first still runs;
   without it the bind is refused.
 """
+import fcntl
+import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +30,15 @@ import unittest
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import (BIN_DIR, Beaconmux, Beaconsim, Proc, closed_port, http_request,  # noqa: E402
                      main, wait_for)
+from test_listen_tls import client_ctx, make_pki  # noqa: E402
+
+
+def listening_socket():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    s.listen(128)
+    return s
 
 CONFIG = """
 timeouts:
@@ -91,26 +103,34 @@ def mux_args(cfg_path, extra=()):
         list(extra)
 
 
-def activated(sock, args, env):
-    """Starts args with `sock` as fd 3 and LISTEN_PID set to the process's own pid, as
-    systemd does: the shell learns its pid ($$) and execs beaconmux, which keeps it."""
-    fd = sock.fileno()
-    cmd = ["/bin/sh", "-c",
-           'LISTEN_PID=$$ LISTEN_FDS=1 LISTEN_FDNAMES=beaconmux exec "$@" 3<&%d %d<&-' % (fd, fd),
-           "sh"] + args
-    return _PassFd(cmd, env, fd)
+def activated(socks, args, env):
+    """Starts args with `socks` (one socket or a list) as fds 3, 4, ... and LISTEN_PID set
+    to the process's own pid, as systemd does: the shell (bash: dash takes no fd above 9)
+    learns its pid ($$) and execs beaconmux, which keeps it."""
+    socks = socks if isinstance(socks, list) else [socks]
+    # copies above the fds 3, 4, ... they are moved to, so that no move overwrites a
+    # socket another move still needs
+    fds = [fcntl.fcntl(s.fileno(), fcntl.F_DUPFD, 100) for s in socks]
+    moves = " ".join("%d<&%d" % (3 + i, fd) for i, fd in enumerate(fds))
+    cmd = ["/bin/bash", "-c", 'LISTEN_PID=$$ LISTEN_FDS=%d LISTEN_FDNAMES=beaconmux exec "$@" %s'
+           % (len(fds), moves), "sh"] + args
+    try:
+        return _PassFd(cmd, env, fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 class _PassFd(Proc):
-    """Proc that keeps one descriptor open across exec (subprocess closes the others)."""
+    """Proc that keeps descriptors open across exec (subprocess closes the others)."""
 
-    def __init__(self, args, env, fd):
+    def __init__(self, args, env, fds):
         self.args = args
         e = dict(os.environ)
         e.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
         e.update(env)
         self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e,
-                                  pass_fds=(fd,))
+                                  pass_fds=tuple(fds))
         self.out_lines, self.err_lines = [], []
         self._lock = threading.Lock()
         self._t_out = threading.Thread(target=self._pump, args=(self.p.stdout, self.out_lines),
@@ -316,6 +336,73 @@ class Systemd(unittest.TestCase):
         finally:
             for p in procs:
                 p.stop()
+
+    @unittest.skipUnless(shutil.which("openssl"), "openssl CLI needed to make test certificates")
+    def test_each_activated_socket_serves_the_listener_of_its_address(self):
+        pki = make_pki(self.tmp)
+        tls_sock, api_sock = listening_socket(), listening_socket()
+        api_port, tls_port = api_sock.getsockname()[1], tls_sock.getsockname()[1]
+        path = os.path.join(self.tmp, "two-sockets.yaml")
+        with open(path, "w") as f:
+            f.write(self.config_text() + "listen: 127.0.0.1:%d\nserver:\n  tls:\n    listen: "
+                    "\"127.0.0.1:%d\"\n    certFile: %s\n    keyFile: %s\n"
+                    % (api_port, tls_port, pki["srv.crt"], pki["srv.key"]))
+        stray = listening_socket()
+        procs = []
+        try:
+            # the TLS socket comes first (fd 3): the address decides, not the order
+            p = activated([tls_sock, api_sock], mux_args(path), {})
+            procs.append(p)
+            p.wait_line(r"listening on https://127\.0\.0\.1:%d .*\(socket from systemd\)"
+                        % tls_port)
+            p.wait_line(r"listening on http://127\.0\.0\.1:%d \(socket from systemd\)"
+                        % api_port)
+            self.assertEqual(http_request(api_port, "GET", "/eth/v1/node/version")[0], 200)
+            c = http.client.HTTPSConnection("127.0.0.1", tls_port, context=client_ctx(pki),
+                                            timeout=10)
+            c.request("GET", "/eth/v1/node/version")
+            self.assertEqual(c.getresponse().status, 200)
+            c.close()
+            self.assertEqual(p.stop(), 0)
+            # a socket that matches no configured listener stops the start, named
+            q = activated([api_sock, stray, tls_sock], mux_args(path), {})
+            procs.append(q)
+            self.assertEqual(q.p.wait(10), 1)
+            err = q.stderr()
+            self.assertTrue(any("socket from systemd on 127.0.0.1:%d (fd 4) matches no listener"
+                                % stray.getsockname()[1] in line for line in err), err)
+        finally:
+            for p in procs:
+                p.stop()
+            for s in (tls_sock, api_sock, stray):
+                s.close()
+
+    def test_failed_start_after_a_listener_opened_exits(self):
+        # metrics.listen opens before the API listener; the API's port is taken. The open
+        # metrics listener used to keep the loop running: the process hung, never exiting.
+        held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        path = os.path.join(self.tmp, "taken.yaml")
+        with open(path, "w") as f:
+            f.write(self.config_text() + "listen: 127.0.0.1:%d\nmetrics:\n  listen: "
+                    "127.0.0.1:0\n" % held.getsockname()[1])
+        n = Notify()
+        p = Proc(mux_args(path), env={"NOTIFY_SOCKET": n.address})
+        try:
+            rc = p.p.wait(10)  # raises TimeoutExpired if it hangs
+            self.assertEqual(rc, 1)
+            err = p.stderr()
+            self.assertTrue(any("metrics on http://127.0.0.1:" in line for line in err), err)
+            self.assertTrue(any("start failed" in line and "exiting with status 1" in line
+                                for line in err), err)
+            wait_for(lambda: n.has("STATUS=start failed"), 5, what="the failure told to systemd")
+            self.assertEqual(n.has("READY=1"), [])
+        finally:
+            p.stop()
+            n.close()
+            held.close()
+
 
 if __name__ == "__main__":
     main()

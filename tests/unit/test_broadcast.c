@@ -647,11 +647,12 @@ static void test_ssz_refusals_told_and_learnt(void **state)
     size_t reg = route_index("POST", "/eth/v1/validator/register_validator");
     assert_int_equal(bm_broadcast_ssz_support(f->b, 2, reg), BM_SSZ_UNKNOWN);
     assert_int_equal(
-        bm_broadcast_learn_ssz_refusal(f->b, 2, "/eth/v1/validator/register_validator"), 0);
+        bm_broadcast_learn_ssz_refusal(f->b, 2, "/eth/v1/validator/register_validator", NULL), 0);
     assert_int_equal(bm_broadcast_ssz_support(f->b, 2, reg), BM_SSZ_REFUSED);
     assert_int_equal(bm_broadcast_ssz_support(f->b, 2, route), BM_SSZ_ACCEPTED);
-    assert_int_equal(bm_broadcast_learn_ssz_refusal(f->b, 2, "/eth/v1/nothing"), BM_ENOTFOUND);
-    assert_int_equal(bm_broadcast_learn_ssz_refusal(f->b, 9, "/eth/v2/beacon/blocks"),
+    assert_int_equal(bm_broadcast_learn_ssz_refusal(f->b, 2, "/eth/v1/nothing", NULL),
+                     BM_ENOTFOUND);
+    assert_int_equal(bm_broadcast_learn_ssz_refusal(f->b, 9, "/eth/v2/beacon/blocks", NULL),
                      BM_ENOTFOUND);
     assert_int_equal(r.n, 1);
     bm_broadcast_on_ssz_refusal(f->b, NULL, NULL);
@@ -761,6 +762,77 @@ static void test_ssz_refusals_survive_a_restart(void **state)
     /* a refusal learned live is not replaced by a file's */
     assert_int_equal(bm_broadcast_import_ssz(f->b, t, strlen(t), now), 0);
     bm_str_dispose(&ex);
+}
+
+static void set_version(bm_node_t *n, const char *v)
+{
+    free(n->version); /* the pool frees it, as discovery's */
+    n->version = strdup(v);
+    assert_non_null(n->version);
+}
+
+/* A node restarted as another version (an upgrade, seen by discovery without the node ever
+ * looking unreachable, or while beaconmux was down) is asked for SSZ again: its refusals
+ * were recorded under the version it ran then, kept in the state file and in the shared
+ * record. */
+static void test_ssz_refusals_forgotten_when_the_node_is_upgraded(void **state)
+{
+    fx_t *f = *state;
+    size_t route = route_index("POST", "/eth/v2/beacon/blocks");
+    bm_node_t *n0 = bm_pool_node(f->pool, 0);
+    set_version(n0, "Lighthouse/v7.0.0/x86_64-linux");
+    script(&f->nodes[0], 1, FAKE_STATUS(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"));
+    fake_call_t *c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    go(f, 40);
+    wait_client(f, c);
+    go(f, 20);
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_REFUSED);
+    uint64_t now = bm_clock_wall_now(f->m->clock);
+    bm_str_t ex = BM_STR_INIT;
+    assert_int_equal(bm_broadcast_export_ssz(f->b, now, &ex), 0);
+    assert_non_null(strstr(bm_str_data(&ex), "\"version\":\"Lighthouse/v7.0.0/x86_64-linux\""));
+
+    /* the same version after a restart: still refused; an upgrade: asked again */
+    set_version(n0, "Lighthouse/v7.0.0/x86_64-linux");
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_REFUSED);
+    set_version(n0, "Lighthouse/v7.1.0/x86_64-linux");
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_UNKNOWN);
+    script(&f->nodes[0], 1, FAKE_OK(0, NULL)); /* the new version takes SSZ */
+    c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    go(f, 40);
+    wait_client(f, c);
+    go(f, 20);
+    assert_int_equal(f->nodes[0].requests, 1); /* the SSZ copy reached it */
+    assert_string_equal(fake_node_last(&f->nodes[0])->ctype, "application/octet-stream");
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_ACCEPTED);
+
+    /* the state file of the old version, read by a restarted beaconmux: the refusal comes
+     * back, and counts only while the node still reports the version it was made under */
+    bm_broadcast_opts_t bo;
+    bm_broadcast_opts_default(&bo);
+    bm_broadcast_t *b2 = bm_broadcast_new(f->m->clock, f->m->eng, f->pool, NULL, &bo);
+    assert_non_null(b2);
+    const char *t = bm_str_data(&ex);
+    assert_int_equal(bm_broadcast_import_ssz(b2, t, strlen(t), now + 1000), 1);
+    assert_int_equal(bm_broadcast_ssz_support(b2, 0, route), BM_SSZ_UNKNOWN);
+    set_version(n0, "Lighthouse/v7.0.0/x86_64-linux");
+    assert_int_equal(bm_broadcast_ssz_support(b2, 0, route), BM_SSZ_REFUSED);
+    bm_broadcast_stop(b2);
+    go(f, 1);
+    bm_broadcast_free(b2);
+    bm_str_dispose(&ex);
+
+    /* a shared refusal made under another version than the node's now is stale */
+    size_t reg = route_index("POST", "/eth/v1/validator/register_validator");
+    bm_node_t *n2 = bm_pool_node(f->pool, 2);
+    set_version(n2, "teku/v25.1.0");
+    const char *p = "/eth/v1/validator/register_validator";
+    assert_int_equal(bm_broadcast_learn_ssz_refusal(f->b, 2, p, "teku/v24.12.0"), 0);
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 2, reg), BM_SSZ_UNKNOWN);
+    assert_int_equal(bm_broadcast_learn_ssz_refusal(f->b, 2, p, "teku/v25.1.0"), 0);
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 2, reg), BM_SSZ_REFUSED);
+    set_version(n2, "teku/v25.2.0");
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 2, reg), BM_SSZ_UNKNOWN);
 }
 
 static void test_ssz_pool_write_refused_then_415_at_once(void **state)
@@ -1101,6 +1173,8 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_ssz_refusals_told_and_learnt, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_ssz_refusals_survive_a_restart, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_ssz_refusals_forgotten_when_the_node_is_upgraded,
+                                        fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_ssz_block_never_415_when_a_node_took_it, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_ssz_pool_write_refused_then_415_at_once, fx_setup,

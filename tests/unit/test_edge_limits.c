@@ -18,6 +18,7 @@
 #include "edge/cors.h"
 #include "edge/front.h"
 #include "edge/limit.h"
+#include "edge/spends.h"
 
 static void test_bucket_math(void **state)
 {
@@ -256,6 +257,84 @@ static void test_exposure_and_network_ids(void **state)
     assert_null(bm_front_network_id_problem("hoodi-2.b_c"));
 }
 
+typedef struct drained {
+    int n;
+    int cls[4];
+    char key[4][32];
+    uint32_t spent[4];
+    double rate[4];
+} drained_t;
+
+static void on_drained(void *ud, int cls, const char *key, size_t n, const bm_rate_t *r,
+                       uint32_t spent)
+{
+    drained_t *d = ud;
+    if (d->n < 4) {
+        d->cls[d->n] = cls;
+        snprintf(d->key[d->n], sizeof d->key[0], "%.*s", (int)n, key);
+        d->spent[d->n] = spent;
+        d->rate[d->n] = r->rate;
+    }
+    d->n++;
+}
+
+/* Shared per-client buckets: what each client spent per period, bounded, per class. */
+static void test_spends(void **state)
+{
+    (void)state;
+    bm_spends_t *s = bm_spends_new(2);
+    assert_non_null(s);
+    bm_rate_t r5 = {5, 5}, r9 = {9, 9};
+    assert_true(bm_spends_add(s, 0, "10.0.0.1", 8, &r5));
+    assert_true(bm_spends_add(s, 0, "10.0.0.1", 8, &r5));
+    assert_true(bm_spends_add(s, 1, "10.0.0.1", 8, &r9));  /* duty reads: another bucket */
+    assert_false(bm_spends_add(s, 0, "10.0.0.2", 8, &r5)); /* two clients per period */
+    assert_int_equal(bm_spends_overflow(s), 1);
+    assert_int_equal(bm_spends_get(s, 0, "10.0.0.1", 8), 2);
+    assert_int_equal(bm_spends_get(s, 1, "10.0.0.1", 8), 1);
+    assert_int_equal(bm_spends_get(s, 0, "10.0.0.2", 8), 0);
+    drained_t d = {0};
+    assert_int_equal(bm_spends_drain(s, on_drained, &d), 2);
+    assert_int_equal(d.n, 2);
+    assert_int_equal(d.cls[0], 0);
+    assert_string_equal(d.key[0], "10.0.0.1");
+    assert_int_equal(d.spent[0], 2);
+    assert_true(d.rate[0] == 5);
+    assert_int_equal(d.cls[1], 1);
+    assert_int_equal(d.spent[1], 1);
+    assert_true(d.rate[1] == 9);
+    /* a new period starts empty, with room again */
+    assert_int_equal(bm_spends_get(s, 0, "10.0.0.1", 8), 0);
+    assert_true(bm_spends_add(s, 0, "10.0.0.2", 8, &r5));
+    char long_key[BM_SPENDS_KEY_MAX + 2];
+    memset(long_key, 'k', sizeof long_key);
+    assert_false(bm_spends_add(s, 0, long_key, sizeof long_key, &r5));
+    d.n = 0;
+    assert_int_equal(bm_spends_drain(s, on_drained, &d), 1);
+    assert_string_equal(d.key[0], "10.0.0.2");
+    bm_spends_free(s);
+}
+
+/* A client's bucket capped with what the shared bucket holds, less what it gave since. */
+static void test_limiter_cap(void **state)
+{
+    (void)state;
+    bm_limiter_t *l = bm_limiter_new(64);
+    bm_rate_t r = {.rate = 10, .burst = 10};
+    uint32_t retry;
+    assert_true(bm_limiter_take(l, "a", 1, &r, 1000, &retry)); /* 9 left */
+    bm_limiter_cap(l, "a", 1, &r, 1000, 2.0);                  /* the others took 7 */
+    assert_true(bm_limiter_take(l, "a", 1, &r, 1000, &retry));
+    assert_true(bm_limiter_take(l, "a", 1, &r, 1000, &retry));
+    assert_false(bm_limiter_take(l, "a", 1, &r, 1000, &retry));
+    bm_limiter_cap(l, "b", 1, &r, 1000, 0.0); /* unknown here: nothing to cap */
+    assert_true(bm_limiter_take(l, "b", 1, &r, 1000, &retry));
+    bm_limiter_cap(l, "a", 1, &r, 1000, -5.0); /* a debt: refilled before the next token */
+    assert_false(bm_limiter_take(l, "a", 1, &r, 1500, &retry));
+    assert_true(bm_limiter_take(l, "a", 1, &r, 1600, &retry));
+    bm_limiter_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -267,6 +346,8 @@ int main(void)
         cmocka_unit_test(test_auth_keys),
         cmocka_unit_test(test_route_classes),
         cmocka_unit_test(test_exposure_and_network_ids),
+        cmocka_unit_test(test_spends),
+        cmocka_unit_test(test_limiter_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

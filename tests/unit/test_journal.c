@@ -312,6 +312,82 @@ static void test_json(void **state)
     bm_journal_free(j);
 }
 
+/* State kept across restarts: what a journal exports, a new journal imports as it was
+ * (entries, verdicts, stages, counts); nodes follow their ids into a new pool order; the
+ * newest slots only are kept when asked; what is not an export restores nothing. */
+static void test_state_round_trip(void **state)
+{
+    (void)state;
+    bm_journal_t *j = bm_journal_new(64);
+    bm_journal_advance(j, 22);
+    bm_served_t r20 = rec(BM_DUTY_READ_ATTESTATION_DATA, 20, 9, 8, 3);
+    bm_served_t r21 = rec(BM_DUTY_READ_ATTESTATION_DATA, 21, 10, 0, 2);
+    bm_served_t b21 = rec(BM_DUTY_READ_BLOCK, 21, 8, 8, 1);
+    bm_served_t r22 = rec(BM_DUTY_READ_HEAD_ROOT, 22, 11, 11, 4);
+    r22.served.index = 1;
+    assert_int_equal(bm_journal_add(j, &r20), 0);
+    assert_int_equal(bm_journal_add(j, &r21), 0);
+    assert_int_equal(bm_journal_add(j, &b21), 0);
+    assert_int_equal(bm_journal_add(j, &r22), 0);
+    bm_canon_t c20 = canon(8, 7), c21 = canon(10, 8);
+    bm_journal_settle(j, 20, &c20, false);
+    bm_journal_settle(j, 21, &c21, true);
+    const char *ids[] = {"a", "b", "c"};
+    bm_str_t ex = BM_STR_INIT;
+    assert_int_equal(bm_journal_export(j, 0, ids, 3, &ex), 0);
+
+    bm_journal_t *k = bm_journal_new(64);
+    assert_int_equal(bm_journal_import(k, bm_str_data(&ex), strlen(bm_str_data(&ex)), ids, 3), 4);
+    assert_memory_equal(bm_journal_stats(k), bm_journal_stats(j), sizeof(bm_journal_stats_t));
+    bm_str_t want = BM_STR_INIT, got = BM_STR_INIT;
+    bm_journal_json(j, 0, 30, ids, 3, &want);
+    bm_journal_json(k, 0, 30, ids, 3, &got);
+    assert_string_equal(bm_str_data(&got), bm_str_data(&want));
+    assert_non_null(strstr(bm_str_data(&got), "\"stage\":\"final\""));
+    /* new judgements count on top of the restored counts */
+    bm_canon_t c22 = canon(11, 10);
+    bm_journal_settle(k, 22, &c22, false);
+    assert_int_equal(
+        bm_journal_stats(k)->provisional.verdicts[BM_DUTY_READ_HEAD_ROOT][BM_VERDICT_CORRECT], 4);
+    assert_int_equal(bm_journal_stats(k)->provisional.lost, bm_journal_stats(j)->provisional.lost);
+    bm_journal_free(k);
+
+    /* another pool: "b" (the served node) moved to index 0, "a" (the witness) is gone */
+    const char *ids2[] = {"b", "c"};
+    k = bm_journal_new(64);
+    assert_int_equal(bm_journal_import(k, bm_str_data(&ex), strlen(bm_str_data(&ex)), ids2, 2), 4);
+    bm_journal_entry_t e;
+    assert_true(bm_journal_entry(k, 20, 0, &e));
+    assert_int_equal(e.rec.node, 0);
+    assert_int_equal(e.rec.first_node, -1);
+    assert_int_equal(e.rec.classes[0], BM_ANSWER_FRESH); /* b's class */
+    assert_int_equal(e.rec.classes[1], BM_ANSWER_HUNG);  /* c's */
+    assert_int_equal(e.verdict, BM_VERDICT_WRONG);       /* judged as it was */
+    bm_journal_free(k);
+
+    /* the newest slots only */
+    bm_str_t two = BM_STR_INIT;
+    assert_int_equal(bm_journal_export(j, 6, ids, 3, &two), 0); /* 21..26 (22 + future) */
+    k = bm_journal_new(64);
+    assert_int_equal(bm_journal_import(k, bm_str_data(&two), strlen(bm_str_data(&two)), ids, 3), 3);
+    assert_false(bm_journal_entry(k, 20, 0, &e));
+    assert_true(bm_journal_entry(k, 21, 1, &e));
+    bm_journal_free(k);
+
+    /* not an export: nothing restored, the journal stays empty */
+    const char *bad[] = {"", "[]", "{\"slots\":[]}", "{\"stats\":{},\"slots\":[]}", "nope"};
+    k = bm_journal_new(64);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(bm_journal_import(k, bad[i], strlen(bad[i]), ids, 3), BM_EINVAL);
+    assert_int_equal(bm_journal_stats(k)->records, 0);
+    bm_journal_free(k);
+    bm_str_dispose(&two);
+    bm_str_dispose(&want);
+    bm_str_dispose(&got);
+    bm_str_dispose(&ex);
+    bm_journal_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,6 +398,7 @@ int main(void)
         cmocka_unit_test(test_merge_and_late_records),
         cmocka_unit_test(test_ring_bounds),
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_state_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

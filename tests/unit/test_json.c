@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
@@ -553,15 +554,117 @@ static void test_compact(void **state)
     bm_str_dispose(&s);
 }
 
+/* pick reads what the tree holds: every pointer gives the same code and value both ways. */
+static void pick_agrees(const char *doc, const char *const *ptrs, size_t n)
+{
+    bm_json_pick_t f[BM_JSON_PICK_MAX];
+    for (size_t k = 0; k < n; k++)
+        f[k].ptr = ptrs[k];
+    assert_int_equal(bm_json_pick(doc, strlen(doc), 0, f, n), 0);
+    struct json_object *o = parse_ok(doc);
+    for (size_t k = 0; k < n; k++) {
+        uint64_t u1 = 0, u2 = 0;
+        int r1 = bm_json_pick_u64(&f[k], &u1), r2 = bm_json_get_u64(o, ptrs[k], &u2);
+        if (r1 != r2 || (r1 == 0 && u1 != u2))
+            fail_msg("%s in %s: u64 %d/%llu, tree %d/%llu", ptrs[k], doc, r1,
+                     (unsigned long long)u1, r2, (unsigned long long)u2);
+        uint8_t h1[32], h2[32];
+        r1 = bm_json_pick_root(&f[k], h1);
+        r2 = bm_json_get_root(o, ptrs[k], h2);
+        if (r1 != r2 || (r1 == 0 && memcmp(h1, h2, 32) != 0))
+            fail_msg("%s in %s: root %d, tree %d", ptrs[k], doc, r1, r2);
+        bool b1 = false, b2 = false;
+        r1 = bm_json_pick_bool(&f[k], &b1);
+        r2 = bm_json_get_bool(o, ptrs[k], &b2);
+        if (r1 != r2 || (r1 == 0 && b1 != b2))
+            fail_msg("%s in %s: bool %d, tree %d", ptrs[k], doc, r1, r2);
+    }
+    json_object_put(o);
+}
+
+static void test_pick(void **state)
+{
+    (void)state;
+    const char *root = "\"0x"
+                       "00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF\"";
+    char doc[1024];
+    /* the value read is the one json-c keeps: the last member of a name; under an object
+     * named twice, only what the last one holds */
+    snprintf(doc, sizeof doc,
+             "{\"data\":{\"slot\":\"1\",\"slot\":\"2\",\"source\":{\"epoch\":\"3\"},"
+             "\"source\":{\"root\":%s},\"r\":%s}, \"top\":{\"a\":true}}",
+             root, root);
+    bm_json_pick_t f[] = {{.ptr = "/data/slot"},
+                          {.ptr = "/data/source/epoch"},
+                          {.ptr = "/data/source/root"},
+                          {.ptr = "/top/a"}};
+    assert_int_equal(bm_json_pick(doc, strlen(doc), 0, f, 4), 0);
+    uint64_t u;
+    assert_int_equal(bm_json_pick_u64(&f[0], &u), 0);
+    assert_int_equal(u, 2);
+    assert_int_equal(bm_json_pick_u64(&f[1], &u), BM_ENOTFOUND);
+    uint8_t r[32];
+    assert_int_equal(bm_json_pick_root(&f[2], r), 0);
+    assert_int_equal(r[31], 0xff);
+    bool b = false;
+    assert_int_equal(bm_json_pick_bool(&f[3], &b), 0);
+    assert_true(b);
+
+    const char *const ptrs[] = {"/data/slot",         "/data/index", "/data/r", "/data/source/root",
+                                "/data/source/epoch", "/data",       "/top/a",  "/data/list"};
+    const size_t np = sizeof ptrs / sizeof ptrs[0];
+    pick_agrees(doc, ptrs, np);
+    const char *const docs[] = {
+        "{\"data\":{\"slot\":12,\"index\":-0,\"r\":1.0,\"list\":[{\"slot\":\"1\"}]}}",
+        "{\"data\":{\"slot\":-1,\"index\":1e2,\"r\":null,\"source\":[1]},\"top\":{\"a\":false}}",
+        "{\"data\":{\"slot\":18446744073709551615,\"index\":\"18446744073709551616\"}}",
+        "{\"data\":{\"slot\":\"\",\"index\":\" 1\",\"r\":\"0x12\",\"\":{\"x\":\"4\"}}}",
+        "{\"\":{\"\":1},\"data\":null}",
+        "{\"data\":{\"slot\":\"1\"},\"data\":7}",
+        "{\"data\":{\"slot\":\"1\"},\"data\":{}}",
+        "[{\"data\":{\"slot\":\"1\"}}]",
+        "\"data\"",
+        "  {\"data\" : { \"slot\" : \"9\" , \"index\" : { } } }  ",
+        "{\"data\":{\"source\":{\"root\":{\"a\":[]}},\"top\":{\"a\":true}},\"top\":{\"a\":\"true\"}"
+        "}",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++)
+        pick_agrees(docs[i], ptrs, np);
+
+    /* escapes are the tree's to read; a text bm_json_parse refuses is refused */
+    const char *esc = "{\"data\":{\"slot\":\"1\\u0032\"}}";
+    assert_int_equal(bm_json_pick(esc, strlen(esc), 0, f, 1), 1);
+    const char *const bad[] = {
+        "{\"data\":{\"slot\":\"1\",}}", "{\"data\":01}", "", "{} x", "{\"a\":\"\x01\"}",
+        "{\"data\":{\"slot\":1e}}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(bm_json_pick(bad[i], strlen(bad[i]), 0, f, 1), BM_EINVAL);
+        assert_null(f[0].at);
+    }
+    assert_int_equal(bm_json_pick("{}", 2, 1, f, 1), BM_ETOOBIG);
+    /* pointers pick cannot follow */
+    bm_json_pick_t g[] = {{.ptr = ""},  {.ptr = "/a~1b"},    {.ptr = "/a/b/c/d/e/f/g/h/i"},
+                          {.ptr = "/"}, {.ptr = "/data//x"}, {.ptr = "/data/0"}};
+    for (size_t i = 0; i < 6; i++)
+        assert_int_equal(bm_json_pick("{}", 2, 0, &g[i], 1), BM_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_ok),     cmocka_unit_test(test_parse_malformed),
-        cmocka_unit_test(test_parse_guards), cmocka_unit_test(test_huge_numbers),
-        cmocka_unit_test(test_get_u64),      cmocka_unit_test(test_get_other),
-        cmocka_unit_test(test_hex_roots),    cmocka_unit_test(test_hex_bits),
-        cmocka_unit_test(test_canonical),    cmocka_unit_test(test_siphash_vectors),
-        cmocka_unit_test(test_compact),      cmocka_unit_test(test_get_matches_json_pointer),
+        cmocka_unit_test(test_parse_ok),
+        cmocka_unit_test(test_parse_malformed),
+        cmocka_unit_test(test_parse_guards),
+        cmocka_unit_test(test_huge_numbers),
+        cmocka_unit_test(test_get_u64),
+        cmocka_unit_test(test_get_other),
+        cmocka_unit_test(test_hex_roots),
+        cmocka_unit_test(test_hex_bits),
+        cmocka_unit_test(test_canonical),
+        cmocka_unit_test(test_siphash_vectors),
+        cmocka_unit_test(test_compact),
+        cmocka_unit_test(test_pick),
+        cmocka_unit_test(test_get_matches_json_pointer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -542,11 +542,14 @@ typedef struct remembered {
     uint64_t slot;
     int node;
     uint8_t sr2; /* byte 2 of the state root; 0 when none */
+    uint64_t time_ms;
 } remembered_t;
 
-static void on_remember(void *ud, uint64_t slot, int node, const uint8_t *state_root)
+static void on_remember(void *ud, uint64_t slot, int node, const uint8_t *state_root,
+                        uint64_t time_ms)
 {
     remembered_t *r = ud;
+    r->time_ms = time_ms;
     r->n++;
     r->slot = slot;
     r->node = node;
@@ -575,16 +578,27 @@ static void test_remembered_told_and_learnt(void **state)
     uint8_t root[32] = {0}, sr[32];
     bool has;
     root[2] = 77;
-    bm_produce_learn(t.p, 12, 3, root);
+    assert_true(r.time_ms > 0 && r.time_ms <= bm_clock_wall_now(t.m->clock));
+    bm_produce_learn(t.p, 12, 3, root, 5000);
     assert_int_equal(bm_produce_node_for_slot(t.p, 12, sr, &has), 3);
     assert_true(has);
     assert_int_equal(sr[2], 77);
-    bm_produce_learn(t.p, 13, 1, NULL);
+    /* two records of one slot: the newer wins, whichever comes last */
+    bm_produce_learn(t.p, 12, 1, NULL, 4999);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 12, sr, &has), 3);
+    bm_produce_learn(t.p, 12, 2, NULL, 5001);
+    assert_int_equal(bm_produce_node_for_slot(t.p, 12, sr, &has), 2);
+    assert_false(has);
+    bm_produce_learn(t.p, 13, 1, NULL, 5000);
     assert_int_equal(bm_produce_node_for_slot(t.p, 13, sr, &has), 1);
     assert_false(has);
+    /* what the memory holds is listed with its times (written back after an outage) */
+    remembered_t all = {0};
+    bm_produce_each(t.p, on_remember, &all);
+    assert_int_equal(all.n, 3); /* slots 11 (served), 12 and 13 */
     /* a slot the ring has moved past is not learnt over a newer one */
-    bm_produce_learn(t.p, 12 + BM_PRODUCE_MEMORY_SLOTS, 2, NULL);
-    bm_produce_learn(t.p, 12, 0, NULL);
+    bm_produce_learn(t.p, 12 + BM_PRODUCE_MEMORY_SLOTS, 2, NULL, 5000);
+    bm_produce_learn(t.p, 12, 0, NULL, 9000);
     assert_int_equal(bm_produce_node_for_slot(t.p, 12 + BM_PRODUCE_MEMORY_SLOTS, NULL, NULL), 2);
     assert_int_equal(bm_produce_node_for_slot(t.p, 12, NULL, NULL), -1);
     assert_int_equal(r.n, 1); /* nothing learnt was told */
