@@ -650,6 +650,10 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     if (x->head_bytes > BM_UPRULES_MAX_HEAD_BYTES)
         return refuse_head(x, "response head larger than 64 KiB");
     if (len == 0) {
+        /* libcurl checks the status line before it calls us, but a head that ends without
+         * one must never reach the owner as status 0 (found by fuzz/fuzz_curlresp.c) */
+        if (x->status == 0)
+            return refuse_head(x, "response head without a status line");
         if (x->status >= 100 && x->status < 200) {
             /* end of an interim head; the final one follows, if this one may be skipped */
             if (!bm_uprules_interim_skipped(x->status))
