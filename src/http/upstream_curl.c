@@ -1025,6 +1025,12 @@ bm_upcurl_t *bm_upcurl_new(uv_loop_t *loop, const bm_upstream_opts_t *opts,
     return up;
 }
 
+void bm_upcurl_set_host_limit(bm_upcurl_t *up, uint32_t max)
+{
+    up->opts.max_host_connections = max;
+    curl_multi_setopt(up->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)max);
+}
+
 static void on_up_closed(uv_handle_t *h)
 {
     bm_upcurl_t *up = h->data;

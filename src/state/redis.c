@@ -61,7 +61,6 @@ struct bm_redis {
     cmd_t *head, *tail;
     int drop_status; /* what commands cut by the last drop are answered */
     bm_timer_t *deadline, *retry, *beat;
-    uint64_t looked_ms; /* the deadline that had its one more look (on_deadline) */
     uint64_t connect_deadline_ms;
     uint32_t backoff_ms;
     int reported; /* -1 not yet, 0 down, 1 up: the last readiness told to state_fn */
@@ -71,6 +70,7 @@ struct bm_redis {
     bool sub_confirmed;    /* the first SUBSCRIBE of this connection was answered */
     uint64_t sub_beat_due; /* monotonic deadline of the heartbeat SUBSCRIBE in flight, or 0 */
     bool hung;             /* the last drop was a heartbeat left unanswered */
+    bool looked;           /* a passed deadline found an answer waiting: the loop reads it first */
     bool freeing;
     int open_timers;
     bm_redis_stats_t stats;
@@ -339,6 +339,7 @@ static void drop(bm_redis_t *r, int status, const char *why)
         return;
     bool was_up = r->st == ST_UP;
     r->ac = NULL;
+    r->looked = false;
     r->drop_status = status;
     set_state(r, ST_DOWN);
     redisAsyncFree(ac);
@@ -385,6 +386,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     cmd_t *c = priv;
     bm_redis_t *r = c->r;
     unlink_cmd(r, c);
+    r->looked = false;
     arm_deadline(r);
     if (c->handshake) {
         handshake_reply(r, c, reply);
@@ -446,6 +448,7 @@ static void on_sub_message(redisAsyncContext *ac, void *reply, void *priv)
     bm_redis_t *r = priv;
     if (!reply || r->freeing)
         return; /* a drop: the reconnect subscribes again */
+    r->looked = false;
     if (is_subscribe_confirmation(reply)) {
         if (r->sub_confirmed) { /* a heartbeat's answer: the owner heard the first one */
             r->sub_beat_due = 0;
@@ -561,20 +564,17 @@ static void on_retry(bm_timer_t *t, void *ud)
         connect_now(r);
 }
 
-/*
- * True when a passed deadline (`due`: the head command's, or the subscription heartbeat's)
- * must wait for one more look at the socket.
- * libuv runs due timers before it polls for I/O: after the process was busy or not
- * scheduled for longer than the timeout (a burst of thousands of writes, a loaded machine),
- * the deadline is found passed although the replies wait unread in the socket. The timer
- * is then re-armed 1 ms later; the loop polls in between and hiredis reads the replies.
- * One look per deadline: a server that is really silent is judged 1 ms later.
- */
-static bool deadline_needs_look(bm_redis_t *r, uint64_t due)
+/* libuv runs due timers before it polls the sockets: after a scheduling stall a deadline
+ * can be found passed while Redis's answer already waits in the socket. Such a deadline is
+ * looked at again 1 ms later, once, after the loop has read the socket; only an answer
+ * still missing then is Redis's lateness (docs/upstream.md, "Idle means the node was
+ * silent": the same rule as for the nodes). */
+static bool answer_waits(bm_redis_t *r)
 {
-    if (r->looked_ms == due || !r->ac || !bm_uprules_socket_has_input(r->ac->c.fd))
+    if (r->looked || !r->ac || !bm_uprules_socket_has_input(r->ac->c.fd))
         return false;
-    r->looked_ms = due;
+    r->looked = true;
+    bm_timer_start(r->deadline, 1);
     return true;
 }
 
@@ -583,21 +583,15 @@ static void on_deadline(bm_timer_t *t, void *ud)
     (void)t;
     bm_redis_t *r = ud;
     char why[96];
+    if (answer_waits(r))
+        return;
     if (r->st == ST_CONNECTING) {
         snprintf(why, sizeof why, "no connection within %u ms", r->o.timeout_ms);
         drop(r, BM_ETIMEDOUT, why);
     } else if (r->head && bm_clock_mono_now(r->clock) >= r->head->deadline_ms) {
-        if (deadline_needs_look(r, r->head->deadline_ms)) {
-            bm_timer_start(r->deadline, 1);
-            return;
-        }
         snprintf(why, sizeof why, "no answer within %u ms", r->o.timeout_ms);
         drop(r, BM_ETIMEDOUT, why);
     } else if (r->sub_beat_due && bm_clock_mono_now(r->clock) >= r->sub_beat_due) {
-        if (deadline_needs_look(r, r->sub_beat_due)) {
-            bm_timer_start(r->deadline, 1);
-            return;
-        }
         snprintf(why, sizeof why, "the subscription did not answer a heartbeat within %u ms",
                  beat_deadline_ms(r));
         r->hung = true;
