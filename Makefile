@@ -3,7 +3,12 @@
 #   make test   ASan + UBSan build, then every unit and integration test
 #   make demo   beaconsim (3 nodes) + beaconmux, and what to open
 #   make bench  wrk against a local upstream: direct, beaconmux, nginx, haproxy
-#   make fuzz   every libFuzzer harness for FUZZ_SECONDS (default 30) each
+#   make fuzz   every libFuzzer harness for FUZZ_SECONDS (default 30) each, or to FUZZ_RUNS
+#               executions each (FUZZ_SECONDS then bounds each)
+#   make soak   beaconmux in front of beaconsim for SOAK_SECONDS (default 1800) under mixed and
+#               hostile traffic with node faults; fails on a crash, a lost or wrong duty answer,
+#               an undelivered broadcast, or RSS / descriptors not back at the end
+#               (SOAK_BUILD=release, or debug for the sanitizer build; docs/testing.md)
 #   make e2e    a real Lodestar validator client behind beaconmux, three real Lodestar beacon
 #               nodes, a chaos schedule; compared with the client's own fallback list
 #               (E2E_SCHEDULE=long|short, E2E_SLOT_SECONDS=4; installs Lodestar from npm)
@@ -12,13 +17,16 @@
 #   make image     the container image beaconmux:<version> (podman, offline, FROM scratch)
 
 FUZZ_SECONDS ?= 30
+FUZZ_RUNS ?=
+SOAK_SECONDS ?= 1800
+SOAK_BUILD ?= release
 CTEST_JOBS ?= 2
 E2E_SCHEDULE ?= long
 E2E_SLOT_SECONDS ?= 4
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build deps test demo bench fuzz e2e format clean install package image
+.PHONY: all build deps test demo bench fuzz soak e2e format clean install package image
 
 all: build
 
@@ -49,7 +57,14 @@ bench: build
 fuzz: deps
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz
-	scripts/fuzz.sh $(FUZZ_SECONDS)
+	scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_RUNS)
+
+# Not part of `make test`: half an hour by default. Niced, as it shares the machine.
+soak: deps
+	cmake --preset $(SOAK_BUILD) >/dev/null
+	cmake --build --preset $(SOAK_BUILD)
+	nice -n 10 python3 tests/soak/soak.py --seconds $(SOAK_SECONDS) --bin-dir build/$(SOAK_BUILD) \
+		--json build/$(SOAK_BUILD)/soak.json
 
 # The checks' own tests first (a second), then Lodestar (npm ci from the pinned lockfile;
 # nothing when installed), then both runs (docs: e2e/README.md).

@@ -1,6 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Runs every libFuzzer harness built by the fuzz preset for SECONDS each (default 30), then
+# Runs every libFuzzer harness built by the fuzz preset for SECONDS each (default 30), or to
+# RUNS executions each when RUNS (the second argument) is given, SECONDS then being the
+# bound of each (e.g. `make fuzz FUZZ_RUNS=10000000 FUZZ_SECONDS=7200`), then
 # prints a table: per harness its result, executions, executions per second, new inputs
 # found and peak memory, from libFuzzer's final stats (-print_final_stats=1).
 # New inputs go to a scratch corpus first so the checked-in seeds stay small; crashes are
@@ -8,6 +10,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-30}
+RUNS=${2:-}
 mkdir -p fuzz/artifacts
 status=0
 rows=""
@@ -24,7 +27,7 @@ for bin in build/fuzz/fuzz_*; do
   scratch=$(mktemp -d "/tmp/bm-fuzz-$name.XXXXXX")
   log="$scratch.log"
   echo "=== fuzz_$name for ${SECONDS_EACH}s (seeds: fuzz/corpus/$name)"
-  if "$bin" -max_total_time="$SECONDS_EACH" -print_final_stats=1 \
+  if "$bin" -max_total_time="$SECONDS_EACH" ${RUNS:+-runs="$RUNS"} -print_final_stats=1 \
        -artifact_prefix="fuzz/artifacts/$name-" "$scratch" "fuzz/corpus/$name" 2>"$log"; then
     result=ok
   else

@@ -54,6 +54,7 @@
 #include "base/log.h"
 #include "http/http1.h"
 #include "http/server_int.h"
+#include "http/uprules.h"
 
 static void conn_process(conn_t *c);
 
@@ -532,6 +533,10 @@ static void on_conn_timer(uv_timer_t *t);
 static void set_deadline(conn_t *c, deadline_kind_t kind, uint64_t ms)
 {
     uint64_t now = uv_now(c->srv->loop);
+    /* A deadline that is due at once (a body past its total deadline) keeps the look
+     * already taken, so that the look cannot stretch it again and again. */
+    if (kind != c->dl_kind || ms > 0)
+        c->dl_looked = false;
     c->dl_kind = kind;
     c->deadline = now + ms;
     if (!uv_is_active((uv_handle_t *)&c->timer) || uv_timer_get_due_in(&c->timer) > ms)
@@ -589,6 +594,33 @@ static void conn_update_deadline(conn_t *c, bool progress)
     }
 }
 
+/* Bytes of the client wait in the connection's socket, not read yet. */
+static bool conn_has_input(const conn_t *c)
+{
+    uv_os_fd_t fd;
+    return uv_fileno((const uv_handle_t *)&c->tcp, &fd) == 0 && bm_uprules_socket_has_input(fd);
+}
+
+/*
+ * True when the deadline that passed must wait for one more look at the socket: it judges
+ * the client's input (a head, a body, a first or next request), reading is on, and bytes
+ * wait unread. libuv runs due timers before it polls for I/O, so after the process was not
+ * scheduled for longer than the timeout, the deadline is found passed although the client's
+ * bytes arrived meanwhile: the client was in time, we were late. The timer is then re-armed
+ * 1 ms later; the loop polls the socket in between (a timer due after the loop's time never
+ * runs in the same pass) and what it reads moves the request on (completes it, or sets the
+ * next deadline). Only one look per deadline, so a client cannot stretch it by dripping.
+ */
+static bool deadline_needs_look(conn_t *c)
+{
+    deadline_kind_t k = c->dl_kind;
+    if (c->dl_looked || !c->reading ||
+        (k != DL_FRESH && k != DL_IDLE && k != DL_HEAD && k != DL_BODY))
+        return false;
+    c->dl_looked = conn_has_input(c);
+    return c->dl_looked;
+}
+
 static void on_conn_timer(uv_timer_t *t)
 {
     conn_t *c = t->data;
@@ -597,6 +629,10 @@ static void on_conn_timer(uv_timer_t *t)
     uint64_t now = uv_now(c->srv->loop);
     if (now < c->deadline) {
         uv_timer_start(&c->timer, on_conn_timer, c->deadline - now, 0);
+        return;
+    }
+    if (deadline_needs_look(c)) {
+        uv_timer_start(&c->timer, on_conn_timer, 1, 0);
         return;
     }
     deadline_kind_t kind = c->dl_kind;

@@ -150,6 +150,7 @@ struct conn {
     uint64_t body_end; /* loop ms by which the body being received must be complete */
     uint64_t deadline;
     deadline_kind_t dl_kind;
+    bool dl_looked; /* this deadline passed once with input waiting: it was read first */
 
     /* TLS, on a TLS listener only (server_tls.c) */
     bm_tls_conn_t *tls;

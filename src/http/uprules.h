@@ -137,9 +137,9 @@ void bm_uprules_log_failure(bm_log_limit_t *lim, const char *method, const char 
                             const char *detail);
 
 /**
- * True when bytes from the node wait unread in socket `fd` (FIONREAD). An idle deadline
- * judged while they wait would blame the node for our own lateness: see docs/upstream.md,
- * "Idle means the node was silent".
+ * True when bytes from the peer (a node, or a client of our server) wait unread in socket
+ * `fd` (FIONREAD). An idle deadline judged while they wait would blame the peer for our own
+ * lateness: see docs/upstream.md, "Idle means the node was silent".
  */
 bool bm_uprules_socket_has_input(int fd);
 

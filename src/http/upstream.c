@@ -134,8 +134,19 @@ int bm_upstream_set_node_limit(bm_upstream_t *up, const char *base_url, uint32_t
     bm_uprules_url_t u;
     if (!bm_uprules_parse_url(base_url, &u))
         return BM_EINVAL;
-    if (u.https || up->opts.http_via_curl)
-        return 0; /* libcurl's limits are per client (max_host_connections) */
+    if (!max_connections)
+        max_connections = up->opts.node_max_connections;
+    if (u.https || up->opts.http_via_curl) {
+        /* libcurl bounds every host alike: the largest node bound wins, as for nodes that
+         * share one origin below. Without it, a burst left up to max_connects (256) idle
+         * connections open to one node. */
+        if (max_connections > up->opts.max_host_connections) {
+            up->opts.max_host_connections = max_connections;
+            if (up->curl)
+                bm_upcurl_set_host_limit(up->curl, max_connections);
+        }
+        return 0;
+    }
     return bm_h1client_set_node_limit(up->h1, base_url, max_connections);
 }
 

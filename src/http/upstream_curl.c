@@ -610,6 +610,10 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     if (x->head_bytes > BM_UPRULES_MAX_HEAD_BYTES)
         return refuse_head(x, "response head larger than 64 KiB");
     if (len == 0) {
+        /* libcurl checks the status line before it calls us, but a head that ends without
+         * one must never reach the owner as status 0 (found by fuzz/fuzz_curlresp.c) */
+        if (x->status == 0)
+            return refuse_head(x, "response head without a status line");
         if (x->status >= 100 && x->status < 200) {
             /* end of an interim head; the final one follows, if this one may be skipped */
             if (!bm_uprules_interim_skipped(x->status))
@@ -981,6 +985,12 @@ bm_upcurl_t *bm_upcurl_new(uv_loop_t *loop, const bm_upstream_opts_t *opts,
     uv_timer_init(loop, &up->timer);
     up->timer.data = up;
     return up;
+}
+
+void bm_upcurl_set_host_limit(bm_upcurl_t *up, uint32_t max)
+{
+    up->opts.max_host_connections = max;
+    curl_multi_setopt(up->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)max);
 }
 
 static void on_up_closed(uv_handle_t *h)

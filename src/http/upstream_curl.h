@@ -29,6 +29,13 @@ bm_upcurl_t *bm_upcurl_new(uv_loop_t *loop, const bm_upstream_opts_t *opts,
  *  libcurl or a callback of this transport is on the stack. */
 void bm_upcurl_free(bm_upcurl_t *up);
 
+/**
+ * Bounds the connections libcurl keeps to any one host (busy and idle together) to `max`
+ * (CURLMOPT_MAX_HOST_CONNECTIONS; 0: unlimited); transfers beyond it wait in libcurl for
+ * a connection. One value for the whole transport: libcurl has no per-host setting.
+ */
+void bm_upcurl_set_host_limit(bm_upcurl_t *up, uint32_t max);
+
 /** Transfers started and neither done nor cancelled. */
 size_t bm_upcurl_active(const bm_upcurl_t *up);
 

@@ -17,6 +17,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "http/uprules.h"
 
 #define BACKOFF_MIN_MS 100u
 #define BACKOFF_MAX_MS 5000u
@@ -69,6 +70,7 @@ struct bm_redis {
     bool sub_confirmed;    /* the first SUBSCRIBE of this connection was answered */
     uint64_t sub_beat_due; /* monotonic deadline of the heartbeat SUBSCRIBE in flight, or 0 */
     bool hung;             /* the last drop was a heartbeat left unanswered */
+    bool looked;           /* a passed deadline found an answer waiting: the loop reads it first */
     bool freeing;
     int open_timers;
     bm_redis_stats_t stats;
@@ -337,6 +339,7 @@ static void drop(bm_redis_t *r, int status, const char *why)
         return;
     bool was_up = r->st == ST_UP;
     r->ac = NULL;
+    r->looked = false;
     r->drop_status = status;
     set_state(r, ST_DOWN);
     redisAsyncFree(ac);
@@ -383,6 +386,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     cmd_t *c = priv;
     bm_redis_t *r = c->r;
     unlink_cmd(r, c);
+    r->looked = false;
     arm_deadline(r);
     if (c->handshake) {
         handshake_reply(r, c, reply);
@@ -444,6 +448,7 @@ static void on_sub_message(redisAsyncContext *ac, void *reply, void *priv)
     bm_redis_t *r = priv;
     if (!reply || r->freeing)
         return; /* a drop: the reconnect subscribes again */
+    r->looked = false;
     if (is_subscribe_confirmation(reply)) {
         if (r->sub_confirmed) { /* a heartbeat's answer: the owner heard the first one */
             r->sub_beat_due = 0;
@@ -559,11 +564,27 @@ static void on_retry(bm_timer_t *t, void *ud)
         connect_now(r);
 }
 
+/* libuv runs due timers before it polls the sockets: after a scheduling stall a deadline
+ * can be found passed while Redis's answer already waits in the socket. Such a deadline is
+ * looked at again 1 ms later, once, after the loop has read the socket; only an answer
+ * still missing then is Redis's lateness (docs/upstream.md, "Idle means the node was
+ * silent": the same rule as for the nodes). */
+static bool answer_waits(bm_redis_t *r)
+{
+    if (r->looked || !r->ac || !bm_uprules_socket_has_input(r->ac->c.fd))
+        return false;
+    r->looked = true;
+    bm_timer_start(r->deadline, 1);
+    return true;
+}
+
 static void on_deadline(bm_timer_t *t, void *ud)
 {
     (void)t;
     bm_redis_t *r = ud;
     char why[96];
+    if (answer_waits(r))
+        return;
     if (r->st == ST_CONNECTING) {
         snprintf(why, sizeof why, "no connection within %u ms", r->o.timeout_ms);
         drop(r, BM_ETIMEDOUT, why);

@@ -363,6 +363,11 @@ class FakeBeacon:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # An answer leaves in two writes (head, then body). With Nagle's algorithm the
+            # body waits for the ACK of the head, which the reader delays (40 ms and up to
+            # 200 ms under load) on a kept-alive connection: the double would answer beaconmux's
+            # head probe later than its probe time although it is not slow at all.
+            disable_nagle_algorithm = True
 
             def log_message(self, *a):
                 pass

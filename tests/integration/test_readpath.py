@@ -118,6 +118,11 @@ class ReadPath(unittest.TestCase):
         # every node busy: a read still queues on the best one instead of failing
         for i in range(2):
             sim.put_node(i, {"slow": 0, "hang": True})
+        # a hung node leaves `ready` when the monitor's head probe goes unanswered, each at
+        # its own moment: a read placed between the two verdicts went to the node still
+        # ready, not to the better tier. Once both are judged, the tier alone decides.
+        for i in range(2):
+            mux.wait_state("n%d" % i, "unreachable", timeout=10)
         threads = [threading.Thread(target=read) for _ in range(7)]
         for t in threads:
             t.start()

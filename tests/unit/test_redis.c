@@ -5,8 +5,9 @@
  * (TLS, other schemes, bad ports); a refused connection reported down and commands refused at
  * once; AUTH and SELECT sent before the connection is ready; pipelined commands answered in
  * order; a server that stops answering: the late command answered BM_ETIMEDOUT, the
- * connection reported down and made again; closing with a command in flight answers it
- * BM_ECANCELED. Every test ends with uv_loop_close() == 0.
+ * connection reported down and made again; an answer waiting unread when its deadline is
+ * found passed (a stalled loop) read, not taken for silence; closing with a command in flight
+ * answers it BM_ECANCELED. Every test ends with uv_loop_close() == 0.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -421,10 +422,63 @@ static void test_silent_server_times_out_and_reconnects(void **state)
     assert_int_equal(o->status[2], BM_ECANCELED);
 }
 
+/* For a test on its own loop and clock (not the fixture's): frees all and checks the loop. */
+static void finish(uv_loop_t *loop, bm_clock_t *c, bm_redis_t *r, fake_t *f)
+{
+    bm_redis_free(r);
+    fake_stop(f);
+    uv_run(loop, UV_RUN_DEFAULT);
+    bm_clock_free(c);
+    uv_run(loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(loop), 0);
+}
+
+/* libuv runs due timers before it reads sockets: after a stall, a command's deadline can be
+ * found passed while its answer already waits unread. The answer is read (one look 1 ms
+ * later), not taken for Redis's silence; an answer still missing then is. Manual clock: the
+ * stall is the clock moved to the deadline with the answer in the socket (no further: the
+ * manual clock fires the look too if moved past it, without the loop reading between). */
+static void test_answer_waiting_at_the_deadline_is_read(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    bm_clock_t *c = bm_clock_manual_new(&loop, 1700000000000ull);
+    fake_t f;
+    fake_start(&loop, &f);
+    obs_t o = {0};
+    bm_redis_opts_t ro = opts_for(f.port, 50);
+    bm_redis_t *r = bm_redis_new(&loop, c, "t", &ro, on_state, &o);
+    RUN_UNTIL(&loop, o.ups == 1, 3000);
+    assert_int_equal(o.ups, 1);
+    f.answer_rest = false;
+    assert_int_equal(get(r, "k", &o), 0);
+    RUN_UNTIL(&loop, strstr(f.seen, "GET k|") != NULL, 3000);
+    fake_write(&f, "$1\r\nk\r\n");  /* waits in the client's socket, unread */
+    bm_clock_manual_advance(c, 50); /* the stall: the deadline comes first */
+    assert_int_equal(o.replies, 0);
+    assert_int_equal(o.downs, 0);
+    RUN_UNTIL(&loop, o.replies == 1, 3000);
+    assert_int_equal(o.status[0], 0);
+    assert_string_equal(o.text[0], "k");
+    bm_clock_manual_advance(c, 1);
+    assert_int_equal(o.downs, 0);
+    assert_true(bm_redis_up(r));
+    /* An answer that never comes is still Redis's lateness. */
+    assert_int_equal(get(r, "x", &o), 0);
+    RUN_UNTIL(&loop, strstr(f.seen, "GET x|") != NULL, 3000);
+    bm_clock_manual_advance(c, 50);
+    assert_int_equal(o.replies, 2);
+    assert_int_equal(o.status[1], BM_ETIMEDOUT);
+    assert_int_equal(o.downs, 1);
+    finish(&loop, c, r, &f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_url),
+        cmocka_unit_test(test_answer_waiting_at_the_deadline_is_read),
         cmocka_unit_test_setup_teardown(test_refused, rfx_setup, rfx_teardown),
         cmocka_unit_test_setup_teardown(test_handshake_and_pipelining, rfx_setup, rfx_teardown),
         cmocka_unit_test_setup_teardown(test_refused_auth_is_down, rfx_setup, rfx_teardown),

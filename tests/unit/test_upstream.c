@@ -1272,6 +1272,39 @@ static void test_bad_requests(void **state)
     rec_dispose(&r);
 }
 
+static int total_dones(const rec_t *r, int n)
+{
+    int sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += r[i].dones;
+    return sum;
+}
+
+/* A node's bound holds on both transports: a burst of transfers never opens more than the
+ * bound's connections to it, so no more than that stay open idle after the burst (libcurl
+ * kept one per concurrent transfer, up to 256, before CURLMOPT_MAX_HOST_CONNECTIONS was set
+ * from the node's bound). */
+static void test_node_bound_caps_connections(void **state)
+{
+    fx_t *f = *state;
+    assert_int_equal(bm_upstream_set_node_limit(f->up, f->base, 3), 0);
+    enum { N = 12 };
+    rec_t r[N];
+    for (int i = 0; i < N; i++) {
+        rec_init(&r[i], f);
+        bm_xfer_req_t q = req_get(url(f, "/stream?n=2&size=10&ms=20"));
+        assert_non_null(start(f, &r[i], &q));
+    }
+    RUN_UNTIL(&f->loop, total_dones(r, N) == N, 5000);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(r[i].err, 0);
+        rec_dispose(&r[i]);
+    }
+    assert_int_equal(f->srv.nreqs, N);
+    assert_true(f->srv.max_open <= 3);
+    assert_true(f->srv.open_now <= 3); /* the idle ones left after the burst */
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
@@ -1298,6 +1331,7 @@ int main(void)
         T(test_credentials),
         T(test_too_big),
         T(test_many_concurrent),
+        T(test_node_bound_caps_connections),
         T(test_free_in_flight),
         T(test_free_inside_callbacks),
         T(test_interim_head_skipped),
