@@ -79,16 +79,30 @@ static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state
     bm_str_dispose(&v);
 }
 
-/* A client of the read path now sticking to another node: "<key>" -> "<upstream id>". */
-static void put_sticky(void *ud, uint64_t key, int node)
+/* A client of the read path sticking to a node: "<key>" -> "<upstream id>", made at time_ms. */
+static void put_sticky_at(bm_sharing_t *s, uint64_t key, int node, uint64_t time_ms)
 {
-    bm_sharing_t *s = ud;
     const bm_node_t *n = bm_pool_node(s->pool, (size_t)node);
     char k[24];
     snprintf(k, sizeof k, "%016" PRIx64, key);
     if (n)
-        bm_shared_put(s->sh, "sticky", k, bm_clock_wall_now(s->clock), STICKY_KEEP_MS, n->id,
-                      strlen(n->id));
+        bm_shared_put(s->sh, "sticky", k, time_ms, STICKY_KEEP_MS, n->id, strlen(n->id));
+}
+
+/* A client now sticking to another node. */
+static void put_sticky(void *ud, uint64_t key, int node)
+{
+    bm_sharing_t *s = ud;
+    put_sticky_at(s, key, node, bm_clock_wall_now(s->clock));
+}
+
+/* Written back when Redis returns: stamped with the time of its last use, so that a move
+ * another instance made later wins. */
+static void put_sticky_back(void *ud, uint64_t key, int node, uint64_t age_ms)
+{
+    bm_sharing_t *s = ud;
+    uint64_t now = bm_clock_wall_now(s->clock);
+    put_sticky_at(s, key, node, now > age_ms ? now - age_ms : 0);
 }
 
 static void learn_sticky(bm_sharing_t *s, const char *key, const char *v, size_t len)
@@ -208,14 +222,15 @@ static void learn_refusal(bm_sharing_t *s, const char *key, const char *value, s
 }
 
 /* Redis is back (or there for the first time): everything we remember goes there, newer
- * wins by the time each record was made: the replay memory and the producer memory (a
+ * wins by the time each record was made: the replay memory, the producer memory (a
  * block produced through this instance during an outage must still reach its producer
- * first when published through another). */
+ * first when published through another) and the sticky clients. */
 static void on_up(void *ud)
 {
     bm_sharing_t *s = ud;
     bm_replay_each(s->replay, bm_clock_wall_now(s->clock), put_entry, s);
     bm_produce_each(s->produce, put_producer, s);
+    bm_readpath_sticky_each(s->readpath, put_sticky_back, s);
 }
 
 /* ---- Redis -> local ------------------------------------------------------------------------ */

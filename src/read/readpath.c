@@ -247,6 +247,28 @@ void bm_readpath_on_sticky(bm_readpath_t *rp, bm_readpath_sticky_fn fn, void *ud
     rp->on_sticky_ud = ud;
 }
 
+typedef struct sticky_walk {
+    void (*fn)(void *ud, uint64_t key, int node, uint64_t age_ms);
+    void *ud;
+    uint64_t now;
+} sticky_walk_t;
+
+static void sticky_walk_one(void *ud, uint64_t key, int node, uint64_t used_ms)
+{
+    sticky_walk_t *w = ud;
+    w->fn(w->ud, key, node, w->now > used_ms ? w->now - used_ms : 0);
+}
+
+void bm_readpath_sticky_each(bm_readpath_t *rp,
+                             void (*fn)(void *ud, uint64_t key, int node, uint64_t age_ms),
+                             void *ud)
+{
+    if (!rp->sticky)
+        return;
+    sticky_walk_t w = {fn, ud, uv_now(rp->loop)};
+    bm_sticky_each(rp->sticky, sticky_walk_one, &w);
+}
+
 void bm_readpath_sticky_learn(bm_readpath_t *rp, uint64_t key, int node)
 {
     if (rp->sticky && node >= 0 && (size_t)node < bm_pool_count(rp->pool))

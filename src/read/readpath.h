@@ -169,6 +169,13 @@ typedef void (*bm_readpath_sticky_fn)(void *ud, uint64_t key, int node);
  *  it. Nothing is called without routing.stickySessions. */
 void bm_readpath_on_sticky(bm_readpath_t *rp, bm_readpath_sticky_fn fn, void *ud);
 
+/** Calls fn(ud, key, node, age_ms) for every client that sticks to a node, age_ms since
+ *  it was last routed (shared state writes them back when Redis returns). Nothing is
+ *  called without routing.stickySessions. */
+void bm_readpath_sticky_each(bm_readpath_t *rp,
+                             void (*fn)(void *ud, uint64_t key, int node, uint64_t age_ms),
+                             void *ud);
+
 /** Another instance stuck client `key` to the node at pool index `node`: this one sticks it
  *  there too, unheard by the listener. Ignored without routing.stickySessions. */
 void bm_readpath_sticky_learn(bm_readpath_t *rp, uint64_t key, int node);

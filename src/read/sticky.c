@@ -109,6 +109,14 @@ void bm_sticky_drop(bm_sticky_t *s, uint64_t key)
         release(s, e);
 }
 
+void bm_sticky_each(const bm_sticky_t *s,
+                    void (*fn)(void *ud, uint64_t key, int node, uint64_t used_ms), void *ud)
+{
+    for (size_t i = 0; i <= s->mask; i++)
+        if (s->e[i].key)
+            fn(ud, s->e[i].key, s->e[i].node, s->e[i].used_ms);
+}
+
 size_t bm_sticky_count(const bm_sticky_t *s, int node)
 {
     return node >= 0 && node < BM_MAX_NODES ? s->count[node] : 0;

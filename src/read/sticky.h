@@ -32,6 +32,11 @@ void bm_sticky_set(bm_sticky_t *s, uint64_t key, int node, uint64_t now_ms);
 /** Forgets `key`. */
 void bm_sticky_drop(bm_sticky_t *s, uint64_t key);
 
+/** Calls fn(ud, key, node, used_ms) for every client in the table (the time of its last
+ *  use, on the clock of the callers' now_ms); the table must not change meanwhile. */
+void bm_sticky_each(const bm_sticky_t *s,
+                    void (*fn)(void *ud, uint64_t key, int node, uint64_t used_ms), void *ud);
+
 /** Clients stuck to `node`, and in total. */
 size_t bm_sticky_count(const bm_sticky_t *s, int node);
 size_t bm_sticky_total(const bm_sticky_t *s);

@@ -371,6 +371,43 @@ class SharedState(unittest.TestCase):
                for i in range(3)]
         self.assertEqual(got, [0, 2, 2], b.status()["read_path"])
 
+    def test_sticky_client_made_while_redis_was_down_is_written_back(self):
+        for k in self.redis.keys("%sdefault:sticky:*" % PREFIX):  # earlier tests' records
+            self.redis.command("DEL", k)
+        sticky = ("routing:\n  stickySessions: {enabled: true, key: X-Client, rebalanceFactor: 10}\n"
+                  "failsafe:\n  hedge:\n    maxCount: 0\n")
+        route = "/eth/v1/node/peer_count"  # not cached: every read reaches a node
+        a, b = self.start_mux(extra=sticky), self.start_mux(extra=sticky)
+        port = self.redis.port
+        self.redis.stop()
+        for m in (a, b):
+            wait_for(lambda: not self.state(m)["available"], 5, what="redis unavailable")
+        # through A, while Redis is down, carol sticks to n2 (the only node up when she came)
+        for i in (0, 1):
+            self.sim.put_node(i, {"down": True})
+        for i in (0, 1):
+            a.wait_state("n%d" % i, "unreachable", timeout=8)
+        st, _, raw = a.request("GET", route, headers={"X-Client": "carol"})
+        self.assertEqual(st, 200, raw)
+        for i in (0, 1):
+            self.sim.put_node(i, {"down": False})
+        for m in (a, b):
+            for i in (0, 1):
+                m.wait_state("n%d" % i, "ready", timeout=10)
+        self.assertEqual(self.state(b)["sticky_learnt"], 0)
+        type(self).redis = Redis(port)  # back, empty
+        wait_for(lambda: self.redis.keys("%sdefault:sticky:*" % PREFIX), 15,
+                 what="A writing the sticky client back")
+        wait_for(lambda: self.state(b)["sticky_learnt"] >= 1, 15, what="B learning carol's node")
+        # through B, with every node up, carol goes to the node A gave her
+        for i in range(3):
+            self.sim.clear_requests(i)
+        for _ in range(3):
+            st, _, raw = b.request("GET", route, headers={"X-Client": "carol"})
+            self.assertEqual(st, 200, raw)
+        got = [self.sim.requests(i)["data"].get("getPeerCount", 0) for i in range(3)]
+        self.assertEqual(got, [0, 0, 3], b.status()["read_path"])
+
     # ---- SSZ refusals ---------------------------------------------------------------------------
 
     def test_ssz_refusal_seen_by_a_is_known_to_b(self):

@@ -206,6 +206,23 @@ static void test_archive_pruned_answers(void **state)
     assert_false(bm_archive_pruned_answer(&id, 404, NULL, 0, 1000));
 }
 
+typedef struct sticky_seen {
+    int n;
+    uint64_t key[4], used[4];
+    int node[4];
+} sticky_seen_t;
+
+static void sticky_note(void *ud, uint64_t key, int node, uint64_t used_ms)
+{
+    sticky_seen_t *s = ud;
+    if (s->n < 4) {
+        s->key[s->n] = key;
+        s->node[s->n] = node;
+        s->used[s->n] = used_ms;
+    }
+    s->n++;
+}
+
 static void test_sticky(void **state)
 {
     (void)state;
@@ -219,6 +236,20 @@ static void test_sticky(void **state)
     bm_sticky_set(s, a, 1, 2); /* moves */
     assert_int_equal(bm_sticky_count(s, 2), 1);
     assert_int_equal(bm_sticky_count(s, 1), 1);
+    /* every client once, with its node and last use (what is written back to Redis) */
+    sticky_seen_t seen = {0};
+    bm_sticky_each(s, sticky_note, &seen);
+    assert_int_equal(seen.n, 2);
+    for (int i = 0; i < 2; i++) {
+        if (seen.key[i] == a) {
+            assert_int_equal(seen.node[i], 1);
+            assert_int_equal(seen.used[i], 2);
+        } else {
+            assert_true(seen.key[i] == b);
+            assert_int_equal(seen.node[i], 2);
+            assert_int_equal(seen.used[i], 0);
+        }
+    }
     bm_sticky_drop(s, b);
     assert_int_equal(bm_sticky_total(s), 1);
     /* bounded: many clients never grow it past its capacity */
