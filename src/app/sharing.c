@@ -34,6 +34,20 @@
 #define SSZ_KEEP_MS 3600000u /* broadcast's own memory of a refusal (ssz_memory_ms) */
 #define MIN_KEEP_MS 1000u
 #define STICKY_KEEP_MS 3600000u
+/* Served duty reads kept while Redis is away, published when it returns: about a slot of a
+ * large operator's reads; the oldest go first beyond it (counted). */
+#define JOURNAL_PENDING_MAX 4096u
+/* ...and published this long after Redis returned: a record is only published (never
+ * stored), so it reaches an instance only once that instance's subscription is back, and
+ * every instance tries again at most 5 s apart (state/redis.c's longest backoff). */
+#define JOURNAL_REPUBLISH_DELAY_MS 10000u
+
+/* A served duty read not yet published (Redis was not available when it was served). */
+typedef struct pending_served {
+    char key[48];
+    uint64_t time_ms;
+    bm_str_t value;
+} pending_served_t;
 
 struct bm_sharing {
     bm_clock_t *clock;
@@ -48,6 +62,11 @@ struct bm_sharing {
     uint64_t producers_learnt; /* producer records from other instances taken */
     uint64_t sticky_learnt;    /* sticky clients from other instances taken */
     uint64_t journal_learnt;   /* served duty reads from other instances journaled */
+    pending_served_t *pending; /* a ring of JOURNAL_PENDING_MAX, allocated at first use */
+    size_t pending_first, pending_n;
+    bm_timer_t *republish;    /* publishes the kept ones once Redis has been back a while */
+    uint64_t journal_kept;    /* served reads kept while Redis was away, */
+    uint64_t journal_dropped; /* and of those, pushed out by newer ones before it returned */
 };
 
 /* ---- local -> Redis ------------------------------------------------------------------------ */
@@ -134,17 +153,65 @@ static int index_of(void *ud, const char *id)
     return n ? (int)n->index : -1;
 }
 
-/* A duty read this instance served: published to the others (never stored). */
+/* Keeps a served read that could not be published, for when Redis returns. */
+static void keep_served(bm_sharing_t *s, const char *key, uint64_t time_ms, bm_str_t *v)
+{
+    if (!s->pending && !(s->pending = calloc(JOURNAL_PENDING_MAX, sizeof *s->pending)))
+        return;
+    pending_served_t *p;
+    if (s->pending_n == JOURNAL_PENDING_MAX) { /* full: the oldest gives way */
+        p = &s->pending[s->pending_first];
+        s->pending_first = (s->pending_first + 1) % JOURNAL_PENDING_MAX;
+        bm_str_dispose(&p->value);
+        s->journal_dropped++;
+    } else {
+        p = &s->pending[(s->pending_first + s->pending_n++) % JOURNAL_PENDING_MAX];
+    }
+    snprintf(p->key, sizeof p->key, "%s", key);
+    p->time_ms = time_ms;
+    p->value = *v; /* taken over */
+    *v = (bm_str_t)BM_STR_INIT;
+    s->journal_kept++;
+}
+
+/* A duty read this instance served: published to the others (never stored, so that no
+ * reconnect's load counts it twice). While Redis is away it is kept and published when
+ * Redis returns: the other instances' journals still show every read the pair served. */
 static void put_served(const bm_served_t *rec, void *ud)
 {
     bm_sharing_t *s = ud;
     bm_str_t v = BM_STR_INIT;
     char key[48];
     snprintf(key, sizeof key, "%d.%" PRIu64, (int)rec->duty, rec->slot);
-    if (bm_servedrec_format(&v, rec, id_of, s) == 0)
-        bm_shared_publish(s->sh, "journal", key, bm_clock_wall_now(s->clock), bm_str_data(&v),
-                          bm_str_len(&v));
+    uint64_t now = bm_clock_wall_now(s->clock);
+    if (bm_servedrec_format(&v, rec, id_of, s) == 0 &&
+        bm_shared_publish(s->sh, "journal", key, now, bm_str_data(&v), bm_str_len(&v)) ==
+            BM_EUNAVAIL)
+        keep_served(s, key, now, &v);
     bm_str_dispose(&v);
+}
+
+/* Redis is back, and has been for a while: the kept reads are published, oldest first. */
+static void publish_kept_served(bm_timer_t *t, void *ud)
+{
+    (void)t;
+    bm_sharing_t *s = ud;
+    while (s->pending_n > 0) {
+        pending_served_t *p = &s->pending[s->pending_first];
+        if (bm_shared_publish(s->sh, "journal", p->key, p->time_ms, bm_str_data(&p->value),
+                              bm_str_len(&p->value)) == BM_EUNAVAIL)
+            return; /* gone again: the rest waits for the next return */
+        bm_str_dispose(&p->value);
+        s->pending_first = (s->pending_first + 1) % JOURNAL_PENDING_MAX;
+        s->pending_n--;
+    }
+}
+
+static void free_kept_served(bm_sharing_t *s)
+{
+    for (size_t i = 0; s->pending && i < s->pending_n; i++)
+        bm_str_dispose(&s->pending[(s->pending_first + i) % JOURNAL_PENDING_MAX].value);
+    free(s->pending);
 }
 
 static void learn_served(bm_sharing_t *s, const char *key, const char *v, size_t len)
@@ -231,6 +298,8 @@ static void on_up(void *ud)
     bm_replay_each(s->replay, bm_clock_wall_now(s->clock), put_entry, s);
     bm_produce_each(s->produce, put_producer, s);
     bm_readpath_sticky_each(s->readpath, put_sticky_back, s);
+    if (s->pending_n > 0 && s->republish)
+        bm_timer_start(s->republish, JOURNAL_REPUBLISH_DELAY_MS);
 }
 
 /* ---- Redis -> local ------------------------------------------------------------------------ */
@@ -361,9 +430,12 @@ bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config
     s->produce = produce;
     s->bcast = bcast;
     s->readpath = readpath;
-    s->sh = bm_shared_new(loop, clock, &o, on_record, on_up, s);
+    s->republish = bm_timer_new(clock, publish_kept_served, s);
+    s->sh = s->republish ? bm_shared_new(loop, clock, &o, on_record, on_up, s) : NULL;
     memset(&o, 0, sizeof o); /* the password */
     if (!s->sh) {
+        if (s->republish)
+            bm_timer_close(s->republish, NULL, NULL);
         free(s);
         return NULL;
     }
@@ -379,9 +451,12 @@ void bm_sharing_status_json(bm_str_t *out, void *ud)
     bm_sharing_t *s = ud;
     bm_str_putc(out, '{');
     bm_shared_status_fields(out, s->sh);
-    bm_str_printf(out, ",\"producers_learnt\":%llu,\"sticky_learnt\":%llu,\"journal_learnt\":%llu}",
+    bm_str_printf(out,
+                  ",\"producers_learnt\":%llu,\"sticky_learnt\":%llu,\"journal_learnt\":%llu,"
+                  "\"journal_kept\":%llu,\"journal_dropped\":%llu,\"journal_waiting\":%zu}",
                   (unsigned long long)s->producers_learnt, (unsigned long long)s->sticky_learnt,
-                  (unsigned long long)s->journal_learnt);
+                  (unsigned long long)s->journal_learnt, (unsigned long long)s->journal_kept,
+                  (unsigned long long)s->journal_dropped, s->pending_n);
 }
 
 void bm_sharing_free(bm_sharing_t *s)
@@ -394,5 +469,8 @@ void bm_sharing_free(bm_sharing_t *s)
     bm_readpath_on_sticky(s->readpath, NULL, NULL);
     bm_sharing_set_observe(s, NULL);
     bm_shared_free(s->sh);
+    if (s->republish)
+        bm_timer_close(s->republish, NULL, NULL);
+    free_kept_served(s);
     free(s);
 }

@@ -336,6 +336,28 @@ class SharedState(unittest.TestCase):
             entries = self.journal_entries(m, slot, "attestation_data")
             self.assertEqual(sum(e["requests"] for e in entries), 2, entries)
 
+    def test_duty_read_served_while_redis_was_down_reaches_the_other_journal(self):
+        a, b = self.start_mux(), self.start_mux()
+        port = self.redis.port
+        self.redis.stop()
+        for m in (a, b):
+            wait_for(lambda: not self.state(m)["available"], 5, what="redis unavailable")
+        self.sim.wait_slot(2)
+        slot = self.sim.truth()["current_slot"]
+        path = "/eth/v1/validator/attestation_data?slot=%d&committee_index=0" % slot
+        st, _, raw = a.request("GET", path)
+        self.assertEqual(st, 200, raw)
+        self.assertEqual((self.state(a)["journal_kept"], self.state(a)["journal_waiting"]), (1, 1))
+        before = self.answered(b, "attestation_data")
+        type(self).redis = Redis(port)  # back
+        wait_for(lambda: self.state(b)["journal_learnt"] >= 1, 30,
+                 what="B journaling the read A served while Redis was down")
+        self.assertEqual(self.state(a)["journal_waiting"], 0)
+        self.assertEqual(self.state(b)["journal_learnt"], 1)  # once
+        self.assertEqual(self.answered(b, "attestation_data"), before + 1)
+        entries = self.journal_entries(b, slot, "attestation_data")
+        self.assertEqual(sum(e["requests"] for e in entries), 1, entries)
+
     # ---- sticky sessions ---------------------------------------------------------------------
 
     def test_sticky_client_keeps_its_node_through_the_other_instance(self):
