@@ -761,8 +761,10 @@ static void arm_timer(bm_monitor_t *m)
     if (m->timer_at && m->timer_at <= at && bm_timer_active(m->timer))
         return; /* armed for earlier (or due now) already */
     m->timer_at = at;
-    /* +1: land after the instant, never just before it (ms rounding) */
-    uint64_t delay = at > now ? at - now + 1 : 0;
+    /* +1: land after the instant, never just before it (ms rounding); and 1 ms past it
+     * also when it is due now: whichever callback arms the timer, it lands at the same
+     * moment (a 0 ms timer made the moment depend on which callback came first). */
+    uint64_t delay = at > now ? at - now + 1 : 1;
     bm_timer_start(m->timer, delay);
 }
 
