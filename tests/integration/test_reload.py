@@ -450,6 +450,14 @@ class Reload(unittest.TestCase):
             for t in threads:
                 t.start()
             wait_for(lambda: len(results) >= 6, 10, what="reads answered before the reload")
+            # a write is in flight (a node took it and holds it 400 ms) when the reload comes:
+            # the reads alone may all be answered, and on a loaded machine the writers' threads
+            # may not have sent yet
+            def writes_seen():
+                return sum(self.sim.requests(i)["data"].get("prepareBeaconProposer", 0)
+                           for i in range(3))
+            before = writes_seen()
+            wait_for(lambda: writes_seen() > before, 10, what="a write reaching a node")
             line = self.reload(self.config(0, 1), mux=mux)
             stop.set()
             rc = mux.stop()  # at once: the replaced network still has requests in flight
