@@ -708,6 +708,17 @@ static void test_ssz_block_never_415_when_a_node_took_it(void **state)
     assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_UNKNOWN);
 }
 
+/* Node 0 refuses an SSZ block once (415): broadcast learns the refusal for `route`. */
+static void learn_block_refusal_of_node0(fx_t *f, size_t route)
+{
+    script(&f->nodes[0], 1, FAKE_STATUS(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"));
+    fake_call_t *c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    go(f, 40);
+    wait_client(f, c);
+    go(f, 20);
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_REFUSED);
+}
+
 /* stateDir: a refusal learned here comes back in a new broadcast (a restarted beaconmux),
  * survives that node's first discovery, is forgotten when the node comes back a second
  * time, and is not restored once older than the SSZ memory or over a refusal learned live. */
@@ -715,12 +726,7 @@ static void test_ssz_refusals_survive_a_restart(void **state)
 {
     fx_t *f = *state;
     size_t route = route_index("POST", "/eth/v2/beacon/blocks");
-    script(&f->nodes[0], 1, FAKE_STATUS(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"));
-    fake_call_t *c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
-    go(f, 40);
-    wait_client(f, c);
-    go(f, 20);
-    assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_REFUSED);
+    learn_block_refusal_of_node0(f, route);
     uint64_t now = bm_clock_wall_now(f->m->clock);
     bm_str_t ex = BM_STR_INIT;
     assert_int_equal(bm_broadcast_export_ssz(f->b, now, &ex), 0);
@@ -781,12 +787,7 @@ static void test_ssz_refusals_forgotten_when_the_node_is_upgraded(void **state)
     size_t route = route_index("POST", "/eth/v2/beacon/blocks");
     bm_node_t *n0 = bm_pool_node(f->pool, 0);
     set_version(n0, "Lighthouse/v7.0.0/x86_64-linux");
-    script(&f->nodes[0], 1, FAKE_STATUS(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"));
-    fake_call_t *c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
-    go(f, 40);
-    wait_client(f, c);
-    go(f, 20);
-    assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_REFUSED);
+    learn_block_refusal_of_node0(f, route);
     uint64_t now = bm_clock_wall_now(f->m->clock);
     bm_str_t ex = BM_STR_INIT;
     assert_int_equal(bm_broadcast_export_ssz(f->b, now, &ex), 0);
@@ -798,7 +799,7 @@ static void test_ssz_refusals_forgotten_when_the_node_is_upgraded(void **state)
     set_version(n0, "Lighthouse/v7.1.0/x86_64-linux");
     assert_int_equal(bm_broadcast_ssz_support(f->b, 0, route), BM_SSZ_UNKNOWN);
     script(&f->nodes[0], 1, FAKE_OK(0, NULL)); /* the new version takes SSZ */
-    c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    fake_call_t *c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
     go(f, 40);
     wait_client(f, c);
     go(f, 20);
