@@ -396,9 +396,26 @@ static void end_line(bm_sse_t *p)
     start_line(p);
 }
 
+/* Where the first CR or LF at or after `from` is in s[0..n), n if none. *cr and *lf keep
+ * the next of each found so far (n: none left), so that each memchr runs past a byte only
+ * once however the two alternate: a linear pass, and no per-byte loop of our own. */
+static size_t next_line_end(const char *s, size_t n, size_t from, size_t *cr, size_t *lf)
+{
+    if (*cr < from) {
+        const char *q = memchr(s + from, '\r', n - from);
+        *cr = q ? (size_t)(q - s) : n;
+    }
+    if (*lf < from) {
+        const char *q = memchr(s + from, '\n', n - from);
+        *lf = q ? (size_t)(q - s) : n;
+    }
+    return *cr < *lf ? *cr : *lf;
+}
+
 static void process(bm_sse_t *p, const char *s, size_t n)
 {
     size_t i = 0;
+    size_t cr = 0, lf = 0; /* below i + 1: not looked for yet */
     while (i < n && !p->stopped) {
         char c = s[i];
         if (p->cr_pending) {
@@ -414,9 +431,7 @@ static void process(bm_sse_t *p, const char *s, size_t n)
             end_line(p);
             continue;
         }
-        size_t j = i + 1;
-        while (j < n && s[j] != '\r' && s[j] != '\n')
-            j++;
+        size_t j = i + 1 < n ? next_line_end(s, n, i + 1, &cr, &lf) : n;
         line_bytes(p, s + i, j - i);
         i = j;
     }

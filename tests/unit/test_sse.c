@@ -231,6 +231,38 @@ static void test_crlf_split_is_one_line_end(void **state)
     rec_dispose(&r);
 }
 
+/* One chunk whose lines end in LF, CR and CRLF in turn, some long and some empty: the
+ * parser looks ahead for the next CR and the next LF separately and keeps both; a kept
+ * position used after it was passed, or one not looked for again, would merge or lose a
+ * line here. */
+static void test_alternating_line_ends_in_one_chunk(void **state)
+{
+    (void)state;
+    static const char *const ends[] = {"\n", "\r", "\r\n", "\r", "\n", "\n", "\r\n", "\r"};
+    bm_str_t in = BM_STR_INIT;
+    char want[16][512];
+    for (int ev = 0; ev < 16; ev++) {
+        size_t len = (size_t)(ev * 37 % 300);
+        for (size_t k = 0; k < len; k++)
+            want[ev][k] = (char)('a' + (ev + k) % 26);
+        want[ev][len] = '\0';
+        bm_str_puts(&in, "data:");
+        bm_str_puts(&in, want[ev]);
+        const char *end = ends[ev % 8], *blank = ends[(ev + 3) % 8];
+        if (strcmp(end, "\r") == 0 && blank[0] == '\n')
+            blank = "\r\n"; /* "\r" + "\n" would be one CRLF, not a blank line */
+        bm_str_puts(&in, end);
+        bm_str_puts(&in, blank);
+    }
+    rec_t r;
+    parse_whole(&r, bm_str_data(&in), bm_str_len(&in), 0, 0);
+    assert_int_equal(r.events, 16);
+    for (int ev = 0; ev < 16; ev++)
+        assert_string_equal(r.datas[ev], want[ev]);
+    rec_dispose(&r);
+    bm_str_dispose(&in);
+}
+
 static void test_comments(void **state)
 {
     (void)state;
@@ -714,6 +746,7 @@ int main(void)
         cmocka_unit_test(test_multiline_data_and_space_rule),
         cmocka_unit_test(test_line_endings),
         cmocka_unit_test(test_crlf_split_is_one_line_end),
+        cmocka_unit_test(test_alternating_line_ends_in_one_chunk),
         cmocka_unit_test(test_comments),
         cmocka_unit_test(test_field_without_colon),
         cmocka_unit_test(test_unknown_fields_ignored),
