@@ -1358,6 +1358,25 @@ const char *bm_cfg_add_string(const bm_cfg_key_t *k, void *obj, const char *v)
 
 /* ---- the table as a whole ----------------------------------------------------------- */
 
+/* A STRINGS key's default entries, in one allocation of the array: they are constants that
+ * pass their own `problem` check (test_config test_default_lists_pass_their_checks), so
+ * every configuration made (four per input of fuzz_config) does not judge them again. */
+static int add_default_strings(const bm_cfg_key_t *k, void *obj)
+{
+    char ***arr = at_off(obj, k->off);
+    size_t *count = at_off(obj, k->aux);
+    size_t n = 0;
+    while (k->def_list[n])
+        n++;
+    if (n == 0 || !(*arr = calloc(n, sizeof **arr)))
+        return n == 0 ? 0 : BM_ENOMEM;
+    for (*count = 0; *count < n; (*count)++) {
+        if (!((*arr)[*count] = strdup(k->def_list[*count])))
+            return BM_ENOMEM; /* what was copied is freed with the rest */
+    }
+    return 0;
+}
+
 int bm_cfg_defaults(const bm_cfg_section_t *sec, void *obj)
 {
     for (size_t i = 0; i < sec->n_keys; i++) {
@@ -1377,9 +1396,8 @@ int bm_cfg_defaults(const bm_cfg_section_t *sec, void *obj)
         } else if (is_number(k->kind) || k->kind == BM_CFG_BOOL || k->kind == BM_CFG_ENUM) {
             set_num(k, obj, k->def);
         } else if (k->kind == BM_CFG_STRINGS && k->def_list) {
-            for (size_t j = 0; k->def_list[j]; j++)
-                if (bm_cfg_add_string(k, obj, k->def_list[j]))
-                    return BM_ENOMEM; /* the defaults pass their own checks */
+            if (add_default_strings(k, obj) != 0)
+                return BM_ENOMEM;
         }
         /* other strings, lists and maps start empty: the memory is zeroed */
     }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "app/config.h"
+#include "app/config_keys.h"
 #include "base/url.h"
 #include "config_fx.h"
 #include "base/defaults.h"
@@ -1292,6 +1293,45 @@ static void test_blocked_paths_default(void **state)
     bm_config_free(cfg);
 }
 
+/* Every default list entry passes its key's own check, and a new configuration holds the
+ * entries in order: bm_cfg_defaults copies them without judging them again. Returns the
+ * number of lists with defaults seen under sec. */
+static size_t check_default_lists(const bm_cfg_section_t *sec, const void *obj)
+{
+    size_t seen = 0;
+    for (size_t i = 0; i < sec->n_keys; i++) {
+        const bm_cfg_key_t *k = &sec->keys[i];
+        if (k->kind == BM_CFG_SECTION) {
+            seen += check_default_lists(k->sub, (const char *)obj + k->off);
+            continue;
+        }
+        if (k->kind != BM_CFG_STRINGS || !k->def_list)
+            continue;
+        char *const *arr = *(char *const *const *)((const char *)obj + k->off);
+        size_t count = *(const size_t *)((const char *)obj + k->aux), n = 0;
+        for (; k->def_list[n]; n++) {
+            if (k->problem && k->problem(k->def_list[n]))
+                fail_msg("default %s of %s: %s", k->def_list[n], k->name,
+                         k->problem(k->def_list[n]));
+            assert_true(n < count);
+            assert_string_equal(arr[n], k->def_list[n]);
+        }
+        assert_int_equal(count, n);
+        assert_true(n <= k->max);
+        seen++;
+    }
+    return seen;
+}
+
+static void test_default_lists_pass_their_checks(void **state)
+{
+    (void)state;
+    bm_config_t *cfg = bm_config_new();
+    assert_non_null(cfg);
+    assert_true(check_default_lists(&bm_cfg_root, cfg) >= 1); /* blockedPaths at least */
+    bm_config_free(cfg);
+}
+
 /* ---- per-duty holds ------------------------------------------------------------------- */
 
 static void assert_hold(const bm_config_t *cfg, bm_config_duty_t d, uint32_t floor, uint32_t max)
@@ -1424,6 +1464,7 @@ int main(void)
         cmocka_unit_test(test_read_path_errors),
         cmocka_unit_test(test_edge_keys),
         cmocka_unit_test(test_blocked_paths_default),
+        cmocka_unit_test(test_default_lists_pass_their_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
