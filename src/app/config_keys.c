@@ -1337,13 +1337,13 @@ void bm_cfg_clear_strings(const bm_cfg_key_t *k, void *obj)
     *count = 0;
 }
 
-const char *bm_cfg_add_string(const bm_cfg_key_t *k, void *obj, const char *v)
+/* Appends a copy of v, judged already: by its key's `problem`, or a default (constants that
+ * pass it, see test_config test_default_lists_pass_their_checks: each configuration made,
+ * four per fuzz_config input, does not judge them again). */
+static const char *add_string(const bm_cfg_key_t *k, void *obj, const char *v)
 {
     char ***arr = at_off(obj, k->off);
     size_t *count = at_off(obj, k->aux);
-    const char *why;
-    if (k->problem && (why = k->problem(v)))
-        return why;
     if (*count >= k->max)
         return "is one entry too many";
     char **grown = realloc(*arr, (*count + 1) * sizeof *grown);
@@ -1356,26 +1356,13 @@ const char *bm_cfg_add_string(const bm_cfg_key_t *k, void *obj, const char *v)
     return NULL;
 }
 
-/* ---- the table as a whole ----------------------------------------------------------- */
-
-/* A STRINGS key's default entries, in one allocation of the array: they are constants that
- * pass their own `problem` check (test_config test_default_lists_pass_their_checks), so
- * every configuration made (four per input of fuzz_config) does not judge them again. */
-static int add_default_strings(const bm_cfg_key_t *k, void *obj)
+const char *bm_cfg_add_string(const bm_cfg_key_t *k, void *obj, const char *v)
 {
-    char ***arr = at_off(obj, k->off);
-    size_t *count = at_off(obj, k->aux);
-    size_t n = 0;
-    while (k->def_list[n])
-        n++;
-    if (n == 0 || !(*arr = calloc(n, sizeof **arr)))
-        return n == 0 ? 0 : BM_ENOMEM;
-    for (*count = 0; *count < n; (*count)++) {
-        if (!((*arr)[*count] = strdup(k->def_list[*count])))
-            return BM_ENOMEM; /* what was copied is freed with the rest */
-    }
-    return 0;
+    const char *why = k->problem ? k->problem(v) : NULL;
+    return why ? why : add_string(k, obj, v);
 }
+
+/* ---- the table as a whole ----------------------------------------------------------- */
 
 int bm_cfg_defaults(const bm_cfg_section_t *sec, void *obj)
 {
@@ -1396,8 +1383,9 @@ int bm_cfg_defaults(const bm_cfg_section_t *sec, void *obj)
         } else if (is_number(k->kind) || k->kind == BM_CFG_BOOL || k->kind == BM_CFG_ENUM) {
             set_num(k, obj, k->def);
         } else if (k->kind == BM_CFG_STRINGS && k->def_list) {
-            if (add_default_strings(k, obj) != 0)
-                return BM_ENOMEM;
+            for (size_t j = 0; k->def_list[j]; j++)
+                if (add_string(k, obj, k->def_list[j]))
+                    return BM_ENOMEM;
         }
         /* other strings, lists and maps start empty: the memory is zeroed */
     }
