@@ -308,6 +308,14 @@ static int read_members(reader_t *r, member_t **ms, size_t *n)
         m->text = (bm_str_t)BM_STR_INIT;
         if (string_raw(r, &m->key) != 0)
             return BM_EINVAL;
+        /* A hex key is written in lower case, so it is sorted in lower case too: sorted as
+         * read, "0X" < "0Xr" < "0xrr" came out "0x","0Xr","0xrr", an order that sorts
+         * differently when read again (found by fuzz_canon). */
+        if (m->key.b && is_hex_string(m->key.b->data, m->key.b->len)) {
+            for (size_t i = 0; i < m->key.b->len; i++)
+                if (m->key.b->data[i] >= 'A' && m->key.b->data[i] <= 'Z')
+                    m->key.b->data[i] = (char)(m->key.b->data[i] - 'A' + 'a');
+        }
         put_string(&m->text, bm_str_data(&m->key), bm_str_len(&m->key));
         bm_str_putc(&m->text, ':');
         skip_ws(r);

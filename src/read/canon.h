@@ -5,7 +5,8 @@
  * spelling (1.0, 1, 10e-1) and the case of hex digits ("0xAB" or "0xab"). Comparing bytes or
  * byte hashes would call that a disagreement. The canonical form removes exactly those
  * differences and nothing else:
- *   - no whitespace; object members sorted by their key's bytes (after unescaping);
+ *   - no whitespace; object members sorted by their key's bytes (after unescaping, and a
+ *     hex key in lower case, as it is written);
  *   - strings re-escaped one way (only '"', '\\' and control characters are escaped);
  *     a string that is "0x" followed by hex digits is written in lower case;
  *   - numbers as their exact decimal value: sign, significant digits, exponent ("1.50" and
