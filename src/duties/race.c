@@ -1321,12 +1321,12 @@ bm_race_waiter_t *bm_race_wait(bm_race_t *r, bm_race_answer_fn fn, void *ud)
     if (!r || !fn || r->closing || r->e->dying ||
         (r->state != RS_RUNNING && r->state != RS_DECIDED))
         return NULL;
-    bm_race_waiter_t *w = calloc(1, sizeof *w);
+    /* malloc, not calloc: one waiter per client answer, and glibc 2.36's calloc skips the
+     * thread cache (about 200 instructions against 30) */
+    bm_race_waiter_t *w = malloc(sizeof *w);
     if (!w)
         return NULL;
-    w->r = r;
-    w->fn = fn;
-    w->ud = ud;
+    *w = (bm_race_waiter_t){.r = r, .fn = fn, .ud = ud};
     bm_list_push_back(&r->waiters, &w->link);
     r->n_waiting++;
     return w;
