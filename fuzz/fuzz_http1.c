@@ -5,8 +5,8 @@
  * records its events (head with every field, body bytes, completion, error status and
  * message) and the four records must be identical, byte for byte. A head read whole may
  * take the parser's short way (no http-parser); fed byte by byte it never does, so this
- * also compares the short way with http-parser on every input. Small limits let the fuzzer reach 413, 414
- * and 431. Body bytes are recorded as one run per message: how they are cut into on_body
+ * also compares the short way with http-parser on every input. Small limits let the fuzzer reach
+ * 413, 414 and 431. Body bytes are recorded as one run per message: how they are cut into on_body
  * calls depends on the splits, the bytes themselves must not.
  */
 #include <stdbool.h>

@@ -528,11 +528,11 @@ static bool list_next(const char **cur, const char **tok, size_t *tok_len)
  * '%' (pct-encoded). Anything else (space, '/', '@', '?', '#') is refused. A table: every
  * Host of every request comes here. */
 static const bool host_char[256] = {
-    ['a' ... 'z'] = true, ['A' ... 'Z'] = true, ['0' ... '9'] = true,
-    ['-'] = true, ['.'] = true, ['_'] = true, ['~'] = true, ['!'] = true, ['$'] = true,
-    ['&'] = true, ['\''] = true, ['('] = true, [')'] = true, ['*'] = true, ['+'] = true,
-    [','] = true, [';'] = true, ['='] = true, [':'] = true, ['['] = true, [']'] = true,
-    ['%'] = true,
+    ['a' ... 'z'] = true, ['A' ... 'Z'] = true, ['0' ... '9'] = true, ['-'] = true, ['.'] = true,
+    ['_'] = true,         ['~'] = true,         ['!'] = true,         ['$'] = true, ['&'] = true,
+    ['\''] = true,        ['('] = true,         [')'] = true,         ['*'] = true, ['+'] = true,
+    [','] = true,         [';'] = true,         ['='] = true,         [':'] = true, ['['] = true,
+    [']'] = true,         ['%'] = true,
 };
 
 static bool valid_host(const char *v)
@@ -548,9 +548,9 @@ static bool valid_host(const char *v)
 typedef struct framing {
     enum http_method method;
     int major, minor;
-    bool has_length;     /* a Content-Length was sent */
-    uint64_t length;     /* its value */
-    bool keep_alive;     /* http_should_keep_alive */
+    bool has_length; /* a Content-Length was sent */
+    uint64_t length; /* its value */
+    bool keep_alive; /* http_should_keep_alive */
 } framing_t;
 
 /* Returns 0, or fails the parser and returns -1. */
@@ -755,7 +755,8 @@ static bool short_way(const bm_http1_t *p, framing_t *fr)
         const bm_header_t *f = &p->hdrs.items[i];
         if (!framing_name(f->name, f->name_len))
             continue;
-        if (f->name_len == 10 && f->value_len == 10 && bm_ascii_case_eq(f->name, "connection", 10) &&
+        if (f->name_len == 10 && f->value_len == 10 &&
+            bm_ascii_case_eq(f->name, "connection", 10) &&
             bm_ascii_case_eq(f->value, "keep-alive", 10))
             continue;
         return false;
