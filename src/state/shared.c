@@ -674,7 +674,8 @@ void bm_shared_metrics(bm_str_t *out, const bm_shared_t *sh)
         bm_expo_u64(out, "beaconmux_state_redis_drops_total", l, 1, st[i].drops);
     }
     bm_expo_family(out, "beaconmux_state_redis_timeouts_total", BM_EXPO_COUNTER,
-                   "Redis commands and heartbeats not answered within state.redis.timeout.");
+                   "Redis commands not answered within state.redis.timeout, and heartbeats "
+                   "not answered within the larger of that and 1 s.");
     for (int i = 0; i < 2; i++) {
         bm_label_t l[] = {{"connection", names[i]}};
         bm_expo_u64(out, "beaconmux_state_redis_timeouts_total", l, 1, st[i].timeouts);
