@@ -288,16 +288,23 @@ static void learn_refusal(bm_sharing_t *s, const char *key, const char *value, s
         bm_broadcast_learn_ssz_refusal(s->bcast, (size_t)n->index, bar + 1, version);
 }
 
-/* Redis is back (or there for the first time): everything we remember goes there, newer
- * wins by the time each record was made: the replay memory, the producer memory (a
- * block produced through this instance during an outage must still reach its producer
- * first when published through another) and the sticky clients. */
-static void on_up(void *ud)
+/* Everything we remember goes to Redis, newer wins by the time each record was made: the
+ * replay memory, the producer memory (a block produced through this instance during an
+ * outage, or before a reload onto an empty Redis, must still reach its producer first when
+ * published through another) and the sticky clients. */
+void bm_sharing_write_back(bm_sharing_t *s)
 {
-    bm_sharing_t *s = ud;
     bm_replay_each(s->replay, bm_clock_wall_now(s->clock), put_entry, s);
     bm_produce_each(s->produce, put_producer, s);
     bm_readpath_sticky_each(s->readpath, put_sticky_back, s);
+}
+
+/* Redis is back (or there for the first time): our records go there, and the served duty
+ * reads kept meanwhile are published a while later. */
+static void on_up(void *ud)
+{
+    bm_sharing_t *s = ud;
+    bm_sharing_write_back(s);
     if (s->pending_n > 0 && s->republish)
         bm_timer_start(s->republish, JOURNAL_REPUBLISH_DELAY_MS);
 }
