@@ -348,6 +348,8 @@ class SharedState(unittest.TestCase):
         path = "/eth/v1/validator/attestation_data?slot=%d&committee_index=0" % slot
         st, _, raw = a.request("GET", path)
         self.assertEqual(st, 200, raw)
+        # its record is made once the race completed, and handed over after the answer went
+        wait_for(lambda: self.state(a)["journal_kept"] >= 1, 5, what="the served read kept")
         self.assertEqual((self.state(a)["journal_kept"], self.state(a)["journal_waiting"]), (1, 1))
         before = self.answered(b, "attestation_data")
         type(self).redis = Redis(port)  # back
