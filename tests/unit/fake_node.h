@@ -353,6 +353,17 @@ fake_call_t *fake_mux_send_wait(fake_mux_t *m, const char *method, const char *t
 /** Runs the loop until `c` finished; asserts it did, without a transport error. */
 void fake_mux_wait(fake_mux_t *m, fake_call_t *c);
 
+/** Moves the manual clock `ms` forward, asserting `c` is not done yet, then 1 ms more, and
+ *  waits for it: its answer came at `ms` + 1 to the millisecond. A macro, so that a failure
+ *  names the test's line (the file including this one includes cmocka.h). */
+#define fake_mux_done_1ms_after(m, c, ms)                                                          \
+    do {                                                                                           \
+        fake_mux_advance((m), (ms));                                                               \
+        assert_false((c)->done);                                                                   \
+        fake_mux_advance((m), 1);                                                                  \
+        fake_mux_wait((m), (c));                                                                   \
+    } while (0)
+
 /** A GET through the front (accept may be NULL); the loop must run for it to complete. */
 fake_call_t *fake_mux_get(fake_mux_t *m, const char *target, const char *accept);
 

@@ -322,10 +322,7 @@ static void test_only_errors_relay_the_most_specific(void **state)
      * maxHold = 1000), since it may recover; the last attempt starts at 950 and fails at
      * 955, after which nothing more can come: the most specific answer, the 404 */
     fake_call_t *c = fake_mux_send(f, "GET", target(8), NULL, NULL);
-    fake_mux_advance(f, 954);
-    assert_false(c->done);
-    fake_mux_advance(f, 1);
-    fake_mux_wait(f, c);
+    fake_mux_done_1ms_after(f, c, 954);
     assert_int_equal(c->status, 404);
     assert_non_null(strstr(c->body, "No aggregate"));
     assert_int_equal(fake_call_ms(c), 955);
@@ -346,10 +343,7 @@ static void test_hung_nodes_answer_by_the_end(void **state)
     fake_node_add1(&f->nodes, FAKE_HANG);
     fake_node_add1(&f->nodes, FAKE_HANG);
     fake_call_t *c = fake_mux_send(f, "GET", target(9), NULL, NULL);
-    fake_mux_advance(f, 299);
-    assert_false(c->done);
-    fake_mux_advance(f, 1);
-    fake_mux_wait(f, c);
+    fake_mux_done_1ms_after(f, c, 299);
     assert_int_equal(c->status, 404);
     assert_int_equal(fake_call_ms(c), 300);
 }
@@ -375,10 +369,7 @@ static void test_nothing_usable_answers_by_the_end(void **state)
             fake_node_down(c3);
         }
         fake_call_t *c = fake_mux_send(f, "GET", target(20 + kase), NULL, NULL);
-        fake_mux_advance(f, 299);
-        assert_false(c->done);
-        fake_mux_advance(f, 1);
-        fake_mux_wait(f, c);
+        fake_mux_done_1ms_after(f, c, 299);
         assert_int_equal(fake_call_ms(c), 300);
         assert_int_equal(c->status, 503);
         if (kase == 0)

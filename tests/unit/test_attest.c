@@ -451,10 +451,7 @@ static void test_stale_node_loses(void **state)
     fake_mux_node(t.m, &sb, 1);
     fake_mux_node(t.m, &sc, 1);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
-    fake_mux_advance(t.m, 149);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 149);
     assert_int_equal(c->status, 200);
     assert_int_equal(body_root(c), 10);
     assert_string_equal(bm_hdrs_get(&c->hdrs, "content-type"), "application/json");
@@ -545,10 +542,7 @@ static void test_deadline_fallback(void **state)
     fake_mux_node(t.m, &sa, 1);
     fake_mux_node(t.m, &sb, 1);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
-    fake_mux_advance(t.m, 299);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 299);
     /* voting stale beats not voting: the stale 200, at the deadline */
     assert_int_equal(c->status, 200);
     assert_int_equal(body_root(c), 9);
@@ -763,10 +757,7 @@ static void test_payload_attestation(void **state)
     fake_step_t s204 = FAKE_STATUS(204, 5, "");
     fake_node_script(b, &s204, 1);
     c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
-    fake_mux_advance(t.m, 254);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 254);
     assert_int_equal(c->status, 204);
     assert_int_equal(fake_call_ms(c), 255);
 
@@ -918,10 +909,7 @@ static void test_checkpoints_live(void **state)
     assert_int_equal(bm_attest_stats(t.a).checkpoint_disagreements, 1);
     /* the next request: c's answer is refused at once, a's served when it comes */
     c = fake_mux_get(t.m, path, NULL);
-    fake_mux_advance(t.m, 19);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 19);
     assert_int_equal(fake_call_ms(c), 20);
     assert_string_equal(c->body, att_json(10, 0, 10));
     assert_true(bm_attest_stats(t.a).checkpoint_refused >= 1);
@@ -958,10 +946,7 @@ static void test_checkpoints_strict(void **state)
     /* c at 5 (alone with its checkpoints), a at 20 (alone with its own): neither is served;
      * b at 40 makes the quorum (2 of 3): its whole answer is served */
     fake_call_t *c = fake_mux_get(t.m, path, NULL);
-    fake_mux_advance(t.m, 39);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 39);
     assert_int_equal(fake_call_ms(c), 40);
     assert_string_equal(c->body, att_json(10, 0, 10));
     /* with a quorum of 3, no answer of the cluster ever qualifies: the nodes are asked again
@@ -976,10 +961,7 @@ static void test_checkpoints_strict(void **state)
     b = fake_mux_node(t.m, &good_b, 1);
     fake_mux_node(t.m, &bad, 1);
     c = fake_mux_get(t.m, path, NULL);
-    fake_mux_advance(t.m, 389);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 389);
     assert_int_equal(fake_call_ms(c), 390);
     assert_int_equal(c->status, 503);
     assert_string_equal(c->body, "{\"code\":503,\"message\":\"no usable answer: a: 200, not "

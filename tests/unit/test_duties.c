@@ -350,10 +350,7 @@ static void test_majority_after_the_majority_time(void **state)
     fake_node_t *c3 = fake_node_add1(&f->nodes, duty(15, Rhex(20)));
     ready_all(f);
     fake_call_t *c = fake_mux_send(f, "POST", ATT, IDX, NULL);
-    fake_mux_advance(f, 299);
-    assert_false(c->done);
-    fake_mux_advance(f, 1);
-    fake_mux_wait(f, c);
+    fake_mux_done_1ms_after(f, c, 299);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, Rhex(20)));
     assert_int_equal(fake_call_ms(c), 300);
@@ -485,10 +482,7 @@ static void test_hung_nodes_bounded(void **state)
             fake_node_down(c3);
         }
         fake_call_t *c = fake_mux_send(f, "POST", ATT, IDX, NULL);
-        fake_mux_advance(f, 499);
-        assert_false(c->done);
-        fake_mux_advance(f, 1);
-        fake_mux_wait(f, c);
+        fake_mux_done_1ms_after(f, c, 499);
         assert_int_equal(c->status, 503);
         assert_int_equal(fake_call_ms(c), 500);
         if (kase == 0)
@@ -677,10 +671,7 @@ static void test_liveness_no_node_can_answer(void **state)
             fake_node_down(c3);
         }
         fake_call_t *c = fake_mux_send(f, "POST", LIVE, "[\"1\"]", NULL);
-        fake_mux_advance(f, 299);
-        assert_false(c->done);
-        fake_mux_advance(f, 1);
-        fake_mux_wait(f, c);
+        fake_mux_done_1ms_after(f, c, 299);
         assert_int_equal(c->status, 503);
         assert_int_equal(fake_call_ms(c), 300);
         if (kase == 1)

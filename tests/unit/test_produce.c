@@ -713,10 +713,7 @@ static void test_deadline_first_2xx(void **state)
     /* nothing acceptable: the stale nodes are re-asked every 100 ms until the deadline (at
      * 500); the last re-asks start at 400 and are answered by 440, after which nothing more
      * can come: the first 2xx goes out then */
-    fake_mux_advance(t.m, 439);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 439);
     uint64_t deadline = t.c.info.clock.genesis_ms + 11 * SLOT_MS + 700;
     assert_int_equal(c->end_ms, deadline - 60);
     assert_int_equal(c->status, 200);
@@ -942,10 +939,7 @@ static void test_legacy_routes(void **state)
         fake_node_script(a, &hang, 1);
         fake_node_script(b, &hang, 1);
         c = fake_mux_get(t.m, routes[r].path, NULL);
-        fake_mux_advance(t.m, 1679);
-        assert_false(c->done);
-        fake_mux_advance(t.m, 1);
-        fake_mux_wait(t.m, c);
+        fake_mux_done_1ms_after(t.m, c, 1679);
         assert_int_equal(c->status, 503);
         assert_int_equal(fake_call_ms(c), 1680);
         pfx_free(&t);
