@@ -4,45 +4,11 @@
  * and the head tracker wired as in production, fed with synthetic head events, syncing
  * answers and times. The assertions are on states (and their counts), never log text.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <cmocka.h>
-
 #include "base/err.h"
 #include "cluster/head.h"
 #include "cluster/health.h"
 #include "cluster/pool.h"
-
-#define GENESIS 1700000000000ull
-#define SLOT 12000u
-#define SPE 8u
-#define MAXB 4096
-
-typedef struct root {
-    uint8_t b[32];
-} root_t;
-
-static root_t R(unsigned id)
-{
-    root_t r;
-    memset(&r, 0, sizeof r);
-    r.b[0] = 0xB0;
-    r.b[1] = (uint8_t)(id >> 8);
-    r.b[2] = (uint8_t)id;
-    r.b[31] = 0x5A;
-    return r;
-}
-
-static uint64_t T(uint64_t slot, int64_t off_ms)
-{
-    return (uint64_t)((int64_t)(GENESIS + slot * SLOT) + off_ms);
-}
+#include "truth_chain.h"
 
 typedef struct fx {
     bm_pool_t *pool;
@@ -50,9 +16,7 @@ typedef struct fx {
     bm_head_t *head;
     bm_node_t *n[8];
     size_t count;
-    bool exists[MAXB];
-    unsigned parent[MAXB];
-    uint64_t slot[MAXB];
+    truth_t truth;
     uint64_t now;
     int transitions[8];
 } fx_t;
@@ -61,9 +25,9 @@ static fx_t *F;
 
 static void on_fetch(const uint8_t root[32], uint64_t slot, size_t node, void *ud)
 {
-    unsigned id = (unsigned)root[1] << 8 | root[2];
-    if (root[0] == 0xB0 && id < MAXB && F->exists[id])
-        bm_head_on_parent(F->head, node, root, F->slot[id], R(F->parent[id]).b, F->now);
+    unsigned id;
+    if (is_truth(root, &id) && F->truth.exists[id])
+        bm_head_on_parent(F->head, node, root, F->truth.slot[id], R(F->truth.parent[id]).b, F->now);
     else
         bm_head_on_parent_failed(F->head, node, root, F->now);
 }
@@ -71,19 +35,6 @@ static void on_fetch(const uint8_t root[32], uint64_t slot, size_t node, void *u
 static void on_state(bm_node_t *n, bm_node_state_t old, void *ud)
 {
     F->transitions[n->index]++;
-}
-
-static void blk(unsigned id, unsigned parent, uint64_t slot)
-{
-    F->exists[id] = true;
-    F->parent[id] = parent;
-    F->slot[id] = slot;
-}
-
-static void linear(unsigned from, unsigned to)
-{
-    for (unsigned s = from; s <= to; s++)
-        blk(s, s - 1, s);
 }
 
 /* `count` discovered, reachable nodes; health (with `o`) and the tracker attached, the
@@ -126,7 +77,10 @@ static void make(size_t count, const bm_health_opts_t *o)
 static int setup(void **state)
 {
     F = calloc(1, sizeof *F);
-    return F ? 0 : -1;
+    if (F == NULL)
+        return -1;
+    TRUTH = &F->truth;
+    return 0;
 }
 
 static int teardown(void **state)
@@ -153,8 +107,8 @@ static void head_ev(size_t node, unsigned id, uint64_t slot, bool optimistic, ui
 
 static void head(size_t node, unsigned id, uint64_t now)
 {
-    assert_true(F->exists[id]);
-    head_ev(node, id, F->slot[id], false, now);
+    assert_true(F->truth.exists[id]);
+    head_ev(node, id, F->truth.slot[id], false, now);
 }
 
 static void tick(uint64_t now)
