@@ -287,20 +287,16 @@ static void test_stop_answers_the_waiting(void **state)
 
 int main(void)
 {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fake_mux_setup, fake_mux_teardown)
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_identical_reads_share_one_request, fake_mux_setup,
-                                        fake_mux_teardown),
-        cmocka_unit_test_setup_teardown(test_poisoned_answers_are_not_stored, fake_mux_setup,
-                                        fake_mux_teardown),
-        cmocka_unit_test_setup_teardown(test_too_big_goes_down_the_read_path, fake_mux_setup,
-                                        fake_mux_teardown),
-        cmocka_unit_test_setup_teardown(test_stored_once_with_its_gzip_form, fake_mux_setup,
-                                        fake_mux_teardown),
-        cmocka_unit_test_setup_teardown(test_bounds_evict, fake_mux_setup, fake_mux_teardown),
-        cmocka_unit_test_setup_teardown(test_a_node_without_the_root_is_passed_over, fake_mux_setup,
-                                        fake_mux_teardown),
-        cmocka_unit_test_setup_teardown(test_stop_answers_the_waiting, fake_mux_setup,
-                                        fake_mux_teardown),
+        T(test_identical_reads_share_one_request),
+        T(test_poisoned_answers_are_not_stored),
+        T(test_too_big_goes_down_the_read_path),
+        T(test_stored_once_with_its_gzip_form),
+        T(test_bounds_evict),
+        T(test_a_node_without_the_root_is_passed_over),
+        T(test_stop_answers_the_waiting),
     };
+#undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

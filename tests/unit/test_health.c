@@ -507,19 +507,20 @@ static void test_detach_and_free_order(void **state)
 
 int main(void)
 {
+#define TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_no_head_once_the_chain_runs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lag_against_max_head_lag, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_syncing_poll_only_worsens, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_time_discrepancy_from_syncing_poll, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stale_node_becomes_lagging, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_one_broken_node_does_not_make_others_lagging, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_quorum_default_follows_ready_count, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_shadow_counts_for_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_state_precedence, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_transitions_counted_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_detach_and_free_order, setup, teardown),
+        TEST(test_no_head_once_the_chain_runs),
+        TEST(test_lag_against_max_head_lag),
+        TEST(test_syncing_poll_only_worsens),
+        TEST(test_time_discrepancy_from_syncing_poll),
+        TEST(test_stale_node_becomes_lagging),
+        TEST(test_one_broken_node_does_not_make_others_lagging),
+        TEST(test_quorum_default_follows_ready_count),
+        TEST(test_shadow_counts_for_nothing),
+        TEST(test_state_precedence),
+        TEST(test_transitions_counted_once),
+        TEST(test_detach_and_free_order),
     };
+#undef TEST
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
