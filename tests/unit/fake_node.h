@@ -203,6 +203,15 @@ fake_node_t *fake_node_add_refused(fake_nodes_t *s);
  *  connections from now on (runs the loop until the server is closed, bounded). */
 void fake_node_down(fake_node_t *n);
 
+/** The duty tests' three cases of "no node can serve", on three nodes a, b, c where a hangs
+ *  throughout: 0, b and c hang too; 1, b answers 500 boom and c 503 busy; 2, b and c are
+ *  down. Scripts b and c for case `kase` (taken in order: 0, 1, 2). */
+void fake_fail_case(int kase, fake_node_t *b, fake_node_t *c);
+
+/** The 503 the race engine answers in case `kase` of fake_fail_case, a having timed out
+ *  (a static buffer). */
+const char *fake_fail_case_answer(int kase);
+
 /** Replaces a node's script; its request count and records restart. */
 void fake_node_script(fake_node_t *n, const fake_step_t *steps, int nsteps);
 

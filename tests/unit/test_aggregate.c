@@ -357,35 +357,13 @@ static void test_nothing_usable_answers_by_the_end(void **state)
     fake_node_add1(&f->nodes, FAKE_HANG);
     fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
     fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_HANG);
-    char want[512];
-    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
     for (int kase = 0; kase < 3; kase++) {
-        if (kase == 1) { /* hung + 5xx */
-            fake_node_script(b, &FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"), 1);
-            fake_node_script(c3, &FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), 1);
-        }
-        if (kase == 2) { /* hung + down: the nodes' servers are gone */
-            fake_node_down(b);
-            fake_node_down(c3);
-        }
+        fake_fail_case(kase, b, c3); /* all hung; hung + 5xx; hung + down */
         fake_call_t *c = fake_mux_send(f, "GET", target(20 + kase), NULL, NULL);
         fake_mux_done_1ms_after(f, c, 299);
         assert_int_equal(fake_call_ms(c), 300);
         assert_int_equal(c->status, 503);
-        if (kase == 0)
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
-                     to, to);
-        else if (kase == 1)
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 503 "
-                     "busy\"}",
-                     to);
-        else
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
-                     refused, refused);
-        assert_string_equal(c->body, want);
+        assert_string_equal(c->body, fake_fail_case_answer(kase));
     }
 }
 

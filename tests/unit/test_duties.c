@@ -470,35 +470,14 @@ static void test_hung_nodes_bounded(void **state)
     fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
     fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_HANG);
     ready_all(f);
-    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
-    char want[512];
     for (int kase = 0; kase < 3; kase++) {
-        if (kase == 1) { /* hung + 5xx: asked again every re-ask interval, then named */
-            fake_node_script(b, &FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"), 1);
-            fake_node_script(c3, &FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), 1);
-        }
-        if (kase == 2) { /* hung + down */
-            fake_node_down(b);
-            fake_node_down(c3);
-        }
+        /* all hung; hung + 5xx (asked again every re-ask interval, then named); hung + down */
+        fake_fail_case(kase, b, c3);
         fake_call_t *c = fake_mux_send(f, "POST", ATT, IDX, NULL);
         fake_mux_done_1ms_after(f, c, 499);
         assert_int_equal(c->status, 503);
         assert_int_equal(fake_call_ms(c), 500);
-        if (kase == 0)
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
-                     to, to);
-        else if (kase == 1)
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 503 "
-                     "busy\"}",
-                     to);
-        else
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
-                     refused, refused);
-        assert_string_equal(c->body, want);
+        assert_string_equal(c->body, fake_fail_case_answer(kase));
         if (kase == 1)
             assert_int_equal(b->requests, 2); /* at 0 and 250 (the duty re-ask interval) */
     }
@@ -656,34 +635,16 @@ static void test_liveness_no_node_can_answer(void **state)
     fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
     fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_HANG);
     ready_all(f);
-    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
-    char want[512];
     for (int kase = 0; kase < 3; kase++) {
         /* each case from reachable nodes (the earlier cases' time-outs would leave a out) */
         for (int i = 0; i < f->nodes.n; i++)
             bm_pool_record(f->pool, f->nodes.node[i].node, BM_OUTCOME_OK, false, 1000, NULL);
-        if (kase == 1) {
-            fake_node_script(b, &FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"), 1);
-            fake_node_script(c3, &FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), 1);
-        }
-        if (kase == 2) {
-            fake_node_down(b);
-            fake_node_down(c3);
-        }
+        fake_fail_case(kase, b, c3);
         fake_call_t *c = fake_mux_send(f, "POST", LIVE, "[\"1\"]", NULL);
         fake_mux_done_1ms_after(f, c, 299);
         assert_int_equal(c->status, 503);
         assert_int_equal(fake_call_ms(c), 300);
-        if (kase == 1)
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 503 "
-                     "busy\"}",
-                     to);
-        else
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
-                     kase ? refused : to, kase ? refused : to);
-        assert_string_equal(c->body, want);
+        assert_string_equal(c->body, fake_fail_case_answer(kase));
     }
 }
 
