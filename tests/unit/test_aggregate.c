@@ -28,8 +28,6 @@
 #include "fake_chain.h"
 #include "fake_node.h"
 
-#define BOUND_MS 5000 /* every wait ends within this (real time), or the test fails */
-
 #include "duties/aggregate.h"
 
 #define AGG_T                                                                                      \
@@ -253,7 +251,7 @@ static void test_full_answer_ends_the_grace(void **state)
     assert_non_null(strstr(c->body, "0xff01"));
     assert_int_equal(fake_call_ms(c), 40); /* not the 1.5 s grace, nor the deadline */
     assert_int_equal(bm_aggregate_stats(a)->full, 1);
-    RUN_UNTIL(&f->loop, slow->aborted == 1, BOUND_MS); /* the loser was cancelled */
+    RUN_UNTIL(&f->loop, slow->aborted == 1, FAKE_BOUND_MS); /* the loser was cancelled */
     assert_int_equal(slow->aborted, 1);
 }
 
@@ -462,9 +460,9 @@ static void test_client_leaving_cancels_the_race(void **state)
     assert_int_equal(n->requests, 1);
     bm_upstream_cancel(c->x); /* the client hangs up */
     c->x = NULL;
-    RUN_UNTIL(&f->loop, n->aborted == 1, BOUND_MS);
+    RUN_UNTIL(&f->loop, n->aborted == 1, FAKE_BOUND_MS);
     assert_int_equal(n->aborted, 1);
-    RUN_UNTIL(&f->loop, bm_race_engine_active(f->eng) == 0, BOUND_MS);
+    RUN_UNTIL(&f->loop, bm_race_engine_active(f->eng) == 0, FAKE_BOUND_MS);
     assert_int_equal(bm_race_engine_active(f->eng), 0);
 }
 

@@ -31,8 +31,6 @@
 #include "fake_chain.h"
 #include "fake_node.h"
 
-#define BOUND_MS 5000 /* every wait ends within this (real time), or the test fails */
-
 #include "base/json.h"
 #include "cluster/head.h"
 #include "duties/duties.h"
@@ -395,7 +393,7 @@ static void test_without_a_known_root_the_first_2xx(void **state)
     assert_non_null(strstr(c->body, Rhex(20)));
     assert_int_equal(fake_call_ms(c), 5);
     assert_int_equal(bm_duties_stats(d)->first, 1);
-    RUN_UNTIL(&f->loop, a->aborted == 1, BOUND_MS); /* the loser is cancelled */
+    RUN_UNTIL(&f->loop, a->aborted == 1, FAKE_BOUND_MS); /* the loser is cancelled */
     assert_int_equal(a->aborted, 1);
 }
 
