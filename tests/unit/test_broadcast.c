@@ -942,6 +942,14 @@ static const char *blinded_json(char *buf, size_t cap, uint64_t slot, uint8_t ro
     return buf;
 }
 
+/* Publishes a blinded block of `slot` whose state_root is `root_byte` repeated. */
+static fake_call_t *post_blinded(fx_t *f, uint64_t slot, uint8_t root_byte)
+{
+    char body[256];
+    return post_json(f, "/eth/v2/beacon/blinded_blocks",
+                     blinded_json(body, sizeof body, slot, root_byte));
+}
+
 static void test_blinded_block_goes_first_to_its_producer(void **state)
 {
     fx_t *f = *state;
@@ -950,9 +958,7 @@ static void test_blinded_block_goes_first_to_its_producer(void **state)
     f->producer_has_root = true;
     memset(f->producer_root, 0x5e, 32);
     script(&f->nodes[2], 1, FAKE_OK(60, NULL));
-    char body[256];
-    fake_call_t *c;
-    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 77, 0x5e));
+    fake_call_t *c = post_blinded(f, 77, 0x5e);
     go(f, 60);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
@@ -964,7 +970,7 @@ static void test_blinded_block_goes_first_to_its_producer(void **state)
     assert_int_equal(f->nodes[1].requests, 1);
     /* another node's block for that slot (other state_root): everyone at once */
     f->log[0] = '\0';
-    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 77, 0x01));
+    c = post_blinded(f, 77, 0x01);
     go(f, 0);
     wait_client(f, c);
     assert_int_equal(fake_call_ms(c), 0); /* a and b answered at once */
@@ -982,9 +988,7 @@ static void test_blinded_producer_hung_others_after_head_start(void **state)
     f->producer = 0;
     f->producer_slot = 8;
     script(&f->nodes[0], 1, FAKE_OK(600, NULL));
-    char body[256];
-    fake_call_t *c;
-    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 8, 1));
+    fake_call_t *c = post_blinded(f, 8, 1);
     /* the client hangs up while only the producer has it */
     go(f, 0);
     assert_int_equal(f->nodes[0].requests, 1);
@@ -1010,9 +1014,7 @@ static void test_blinded_producer_fails_answer_from_the_others(void **state)
     script(&f->nodes[1], 1, FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"relay down\"}"));
     script(&f->nodes[0], 1, FAKE_STATUS(400, 0, "{\"code\":400,\"message\":\"unknown payload\"}"));
     script(&f->nodes[2], 1, FAKE_OK(30, NULL));
-    char body[256];
-    fake_call_t *c;
-    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 3, 1));
+    fake_call_t *c = post_blinded(f, 3, 1);
     go(f, 30);
     wait_client(f, c);
     assert_int_equal(c->status, 200); /* c took it after the producer failed */
@@ -1020,7 +1022,7 @@ static void test_blinded_producer_fails_answer_from_the_others(void **state)
     assert_true(strncmp(f->log, "b>b<", 4) == 0);
     /* every node refuses: the most specific error of both phases */
     script(&f->nodes[2], 1, FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"z\"}"));
-    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 3, 1));
+    c = post_blinded(f, 3, 1);
     go(f, 0);
     wait_client(f, c);
     assert_int_equal(c->status, 400);
@@ -1141,9 +1143,7 @@ static void test_stop_sends_waiting_blinded_blocks_on(void **state)
     f->producer = 0;
     f->producer_slot = 4;
     script(&f->nodes[0], 1, FAKE_OK(400, NULL));
-    char body[256];
-    fake_call_t *c;
-    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 4, 1));
+    fake_call_t *c = post_blinded(f, 4, 1);
     go(f, 0);
     assert_int_equal(f->nodes[0].requests, 1);
     /* shutdown begins: the others get the block without waiting for the head start (the
