@@ -135,6 +135,15 @@ static void sync_answer(size_t i, bool syncing, bool optimistic, bool el_offline
     bm_health_set_syncing(F->health, F->n[i], &s, now);
 }
 
+/* The chain 95..110, three nodes (health with `o`) each with head 100, 300 ms into its slot. */
+static void three_at_100(const bm_health_opts_t *o)
+{
+    linear(95, 110);
+    make(3, o);
+    for (size_t i = 0; i < 3; i++)
+        head(i, 100, T(100, 300));
+}
+
 static bool cluster_at(unsigned id)
 {
     bm_head_info_t h;
@@ -197,10 +206,7 @@ static void test_no_head_once_the_chain_runs(void **state)
 
 static void test_lag_against_max_head_lag(void **state)
 {
-    linear(95, 110);
-    make(3, NULL);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(NULL);
     head(0, 101, T(101, 200));
     head(1, 101, T(101, 300));
     assert_true(cluster_at(101));
@@ -218,13 +224,10 @@ static void test_lag_against_max_head_lag(void **state)
     /* maxHeadLag 0: one slot behind is already lagging */
     teardown(state);
     setup(state);
-    linear(95, 110);
     bm_health_opts_t o;
     bm_health_opts_default(&o);
     o.max_head_lag = 0;
-    make(3, &o);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(&o);
     head(0, 101, T(101, 200));
     assert_int_equal(st(0), BM_NODE_READY);
     assert_int_equal(st(1), BM_NODE_LAGGING);
@@ -233,10 +236,7 @@ static void test_lag_against_max_head_lag(void **state)
 
 static void test_syncing_poll_only_worsens(void **state)
 {
-    linear(95, 110);
-    make(3, NULL);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(NULL);
     for (unsigned s = 101; s <= 103; s++) {
         head(0, s, T(s, 200));
         head(1, s, T(s, 300));
@@ -266,10 +266,7 @@ static void test_syncing_poll_only_worsens(void **state)
 
 static void test_time_discrepancy_from_syncing_poll(void **state)
 {
-    linear(95, 110);
-    make(3, NULL);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(NULL);
     sync_answer(1, false, false, false, 103, T(101, 0)); /* two slots ahead */
     assert_int_equal(st(1), BM_NODE_TIME_DISCREPANCY);
     sync_answer(1, false, false, false, 101, T(101, 10));
@@ -278,10 +275,7 @@ static void test_time_discrepancy_from_syncing_poll(void **state)
 
 static void test_stale_node_becomes_lagging(void **state)
 {
-    linear(95, 110);
-    make(3, NULL);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(NULL);
     head(0, 101, T(101, 200));
     head(1, 101, T(101, 300));
     tick(T(102, 0));
@@ -461,10 +455,7 @@ static void test_state_precedence(void **state)
 
 static void test_transitions_counted_once(void **state)
 {
-    linear(95, 110);
-    make(3, NULL);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(NULL);
     memset(F->transitions, 0, sizeof F->transitions);
     head(0, 101, T(101, 300));
     head(0, 102, T(102, 300));
@@ -483,10 +474,7 @@ static void test_transitions_counted_once(void **state)
 
 static void test_detach_and_free_order(void **state)
 {
-    linear(95, 110);
-    make(3, NULL);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(NULL);
     head(0, 101, T(101, 300));
     head(0, 102, T(102, 300));
     assert_int_equal(st(2), BM_NODE_LAGGING);
