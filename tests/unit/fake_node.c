@@ -773,6 +773,11 @@ fake_node_t *fake_mux_node(fake_mux_t *m, const fake_step_t *steps, int n)
     return node;
 }
 
+fake_node_t *fake_mux_node1(fake_mux_t *m, fake_step_t step)
+{
+    return fake_mux_node(m, &step, 1);
+}
+
 fake_call_t *fake_mux_call(fake_mux_t *m, const fake_request_t *rq)
 {
     assert_true(m->n_calls < FAKE_MAX_CALLS);

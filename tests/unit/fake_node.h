@@ -347,6 +347,9 @@ int fake_mux_teardown(void **state);
  *  no state listener runs). */
 fake_node_t *fake_mux_node(fake_mux_t *m, const fake_step_t *steps, int n);
 
+/** A node of the mux giving the one answer `step` (fake_node_add1 for the mux). */
+fake_node_t *fake_mux_node1(fake_mux_t *m, fake_step_t step);
+
 /** Sends `rq` to the front; the loop must run for it to complete. */
 fake_call_t *fake_mux_call(fake_mux_t *m, const fake_request_t *rq);
 

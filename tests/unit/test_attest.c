@@ -444,12 +444,9 @@ static void test_stale_node_loses(void **state)
     tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
     /* a: fast and stale; b: fresh after 150 ms; c: hung */
-    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
-    fake_step_t sb = FAKE_STATUS(200, 150, att_json(10, 0, 10));
-    fake_step_t sc = FAKE_HANG;
-    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
-    fake_mux_node(t.m, &sb, 1);
-    fake_mux_node(t.m, &sc, 1);
+    fake_node_t *a = fake_mux_node1(t.m, FAKE_STATUS(200, 5, att_json(10, 0, 9)));
+    fake_mux_node1(t.m, FAKE_STATUS(200, 150, att_json(10, 0, 10)));
+    fake_mux_node1(t.m, FAKE_HANG);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
     fake_mux_done_1ms_after(t.m, c, 149);
     assert_int_equal(c->status, 200);
@@ -475,9 +472,8 @@ static void test_stale_node_catches_up(void **state)
     fake_step_t sa[] = {FAKE_STATUS(200, 5, att_json(10, 0, 9)),
                         FAKE_STATUS(200, 5, att_json(10, 0, 9)),
                         FAKE_STATUS(200, 5, att_json(10, 0, 10))};
-    fake_step_t sb = FAKE_HANG;
     fake_node_t *a = fake_mux_node(t.m, sa, 3);
-    fake_mux_node(t.m, &sb, 1);
+    fake_mux_node1(t.m, FAKE_HANG);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
     /* asked at 0, 50 and 100 (the re-ask interval), each answering 5 ms later */
     fake_mux_advance(t.m, 105);
@@ -509,10 +505,8 @@ static void test_head_moving_holds_the_old_head(void **state)
     assert_non_null(timer);
     bm_timer_start(timer, 100);
     /* a answers block 9 (still the cluster head) at once; b answers block 10 */
-    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
-    fake_step_t sb = FAKE_STATUS(200, 20, att_json(10, 0, 10));
-    fake_mux_node(t.m, &sa, 1);
-    fake_mux_node(t.m, &sb, 1);
+    fake_mux_node1(t.m, FAKE_STATUS(200, 5, att_json(10, 0, 9)));
+    fake_mux_node1(t.m, FAKE_STATUS(200, 20, att_json(10, 0, 10)));
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
     /* neither is served while the header is on its way: a's block 9 is about to be
      * replaced, b's block 10 is not the cluster head yet */
@@ -537,10 +531,8 @@ static void test_deadline_fallback(void **state)
     /* 6 s into the slot: past the attestation due time, so the floor is the deadline */
     tfx_init(&t, 6000, 0, BM_FAR_FUTURE_EPOCH, &hold);
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
-    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
-    fake_step_t sb = FAKE_STATUS(503, 5, "{\"code\":503,\"message\":\"syncing\"}");
-    fake_mux_node(t.m, &sa, 1);
-    fake_mux_node(t.m, &sb, 1);
+    fake_mux_node1(t.m, FAKE_STATUS(200, 5, att_json(10, 0, 9)));
+    fake_mux_node1(t.m, FAKE_STATUS(503, 5, "{\"code\":503,\"message\":\"syncing\"}"));
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
     fake_mux_done_1ms_after(t.m, c, 299);
     /* voting stale beats not voting: the stale 200, at the deadline */
@@ -557,10 +549,8 @@ static void test_no_cluster_head_first_2xx(void **state)
     tfx_t t;
     tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
     /* no head event yet: the first 2xx wins at once, whatever its root */
-    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
-    fake_step_t sb = FAKE_STATUS(200, 400, att_json(10, 0, 10));
-    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
-    fake_mux_node(t.m, &sb, 1);
+    fake_node_t *a = fake_mux_node1(t.m, FAKE_STATUS(200, 5, att_json(10, 0, 9)));
+    fake_mux_node1(t.m, FAKE_STATUS(200, 400, att_json(10, 0, 10)));
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
     fake_mux_advance(t.m, 5);
     fake_mux_wait(t.m, c);
@@ -617,8 +607,7 @@ static void test_coalesced_fallback(void **state)
     bm_hint_hold_t hold = {.hold_floor_ms = 300, .max_hold_ms = 1000};
     tfx_init(&t, 6000, 0, BM_FAR_FUTURE_EPOCH, &hold);
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
-    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
-    fake_mux_node(t.m, &sa, 1);
+    fake_mux_node1(t.m, FAKE_STATUS(200, 5, att_json(10, 0, 9)));
     fake_call_t *c[4];
     for (int i = 0; i < 4; i++)
         c[i] = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
@@ -714,10 +703,8 @@ static void test_head_root(void **state)
     tfx_t t;
     tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
-    fake_step_t sa = FAKE_STATUS(200, 5, root_json(9));
-    fake_step_t sb = FAKE_STATUS(200, 60, root_json(10));
-    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
-    fake_mux_node(t.m, &sb, 1);
+    fake_node_t *a = fake_mux_node1(t.m, FAKE_STATUS(200, 5, root_json(9)));
+    fake_mux_node1(t.m, FAKE_STATUS(200, 60, root_json(10)));
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/beacon/blocks/head/root", NULL);
     fake_mux_advance(t.m, 60);
     fake_mux_wait(t.m, c);
@@ -740,10 +727,8 @@ static void test_payload_attestation(void **state)
     tfx_init(&t, 9500, 0, 0, &hold); /* past the PTC due time (9 s): deadline = floor */
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
     /* a: no block seen (204) at once; b: the block of slot 10 after 100 ms */
-    fake_step_t sa = FAKE_STATUS(204, 5, "");
-    fake_step_t sb = FAKE_STATUS(200, 100, payload_json(10, 10, true));
-    fake_mux_node(t.m, &sa, 1);
-    fake_node_t *b = fake_mux_node(t.m, &sb, 1);
+    fake_mux_node1(t.m, FAKE_STATUS(204, 5, ""));
+    fake_node_t *b = fake_mux_node1(t.m, FAKE_STATUS(200, 100, payload_json(10, 10, true)));
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
     fake_mux_advance(t.m, 100);
     fake_mux_wait(t.m, c);
@@ -868,9 +853,8 @@ static void test_failing_node_recovers(void **state)
     fake_step_t sa[] = {FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"restarting\"}"),
                         FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"restarting\"}"),
                         FAKE_STATUS(200, 0, att_json(10, 0, 10))};
-    fake_step_t sb = FAKE_HANG;
     fake_node_t *a = fake_mux_node(t.m, sa, 3);
-    fake_mux_node(t.m, &sb, 1);
+    fake_mux_node1(t.m, FAKE_HANG);
     fake_call_t *c = fake_mux_get(t.m, READS[0], NULL);
     fake_mux_advance(t.m, 100);
     fake_mux_wait(t.m, c);
@@ -892,11 +876,9 @@ static void test_checkpoints_live(void **state)
     tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
     /* c is fast and names another source (block 66); a and b agree */
-    fake_step_t good_a = FAKE_STATUS(200, 20, att_json(10, 0, 10));
-    fake_step_t good_b = FAKE_STATUS(200, 30, att_json(10, 0, 10));
     fake_step_t bad = FAKE_STATUS(200, 5, att_cp_json(10, 0, 10, 66, 8));
-    fake_mux_node(t.m, &good_a, 1);
-    fake_mux_node(t.m, &good_b, 1);
+    fake_mux_node1(t.m, FAKE_STATUS(200, 20, att_json(10, 0, 10)));
+    fake_mux_node1(t.m, FAKE_STATUS(200, 30, att_json(10, 0, 10)));
     fake_mux_node(t.m, &bad, 1);
     const char *path = "/eth/v1/validator/attestation_data?slot=10";
     fake_call_t *c = fake_mux_get(t.m, path, NULL);
@@ -1000,10 +982,8 @@ static void test_records(void **state)
     recs_t rs = {0};
     bm_attest_on_served(t.a, on_served, &rs, true);
     /* a (the first node): stale at once; b: the full payload of 9 after 40 ms */
-    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 8));
-    fake_step_t sb = FAKE_STATUS(200, 40, att_json(10, 1, 9));
-    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
-    fake_node_t *b = fake_mux_node(t.m, &sb, 1);
+    fake_node_t *a = fake_mux_node1(t.m, FAKE_STATUS(200, 5, att_json(10, 0, 8)));
+    fake_node_t *b = fake_mux_node1(t.m, FAKE_STATUS(200, 40, att_json(10, 1, 9)));
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
     fake_mux_advance(t.m, 40);
     fake_mux_wait(t.m, c);
@@ -1090,8 +1070,7 @@ static void test_client_leaves(void **state)
     tfx_t t;
     tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
-    fake_step_t s = FAKE_HANG;
-    fake_mux_node(t.m, &s, 1);
+    fake_mux_node1(t.m, FAKE_HANG);
     /* a client that gives up: its race (it was the only waiter) stops asking the node */
     fake_call_t *gone = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
     fake_mux_settle(t.m);
