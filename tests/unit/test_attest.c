@@ -421,6 +421,14 @@ static void tfx_chain(tfx_t *t, unsigned head, bm_payload_status_t payload)
     assert_int_equal(fake_cluster_id(&t->c), (int)head);
 }
 
+/* Most tests' fixture: 3 s into slot 10, Electra from genesis, no Gloas, no hold options,
+ * the cluster head at block 10. */
+static void tfx_default(tfx_t *t)
+{
+    tfx_init(t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
+    tfx_chain(t, 10, BM_PAYLOAD_UNKNOWN);
+}
+
 static void tfx_free(tfx_t *t)
 {
     fake_mux_free(t->m);
@@ -441,8 +449,7 @@ static void test_stale_node_loses(void **state)
 {
     (void)state;
     tfx_t t;
-    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
-    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    tfx_default(&t);
     /* a: fast and stale; b: fresh after 150 ms; c: hung */
     fake_node_t *a = fake_mux_node1(t.m, FAKE_STATUS(200, 5, att_json(10, 0, 9)));
     fake_mux_node1(t.m, FAKE_STATUS(200, 150, att_json(10, 0, 10)));
@@ -466,8 +473,7 @@ static void test_stale_node_catches_up(void **state)
 {
     (void)state;
     tfx_t t;
-    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
-    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    tfx_default(&t);
     /* the only answering node is stale twice, then has the head: the re-ask wins */
     fake_step_t sa[] = {FAKE_STATUS(200, 5, att_json(10, 0, 9)),
                         FAKE_STATUS(200, 5, att_json(10, 0, 9)),
@@ -630,8 +636,7 @@ static void test_ssz_and_headers(void **state)
 {
     (void)state;
     tfx_t t;
-    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
-    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    tfx_default(&t);
     static uint8_t stale[128], fresh[128];
     att_ssz(stale, 10, 0, 9);
     att_ssz(fresh, 10, 0, 10);
@@ -701,8 +706,7 @@ static void test_head_root(void **state)
 {
     (void)state;
     tfx_t t;
-    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
-    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    tfx_default(&t);
     fake_node_t *a = fake_mux_node1(t.m, FAKE_STATUS(200, 5, root_json(9)));
     fake_mux_node1(t.m, FAKE_STATUS(200, 60, root_json(10)));
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/beacon/blocks/head/root", NULL);
@@ -873,8 +877,7 @@ static void test_checkpoints_live(void **state)
 {
     (void)state;
     tfx_t t;
-    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
-    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    tfx_default(&t);
     /* c is fast and names another source (block 66); a and b agree */
     fake_step_t bad = FAKE_STATUS(200, 5, att_cp_json(10, 0, 10, 66, 8));
     fake_mux_node1(t.m, FAKE_STATUS(200, 20, att_json(10, 0, 10)));
@@ -1068,8 +1071,7 @@ static void test_client_leaves(void **state)
 {
     (void)state;
     tfx_t t;
-    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
-    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    tfx_default(&t);
     fake_mux_node1(t.m, FAKE_HANG);
     /* a client that gives up: its race (it was the only waiter) stops asking the node */
     fake_call_t *gone = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
