@@ -796,10 +796,7 @@ static void no_node_can_serve(const char *read, uint64_t into, const fake_step_t
     for (int i = 0; i < n; i++)
         nodes[i]->node->state = BM_NODE_READY;
     fake_call_t *c = fake_mux_get(t.m, read, NULL);
-    fake_mux_advance(t.m, end - 1);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, end - 1);
     assert_int_equal(fake_call_ms(c), end);
     assert_int_equal(c->status, 503);
     assert_string_equal(c->body, want);

@@ -795,10 +795,7 @@ static void test_nothing_usable_answers_by_the_end(void **state)
         }
         uint64_t end = kase == 3 ? 1000 : 1800;
         fake_call_t *c = fake_mux_get(t.m, V3, NULL);
-        fake_mux_advance(t.m, end - 1);
-        assert_false(c->done);
-        fake_mux_advance(t.m, 1);
-        fake_mux_wait(t.m, c);
+        fake_mux_done_1ms_after(t.m, c, end - 1);
         assert_int_equal(fake_call_ms(c), end);
         assert_int_equal(c->status, 503);
         char want[512];
