@@ -17,17 +17,11 @@ import threading
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (BIN_DIR, Beaconmux, Beaconsim, HangServer, Proc, closed_port,  # noqa: E402
-                     free_port, http_request, main, wait_for)
+from harness import (BIN_DIR, QUICK_NODES, Beaconmux, Beaconsim, HangServer, Proc,  # noqa: E402
+                     closed_port, free_port, http_request, main, wait_for)
 from test_listen_tls import client_ctx, make_pki  # noqa: E402
 
-BASE = """
-timeouts:
-  connect: 300ms
-  read: 700ms
-discovery:
-  retryInterval: 200ms
-duties:
+BASE = QUICK_NODES + """duties:
   writeTimeout: 3s
 """
 
