@@ -6,6 +6,13 @@
 #include "app/report.h"
 
 #include "base/err.h"
+#include "cluster/events.h"
+#include "duties/aggregate.h"
+#include "duties/attest.h"
+#include "duties/broadcast.h"
+#include "duties/duties.h"
+#include "duties/produce.h"
+#include "duties/replay.h"
 
 #define U(v) ((unsigned long long)(v))
 
@@ -93,7 +100,7 @@ static void replay_json(bm_str_t *o, void *ud)
                   U(s.posts_rejected), U(s.entries_sent));
 }
 
-int bm_report_register(bm_admin_t *admin, const bm_report_sources_t *src)
+int bm_report_register(bm_admin_t *admin, const bm_observe_sources_t *src)
 {
     int rc = 0;
     if (!rc && src->events)
