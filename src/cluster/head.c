@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -40,16 +41,12 @@ void bm_hd_push(bm_head_t *t, const note_t *n)
         t->qn -= t->qhead;
         t->qhead = 0;
     }
-    if (t->qn == t->qcap) {
-        size_t ncap = t->qcap ? t->qcap * 2 : 16;
-        note_t *q = realloc(t->q, ncap * sizeof *q);
-        if (!q) {
-            bm_log(BM_LOG_ERROR, "head: out of memory, a notification is lost");
-            return;
-        }
-        t->q = q;
-        t->qcap = ncap;
+    note_t *q = bm_grow(t->q, t->qn, &t->qcap, sizeof *q, 16);
+    if (!q) {
+        bm_log(BM_LOG_ERROR, "head: out of memory, a notification is lost");
+        return;
     }
+    t->q = q;
     t->q[t->qn++] = *n;
 }
 
