@@ -184,21 +184,9 @@ typedef struct resolved {
     bool final;
 } resolved_t;
 
-static void root_text(char out[67], const uint8_t root[32])
-{
-    static const char hex[] = "0123456789abcdef";
-    out[0] = '0';
-    out[1] = 'x';
-    for (size_t i = 0; i < 32; i++) {
-        out[2 + 2 * i] = hex[root[i] >> 4];
-        out[3 + 2 * i] = hex[root[i] & 15];
-    }
-    out[66] = '\0';
-}
-
 static void set_root(resolved_t *r, const uint8_t root[32])
 {
-    root_text(r->id, root);
+    bm_root_to_hex(root, r->id);
     r->use_id = true;
 }
 
@@ -338,7 +326,7 @@ int bm_ck_derive(const char *path, size_t path_len, const char *query, size_t qu
     bm_str_append(&out->key, bm_str_data(t), bm_str_len(t));
     if (r.justified) {
         char jr[67];
-        root_text(jr, chain->just_root);
+        bm_root_to_hex(chain->just_root, jr);
         bm_str_printf(&out->key, "#justified=%s@%llu", jr, (unsigned long long)chain->just_epoch);
     }
     if (t->oom || out->key.oom) {
