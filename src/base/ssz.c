@@ -130,29 +130,20 @@ static int choose_layout(bm_fork_t f, bool blinded, bool included, int kind, lay
 {
     switch (kind) {
     case BM_SSZ_BLOCK_PRODUCE_V3:
-        if (f >= BM_FORK_GLOAS)
+    case BM_SSZ_BLOCK_PUBLISH:
+        if (kind == BM_SSZ_BLOCK_PRODUCE_V3 && f >= BM_FORK_GLOAS)
             return BM_EINVAL; /* produceBlockV3 is not defined from gloas on */
-        if (blinded) {
-            if (!has_blinded(f))
-                return BM_EINVAL;
-            *out = L_WHOLE;
-        } else {
-            *out = has_blobs_in_block(f) ? L_CONTENTS3 : L_WHOLE;
-        }
+        if (blinded && !has_blinded(f))
+            return BM_EINVAL;
+        /* a full block of a fork with blobs in it comes in BlockContents; what is published
+         * is the same, signed */
+        *out = !blinded && has_blobs_in_block(f) ? L_CONTENTS3 : L_WHOLE;
+        out->wrapped = kind == BM_SSZ_BLOCK_PUBLISH;
         return 0;
     case BM_SSZ_BLOCK_PRODUCE_V4:
         if (f < BM_FORK_GLOAS)
             return BM_EINVAL;
         *out = included ? L_CONTENTS4 : L_WHOLE;
-        return 0;
-    case BM_SSZ_BLOCK_PUBLISH:
-        if (blinded) {
-            if (!has_blinded(f))
-                return BM_EINVAL;
-            *out = L_SIGNED;
-        } else {
-            *out = has_blobs_in_block(f) ? L_SIGNED_CONTENTS : L_SIGNED;
-        }
         return 0;
     case BM_SSZ_BLOCK_SIGNED:
         *out = L_SIGNED;
