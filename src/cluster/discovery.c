@@ -262,6 +262,11 @@ static void recompute(bm_discovery_t *d)
         bm_log(BM_LOG_INFO, "static endpoints now served from upstream %s", d->nodes[ref].node->id);
         d->ref = ref;
     }
+    /* The chain first: a node's network verdict makes health judge it at once, and judged
+     * before the chain is known, a node of a running chain whose head is not known yet would
+     * be "ready" for a moment, until the chain's arrival makes it "no-head". */
+    if (ref >= 0)
+        set_chain(d, &d->nodes[ref].chain);
     for (size_t i = 0; i < d->n; i++) {
         node_disc_t *nd = &d->nodes[i];
         if (!node_candidate(nd))
@@ -279,8 +284,6 @@ static void recompute(bm_discovery_t *d)
             bm_pool_set_network(d->pool, nd->node, BM_NET_OK, "same network");
         }
     }
-    if (ref >= 0)
-        set_chain(d, &d->nodes[ref].chain);
 }
 
 /* ---- the periodic refresh --------------------------------------------------------- */

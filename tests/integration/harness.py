@@ -193,6 +193,13 @@ class Beaconmux(Proc):
         """The status page's upstream entries by id."""
         return {u["id"]: u for u in self.status()["upstreams"]}
 
+    def explain(self, lines=40):
+        """The nodes' states and beaconmux's last log lines: the message of an assertion
+        about which node served, so a failure says why that node was (not) chosen."""
+        ups = {u["id"]: (u.get("state"), u.get("state_reason") or u.get("reason"))
+               for u in self.status()["upstreams"]}
+        return "nodes: %s; beaconmux's last lines:\n%s" % (ups, "\n".join(self.stderr()[-lines:]))
+
     def wait_state(self, node_id, state, timeout=10.0):
         try:
             return wait_for(lambda: self.node_states().get(node_id) == state, timeout,

@@ -171,8 +171,8 @@ class PassThrough(ProxyBase):
         m = self.mux(url, "http://bob:%s@127.0.0.1:%d" % (secret, closed_port()))
         self.ready(m, "n1")
         m.wait_state("n2", "unreachable")
-        st, _, _ = m.request("GET", "/eth/v1/node/peer_count")
-        self.assertEqual(st, 200)
+        st, _, body = m.request("GET", "/eth/v1/node/peer_count")
+        self.assertEqual(st, 200, "%s\n%s" % (body, m.explain(80)))
         rec = up.find("GET", "/eth/v1/node/peer_count")[-1]
         self.assertTrue(rec["headers"].get("Authorization", "").startswith("Basic "))
         status = json.dumps(m.status())

@@ -907,6 +907,41 @@ static void test_missing_cluster_head_reported(void **state)
     fx_free(f);
 }
 
+static void count_ready(bm_node_t *node, bm_node_state_t old, void *ud)
+{
+    int *readies = ud;
+    (void)old;
+    if (node->state == BM_NODE_READY)
+        readies[node->index]++;
+}
+
+/* A node of a running chain is not ready before its head is known, not even for the moment
+ * between its discovery and the chain's arrival that discovery also brings (clients were
+ * served by a node "ready" for 12 ms, then got 503 once it was "no-head"). */
+static void test_not_ready_before_its_head_is_known(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(2, UINT64_MAX);
+    int readies[2] = {0, 0};
+    assert_int_equal(bm_pool_on_state(f->pool, count_ready, readies), 0);
+    for (int i = 0; i < 2; i++) {
+        f->nodes[i].lazy_stream = true;
+        f->nodes[i].head_fails = true;
+    }
+    start(f);
+    ADVANCE_UNTIL(f, state_of(f, 0) == BM_NODE_NO_HEAD && state_of(f, 1) == BM_NODE_NO_HEAD,
+                  BOUND_MS);
+    assert_int_equal(state_of(f, 0), BM_NODE_NO_HEAD);
+    assert_int_equal(state_of(f, 1), BM_NODE_NO_HEAD);
+    assert_int_equal(readies[0], 0);
+    assert_int_equal(readies[1], 0);
+    f->nodes[0].head_fails = false;
+    ADVANCE_UNTIL(f, state_of(f, 0) == BM_NODE_READY, 3 * SLOT_MS);
+    assert_int_equal(readies[0], 1);
+    assert_int_equal(readies[1], 0);
+    fx_free(f);
+}
+
 /* Lodestar before 1.10 never answers a topic it does not know (head_v2): no byte for the
  * whole head wait from a node that answers its other requests takes the next rung of the
  * ladder, as a 400 would: head. */
@@ -968,6 +1003,7 @@ int main(void)
         cmocka_unit_test(test_stopped_node_not_ready_until_it_answers),
         cmocka_unit_test(test_missing_cluster_head_reported),
         cmocka_unit_test(test_silent_head_v2_falls_back_to_head),
+        cmocka_unit_test(test_not_ready_before_its_head_is_known),
         cmocka_unit_test(test_stop_early_and_bad_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
