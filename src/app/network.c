@@ -537,9 +537,34 @@ bool bm_network_settled(const bm_network_t *a)
     return !any_ready || bm_head_cluster(a->head, &h);
 }
 
-int bm_network_adopt_replay(bm_network_t *to, const bm_network_t *from)
+typedef struct adopting {
+    bm_network_t *to;
+    const bm_network_t *from;
+} adopting_t;
+
+/* One slot of the old producer memory, by node id: the pools of the two networks may
+ * differ (a node added, removed or moved in the list); a node `to` lacks is left out. */
+static void adopt_producer(void *ud, uint64_t slot, int node, const uint8_t *state_root,
+                           uint64_t time_ms)
 {
+    const adopting_t *x = ud;
+    const bm_node_t *was = node >= 0 ? bm_pool_node(x->from->pool, (size_t)node) : NULL;
+    const bm_node_t *now = was ? bm_pool_find(x->to->pool, was->id) : NULL;
+    if (now)
+        bm_produce_learn(x->to->produce, slot, (int)now->index, state_root, time_ms);
+}
+
+int bm_network_adopt_memory(bm_network_t *to, const bm_network_t *from)
+{
+    adopting_t x = {to, from};
+    bm_produce_each(from->produce, adopt_producer, &x);
     return bm_replay_adopt(to->replay, from->replay);
+}
+
+void bm_network_share_again(bm_network_t *n)
+{
+    if (n->sharing)
+        bm_sharing_write_back(n->sharing);
 }
 
 void bm_network_end_subscribers(bm_network_t *a)

@@ -195,6 +195,10 @@ class Reload(unittest.TestCase):
             t.start()
         try:
             wait_for(lambda: len(results) >= 8, 10, what="requests answered before the reload")
+            # on a loaded machine the client threads can all be between two requests: the
+            # reload goes out once n2 has exchanges in flight (each lasts 400 ms)
+            wait_for(lambda: self.mux.upstreams()["n2"]["in_flight"] >= 1, 10,
+                     what="an exchange with n2 in flight", interval=0.01)
             mark = self.log_mark()
             line = self.reload(self.config(0, 1))
             self.wait_log(r"reload: the network retired", mark)
