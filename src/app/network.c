@@ -453,9 +453,8 @@ static int build(bm_network_t *a)
         return rc;
     if (a->cfg.state_dir && *a->cfg.state_dir && (rc = build_state(a)) != 0)
         return rc;
-    bm_report_sources_t rs = {a->events, a->attest, a->produce, a->aggregate,
-                              a->duties, a->bcast,  a->replay};
-    return bm_report_register(a->admin, &rs);
+    /* the status page's counters come from the modules the metrics read */
+    return bm_report_register(a->admin, bm_observe_sources(a->observe));
 }
 
 bm_network_t *bm_network_new(uv_loop_t *loop, const bm_config_t *cfg, size_t i)

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -127,14 +128,12 @@ static bool soon_room(void **items, size_t *cap, size_t n, size_t size)
 {
     if (n < *cap)
         return true;
-    size_t want = *cap ? *cap * 2 : 16;
     if (n >= AFTER_ANSWER_MAX)
         return false;
-    void *p = realloc(*items, want * size);
+    void *p = bm_grow(*items, n, cap, size, 16);
     if (!p)
         return false;
     *items = p;
-    *cap = want;
     return true;
 }
 

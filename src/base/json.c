@@ -848,29 +848,28 @@ int bm_hex_to_root(const char *s, uint8_t out[32])
     return 0;
 }
 
-const char *bm_root_short(const uint8_t root[32], char out[BM_ROOT_SHORT_LEN + 1])
+/* Writes "0x", the n bytes of p in lowercase hex and a NUL into out. */
+static void put_hex_0x(char *out, const uint8_t *p, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     out[0] = '0';
     out[1] = 'x';
-    for (int i = 0; i < 4; i++) {
-        out[2 + 2 * i] = hex[root[i] >> 4];
-        out[3 + 2 * i] = hex[root[i] & 15];
+    for (size_t i = 0; i < n; i++) {
+        out[2 + 2 * i] = hex[p[i] >> 4];
+        out[3 + 2 * i] = hex[p[i] & 15];
     }
-    out[BM_ROOT_SHORT_LEN] = '\0';
+    out[2 + 2 * n] = '\0';
+}
+
+const char *bm_root_short(const uint8_t root[32], char out[BM_ROOT_SHORT_LEN + 1])
+{
+    put_hex_0x(out, root, 4);
     return out;
 }
 
 void bm_root_to_hex(const uint8_t root[32], char out[BM_ROOT_HEX_LEN + 1])
 {
-    static const char hex[] = "0123456789abcdef";
-    out[0] = '0';
-    out[1] = 'x';
-    for (int i = 0; i < 32; i++) {
-        out[2 + 2 * i] = hex[root[i] >> 4];
-        out[3 + 2 * i] = hex[root[i] & 15];
-    }
-    out[BM_ROOT_HEX_LEN] = '\0';
+    put_hex_0x(out, root, 32);
 }
 
 bool bm_hex_root_eq(const char *a, const char *b)

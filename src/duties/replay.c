@@ -27,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/buf.h"
 #include "base/clock.h"
 #include "base/defaults.h"
 #include "base/err.h"
@@ -607,12 +608,10 @@ static bool emit_room(bm_replay_t *rp)
         return true;
     if (rp->stopped || rp->n_emits >= EMIT_WAITING_MAX)
         return false;
-    size_t want = rp->cap_emits ? rp->cap_emits * 2 : 64;
-    emit_key_t *p = realloc(rp->emits, want * sizeof *p);
+    emit_key_t *p = bm_grow(rp->emits, rp->n_emits, &rp->cap_emits, sizeof *p, 64);
     if (!p)
         return false;
     rp->emits = p;
-    rp->cap_emits = want;
     return true;
 }
 

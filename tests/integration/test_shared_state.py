@@ -19,7 +19,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, Beaconsim, Proc, main, wait_for  # noqa: E402
+from harness import QUICK_NODES, Beaconmux, Beaconsim, Proc, free_port, main, wait_for  # noqa: E402
 
 PASSWORD = "s3cret-redis-pw"
 PREFIX = "bmtest%d:" % os.getpid()
@@ -27,23 +27,9 @@ SIG = "0x" + "cc" * 96
 FEE = lambda b: "0x" + ("%02x" % b) * 20  # noqa: E731
 TIMEOUT_MS = 400  # Redis's deadline here: a duty that waited for Redis would show it
 
-BASE = """
-timeouts:
-  connect: 300ms
-  read: 700ms
-discovery:
-  retryInterval: 200ms
-duties:
+BASE = QUICK_NODES + """duties:
   writeTimeout: 2s
 """
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Redis:

@@ -549,16 +549,17 @@ static void test_idle_heartbeat_waits_its_own_bound(void **state)
 
 int main(void)
 {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, rfx_setup, rfx_teardown)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_url),
         cmocka_unit_test(test_answer_waiting_at_the_deadline_is_read),
         cmocka_unit_test(test_idle_heartbeat_waits_its_own_bound),
-        cmocka_unit_test_setup_teardown(test_refused, rfx_setup, rfx_teardown),
-        cmocka_unit_test_setup_teardown(test_handshake_and_pipelining, rfx_setup, rfx_teardown),
-        cmocka_unit_test_setup_teardown(test_refused_auth_is_down, rfx_setup, rfx_teardown),
-        cmocka_unit_test_setup_teardown(test_unanswered_handshake_is_down, rfx_setup, rfx_teardown),
-        cmocka_unit_test_setup_teardown(test_silent_server_times_out_and_reconnects, rfx_setup,
-                                        rfx_teardown),
+        T(test_refused),
+        T(test_handshake_and_pipelining),
+        T(test_refused_auth_is_down),
+        T(test_unanswered_handshake_is_down),
+        T(test_silent_server_times_out_and_reconnects),
     };
+#undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
