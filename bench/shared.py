@@ -64,7 +64,7 @@ def pct(xs, p):
 
 
 def line(name, xs):
-    return "%-34s p50 %6.2f ms  p99 %6.2f ms" % (name, statistics.median(xs), pct(xs, 99))
+    return "%-34s p50 %7.3f ms  p99 %7.3f ms" % (name, statistics.median(xs), pct(xs, 99))
 
 
 def server_times(m):

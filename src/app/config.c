@@ -337,6 +337,20 @@ void bm_config_network(const bm_config_t *cfg, size_t i, bm_config_t *out)
 }
 
 /* The checks of one network's effective configuration. */
+/* A quorum (the key `key`) that more nodes than `serving` must reach: the error says what
+ * could then never happen (`never`). */
+static bool quorum_too_large(bm_config_err_t *err, const char *key, uint32_t quorum, size_t serving,
+                             const char *never)
+{
+    if (quorum <= serving)
+        return false;
+    bm_cfg_err(err,
+               "%s (%" PRIu32 ") is larger than the number of upstreams that are not shadows "
+               "(%zu): %s",
+               key, quorum, serving, never);
+    return true;
+}
+
 static int validate_network(const bm_config_t *cfg, bm_config_err_t *err)
 {
     if (check_upstreams(cfg, err) != 0 || check_holds(cfg, err) != 0 ||
@@ -356,20 +370,11 @@ static int validate_network(const bm_config_t *cfg, bm_config_err_t *err)
     }
     /* shadow nodes count for no quorum: only the serving ones can reach it */
     size_t serving = bm_config_serving_upstreams(cfg);
-    if (cfg->duties.checkpoint_quorum > serving) {
-        bm_cfg_err(err,
-                   "duties.checkpointQuorum (%" PRIu32 ") is larger than the number of upstreams "
-                   "that are not shadows (%zu): no attestation data could ever reach it",
-                   cfg->duties.checkpoint_quorum, serving);
+    if (quorum_too_large(err, "duties.checkpointQuorum", cfg->duties.checkpoint_quorum, serving,
+                         "no attestation data could ever reach it") ||
+        quorum_too_large(err, "health.headQuorum", cfg->health.head_quorum, serving,
+                         "the cluster head could never move except by extension"))
         return BM_EINVAL;
-    }
-    if (cfg->health.head_quorum > serving) {
-        bm_cfg_err(err,
-                   "health.headQuorum (%" PRIu32 ") is larger than the number of upstreams that "
-                   "are not shadows (%zu): the cluster head could never move except by extension",
-                   cfg->health.head_quorum, serving);
-        return BM_EINVAL;
-    }
     return 0;
 }
 

@@ -1206,67 +1206,61 @@ static bool set_listen(const bm_cfg_key_t *k, void *obj, const char *v, char *ms
     return true;
 }
 
-/* Parses a number, BOOL or ENUM value; false with the reason when it does not parse. */
+/* Parses a number, BOOL or ENUM value; false with the reason when it does not parse: what was
+ * expected (`noun`) and how to write it (`use`). */
 static bool parse_scalar(const bm_cfg_key_t *k, const char *v, uint64_t *out, char *msg, size_t n)
 {
     bm_cfg_quote_t q;
-    uint32_t u32;
-    bool b;
-    int e;
+    uint64_t val = 0;
+    uint32_t u32 = 0;
+    bool b = false;
+    int e = 0, rc;
     char choices[200];
+    const char *noun = "number", *use;
     switch (k->kind) {
     case BM_CFG_DURATION:
     case BM_CFG_DURATION_OPT:
-        if (bm_config_parse_duration(v, &u32) == 0) {
-            *out = u32;
-            return true;
-        }
-        snprintf(msg, n,
-                 "invalid duration %s (use milliseconds, or a whole number with ms, s, m or h; "
-                 "at most 24h)",
-                 bm_cfg_quote(&q, v));
-        return false;
+        rc = bm_config_parse_duration(v, &u32);
+        val = u32;
+        noun = "duration";
+        use = "milliseconds, or a whole number with ms, s, m or h; at most 24h";
+        break;
     case BM_CFG_SIZE:
-        if (bm_config_parse_size(v, out) == 0)
-            return true;
-        snprintf(msg, n,
-                 "invalid size %s (use bytes, or a whole number with KiB, MiB, GiB or TiB; at "
-                 "most 1TiB)",
-                 bm_cfg_quote(&q, v));
-        return false;
+        rc = bm_config_parse_size(v, &val);
+        noun = "size";
+        use = "bytes, or a whole number with KiB, MiB, GiB or TiB; at most 1TiB";
+        break;
     case BM_CFG_COUNT:
-        if (parse_count(v, &u32) == 0) {
-            *out = u32;
-            return true;
-        }
-        snprintf(msg, n, "invalid number %s (use a whole number)", bm_cfg_quote(&q, v));
-        return false;
+        rc = parse_count(v, &u32);
+        val = u32;
+        use = "a whole number";
+        break;
     case BM_CFG_DECIMAL:
-        if (parse_decimal(v, &u32) == 0) {
-            *out = u32;
-            return true;
-        }
-        snprintf(msg, n,
-                 "invalid number %s (use a decimal number with at most three decimals, such as "
-                 "2.5, or a percentage, such as 10%%)",
-                 bm_cfg_quote(&q, v));
-        return false;
+        rc = parse_decimal(v, &u32);
+        val = u32;
+        use = "a decimal number with at most three decimals, such as 2.5, or a percentage, such "
+              "as 10%";
+        break;
     case BM_CFG_BOOL:
-        if (parse_bool(v, &b) == 0) {
-            *out = b;
-            return true;
-        }
-        snprintf(msg, n, "invalid boolean %s (use true or false)", bm_cfg_quote(&q, v));
-        return false;
+        rc = parse_bool(v, &b);
+        val = b;
+        noun = "boolean";
+        use = "true or false";
+        break;
     default: /* BM_CFG_ENUM */
-        if (enum_parse(k->names, v, &e)) {
-            *out = (uint64_t)e;
-            return true;
-        }
+        rc = enum_parse(k->names, v, &e) ? 0 : BM_EINVAL;
+        val = (uint64_t)e;
         enum_choices(choices, sizeof choices, k->names);
-        snprintf(msg, n, "invalid %s %s (use %s)", k->names->noun, bm_cfg_quote(&q, v), choices);
-        return false;
+        noun = k->names->noun;
+        use = choices;
+        break;
     }
+    if (rc == 0) {
+        *out = val;
+        return true;
+    }
+    snprintf(msg, n, "invalid %s %s (use %s)", noun, bm_cfg_quote(&q, v), use);
+    return false;
 }
 
 bool bm_cfg_set(const bm_cfg_key_t *k, void *obj, const char *v, const char *raw, char *msg,

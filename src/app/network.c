@@ -453,9 +453,8 @@ static int build(bm_network_t *a)
         return rc;
     if (a->cfg.state_dir && *a->cfg.state_dir && (rc = build_state(a)) != 0)
         return rc;
-    bm_report_sources_t rs = {a->events, a->attest, a->produce, a->aggregate,
-                              a->duties, a->bcast,  a->replay};
-    return bm_report_register(a->admin, &rs);
+    /* the status page's counters come from the modules the metrics read */
+    return bm_report_register(a->admin, bm_observe_sources(a->observe));
 }
 
 bm_network_t *bm_network_new(uv_loop_t *loop, const bm_config_t *cfg, size_t i)
@@ -538,9 +537,34 @@ bool bm_network_settled(const bm_network_t *a)
     return !any_ready || bm_head_cluster(a->head, &h);
 }
 
-int bm_network_adopt_replay(bm_network_t *to, const bm_network_t *from)
+typedef struct adopting {
+    bm_network_t *to;
+    const bm_network_t *from;
+} adopting_t;
+
+/* One slot of the old producer memory, by node id: the pools of the two networks may
+ * differ (a node added, removed or moved in the list); a node `to` lacks is left out. */
+static void adopt_producer(void *ud, uint64_t slot, int node, const uint8_t *state_root,
+                           uint64_t time_ms)
 {
+    const adopting_t *x = ud;
+    const bm_node_t *was = node >= 0 ? bm_pool_node(x->from->pool, (size_t)node) : NULL;
+    const bm_node_t *now = was ? bm_pool_find(x->to->pool, was->id) : NULL;
+    if (now)
+        bm_produce_learn(x->to->produce, slot, (int)now->index, state_root, time_ms);
+}
+
+int bm_network_adopt_memory(bm_network_t *to, const bm_network_t *from)
+{
+    adopting_t x = {to, from};
+    bm_produce_each(from->produce, adopt_producer, &x);
     return bm_replay_adopt(to->replay, from->replay);
+}
+
+void bm_network_share_again(bm_network_t *n)
+{
+    if (n->sharing)
+        bm_sharing_write_back(n->sharing);
 }
 
 void bm_network_end_subscribers(bm_network_t *a)

@@ -79,9 +79,17 @@ bool bm_network_settled(const bm_network_t *n);
  * Reload: copies the replay memory of `from` (preparations, registrations, proposer
  * preferences, committee and sync subscriptions, each with its expiry) into `to`, which was
  * built and not started: when `to` starts, each node it discovers is replayed to, a node new
- * in the configuration included. 0 or a BM_E* code.
+ * in the configuration included. The producer memory too (slot -> producing node, by node
+ * id: a node `to` does not configure is left out), so that a blinded block or envelope still
+ * goes to its producer first after the reload, and with state.driver redis both are
+ * written to the Redis `to` connects to (which may be another, or empty). 0 or a BM_E* code.
  */
-int bm_network_adopt_replay(bm_network_t *to, const bm_network_t *from);
+int bm_network_adopt_memory(bm_network_t *to, const bm_network_t *from);
+
+/** Reload, a network kept as it runs: with state.driver redis, its local records are
+ *  written back to Redis (newer wins), as after an outage: a Redis flushed (or replaced at
+ *  the same address) since is filled again by a SIGHUP. Nothing otherwise. */
+void bm_network_share_again(bm_network_t *n);
 
 /** Reload, a replaced network: its event stream subscribers end now (they reconnect to the
  *  network that replaced it); requests in flight go on. */

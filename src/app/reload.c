@@ -515,8 +515,8 @@ static int plan(bm_reload_t *rl, const bm_config_t *c)
     return 0;
 }
 
-/* Builds and starts the networks the diff asks for, each with the replay memory of the
- * network it replaces. 0, or a BM_E* code with everything built abandoned. */
+/* Builds and starts the networks the diff asks for, each with the replay and producer
+ * memories of the network it replaces (written to Redis when it connects). 0, or a BM_E* code with everything built abandoned. */
 static int build_networks(bm_reload_t *rl)
 {
     const bm_reload_diff_t *d = &rl->diff;
@@ -526,7 +526,7 @@ static int build_networks(bm_reload_t *rl)
         if (!(rl->built[i] = slot_new(rl, rl->next_cfg, i)))
             return BM_EINVAL;
         if (d->replaces[i] >= 0) {
-            int rc = bm_network_adopt_replay(rl->built[i]->net, rl->cur->slot[d->replaces[i]]->net);
+            int rc = bm_network_adopt_memory(rl->built[i]->net, rl->cur->slot[d->replaces[i]]->net);
             if (rc)
                 return rc;
         }
@@ -582,6 +582,9 @@ static void swap(bm_reload_t *rl)
     for (size_t i = 0; i < d->n_new; i++)
         if (d->keep[i] < 0 && d->replaces[i] >= 0) /* the new one saves the state file now */
             bm_network_hand_over_state(old->slot[d->replaces[i]]->net);
+    for (size_t i = 0; i < d->n_new; i++) /* the built ones write theirs back as they connect */
+        if (d->keep[i] >= 0)
+            bm_network_share_again(old->slot[d->keep[i]]->net);
     gen_detach(old);
     old->next = rl->replaced;
     rl->replaced = old;
@@ -642,6 +645,8 @@ static void begin(bm_reload_t *rl)
     if (bm_reload_diff_built(&rl->diff) == 0 && bm_reload_diff_retired(&rl->diff) == 0 &&
         !rl->diff.front && !rl->diff.log && !rl->diff.server && !rl->diff.listen) {
         cfg_unref(r); /* nothing the running set would do differently */
+        for (size_t i = 0; i < rl->cur->n; i++) /* but Redis may have been flushed */
+            bm_network_share_again(rl->cur->slot[i]->net);
         outcome(rl, &rl->n_unchanged, "unchanged");
         return;
     }

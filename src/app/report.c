@@ -6,6 +6,13 @@
 #include "app/report.h"
 
 #include "base/err.h"
+#include "cluster/events.h"
+#include "duties/aggregate.h"
+#include "duties/attest.h"
+#include "duties/broadcast.h"
+#include "duties/duties.h"
+#include "duties/produce.h"
+#include "duties/replay.h"
 
 #define U(v) ((unsigned long long)(v))
 
@@ -93,22 +100,24 @@ static void replay_json(bm_str_t *o, void *ud)
                   U(s.posts_rejected), U(s.entries_sent));
 }
 
-int bm_report_register(bm_admin_t *admin, const bm_report_sources_t *src)
+int bm_report_register(bm_admin_t *admin, const bm_observe_sources_t *src)
 {
+    const struct {
+        const char *name;
+        bm_admin_section_fn fn;
+        void *module;
+    } sections[] = {
+        {"events", events_json, src->events},
+        {"attestation_data", attest_json, src->attest},
+        {"block_production", produce_json, src->produce},
+        {"aggregates", aggregate_json, src->aggregate},
+        {"duties", duties_json, src->duties},
+        {"broadcast", broadcast_json, src->broadcast},
+        {"replay", replay_json, src->replay},
+    };
     int rc = 0;
-    if (!rc && src->events)
-        rc = bm_admin_add_section(admin, "events", events_json, src->events);
-    if (!rc && src->attest)
-        rc = bm_admin_add_section(admin, "attestation_data", attest_json, src->attest);
-    if (!rc && src->produce)
-        rc = bm_admin_add_section(admin, "block_production", produce_json, src->produce);
-    if (!rc && src->aggregate)
-        rc = bm_admin_add_section(admin, "aggregates", aggregate_json, src->aggregate);
-    if (!rc && src->duties)
-        rc = bm_admin_add_section(admin, "duties", duties_json, src->duties);
-    if (!rc && src->broadcast)
-        rc = bm_admin_add_section(admin, "broadcast", broadcast_json, src->broadcast);
-    if (!rc && src->replay)
-        rc = bm_admin_add_section(admin, "replay", replay_json, src->replay);
+    for (size_t i = 0; i < sizeof sections / sizeof sections[0] && !rc; i++)
+        if (sections[i].module)
+            rc = bm_admin_add_section(admin, sections[i].name, sections[i].fn, sections[i].module);
     return rc;
 }

@@ -9,29 +9,13 @@
 #define BM_REPORT_H
 
 #include "app/admin.h"
-#include "cluster/events.h"
-#include "duties/aggregate.h"
-#include "duties/attest.h"
-#include "duties/broadcast.h"
-#include "duties/duties.h"
-#include "duties/produce.h"
-#include "duties/replay.h"
-
-/** The modules whose counters go on the status page; any may be NULL (no section). */
-typedef struct bm_report_sources {
-    bm_events_t *events;
-    bm_attest_t *attest;
-    bm_produce_t *produce;
-    bm_aggregate_t *aggregate;
-    bm_duties_t *duties;
-    bm_broadcast_t *broadcast;
-    bm_replay_t *replay;
-} bm_report_sources_t;
+#include "observe/observe.h"
 
 /**
- * Adds one status section per non-NULL source (each module must outlive the admin
- * module's status page). Returns 0 or BM_ENOMEM.
+ * Adds one status section per module of `src` that keeps counters (events and the duty
+ * policies; each NULL one has none), the modules the metrics read too. Each module must
+ * outlive the admin module's status page. Returns 0 or BM_ENOMEM.
  */
-int bm_report_register(bm_admin_t *admin, const bm_report_sources_t *src);
+int bm_report_register(bm_admin_t *admin, const bm_observe_sources_t *src);
 
 #endif /* BM_REPORT_H */

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -41,6 +42,25 @@
  * stored), so it reaches an instance only once that instance's subscription is back, and
  * every instance tries again at most 5 s apart (state/redis.c's longest backoff). */
 #define JOURNAL_REPUBLISH_DELAY_MS 10000u
+/* A served duty read and a producer record are made while their answer is being written:
+ * they wait here, unformatted, and are formatted and handed to Redis this long after, from
+ * a timer. 1 ms, not 0: the server writes a turn's answers in the loop's check phase, and
+ * libuv (1.44) runs a 0 ms timer armed from a timer callback (a race answered at its
+ * deadline) within the same timers phase, before those answers went out. Before this, a
+ * duty race's completion formatted its journal record for Redis (about 15,000 instructions,
+ * callgrind) before the check phase wrote its answer. */
+#define AFTER_ANSWER_MS 1u
+/* ...at most this many of each kind waiting (a burst of races completing in one turn);
+ * beyond it a record is handed over at once. */
+#define AFTER_ANSWER_MAX 4096u
+
+/* A producer record not yet handed to Redis. */
+typedef struct soon_producer {
+    uint64_t slot, time_ms;
+    int node;
+    bool has_root;
+    uint8_t state_root[32];
+} soon_producer_t;
 
 /* A served duty read not yet published (Redis was not available when it was served). */
 typedef struct pending_served {
@@ -65,6 +85,11 @@ struct bm_sharing {
     pending_served_t *pending; /* a ring of JOURNAL_PENDING_MAX, allocated at first use */
     size_t pending_first, pending_n;
     bm_timer_t *republish;    /* publishes the kept ones once Redis has been back a while */
+    bm_timer_t *after_answer; /* hands over what waits below (AFTER_ANSWER_MS) */
+    bm_served_t *soon_served; /* served duty reads made this turn */
+    size_t n_soon_served, cap_soon_served;
+    soon_producer_t *soon_producers; /* producer records made this turn */
+    size_t n_soon_producers, cap_soon_producers;
     uint64_t journal_kept;    /* served reads kept while Redis was away, */
     uint64_t journal_dropped; /* and of those, pushed out by newer ones before it returned */
 };
@@ -82,8 +107,8 @@ static void put_entry(void *ud, bm_replay_kind_t kind, const char *key, const ch
     bm_shared_put(s->sh, topic, key, seen_ms, ttl, entry, len);
 }
 
-static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state_root,
-                         uint64_t time_ms)
+static void hand_producer(void *ud, uint64_t slot, int node, const uint8_t *state_root,
+                          uint64_t time_ms)
 {
     bm_sharing_t *s = ud;
     const bm_node_t *n = node >= 0 ? bm_pool_node(s->pool, (size_t)node) : NULL;
@@ -96,6 +121,39 @@ static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state
     if (!v.oom && v.b)
         bm_shared_put(s->sh, "producer", key, time_ms, PRODUCER_KEEP_MS, v.b->data, v.b->len);
     bm_str_dispose(&v);
+}
+
+/* Grows a waiting list to hold one more; false when it cannot (full, or no memory). */
+static bool soon_room(void **items, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return true;
+    if (n >= AFTER_ANSWER_MAX)
+        return false;
+    void *p = bm_grow(*items, n, cap, size, 16);
+    if (!p)
+        return false;
+    *items = p;
+    return true;
+}
+
+/* A production served (bm_produce_on_remember): called before its answer is written, so
+ * the record only waits for the next turn here (the memory itself already has it). */
+static void put_producer(void *ud, uint64_t slot, int node, const uint8_t *state_root,
+                         uint64_t time_ms)
+{
+    bm_sharing_t *s = ud;
+    if (!soon_room((void **)&s->soon_producers, &s->cap_soon_producers, s->n_soon_producers,
+                   sizeof *s->soon_producers)) {
+        hand_producer(s, slot, node, state_root, time_ms);
+        return;
+    }
+    soon_producer_t *p = &s->soon_producers[s->n_soon_producers++];
+    *p = (soon_producer_t){.slot = slot, .time_ms = time_ms, .node = node};
+    if ((p->has_root = state_root != NULL))
+        memcpy(p->state_root, state_root, 32);
+    if (!bm_timer_active(s->after_answer))
+        bm_timer_start(s->after_answer, AFTER_ANSWER_MS);
 }
 
 /* A client of the read path sticking to a node: "<key>" -> "<upstream id>", made at time_ms. */
@@ -177,9 +235,8 @@ static void keep_served(bm_sharing_t *s, const char *key, uint64_t time_ms, bm_s
 /* A duty read this instance served: published to the others (never stored, so that no
  * reconnect's load counts it twice). While Redis is away it is kept and published when
  * Redis returns: the other instances' journals still show every read the pair served. */
-static void put_served(const bm_served_t *rec, void *ud)
+static void hand_served(bm_sharing_t *s, const bm_served_t *rec)
 {
-    bm_sharing_t *s = ud;
     bm_str_t v = BM_STR_INIT;
     char key[48];
     snprintf(key, sizeof key, "%d.%" PRIu64, (int)rec->duty, rec->slot);
@@ -189,6 +246,36 @@ static void put_served(const bm_served_t *rec, void *ud)
             BM_EUNAVAIL)
         keep_served(s, key, now, &v);
     bm_str_dispose(&v);
+}
+
+/* A duty race completed (bm_observe_on_local_served), mostly in the turn its answer is
+ * written in: the record waits for the next turn, copied, unformatted. */
+static void put_served(const bm_served_t *rec, void *ud)
+{
+    bm_sharing_t *s = ud;
+    if (!soon_room((void **)&s->soon_served, &s->cap_soon_served, s->n_soon_served,
+                   sizeof *s->soon_served)) {
+        hand_served(s, rec);
+        return;
+    }
+    s->soon_served[s->n_soon_served++] = *rec;
+    if (!bm_timer_active(s->after_answer))
+        bm_timer_start(s->after_answer, AFTER_ANSWER_MS);
+}
+
+/* The answers went out: what waited is formatted and handed to Redis, in order. */
+static void after_answer(bm_timer_t *t, void *ud)
+{
+    (void)t;
+    bm_sharing_t *s = ud;
+    for (size_t i = 0; i < s->n_soon_producers; i++) {
+        const soon_producer_t *p = &s->soon_producers[i];
+        hand_producer(s, p->slot, p->node, p->has_root ? p->state_root : NULL, p->time_ms);
+    }
+    s->n_soon_producers = 0;
+    for (size_t i = 0; i < s->n_soon_served; i++)
+        hand_served(s, &s->soon_served[i]);
+    s->n_soon_served = 0;
 }
 
 /* Redis is back, and has been for a while: the kept reads are published, oldest first. */
@@ -288,16 +375,23 @@ static void learn_refusal(bm_sharing_t *s, const char *key, const char *value, s
         bm_broadcast_learn_ssz_refusal(s->bcast, (size_t)n->index, bar + 1, version);
 }
 
-/* Redis is back (or there for the first time): everything we remember goes there, newer
- * wins by the time each record was made: the replay memory, the producer memory (a
- * block produced through this instance during an outage must still reach its producer
- * first when published through another) and the sticky clients. */
+/* Everything we remember goes to Redis, newer wins by the time each record was made: the
+ * replay memory, the producer memory (a block produced through this instance during an
+ * outage, or before a reload onto an empty Redis, must still reach its producer first when
+ * published through another) and the sticky clients. */
+void bm_sharing_write_back(bm_sharing_t *s)
+{
+    bm_replay_each(s->replay, bm_clock_wall_now(s->clock), put_entry, s);
+    bm_produce_each(s->produce, hand_producer, s);
+    bm_readpath_sticky_each(s->readpath, put_sticky_back, s);
+}
+
+/* Redis is back (or there for the first time): our records go there, and the served duty
+ * reads kept meanwhile are published a while later. */
 static void on_up(void *ud)
 {
     bm_sharing_t *s = ud;
-    bm_replay_each(s->replay, bm_clock_wall_now(s->clock), put_entry, s);
-    bm_produce_each(s->produce, put_producer, s);
-    bm_readpath_sticky_each(s->readpath, put_sticky_back, s);
+    bm_sharing_write_back(s);
     if (s->pending_n > 0 && s->republish)
         bm_timer_start(s->republish, JOURNAL_REPUBLISH_DELAY_MS);
 }
@@ -431,11 +525,16 @@ bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config
     s->bcast = bcast;
     s->readpath = readpath;
     s->republish = bm_timer_new(clock, publish_kept_served, s);
-    s->sh = s->republish ? bm_shared_new(loop, clock, &o, on_record, on_up, s) : NULL;
+    s->after_answer = bm_timer_new(clock, after_answer, s);
+    s->sh = s->republish && s->after_answer
+                ? bm_shared_new(loop, clock, &o, on_record, on_up, s)
+                : NULL;
     memset(&o, 0, sizeof o); /* the password */
     if (!s->sh) {
         if (s->republish)
             bm_timer_close(s->republish, NULL, NULL);
+        if (s->after_answer)
+            bm_timer_close(s->after_answer, NULL, NULL);
         free(s);
         return NULL;
     }
@@ -471,6 +570,9 @@ void bm_sharing_free(bm_sharing_t *s)
     bm_shared_free(s->sh);
     if (s->republish)
         bm_timer_close(s->republish, NULL, NULL);
+    bm_timer_close(s->after_answer, NULL, NULL); /* what waited is dropped with the network */
+    free(s->soon_served);
+    free(s->soon_producers);
     free_kept_served(s);
     free(s);
 }

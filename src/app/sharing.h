@@ -56,6 +56,11 @@ int bm_sharing_producer_parse(const char *v, size_t len, char id[128], uint8_t s
  *  here is published, every one another instance served is journaled here. */
 void bm_sharing_set_observe(bm_sharing_t *s, bm_observe_t *observe);
 
+/** Writes every local record (replay entries, producer slots, sticky clients) to Redis,
+ *  newer wins, as when Redis returns after an outage; nothing while it is not available
+ *  (the return writes them then). A reload calls it for the networks it keeps. */
+void bm_sharing_write_back(bm_sharing_t *s);
+
 /** The status page's "state" section (`ud` = the sharing). */
 void bm_sharing_status_json(bm_str_t *out, void *ud);
 

@@ -12,6 +12,19 @@
 #include "base/err.h"
 #include "base/log.h"
 
+void *bm_grow(void *items, size_t n, size_t *cap, size_t size, size_t first)
+{
+    if (n < *cap)
+        return items;
+    size_t ncap = *cap ? *cap * 2 : first;
+    if (ncap > SIZE_MAX / size)
+        return NULL;
+    void *grown = realloc(items, ncap * size);
+    if (grown)
+        *cap = ncap;
+    return grown;
+}
+
 bm_buf_t *bm_buf_new(size_t cap)
 {
     bm_buf_t *b = malloc(sizeof *b + cap + 1);

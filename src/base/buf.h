@@ -40,6 +40,13 @@ bm_buf_t *bm_buf_ref(bm_buf_t *b);
 /** Drops one reference; frees the buffer at zero. NULL is ignored. */
 void bm_buf_unref(bm_buf_t *b);
 
+/**
+ * Room for one more item in an array of `size`-byte items holding n of *cap: when it is
+ * full, *cap doubles (becomes `first` when 0) and the array is reallocated. Returns the
+ * array (moved or not), or NULL without memory for it: the old array and *cap are kept.
+ */
+void *bm_grow(void *items, size_t n, size_t *cap, size_t size, size_t first);
+
 /** A growable string builder. Zero-initialise or use BM_STR_INIT. */
 typedef struct bm_str {
     bm_buf_t *b; /* NULL until the first append */

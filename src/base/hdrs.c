@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 
 struct bm_hdrs_chunk {
@@ -78,14 +79,10 @@ static char *reserve(bm_hdrs_t *h, size_t need)
 int bm_hdrs_add(bm_hdrs_t *h, const char *name, size_t name_len, const char *value,
                 size_t value_len)
 {
-    if (h->n == h->cap) {
-        size_t ncap = h->cap ? h->cap * 2 : 16;
-        bm_header_t *items = realloc(h->items, ncap * sizeof *items);
-        if (!items)
-            return BM_ENOMEM;
-        h->items = items;
-        h->cap = ncap;
-    }
+    bm_header_t *items = bm_grow(h->items, h->n, &h->cap, sizeof *items, 16);
+    if (!items)
+        return BM_ENOMEM;
+    h->items = items;
     /* name and value side by side: one reservation and one bounds check per field */
     char *n = reserve(h, name_len + 1 + value_len + 1);
     if (!n)

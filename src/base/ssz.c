@@ -83,13 +83,38 @@ static int read_block(const uint8_t *buf, size_t start, size_t end, bm_ssz_block
     return 0;
 }
 
-typedef enum {
-    L_BLOCK,          /* BeaconBlock / BlindedBeaconBlock */
-    L_CONTENTS3,      /* BlockContents {block, kzg_proofs, blobs} */
-    L_CONTENTS4,      /* Gloas BlockContents {block, envelope, kzg_proofs, blobs} */
-    L_SIGNED,         /* SignedBeaconBlock / SignedBlindedBeaconBlock */
-    L_SIGNED_CONTENTS /* SignedBlockContents {signed_block, kzg_proofs, blobs} */
+/* Where a message stands in a body: the whole body, or field `at` of a leading offset table
+ * of `fields` offsets (the API's *Contents containers); inside a Signed* wrapper when
+ * `wrapped`. Blocks and envelopes come in the same wrappings, so one walk finds both. */
+typedef struct {
+    uint8_t fields, at;
+    bool wrapped;
 } layout_t;
+
+static const layout_t L_WHOLE = {0, 0, false};     /* BeaconBlock, ExecutionPayloadEnvelope */
+static const layout_t L_CONTENTS3 = {3, 0, false}; /* BlockContents {block, kzg_proofs, blobs} */
+/* Gloas BlockContents {block, envelope, kzg_proofs, blobs}: its block, its envelope */
+static const layout_t L_CONTENTS4 = {4, 0, false};
+static const layout_t L_CONTENTS4_SECOND = {4, 1, false};
+static const layout_t L_SIGNED = {0, 0, true}; /* Signed{BeaconBlock,ExecutionPayloadEnvelope} */
+/* SignedBlockContents {signed_block, kzg_proofs, blobs} (and the envelope's likewise) */
+static const layout_t L_SIGNED_CONTENTS = {3, 0, true};
+
+/* The message's region [*start, *end) of buf[0..len) under layout l. */
+static int message_region(const uint8_t *buf, size_t len, layout_t l, size_t *start, size_t *end)
+{
+    size_t abs[4];
+    *start = 0;
+    *end = len;
+    if (l.fields) {
+        int rc = offset_table(buf, 0, len, l.fields, abs);
+        if (rc != 0)
+            return rc;
+        *start = abs[l.at];
+        *end = abs[l.at + 1];
+    }
+    return l.wrapped ? signed_message(buf, *start, *end, start) : 0;
+}
 
 static bool has_blobs_in_block(bm_fork_t f)
 {
@@ -105,29 +130,20 @@ static int choose_layout(bm_fork_t f, bool blinded, bool included, int kind, lay
 {
     switch (kind) {
     case BM_SSZ_BLOCK_PRODUCE_V3:
-        if (f >= BM_FORK_GLOAS)
+    case BM_SSZ_BLOCK_PUBLISH:
+        if (kind == BM_SSZ_BLOCK_PRODUCE_V3 && f >= BM_FORK_GLOAS)
             return BM_EINVAL; /* produceBlockV3 is not defined from gloas on */
-        if (blinded) {
-            if (!has_blinded(f))
-                return BM_EINVAL;
-            *out = L_BLOCK;
-        } else {
-            *out = has_blobs_in_block(f) ? L_CONTENTS3 : L_BLOCK;
-        }
+        if (blinded && !has_blinded(f))
+            return BM_EINVAL;
+        /* a full block of a fork with blobs in it comes in BlockContents; what is published
+         * is the same, signed */
+        *out = !blinded && has_blobs_in_block(f) ? L_CONTENTS3 : L_WHOLE;
+        out->wrapped = kind == BM_SSZ_BLOCK_PUBLISH;
         return 0;
     case BM_SSZ_BLOCK_PRODUCE_V4:
         if (f < BM_FORK_GLOAS)
             return BM_EINVAL;
-        *out = included ? L_CONTENTS4 : L_BLOCK;
-        return 0;
-    case BM_SSZ_BLOCK_PUBLISH:
-        if (blinded) {
-            if (!has_blinded(f))
-                return BM_EINVAL;
-            *out = L_SIGNED;
-        } else {
-            *out = has_blobs_in_block(f) ? L_SIGNED_CONTENTS : L_SIGNED;
-        }
+        *out = included ? L_CONTENTS4 : L_WHOLE;
         return 0;
     case BM_SSZ_BLOCK_SIGNED:
         *out = L_SIGNED;
@@ -146,39 +162,11 @@ int bm_ssz_block_info(const uint8_t *buf, size_t len, const char *fork, bool bli
         return BM_EINVAL;
     if (bm_fork_parse(fork, &f) != 0 || choose_layout(f, blinded, included, kind, &layout))
         return BM_EINVAL;
-    size_t abs[4], msg;
+    size_t start, end;
     bm_ssz_block_info_t r;
-    int rc;
-    switch (layout) {
-    case L_BLOCK:
-        rc = read_block(buf, 0, len, &r);
-        break;
-    case L_CONTENTS3:
-        rc = offset_table(buf, 0, len, 3, abs);
-        if (rc == 0)
-            rc = read_block(buf, abs[0], abs[1], &r);
-        break;
-    case L_CONTENTS4:
-        rc = offset_table(buf, 0, len, 4, abs);
-        if (rc == 0)
-            rc = read_block(buf, abs[0], abs[1], &r);
-        break;
-    case L_SIGNED:
-        rc = signed_message(buf, 0, len, &msg);
-        if (rc == 0)
-            rc = read_block(buf, msg, len, &r);
-        break;
-    case L_SIGNED_CONTENTS:
-        rc = offset_table(buf, 0, len, 3, abs);
-        if (rc == 0)
-            rc = signed_message(buf, abs[0], abs[1], &msg);
-        if (rc == 0)
-            rc = read_block(buf, msg, abs[1], &r);
-        break;
-    default:
-        rc = BM_EINVAL;
-        break;
-    }
+    int rc = message_region(buf, len, layout, &start, &end);
+    if (rc == 0)
+        rc = read_block(buf, start, end, &r);
     if (rc == 0)
         *out = r;
     return rc;
@@ -290,34 +278,28 @@ int bm_ssz_envelope_info(const uint8_t *buf, size_t len, int kind, bm_ssz_envelo
 {
     if (!buf && len)
         return BM_EINVAL;
-    size_t abs[4], msg;
-    bm_ssz_envelope_info_t r;
-    int rc;
+    layout_t layout;
     switch (kind) {
     case BM_SSZ_ENVELOPE:
-        rc = read_envelope(buf, 0, len, &r);
+        layout = L_WHOLE;
         break;
     case BM_SSZ_ENVELOPE_SIGNED:
-        rc = signed_message(buf, 0, len, &msg);
-        if (rc == 0)
-            rc = read_envelope(buf, msg, len, &r);
+        layout = L_SIGNED;
         break;
     case BM_SSZ_ENVELOPE_SIGNED_CONTENTS:
-        rc = offset_table(buf, 0, len, 3, abs);
-        if (rc == 0)
-            rc = signed_message(buf, abs[0], abs[1], &msg);
-        if (rc == 0)
-            rc = read_envelope(buf, msg, abs[1], &r);
+        layout = L_SIGNED_CONTENTS;
         break;
     case BM_SSZ_ENVELOPE_IN_BLOCK_CONTENTS:
-        rc = offset_table(buf, 0, len, 4, abs);
-        if (rc == 0)
-            rc = read_envelope(buf, abs[1], abs[2], &r);
+        layout = L_CONTENTS4_SECOND;
         break;
     default:
-        rc = BM_EINVAL;
-        break;
+        return BM_EINVAL;
     }
+    size_t start, end;
+    bm_ssz_envelope_info_t r;
+    int rc = message_region(buf, len, layout, &start, &end);
+    if (rc == 0)
+        rc = read_envelope(buf, start, end, &r);
     if (rc == 0)
         *out = r;
     return rc;

@@ -16,6 +16,7 @@
 #include "base/clock.h"
 #include "base/defaults.h"
 #include "base/err.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/url.h"
 
@@ -156,18 +157,6 @@ const bm_node_t *bm_discovery_reference(const bm_discovery_t *d)
 
 /* ---- the verdict -------------------------------------------------------------- */
 
-static void hex_root(const uint8_t r[32], char out[67])
-{
-    static const char hex[] = "0123456789abcdef";
-    out[0] = '0';
-    out[1] = 'x';
-    for (int i = 0; i < 32; i++) {
-        out[2 + 2 * i] = hex[r[i] >> 4];
-        out[3 + 2 * i] = hex[r[i] & 15];
-    }
-    out[66] = '\0';
-}
-
 static bool node_candidate(const node_disc_t *nd)
 {
     return nd->have;
@@ -246,7 +235,7 @@ static void recompute(bm_discovery_t *d)
                                     "majority; set genesisValidatorsRoot to choose");
         return;
     }
-    hex_root(root, want);
+    bm_root_to_hex(root, want);
     /* Reference: the matching node whose spec agrees with the most others (a majority on
      * the critical keys); among equals the current reference, then reachable nodes, then
      * configuration order, so the reference does not wander between equal nodes. */
@@ -283,7 +272,7 @@ static void recompute(bm_discovery_t *d)
         if (!node_candidate(nd))
             continue;
         if (memcmp(nd->chain.genesis_root, root, 32) != 0) {
-            hex_root(nd->chain.genesis_root, got);
+            bm_root_to_hex(nd->chain.genesis_root, got);
             bm_pool_set_network(d->pool, nd->node, BM_NET_WRONG,
                                 "genesis_validators_root %s differs from the cluster's %s%s", got,
                                 want, d->opts.has_genesis_root ? " (configured)" : "");

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -40,16 +41,12 @@ void bm_hd_push(bm_head_t *t, const note_t *n)
         t->qn -= t->qhead;
         t->qhead = 0;
     }
-    if (t->qn == t->qcap) {
-        size_t ncap = t->qcap ? t->qcap * 2 : 16;
-        note_t *q = realloc(t->q, ncap * sizeof *q);
-        if (!q) {
-            bm_log(BM_LOG_ERROR, "head: out of memory, a notification is lost");
-            return;
-        }
-        t->q = q;
-        t->qcap = ncap;
+    note_t *q = bm_grow(t->q, t->qn, &t->qcap, sizeof *q, 16);
+    if (!q) {
+        bm_log(BM_LOG_ERROR, "head: out of memory, a notification is lost");
+        return;
     }
+    t->q = q;
     t->q[t->qn++] = *n;
 }
 
@@ -959,24 +956,28 @@ uint32_t bm_head_quorum(const bm_head_t *t)
     return t->quorum;
 }
 
+/* Sets one of a node's flags inside enter/leave; a change is noted, so the node's part in the
+ * verdict is looked at again. */
+static void set_node_flag(bm_head_t *t, size_t node, bool *flag, bool value, uint64_t now_ms)
+{
+    enter(t, now_ms);
+    if (*flag != value) {
+        *flag = value;
+        note_node(t, node);
+    }
+    leave(t);
+}
+
 void bm_head_set_node_vote(bm_head_t *t, size_t node, bool may_vote)
 {
-    if (node >= t->n || t->nodes[node].may_vote == may_vote)
-        return;
-    enter(t, t->now);
-    t->nodes[node].may_vote = may_vote;
-    note_node(t, node);
-    leave(t);
+    if (node < t->n && t->nodes[node].may_vote != may_vote)
+        set_node_flag(t, node, &t->nodes[node].may_vote, may_vote, t->now);
 }
 
 void bm_head_set_node_observer(bm_head_t *t, size_t node, bool observer)
 {
-    if (node >= t->n || t->nodes[node].observer == observer)
-        return;
-    enter(t, t->now);
-    t->nodes[node].observer = observer;
-    note_node(t, node);
-    leave(t);
+    if (node < t->n && t->nodes[node].observer != observer)
+        set_node_flag(t, node, &t->nodes[node].observer, observer, t->now);
 }
 
 /* ---- inputs ------------------------------------------------------------------------- */
@@ -1139,12 +1140,7 @@ int bm_head_on_connect(bm_head_t *t, size_t node, uint64_t now_ms)
 {
     if (!t || node >= t->n)
         return BM_EINVAL;
-    enter(t, now_ms);
-    if (!t->nodes[node].connected) {
-        t->nodes[node].connected = true;
-        note_node(t, node);
-    }
-    leave(t);
+    set_node_flag(t, node, &t->nodes[node].connected, true, now_ms);
     return 0;
 }
 

@@ -409,6 +409,22 @@ static void attempt(bm_nodestream_t *s)
     arm(s, s->opts.headers_timeout_ms);
 }
 
+/* The timer of a wait of at most limit_ms, `waited` ms in: before the limit it is armed for
+ * the rest (the limit may have grown meanwhile); at it the wait is counted and the attempt
+ * fails, saying "<what> <limit> ms". */
+static void waited_out(bm_nodestream_t *s, uint64_t waited, uint32_t limit_ms, uint64_t *count,
+                       const char *what)
+{
+    if (waited < limit_ms) {
+        arm(s, limit_ms - waited);
+        return;
+    }
+    (*count)++;
+    char d[96];
+    snprintf(d, sizeof d, "%s %u ms", what, limit_ms);
+    fail(s, BM_ETIMEDOUT, d);
+}
+
 static void on_timer(bm_timer_t *t, void *ud)
 {
     bm_nodestream_t *s = ud;
@@ -420,31 +436,16 @@ static void on_timer(bm_timer_t *t, void *ud)
         break;
     case BM_NODESTREAM_CONNECTING:
         if (!s->head_seen) {
-            uint64_t waited = now - s->attempt_mono;
-            if (waited < s->opts.headers_timeout_ms) {
-                arm(s, s->opts.headers_timeout_ms - waited); /* the limit grew meanwhile */
-                break;
-            }
-            s->st.header_timeouts++;
-            char d[96];
-            snprintf(d, sizeof d, "no response headers within %u ms", s->opts.headers_timeout_ms);
-            fail(s, BM_ETIMEDOUT, d);
+            waited_out(s, now - s->attempt_mono, s->opts.headers_timeout_ms, &s->st.header_timeouts,
+                       "no response headers within");
             break;
         }
         /* a non-200 body is arriving: watched for silence like a stream */
         __attribute__((fallthrough));
-    case BM_NODESTREAM_UP: {
-        uint64_t quiet = now - s->rx_mono;
-        if (quiet < s->opts.idle_timeout_ms) {
-            arm(s, s->opts.idle_timeout_ms - quiet);
-            break;
-        }
-        s->st.idle_timeouts++;
-        char d[96];
-        snprintf(d, sizeof d, "no byte for %u ms", s->opts.idle_timeout_ms);
-        fail(s, BM_ETIMEDOUT, d);
+    case BM_NODESTREAM_UP:
+        waited_out(s, now - s->rx_mono, s->opts.idle_timeout_ms, &s->st.idle_timeouts,
+                   "no byte for");
         break;
-    }
     case BM_NODESTREAM_IDLE:
     case BM_NODESTREAM_STOPPED:
         break;

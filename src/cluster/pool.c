@@ -69,14 +69,10 @@ bm_node_t *bm_pool_add(bm_pool_t *p, const char *id, const char *url, const bm_h
 {
     if (!bm_url_valid(url) || !id || !*id || bm_pool_find(p, id))
         return NULL;
-    if (p->n == p->cap) {
-        size_t ncap = p->cap ? p->cap * 2 : 4;
-        bm_node_t **nodes = realloc(p->nodes, ncap * sizeof *nodes);
-        if (!nodes)
-            return NULL;
-        p->nodes = nodes;
-        p->cap = ncap;
-    }
+    bm_node_t **nodes = bm_grow(p->nodes, p->n, &p->cap, sizeof *nodes, 4);
+    if (!nodes)
+        return NULL;
+    p->nodes = nodes;
     bm_node_t *n = calloc(1, sizeof *n);
     if (!n)
         return NULL;

@@ -717,11 +717,23 @@ static void base_policy(const bm_attest_t *a, bm_race_policy_t *p, uint64_t dead
     p->max_response_bytes = 1u << 20; /* these answers are a few hundred bytes */
 }
 
+/* The base policy with the deadline and end the hint gives `kind` at `slot`. */
+static void hint_policy(const bm_attest_t *a, bm_race_policy_t *p, bm_hint_duty_t kind,
+                        uint64_t slot, uint64_t now)
+{
+    base_policy(a, p, bm_hint_deadline(a->hint, kind, slot, now),
+                bm_hint_end(a->hint, kind, slot, now));
+}
+
+/* The request's slot query parameter; without a valid one the request is answered 400. */
 static bool query_slot(bm_req_t *req, uint64_t *slot)
 {
     char v[32];
     int n = bm_req_query_param(req, "slot", v, sizeof v);
-    return n > 0 && bm_json_parse_u64(v, (size_t)n, slot) == 0;
+    if (n > 0 && bm_json_parse_u64(v, (size_t)n, slot) == 0)
+        return true;
+    bm_resp_error(req, 400, "Invalid or missing slot query parameter");
+    return false;
 }
 
 static void route_data(bm_req_t *req, const bm_route_params_t *params, void *ud)
@@ -729,10 +741,8 @@ static void route_data(bm_req_t *req, const bm_route_params_t *params, void *ud)
     (void)params;
     bm_attest_t *a = ud;
     uint64_t slot;
-    if (!query_slot(req, &slot)) {
-        bm_resp_error(req, 400, "Invalid or missing slot query parameter");
+    if (!query_slot(req, &slot))
         return;
-    }
     char ci[256]; /* longer than any index: then no key fits and the race is its own */
     int circ = bm_req_query_param(req, "committee_index", ci, sizeof ci);
     bool has_ci = circ >= 0;
@@ -749,8 +759,7 @@ static void route_data(bm_req_t *req, const bm_route_params_t *params, void *ud)
     uint64_t now = bm_clock_wall_now(a->clock);
     rctx_t t = {.ep = EP_DATA, .slot = slot, .gloas = fork_known && fork >= BM_FORK_GLOAS};
     bm_race_policy_t pol;
-    base_policy(a, &pol, bm_hint_deadline(a->hint, BM_HINT_ATTESTATION_DATA, slot, now),
-                bm_hint_end(a->hint, BM_HINT_ATTESTATION_DATA, slot, now));
+    hint_policy(a, &pol, BM_HINT_ATTESTATION_DATA, slot, now);
     pol.accept = data_accept;
     pol.usable = data_usable;
     pol.score = data_score;
@@ -792,10 +801,8 @@ static void route_payload(bm_req_t *req, const bm_route_params_t *params, void *
     (void)params;
     bm_attest_t *a = ud;
     uint64_t slot;
-    if (!query_slot(req, &slot)) {
-        bm_resp_error(req, 400, "Invalid or missing slot query parameter");
+    if (!query_slot(req, &slot))
         return;
-    }
     uint64_t now = bm_clock_wall_now(a->clock);
     char key[KEY_MAX];
     const char *accept = bm_req_header(req, "accept");
@@ -805,8 +812,7 @@ static void route_payload(bm_req_t *req, const bm_route_params_t *params, void *
                      (unsigned long long)slot, accept ? accept : "-");
     rctx_t t = {.ep = EP_PAYLOAD, .slot = slot, .gloas = true};
     bm_race_policy_t pol;
-    base_policy(a, &pol, bm_hint_deadline(a->hint, BM_HINT_PAYLOAD_ATTESTATION, slot, now),
-                bm_hint_end(a->hint, BM_HINT_PAYLOAD_ATTESTATION, slot, now));
+    hint_policy(a, &pol, BM_HINT_PAYLOAD_ATTESTATION, slot, now);
     pol.accept = payload_accept;
     pol.usable = payload_usable;
     pol.score = payload_score;

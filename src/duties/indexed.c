@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/buf.h"
 #include "base/defaults.h"
 #include "base/err.h"
 #include "base/hdrs.h"
@@ -128,14 +129,10 @@ static failure_t *failure_of(bm_indexed_t *m, uint64_t index)
     for (size_t i = 0; i < m->n; i++)
         if (m->f[i].index == index)
             return &m->f[i];
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 8;
-        failure_t *nf = realloc(m->f, cap * sizeof *nf);
-        if (!nf)
-            return NULL;
-        m->f = nf;
-        m->cap = cap;
-    }
+    failure_t *nf = bm_grow(m->f, m->n, &m->cap, sizeof *nf, 8);
+    if (!nf)
+        return NULL;
+    m->f = nf;
     failure_t *f = &m->f[m->n++];
     memset(f, 0, sizeof *f);
     f->index = index;

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/buf.h"
 #include "base/clock.h"
 #include "base/defaults.h"
 #include "base/err.h"
@@ -451,14 +452,10 @@ static double block_score(const bm_race_answer_t *an, void *ud)
         s = c->ranks[c->n_ranks - 1].score + 1;
     else
         s = (c->ranks[lo - 1].score + c->ranks[lo].score) / 2;
-    if (c->n_ranks == c->cap_ranks) {
-        size_t cap = c->cap_ranks ? c->cap_ranks * 2 : 8;
-        value_rank_t *nr = realloc(c->ranks, cap * sizeof *nr);
-        if (!nr)
-            return s; /* not kept: later values are placed without it, still in order */
-        c->ranks = nr;
-        c->cap_ranks = cap;
-    }
+    value_rank_t *nr = bm_grow(c->ranks, c->n_ranks, &c->cap_ranks, sizeof *nr, 8);
+    if (!nr)
+        return s; /* not kept: later values are placed without it, still in order */
+    c->ranks = nr;
     memmove(&c->ranks[lo + 1], &c->ranks[lo], (c->n_ranks - lo) * sizeof *c->ranks);
     c->ranks[lo].blk = b;
     c->ranks[lo].score = s;

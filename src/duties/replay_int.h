@@ -30,6 +30,12 @@ static const uint8_t HASH_KEY[16] = {0x62, 0x6d, 0x2d, 0x72, 0x65, 0x70, 0x6c, 0
 
 /* ---- entries ----------------------------------------------------------------------------- */
 
+/* An entry a write stored, waiting to be handed to the listener (bm_replay_on_entry). */
+typedef struct emit_key {
+    uint8_t kind;
+    uint8_t key[48]; /* the longest key: a registration's public key */
+} emit_key_t;
+
 typedef struct ehdr {
     bool live;
     uint64_t seen_ms;    /* wall time of the latest write that carried it */
@@ -132,6 +138,9 @@ struct bm_replay {
     bm_log_limit_t lim_share, lim_evict; /* their own limits: one must not hide the other */
     bm_replay_entry_fn on_entry;         /* shared state: each entry a write stored (NULL: none) */
     void *on_entry_ud;
+    bm_timer_t *emit_timer; /* hands the entries fed to on_entry, after the write's answer */
+    emit_key_t *emits;      /* the entries fed since it last ran */
+    size_t n_emits, cap_emits;
     bool restoring; /* bm_replay_restore is storing: older than ours loses, nothing emitted */
 };
 

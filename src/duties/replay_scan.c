@@ -154,15 +154,35 @@ static bool scan_number(scan_t *s, span_t *out)
     return true;
 }
 
+/* Whether the next byte after white space closes the container (`close`, passed over). */
+static bool closes(scan_t *s, char close)
+{
+    bm_rp_ws(s);
+    if (s->p < s->end && *s->p == close) {
+        s->p++;
+        return true;
+    }
+    return false;
+}
+
+/* After an item of a container closed by `close`: 1 when it closes, 0 when a ',' announces
+ * another item (both passed over), -1 for anything else. */
+static int after_item(scan_t *s, char close)
+{
+    if (closes(s, close))
+        return 1;
+    if (s->p >= s->end || *s->p != ',')
+        return -1;
+    s->p++;
+    return 0;
+}
+
 /* Members of an object (the '{' is next), each value passed to `member`, or skipped. */
 bool bm_rp_scan_object(scan_t *s, int depth, fitem_t *fi, bool in_msg)
 {
     s->p++; /* '{' */
-    bm_rp_ws(s);
-    if (s->p < s->end && *s->p == '}') {
-        s->p++;
+    if (closes(s, '}'))
         return true;
-    }
     for (;;) {
         span_t key, val;
         bm_rp_ws(s);
@@ -200,42 +220,25 @@ bool bm_rp_scan_object(scan_t *s, int depth, fitem_t *fi, bool in_msg)
             if (slot)
                 *slot = val; /* the last of duplicate keys wins, as in json-c */
         }
-        bm_rp_ws(s);
-        if (s->p >= s->end)
-            return false;
-        if (*s->p == '}') {
-            s->p++;
-            return true;
-        }
-        if (*s->p != ',')
-            return false;
-        s->p++;
+        int next = after_item(s, '}');
+        if (next != 0)
+            return next > 0;
     }
 }
 
 static bool scan_array(scan_t *s, int depth)
 {
     s->p++; /* '[' */
-    bm_rp_ws(s);
-    if (s->p < s->end && *s->p == ']') {
-        s->p++;
+    if (closes(s, ']'))
         return true;
-    }
     for (;;) {
         span_t v;
         bm_rp_ws(s);
         if (!bm_rp_scan_value(s, depth + 1, &v))
             return false;
-        bm_rp_ws(s);
-        if (s->p >= s->end)
-            return false;
-        if (*s->p == ']') {
-            s->p++;
-            return true;
-        }
-        if (*s->p != ',')
-            return false;
-        s->p++;
+        int next = after_item(s, ']');
+        if (next != 0)
+            return next > 0;
     }
 }
 

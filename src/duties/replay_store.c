@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/buf.h"
 #include "base/clock.h"
 #include "base/defaults.h"
 #include "base/err.h"
@@ -242,14 +243,10 @@ void bm_rp_table_remove(table_t *t, void *e)
         t->n_ents--;
         return;
     }
-    if (t->n_holes == t->cap_holes) {
-        size_t cap = t->cap_holes ? t->cap_holes * 2 : 64;
-        size_t *holes = realloc(t->holes, cap * sizeof *holes);
-        if (!holes)
-            return; /* the hole stays unused until the next compaction */
-        t->holes = holes;
-        t->cap_holes = cap;
-    }
+    size_t *holes = bm_grow(t->holes, t->n_holes, &t->cap_holes, sizeof *holes, 64);
+    if (!holes)
+        return; /* the hole stays unused until the next compaction */
+    t->holes = holes;
     t->holes[t->n_holes++] = pos;
 }
 

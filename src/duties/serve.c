@@ -354,14 +354,13 @@ bm_race_t *bm_serve(bm_race_engine_t *e, bm_req_t *req, const bm_serve_t *s, boo
         }
         return r;
     }
-    sreq_t *q = calloc(1, sizeof *q);
+    sreq_t *q = malloc(sizeof *q); /* not calloc: see bm_race_wait */
     if (!q) {
         drop_ctx(s);
         bm_resp_error(req, 503, "out of memory");
         return NULL;
     }
-    q->req = req;
-    q->on_answer = s->on_answer;
+    *q = (sreq_t){.req = req, .on_answer = s->on_answer};
     bm_race_t *r = s->key ? bm_race_find(e, s->key) : NULL;
     if (r && (q->w = bm_race_wait(r, on_answer, q)) != NULL) {
         drop_ctx(s); /* the running race judges with its own */

@@ -184,22 +184,30 @@ typedef struct resolved {
     bool final;
 } resolved_t;
 
-static void root_text(char out[67], const uint8_t root[32])
-{
-    static const char hex[] = "0123456789abcdef";
-    out[0] = '0';
-    out[1] = 'x';
-    for (size_t i = 0; i < 32; i++) {
-        out[2 + 2 * i] = hex[root[i] >> 4];
-        out[3 + 2 * i] = hex[root[i] & 15];
-    }
-    out[66] = '\0';
-}
-
 static void set_root(resolved_t *r, const uint8_t root[32])
 {
-    root_text(r->id, root);
+    bm_root_to_hex(root, r->id);
     r->use_id = true;
+}
+
+/* On the chain that may still change: the block `root` at `slot`, asked by `id_root`. */
+static void on_chain(resolved_t *r, const uint8_t root[32], uint64_t slot,
+                     const uint8_t id_root[32])
+{
+    r->cls = BM_CK_CHAIN;
+    r->has_root = true;
+    memcpy(r->root, root, 32);
+    r->slot = slot;
+    set_root(r, id_root);
+}
+
+/* Final: it never changes again; asked by `id_root` when there is one (else as it is). */
+static void set_final(resolved_t *r, const uint8_t *id_root)
+{
+    r->cls = BM_CK_IMMUTABLE;
+    r->final = true;
+    if (id_root)
+        set_root(r, id_root);
 }
 
 /* A block id after finality: the root the cluster chain has at that slot, when a block is
@@ -213,11 +221,7 @@ static void resolve_block_slot(const bm_ck_chain_t *c, uint64_t slot, resolved_t
         return;
     if (slot > 0 && (c->root_at_slot(c->ud, slot - 1, before) != 0 || memcmp(at, before, 32) == 0))
         return; /* an empty slot (404 from any node), or unknown */
-    r->cls = BM_CK_CHAIN;
-    r->has_root = true;
-    memcpy(r->root, at, 32);
-    r->slot = slot;
-    set_root(r, at);
+    on_chain(r, at, slot, at);
 }
 
 static void resolve_block(const bm_ck_chain_t *c, const char *id, size_t n, resolved_t *r)
@@ -231,27 +235,19 @@ static void resolve_block(const bm_ck_chain_t *c, const char *id, size_t n, reso
         r->id[n] = '\0';
         r->use_id = true;
     } else if (id_is(id, n, "genesis")) {
-        r->cls = BM_CK_IMMUTABLE;
-        r->final = true;
+        set_final(r, NULL);
     } else if (id_is(id, n, "head")) {
         if (!c->has_head)
             return;
-        r->cls = BM_CK_CHAIN;
-        r->has_root = true;
-        memcpy(r->root, c->head_root, 32);
-        r->slot = c->head_slot;
-        set_root(r, c->head_root);
+        on_chain(r, c->head_root, c->head_slot, c->head_root);
     } else if (id_is(id, n, "finalized")) {
         if (!c->has_finalized)
             return;
-        r->cls = BM_CK_IMMUTABLE;
-        r->final = true;
-        set_root(r, c->fin_root);
+        set_final(r, c->fin_root);
     } else if (parse_slot(id, n, &slot)) {
-        if (final_slot(c, &fin) && slot <= fin) {
-            r->cls = BM_CK_IMMUTABLE;
-            r->final = true;
-        } else
+        if (final_slot(c, &fin) && slot <= fin)
+            set_final(r, NULL);
+        else
             resolve_block_slot(c, slot, r);
     }
 }
@@ -262,22 +258,15 @@ static void resolve_state(const bm_ck_chain_t *c, const char *id, size_t n, reso
     if (is_root(id, n)) {
         resolve_block(c, id, n, r); /* the same text rules */
     } else if (id_is(id, n, "genesis")) {
-        r->cls = BM_CK_IMMUTABLE;
-        r->final = true;
+        set_final(r, NULL);
     } else if (id_is(id, n, "head")) {
         if (!c->has_head || !c->has_head_state)
             return; /* the state root is not known yet: not cached */
-        r->cls = BM_CK_CHAIN;
-        r->has_root = true;
-        memcpy(r->root, c->head_root, 32);
-        r->slot = c->head_slot;
-        set_root(r, c->head_state_root);
+        on_chain(r, c->head_root, c->head_slot, c->head_state_root);
     } else if (id_is(id, n, "finalized")) {
         if (!c->has_finalized || !c->has_fin_state)
             return;
-        r->cls = BM_CK_IMMUTABLE;
-        r->final = true;
-        set_root(r, c->fin_state_root);
+        set_final(r, c->fin_state_root);
     } else if (id_is(id, n, "justified")) {
         if (!c->has_justified)
             return;
@@ -285,10 +274,8 @@ static void resolve_state(const bm_ck_chain_t *c, const char *id, size_t n, reso
         r->justified = true;
     } else if (parse_slot(id, n, &slot)) {
         /* a state after finality has no root to send it by: asked as it is, not cached */
-        if (final_slot(c, &fin) && slot <= fin) {
-            r->cls = BM_CK_IMMUTABLE;
-            r->final = true;
-        }
+        if (final_slot(c, &fin) && slot <= fin)
+            set_final(r, NULL);
     }
 }
 
@@ -338,7 +325,7 @@ int bm_ck_derive(const char *path, size_t path_len, const char *query, size_t qu
     bm_str_append(&out->key, bm_str_data(t), bm_str_len(t));
     if (r.justified) {
         char jr[67];
-        root_text(jr, chain->just_root);
+        bm_root_to_hex(chain->just_root, jr);
         bm_str_printf(&out->key, "#justified=%s@%llu", jr, (unsigned long long)chain->just_epoch);
     }
     if (t->oom || out->key.oom) {

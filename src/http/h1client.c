@@ -122,33 +122,24 @@ void bm_h1client_finish(h1x_t *x)
     bm_h1client_set_state(x, XS_DONE);
 
     char detail[256];
-    detail[0] = '\0';
-    if (err)
-        bm_uprules_mask(detail, sizeof detail, x->detail ? x->detail : bm_strerror(err), NULL);
-    bm_buf_t *body = NULL;
-    if (!x->stream && !err) {
-        body = bm_str_finish(&x->body);
-        if (!body) {
-            err = BM_ENOMEM;
-            bm_uprules_mask(detail, sizeof detail, "out of memory for the response body", NULL);
-        }
-    }
-    if (!x->head_done)
-        bm_hdrs_clear(&x->hdrs);
-    uint64_t now = bm_clock_mono_us();
-    bm_xfer_result_t res = {
-        .err = err,
-        .status = x->head_done ? x->status : 0,
-        .headers = &x->hdrs,
-        .body = body,
-        .detail = detail,
-        .elapsed_us = now - x->t_start_us,
-        .ttfb_us = x->head_done ? x->t_head_us - x->t_start_us : 0,
-    };
-    if (err && bm_log_enabled(BM_LOG_DEBUG)) {
+    bm_xfer_result_t res;
+    bm_xfer_result_fill(&res,
+                        &(bm_xfer_end_t){
+                            .err = err,
+                            .cause = x->detail ? x->detail : bm_strerror(err),
+                            .stream = x->stream,
+                            .head_done = x->head_done,
+                            .status = x->status,
+                            .hdrs = &x->hdrs,
+                            .body = &x->body,
+                            .start_us = x->t_start_us,
+                            .head_us = x->t_head_us,
+                        },
+                        detail, sizeof detail);
+    if (res.err && bm_log_enabled(BM_LOG_DEBUG)) {
         bm_str_t url = BM_STR_INIT;
         xfer_url(x, &url);
-        bm_uprules_log_failure(&c->fail_log, x->method, bm_str_data(&url), err, detail);
+        bm_uprules_log_failure(&c->fail_log, x->method, bm_str_data(&url), res.err, detail);
         bm_str_dispose(&url);
     }
     if (!c->dying && x->cbs.on_done) {
@@ -156,7 +147,7 @@ void bm_h1client_finish(h1x_t *x)
         x->cbs.on_done(&x->base, &res, x->ud);
         x->in_cb = false;
     }
-    bm_buf_unref(body);
+    bm_buf_unref(res.body);
     bm_h1client_release(x);
 }
 

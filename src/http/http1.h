@@ -123,6 +123,12 @@ const bm_http1_head_t *bm_http1_head(const bm_http1_t *p);
 /** Body bytes delivered for the current message. */
 uint64_t bm_http1_body_bytes(const bm_http1_t *p);
 
+/**
+ * How many heads this parser read without http-parser (the short way: a GET or HEAD in
+ * HTTP/1.1 that came whole, see http1.c), for the tests that pin which heads take it.
+ */
+uint64_t bm_http1_short_heads(const bm_http1_t *p);
+
 /** After BM_HTTP1_ERROR: the status to answer (400, 413, 414, 431, 501, 505, ...). */
 int bm_http1_error_status(const bm_http1_t *p);
 

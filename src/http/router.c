@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/hdrs.h"
 
@@ -129,14 +130,10 @@ void bm_router_free(bm_router_t *r)
 
 static int rlist_add(rlist_t *l, size_t idx)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 2;
-        size_t *grown = realloc(l->idx, cap * sizeof *grown);
-        if (!grown)
-            return BM_ENOMEM;
-        l->idx = grown;
-        l->cap = cap;
-    }
+    size_t *grown = bm_grow(l->idx, l->n, &l->cap, sizeof *grown, 2);
+    if (!grown)
+        return BM_ENOMEM;
+    l->idx = grown;
     l->idx[l->n++] = idx;
     return 0;
 }
@@ -149,14 +146,10 @@ static rnode_t *rnode_literal(rnode_t *nd, const char *seg, size_t len, bool cre
             return nd->lits[i].child;
     if (!create)
         return NULL;
-    if (nd->n_lits == nd->cap_lits) {
-        size_t cap = nd->cap_lits ? nd->cap_lits * 2 : 4;
-        rlit_t *grown = realloc(nd->lits, cap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        nd->lits = grown;
-        nd->cap_lits = cap;
-    }
+    rlit_t *grown = bm_grow(nd->lits, nd->n_lits, &nd->cap_lits, sizeof *grown, 4);
+    if (!grown)
+        return NULL;
+    nd->lits = grown;
     rnode_t *child = calloc(1, sizeof *child);
     char *text = strndup(seg, len);
     if (!child || !text) {
@@ -259,16 +252,12 @@ int bm_router_add(bm_router_t *r, const char *method, const char *pattern, bm_ro
             return 0;
         }
     }
-    if (r->n == r->cap) {
-        size_t ncap = r->cap ? r->cap * 2 : 32;
-        route_t *routes = realloc(r->routes, ncap * sizeof *routes);
-        if (!routes) {
-            route_dispose(&rt);
-            return BM_ENOMEM;
-        }
-        r->routes = routes;
-        r->cap = ncap;
+    route_t *routes = bm_grow(r->routes, r->n, &r->cap, sizeof *routes, 32);
+    if (!routes) {
+        route_dispose(&rt);
+        return BM_ENOMEM;
     }
+    r->routes = routes;
     r->routes[r->n] = rt;
     rc = tree_add(r, r->n);
     if (rc) {

@@ -48,6 +48,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "base/buf.h"
 #include "base/clock.h"
 #include "base/defaults.h"
 #include "base/err.h"
@@ -200,12 +201,10 @@ static bool q_push(conn_t *c, bm_buf_t *b, size_t off, size_t len)
             c->qtail -= c->qhead;
             c->qhead = 0;
         } else {
-            size_t ncap = c->qcap ? c->qcap * 2 : 8;
-            seg_t *nq = realloc(c->q, ncap * sizeof *nq);
+            seg_t *nq = bm_grow(c->q, c->qtail, &c->qcap, sizeof *nq, 8);
             if (!nq)
                 return false;
             c->q = nq;
-            c->qcap = ncap;
         }
     }
     c->q[c->qtail++] = (seg_t){bm_buf_ref(b), off, len};

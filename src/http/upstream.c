@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/defaults.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -202,4 +203,31 @@ void bm_upstream_resume(bm_xfer_t *x)
         bm_h1client_resume(x);
     else
         bm_upcurl_resume(x);
+}
+
+void bm_xfer_result_fill(bm_xfer_result_t *res, const bm_xfer_end_t *e, char *detail, size_t n)
+{
+    int err = e->err;
+    detail[0] = '\0';
+    if (err)
+        bm_uprules_mask(detail, n, e->cause, e->secret);
+    bm_buf_t *body = NULL;
+    if (!e->stream && !err) {
+        body = bm_str_finish(e->body);
+        if (!body) {
+            err = BM_ENOMEM;
+            bm_uprules_mask(detail, n, "out of memory for the response body", NULL);
+        }
+    }
+    if (!e->head_done)
+        bm_hdrs_clear(e->hdrs);
+    *res = (bm_xfer_result_t){
+        .err = err,
+        .status = e->head_done ? e->status : 0,
+        .headers = e->hdrs,
+        .body = body,
+        .detail = detail,
+        .elapsed_us = bm_clock_mono_us() - e->start_us,
+        .ttfb_us = e->head_done ? e->head_us - e->start_us : 0,
+    };
 }

@@ -476,47 +476,36 @@ static void finish(bm_upcurl_t *up, cx_t *x, CURLcode code)
     if (x->idle_init)
         uv_timer_stop(&x->idle);
 
+    const char *cause = x->local_detail;
+    if (!cause)
+        cause = x->errbuf[0] ? x->errbuf : curl_easy_strerror(code);
     char detail[CURL_ERROR_SIZE + 64];
-    detail[0] = '\0';
-    if (err) {
-        const char *raw = x->local_detail;
-        if (!raw)
-            raw = x->errbuf[0] ? x->errbuf : curl_easy_strerror(code);
-        bm_uprules_mask(detail, sizeof detail, raw, x->secret);
-    }
+    bm_xfer_result_t res;
+    bm_xfer_result_fill(&res,
+                        &(bm_xfer_end_t){
+                            .err = err,
+                            .cause = cause,
+                            .secret = x->secret,
+                            .stream = x->stream,
+                            .head_done = x->head_done,
+                            .status = x->status,
+                            .hdrs = &x->hdrs,
+                            .body = &x->body,
+                            .start_us = x->t_start,
+                            .head_us = x->t_head,
+                        },
+                        detail, sizeof detail);
 
-    bm_buf_t *body = NULL;
-    if (!x->stream && err == 0) {
-        body = bm_str_finish(&x->body);
-        if (!body) {
-            err = BM_ENOMEM;
-            bm_uprules_mask(detail, sizeof detail, "out of memory for the response body", NULL);
-        }
-    }
-
-    uint64_t now = bm_clock_mono_us();
-    bm_xfer_result_t res = {
-        .err = err,
-        .status = x->head_done ? x->status : 0,
-        .headers = &x->hdrs,
-        .body = body,
-        .detail = detail,
-        .elapsed_us = now - x->t_start,
-        .ttfb_us = x->head_done ? x->t_head - x->t_start : 0,
-    };
-    if (!x->head_done)
-        bm_hdrs_clear(&x->hdrs);
-
-    if (err && bm_log_enabled(BM_LOG_DEBUG)) {
+    if (res.err && bm_log_enabled(BM_LOG_DEBUG)) {
         const char *url = NULL;
         if (x->easy)
             curl_easy_getinfo(x->easy, CURLINFO_EFFECTIVE_URL, &url);
-        bm_uprules_log_failure(&up->fail_log, x->method, url, err, detail);
+        bm_uprules_log_failure(&up->fail_log, x->method, url, res.err, detail);
     }
 
     if (!up->dying && x->cbs.on_done)
         x->cbs.on_done(&x->base, &res, x->ud);
-    bm_buf_unref(body);
+    bm_buf_unref(res.body);
     release(up, x);
 }
 

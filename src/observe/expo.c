@@ -189,34 +189,42 @@ void bm_expo_number(bm_str_t *o, double v)
     bm_str_puts(o, b);
 }
 
-void bm_expo_u64(bm_str_t *o, const char *name, const bm_label_t *labels, size_t n, uint64_t v)
-{
-    bm_str_puts(o, name);
-    labels_out(o, labels, n, NULL);
-    bm_str_putc(o, ' ');
-    bm_str_u64(o, v);
-    bm_str_putc(o, '\n');
-}
-
-void bm_expo_double(bm_str_t *o, const char *name, const bm_label_t *labels, size_t n, double v)
-{
-    bm_str_puts(o, name);
-    labels_out(o, labels, n, NULL);
-    bm_str_putc(o, ' ');
-    bm_expo_number(o, v);
-    bm_str_putc(o, '\n');
-}
-
-/* One line of a histogram: name + suffix, the labels (with `le` when given), a count. */
-static void hist_line(bm_str_t *o, const char *name, const char *suffix, const bm_label_t *labels,
-                      size_t n, const char *le, uint64_t v)
+/* The start of a sample line: name + suffix, the labels (with `le` when given), a space. */
+static void sample_start(bm_str_t *o, const char *name, const char *suffix,
+                         const bm_label_t *labels, size_t n, const char *le)
 {
     bm_str_puts(o, name);
     bm_str_puts(o, suffix);
     labels_out(o, labels, n, le);
     bm_str_putc(o, ' ');
+}
+
+/* A sample line with a count. */
+static void u64_line(bm_str_t *o, const char *name, const char *suffix, const bm_label_t *labels,
+                     size_t n, const char *le, uint64_t v)
+{
+    sample_start(o, name, suffix, labels, n, le);
     bm_str_u64(o, v);
     bm_str_putc(o, '\n');
+}
+
+/* A sample line with a float. */
+static void number_line(bm_str_t *o, const char *name, const char *suffix, const bm_label_t *labels,
+                        size_t n, double v)
+{
+    sample_start(o, name, suffix, labels, n, NULL);
+    bm_expo_number(o, v);
+    bm_str_putc(o, '\n');
+}
+
+void bm_expo_u64(bm_str_t *o, const char *name, const bm_label_t *labels, size_t n, uint64_t v)
+{
+    u64_line(o, name, "", labels, n, NULL, v);
+}
+
+void bm_expo_double(bm_str_t *o, const char *name, const bm_label_t *labels, size_t n, double v)
+{
+    number_line(o, name, "", labels, n, v);
 }
 
 void bm_expo_hist(bm_str_t *o, const char *name, const bm_label_t *labels, size_t n,
@@ -227,15 +235,10 @@ void bm_expo_hist(bm_str_t *o, const char *name, const bm_label_t *labels, size_
         cum += h->counts[i];
         char buf[48];
         number_text(buf, sizeof buf, i == h->n_bounds ? INFINITY : h->bounds[i]);
-        hist_line(o, name, "_bucket", labels, n, buf, cum);
+        u64_line(o, name, "_bucket", labels, n, buf, cum);
     }
-    bm_str_puts(o, name);
-    bm_str_puts(o, "_sum");
-    labels_out(o, labels, n, NULL);
-    bm_str_putc(o, ' ');
-    bm_expo_number(o, h->sum);
-    bm_str_putc(o, '\n');
-    hist_line(o, name, "_count", labels, n, NULL, h->count);
+    number_line(o, name, "_sum", labels, n, h->sum);
+    u64_line(o, name, "_count", labels, n, NULL, h->count);
 }
 
 /* ---- merging the texts of several networks -------------------------------------------- */

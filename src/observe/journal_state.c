@@ -112,18 +112,18 @@ int bm_journal_export(const bm_journal_t *j, uint32_t max_slots, const char *con
     put_counts(o, &st->provisional);
     bm_str_puts(o, ",\"final\":");
     put_counts(o, &st->final);
-    bm_str_putc(o, ',');
-    put_u64(o, "records", st->records);
-    bm_str_putc(o, ',');
-    put_u64(o, "merged", st->merged);
-    bm_str_putc(o, ',');
-    put_u64(o, "refused", st->refused);
-    bm_str_putc(o, ',');
-    put_u64(o, "evictedUnjudged", st->evicted_unjudged);
-    bm_str_putc(o, ',');
-    put_u64(o, "newestSlot", st->newest_slot);
-    bm_str_putc(o, ',');
-    put_u64(o, "finalSlot", st->final_slot);
+    const struct {
+        const char *key;
+        uint64_t v;
+    } figures[] = {
+        {"records", st->records},        {"merged", st->merged},
+        {"refused", st->refused},        {"evictedUnjudged", st->evicted_unjudged},
+        {"newestSlot", st->newest_slot}, {"finalSlot", st->final_slot},
+    };
+    for (size_t i = 0; i < sizeof figures / sizeof figures[0]; i++) {
+        bm_str_putc(o, ',');
+        put_u64(o, figures[i].key, figures[i].v);
+    }
     bm_str_puts(o, "},\"slots\":[");
     uint64_t last = st->newest_slot + BM_JOURNAL_FUTURE_SLOTS;
     uint64_t first = bm_journal_oldest(j);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/json.h"
 
@@ -296,13 +297,10 @@ static int read_members(reader_t *r, member_t **ms, size_t *n)
         skip_ws(r);
         if (r->p >= r->end || *r->p != '"')
             return BM_EINVAL;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 8;
-            member_t *g = realloc(*ms, cap * sizeof *g);
-            if (!g)
-                return BM_ENOMEM;
-            *ms = g;
-        }
+        member_t *g = bm_grow(*ms, *n, &cap, sizeof *g, 8);
+        if (!g)
+            return BM_ENOMEM;
+        *ms = g;
         member_t *m = &(*ms)[(*n)++];
         m->key = (bm_str_t)BM_STR_INIT;
         m->text = (bm_str_t)BM_STR_INIT;

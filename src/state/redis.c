@@ -289,15 +289,28 @@ static void report(bm_redis_t *r, bool up, const char *why)
         r->state_fn(r->state_ud, up, why);
 }
 
+/* The command whose deadline comes first. Replies come in order, so that is the oldest
+ * one, except behind an idle heartbeat's PING: it has the heartbeat's longer bound (only
+ * ever sent with nothing in flight, so it can only be the oldest), and a command sent after
+ * it keeps its own deadline, the sooner one. */
+static const cmd_t *first_due(const bm_redis_t *r)
+{
+    const cmd_t *c = r->head;
+    if (c && c->heartbeat && c->next && c->next->deadline_ms < c->deadline_ms)
+        c = c->next;
+    return c;
+}
+
 static void arm_deadline(bm_redis_t *r)
 {
     if (r->freeing)
         return;
     uint64_t due = 0, now = bm_clock_mono_now(r->clock);
+    const cmd_t *c = first_due(r);
     if (r->st == ST_CONNECTING)
         due = r->connect_deadline_ms;
-    else if (r->head)
-        due = r->head->deadline_ms;
+    else if (c)
+        due = c->deadline_ms;
     if (r->st == ST_UP && r->sub_beat_due && (!due || r->sub_beat_due < due))
         due = r->sub_beat_due;
     if (due)
@@ -401,21 +414,23 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     free(c);
 }
 
+static uint32_t beat_deadline_ms(const bm_redis_t *r);
+
 static int send_cmd(bm_redis_t *r, cmd_t *c, int argc, const char **argv, const size_t *lens)
 {
     c->r = r;
-    c->deadline_ms = bm_clock_mono_now(r->clock) + r->o.timeout_ms;
+    c->deadline_ms = bm_clock_mono_now(r->clock) + (c->heartbeat ? beat_deadline_ms(r)
+                                                                   : r->o.timeout_ms);
     if (redisAsyncCommandArgv(r->ac, on_reply, c, argc, argv, lens) != REDIS_OK) {
         free(c);
         return BM_ENOMEM;
     }
-    bool was_empty = !r->head;
     if (r->tail)
         r->tail->next = c;
     else
         r->head = c;
     r->tail = c;
-    if (was_empty)
+    if (first_due(r) == c) /* the oldest, or the first behind a heartbeat */
         arm_deadline(r);
     return 0;
 }
@@ -585,10 +600,16 @@ static void on_deadline(bm_timer_t *t, void *ud)
     char why[96];
     if (answer_waits(r))
         return;
+    const cmd_t *c = first_due(r);
     if (r->st == ST_CONNECTING) {
         snprintf(why, sizeof why, "no connection within %u ms", r->o.timeout_ms);
         drop(r, BM_ETIMEDOUT, why);
-    } else if (r->head && bm_clock_mono_now(r->clock) >= r->head->deadline_ms) {
+    } else if (c && c->heartbeat && bm_clock_mono_now(r->clock) >= c->deadline_ms) {
+        snprintf(why, sizeof why, "no answer to a heartbeat within %u ms", beat_deadline_ms(r));
+        r->hung = true;
+        r->stats.timeouts++;
+        drop(r, BM_ETIMEDOUT, why);
+    } else if (c && bm_clock_mono_now(r->clock) >= c->deadline_ms) {
         snprintf(why, sizeof why, "no answer within %u ms", r->o.timeout_ms);
         drop(r, BM_ETIMEDOUT, why);
     } else if (r->sub_beat_due && bm_clock_mono_now(r->clock) >= r->sub_beat_due) {
@@ -602,8 +623,11 @@ static void on_deadline(bm_timer_t *t, void *ud)
     }
 }
 
-/* Every HEARTBEAT_MS while ready: an idle command connection sends PING (with the deadline
- * of any command); a subscribing one SUBSCRIBEs again and waits for the confirmation. */
+/* Every HEARTBEAT_MS while ready: an idle command connection sends PING, a subscribing one
+ * SUBSCRIBEs again; both wait for the answer up to the heartbeat's bound (beat_deadline_ms),
+ * not a command's: nothing waits on a heartbeat, and a Redis that was briefly not scheduled
+ * on a loaded machine must not be taken for a hung one (a drop costs a reconnect and a
+ * reload of every shared record). */
 static void on_beat(bm_timer_t *t, void *ud)
 {
     bm_redis_t *r = ud;
@@ -620,8 +644,10 @@ static void on_beat(bm_timer_t *t, void *ud)
         const char *argv[1] = {"PING"};
         size_t lens[1] = {4};
         cmd_t *c = calloc(1, sizeof *c);
-        if (c && send_cmd(r, c, 1, argv, lens) == 0)
-            c->heartbeat = true;
+        if (c) {
+            c->heartbeat = true; /* before send_cmd: it gives the heartbeat's deadline */
+            send_cmd(r, c, 1, argv, lens);
+        }
     }
     if (r->st == ST_UP)
         bm_timer_start(t, HEARTBEAT_MS);

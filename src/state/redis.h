@@ -25,10 +25,12 @@
  * Heartbeat: a server that stops answering while nothing is asked of it (SIGSTOPped, a
  * network black hole) would otherwise go unnoticed, above all by a subscribing connection,
  * which only listens. Every second a ready connection asks something: an idle command
- * connection sends PING (with the deadline of any command), a subscribing one SUBSCRIBEs to
- * its channel again (hiredis 0.14 has no way to route a PING's answer there) and drops the
- * connection when the confirmation does not come within max(timeout_ms, 1 s); the drop is
- * reported like any other (state_fn, logged once) and the connection is made again.
+ * connection sends PING, a subscribing one SUBSCRIBEs to its channel again (hiredis 0.14 has
+ * no way to route a PING's answer there), and either drops the connection when the answer
+ * does not come within the heartbeat's bound, max(timeout_ms, 1 s): nothing waits on a
+ * heartbeat, so a Redis briefly not scheduled on a loaded machine is not taken for a hung
+ * one. A command sent behind a heartbeat's PING keeps its own deadline (timeout_ms). The
+ * drop is reported like any other (state_fn, logged once) and the connection is made again.
  *
  * TLS: Debian 12 packages hiredis 0.14, which has no TLS (hiredis-ssl came with 1.0), so
  * "rediss://" URLs are refused by bm_redis_parse_url.

@@ -19,11 +19,12 @@
  * wait here, in order, until answers come (up to MAX_QUEUED; then they stay local until the
  * next reconnect writes everything back).
  *
- * Every write and publication waits here at least until the loop's next turn (a 0 ms timer):
- * they are made while a request is being answered (a write fed to replay, a sticky client,
- * a served duty), and the server sends answers at the end of the loop's turn, so hiredis's
- * formatting of the commands (the script's text included) and their socket write come after
- * the client's answer went out, never before it. */
+ * Every write and publication waits here for a 0 ms timer: one made while a request is being
+ * answered (a sticky client, an SSZ refusal) is formatted by hiredis (the script's text
+ * included) and written in the loop's next turn, after the server wrote that turn's answers
+ * at its end. Not when queued from a timer callback: libuv 1.44 runs a 0 ms timer armed there
+ * in the same timers phase. The records of duty answers (replay entries, served duties,
+ * producers) come here 1 ms after their answer (duties/replay.c, app/sharing.c). */
 #define MAX_IN_FLIGHT 256
 #define MAX_QUEUED 262144
 
@@ -674,7 +675,8 @@ void bm_shared_metrics(bm_str_t *out, const bm_shared_t *sh)
         bm_expo_u64(out, "beaconmux_state_redis_drops_total", l, 1, st[i].drops);
     }
     bm_expo_family(out, "beaconmux_state_redis_timeouts_total", BM_EXPO_COUNTER,
-                   "Redis commands and heartbeats not answered within state.redis.timeout.");
+                   "Redis commands not answered within state.redis.timeout, and heartbeats "
+                   "not answered within the larger of that and 1 s.");
     for (int i = 0; i < 2; i++) {
         bm_label_t l[] = {{"connection", names[i]}};
         bm_expo_u64(out, "beaconmux_state_redis_timeouts_total", l, 1, st[i].timeouts);

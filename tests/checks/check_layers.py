@@ -14,6 +14,8 @@ import os
 import re
 import sys
 
+from checkrun import run
+
 # state: what several instances share through Redis; above every module whose memory it
 # carries (replay, production, the edge), below app, which wires it to them.
 LAYERS = ["base", "http", "cluster", "duties", "read", "edge", "observe", "state", "app"]
@@ -116,15 +118,7 @@ def self_test():
 def main():
     if not self_test():
         return 1
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
-    errors = check(os.path.abspath(root))
-    for e in errors:
-        print(e)
-    if errors:
-        print("layering: %d violation(s)" % len(errors))
-        return 1
-    print("layering: ok")
-    return 0
+    return run(check, "layering", "violation(s)")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import os
 import re
 import sys
 
+from checkrun import run
+
 MAX_FILE_LINES = 1500
 MAX_FUNCTION_LINES = 150
 # Folders whose .c files are held to both bounds; test files only to the function bound (a
@@ -95,15 +97,7 @@ def check(root):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
-    errors = check(os.path.abspath(root))
-    for e in errors:
-        print(e)
-    if errors:
-        print("check_sizes: %d problem(s)" % len(errors))
-        return 1
-    print("check_sizes: ok")
-    return 0
+    return run(check, "check_sizes")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ upstream that is *not* built on our HTTP module (http.server), and raw-socket cl
 the cases urllib cannot express (pipelining, slowloris, 100-continue). Waiting is always
 for a condition with a bound, never a bare sleep.
 """
+import hashlib
 import http.client
 import http.server
 import json
@@ -24,6 +25,17 @@ import unittest
 BIN_DIR = os.environ.get("BM_BIN_DIR") or os.path.join(
     os.path.dirname(__file__), "..", "..", "build", "debug")
 SOURCE_DIR = os.environ.get("BM_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+
+# The nodes' timing most tests run with: a dead or hung node is given up within a second, and
+# one that is away is looked for every 200 ms, so that what a test does to a node shows
+# within its slot. A test appends its own sections.
+QUICK_NODES = """
+timeouts:
+  connect: 300ms
+  read: 700ms
+discovery:
+  retryInterval: 200ms
+"""
 
 ROOT_A = "0x" + "4b" * 32
 ROOT_B = "0x" + "9c" * 32
@@ -98,9 +110,14 @@ class Proc:
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
             with self._lock:
-                lines.append(line)
+                self._keep(lines, line)
             if os.environ.get("BM_TEST_VERBOSE"):
                 sys.stderr.write("[%s] %s\n" % (os.path.basename(self.args[0]), line))
+
+    def _keep(self, lines, line):
+        """Called with the lock held for every line read; a test keeps them all (the soak,
+        whose run is long, keeps a tail)."""
+        lines.append(line)
 
     def stdout(self):
         with self._lock:
@@ -193,6 +210,16 @@ class Beaconmux(Proc):
         """The status page's upstream entries by id."""
         return {u["id"]: u for u in self.status()["upstreams"]}
 
+    def wait_cluster_ready(self, timeout, what, serving_only=False):
+        """Waits for a cluster head and every node `ready` (with serving_only, every node but
+        the shadows, which need not be)."""
+        def ready():
+            st = self.status()
+            return st.get("cluster_head") and all(
+                u["state"] == "ready" for u in st["upstreams"]
+                if not (serving_only and u.get("shadow")))
+        return wait_for(ready, timeout, what=what)
+
     def explain(self, lines=40):
         """The nodes' states and beaconmux's last log lines: the message of an assertion
         about which node served, so a failure says why that node was (not) chosen."""
@@ -281,6 +308,27 @@ DISCOVERY_PATHS = ("/eth/v1/node/version", "/eth/v1/beacon/genesis", "/eth/v1/co
                    "/eth/v1/config/fork_schedule", "/eth/v1/config/deposit_contract",
                    "/eth/v1/node/syncing")
 HEADERS_PATH = "/eth/v1/beacon/headers/"  # a node's head (and its ancestry): it has one
+
+
+def att_data_root(d):
+    """hash_tree_root(AttestationData) from its JSON form: the root a validator client names
+    when it asks for the aggregate of that data."""
+    def u64(v):
+        return int(v).to_bytes(8, "little") + b"\0" * 24
+
+    def h(a, b):
+        return hashlib.sha256(a + b).digest()
+
+    def root(x):
+        return bytes.fromhex(x[2:])
+
+    def cp(c):
+        return h(u64(c["epoch"]), root(c["root"]))
+
+    leaves = [u64(d["slot"]), u64(d["index"]), root(d["beacon_block_root"]), cp(d["source"]),
+              cp(d["target"])] + [b"\0" * 32] * 3
+    l1 = [h(leaves[2 * i], leaves[2 * i + 1]) for i in range(4)]
+    return "0x" + h(h(l1[0], l1[1]), h(l1[2], l1[3])).hex()
 
 
 def fake_root(slot):
@@ -484,6 +532,26 @@ class FakeBeacon:
     def find(self, method, path):
         with self.lock:
             return [r for r in self.requests if r["method"] == method and r["path"] == path]
+
+
+def self_signed_cert(directory):
+    """Writes a throwaway certificate for 127.0.0.1 (and its key) into directory, for the
+    https:// nodes of the TLS tests; returns (cert path, key path). Needs the openssl CLI."""
+    cert = os.path.join(directory, "cert.pem")
+    key = os.path.join(directory, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", key, "-out", cert], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return cert, key
+
+
+def stop_all(mux, sim):
+    """Stops beaconmux and then beaconsim (each stop closes the child's pipes); returns
+    beaconmux's exit code, which the test asserts after its own clean-up."""
+    rc = mux.stop()
+    sim.stop()
+    return rc
 
 
 def free_port():

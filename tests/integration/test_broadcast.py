@@ -17,15 +17,9 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, Beaconsim, main, wait_for  # noqa: E402
+from harness import QUICK_NODES, Beaconmux, Beaconsim, main, wait_for  # noqa: E402
 
-CONFIG = """
-timeouts:
-  connect: 300ms
-  read: 700ms
-discovery:
-  retryInterval: 200ms
-duties:
+CONFIG = QUICK_NODES + """duties:
   writeTimeout: 2s
 """
 

@@ -11,7 +11,6 @@ Three simulated nodes behind one beaconmux (1 s slots, 4 slots per epoch). What 
 - liveness reports a validator live when any one node saw it, and answers 503 right after
   beaconmux or every node restarted within the queried epoch.
 """
-import hashlib
 import json
 import os
 import sys
@@ -19,15 +18,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, Beaconsim, http_request, main, wait_for  # noqa: E402
+from harness import (QUICK_NODES, Beaconmux, Beaconsim, att_data_root, http_request,  # noqa: E402
+                     main, wait_for)
 
-CONFIG = """
-timeouts:
-  connect: 300ms
-  read: 700ms
-discovery:
-  retryInterval: 200ms
-"""
+CONFIG = QUICK_NODES
 SPE = 4
 SLOT_MS = 1000
 CLIENT_TIMEOUT_S = 2.0  # Vouch gives up after 2 s; every answer must come before
@@ -39,26 +33,6 @@ def get(url, path, headers=None, method="GET", body=None):
     t0 = time.monotonic()
     st, h, raw = http_request(port, method, path, body, headers, timeout=10)
     return st, h, raw, time.monotonic() - t0
-
-
-def att_data_root(d):
-    """hash_tree_root(AttestationData) from its JSON form."""
-    def u64(v):
-        return int(v).to_bytes(8, "little") + b"\0" * 24
-
-    def h(a, b):
-        return hashlib.sha256(a + b).digest()
-
-    def root(x):
-        return bytes.fromhex(x[2:])
-
-    def cp(c):
-        return h(u64(c["epoch"]), root(c["root"]))
-
-    leaves = [u64(d["slot"]), u64(d["index"]), root(d["beacon_block_root"]), cp(d["source"]),
-              cp(d["target"])] + [b"\0" * 32] * 3
-    l1 = [h(leaves[2 * i], leaves[2 * i + 1]) for i in range(4)]
-    return "0x" + h(h(l1[0], l1[1]), h(l1[2], l1[3])).hex()
 
 
 def bitlist_count(hexs):

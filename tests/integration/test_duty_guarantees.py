@@ -31,8 +31,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Beaconmux, Beaconsim, http_request, main, now_ms, port_of,  # noqa: E402
-                     sleep_until, upstreams_yaml, wait_for)
+from harness import (QUICK_NODES, Beaconmux, Beaconsim, att_data_root, http_request,  # noqa: E402
+                     main, now_ms, port_of, sleep_until, stop_all, upstreams_yaml, wait_for)
 
 SLOT_MS = 1000
 SPE = 4
@@ -43,13 +43,7 @@ LIVENESS_MS = 1500
 WRITE_MS = 1500
 EARLY_MS = 50   # an answer may not come sooner than its bound by more than this
 LATE_MS = 600   # nor later (an ASan build on a shared 2-core machine)
-CONFIG = """
-timeouts:
-  connect: 300ms
-  read: 700ms
-discovery:
-  retryInterval: 200ms
-duties:
+CONFIG = QUICK_NODES + """duties:
   proposalDeadline: %dms
   writeTimeout: %dms
 """ % (PROPOSAL_MS, WRITE_MS)
@@ -57,14 +51,6 @@ RANDAO = "0x" + "c0" + "00" * 95
 IDX = json.dumps([str(i) for i in range(8)])
 NORMAL = {"down": False, "hang": False, "error_rate": 0, "slow": 0, "bad_source": False,
           "bad_target": False, "fail_items": "", "dup_items": ""}
-
-def stop_all(mux, sim):
-    rc = mux.stop()
-    sim.stop()
-    for p in (mux, sim):
-        for f in (p.p.stdout, p.p.stderr):
-            f.close()
-    return rc
 
 
 def start(config_extra="", nodes=3, node_specs=None):
@@ -79,30 +65,7 @@ def start(config_extra="", nodes=3, node_specs=None):
 
 
 def wait_ready(mux, timeout=20):
-    wait_for(lambda: all(s == "ready" for s in mux.node_states().values())
-             and mux.status().get("cluster_head"), timeout, what="a ready cluster with a head")
-
-
-def att_data_root(d):
-    """hash_tree_root(AttestationData) from its JSON form."""
-    import hashlib
-
-    def u64(v):
-        return int(v).to_bytes(8, "little") + b"\0" * 24
-
-    def h(a, b):
-        return hashlib.sha256(a + b).digest()
-
-    def root(x):
-        return bytes.fromhex(x[2:])
-
-    def cp(c):
-        return h(u64(c["epoch"]), root(c["root"]))
-
-    leaves = [u64(d["slot"]), u64(d["index"]), root(d["beacon_block_root"]), cp(d["source"]),
-              cp(d["target"])] + [b"\0" * 32] * 3
-    l1 = [h(leaves[2 * i], leaves[2 * i + 1]) for i in range(4)]
-    return "0x" + h(h(l1[0], l1[1]), h(l1[2], l1[3])).hex()
+    mux.wait_cluster_ready(timeout, what="a ready cluster with a head")
 
 
 class Bounds(unittest.TestCase):

@@ -28,17 +28,12 @@ import unittest
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, Beaconsim, main, now_ms, sleep_until, wait_for  # noqa: E402
+from harness import (QUICK_NODES, Beaconmux, Beaconsim, main, now_ms, sleep_until,  # noqa: E402
+                     wait_for)
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 SLOT_MS = 1200  # not 1000: discovery refreshes 1 s into each epoch, on a slot start then
-CONFIG = """
-timeouts:
-  connect: 300ms
-  read: 700ms
-discovery:
-  retryInterval: 200ms
-events:
+CONFIG = QUICK_NODES + """events:
   headersTimeout: 1s
 """
 

@@ -28,19 +28,13 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Beaconmux, Beaconsim, http_request, main, now_ms, port_of,  # noqa: E402
-                     sleep_until, upstreams_yaml, wait_for)
+from harness import (QUICK_NODES, Beaconmux, Beaconsim, http_request, main, now_ms,  # noqa: E402
+                     port_of, sleep_until, stop_all, upstreams_yaml, wait_for)
 
 SLOT_MS = 1000
 SEED_SLOTS = 12
 CLIENT_TIMEOUT_S = 1.0  # what a validator client would wait at most here (Vero: 0.5 s of a 12 s slot)
-CONFIG = """
-timeouts:
-  connect: 300ms
-  read: 700ms
-discovery:
-  retryInterval: 200ms
-"""
+CONFIG = QUICK_NODES
 NORMAL = {"lag": 0, "jitter": 0, "slow": 0, "down": False, "hang": False, "stale": False,
           "big_values": False}
 RANDAO = "0x" + "c0" + "00" * 95
@@ -50,15 +44,6 @@ def get_json(port, path, timeout=10.0):
     st, h, body = http_request(port, "GET", path, timeout=timeout)
     return st, h, (json.loads(body) if body and h.get("content-type", "").startswith("application/json") else body), time.monotonic() - t0
 
-
-def stop_all(mux, sim):
-    """Stops beaconmux and beaconsim and closes their pipes; returns beaconmux's exit code."""
-    rc = mux.stop()
-    sim.stop()
-    for p in (mux, sim):
-        for f in (p.p.stdout, p.p.stderr):
-            f.close()
-    return rc
 
 class HeadWatcher(threading.Thread):
     """Follows GET /eth/v1/events?topics=head of one server and records each slot's first
@@ -157,9 +142,7 @@ class Fresh(unittest.TestCase):
 
     @staticmethod
     def wait_ready(mux, timeout=15):
-        wait_for(lambda: all(s == "ready" for s in mux.node_states().values())
-                 and mux.status().get("cluster_head"), timeout,
-                 what="a ready cluster with a head")
+        mux.wait_cluster_ready(timeout, what="a ready cluster with a head")
 
     def setUp(self):
         for i in range(3):

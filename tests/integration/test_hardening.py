@@ -13,14 +13,14 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, FakeBeacon, count_responses, main, raw_exchange, wait_for  # noqa: E402
+from harness import (Beaconmux, FakeBeacon, count_responses, main, raw_exchange,  # noqa: E402
+                     self_signed_cert, wait_for)
 
 GOOD = b'{"data":{"answer":"good"}}'
 
@@ -310,12 +310,7 @@ class BrokenNodes:
         cls.dir = tempfile.mkdtemp(prefix="bm-hard-")
         cls.cert = cls.key = None
         if cls.tls:
-            cls.cert = os.path.join(cls.dir, "cert.pem")
-            cls.key = os.path.join(cls.dir, "key.pem")
-            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                            "-keyout", cls.key, "-out", cls.cert], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            cls.cert, cls.key = self_signed_cert(cls.dir)
 
     @classmethod
     def tearDownClass(cls):

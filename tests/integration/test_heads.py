@@ -23,25 +23,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Beaconmux, Beaconsim, FakeBeacon, http_request, main, now_ms,  # noqa: E402
-                     sleep_until, upstreams_yaml, wait_for)
+from harness import (QUICK_NODES, Beaconmux, Beaconsim, FakeBeacon, http_request,  # noqa: E402
+                     main, now_ms, sleep_until, stop_all, upstreams_yaml, wait_for)
 
-CONFIG = """
-timeouts:
-  connect: 300ms
-  read: 700ms
-discovery:
-  retryInterval: 200ms
-"""
-
-def ups(mux):
-    return {u["id"]: u for u in mux.status()["upstreams"]}
-
-
-def stop_all(mux, sim):
-    rc = mux.stop()
-    sim.stop()
-    return rc
+CONFIG = QUICK_NODES
 
 
 class LateFirstEvent(unittest.TestCase):
@@ -59,17 +44,15 @@ class LateFirstEvent(unittest.TestCase):
         try:
             t0 = time.monotonic()
             # before any stream speaks: heads polled, nodes ready, a cluster head
-            wait_for(lambda: mux.status().get("cluster_head")
-                     and all(u["state"] == "ready" for u in ups(mux).values()), 5,
-                     what="a cluster head and ready nodes before any stream spoke")
-            st = ups(mux)
+            mux.wait_cluster_ready(5, what="a cluster head and ready nodes before any stream spoke")
+            st = mux.upstreams()
             for u in st.values():
                 self.assertFalse(u["stream"]["connected"], u)
                 self.assertEqual(u["stream"]["state"], "connecting", u)
                 self.assertGreater(u["stream"]["waiting_since_ms"], 0, u)
                 self.assertTrue(u["head"]["polled"], u)
             # the first events (and the response heads) come 6 s after the requests
-            wait_for(lambda: all(u["stream"]["connected"] for u in ups(mux).values()), 12,
+            wait_for(lambda: all(u["stream"]["connected"] for u in mux.upstreams().values()), 12,
                      what="every stream up with its first event")
             self.assertGreaterEqual(time.monotonic() - t0, 4.5)
             first = sim.truth()["current_slot"] + 1
@@ -101,8 +84,8 @@ class LateFirstEvent(unittest.TestCase):
                 self.assertGreaterEqual(u["stream"]["events"], self.SLOTS, u)
             # the fast nodes are ready, and their heads come from their streams now
             for nid in ("n0", "n1"):
-                self.assertEqual(ups(mux)[nid]["state"], "ready", ups(mux)[nid])
-                self.assertFalse(ups(mux)[nid]["head"]["polled"], ups(mux)[nid])
+                self.assertEqual(mux.upstreams()[nid]["state"], "ready", mux.upstreams()[nid])
+                self.assertFalse(mux.upstreams()[nid]["head"]["polled"], mux.upstreams()[nid])
             log = "\n".join(mux.stderr())
             self.assertNotIn("no response headers", log)
             self.assertNotIn("NO CLUSTER HEAD", log)
@@ -123,9 +106,7 @@ class SilentStreams(unittest.TestCase):
             0: spec + ",lag=0", 1: spec + ",lag=100", 2: spec + ",lag=300"})
         mux = Beaconmux(config_text=CONFIG + upstreams_yaml(sim.nodes))
         try:
-            wait_for(lambda: mux.status().get("cluster_head")
-                     and all(u["state"] == "ready" for u in ups(mux).values()), 6,
-                     what="a cluster head and ready nodes from polls alone")
+            mux.wait_cluster_ready(6, what="a cluster head and ready nodes from polls alone")
             first = sim.truth()["current_slot"] + 1
             for s in range(first, first + self.SLOTS):
                 t = sim.truth(s)
@@ -156,7 +137,7 @@ class SilentStreams(unittest.TestCase):
                     self.assertFalse(u["head"]["stale"], u)
                     self.assertEqual(u["state"], "ready", u)
                     self.assertEqual(u["lag"], 0, u)
-            for u in ups(mux).values():
+            for u in mux.upstreams().values():
                 self.assertEqual(u["stream"]["connects"], 0, u)  # nothing ever came
                 polls = u["head_polls"]
                 self.assertGreaterEqual(polls["answered"], self.SLOTS, u)
@@ -188,7 +169,8 @@ class NoHeadAnywhere(unittest.TestCase):
                 return {u["id"]: u["state"] for u in mux.status()["upstreams"]}
             wait_for(lambda: states() == {"n0": "no-head", "n1": "no-head"}, 5,
                      what="both nodes no-head")
-            wait_for(lambda: all(u["head_polls"]["failed"] >= 1 for u in ups(mux).values()), 3,
+            wait_for(lambda: all(u["head_polls"]["failed"] >= 1
+                                 for u in mux.upstreams().values()), 3,
                      what="a failed head poll of each node")
             st = mux.status()
             self.assertIsNone(st["cluster_head"])

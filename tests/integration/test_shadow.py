@@ -84,9 +84,7 @@ class LaggingShadow(unittest.TestCase):
         sim = Beaconsim(nodes=4, slot_ms=SLOT_MS, slots_per_epoch=8, node_specs={3: "lag=1200"})
         mux = Beaconmux(config_text=config(sim.nodes, 3))
         try:
-            wait_for(lambda: mux.status().get("cluster_head")
-                     and all(u["state"] == "ready" for u in mux.upstreams().values()
-                             if not u.get("shadow")), 15, what="three ready nodes")
+            mux.wait_cluster_ready(15, what="three ready nodes", serving_only=True)
             self.assertTrue(mux.upstreams()["n3"]["shadow"])
             self.assertNotIn("shadow", mux.upstreams()["n0"])
             for i in range(4):
@@ -143,9 +141,7 @@ class ForkedShadow(unittest.TestCase):
         sim = Beaconsim(nodes=4, slot_ms=SLOT_MS, slots_per_epoch=8)
         mux = Beaconmux(config_text=config(sim.nodes, 3))
         try:
-            wait_for(lambda: mux.status().get("cluster_head")
-                     and all(u["state"] == "ready" for u in mux.upstreams().values()), 15,
-                     what="four ready nodes")
+            mux.wait_cluster_ready(15, what="four ready nodes")
             sim.put_node(3, {"fork": True})
             wait_for(lambda: mux.upstreams()["n3"]["state"] == "forked", 4 * SLOT_MS / 1000.0,
                      what="the shadow forked")
@@ -194,9 +190,7 @@ class CountsForNothing(unittest.TestCase):
         sim = Beaconsim(nodes=3, slot_ms=SLOT_MS, slots_per_epoch=8)
         mux = Beaconmux(config_text=config(sim.nodes, 2))
         try:
-            wait_for(lambda: mux.status().get("cluster_head")
-                     and all(u["state"] == "ready" for u in mux.upstreams().values()), 15,
-                     what="three ready nodes")
+            mux.wait_cluster_ready(15, what="three ready nodes")
             self.assertEqual(mux.status()["tracker"]["quorum"], 1)  # two serving nodes
             code, _, _ = http_request(mux.port, "GET", "/eth/v1/node/health")
             self.assertEqual(code, 200)

@@ -19,7 +19,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, Beaconsim, Proc, main, wait_for  # noqa: E402
+from harness import QUICK_NODES, Beaconmux, Beaconsim, Proc, free_port, main, wait_for  # noqa: E402
 
 PASSWORD = "s3cret-redis-pw"
 PREFIX = "bmtest%d:" % os.getpid()
@@ -27,23 +27,9 @@ SIG = "0x" + "cc" * 96
 FEE = lambda b: "0x" + ("%02x" % b) * 20  # noqa: E731
 TIMEOUT_MS = 400  # Redis's deadline here: a duty that waited for Redis would show it
 
-BASE = """
-timeouts:
-  connect: 300ms
-  read: 700ms
-discovery:
-  retryInterval: 200ms
-duties:
+BASE = QUICK_NODES + """duties:
   writeTimeout: 2s
 """
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Redis:
@@ -234,8 +220,9 @@ class SharedState(unittest.TestCase):
         block = json.loads(raw)["data"]
         return slot, block.get("block", block), h
 
-    def assert_published_producer_first(self, m, slot, block, h):
-        """Publishing `block` blinded through `m` reaches its producer 400 ms before the others."""
+    def assert_published_producer_first(self, m, slot, block, h, redis=None):
+        """Publishing `block` blinded through `m` reaches its producer 400 ms before the others
+        (and `redis`, the test's own by default, names that producer)."""
         for i in range(3):
             self.sim.put_node(i, {"slow": 400})
         marks = [self.sim.submissions(i)["last_seq"] for i in range(3)]
@@ -255,7 +242,7 @@ class SharedState(unittest.TestCase):
         times = sorted((got[i][0]["time_ms"], i) for i in range(3))
         # the producer first, the others once it answered (400 ms later)
         self.assertGreaterEqual(times[1][0] - times[0][0], 350, times)
-        producer = self.redis.command("GET", "%sdefault:producer:%d" % (PREFIX, slot))
+        producer = (redis or self.redis).command("GET", "%sdefault:producer:%d" % (PREFIX, slot))
         self.assertEqual(producer.split()[1], "n%d" % times[0][1], producer)
         self.assertEqual(producer.split()[2], block["state_root"], producer)
 
@@ -347,6 +334,8 @@ class SharedState(unittest.TestCase):
         path = "/eth/v1/validator/attestation_data?slot=%d&committee_index=0" % slot
         st, _, raw = a.request("GET", path)
         self.assertEqual(st, 200, raw)
+        # its record is made once the race completed, and handed over after the answer went
+        wait_for(lambda: self.state(a)["journal_kept"] >= 1, 5, what="the served read kept")
         self.assertEqual((self.state(a)["journal_kept"], self.state(a)["journal_waiting"]), (1, 1))
         before = self.answered(b, "attestation_data")
         type(self).redis = Redis(port)  # back
@@ -614,6 +603,32 @@ class SharedState(unittest.TestCase):
             self.stop_mux(b)
             mark = self.restart_node(0, [a])
             self.wait_replayed(0, mark, 4202, FEE(0x72))
+        finally:
+            other.stop()
+
+    def test_reload_writes_the_producer_memory_back_to_an_empty_redis(self):
+        a = self.start_mux()
+        slot, block, h = self.produce_blinded(a)
+        key = "%sdefault:producer:%d" % (PREFIX, slot)
+        wait_for(lambda: self.redis.command("GET", key), 5, what="the producer record in redis")
+        # Redis flushed under a running instance; a SIGHUP (nothing changed) fills it again
+        for k in self.redis.keys("%s*" % PREFIX):
+            self.redis.command("DEL", k)
+        gen = a.status()["reload"]
+        a.signal(signal.SIGHUP)
+        wait_for(lambda: a.status()["reload"]["unchanged"] == gen["unchanged"] + 1, 15,
+                 what="the reload read")
+        wait_for(lambda: self.redis.command("GET", key), 5, what="the producer written back")
+        # a reload onto another, empty Redis (the network is rebuilt): the new network has
+        # the producer memory and writes it there
+        other = Redis()
+        try:
+            self.reload_mux(a, self.mux_config(port=other.port))
+            wait_for(lambda: self.state(a)["available"], 10, what="the new redis available")
+            wait_for(lambda: other.command("GET", key), 5, what="the producer in the new redis")
+            self.assertEqual(other.command("GET", key).split(None, 1)[1],
+                             self.redis.command("GET", key).split(None, 1)[1])
+            self.assert_published_producer_first(a, slot, block, h, redis=other)
         finally:
             other.stop()
 

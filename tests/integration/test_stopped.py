@@ -42,9 +42,7 @@ class StoppedNode(unittest.TestCase):
         sim = Beaconsim(nodes=3, slot_ms=SLOT_MS, slots_per_epoch=8)
         mux = Beaconmux(config_text=CONFIG + upstreams_yaml(sim.nodes))
         try:
-            wait_for(lambda: mux.status().get("cluster_head")
-                     and all(u["state"] == "ready" for u in mux.upstreams().values()), 15,
-                     what="three ready nodes and a cluster head")
+            mux.wait_cluster_ready(15, what="three ready nodes and a cluster head")
             s = sim.truth()["current_slot"] + 1
             # stopped in the middle of slot s: the first move it misses is slot s + 1's
             sleep_until(sim.truth(s)["start_ms"] + SLOT_MS // 2)

@@ -28,8 +28,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (BIN_DIR, Beaconmux, Beaconsim, Proc, closed_port, http_request,  # noqa: E402
-                     main, wait_for)
+from harness import (BIN_DIR, QUICK_NODES, Beaconmux, Beaconsim, Proc, closed_port,  # noqa: E402
+                     http_request, main, wait_for)
 from test_listen_tls import client_ctx, make_pki  # noqa: E402
 
 
@@ -40,13 +40,7 @@ def listening_socket():
     s.listen(128)
     return s
 
-CONFIG = """
-timeouts:
-  connect: 300ms
-  read: 700ms
-discovery:
-  retryInterval: 200ms
-"""
+CONFIG = QUICK_NODES
 
 
 class Notify:

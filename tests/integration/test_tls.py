@@ -5,13 +5,12 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Beaconmux, FakeBeacon, main, wait_for  # noqa: E402
+from harness import Beaconmux, FakeBeacon, main, self_signed_cert, wait_for  # noqa: E402
 
 
 @unittest.skipUnless(shutil.which("openssl"), "openssl CLI needed to make a test certificate")
@@ -19,12 +18,7 @@ class Tls(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(prefix="bm-tls-")
-        cls.cert = os.path.join(cls.dir, "cert.pem")
-        cls.key = os.path.join(cls.dir, "key.pem")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-                        "-keyout", cls.key, "-out", cls.cert], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cls.cert, cls.key = self_signed_cert(cls.dir)
 
     @classmethod
     def tearDownClass(cls):

@@ -16,17 +16,11 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Beaconmux, Beaconsim, main, now_ms, wait_for)  # noqa: E402
+from harness import QUICK_NODES, Beaconmux, Beaconsim, main, now_ms, wait_for  # noqa: E402
 
 SLOT_MS = 1000
 NODES = 6
-CONFIG = """
-timeouts:
-  connect: 300ms
-  read: 700ms
-discovery:
-  retryInterval: 200ms
-"""
+CONFIG = QUICK_NODES
 NORMAL = {"fork": False, "optimistic": False, "syncing": False, "stale": False,
           "clock_skew": 0, "down": False}
 
@@ -40,8 +34,7 @@ class Tracker(unittest.TestCase):
                                        for i, u in enumerate(cls.sim.nodes))
         cls.mux = Beaconmux(config_text=CONFIG + ups)
         try:
-            wait_for(lambda: all(s == "ready" for s in cls.mux.node_states().values())
-                     and cls.mux.status()["cluster_head"], 15, what="a ready cluster with a head")
+            cls.mux.wait_cluster_ready(15, what="a ready cluster with a head")
         except Exception:
             cls.tearDownClass()
             raise

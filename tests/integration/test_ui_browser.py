@@ -24,17 +24,11 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (BIN_DIR, Beaconmux, Beaconsim, Proc, ensure_packages, free_port,  # noqa: E402
-                     http_request, main, wait_for)
+from harness import (BIN_DIR, QUICK_NODES, Beaconmux, Beaconsim, Proc,  # noqa: E402
+                     ensure_packages, free_port, http_request, main, wait_for)
 
 SLOT_MS = 1000
-CONFIG = """
-timeouts:
-  connect: 300ms
-  read: 700ms
-discovery:
-  retryInterval: 200ms
-health:
+CONFIG = QUICK_NODES + """health:
   maxHeadLag: 1
 """
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

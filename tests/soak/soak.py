@@ -38,16 +38,16 @@ import json
 import os
 import random
 import re
-import signal
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from harness import Proc  # noqa: E402
 
 SIG = "0x" + "cc" * 96
 ROOT = "0x" + "ab" * 32
@@ -92,62 +92,26 @@ def now_ms():
     return int(time.time() * 1000)
 
 
-class Child:
+class Child(Proc):
     """A child process whose output is drained into a bounded tail (a long run must not keep
-    every line), counting sanitizer reports."""
+    every line), counting sanitizer reports; started and stopped as the integration tests'."""
 
     SANITIZER = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:")
+    TAIL = 400
 
     def __init__(self, args, env=None):
-        e = dict(os.environ)
-        e.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
-        e.update(env or {})
-        self.args = args
-        self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e)
-        self.lock = threading.Lock()
-        self.out = collections.deque(maxlen=200)
-        self.err = collections.deque(maxlen=400)
-        self.sanitizer_lines = []
-        for stream, tail in ((self.p.stdout, self.out), (self.p.stderr, self.err)):
-            threading.Thread(target=self._pump, args=(stream, tail), daemon=True).start()
+        self.sanitizer_lines = []  # before the pumps start
+        super().__init__(args, env)
 
-    def _pump(self, stream, tail):
-        for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            with self.lock:
-                tail.append(line)
-                if self.SANITIZER.search(line) and len(self.sanitizer_lines) < 50:
-                    self.sanitizer_lines.append(line)
-
-    def wait_line(self, pattern, stream, timeout=15.0):
-        rx = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
-                for line in (self.out if stream == "stdout" else self.err):
-                    m = rx.search(line)
-                    if m:
-                        return m
-            if self.p.poll() is not None:
-                break
-            time.sleep(0.02)
-        raise RuntimeError("%s did not print /%s/; last lines:\n%s" % (
-            self.args[0], pattern, "\n".join(self.tail())))
+    def _keep(self, lines, line):
+        lines.append(line)
+        if len(lines) > 2 * self.TAIL:
+            del lines[:-self.TAIL]
+        if self.SANITIZER.search(line) and len(self.sanitizer_lines) < 50:
+            self.sanitizer_lines.append(line)
 
     def tail(self, n=40):
-        with self.lock:
-            return list(self.err)[-n:]
-
-    def stop(self, timeout=20.0):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-                return "killed"
-        return self.p.returncode
+        return self.stderr()[-n:]
 
 
 def request(port, method, path, body=None, headers=None, timeout=10.0):
@@ -222,10 +186,9 @@ class Soak:
         self.sim = Child([os.path.join(bins, "beaconsim"), "--nodes", "3", "--base-port", "0",
                           "--slot-ms", str(SLOT_MS), "--slots-per-epoch", "8",
                           "--block-tx-bytes", "200000", "--log-level", "warn"])
-        m = self.sim.wait_line(r"^control http://127\.0\.0\.1:(\d+)", "stdout")
+        m = self.sim.wait_line(r"^control http://127\.0\.0\.1:(\d+)", timeout=15.0, stream="stdout")
         self.control_port = int(m.group(1))
-        with self.sim.lock:
-            self.node_urls = [ln.split()[2] for ln in self.sim.out if ln.startswith("node ")]
+        self.node_urls = [ln.split()[2] for ln in self.sim.stdout() if ln.startswith("node ")]
         self.node_ports = {int(u.rsplit(":", 1)[1]) for u in self.node_urls}
         ups = "upstreams:\n" + "".join("  - id: n%d\n    url: %s\n" % (i, u)
                                        for i, u in enumerate(self.node_urls))
@@ -712,7 +675,7 @@ class Soak:
             t.join(30)
         self.judge_deliveries()
         self.judge_end()
-        rc = self.mux.stop()
+        rc = self.mux.stop(20.0)
         if rc != 0:
             self.fail("beaconmux exited with %s on SIGTERM; last lines:\n%s" % (
                 rc, "\n".join(self.mux.tail())))

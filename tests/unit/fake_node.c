@@ -471,6 +471,33 @@ void fake_node_down(fake_node_t *n)
     assert_true(n->srv_done);
 }
 
+void fake_fail_case(int kase, fake_node_t *b, fake_node_t *c)
+{
+    if (kase == 1) {
+        fake_node_script(b, &FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"), 1);
+        fake_node_script(c, &FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), 1);
+    }
+    if (kase == 2) {
+        fake_node_down(b);
+        fake_node_down(c);
+    }
+}
+
+const char *fake_fail_case_answer(int kase)
+{
+    static char want[512];
+    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
+    if (kase == 1)
+        snprintf(want, sizeof want,
+                 "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 503 busy\"}",
+                 to);
+    else
+        snprintf(want, sizeof want,
+                 "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
+                 kase ? refused : to, kase ? refused : to);
+    return want;
+}
+
 void fake_nodes_close(fake_nodes_t *s)
 {
     for (int i = 0; i < s->n; i++)
@@ -744,6 +771,11 @@ fake_node_t *fake_mux_node(fake_mux_t *m, const fake_step_t *steps, int n)
     fake_node_t *node = fake_node_add(&m->nodes, steps, n);
     node->node->state = BM_NODE_READY;
     return node;
+}
+
+fake_node_t *fake_mux_node1(fake_mux_t *m, fake_step_t step)
+{
+    return fake_mux_node(m, &step, 1);
 }
 
 fake_call_t *fake_mux_call(fake_mux_t *m, const fake_request_t *rq)

@@ -203,6 +203,15 @@ fake_node_t *fake_node_add_refused(fake_nodes_t *s);
  *  connections from now on (runs the loop until the server is closed, bounded). */
 void fake_node_down(fake_node_t *n);
 
+/** The duty tests' three cases of "no node can serve", on three nodes a, b, c where a hangs
+ *  throughout: 0, b and c hang too; 1, b answers 500 boom and c 503 busy; 2, b and c are
+ *  down. Scripts b and c for case `kase` (taken in order: 0, 1, 2). */
+void fake_fail_case(int kase, fake_node_t *b, fake_node_t *c);
+
+/** The 503 the race engine answers in case `kase` of fake_fail_case, a having timed out
+ *  (a static buffer). */
+const char *fake_fail_case_answer(int kase);
+
 /** Replaces a node's script; its request count and records restart. */
 void fake_node_script(fake_node_t *n, const fake_step_t *steps, int nsteps);
 
@@ -338,6 +347,9 @@ int fake_mux_teardown(void **state);
  *  no state listener runs). */
 fake_node_t *fake_mux_node(fake_mux_t *m, const fake_step_t *steps, int n);
 
+/** A node of the mux giving the one answer `step` (fake_node_add1 for the mux). */
+fake_node_t *fake_mux_node1(fake_mux_t *m, fake_step_t step);
+
 /** Sends `rq` to the front; the loop must run for it to complete. */
 fake_call_t *fake_mux_call(fake_mux_t *m, const fake_request_t *rq);
 
@@ -352,6 +364,17 @@ fake_call_t *fake_mux_send_wait(fake_mux_t *m, const char *method, const char *t
 
 /** Runs the loop until `c` finished; asserts it did, without a transport error. */
 void fake_mux_wait(fake_mux_t *m, fake_call_t *c);
+
+/** Moves the manual clock `ms` forward, asserting `c` is not done yet, then 1 ms more, and
+ *  waits for it: its answer came at `ms` + 1 to the millisecond. A macro, so that a failure
+ *  names the test's line (the file including this one includes cmocka.h). */
+#define fake_mux_done_1ms_after(m, c, ms)                                                          \
+    do {                                                                                           \
+        fake_mux_advance((m), (ms));                                                               \
+        assert_false((c)->done);                                                                   \
+        fake_mux_advance((m), 1);                                                                  \
+        fake_mux_wait((m), (c));                                                                   \
+    } while (0)
 
 /** A GET through the front (accept may be NULL); the loop must run for it to complete. */
 fake_call_t *fake_mux_get(fake_mux_t *m, const char *target, const char *accept);

@@ -115,6 +115,12 @@ void race_wait_on(race_rec_t *rec, bm_race_t *race)
     assert_non_null(rec->w);
 }
 
+void race_watch(race_rec_t *rec, race_fx_t *f, bm_race_t *race)
+{
+    race_rec_init(rec, f);
+    race_wait_on(rec, race);
+}
+
 void race_on_complete(bm_race_t *race, const bm_race_answer_t *v, size_t n, void *ud)
 {
     race_crec_t *c = ud;

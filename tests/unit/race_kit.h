@@ -66,6 +66,18 @@ void race_rec_dispose(race_rec_t *r);
 /** Waits on `race` with race_on_answer into `rec`. */
 void race_wait_on(race_rec_t *rec, bm_race_t *race);
 void race_on_answer(bm_race_waiter_t *w, const bm_race_answer_t *a, void *ud);
+/** race_rec_init, then race_wait_on: a new waiter recording `race`'s answer. */
+void race_watch(race_rec_t *rec, race_fx_t *f, bm_race_t *race);
+/** Moves time `ms` forward, asserting `rec` (a waiter, a completion, anything with a
+ *  `calls` count) was not called yet, then 1 ms more, asserting it was called once then: the
+ *  answer's time to the millisecond. A macro, so that a failure names the test's line. */
+#define race_called_1ms_after(f, rec, ms)                                                          \
+    do {                                                                                           \
+        race_go((f), (ms));                                                                        \
+        assert_int_equal((rec)->calls, 0);                                                         \
+        race_go((f), 1);                                                                           \
+        assert_int_equal((rec)->calls, 1);                                                         \
+    } while (0)
 
 /** A completion that records every node's answer. */
 typedef struct race_crec {

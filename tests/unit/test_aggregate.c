@@ -28,8 +28,6 @@
 #include "fake_chain.h"
 #include "fake_node.h"
 
-#define BOUND_MS 5000 /* every wait ends within this (real time), or the test fails */
-
 #include "duties/aggregate.h"
 
 #define AGG_T                                                                                      \
@@ -253,7 +251,7 @@ static void test_full_answer_ends_the_grace(void **state)
     assert_non_null(strstr(c->body, "0xff01"));
     assert_int_equal(fake_call_ms(c), 40); /* not the 1.5 s grace, nor the deadline */
     assert_int_equal(bm_aggregate_stats(a)->full, 1);
-    RUN_UNTIL(&f->loop, slow->aborted == 1, BOUND_MS); /* the loser was cancelled */
+    RUN_UNTIL(&f->loop, slow->aborted == 1, FAKE_BOUND_MS); /* the loser was cancelled */
     assert_int_equal(slow->aborted, 1);
 }
 
@@ -322,10 +320,7 @@ static void test_only_errors_relay_the_most_specific(void **state)
      * maxHold = 1000), since it may recover; the last attempt starts at 950 and fails at
      * 955, after which nothing more can come: the most specific answer, the 404 */
     fake_call_t *c = fake_mux_send(f, "GET", target(8), NULL, NULL);
-    fake_mux_advance(f, 954);
-    assert_false(c->done);
-    fake_mux_advance(f, 1);
-    fake_mux_wait(f, c);
+    fake_mux_done_1ms_after(f, c, 954);
     assert_int_equal(c->status, 404);
     assert_non_null(strstr(c->body, "No aggregate"));
     assert_int_equal(fake_call_ms(c), 955);
@@ -346,10 +341,7 @@ static void test_hung_nodes_answer_by_the_end(void **state)
     fake_node_add1(&f->nodes, FAKE_HANG);
     fake_node_add1(&f->nodes, FAKE_HANG);
     fake_call_t *c = fake_mux_send(f, "GET", target(9), NULL, NULL);
-    fake_mux_advance(f, 299);
-    assert_false(c->done);
-    fake_mux_advance(f, 1);
-    fake_mux_wait(f, c);
+    fake_mux_done_1ms_after(f, c, 299);
     assert_int_equal(c->status, 404);
     assert_int_equal(fake_call_ms(c), 300);
 }
@@ -363,38 +355,13 @@ static void test_nothing_usable_answers_by_the_end(void **state)
     fake_node_add1(&f->nodes, FAKE_HANG);
     fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
     fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_HANG);
-    char want[512];
-    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
     for (int kase = 0; kase < 3; kase++) {
-        if (kase == 1) { /* hung + 5xx */
-            fake_node_script(b, &FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"), 1);
-            fake_node_script(c3, &FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), 1);
-        }
-        if (kase == 2) { /* hung + down: the nodes' servers are gone */
-            fake_node_down(b);
-            fake_node_down(c3);
-        }
+        fake_fail_case(kase, b, c3); /* all hung; hung + 5xx; hung + down */
         fake_call_t *c = fake_mux_send(f, "GET", target(20 + kase), NULL, NULL);
-        fake_mux_advance(f, 299);
-        assert_false(c->done);
-        fake_mux_advance(f, 1);
-        fake_mux_wait(f, c);
+        fake_mux_done_1ms_after(f, c, 299);
         assert_int_equal(fake_call_ms(c), 300);
         assert_int_equal(c->status, 503);
-        if (kase == 0)
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
-                     to, to);
-        else if (kase == 1)
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 503 "
-                     "busy\"}",
-                     to);
-        else
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
-                     refused, refused);
-        assert_string_equal(c->body, want);
+        assert_string_equal(c->body, fake_fail_case_answer(kase));
     }
 }
 
@@ -493,9 +460,9 @@ static void test_client_leaving_cancels_the_race(void **state)
     assert_int_equal(n->requests, 1);
     bm_upstream_cancel(c->x); /* the client hangs up */
     c->x = NULL;
-    RUN_UNTIL(&f->loop, n->aborted == 1, BOUND_MS);
+    RUN_UNTIL(&f->loop, n->aborted == 1, FAKE_BOUND_MS);
     assert_int_equal(n->aborted, 1);
-    RUN_UNTIL(&f->loop, bm_race_engine_active(f->eng) == 0, BOUND_MS);
+    RUN_UNTIL(&f->loop, bm_race_engine_active(f->eng) == 0, FAKE_BOUND_MS);
     assert_int_equal(bm_race_engine_active(f->eng), 0);
 }
 

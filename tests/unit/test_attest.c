@@ -421,6 +421,14 @@ static void tfx_chain(tfx_t *t, unsigned head, bm_payload_status_t payload)
     assert_int_equal(fake_cluster_id(&t->c), (int)head);
 }
 
+/* Most tests' fixture: 3 s into slot 10, Electra from genesis, no Gloas, no hold options,
+ * the cluster head at block 10. */
+static void tfx_default(tfx_t *t)
+{
+    tfx_init(t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
+    tfx_chain(t, 10, BM_PAYLOAD_UNKNOWN);
+}
+
 static void tfx_free(tfx_t *t)
 {
     fake_mux_free(t->m);
@@ -441,20 +449,13 @@ static void test_stale_node_loses(void **state)
 {
     (void)state;
     tfx_t t;
-    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
-    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    tfx_default(&t);
     /* a: fast and stale; b: fresh after 150 ms; c: hung */
-    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
-    fake_step_t sb = FAKE_STATUS(200, 150, att_json(10, 0, 10));
-    fake_step_t sc = FAKE_HANG;
-    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
-    fake_mux_node(t.m, &sb, 1);
-    fake_mux_node(t.m, &sc, 1);
+    fake_node_t *a = fake_mux_node1(t.m, FAKE_STATUS(200, 5, att_json(10, 0, 9)));
+    fake_mux_node1(t.m, FAKE_STATUS(200, 150, att_json(10, 0, 10)));
+    fake_mux_node1(t.m, FAKE_HANG);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
-    fake_mux_advance(t.m, 149);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 149);
     assert_int_equal(c->status, 200);
     assert_int_equal(body_root(c), 10);
     assert_string_equal(bm_hdrs_get(&c->hdrs, "content-type"), "application/json");
@@ -472,15 +473,13 @@ static void test_stale_node_catches_up(void **state)
 {
     (void)state;
     tfx_t t;
-    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
-    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    tfx_default(&t);
     /* the only answering node is stale twice, then has the head: the re-ask wins */
     fake_step_t sa[] = {FAKE_STATUS(200, 5, att_json(10, 0, 9)),
                         FAKE_STATUS(200, 5, att_json(10, 0, 9)),
                         FAKE_STATUS(200, 5, att_json(10, 0, 10))};
-    fake_step_t sb = FAKE_HANG;
     fake_node_t *a = fake_mux_node(t.m, sa, 3);
-    fake_mux_node(t.m, &sb, 1);
+    fake_mux_node1(t.m, FAKE_HANG);
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
     /* asked at 0, 50 and 100 (the re-ask interval), each answering 5 ms later */
     fake_mux_advance(t.m, 105);
@@ -512,10 +511,8 @@ static void test_head_moving_holds_the_old_head(void **state)
     assert_non_null(timer);
     bm_timer_start(timer, 100);
     /* a answers block 9 (still the cluster head) at once; b answers block 10 */
-    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
-    fake_step_t sb = FAKE_STATUS(200, 20, att_json(10, 0, 10));
-    fake_mux_node(t.m, &sa, 1);
-    fake_mux_node(t.m, &sb, 1);
+    fake_mux_node1(t.m, FAKE_STATUS(200, 5, att_json(10, 0, 9)));
+    fake_mux_node1(t.m, FAKE_STATUS(200, 20, att_json(10, 0, 10)));
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
     /* neither is served while the header is on its way: a's block 9 is about to be
      * replaced, b's block 10 is not the cluster head yet */
@@ -540,15 +537,10 @@ static void test_deadline_fallback(void **state)
     /* 6 s into the slot: past the attestation due time, so the floor is the deadline */
     tfx_init(&t, 6000, 0, BM_FAR_FUTURE_EPOCH, &hold);
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
-    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
-    fake_step_t sb = FAKE_STATUS(503, 5, "{\"code\":503,\"message\":\"syncing\"}");
-    fake_mux_node(t.m, &sa, 1);
-    fake_mux_node(t.m, &sb, 1);
+    fake_mux_node1(t.m, FAKE_STATUS(200, 5, att_json(10, 0, 9)));
+    fake_mux_node1(t.m, FAKE_STATUS(503, 5, "{\"code\":503,\"message\":\"syncing\"}"));
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
-    fake_mux_advance(t.m, 299);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 299);
     /* voting stale beats not voting: the stale 200, at the deadline */
     assert_int_equal(c->status, 200);
     assert_int_equal(body_root(c), 9);
@@ -563,10 +555,8 @@ static void test_no_cluster_head_first_2xx(void **state)
     tfx_t t;
     tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
     /* no head event yet: the first 2xx wins at once, whatever its root */
-    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
-    fake_step_t sb = FAKE_STATUS(200, 400, att_json(10, 0, 10));
-    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
-    fake_mux_node(t.m, &sb, 1);
+    fake_node_t *a = fake_mux_node1(t.m, FAKE_STATUS(200, 5, att_json(10, 0, 9)));
+    fake_mux_node1(t.m, FAKE_STATUS(200, 400, att_json(10, 0, 10)));
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
     fake_mux_advance(t.m, 5);
     fake_mux_wait(t.m, c);
@@ -623,8 +613,7 @@ static void test_coalesced_fallback(void **state)
     bm_hint_hold_t hold = {.hold_floor_ms = 300, .max_hold_ms = 1000};
     tfx_init(&t, 6000, 0, BM_FAR_FUTURE_EPOCH, &hold);
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
-    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 9));
-    fake_mux_node(t.m, &sa, 1);
+    fake_mux_node1(t.m, FAKE_STATUS(200, 5, att_json(10, 0, 9)));
     fake_call_t *c[4];
     for (int i = 0; i < 4; i++)
         c[i] = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
@@ -647,8 +636,7 @@ static void test_ssz_and_headers(void **state)
 {
     (void)state;
     tfx_t t;
-    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
-    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    tfx_default(&t);
     static uint8_t stale[128], fresh[128];
     att_ssz(stale, 10, 0, 9);
     att_ssz(fresh, 10, 0, 10);
@@ -718,12 +706,9 @@ static void test_head_root(void **state)
 {
     (void)state;
     tfx_t t;
-    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
-    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
-    fake_step_t sa = FAKE_STATUS(200, 5, root_json(9));
-    fake_step_t sb = FAKE_STATUS(200, 60, root_json(10));
-    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
-    fake_mux_node(t.m, &sb, 1);
+    tfx_default(&t);
+    fake_node_t *a = fake_mux_node1(t.m, FAKE_STATUS(200, 5, root_json(9)));
+    fake_mux_node1(t.m, FAKE_STATUS(200, 60, root_json(10)));
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/beacon/blocks/head/root", NULL);
     fake_mux_advance(t.m, 60);
     fake_mux_wait(t.m, c);
@@ -746,10 +731,8 @@ static void test_payload_attestation(void **state)
     tfx_init(&t, 9500, 0, 0, &hold); /* past the PTC due time (9 s): deadline = floor */
     tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
     /* a: no block seen (204) at once; b: the block of slot 10 after 100 ms */
-    fake_step_t sa = FAKE_STATUS(204, 5, "");
-    fake_step_t sb = FAKE_STATUS(200, 100, payload_json(10, 10, true));
-    fake_mux_node(t.m, &sa, 1);
-    fake_node_t *b = fake_mux_node(t.m, &sb, 1);
+    fake_mux_node1(t.m, FAKE_STATUS(204, 5, ""));
+    fake_node_t *b = fake_mux_node1(t.m, FAKE_STATUS(200, 100, payload_json(10, 10, true)));
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
     fake_mux_advance(t.m, 100);
     fake_mux_wait(t.m, c);
@@ -763,10 +746,7 @@ static void test_payload_attestation(void **state)
     fake_step_t s204 = FAKE_STATUS(204, 5, "");
     fake_node_script(b, &s204, 1);
     c = fake_mux_get(t.m, "/eth/v1/validator/payload_attestation_data?slot=10", NULL);
-    fake_mux_advance(t.m, 254);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 254);
     assert_int_equal(c->status, 204);
     assert_int_equal(fake_call_ms(c), 255);
 
@@ -816,10 +796,7 @@ static void no_node_can_serve(const char *read, uint64_t into, const fake_step_t
     for (int i = 0; i < n; i++)
         nodes[i]->node->state = BM_NODE_READY;
     fake_call_t *c = fake_mux_get(t.m, read, NULL);
-    fake_mux_advance(t.m, end - 1);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, end - 1);
     assert_int_equal(fake_call_ms(c), end);
     assert_int_equal(c->status, 503);
     assert_string_equal(c->body, want);
@@ -877,9 +854,8 @@ static void test_failing_node_recovers(void **state)
     fake_step_t sa[] = {FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"restarting\"}"),
                         FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"restarting\"}"),
                         FAKE_STATUS(200, 0, att_json(10, 0, 10))};
-    fake_step_t sb = FAKE_HANG;
     fake_node_t *a = fake_mux_node(t.m, sa, 3);
-    fake_mux_node(t.m, &sb, 1);
+    fake_mux_node1(t.m, FAKE_HANG);
     fake_call_t *c = fake_mux_get(t.m, READS[0], NULL);
     fake_mux_advance(t.m, 100);
     fake_mux_wait(t.m, c);
@@ -898,14 +874,11 @@ static void test_checkpoints_live(void **state)
 {
     (void)state;
     tfx_t t;
-    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
-    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
+    tfx_default(&t);
     /* c is fast and names another source (block 66); a and b agree */
-    fake_step_t good_a = FAKE_STATUS(200, 20, att_json(10, 0, 10));
-    fake_step_t good_b = FAKE_STATUS(200, 30, att_json(10, 0, 10));
     fake_step_t bad = FAKE_STATUS(200, 5, att_cp_json(10, 0, 10, 66, 8));
-    fake_mux_node(t.m, &good_a, 1);
-    fake_mux_node(t.m, &good_b, 1);
+    fake_mux_node1(t.m, FAKE_STATUS(200, 20, att_json(10, 0, 10)));
+    fake_mux_node1(t.m, FAKE_STATUS(200, 30, att_json(10, 0, 10)));
     fake_mux_node(t.m, &bad, 1);
     const char *path = "/eth/v1/validator/attestation_data?slot=10";
     fake_call_t *c = fake_mux_get(t.m, path, NULL);
@@ -918,10 +891,7 @@ static void test_checkpoints_live(void **state)
     assert_int_equal(bm_attest_stats(t.a).checkpoint_disagreements, 1);
     /* the next request: c's answer is refused at once, a's served when it comes */
     c = fake_mux_get(t.m, path, NULL);
-    fake_mux_advance(t.m, 19);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 19);
     assert_int_equal(fake_call_ms(c), 20);
     assert_string_equal(c->body, att_json(10, 0, 10));
     assert_true(bm_attest_stats(t.a).checkpoint_refused >= 1);
@@ -958,10 +928,7 @@ static void test_checkpoints_strict(void **state)
     /* c at 5 (alone with its checkpoints), a at 20 (alone with its own): neither is served;
      * b at 40 makes the quorum (2 of 3): its whole answer is served */
     fake_call_t *c = fake_mux_get(t.m, path, NULL);
-    fake_mux_advance(t.m, 39);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 39);
     assert_int_equal(fake_call_ms(c), 40);
     assert_string_equal(c->body, att_json(10, 0, 10));
     /* with a quorum of 3, no answer of the cluster ever qualifies: the nodes are asked again
@@ -976,10 +943,7 @@ static void test_checkpoints_strict(void **state)
     b = fake_mux_node(t.m, &good_b, 1);
     fake_mux_node(t.m, &bad, 1);
     c = fake_mux_get(t.m, path, NULL);
-    fake_mux_advance(t.m, 389);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 389);
     assert_int_equal(fake_call_ms(c), 390);
     assert_int_equal(c->status, 503);
     assert_string_equal(c->body, "{\"code\":503,\"message\":\"no usable answer: a: 200, not "
@@ -1018,10 +982,8 @@ static void test_records(void **state)
     recs_t rs = {0};
     bm_attest_on_served(t.a, on_served, &rs, true);
     /* a (the first node): stale at once; b: the full payload of 9 after 40 ms */
-    fake_step_t sa = FAKE_STATUS(200, 5, att_json(10, 0, 8));
-    fake_step_t sb = FAKE_STATUS(200, 40, att_json(10, 1, 9));
-    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
-    fake_node_t *b = fake_mux_node(t.m, &sb, 1);
+    fake_node_t *a = fake_mux_node1(t.m, FAKE_STATUS(200, 5, att_json(10, 0, 8)));
+    fake_node_t *b = fake_mux_node1(t.m, FAKE_STATUS(200, 40, att_json(10, 1, 9)));
     fake_call_t *c = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
     fake_mux_advance(t.m, 40);
     fake_mux_wait(t.m, c);
@@ -1106,10 +1068,8 @@ static void test_client_leaves(void **state)
 {
     (void)state;
     tfx_t t;
-    tfx_init(&t, 3000, 0, BM_FAR_FUTURE_EPOCH, NULL);
-    tfx_chain(&t, 10, BM_PAYLOAD_UNKNOWN);
-    fake_step_t s = FAKE_HANG;
-    fake_mux_node(t.m, &s, 1);
+    tfx_default(&t);
+    fake_mux_node1(t.m, FAKE_HANG);
     /* a client that gives up: its race (it was the only waiter) stops asking the node */
     fake_call_t *gone = fake_mux_get(t.m, "/eth/v1/validator/attestation_data?slot=10", NULL);
     fake_mux_settle(t.m);

@@ -72,6 +72,14 @@ static void script(fake_node_t *tn, int n, ...)
     fake_node_script(tn, steps, n);
 }
 
+/* One answer for each of the three nodes. */
+static void script_each(fx_t *f, fake_step_t a, fake_step_t b, fake_step_t c)
+{
+    script(&f->nodes[0], 1, a);
+    script(&f->nodes[1], 1, b);
+    script(&f->nodes[2], 1, c);
+}
+
 static int producer_lookup(void *ud, uint64_t slot, uint8_t state_root[32], bool *has_state_root)
 {
     fx_t *f = ud;
@@ -333,9 +341,8 @@ static void test_write_reaches_every_node_lagging_and_syncing_included(void **st
     bm_pool_set_state(f->pool, f->nodes[1].node, BM_NODE_LAGGING, "test");
     bm_pool_set_state(f->pool, f->nodes[2].node, BM_NODE_SYNCING, "test");
     static const char *block = "{\"message\":{\"slot\":\"5\"},\"signature\":\"0x01\"}";
-    fake_call_t *c;
-    c = send_req(f, "POST", "/eth/v2/beacon/blocks?broadcast_validation=consensus",
-                 "application/json", block, strlen(block), "fulu");
+    fake_call_t *c = send_req(f, "POST", "/eth/v2/beacon/blocks?broadcast_validation=consensus",
+                              "application/json", block, strlen(block), "fulu");
     go(f, 0);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
@@ -367,11 +374,8 @@ static void test_write_reaches_every_node_lagging_and_syncing_included(void **st
 static void test_answered_at_first_2xx_with_a_hung_node(void **state)
 {
     fx_t *f = *state;
-    script(&f->nodes[0], 1, FAKE_HANG);
-    script(&f->nodes[1], 1, FAKE_OK(150, NULL));
-    script(&f->nodes[2], 1, FAKE_OK(10, NULL));
-    fake_call_t *c;
-    c = post_json(f, "/eth/v1/beacon/pool/sync_committees", "[]");
+    script_each(f, FAKE_HANG, FAKE_OK(150, NULL), FAKE_OK(10, NULL));
+    fake_call_t *c = post_json(f, "/eth/v1/beacon/pool/sync_committees", "[]");
     go(f, 10);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
@@ -395,11 +399,10 @@ static void test_answered_at_first_2xx_with_a_hung_node(void **state)
 static void test_most_specific_error_when_none_took_it(void **state)
 {
     fx_t *f = *state;
-    script(&f->nodes[0], 1, FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"));
-    script(&f->nodes[1], 1, FAKE_STATUS(400, 20, "{\"code\":400,\"message\":\"bad exit\"}"));
-    script(&f->nodes[2], 1, FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"syncing\"}"));
-    fake_call_t *c;
-    c = post_json(f, "/eth/v1/beacon/pool/voluntary_exits", "{}");
+    script_each(f, FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"),
+                FAKE_STATUS(400, 20, "{\"code\":400,\"message\":\"bad exit\"}"),
+                FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"syncing\"}"));
+    fake_call_t *c = post_json(f, "/eth/v1/beacon/pool/voluntary_exits", "{}");
     go(f, 20);
     wait_client(f, c);
     assert_int_equal(fake_call_ms(c), 20);
@@ -591,9 +594,8 @@ static void test_client_hangup_does_not_stop_a_block(void **state)
     for (int i = 0; i < 3; i++)
         script(&f->nodes[i], 1, FAKE_OK(150, NULL));
     static const char *block = "{\"message\":{\"slot\":\"9\"},\"signature\":\"0x02\"}";
-    fake_call_t *c;
-    c = send_req(f, "POST", "/eth/v2/beacon/blocks", "application/json", block, strlen(block),
-                 "fulu");
+    fake_call_t *c = send_req(f, "POST", "/eth/v2/beacon/blocks", "application/json", block,
+                              strlen(block), "fulu");
     go(f, 0);
     assert_int_equal(total_requests(f), 3);
     bm_upstream_cancel(c->x); /* the client times out and hangs up */
@@ -662,11 +664,9 @@ static void test_ssz_block_never_415_when_a_node_took_it(void **state)
 {
     fx_t *f = *state;
     size_t route = route_index("POST", "/eth/v2/beacon/blocks");
-    script(&f->nodes[0], 1, FAKE_STATUS(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"));
-    script(&f->nodes[1], 1, FAKE_OK(40, NULL));
-    script(&f->nodes[2], 1, FAKE_OK(60, NULL));
-    fake_call_t *c;
-    c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
+    script_each(f, FAKE_STATUS(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"), FAKE_OK(40, NULL),
+                FAKE_OK(60, NULL));
+    fake_call_t *c = post_ssz(f, "/eth/v2/beacon/blocks", SSZ_BODY, sizeof SSZ_BODY);
     go(f, 40);
     wait_client(f, c);
     assert_int_equal(c->status, 200); /* b took it */
@@ -840,11 +840,9 @@ static void test_ssz_pool_write_refused_then_415_at_once(void **state)
 {
     fx_t *f = *state;
     size_t route = route_index("POST", "/eth/v2/beacon/pool/attestations");
-    script(&f->nodes[0], 1, FAKE_STATUS(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"));
-    script(&f->nodes[1], 1, FAKE_OK(20, NULL));
-    script(&f->nodes[2], 1, FAKE_OK(0, NULL));
-    fake_call_t *c;
-    c = post_ssz(f, "/eth/v2/beacon/pool/attestations", SSZ_BODY, sizeof SSZ_BODY);
+    script_each(f, FAKE_STATUS(415, 0, "{\"code\":415,\"message\":\"no ssz\"}"), FAKE_OK(20, NULL),
+                FAKE_OK(0, NULL));
+    fake_call_t *c = post_ssz(f, "/eth/v2/beacon/pool/attestations", SSZ_BODY, sizeof SSZ_BODY);
     go(f, 20);
     wait_client(f, c);
     /* the nodes that take SSZ got it; the client is told to resend JSON for a's sake */
@@ -890,8 +888,7 @@ static void test_ssz_late_refusal_replays_state_as_json(void **state)
     }
     memset(reg + 36, 0xaa, 48);
     memset(reg + 84, 0xcc, 96);
-    fake_call_t *c;
-    c = post_ssz(f, "/eth/v1/validator/register_validator", reg, sizeof reg);
+    fake_call_t *c = post_ssz(f, "/eth/v1/validator/register_validator", reg, sizeof reg);
     /* every node's SSZ support is unknown: the answer would wait the probe grace for a 415,
      * but every node answered at once: nothing more can come */
     go(f, 0);
@@ -942,6 +939,14 @@ static const char *blinded_json(char *buf, size_t cap, uint64_t slot, uint8_t ro
     return buf;
 }
 
+/* Publishes a blinded block of `slot` whose state_root is `root_byte` repeated. */
+static fake_call_t *post_blinded(fx_t *f, uint64_t slot, uint8_t root_byte)
+{
+    char body[256];
+    return post_json(f, "/eth/v2/beacon/blinded_blocks",
+                     blinded_json(body, sizeof body, slot, root_byte));
+}
+
 static void test_blinded_block_goes_first_to_its_producer(void **state)
 {
     fx_t *f = *state;
@@ -950,9 +955,7 @@ static void test_blinded_block_goes_first_to_its_producer(void **state)
     f->producer_has_root = true;
     memset(f->producer_root, 0x5e, 32);
     script(&f->nodes[2], 1, FAKE_OK(60, NULL));
-    char body[256];
-    fake_call_t *c;
-    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 77, 0x5e));
+    fake_call_t *c = post_blinded(f, 77, 0x5e);
     go(f, 60);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
@@ -964,7 +967,7 @@ static void test_blinded_block_goes_first_to_its_producer(void **state)
     assert_int_equal(f->nodes[1].requests, 1);
     /* another node's block for that slot (other state_root): everyone at once */
     f->log[0] = '\0';
-    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 77, 0x01));
+    c = post_blinded(f, 77, 0x01);
     go(f, 0);
     wait_client(f, c);
     assert_int_equal(fake_call_ms(c), 0); /* a and b answered at once */
@@ -982,9 +985,7 @@ static void test_blinded_producer_hung_others_after_head_start(void **state)
     f->producer = 0;
     f->producer_slot = 8;
     script(&f->nodes[0], 1, FAKE_OK(600, NULL));
-    char body[256];
-    fake_call_t *c;
-    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 8, 1));
+    fake_call_t *c = post_blinded(f, 8, 1);
     /* the client hangs up while only the producer has it */
     go(f, 0);
     assert_int_equal(f->nodes[0].requests, 1);
@@ -1010,9 +1011,7 @@ static void test_blinded_producer_fails_answer_from_the_others(void **state)
     script(&f->nodes[1], 1, FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"relay down\"}"));
     script(&f->nodes[0], 1, FAKE_STATUS(400, 0, "{\"code\":400,\"message\":\"unknown payload\"}"));
     script(&f->nodes[2], 1, FAKE_OK(30, NULL));
-    char body[256];
-    fake_call_t *c;
-    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 3, 1));
+    fake_call_t *c = post_blinded(f, 3, 1);
     go(f, 30);
     wait_client(f, c);
     assert_int_equal(c->status, 200); /* c took it after the producer failed */
@@ -1020,7 +1019,7 @@ static void test_blinded_producer_fails_answer_from_the_others(void **state)
     assert_true(strncmp(f->log, "b>b<", 4) == 0);
     /* every node refuses: the most specific error of both phases */
     script(&f->nodes[2], 1, FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"z\"}"));
-    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 3, 1));
+    c = post_blinded(f, 3, 1);
     go(f, 0);
     wait_client(f, c);
     assert_int_equal(c->status, 400);
@@ -1034,9 +1033,8 @@ static void test_envelope_read_goes_first_to_the_producer(void **state)
     f->producer_slot = 12;
     script(&f->nodes[2], 1, FAKE_STATUS(404, 0, "{\"code\":404,\"message\":\"not cached\"}"));
     script(&f->nodes[0], 1, FAKE_STATUS(200, 0, "{\"version\":\"gloas\",\"data\":{}}"));
-    fake_call_t *c;
-    c = send_req(f, "GET", "/eth/v1/validator/execution_payload_envelopes/12/0xab", NULL, NULL, 0,
-                 NULL);
+    fake_call_t *c = send_req(f, "GET", "/eth/v1/validator/execution_payload_envelopes/12/0xab",
+                              NULL, NULL, 0, NULL);
     go(f, 0);
     wait_client(f, c);
     assert_int_equal(c->status, 200);
@@ -1067,8 +1065,8 @@ static void test_dvt_selections_one_node_at_a_time(void **state)
     script(&f->nodes[0], 1,
            FAKE_STATUS(501, 0, "{\"code\":501,\"message\":\"not a DVT middleware\"}"));
     script(&f->nodes[1], 1, FAKE_STATUS(200, 10, "{\"data\":[{\"selection_proof\":\"0x01\"}]}"));
-    fake_call_t *c;
-    c = post_json(f, "/eth/v1/validator/beacon_committee_selections",
+    fake_call_t *c =
+        post_json(f, "/eth/v1/validator/beacon_committee_selections",
                   "[{\"validator_index\":\"1\",\"slot\":\"2\",\"selection_proof\":\"0x00\"}]");
     go(f, 10);
     wait_client(f, c);
@@ -1085,8 +1083,7 @@ static void test_dvt_selections_one_node_at_a_time(void **state)
 static void test_successful_state_writes_feed_replay(void **state)
 {
     fx_t *f = *state;
-    fake_call_t *c;
-    c = post_json(
+    fake_call_t *c = post_json(
         f, "/eth/v1/validator/prepare_beacon_proposer",
         "[{\"validator_index\":\"1\",\"fee_recipient\":\"0x1111111111111111111111111111111111"
         "111111\"},{\"validator_index\":\"2\",\"fee_recipient\":\"0x2222222222222222222222222"
@@ -1109,9 +1106,7 @@ static void test_successful_state_writes_feed_replay(void **state)
     assert_int_equal(bm_broadcast_active(f->b), 0);
     assert_int_equal(bm_replay_count(f->replay, BM_REPLAY_PREPARATION), 2);
     /* fed at the first 2xx, not when a hung node finally gives up */
-    script(&f->nodes[0], 1, FAKE_OK(0, NULL));
-    script(&f->nodes[1], 1, FAKE_OK(0, NULL));
-    script(&f->nodes[2], 1, FAKE_HANG);
+    script_each(f, FAKE_OK(0, NULL), FAKE_OK(0, NULL), FAKE_HANG);
     c = post_json(
         f, "/eth/v1/validator/prepare_beacon_proposer",
         "[{\"validator_index\":\"9\",\"fee_recipient\":\"0x9999999999999999999999999999999999"
@@ -1141,9 +1136,7 @@ static void test_stop_sends_waiting_blinded_blocks_on(void **state)
     f->producer = 0;
     f->producer_slot = 4;
     script(&f->nodes[0], 1, FAKE_OK(400, NULL));
-    char body[256];
-    fake_call_t *c;
-    c = post_json(f, "/eth/v2/beacon/blinded_blocks", blinded_json(body, sizeof body, 4, 1));
+    fake_call_t *c = post_blinded(f, 4, 1);
     go(f, 0);
     assert_int_equal(f->nodes[0].requests, 1);
     /* shutdown begins: the others get the block without waiting for the head start (the
@@ -1158,44 +1151,30 @@ static void test_stop_sends_waiting_blinded_blocks_on(void **state)
 
 int main(void)
 {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_route_table_covers_every_write, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_write_reaches_every_node_lagging_and_syncing_included,
-                                        fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_answered_at_first_2xx_with_a_hung_node, fx_setup,
-                                        fx_teardown),
-        cmocka_unit_test_setup_teardown(test_most_specific_error_when_none_took_it, fx_setup,
-                                        fx_teardown),
-        cmocka_unit_test_setup_teardown(test_no_node_takes_it_bounded, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_envelope_read_no_node_has_it_bounded, fx_setup,
-                                        fx_teardown),
-        cmocka_unit_test_setup_teardown(test_indexed_errors_merged, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_client_hangup_does_not_stop_a_block, fx_setup,
-                                        fx_teardown),
-        cmocka_unit_test_setup_teardown(test_ssz_refusals_told_and_learnt, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_ssz_refusals_survive_a_restart, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_ssz_refusals_forgotten_when_the_node_is_upgraded,
-                                        fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_ssz_block_never_415_when_a_node_took_it, fx_setup,
-                                        fx_teardown),
-        cmocka_unit_test_setup_teardown(test_ssz_pool_write_refused_then_415_at_once, fx_setup,
-                                        fx_teardown),
-        cmocka_unit_test_setup_teardown(test_ssz_late_refusal_replays_state_as_json, fx_setup,
-                                        fx_teardown),
-        cmocka_unit_test_setup_teardown(test_blinded_block_goes_first_to_its_producer, fx_setup,
-                                        fx_teardown),
-        cmocka_unit_test_setup_teardown(test_blinded_producer_hung_others_after_head_start,
-                                        fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_blinded_producer_fails_answer_from_the_others,
-                                        fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_envelope_read_goes_first_to_the_producer, fx_setup,
-                                        fx_teardown),
-        cmocka_unit_test_setup_teardown(test_dvt_selections_one_node_at_a_time, fx_setup,
-                                        fx_teardown),
-        cmocka_unit_test_setup_teardown(test_successful_state_writes_feed_replay, fx_setup,
-                                        fx_teardown),
-        cmocka_unit_test_setup_teardown(test_stop_sends_waiting_blinded_blocks_on, fx_setup,
-                                        fx_teardown),
+        T(test_route_table_covers_every_write),
+        T(test_write_reaches_every_node_lagging_and_syncing_included),
+        T(test_answered_at_first_2xx_with_a_hung_node),
+        T(test_most_specific_error_when_none_took_it),
+        T(test_no_node_takes_it_bounded),
+        T(test_envelope_read_no_node_has_it_bounded),
+        T(test_indexed_errors_merged),
+        T(test_client_hangup_does_not_stop_a_block),
+        T(test_ssz_refusals_told_and_learnt),
+        T(test_ssz_refusals_survive_a_restart),
+        T(test_ssz_refusals_forgotten_when_the_node_is_upgraded),
+        T(test_ssz_block_never_415_when_a_node_took_it),
+        T(test_ssz_pool_write_refused_then_415_at_once),
+        T(test_ssz_late_refusal_replays_state_as_json),
+        T(test_blinded_block_goes_first_to_its_producer),
+        T(test_blinded_producer_hung_others_after_head_start),
+        T(test_blinded_producer_fails_answer_from_the_others),
+        T(test_envelope_read_goes_first_to_the_producer),
+        T(test_dvt_selections_one_node_at_a_time),
+        T(test_successful_state_writes_feed_replay),
+        T(test_stop_sends_waiting_blinded_blocks_on),
     };
+#undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -115,8 +115,7 @@ static fake_call_t *get(fake_mux_t *f)
 static void test_poisoned_answers_are_not_stored(void **state)
 {
     fake_mux_t *f = *state;
-    fake_step_t err = FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"x\"}");
-    fake_node_t *a = fake_mux_node(f, &err, 1);
+    fake_node_t *a = fake_mux_node1(f, FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"x\"}"));
     cfx_t *m = make(f, NULL);
     const bm_cache_counters_t *k = bm_cache_counters(m->cache, BM_CK_ROUTE_BLOCK);
     /* a 500: relayed, not kept */
@@ -149,8 +148,7 @@ static void test_too_big_goes_down_the_read_path(void **state)
 {
     fake_mux_t *f = *state;
     const char *body = big_json(20000);
-    fake_step_t st = FAKE_OK(100, body);
-    fake_node_t *a = fake_mux_node(f, &st, 1);
+    fake_node_t *a = fake_mux_node1(f, FAKE_OK(100, body));
     bm_cache_opts_t o;
     bm_cache_opts_default(&o);
     o.max_entry_bytes = 10000;
@@ -172,8 +170,7 @@ static void test_stored_once_with_its_gzip_form(void **state)
 {
     fake_mux_t *f = *state;
     const char *body = big_json(30000);
-    fake_step_t st = FAKE_OK(0, body);
-    fake_node_t *a = fake_mux_node(f, &st, 1);
+    fake_node_t *a = fake_mux_node1(f, FAKE_OK(0, body));
     cfx_t *m = make(f, NULL);
     for (int i = 0; i < 3; i++) {
         fake_call_t *c = get(f);
@@ -194,8 +191,7 @@ static void test_bounds_evict(void **state)
 {
     fake_mux_t *f = *state;
     const char *body = big_json(5000);
-    fake_step_t st = FAKE_OK(0, body);
-    fake_node_t *a = fake_mux_node(f, &st, 1);
+    fake_node_t *a = fake_mux_node1(f, FAKE_OK(0, body));
     bm_cache_opts_t o;
     bm_cache_opts_default(&o);
     o.max_bytes = 16 * 1024; /* room for about two */
@@ -270,8 +266,7 @@ static void test_a_node_without_the_root_is_passed_over(void **state)
 static void test_stop_answers_the_waiting(void **state)
 {
     fake_mux_t *f = *state;
-    fake_step_t st = FAKE_HANG;
-    fake_mux_node(f, &st, 1);
+    fake_mux_node1(f, FAKE_HANG);
     cfx_t *m = make(f, NULL);
     fake_call_t *c1 = fake_mux_get(f, BLOCK, NULL);
     fake_call_t *c2 = fake_mux_get(f, BLOCK, NULL);
@@ -287,20 +282,16 @@ static void test_stop_answers_the_waiting(void **state)
 
 int main(void)
 {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fake_mux_setup, fake_mux_teardown)
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_identical_reads_share_one_request, fake_mux_setup,
-                                        fake_mux_teardown),
-        cmocka_unit_test_setup_teardown(test_poisoned_answers_are_not_stored, fake_mux_setup,
-                                        fake_mux_teardown),
-        cmocka_unit_test_setup_teardown(test_too_big_goes_down_the_read_path, fake_mux_setup,
-                                        fake_mux_teardown),
-        cmocka_unit_test_setup_teardown(test_stored_once_with_its_gzip_form, fake_mux_setup,
-                                        fake_mux_teardown),
-        cmocka_unit_test_setup_teardown(test_bounds_evict, fake_mux_setup, fake_mux_teardown),
-        cmocka_unit_test_setup_teardown(test_a_node_without_the_root_is_passed_over, fake_mux_setup,
-                                        fake_mux_teardown),
-        cmocka_unit_test_setup_teardown(test_stop_answers_the_waiting, fake_mux_setup,
-                                        fake_mux_teardown),
+        T(test_identical_reads_share_one_request),
+        T(test_poisoned_answers_are_not_stored),
+        T(test_too_big_goes_down_the_read_path),
+        T(test_stored_once_with_its_gzip_form),
+        T(test_bounds_evict),
+        T(test_a_node_without_the_root_is_passed_over),
+        T(test_stop_answers_the_waiting),
     };
+#undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -104,6 +104,24 @@ static void finish(uv_loop_t *loop, bm_clock_t *c)
     assert_int_equal(uv_loop_close(loop), 0);
 }
 
+/* A loop and a record whose clock is manual, at WALL0; returns its monotonic time. */
+static uint64_t start_manual(uv_loop_t *loop, rec_t *r)
+{
+    uv_loop_init(loop);
+    memset(r, 0, sizeof *r);
+    r->c = bm_clock_manual_new(loop, WALL0);
+    return bm_clock_mono_now(r->c);
+}
+
+/* The timers a, b, c and d, recording into r. */
+static void tmr_make_abcd(rec_t *r, tmr_t *a, tmr_t *b, tmr_t *c, tmr_t *d)
+{
+    tmr_make(a, r, 'a');
+    tmr_make(b, r, 'b');
+    tmr_make(c, r, 'c');
+    tmr_make(d, r, 'd');
+}
+
 /* ---- the manual clock -------------------------------------------------------------------------
  */
 
@@ -140,15 +158,10 @@ static void test_manual_order(void **state)
 {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    rec_t r = {0};
-    r.c = bm_clock_manual_new(&loop, WALL0);
-    uint64_t m0 = bm_clock_mono_now(r.c);
+    rec_t r;
+    uint64_t m0 = start_manual(&loop, &r);
     tmr_t a, b, c, d;
-    tmr_make(&a, &r, 'a');
-    tmr_make(&b, &r, 'b');
-    tmr_make(&c, &r, 'c');
-    tmr_make(&d, &r, 'd');
+    tmr_make_abcd(&r, &a, &b, &c, &d);
     bm_timer_start(a.t, 300);
     bm_timer_start(b.t, 100);
     bm_timer_start(c.t, 300); /* armed after a, due with it: after a */
@@ -195,15 +208,10 @@ static void test_manual_reentrant(void **state)
 {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    rec_t r = {0};
-    r.c = bm_clock_manual_new(&loop, WALL0);
-    uint64_t m0 = bm_clock_mono_now(r.c);
+    rec_t r;
+    uint64_t m0 = start_manual(&loop, &r);
     tmr_t a, b, c, d;
-    tmr_make(&a, &r, 'a');
-    tmr_make(&b, &r, 'b');
-    tmr_make(&c, &r, 'c');
-    tmr_make(&d, &r, 'd');
+    tmr_make_abcd(&r, &a, &b, &c, &d);
     a.arm_other = b.t; /* a at 100 arms b for 150 later (250) */
     a.arm_ms = 150;
     a.stop_other = c.t;         /* and stops c (due at 200) */
@@ -240,10 +248,8 @@ static void test_manual_due_now(void **state)
 {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    rec_t r = {0};
-    r.c = bm_clock_manual_new(&loop, WALL0);
-    uint64_t m0 = bm_clock_mono_now(r.c);
+    rec_t r;
+    uint64_t m0 = start_manual(&loop, &r);
     tmr_t a;
     tmr_make(&a, &r, 'a');
     bm_timer_start(a.t, 0);

@@ -31,8 +31,6 @@
 #include "fake_chain.h"
 #include "fake_node.h"
 
-#define BOUND_MS 5000 /* every wait ends within this (real time), or the test fails */
-
 #include "base/json.h"
 #include "cluster/head.h"
 #include "duties/duties.h"
@@ -350,10 +348,7 @@ static void test_majority_after_the_majority_time(void **state)
     fake_node_t *c3 = fake_node_add1(&f->nodes, duty(15, Rhex(20)));
     ready_all(f);
     fake_call_t *c = fake_mux_send(f, "POST", ATT, IDX, NULL);
-    fake_mux_advance(f, 299);
-    assert_false(c->done);
-    fake_mux_advance(f, 1);
-    fake_mux_wait(f, c);
+    fake_mux_done_1ms_after(f, c, 299);
     assert_int_equal(c->status, 200);
     assert_non_null(strstr(c->body, Rhex(20)));
     assert_int_equal(fake_call_ms(c), 300);
@@ -398,7 +393,7 @@ static void test_without_a_known_root_the_first_2xx(void **state)
     assert_non_null(strstr(c->body, Rhex(20)));
     assert_int_equal(fake_call_ms(c), 5);
     assert_int_equal(bm_duties_stats(d)->first, 1);
-    RUN_UNTIL(&f->loop, a->aborted == 1, BOUND_MS); /* the loser is cancelled */
+    RUN_UNTIL(&f->loop, a->aborted == 1, FAKE_BOUND_MS); /* the loser is cancelled */
     assert_int_equal(a->aborted, 1);
 }
 
@@ -473,38 +468,14 @@ static void test_hung_nodes_bounded(void **state)
     fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
     fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_HANG);
     ready_all(f);
-    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
-    char want[512];
     for (int kase = 0; kase < 3; kase++) {
-        if (kase == 1) { /* hung + 5xx: asked again every re-ask interval, then named */
-            fake_node_script(b, &FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"), 1);
-            fake_node_script(c3, &FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), 1);
-        }
-        if (kase == 2) { /* hung + down */
-            fake_node_down(b);
-            fake_node_down(c3);
-        }
+        /* all hung; hung + 5xx (asked again every re-ask interval, then named); hung + down */
+        fake_fail_case(kase, b, c3);
         fake_call_t *c = fake_mux_send(f, "POST", ATT, IDX, NULL);
-        fake_mux_advance(f, 499);
-        assert_false(c->done);
-        fake_mux_advance(f, 1);
-        fake_mux_wait(f, c);
+        fake_mux_done_1ms_after(f, c, 499);
         assert_int_equal(c->status, 503);
         assert_int_equal(fake_call_ms(c), 500);
-        if (kase == 0)
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
-                     to, to);
-        else if (kase == 1)
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 503 "
-                     "busy\"}",
-                     to);
-        else
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
-                     refused, refused);
-        assert_string_equal(c->body, want);
+        assert_string_equal(c->body, fake_fail_case_answer(kase));
         if (kase == 1)
             assert_int_equal(b->requests, 2); /* at 0 and 250 (the duty re-ask interval) */
     }
@@ -662,37 +633,16 @@ static void test_liveness_no_node_can_answer(void **state)
     fake_node_t *b = fake_node_add1(&f->nodes, FAKE_HANG);
     fake_node_t *c3 = fake_node_add1(&f->nodes, FAKE_HANG);
     ready_all(f);
-    const char *to = bm_strerror(BM_ETIMEDOUT), *refused = bm_strerror(BM_ECONNREFUSED);
-    char want[512];
     for (int kase = 0; kase < 3; kase++) {
         /* each case from reachable nodes (the earlier cases' time-outs would leave a out) */
         for (int i = 0; i < f->nodes.n; i++)
             bm_pool_record(f->pool, f->nodes.node[i].node, BM_OUTCOME_OK, false, 1000, NULL);
-        if (kase == 1) {
-            fake_node_script(b, &FAKE_STATUS(500, 0, "{\"code\":500,\"message\":\"boom\"}"), 1);
-            fake_node_script(c3, &FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), 1);
-        }
-        if (kase == 2) {
-            fake_node_down(b);
-            fake_node_down(c3);
-        }
+        fake_fail_case(kase, b, c3);
         fake_call_t *c = fake_mux_send(f, "POST", LIVE, "[\"1\"]", NULL);
-        fake_mux_advance(f, 299);
-        assert_false(c->done);
-        fake_mux_advance(f, 1);
-        fake_mux_wait(f, c);
+        fake_mux_done_1ms_after(f, c, 299);
         assert_int_equal(c->status, 503);
         assert_int_equal(fake_call_ms(c), 300);
-        if (kase == 1)
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no usable answer: a: %s; b: 500 boom; c: 503 "
-                     "busy\"}",
-                     to);
-        else
-            snprintf(want, sizeof want,
-                     "{\"code\":503,\"message\":\"no upstream answered: a: %s; b: %s; c: %s\"}", to,
-                     kase ? refused : to, kase ? refused : to);
-        assert_string_equal(c->body, want);
+        assert_string_equal(c->body, fake_fail_case_answer(kase));
     }
 }
 

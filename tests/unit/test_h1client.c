@@ -20,30 +20,15 @@ static void reopen(fx_t *f, void (*mod)(bm_upstream_opts_t *o))
     assert_non_null(f->up);
 }
 
-/* A buffered body of the /stream pattern, n bytes. */
-static void check_pattern_body(const rec_t *r, size_t n)
-{
-    assert_non_null(r->body);
-    assert_int_equal(r->body->len, n);
-    for (size_t i = 0; i < n; i++)
-        assert_int_equal((unsigned char)r->body->data[i], pat(i));
-}
-
 static void test_pool_bound_and_turns(void **state)
 {
     fx_t *f = *state;
     assert_int_equal(bm_upstream_set_node_limit(f->up, f->base, 2), 0);
     enum { N = 6 };
     rec_t r[N];
-    for (int i = 0; i < N; i++) {
-        rec_init(&r[i], f);
-        bm_xfer_req_t q = req_get(url(f, "/stream?n=2&size=10&ms=20"));
-        assert_non_null(start(f, &r[i], &q));
-    }
+    start_burst(f, r, N, "/stream?n=2&size=10&ms=20");
     assert_int_equal(bm_upstream_active(f->up), N); /* the waiting ones count too */
-    RUN_UNTIL(&f->loop,
-              r[0].dones + r[1].dones + r[2].dones + r[3].dones + r[4].dones + r[5].dones == N,
-              5000);
+    RUN_UNTIL(&f->loop, dones_of(r, N) == N, 5000);
     for (int i = 0; i < N; i++) {
         assert_int_equal(r[i].err, 0);
         check_pattern_body(&r[i], 20);

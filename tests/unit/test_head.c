@@ -5,54 +5,9 @@
  * requests (at once from inside the request, later, or never), so every decision is
  * driven by explicit inputs and times.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <cmocka.h>
-
 #include "base/err.h"
 #include "cluster/head.h"
-
-#define GENESIS 1700000000000ull
-#define SLOT 12000u
-#define SPE 8u
-#define MAXB 4096
-
-typedef struct root {
-    uint8_t b[32];
-} root_t;
-
-/* Block `id` of the synthetic truth: 0xB0, the id in bytes 1..4. */
-static root_t R(unsigned id)
-{
-    root_t r;
-    memset(&r, 0, sizeof r);
-    r.b[0] = 0xB0;
-    r.b[1] = (uint8_t)(id >> 24);
-    r.b[2] = (uint8_t)(id >> 16);
-    r.b[3] = (uint8_t)(id >> 8);
-    r.b[4] = (uint8_t)id;
-    r.b[31] = 0x5A;
-    return r;
-}
-
-static bool is_truth(const uint8_t r[32], unsigned *id)
-{
-    if (r[0] != 0xB0 || r[31] != 0x5A)
-        return false;
-    *id = (unsigned)r[1] << 24 | (unsigned)r[2] << 16 | (unsigned)r[3] << 8 | r[4];
-    return *id < MAXB;
-}
-
-static uint64_t T(uint64_t slot, int64_t off_ms)
-{
-    return (uint64_t)((int64_t)(GENESIS + slot * SLOT) + off_ms);
-}
+#include "truth_chain.h"
 
 enum { ANSWER_NOW, ANSWER_LATER, ANSWER_FAIL };
 
@@ -65,10 +20,7 @@ typedef struct change_copy {
 typedef struct fx {
     bm_head_t *t;
     uint64_t now;
-    /* truth */
-    bool exists[MAXB];
-    unsigned parent[MAXB];
-    uint64_t slot[MAXB];
+    truth_t truth;
     int mode;
     bool random_parents; /* answer roots outside the truth with random parents */
     /* what the tracker did */
@@ -144,9 +96,9 @@ static void on_tick(uint64_t now, void *ud)
 static void answer(fx_t *f, const uint8_t root[32], uint64_t slot, size_t node)
 {
     unsigned id = 0;
-    if (is_truth(root, &id) && f->exists[id]) {
-        root_t p = R(f->parent[id]);
-        bm_head_on_parent(f->t, node, root, f->slot[id], p.b, f->now);
+    if (is_truth(root, &id) && f->truth.exists[id]) {
+        root_t p = R(f->truth.parent[id]);
+        bm_head_on_parent(f->t, node, root, f->truth.slot[id], p.b, f->now);
     } else if (f->random_parents) {
         root_t p;
         for (int i = 0; i < 32; i++)
@@ -182,21 +134,6 @@ static void on_fetch(const uint8_t root[32], uint64_t slot, size_t node, void *u
         bm_head_on_parent_failed(f->t, node, root, f->now);
 }
 
-/* Defines truth block `id` at `slot` with parent `parent`. */
-static void blk(unsigned id, unsigned parent, uint64_t slot)
-{
-    F->exists[id] = true;
-    F->parent[id] = parent;
-    F->slot[id] = slot;
-}
-
-/* Canonical blocks: id = slot, parent = slot - 1. */
-static void linear(unsigned from, unsigned to)
-{
-    for (unsigned s = from; s <= to; s++)
-        blk(s, s - 1, s);
-}
-
 static bm_head_t *make(size_t n, uint32_t quorum, uint32_t chase_epochs, uint32_t max_blocks)
 {
     bm_head_opts_t o;
@@ -220,7 +157,10 @@ static bm_head_t *make(size_t n, uint32_t quorum, uint32_t chase_epochs, uint32_
 static int setup(void **state)
 {
     F = calloc(1, sizeof *F);
-    return F ? 0 : -1;
+    if (F == NULL)
+        return -1;
+    TRUTH = &F->truth;
+    return 0;
 }
 
 static int teardown(void **state)
@@ -253,8 +193,8 @@ static int head_full(size_t node, unsigned id, uint64_t slot, bool optimistic,
 /* A head event for truth block `id` (its truth slot) from `node` at `now`. */
 static void head(size_t node, unsigned id, uint64_t now)
 {
-    assert_true(F->exists[id]);
-    assert_int_equal(head_full(node, id, F->slot[id], false, BM_PAYLOAD_UNKNOWN, now), 0);
+    assert_true(F->truth.exists[id]);
+    assert_int_equal(head_full(node, id, F->truth.slot[id], false, BM_PAYLOAD_UNKNOWN, now), 0);
 }
 
 static bool cluster_is(unsigned id)
@@ -262,13 +202,25 @@ static bool cluster_is(unsigned id)
     bm_head_info_t h;
     if (!bm_head_cluster(F->t, &h))
         return false;
-    return memcmp(h.root, R(id).b, 32) == 0 && h.slot == F->slot[id];
+    return memcmp(h.root, R(id).b, 32) == 0 && h.slot == F->truth.slot[id];
 }
 
 static const change_copy_t *last_change(void)
 {
     assert_true(F->nchange > 0);
     return &F->ch[(F->nchange - 1) % 64];
+}
+
+/* The last change, asserted a re-org `depth` deep (known) whose common ancestor is block
+ * `ancestor`. */
+static const change_copy_t *last_reorg(uint64_t depth, unsigned ancestor)
+{
+    const change_copy_t *c = last_change();
+    assert_int_equal(c->c.move, BM_HEAD_MOVE_REORG);
+    assert_true(c->c.depth_known);
+    assert_int_equal(c->c.depth, depth);
+    assert_memory_equal(c->c.ancestor, R(ancestor).b, 32);
+    return c;
 }
 
 static bm_head_node_view_t view(size_t node)
@@ -282,6 +234,25 @@ static void tick(uint64_t now)
 {
     F->now = now;
     bm_head_tick(F->t, now);
+}
+
+/* A chain_reorg event at `slot`, `depth` deep, from block `old_id` to block `new_id`. */
+static bm_head_reorg_event_t reorg_event(uint64_t slot, uint64_t depth, unsigned old_id,
+                                         unsigned new_id)
+{
+    bm_head_reorg_event_t re = {0};
+    re.slot = slot;
+    re.depth = depth;
+    memcpy(re.old_head, R(old_id).b, 32);
+    memcpy(re.new_head, R(new_id).b, 32);
+    return re;
+}
+
+/* Node `node` reports `re` at `now` (accepted). */
+static void reorg(size_t node, const bm_head_reorg_event_t *re, uint64_t now)
+{
+    F->now = now;
+    assert_int_equal(bm_head_on_reorg(F->t, node, re, F->now), 0);
 }
 
 /* ---- the first head and extension --------------------------------------------------- */
@@ -450,12 +421,8 @@ static void test_competing_block_needs_quorum(void **state)
     assert_true(cluster_is(1101)); /* one node is not a quorum */
     head(2, 2101, T(101, 400));
     assert_true(cluster_is(2101)); /* two are, and beat X's one */
-    const change_copy_t *c = last_change();
-    assert_int_equal(c->c.move, BM_HEAD_MOVE_REORG);
+    const change_copy_t *c = last_reorg(1, 100);
     assert_true(c->c.by_quorum);
-    assert_true(c->c.depth_known);
-    assert_int_equal(c->c.depth, 1);
-    assert_memory_equal(c->c.ancestor, R(100).b, 32);
     assert_int_equal(c->c.node, 1);
     /* X gets a second holder: a tie at the same slot keeps the incumbent */
     size_t changes = F->nchange;
@@ -545,11 +512,7 @@ static void test_late_block_reorged_by_next_proposer(void **state)
     assert_true(cluster_is(1101));
     head(1, 102, T(102, 400)); /* two: the cluster ends on the quorum's chain */
     assert_true(cluster_is(102));
-    const change_copy_t *c = last_change();
-    assert_int_equal(c->c.move, BM_HEAD_MOVE_REORG);
-    assert_true(c->c.depth_known);
-    assert_int_equal(c->c.depth, 1);
-    assert_memory_equal(c->c.ancestor, R(100).b, 32);
+    const change_copy_t *c = last_reorg(1, 100);
     assert_memory_equal(c->c.old_root, R(1101).b, 32);
     head(2, 102, T(102, 500));
     head(0, 103, T(103, 200));
@@ -573,14 +536,9 @@ static void test_followed_reorg_record_does_not_pull_back(void **state)
     for (size_t v = 0; v < 3; v++)
         head(v, 1101, T(101, 5000 + (int64_t)v * 100));
     assert_true(cluster_is(1101));
-    bm_head_reorg_event_t re = {0};
-    re.slot = 102;
-    re.depth = 1;
-    memcpy(re.old_head, R(1101).b, 32);
-    memcpy(re.new_head, R(102).b, 32);
+    bm_head_reorg_event_t re = reorg_event(102, 1, 1101, 102);
     for (size_t v = 0; v < 3; v++) {
-        F->now = T(102, 300 + (int64_t)v * 100);
-        assert_int_equal(bm_head_on_reorg(F->t, v, &re, F->now), 0);
+        reorg(v, &re, T(102, 300 + (int64_t)v * 100));
         head(v, 102, T(102, 300 + (int64_t)v * 100));
     }
     assert_true(cluster_is(102));
@@ -606,15 +564,10 @@ static void test_quorum_chain_reorg_moves_back(void **state)
         head(v, 101, T(101, 300 + (int64_t)v * 100));
     assert_true(cluster_is(101));
     /* node 0 re-orgs back to 100 (its chain_reorg first, then its head) */
-    bm_head_reorg_event_t re = {0};
-    re.slot = 101;
-    re.depth = 1;
-    memcpy(re.old_head, R(101).b, 32);
-    memcpy(re.new_head, R(100).b, 32);
+    bm_head_reorg_event_t re = reorg_event(101, 1, 101, 100);
     re.raw = "{\"slot\":\"101\",\"depth\":\"1\",\"node\":0}";
     re.raw_len = strlen(re.raw);
-    F->now = T(102, 100);
-    assert_int_equal(bm_head_on_reorg(F->t, 0, &re, F->now), 0);
+    reorg(0, &re, T(102, 100));
     head(0, 100, T(102, 110));
     assert_true(cluster_is(101)); /* a single node's chain_reorg does not move it */
     /* node 1: head first, then its chain_reorg */
@@ -622,15 +575,10 @@ static void test_quorum_chain_reorg_moves_back(void **state)
     assert_true(cluster_is(101)); /* holding an ancestor without a reorg is lagging */
     re.raw = "{\"slot\":\"101\",\"depth\":\"1\",\"node\":1}";
     re.raw_len = strlen(re.raw);
-    F->now = T(102, 210);
-    assert_int_equal(bm_head_on_reorg(F->t, 1, &re, F->now), 0);
+    reorg(1, &re, T(102, 210));
     assert_true(cluster_is(100)); /* a quorum chain_reorg moves it back */
-    const change_copy_t *c = last_change();
-    assert_int_equal(c->c.move, BM_HEAD_MOVE_REORG);
+    const change_copy_t *c = last_reorg(1, 100);
     assert_true(c->c.by_quorum);
-    assert_true(c->c.depth_known);
-    assert_int_equal(c->c.depth, 1);
-    assert_memory_equal(c->c.ancestor, R(100).b, 32);
     assert_non_null(strstr(c->raw_reorg, "\"depth\":\"1\""));
     /* node 2 still holds 101, a child of the new head: it must not extend back to it */
     size_t changes = F->nchange;
@@ -1326,12 +1274,12 @@ static void test_random_inputs_keep_invariants(void **state)
         unsigned lo = i > 6 ? i - 6 : 0;
         unsigned p = lo + (unsigned)rand() % (i - lo);
         uint64_t slot = 100 + i / 2;
-        while (p > 0 && F->slot[p] >= slot)
+        while (p > 0 && F->truth.slot[p] >= slot)
             p--;
         blk(i, p, slot);
     }
     blk(0, 0, 99);
-    F->exists[0] = false; /* the root of everything: its parent stays unknown */
+    F->truth.exists[0] = false; /* the root of everything: its parent stays unknown */
     make(4, 2, 1, 128);
     bool trusted_announced[N_IDS] = {false};
     uint64_t now = T(100, 0);
@@ -1351,7 +1299,7 @@ static void test_random_inputs_keep_invariants(void **state)
                 continue;
             bool opt = rand() % 10 == 0;
             bm_payload_status_t ps = (bm_payload_status_t)(rand() % 3);
-            assert_int_equal(head_full(v, id, F->slot[id], opt, ps, now), 0);
+            assert_int_equal(head_full(v, id, F->truth.slot[id], opt, ps, now), 0);
             bm_head_node_view_t nv = view(v);
             if (!opt && !nv.td_head) /* believed (now or when its time comes) */
                 trusted_announced[id] = true;
@@ -1371,21 +1319,18 @@ static void test_random_inputs_keep_invariants(void **state)
                                   now);
         } else if (op < 62) {
             unsigned id = 1 + (unsigned)rand() % (N_IDS - 1);
-            bm_head_reorg_event_t re = {0};
-            re.slot = F->slot[id];
-            re.depth = 1;
-            memcpy(re.old_head, R(1 + (unsigned)rand() % (N_IDS - 1)).b, 32);
-            memcpy(re.new_head, R(id).b, 32);
+            bm_head_reorg_event_t re =
+                reorg_event(F->truth.slot[id], 1, 1 + (unsigned)rand() % (N_IDS - 1), id);
             re.optimistic = rand() % 8 == 0;
             re.raw = "{}";
             re.raw_len = 2;
             bm_head_on_reorg(F->t, v, &re, now);
         } else if (op < 67) {
             unsigned id = 1 + (unsigned)rand() % (N_IDS - 1);
-            bm_head_on_block(F->t, v, F->slot[id], R(id).b, now);
+            bm_head_on_block(F->t, v, F->truth.slot[id], R(id).b, now);
         } else if (op < 71) {
             unsigned id = 1 + (unsigned)rand() % (N_IDS - 1);
-            bm_head_on_payload_available(F->t, v, F->slot[id], R(id).b, now);
+            bm_head_on_payload_available(F->t, v, F->truth.slot[id], R(id).b, now);
         } else if (op < 74) {
             bm_head_on_disconnect(F->t, v, now);
         } else if (op < 77) {
@@ -1461,41 +1406,37 @@ static void test_random_inputs_keep_invariants(void **state)
 
 int main(void)
 {
+#define TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_first_head_needs_quorum, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_extension_from_one_node_moves_at_once, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_parent_requests_deduplicated, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fetch_timeout_and_bad_answer, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_competing_block_needs_quorum, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ties_break_by_holders_then_first_seen, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_lagging_nodes_never_pull_back, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_late_block_reorged_by_next_proposer, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_followed_reorg_record_does_not_pull_back, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_quorum_chain_reorg_moves_back, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_forked_node_never_followed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_observer_counts_for_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_single_driver_cannot_fork_the_honest_nodes, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_forked_node_stays_forked_while_honest_headers_are_slow,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unknown_ancestry_is_not_forked, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_scattered_nodes_are_not_all_forked, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_optimistic_heads_ignored, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_future_slots_time_discrepancy, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_believed_from_slot_start_minus_500ms, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_clock_unknown_nothing_believed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_disconnect_makes_head_stale, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_two_nodes_stale_node_cannot_hold_head_hostage, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_payload_full_tracking, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_root_at_slot_walks_parents, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_arrival_delays_and_firsts, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_memory_bounded_under_flood, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_listener_may_call_back, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_random_inputs_keep_invariants, setup, teardown),
+        TEST(test_first_head_needs_quorum),
+        TEST(test_extension_from_one_node_moves_at_once),
+        TEST(test_parent_requests_deduplicated),
+        TEST(test_fetch_timeout_and_bad_answer),
+        TEST(test_competing_block_needs_quorum),
+        TEST(test_ties_break_by_holders_then_first_seen),
+        TEST(test_lagging_nodes_never_pull_back),
+        TEST(test_late_block_reorged_by_next_proposer),
+        TEST(test_followed_reorg_record_does_not_pull_back),
+        TEST(test_quorum_chain_reorg_moves_back),
+        TEST(test_forked_node_never_followed),
+        TEST(test_observer_counts_for_nothing),
+        TEST(test_single_driver_cannot_fork_the_honest_nodes),
+        TEST(test_forked_node_stays_forked_while_honest_headers_are_slow),
+        TEST(test_unknown_ancestry_is_not_forked),
+        TEST(test_scattered_nodes_are_not_all_forked),
+        TEST(test_optimistic_heads_ignored),
+        TEST(test_future_slots_time_discrepancy),
+        TEST(test_believed_from_slot_start_minus_500ms),
+        TEST(test_clock_unknown_nothing_believed),
+        TEST(test_disconnect_makes_head_stale),
+        TEST(test_two_nodes_stale_node_cannot_hold_head_hostage),
+        TEST(test_payload_full_tracking),
+        TEST(test_root_at_slot_walks_parents),
+        TEST(test_arrival_delays_and_firsts),
+        TEST(test_memory_bounded_under_flood),
+        TEST(test_listener_may_call_back),
+        TEST(test_random_inputs_keep_invariants),
     };
+#undef TEST
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

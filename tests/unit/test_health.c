@@ -4,45 +4,11 @@
  * and the head tracker wired as in production, fed with synthetic head events, syncing
  * answers and times. The assertions are on states (and their counts), never log text.
  */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include <cmocka.h>
-
 #include "base/err.h"
 #include "cluster/head.h"
 #include "cluster/health.h"
 #include "cluster/pool.h"
-
-#define GENESIS 1700000000000ull
-#define SLOT 12000u
-#define SPE 8u
-#define MAXB 4096
-
-typedef struct root {
-    uint8_t b[32];
-} root_t;
-
-static root_t R(unsigned id)
-{
-    root_t r;
-    memset(&r, 0, sizeof r);
-    r.b[0] = 0xB0;
-    r.b[1] = (uint8_t)(id >> 8);
-    r.b[2] = (uint8_t)id;
-    r.b[31] = 0x5A;
-    return r;
-}
-
-static uint64_t T(uint64_t slot, int64_t off_ms)
-{
-    return (uint64_t)((int64_t)(GENESIS + slot * SLOT) + off_ms);
-}
+#include "truth_chain.h"
 
 typedef struct fx {
     bm_pool_t *pool;
@@ -50,9 +16,7 @@ typedef struct fx {
     bm_head_t *head;
     bm_node_t *n[8];
     size_t count;
-    bool exists[MAXB];
-    unsigned parent[MAXB];
-    uint64_t slot[MAXB];
+    truth_t truth;
     uint64_t now;
     int transitions[8];
 } fx_t;
@@ -61,9 +25,9 @@ static fx_t *F;
 
 static void on_fetch(const uint8_t root[32], uint64_t slot, size_t node, void *ud)
 {
-    unsigned id = (unsigned)root[1] << 8 | root[2];
-    if (root[0] == 0xB0 && id < MAXB && F->exists[id])
-        bm_head_on_parent(F->head, node, root, F->slot[id], R(F->parent[id]).b, F->now);
+    unsigned id;
+    if (is_truth(root, &id) && F->truth.exists[id])
+        bm_head_on_parent(F->head, node, root, F->truth.slot[id], R(F->truth.parent[id]).b, F->now);
     else
         bm_head_on_parent_failed(F->head, node, root, F->now);
 }
@@ -71,19 +35,6 @@ static void on_fetch(const uint8_t root[32], uint64_t slot, size_t node, void *u
 static void on_state(bm_node_t *n, bm_node_state_t old, void *ud)
 {
     F->transitions[n->index]++;
-}
-
-static void blk(unsigned id, unsigned parent, uint64_t slot)
-{
-    F->exists[id] = true;
-    F->parent[id] = parent;
-    F->slot[id] = slot;
-}
-
-static void linear(unsigned from, unsigned to)
-{
-    for (unsigned s = from; s <= to; s++)
-        blk(s, s - 1, s);
 }
 
 /* `count` discovered, reachable nodes; health (with `o`) and the tracker attached, the
@@ -126,7 +77,10 @@ static void make(size_t count, const bm_health_opts_t *o)
 static int setup(void **state)
 {
     F = calloc(1, sizeof *F);
-    return F ? 0 : -1;
+    if (F == NULL)
+        return -1;
+    TRUTH = &F->truth;
+    return 0;
 }
 
 static int teardown(void **state)
@@ -153,8 +107,8 @@ static void head_ev(size_t node, unsigned id, uint64_t slot, bool optimistic, ui
 
 static void head(size_t node, unsigned id, uint64_t now)
 {
-    assert_true(F->exists[id]);
-    head_ev(node, id, F->slot[id], false, now);
+    assert_true(F->truth.exists[id]);
+    head_ev(node, id, F->truth.slot[id], false, now);
 }
 
 static void tick(uint64_t now)
@@ -179,6 +133,15 @@ static void sync_answer(size_t i, bool syncing, bool optimistic, bool el_offline
     s.sync_distance = 0;
     F->now = now;
     bm_health_set_syncing(F->health, F->n[i], &s, now);
+}
+
+/* The chain 95..110, three nodes (health with `o`) each with head 100, 300 ms into its slot. */
+static void three_at_100(const bm_health_opts_t *o)
+{
+    linear(95, 110);
+    make(3, o);
+    for (size_t i = 0; i < 3; i++)
+        head(i, 100, T(100, 300));
 }
 
 static bool cluster_at(unsigned id)
@@ -243,10 +206,7 @@ static void test_no_head_once_the_chain_runs(void **state)
 
 static void test_lag_against_max_head_lag(void **state)
 {
-    linear(95, 110);
-    make(3, NULL);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(NULL);
     head(0, 101, T(101, 200));
     head(1, 101, T(101, 300));
     assert_true(cluster_at(101));
@@ -264,13 +224,10 @@ static void test_lag_against_max_head_lag(void **state)
     /* maxHeadLag 0: one slot behind is already lagging */
     teardown(state);
     setup(state);
-    linear(95, 110);
     bm_health_opts_t o;
     bm_health_opts_default(&o);
     o.max_head_lag = 0;
-    make(3, &o);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(&o);
     head(0, 101, T(101, 200));
     assert_int_equal(st(0), BM_NODE_READY);
     assert_int_equal(st(1), BM_NODE_LAGGING);
@@ -279,10 +236,7 @@ static void test_lag_against_max_head_lag(void **state)
 
 static void test_syncing_poll_only_worsens(void **state)
 {
-    linear(95, 110);
-    make(3, NULL);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(NULL);
     for (unsigned s = 101; s <= 103; s++) {
         head(0, s, T(s, 200));
         head(1, s, T(s, 300));
@@ -312,10 +266,7 @@ static void test_syncing_poll_only_worsens(void **state)
 
 static void test_time_discrepancy_from_syncing_poll(void **state)
 {
-    linear(95, 110);
-    make(3, NULL);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(NULL);
     sync_answer(1, false, false, false, 103, T(101, 0)); /* two slots ahead */
     assert_int_equal(st(1), BM_NODE_TIME_DISCREPANCY);
     sync_answer(1, false, false, false, 101, T(101, 10));
@@ -324,10 +275,7 @@ static void test_time_discrepancy_from_syncing_poll(void **state)
 
 static void test_stale_node_becomes_lagging(void **state)
 {
-    linear(95, 110);
-    make(3, NULL);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(NULL);
     head(0, 101, T(101, 200));
     head(1, 101, T(101, 300));
     tick(T(102, 0));
@@ -507,10 +455,7 @@ static void test_state_precedence(void **state)
 
 static void test_transitions_counted_once(void **state)
 {
-    linear(95, 110);
-    make(3, NULL);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(NULL);
     memset(F->transitions, 0, sizeof F->transitions);
     head(0, 101, T(101, 300));
     head(0, 102, T(102, 300));
@@ -529,10 +474,7 @@ static void test_transitions_counted_once(void **state)
 
 static void test_detach_and_free_order(void **state)
 {
-    linear(95, 110);
-    make(3, NULL);
-    for (size_t i = 0; i < 3; i++)
-        head(i, 100, T(100, 300));
+    three_at_100(NULL);
     head(0, 101, T(101, 300));
     head(0, 102, T(102, 300));
     assert_int_equal(st(2), BM_NODE_LAGGING);
@@ -553,19 +495,20 @@ static void test_detach_and_free_order(void **state)
 
 int main(void)
 {
+#define TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_no_head_once_the_chain_runs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lag_against_max_head_lag, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_syncing_poll_only_worsens, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_time_discrepancy_from_syncing_poll, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stale_node_becomes_lagging, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_one_broken_node_does_not_make_others_lagging, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_quorum_default_follows_ready_count, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_shadow_counts_for_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_state_precedence, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_transitions_counted_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_detach_and_free_order, setup, teardown),
+        TEST(test_no_head_once_the_chain_runs),
+        TEST(test_lag_against_max_head_lag),
+        TEST(test_syncing_poll_only_worsens),
+        TEST(test_time_discrepancy_from_syncing_poll),
+        TEST(test_stale_node_becomes_lagging),
+        TEST(test_one_broken_node_does_not_make_others_lagging),
+        TEST(test_quorum_default_follows_ready_count),
+        TEST(test_shadow_counts_for_nothing),
+        TEST(test_state_precedence),
+        TEST(test_transitions_counted_once),
+        TEST(test_detach_and_free_order),
     };
+#undef TEST
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

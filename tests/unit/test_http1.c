@@ -93,6 +93,9 @@ static bool feed_piece(bm_http1_t *p, rec_t *r, const char *data, size_t len)
     return true;
 }
 
+/* How many heads the last parse_split read the short way (without http-parser). */
+static uint64_t last_short_heads;
+
 /* Parses `in` split at the given positions (sorted, may be empty) and returns the log. */
 static char *parse_split(const char *in, size_t len, const bm_http1_limits_t *lim,
                          const size_t *cuts, size_t ncuts)
@@ -111,6 +114,7 @@ static char *parse_split(const char *in, size_t len, const bm_http1_limits_t *li
         rec_flush_body(&r);
         bm_str_printf(&r.log, "phase %d\n", (int)bm_http1_phase(p));
     }
+    last_short_heads = bm_http1_short_heads(p);
     bm_http1_free(p);
     bm_str_dispose(&r.body);
     char *out = strdup(bm_str_data(&r.log));
@@ -121,6 +125,14 @@ static char *parse_split(const char *in, size_t len, const bm_http1_limits_t *li
 static char *parse(const char *in, const bm_http1_limits_t *lim)
 {
     return parse_split(in, strlen(in), lim, NULL, 0);
+}
+
+/* What parsing `input` in one piece logs must be `want`. */
+static void parses_as(const char *input, const char *want)
+{
+    char *log = parse(input, NULL);
+    assert_string_equal(log, want);
+    free(log);
 }
 
 /* The error status of parsing `in` whole, or 0. */
@@ -173,67 +185,56 @@ static void assert_split_invariant(const char *in, size_t len, const bm_http1_li
 
 static void simple_get(void **state)
 {
-    char *log = parse("GET /eth/v1/node/health?x=1 HTTP/1.1\r\nHost: localhost:5052\r\n"
-                      "Accept:  application/json \r\n\r\n",
-                      NULL);
-    assert_string_equal(log, "H GET /eth/v1/node/health?x=1 1.1 ka=1 cl=0 ch=0 ex=0 hd=0 "
-                             "[Host=localhost:5052] [Accept=application/json]\n"
-                             "C\nphase 0\n");
-    free(log);
+    parses_as("GET /eth/v1/node/health?x=1 HTTP/1.1\r\nHost: localhost:5052\r\n"
+              "Accept:  application/json \r\n\r\n",
+              "H GET /eth/v1/node/health?x=1 1.1 ka=1 cl=0 ch=0 ex=0 hd=0 "
+              "[Host=localhost:5052] [Accept=application/json]\n"
+              "C\nphase 0\n");
 }
 
 static void leading_empty_lines_skipped(void **state)
 {
-    char *log = parse("\r\n\r\nHEAD / HTTP/1.0\r\n\r\n", NULL);
-    assert_string_equal(log, "H HEAD / 1.0 ka=0 cl=0 ch=0 ex=0 hd=1\nC\nphase 0\n");
-    free(log);
+    parses_as("\r\n\r\nHEAD / HTTP/1.0\r\n\r\n",
+              "H HEAD / 1.0 ka=0 cl=0 ch=0 ex=0 hd=1\nC\nphase 0\n");
 }
 
 static void http10_keep_alive(void **state)
 {
-    char *log = parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
-                      "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
-                      NULL);
-    assert_string_equal(log, "H GET / 1.0 ka=1 cl=0 ch=0 ex=0 hd=0 [Connection=keep-alive]\nC\n"
-                             "H GET / 1.1 ka=0 cl=0 ch=0 ex=0 hd=0 [Host=a] [Connection=close]\n"
-                             "C\nphase 0\n");
-    free(log);
+    parses_as("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+              "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+              "H GET / 1.0 ka=1 cl=0 ch=0 ex=0 hd=0 [Connection=keep-alive]\nC\n"
+              "H GET / 1.1 ka=0 cl=0 ch=0 ex=0 hd=0 [Host=a] [Connection=close]\n"
+              "C\nphase 0\n");
 }
 
 static void post_content_length(void **state)
 {
-    char *log = parse("POST /eth/v1/beacon/pool/attestations HTTP/1.1\r\nHost: x\r\n"
-                      "Content-Type: application/json\r\nContent-Length: 11\r\n\r\n[{\"a\":\"1\"}]",
-                      NULL);
-    assert_string_equal(log, "H POST /eth/v1/beacon/pool/attestations 1.1 ka=1 cl=11 ch=0 ex=0 "
-                             "hd=0 [Host=x] [Content-Type=application/json] [Content-Length=11]\n"
-                             "B 11:[{\"a\":\"1\"}]\nC\nphase 0\n");
-    free(log);
+    parses_as("POST /eth/v1/beacon/pool/attestations HTTP/1.1\r\nHost: x\r\n"
+              "Content-Type: application/json\r\nContent-Length: 11\r\n\r\n[{\"a\":\"1\"}]",
+              "H POST /eth/v1/beacon/pool/attestations 1.1 ka=1 cl=11 ch=0 ex=0 "
+              "hd=0 [Host=x] [Content-Type=application/json] [Content-Length=11]\n"
+              "B 11:[{\"a\":\"1\"}]\nC\nphase 0\n");
 }
 
 static void chunked_with_extensions_and_trailers(void **state)
 {
-    char *log = parse("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                      "5;name=value\r\nhello\r\n"
-                      "6;a;b=\"c\"\r\n world\r\n"
-                      "0\r\nTrailer-One: 1\r\nChecksum: abc\r\n\r\n",
-                      NULL);
-    assert_string_equal(log, "H POST /x 1.1 ka=1 cl=-1 ch=1 ex=0 hd=0 [Host=x] "
-                             "[Transfer-Encoding=chunked]\nB 11:hello world\nC\nphase 0\n");
-    free(log);
+    parses_as("POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+              "5;name=value\r\nhello\r\n"
+              "6;a;b=\"c\"\r\n world\r\n"
+              "0\r\nTrailer-One: 1\r\nChecksum: abc\r\n\r\n",
+              "H POST /x 1.1 ka=1 cl=-1 ch=1 ex=0 hd=0 [Host=x] "
+              "[Transfer-Encoding=chunked]\nB 11:hello world\nC\nphase 0\n");
 }
 
 static void expect_continue_flag(void **state)
 {
-    char *log = parse("PUT /x HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\n"
-                      "Content-Length: 2\r\n\r\nok"
-                      "PUT /x HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nk",
-                      NULL);
-    assert_string_equal(log, "H PUT /x 1.1 ka=1 cl=2 ch=0 ex=1 hd=0 [Host=x] "
-                             "[Expect=100-Continue] [Content-Length=2]\nB 2:ok\nC\n"
-                             "H PUT /x 1.0 ka=0 cl=1 ch=0 ex=0 hd=0 [Expect=100-continue] "
-                             "[Content-Length=1]\nB 1:k\nC\nphase 0\n");
-    free(log);
+    parses_as("PUT /x HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\n"
+              "Content-Length: 2\r\n\r\nok"
+              "PUT /x HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\nk",
+              "H PUT /x 1.1 ka=1 cl=2 ch=0 ex=1 hd=0 [Host=x] "
+              "[Expect=100-Continue] [Content-Length=2]\nB 2:ok\nC\n"
+              "H PUT /x 1.0 ka=0 cl=1 ch=0 ex=0 hd=0 [Expect=100-continue] "
+              "[Content-Length=1]\nB 1:k\nC\nphase 0\n");
 }
 
 static const char pipelined[] = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -412,23 +413,80 @@ static void strict_accepts(void **state)
     }
 }
 
+/*
+ * The short way (a GET or HEAD in HTTP/1.1 read whole, framed without http-parser) takes
+ * exactly the heads it may, and gives the events http-parser gives: the split invariant
+ * compares each input fed whole with the same input fed byte by byte, which never takes it.
+ */
+static void short_way_agrees_with_http_parser(void **state)
+{
+    static const struct {
+        const char *in;
+        uint64_t shorts; /* heads read the short way when fed whole */
+        const char *log; /* the events, when pinned */
+    } cases[] = {
+        {"GET /eth/v1/x?a=1&b=/?c HTTP/1.1\r\nHost: x\r\n\r\n", 1,
+         "H GET /eth/v1/x?a=1&b=/?c 1.1 ka=1 cl=0 ch=0 ex=0 hd=0 [Host=x]\nC\nphase 0\n"},
+        {"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n", 1,
+         "H HEAD / 1.1 ka=1 cl=0 ch=0 ex=0 hd=1 [Host=x]\nC\nphase 0\n"},
+        {"\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", 1, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n", 1, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\nCONNECTION: Keep-Alive\r\n\r\n", 1, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\nContent-Type: a\r\nTE-x: y\r\nUp: z\r\n\r\n", 1, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\n\r\n", 2, NULL},
+        /* refused on the short way: the same verdicts as through http-parser */
+        {"GET / HTTP/1.1\r\n\r\n", 1, "E 400 missing Host header\n"},
+        {"GET /a#frag HTTP/1.1\r\nHost: x\r\n\r\n", 1, NULL},
+        {"GET /a/../b HTTP/1.1\r\nHost: x\r\n\r\n", 1, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n", 1, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\nExpect: later\r\n\r\n", 1, NULL},
+        /* left to http-parser */
+        {"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+         "GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+         0, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive, close\r\n\r\n", 0, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n", 0, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\nProxy-Connection: close\r\n\r\n", 0, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encodingx: y\r\n\r\n", 0, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 0, NULL},
+        {"GET / HTTP/1.1\r\nHost: x\r\nContent-Lengthy: 5\r\n\r\n", 0, NULL},
+        {"GET / HTTP/1.0\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", 0, NULL},
+        {"GET / HTTP/1.2\r\nHost: x\r\n\r\n", 0, NULL},
+        {"GET / HTTP/2.1\r\nHost: x\r\n\r\n", 0, NULL},
+        {"POST / HTTP/1.1\r\nHost: x\r\n\r\n", 0, NULL},
+        {"GETS / HTTP/1.1\r\nHost: x\r\n\r\n", 0, NULL},
+        {"Get / HTTP/1.1\r\nHost: x\r\n\r\n", 0, NULL},
+        {"GET * HTTP/1.1\r\nHost: x\r\n\r\n", 0, NULL},
+        {"GET x HTTP/1.1\r\nHost: x\r\n\r\n", 0, NULL},
+        /* a head cut by the end of the input: the part read goes to http-parser */
+        {"GET / HTTP/1.1\r\nHost: x\r\n", 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *log = parse(cases[i].in, NULL);
+        if (last_short_heads != cases[i].shorts)
+            fail_msg("case %zu: %llu heads the short way, want %llu: %s", i,
+                     (unsigned long long)last_short_heads, (unsigned long long)cases[i].shorts,
+                     cases[i].in);
+        if (cases[i].log && strcmp(log, cases[i].log) != 0)
+            fail_msg("case %zu: got\n%s\nwant\n%s", i, log, cases[i].log);
+        free(log);
+        assert_split_invariant(cases[i].in, strlen(cases[i].in), NULL);
+    }
+}
+
 static void upgrade_request_parsed_as_plain(void **state)
 {
-    char *log = parse("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                      "\r\nGET /2 HTTP/1.1\r\nHost: x\r\n\r\n",
-                      NULL);
-    assert_string_equal(log, "H GET / 1.1 ka=1 cl=0 ch=0 ex=0 hd=0 [Host=x] [Upgrade=websocket] "
-                             "[Connection=Upgrade]\nC\n"
-                             "H GET /2 1.1 ka=1 cl=0 ch=0 ex=0 hd=0 [Host=x]\nC\nphase 0\n");
-    free(log);
+    parses_as("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+              "\r\nGET /2 HTTP/1.1\r\nHost: x\r\n\r\n",
+              "H GET / 1.1 ka=1 cl=0 ch=0 ex=0 hd=0 [Host=x] [Upgrade=websocket] "
+              "[Connection=Upgrade]\nC\n"
+              "H GET /2 1.1 ka=1 cl=0 ch=0 ex=0 hd=0 [Host=x]\nC\nphase 0\n");
     /* With a body, http-parser takes another path out of an upgrade: same events. */
     const char *in = "POST / HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n"
                      "Content-Length: 2\r\n\r\nabGET /2 HTTP/1.1\r\nHost: x\r\n\r\n";
-    log = parse(in, NULL);
-    assert_string_equal(log, "H POST / 1.1 ka=1 cl=2 ch=0 ex=0 hd=0 [Host=x] [Upgrade=h2c] "
-                             "[Connection=Upgrade] [Content-Length=2]\nB 2:ab\nC\n"
-                             "H GET /2 1.1 ka=1 cl=0 ch=0 ex=0 hd=0 [Host=x]\nC\nphase 0\n");
-    free(log);
+    parses_as(in, "H POST / 1.1 ka=1 cl=2 ch=0 ex=0 hd=0 [Host=x] [Upgrade=h2c] "
+                  "[Connection=Upgrade] [Content-Length=2]\nB 2:ab\nC\n"
+                  "H GET /2 1.1 ka=1 cl=0 ch=0 ex=0 hd=0 [Host=x]\nC\nphase 0\n");
     assert_split_invariant(in, strlen(in), NULL);
 }
 
@@ -598,6 +656,7 @@ int main(void)
         cmocka_unit_test(strict_rejections),
         cmocka_unit_test(host_bytes),
         cmocka_unit_test(strict_accepts),
+        cmocka_unit_test(short_way_agrees_with_http_parser),
         cmocka_unit_test(upgrade_request_parsed_as_plain),
         cmocka_unit_test(target_limit),
         cmocka_unit_test(header_limit),

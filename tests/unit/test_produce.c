@@ -565,8 +565,7 @@ static void test_remembered_told_and_learnt(void **state)
     pfx_init(&t, 200, 1000, NULL);
     remembered_t r = {0};
     bm_produce_on_remember(t.p, on_remember, &r);
-    fake_step_t sb = step_v3(20, 10, 42, "100", "100");
-    fake_node_t *b = fake_mux_node(t.m, &sb, 1);
+    fake_node_t *b = fake_mux_node1(t.m, step_v3(20, 10, 42, "100", "100"));
     fake_call_t *c = fake_mux_get(t.m, V3, NULL);
     fake_mux_advance(t.m, 20);
     fake_mux_wait(t.m, c);
@@ -612,9 +611,8 @@ static void test_late_head_reorged(void **state)
      * (4 s): the proposer of slot 11 builds on block 9, and that block is accepted at once */
     pfx_t t;
     pfx_init(&t, 200, 5000, NULL);
-    fake_step_t sa = step_v3(5, 9, 43, "1", "1");
     fake_step_t sb = {0}; /* hung */
-    fake_mux_node(t.m, &sa, 1);
+    fake_mux_node1(t.m, step_v3(5, 9, 43, "1", "1"));
     fake_mux_node(t.m, &sb, 1);
     fake_call_t *c = fake_mux_get(t.m, V3, NULL);
     fake_mux_advance(t.m, 5);
@@ -629,10 +627,9 @@ static void test_late_head_reorged(void **state)
      * on purpose wins */
     pfx_init(&t, 200, 5000, NULL);
     fake_head(&t.c, 1, 9, bm_clock_wall_now(t.m->clock), BM_PAYLOAD_UNKNOWN);
-    fake_step_t deliberate = step_v3(150, 9, 43, "1", "1");
     fake_step_t stale = step_v3(5, 9, 44, "1", "1");
-    fake_mux_node(t.m, &deliberate, 1); /* index 0: holds block 10 */
-    fake_mux_node(t.m, &stale, 1);      /* index 1: behind */
+    fake_mux_node1(t.m, step_v3(150, 9, 43, "1", "1")); /* index 0: holds block 10 */
+    fake_mux_node(t.m, &stale, 1);                      /* index 1: behind */
     c = fake_mux_get(t.m, V3, NULL);
     fake_mux_advance(t.m, 150);
     fake_mux_wait(t.m, c);
@@ -643,10 +640,8 @@ static void test_late_head_reorged(void **state)
 
     /* the same block while the head was on time (3 s): not accepted, the head's wins */
     pfx_init(&t, 200, 3000, NULL);
-    fake_step_t sc = step_v3(5, 9, 43, "1", "1");
-    fake_step_t sd = step_v3(150, 10, 44, "1", "1");
-    fake_mux_node(t.m, &sc, 1);
-    fake_mux_node(t.m, &sd, 1);
+    fake_mux_node1(t.m, step_v3(5, 9, 43, "1", "1"));
+    fake_mux_node1(t.m, step_v3(150, 10, 44, "1", "1"));
     c = fake_mux_get(t.m, V3, NULL);
     fake_mux_advance(t.m, 150);
     fake_mux_wait(t.m, c);
@@ -705,18 +700,13 @@ static void test_deadline_first_2xx(void **state)
     o.repoll_interval_ms = 100;
     pfx_t t;
     pfx_init(&t, 200, 1000, &o);
-    fake_step_t sa = step_v3(5, 8, 45, "1", "1");
-    fake_step_t sb = step_v3(40, 9, 46, "1", "1");
-    fake_node_t *a = fake_mux_node(t.m, &sa, 1);
-    fake_mux_node(t.m, &sb, 1);
+    fake_node_t *a = fake_mux_node1(t.m, step_v3(5, 8, 45, "1", "1"));
+    fake_mux_node1(t.m, step_v3(40, 9, 46, "1", "1"));
     fake_call_t *c = fake_mux_get(t.m, V3, NULL);
     /* nothing acceptable: the stale nodes are re-asked every 100 ms until the deadline (at
      * 500); the last re-asks start at 400 and are answered by 440, after which nothing more
      * can come: the first 2xx goes out then */
-    fake_mux_advance(t.m, 439);
-    assert_false(c->done);
-    fake_mux_advance(t.m, 1);
-    fake_mux_wait(t.m, c);
+    fake_mux_done_1ms_after(t.m, c, 439);
     uint64_t deadline = t.c.info.clock.genesis_ms + 11 * SLOT_MS + 700;
     assert_int_equal(c->end_ms, deadline - 60);
     assert_int_equal(c->status, 200);
@@ -738,12 +728,9 @@ static void test_best_value(void **state)
         pfx_t t;
         pfx_init(&t, 200, 1000, &o);
         /* a: first, 2^64 + 1; b: 2^64 + 2 (a double sees them equal); c: stale and richest */
-        fake_step_t sa = step_v3(5, 10, 47, "18446744073709551617", "0");
-        fake_step_t sb = step_v3(60, 10, 48, "18446744073709551617", "1");
-        fake_step_t sc = step_v3(10, 9, 49, "99999999999999999999999", "0");
-        fake_node_t *a = fake_mux_node(t.m, &sa, 1);
-        fake_node_t *b = fake_mux_node(t.m, &sb, 1);
-        fake_mux_node(t.m, &sc, 1);
+        fake_node_t *a = fake_mux_node1(t.m, step_v3(5, 10, 47, "18446744073709551617", "0"));
+        fake_node_t *b = fake_mux_node1(t.m, step_v3(60, 10, 48, "18446744073709551617", "1"));
+        fake_mux_node1(t.m, step_v3(10, 9, 49, "99999999999999999999999", "0"));
         fake_call_t *c = fake_mux_get(t.m, V3, NULL);
         /* first: at once; best value: at the end of the grace opened by a (5 + 300) */
         fake_mux_advance(t.m, mode ? 305 : 5);
@@ -808,10 +795,7 @@ static void test_nothing_usable_answers_by_the_end(void **state)
         }
         uint64_t end = kase == 3 ? 1000 : 1800;
         fake_call_t *c = fake_mux_get(t.m, V3, NULL);
-        fake_mux_advance(t.m, end - 1);
-        assert_false(c->done);
-        fake_mux_advance(t.m, 1);
-        fake_mux_wait(t.m, c);
+        fake_mux_done_1ms_after(t.m, c, end - 1);
         assert_int_equal(fake_call_ms(c), end);
         assert_int_equal(c->status, 503);
         char want[512];
@@ -942,10 +926,7 @@ static void test_legacy_routes(void **state)
         fake_node_script(a, &hang, 1);
         fake_node_script(b, &hang, 1);
         c = fake_mux_get(t.m, routes[r].path, NULL);
-        fake_mux_advance(t.m, 1679);
-        assert_false(c->done);
-        fake_mux_advance(t.m, 1);
-        fake_mux_wait(t.m, c);
+        fake_mux_done_1ms_after(t.m, c, 1679);
         assert_int_equal(c->status, 503);
         assert_int_equal(fake_call_ms(c), 1680);
         pfx_free(&t);

@@ -60,10 +60,7 @@ static void test_hung_node_deadline(void **state)
     bm_race_t *race = race_start(f, "GET", "/att", &p, NULL, &c);
     race_wait_on(&w, race);
     race_go(f, 10); /* the stale answer */
-    race_go(f, 189);
-    assert_int_equal(w.calls, 0);
-    race_go(f, 1);
-    assert_int_equal(w.calls, 1);
+    race_called_1ms_after(f, &w, 189);
     assert_int_equal(w.status, 200);
     assert_string_equal(w.body, "{\"root\":\"stale\"}");
     assert_ptr_equal(w.node, f->nodes.node[1].node);
@@ -191,14 +188,10 @@ static void test_score_grace(void **state)
     uint64_t t0 = race_now(f);
     p.deadline_ms = t0 + 3000;
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/agg", &p, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/agg", &p, NULL, NULL));
     race_go(f, 10); /* the first accepted answer opens the grace: it ends at t0 + 210 */
     race_go(f, 50); /* a better one within it */
-    race_go(f, 149);
-    assert_int_equal(w.calls, 0);
-    race_go(f, 1);
-    assert_int_equal(w.calls, 1);
+    race_called_1ms_after(f, &w, 149);
     assert_ptr_equal(w.node, b->node);
     assert_string_equal(w.body, "{\"root\":\"fresh\",\"score\":5}");
     assert_int_equal(w.at_ms, t0 + 210);
@@ -220,8 +213,7 @@ static void test_complete_ends_grace(void **state)
                           .grace_ms = 3000};
     uint64_t t0 = race_now(f);
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/agg", &p, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/agg", &p, NULL, NULL));
     race_go(f, 10);
     assert_int_equal(w.calls, 0);
     race_go(f, 40);
@@ -235,14 +227,10 @@ static void test_complete_ends_grace(void **state)
     t0 = race_now(f);
     p2.deadline_ms = t0 + 250;
     race_rec_t w2;
-    race_rec_init(&w2, f);
-    race_wait_on(&w2, race_start(f, "GET", "/agg2", &p2, NULL, NULL));
+    race_watch(&w2, f, race_start(f, "GET", "/agg2", &p2, NULL, NULL));
     race_go(f, 10);
     race_go(f, 40);
-    race_go(f, 199);
-    assert_int_equal(w2.calls, 0);
-    race_go(f, 1);
-    assert_int_equal(w2.calls, 1);
+    race_called_1ms_after(f, &w2, 199);
     assert_ptr_equal(w2.node, b->node);
     assert_int_equal(w2.at_ms, p2.deadline_ms);
     race_rec_dispose(&w);
@@ -263,15 +251,11 @@ static void test_deadline_best_usable(void **state)
     uint64_t t0 = race_now(f);
     p.deadline_ms = t0 + 200;
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/att", &p, NULL, NULL));
     race_go(f, 10);
     race_go(f, 10);
     race_go(f, 10);
-    race_go(f, 169);
-    assert_int_equal(w.calls, 0);
-    race_go(f, 1);
-    assert_int_equal(w.calls, 1);
+    race_called_1ms_after(f, &w, 169);
     assert_ptr_equal(w.node, b->node);
     assert_int_equal(w.at_ms, p.deadline_ms);
     race_rec_dispose(&w);
@@ -289,14 +273,10 @@ static void test_past_deadline_first_usable(void **state)
     uint64_t t0 = race_now(f);
     p.deadline_ms = t0 + 150;
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/att", &p, NULL, NULL));
     race_go(f, 10);
     race_go(f, 140); /* the deadline, with nothing usable in hand */
-    race_go(f, 249);
-    assert_int_equal(w.calls, 0);
-    race_go(f, 1);
-    assert_int_equal(w.calls, 1);
+    race_called_1ms_after(f, &w, 249);
     assert_ptr_equal(w.node, b->node);
     assert_int_equal(w.at_ms, t0 + 400);
     assert_int_equal(c3->aborted, 1);
@@ -312,8 +292,7 @@ static void test_all_failed_before_deadline(void **state)
     uint64_t t0 = race_now(f);
     p.deadline_ms = t0 + 2000;
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/att", &p, NULL, NULL));
     race_go(f, 10);
     assert_int_equal(w.calls, 0);
     race_go(f, 10);
@@ -336,8 +315,7 @@ static void test_repoll_until_accepted(void **state)
     uint64_t t0 = race_now(f);
     p.deadline_ms = t0 + 1500;
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/att", &p, NULL, NULL));
     race_go(f, 0); /* the first stale answer */
     race_go(f, 49);
     assert_int_equal(a->requests, 1); /* never faster than the interval */
@@ -366,8 +344,7 @@ static void test_repolls_stop_at_deadline(void **state)
     p.deadline_ms = t0 + 250;
     race_crec_t c = {0};
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, &c));
+    race_watch(&w, f, race_start(f, "GET", "/att", &p, NULL, &c));
     race_go(f, 0);
     for (int i = 0; i < 3; i++)
         race_go(f, 50);
@@ -405,8 +382,7 @@ static void test_repoll_until_any_2xx(void **state)
     p.deadline_ms = t0 + 120;
     p.hard_timeout_ms = t0 + 3000;
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/agg", &p, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/agg", &p, NULL, NULL));
     race_go(f, 0);
     race_go(f, 5);
     race_go(f, 45);
@@ -427,8 +403,7 @@ static void test_repoll_until_any_2xx(void **state)
     p.deadline_ms = t0 + 120;
     p.hard_timeout_ms = t0 + 3000;
     race_rec_t w2;
-    race_rec_init(&w2, f);
-    race_wait_on(&w2, race_start(f, "GET", "/agg", &p, NULL, NULL));
+    race_watch(&w2, f, race_start(f, "GET", "/agg", &p, NULL, NULL));
     race_go(f, 0);
     race_go(f, 5);
     race_go(f, 45);
@@ -457,8 +432,7 @@ static void test_sequential(void **state)
     uint64_t t0 = race_now(f);
     race_crec_t c = {0};
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/x", &p, NULL, &c));
+    race_watch(&w, f, race_start(f, "GET", "/x", &p, NULL, &c));
     race_go(f, 20); /* a fails: b is asked */
     assert_string_equal(f->nodes.log, "a>a<b>");
     race_go(f, 20);
@@ -484,13 +458,9 @@ static void test_sequential_deadline(void **state)
     uint64_t t0 = race_now(f);
     p.deadline_ms = t0 + 200;
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/x", &p, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/x", &p, NULL, NULL));
     race_go(f, 10); /* a's stale answer: b is asked, and hangs */
-    race_go(f, 189);
-    assert_int_equal(w.calls, 0);
-    race_go(f, 1);
-    assert_int_equal(w.calls, 1);
+    race_called_1ms_after(f, &w, 189);
     assert_ptr_equal(w.node, a->node);
     assert_int_equal(w.at_ms, p.deadline_ms);
     assert_int_equal(b->aborted, 1);
@@ -512,8 +482,7 @@ static void test_sequential_repoll(void **state)
     uint64_t t0 = race_now(f);
     p.deadline_ms = t0 + 2000;
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/x", &p, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/x", &p, NULL, NULL));
     race_go(f, 0);
     assert_string_equal(f->nodes.log, "a>a<b>b<");
     race_go(f, 50); /* both re-asks are due: one at a time, a first */
@@ -541,8 +510,7 @@ static void test_sequential_not_accepted(void **state)
     bm_race_policy_t p = {.sequential = true, .accept = race_accept_fresh};
     uint64_t t0 = race_now(f);
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/x", &p, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/x", &p, NULL, NULL));
     race_go(f, 0);  /* the refused node: b is asked */
     race_go(f, 10); /* b's stale answer: c is asked */
     assert_int_equal(w.calls, 0);
@@ -619,15 +587,11 @@ static void test_write_detached(void **state)
     bm_buf_unref(body);
     bm_hdrs_dispose(&h);
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race);
+    race_watch(&w, f, race);
     bm_race_leave(w.w); /* the client hung up */
     race_go(f, 10);
     race_go(f, 90);
-    race_go(f, 199);
-    assert_int_equal(c.calls, 0);
-    race_go(f, 1);
-    assert_int_equal(c.calls, 1);
+    race_called_1ms_after(f, &c, 199);
     assert_int_equal(c.at_ms, t0 + 300);
     assert_int_equal(w.calls, 0);
     for (int i = 0; i < 3; i++) {
@@ -730,10 +694,7 @@ static void test_decide_at_majority(void **state)
     for (int i = 0; i < 4; i++)
         race_go(f, 10);
     /* every node answered by t0 + 40: only the pending timer holds the race */
-    race_go(f, 159);
-    assert_int_equal(w.calls, 0);
-    race_go(f, 1);
-    assert_int_equal(w.calls, 1);
+    race_called_1ms_after(f, &w, 159);
     assert_int_equal(c.calls, 1);
     assert_int_equal(m.calls, 1);
     assert_int_equal(m.decide_rc, 0);
@@ -814,18 +775,14 @@ static void test_drain_bounds_writes(void **state)
     bm_race_policy_t p = {.write = true};
     race_crec_t c = {0};
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "POST", "/eth/v1/beacon/pool/attestations", &p, NULL, &c));
+    race_watch(&w, f, race_start(f, "POST", "/eth/v1/beacon/pool/attestations", &p, NULL, &c));
     race_go(f, 10);
     assert_int_equal(a->answered + b->requests, 2);
     drained_t d = {.clock = f->clock};
     uint64_t t0 = race_now(f);
     bm_race_engine_drain(f->eng, 200, on_drained, &d);
     assert_int_equal(d.calls, 0);
-    race_go(f, 199);
-    assert_int_equal(d.calls, 0);
-    race_go(f, 1);
-    assert_int_equal(d.calls, 1);
+    race_called_1ms_after(f, &d, 199);
     assert_int_equal(d.at_ms, t0 + 200);
     assert_int_equal(w.calls, 1);
     assert_int_equal(w.status, 500);
@@ -848,10 +805,7 @@ static void test_drain_waits_for_writes(void **state)
     uint64_t t0 = race_now(f);
     bm_race_engine_drain(f->eng, 3000, on_drained, &d);
     race_go(f, 10);
-    race_go(f, 139);
-    assert_int_equal(d.calls, 0);
-    race_go(f, 1);
-    assert_int_equal(d.calls, 1);
+    race_called_1ms_after(f, &d, 139);
     assert_int_equal(b->answered, 1);
     assert_int_equal(c.calls, 1);
     assert_int_equal(d.at_ms, t0 + 150); /* when the last write ended, not the bound */
@@ -993,8 +947,7 @@ static void test_owned_context(void **state)
     assert_ptr_equal(bm_race_ctx(bm_race_find(f->eng, "owned")), o);
     assert_null(bm_race_ctx(NULL));
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race);
+    race_watch(&w, f, race);
     race_go(f, 10);
     assert_int_equal(w.calls, 1);
     assert_int_equal(c.calls, 1);
@@ -1008,8 +961,7 @@ static void test_owned_context(void **state)
     race = bm_race_start(f->eng, &q, &one, 1, &p, NULL, NULL, NULL);
     assert_non_null(race);
     race_rec_t w2;
-    race_rec_init(&w2, f);
-    race_wait_on(&w2, race);
+    race_watch(&w2, f, race);
     race_go(f, 0);
     assert_int_equal(b->requests, 1);
     bm_race_leave(w2.w);
@@ -1048,8 +1000,7 @@ static void test_answer_headers(void **state)
                                             .body = "{\"data\":1}",
                                             .hdrs = {{"Eth-Consensus-Version", "fulu"}}});
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/x", &race_plain_read, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/x", &race_plain_read, NULL, NULL));
     RUN_UNTIL(&f->loop, w.calls == 1, BOUND_MS);
     assert_string_equal(bm_hdrs_get(&w.hdrs, "eth-consensus-version"), "fulu");
     assert_string_equal(bm_hdrs_get(&w.hdrs, "content-type"), "application/json");
@@ -1151,8 +1102,7 @@ static void test_verdict_fallback(void **state)
     bm_race_policy_t p = {.accept = race_accept_fresh};
     p.deadline_ms = race_now(f) + 100;
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/att", &p, NULL, NULL));
     race_go(f, 100);
     assert_int_equal(w.calls, 1);
     assert_int_equal(w.status, 200);
@@ -1167,8 +1117,7 @@ static void test_verdict_synthesized(void **state)
     fake_node_add_refused(&f->nodes);
     bm_race_policy_t p = {.accept = race_accept_fresh, .name_failures = true};
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/att", &p, NULL, NULL));
     race_go(f, 0);
     assert_int_equal(w.calls, 1);
     assert_int_equal(w.status, 503);

@@ -40,8 +40,7 @@ static void test_error_priority(void **state)
     fake_node_add1(&f->nodes, FAKE_STATUS(400, 120, "{\"code\":400,\"message\":\"later\"}"));
     uint64_t t0 = race_now(f);
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/x", &race_plain_read, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/x", &race_plain_read, NULL, NULL));
     race_go(f, 5);
     race_go(f, 55);
     assert_int_equal(w.calls, 0);
@@ -62,8 +61,7 @@ static void test_error_priority_5xx(void **state)
     fake_node_add1(&f->nodes, FAKE_STATUS(500, 40, "{\"code\":500,\"message\":\"second\"}"));
     fake_node_add_refused(&f->nodes);
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/x", &race_plain_read, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/x", &race_plain_read, NULL, NULL));
     race_go(f, 5);
     race_go(f, 35);
     assert_int_equal(w.calls, 1);
@@ -86,8 +84,7 @@ static void test_cut_mid_body(void **state)
     fake_node_t *b = fake_node_add1(&f->nodes, FAKE_OK(80, "{\"root\":\"fresh\"}"));
     race_crec_t c = {0};
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/x", &race_plain_read, NULL, &c));
+    race_watch(&w, f, race_start(f, "GET", "/x", &race_plain_read, NULL, &c));
     race_go(f, 5);
     assert_int_equal(a->answered, 1);
     assert_int_equal(w.calls, 0);
@@ -129,8 +126,7 @@ static void test_all_network_errors(void **state)
     fake_node_add_refused(&f->nodes);
     race_crec_t c = {0};
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/x", &race_plain_read, NULL, &c));
+    race_watch(&w, f, race_start(f, "GET", "/x", &race_plain_read, NULL, &c));
     RUN_UNTIL(&f->loop, w.calls == 1 && c.calls == 1, BOUND_MS);
     assert_int_equal(w.status, 503);
     assert_int_equal(w.err, 0);
@@ -160,8 +156,7 @@ static void test_transfer_timeout(void **state)
     uint64_t t0 = race_now(f);
     race_crec_t c = {0};
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/x", &p, NULL, &c));
+    race_watch(&w, f, race_start(f, "GET", "/x", &p, NULL, &c));
     race_go(f, 99);
     assert_string_equal(f->nodes.log, "a>");
     assert_int_equal(a->node->stats.errors, 0);
@@ -193,8 +188,7 @@ static void test_reask_failures(void **state)
     p.deadline_ms = t0 + 200;
     p.hard_timeout_ms = t0 + 1000;
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/att", &p, NULL, NULL));
     race_go(f, 99);
     assert_int_equal(a->requests, 2); /* at 0 and 50 */
     assert_int_equal(w.calls, 0);
@@ -210,8 +204,7 @@ static void test_reask_failures(void **state)
     p.deadline_ms = t0 + 200;
     p.hard_timeout_ms = t0 + 1000;
     race_rec_t w2;
-    race_rec_init(&w2, f);
-    race_wait_on(&w2, race_start(f, "GET", "/att", &p, NULL, NULL));
+    race_watch(&w2, f, race_start(f, "GET", "/att", &p, NULL, NULL));
     race_go(f, 999);
     assert_int_equal(a->requests, 1);
     assert_int_equal(w2.calls, 0); /* the hung node holds the race to its hard timeout */
@@ -237,12 +230,8 @@ static void test_name_failures(void **state)
     p.hard_timeout_ms = t0 + 1000;
     race_crec_t c = {0};
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/att", &p, NULL, &c));
-    race_go(f, 999);
-    assert_int_equal(w.calls, 0);
-    race_go(f, 1);
-    assert_int_equal(w.calls, 1);
+    race_watch(&w, f, race_start(f, "GET", "/att", &p, NULL, &c));
+    race_called_1ms_after(f, &w, 999);
     assert_int_equal(w.at_ms, t0 + 1000);
     assert_int_equal(w.status, 503);
     assert_null(w.node);
@@ -259,8 +248,7 @@ static void test_name_failures(void **state)
     p.deadline_ms = t0 + 200;
     p.hard_timeout_ms = t0 + 1000;
     race_rec_t w2;
-    race_rec_init(&w2, f);
-    race_wait_on(&w2, race_start(f, "GET", "/att", &p, NULL, NULL));
+    race_watch(&w2, f, race_start(f, "GET", "/att", &p, NULL, NULL));
     race_go(f, 1000);
     assert_int_equal(w2.status, 404);
     assert_int_equal(b->requests, 1);
@@ -320,8 +308,7 @@ static void test_hard_timeout(void **state)
     p.hard_timeout_ms = t0 + 200;
     race_crec_t c = {0};
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "POST", "/eth/v1/beacon/pool/attestations", &p, NULL, &c));
+    race_watch(&w, f, race_start(f, "POST", "/eth/v1/beacon/pool/attestations", &p, NULL, &c));
     race_go(f, 199);
     assert_int_equal(w.calls + c.calls, 0);
     race_go(f, 1);
@@ -360,8 +347,7 @@ static void test_self_ended_races_never_count(void **state)
         p.reask_failures = true;
         p.name_failures = true;
         race_rec_t w;
-        race_rec_init(&w, f);
-        race_wait_on(&w, race_start(f, "GET", "/eth/v3/validator/blocks/9", &p, NULL, NULL));
+        race_watch(&w, f, race_start(f, "GET", "/eth/v3/validator/blocks/9", &p, NULL, NULL));
         race_go(f, 1000);
         assert_int_equal(w.calls, 1);
         assert_int_equal(w.status, 503);
@@ -369,9 +355,9 @@ static void test_self_ended_races_never_count(void **state)
     }
     /* a client that leaves: its race is cancelled */
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/eth/v1/validator/attestation_data?slot=9",
-                                &race_plain_read, NULL, NULL));
+    race_watch(&w, f,
+               race_start(f, "GET", "/eth/v1/validator/attestation_data?slot=9", &race_plain_read,
+                          NULL, NULL));
     race_go(f, 100);
     bm_race_leave(w.w);
     race_go(f, 10);
@@ -384,8 +370,7 @@ static void test_self_ended_races_never_count(void **state)
     }
     /* the losers of a decided read: one node answers, the hung one is cancelled */
     fake_node_script(a, &(fake_step_t){.status = 200, .body = "{\"data\":{}}"}, 1);
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/eth/v1/node/version", &race_plain_read, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/eth/v1/node/version", &race_plain_read, NULL, NULL));
     race_go(f, 10);
     assert_int_equal(w.status, 200);
     race_rec_dispose(&w);
@@ -393,8 +378,7 @@ static void test_self_ended_races_never_count(void **state)
     assert_true(b->node->reachable);
     /* a node's own failure counts: a refused connection makes it unreachable at once */
     fake_node_down(b);
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/eth/v1/node/version", &race_plain_read, NULL, NULL));
+    race_watch(&w, f, race_start(f, "GET", "/eth/v1/node/version", &race_plain_read, NULL, NULL));
     race_go(f, 10);
     race_rec_dispose(&w);
     assert_int_equal(b->node->stats.errors, 1);

@@ -204,8 +204,7 @@ static void test_witness_without_deadline(void **state)
     bm_race_policy_t p = {.witness = a->node};
     race_crec_t c = {0};
     race_rec_t w;
-    race_rec_init(&w, f);
-    race_wait_on(&w, race_start(f, "GET", "/x", &p, NULL, &c));
+    race_watch(&w, f, race_start(f, "GET", "/x", &p, NULL, &c));
     race_go(f, 5);
     assert_int_equal(w.calls, 1);
     assert_int_equal(c.calls, 1);

@@ -6,7 +6,8 @@
  * once; AUTH and SELECT sent before the connection is ready; pipelined commands answered in
  * order; a server that stops answering: the late command answered BM_ETIMEDOUT, the
  * connection reported down and made again; an answer waiting unread when its deadline is
- * found passed (a stalled loop) read, not taken for silence; closing with a command in flight
+ * found passed (a stalled loop) read, not taken for silence; an idle heartbeat's PING given
+ * the heartbeat's bound, a command behind it its own; closing with a command in flight
  * answers it BM_ECANCELED. Every test ends with uv_loop_close() == 0.
  */
 #include <setjmp.h>
@@ -474,17 +475,91 @@ static void test_answer_waiting_at_the_deadline_is_read(void **state)
     finish(&loop, c, r, &f);
 }
 
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* An idle connection's heartbeat PING waits for its answer up to the heartbeat's bound (1 s
+ * here), not the commands' 50 ms: a Redis that was briefly not scheduled is not a hung one.
+ * A command sent behind that PING keeps its own 50 ms, and a PING still unanswered at 1 s
+ * drops the connection. Manual clock: the clock only moves when told. */
+static void test_idle_heartbeat_waits_its_own_bound(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    bm_clock_t *c = bm_clock_manual_new(&loop, 1700000000000ull);
+    fake_t f;
+    fake_start(&loop, &f);
+    obs_t o = {0};
+    bm_redis_opts_t ro = opts_for(f.port, 50);
+    bm_redis_t *r = bm_redis_new(&loop, c, "t", &ro, on_state, &o);
+    RUN_UNTIL(&loop, o.ups == 1, 3000);
+    assert_int_equal(o.ups, 1);
+    assert_int_equal(count_of(f.seen, "PING|"), 1); /* the handshake's */
+    f.answer_ping = false;
+    bm_clock_manual_advance(c, 1000); /* idle for a second: the heartbeat */
+    RUN_UNTIL(&loop, count_of(f.seen, "PING|") == 2, 3000);
+    assert_int_equal(count_of(f.seen, "PING|"), 2);
+    for (int i = 0; i < 6; i++) { /* 300 ms unanswered: six command deadlines */
+        bm_clock_manual_advance(c, 50);
+        RUN_FOR(&loop, 5);
+    }
+    assert_int_equal(o.downs, 0);
+    assert_true(bm_redis_up(r));
+    fake_write(&f, "+PONG\r\n"); /* late, but alive */
+    RUN_FOR(&loop, 20);
+    assert_int_equal(o.downs, 0);
+    /* A command behind an unanswered heartbeat keeps the commands' deadline. */
+    bm_clock_manual_advance(c, 700); /* the next heartbeat */
+    RUN_UNTIL(&loop, count_of(f.seen, "PING|") == 3, 3000);
+    assert_int_equal(count_of(f.seen, "PING|"), 3);
+    f.answer_rest = false;
+    assert_int_equal(get(r, "k", &o), 0);
+    RUN_UNTIL(&loop, strstr(f.seen, "GET k|") != NULL, 3000);
+    bm_clock_manual_advance(c, 50);
+    assert_int_equal(o.replies, 1);
+    assert_int_equal(o.status[0], BM_ETIMEDOUT);
+    assert_int_equal(o.downs, 1);
+    assert_non_null(strstr(o.why, "no answer within 50 ms"));
+    /* Made again; a heartbeat never answered is a hung server, after its own bound. */
+    f.answer_ping = true;
+    bm_clock_manual_advance(c, 100); /* the first retry's backoff */
+    RUN_UNTIL(&loop, o.ups == 2, 3000);
+    assert_int_equal(o.ups, 2);
+    f.answer_ping = false;
+    int pings = count_of(f.seen, "PING|");
+    bm_clock_manual_advance(c, 1000);
+    RUN_UNTIL(&loop, count_of(f.seen, "PING|") == pings + 1, 3000);
+    bm_clock_manual_advance(c, 999);
+    RUN_FOR(&loop, 5);
+    assert_int_equal(o.downs, 1);
+    bm_clock_manual_advance(c, 1);
+    assert_int_equal(o.downs, 2);
+    assert_non_null(strstr(o.why, "no answer to a heartbeat within 1000 ms"));
+    bm_redis_stats_t st;
+    bm_redis_stats(r, &st);
+    assert_int_equal(st.timeouts, 2); /* the command's and the heartbeat's */
+    finish(&loop, c, r, &f);
+}
+
 int main(void)
 {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, rfx_setup, rfx_teardown)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_url),
         cmocka_unit_test(test_answer_waiting_at_the_deadline_is_read),
-        cmocka_unit_test_setup_teardown(test_refused, rfx_setup, rfx_teardown),
-        cmocka_unit_test_setup_teardown(test_handshake_and_pipelining, rfx_setup, rfx_teardown),
-        cmocka_unit_test_setup_teardown(test_refused_auth_is_down, rfx_setup, rfx_teardown),
-        cmocka_unit_test_setup_teardown(test_unanswered_handshake_is_down, rfx_setup, rfx_teardown),
-        cmocka_unit_test_setup_teardown(test_silent_server_times_out_and_reconnects, rfx_setup,
-                                        rfx_teardown),
+        cmocka_unit_test(test_idle_heartbeat_waits_its_own_bound),
+        T(test_refused),
+        T(test_handshake_and_pipelining),
+        T(test_refused_auth_is_down),
+        T(test_unanswered_handshake_is_down),
+        T(test_silent_server_times_out_and_reconnects),
     };
+#undef T
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

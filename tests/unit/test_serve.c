@@ -255,10 +255,7 @@ static void test_every_node(void **state)
     fake_node_t *a = fake_node_add1(&t->m->nodes, FAKE_OK(5, "{}"));
     fake_node_t *b = fake_node_add1(&t->m->nodes, FAKE_OK(60, "{}"));
     fake_call_t *c = fake_mux_get(t->m, "/x", NULL);
-    fake_mux_advance(t->m, 59);
-    assert_false(c->done);
-    fake_mux_advance(t->m, 1);
-    fake_mux_wait(t->m, c);
+    fake_mux_done_1ms_after(t->m, c, 59);
     assert_int_equal(c->status, 200);
     assert_string_equal(c->body, "{\"code\":200,\"message\":\"every: 2\"}");
     assert_int_equal(t->seen.n_every, 2);

@@ -224,30 +224,6 @@ static void test_small_containers(void **state)
     bm_str_dispose(&s);
 }
 
-#define PAYLOAD_DENEB                                                                              \
-    "parent_hash:h32,fee_recipient:h20,state_root:h32,receipts_root:h32,logs_bloom:h256,"          \
-    "prev_randao:h32,block_number:u,gas_limit:u,gas_used:u,timestamp:u,extra_data:hx,"             \
-    "base_fee_per_gas:u,blob_gas_used:u,excess_blob_gas:u,block_hash:h32,transactions:[hx],"       \
-    "withdrawals:[{index:u,validator_index:u,address:h20,amount:u}]"
-#define REQUESTS "{deposits:[*],withdrawals:[*],consolidations:[*]}"
-#define BODY_COMMON                                                                                \
-    "randao_reveal:h96,eth1_data:{deposit_root:h32,deposit_count:u,block_hash:h32},graffiti:h32,"  \
-    "proposer_slashings:[*],attester_slashings:[*],attestations:[*],deposits:[*],"                 \
-    "voluntary_exits:[*],sync_aggregate:{sync_committee_bits:h64,sync_committee_signature:h96},"   \
-    "bls_to_execution_changes:[*]"
-#define BLOCK_HEAD "slot:u,proposer_index:u,parent_root:h32,state_root:h32,"
-static const char FULU_BLOCK[] =
-    "{" BLOCK_HEAD "body:{" BODY_COMMON ",execution_payload:{" PAYLOAD_DENEB
-    "},blob_kzg_commitments:[h48],execution_requests:" REQUESTS "}}";
-static const char GLOAS_BLOCK[] =
-    "{" BLOCK_HEAD "body:{" BODY_COMMON
-    ",signed_execution_payload_bid:{message:{parent_block_hash:h32,parent_block_root:h32,"
-    "block_hash:h32,prev_randao:h32,fee_recipient:h20,gas_limit:u,builder_index:u,slot:u,value:u,"
-    "execution_payment:u,blob_kzg_commitments:[h48],execution_requests_root:h32},signature:h96},"
-    "payload_attestations:[*],parent_execution_requests:" REQUESTS "}}";
-static const char ENVELOPE[] = "{payload:{" PAYLOAD_DENEB ",block_access_list:hx,slot_number:u},"
-                               "execution_requests:" REQUESTS ",builder_index:u,"
-                               "beacon_block_root:h32,parent_beacon_block_root:h32}";
 static const char ATT_DATA[] = "{slot:u,index:u,beacon_block_root:h32,source:{epoch:u,root:h32},"
                                "target:{epoch:u,root:h32}}";
 

@@ -126,6 +126,16 @@ static bm_tls_ctx_t *ctx_of(const char *crt, const char *key, const char *ca, bo
     return bm_tls_ctx_new(&f, why, n);
 }
 
+/* The context of certificate a (no client certificates), which must load. */
+static bm_tls_ctx_t *ctx_a(void)
+{
+    char why[256];
+    bm_tls_ctx_t *ctx = ctx_of("a.crt", "a.key", NULL, false, why, sizeof why);
+    if (ctx == NULL)
+        fail_msg("a.crt: %s", why);
+    return ctx;
+}
+
 /* ---- the session module through memory ---------------------------------------------- */
 
 typedef struct pair {
@@ -246,9 +256,7 @@ static void test_files_that_do_not_load(void **state)
 static void test_handshake_alpn_and_data(void **state)
 {
     (void)state;
-    char why[256];
-    bm_tls_ctx_t *ctx = ctx_of("a.crt", "a.key", NULL, false, why, sizeof why);
-    assert_non_null(ctx);
+    bm_tls_ctx_t *ctx = ctx_a();
     int versions[] = {TLS1_3_VERSION, TLS1_2_VERSION};
     for (size_t i = 0; i < 2; i++) {
         pair_t p;
@@ -286,9 +294,7 @@ static void test_handshake_alpn_and_data(void **state)
 static void test_refused_clients(void **state)
 {
     (void)state;
-    char why[256];
-    bm_tls_ctx_t *ctx = ctx_of("a.crt", "a.key", NULL, false, why, sizeof why);
-    assert_non_null(ctx);
+    bm_tls_ctx_t *ctx = ctx_a();
     pair_t p;
     /* TLS 1.1 */
     pair_open(&p, ctx, client_ctx(TLS1_1_VERSION, TLS1_1_VERSION, NULL, false), NULL);
@@ -371,9 +377,7 @@ static void test_client_certificates(void **state)
 static void test_resumption(void **state)
 {
     (void)state;
-    char why[256];
-    bm_tls_ctx_t *ctx = ctx_of("a.crt", "a.key", NULL, false, why, sizeof why);
-    assert_non_null(ctx);
+    bm_tls_ctx_t *ctx = ctx_a();
     int versions[] = {TLS1_3_VERSION, TLS1_2_VERSION};
     for (size_t i = 0; i < 2; i++) {
         SSL_CTX *c = client_ctx(versions[i], versions[i], NULL, false);
@@ -392,7 +396,7 @@ static void test_resumption(void **state)
         SSL_SESSION_free(s);
         pair_close(&p);
         /* a ticket of one context is not taken by another (a reload retires them) */
-        bm_tls_ctx_t *other = ctx_of("a.crt", "a.key", NULL, false, why, sizeof why);
+        bm_tls_ctx_t *other = ctx_a();
         pair_open(&p, other, c, NULL);
         pump(&p);
         s = SSL_get1_session(p.cli);

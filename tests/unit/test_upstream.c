@@ -99,19 +99,20 @@ static void test_ssz_both_ways(void **state)
         blob[i] = (i % 3 == 0) ? 0 : pat(i);
     bm_buf_t *body = bm_buf_copy(blob, sizeof blob);
     bm_hdrs_t h;
-    bm_hdrs_init(&h);
-    bm_hdrs_add_z(&h, "Accept", "application/octet-stream");
-    bm_hdrs_add_z(&h, "Content-Type", "application/octet-stream");
-    bm_hdrs_add_z(&h, "Eth-Consensus-Version", "electra");
-    bm_hdrs_add_z(&h, "Eth-Execution-Payload-Blinded", "true");
-    bm_hdrs_add_z(&h, "Eth-Execution-Payload-Value", "115792089237316195423570985008687907853");
-    bm_hdrs_add_z(&h, "Eth-Consensus-Block-Value", "1");
+    hdrs_of(&h, (const char *const[][2]){
+                    {"Accept", "application/octet-stream"},
+                    {"Content-Type", "application/octet-stream"},
+                    {"Eth-Consensus-Version", "electra"},
+                    {"Eth-Execution-Payload-Blinded", "true"},
+                    {"Eth-Execution-Payload-Value", "115792089237316195423570985008687907853"},
+                    {"Eth-Consensus-Block-Value", "1"},
+                    {NULL},
+                });
     bm_xfer_req_t q = req_get(url(f, "/ssz"));
     q.method = "POST";
     q.headers = &h;
     q.body = body;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, 0);
     assert_true(body_is(&r, ssz_reply, sizeof ssz_reply));
     assert_string_equal(bm_hdrs_get(&r.hdrs, "Content-Type"), "application/octet-stream");
@@ -141,23 +142,25 @@ static void test_request_header_hygiene(void **state)
     rec_t r;
     rec_init(&r, f);
     bm_hdrs_t h, extra;
-    bm_hdrs_init(&h);
     bm_hdrs_init(&extra);
-    bm_hdrs_add_z(&h, "Accept-Encoding", "gzip, br");
-    bm_hdrs_add_z(&h, "Connection", "keep-alive, X-Hop");
-    bm_hdrs_add_z(&h, "X-Hop", "1");
-    bm_hdrs_add_z(&h, "Keep-Alive", "timeout=5");
-    bm_hdrs_add_z(&h, "TE", "trailers");
-    bm_hdrs_add_z(&h, "Trailer", "X-Sum");
-    bm_hdrs_add_z(&h, "Upgrade", "h2c");
-    bm_hdrs_add_z(&h, "Proxy-Authorization", "Basic Zm9vOmJhcg==");
-    bm_hdrs_add_z(&h, "Proxy-Connection", "keep-alive");
-    bm_hdrs_add_z(&h, "Expect", "100-continue");
-    bm_hdrs_add_z(&h, "Host", "evil.example");
-    bm_hdrs_add_z(&h, "Content-Length", "999");
-    bm_hdrs_add_z(&h, "Transfer-Encoding", "chunked");
-    bm_hdrs_add_z(&h, "X-Keep", "yes");
-    bm_hdrs_add_z(&h, "X-Empty", "");
+    hdrs_of(&h, (const char *const[][2]){
+                    {"Accept-Encoding", "gzip, br"},
+                    {"Connection", "keep-alive, X-Hop"},
+                    {"X-Hop", "1"},
+                    {"Keep-Alive", "timeout=5"},
+                    {"TE", "trailers"},
+                    {"Trailer", "X-Sum"},
+                    {"Upgrade", "h2c"},
+                    {"Proxy-Authorization", "Basic Zm9vOmJhcg=="},
+                    {"Proxy-Connection", "keep-alive"},
+                    {"Expect", "100-continue"},
+                    {"Host", "evil.example"},
+                    {"Content-Length", "999"},
+                    {"Transfer-Encoding", "chunked"},
+                    {"X-Keep", "yes"},
+                    {"X-Empty", ""},
+                    {NULL},
+                });
     bm_hdrs_add_z(&extra, "X-Api-Key", "k3y");
     bm_hdrs_add_z(&extra, "Accept-Encoding", "deflate");
     bm_buf_t *body = bm_buf_from_str("{\"a\":1}");
@@ -166,8 +169,7 @@ static void test_request_header_hygiene(void **state)
     q.headers = &h;
     q.extra = &extra;
     q.body = body;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, 0);
     sreq_t *s = &f->srv.reqs[0];
     assert_int_equal(count_fields(s, "Accept-Encoding"), 1);
@@ -211,19 +213,20 @@ static void test_node_fields_replace_the_callers(void **state)
     rec_t r;
     rec_init(&r, f);
     bm_hdrs_t h, extra;
-    bm_hdrs_init(&h);
     bm_hdrs_init(&extra);
-    bm_hdrs_add_z(&h, "x-api-key", "client-key");
-    bm_hdrs_add_z(&h, "X-Forwarded-For", "10.9.9.9");
-    bm_hdrs_add_z(&h, "Forwarded", "for=10.9.9.9");
-    bm_hdrs_add_z(&h, "X-Real-IP", "10.9.9.9");
-    bm_hdrs_add_z(&h, "X-Other", "kept");
+    hdrs_of(&h, (const char *const[][2]){
+                    {"x-api-key", "client-key"},
+                    {"X-Forwarded-For", "10.9.9.9"},
+                    {"Forwarded", "for=10.9.9.9"},
+                    {"X-Real-IP", "10.9.9.9"},
+                    {"X-Other", "kept"},
+                    {NULL},
+                });
     bm_hdrs_add_z(&extra, "X-Api-Key", "operator-key");
     bm_xfer_req_t q = req_get(url(f, "/echo"));
     q.headers = &h;
     q.extra = &extra;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, 0);
     sreq_t *s = &f->srv.reqs[0];
     assert_int_equal(count_fields(s, "X-Api-Key"), 1);
@@ -236,8 +239,7 @@ static void test_node_fields_replace_the_callers(void **state)
     rec_t r2; /* a record per transfer: each holds its own answer */
     rec_init(&r2, f);
     q.forwarded_for = "192.0.2.7";
-    assert_non_null(start(f, &r2, &q));
-    RUN_UNTIL(&f->loop, r2.dones, 3000);
+    start_and_finish(f, &r2, &q, 3000);
     assert_int_equal(r2.err, 0);
     s = &f->srv.reqs[1];
     assert_int_equal(count_fields(s, "X-Forwarded-For"), 1);
@@ -268,8 +270,7 @@ static void test_big_post_no_expect_stall(void **state)
     q.method = "POST";
     q.headers = &h;
     q.body = body;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 5000);
+    start_and_finish(f, &r, &q, 5000);
     assert_int_equal(r.err, 0);
     assert_int_equal(r.status, 200);
     sreq_t *s = &f->srv.reqs[0];
@@ -296,8 +297,7 @@ static void test_connection_refused(void **state)
     snprintf(u, sizeof u, "http://127.0.0.1:%d/x", closed_port(&f->loop));
     bm_xfer_req_t q = req_get(u);
     q.connect_timeout_ms = 3000;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.dones, 1);
     assert_int_equal(r.err, BM_ECONNREFUSED);
     assert_int_equal(r.status, 0);
@@ -316,8 +316,7 @@ static void test_timeout_no_answer(void **state)
     rec_init(&r, f);
     bm_xfer_req_t q = req_get(url(f, "/silent"));
     q.timeout_ms = 200;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, BM_ETIMEDOUT);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.heads, 0);
@@ -333,8 +332,7 @@ static void test_close_mid_body(void **state)
     rec_t r;
     rec_init(&r, f);
     bm_xfer_req_t q = req_get(url(f, "/partial"));
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, BM_ECONNRESET);
     assert_int_equal(r.status, 200); /* the head had arrived */
     assert_int_equal(r.heads, 1);
@@ -350,8 +348,7 @@ static void test_idle_timeout_stream(void **state)
     bm_xfer_req_t q = req_get(url(f, "/stall"));
     q.stream = true;
     q.idle_timeout_ms = 150;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, BM_ETIMEDOUT);
     assert_int_equal(r.heads, 1);
     assert_int_equal(r.status, 200);
@@ -375,8 +372,7 @@ static void run_pause_resume(fx_t *f, int mode)
     bm_xfer_req_t q = req_get(url(f, "/stream?n=256&size=4096&ms=0"));
     q.stream = true;
     q.idle_timeout_ms = 60;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 10000);
+    start_and_finish(f, &r, &q, 10000);
     assert_int_equal(r.dones, 1);
     assert_int_equal(r.err, 0);
     assert_false(r.data_before_head);
@@ -429,8 +425,7 @@ static void test_pause_at_the_end_of_a_read(void **state)
     r.pause_mode = 1;
     bm_xfer_req_t q = req_get(url(f, "/big?n=300000&chunked=0"));
     q.stream = true;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 10000);
+    start_and_finish(f, &r, &q, 10000);
     assert_int_equal(r.dones, 1);
     assert_int_equal(r.err, 0);
     check_pattern(&r, 300000);
@@ -519,8 +514,7 @@ static void test_cancel_in_own_on_data(void **state)
     rec_init(&r, f);
     r.done_hook = cancel_self;
     q = req_get(url(f, "/hello"));
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.dones, 1);
     assert_int_equal(r.err, 0);
     assert_int_equal(bm_upstream_active(f->up), 0);
@@ -646,8 +640,7 @@ static void test_connection_reuse(void **state)
         rec_t r;
         rec_init(&r, f);
         bm_xfer_req_t q = req_get(url(f, "/hello"));
-        assert_non_null(start(f, &r, &q));
-        RUN_UNTIL(&f->loop, r.dones, 3000);
+        start_and_finish(f, &r, &q, 3000);
         assert_int_equal(r.err, 0);
         rec_dispose(&r);
     }
@@ -675,8 +668,7 @@ static void test_credentials(void **state)
     bm_hdrs_add_z(&h, "Authorization", "Bearer client-token");
     bm_xfer_req_t q = req_get(u);
     q.headers = &h;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, 0);
     assert_string_equal(bm_hdrs_get(&f->srv.reqs[0].h, "Authorization"), "Basic dXNlcjpzM2NyZXQ=");
     assert_int_equal(count_fields(&f->srv.reqs[0], "Authorization"), 1);
@@ -686,8 +678,7 @@ static void test_credentials(void **state)
     rec_init(&r, f);
     snprintf(u, sizeof u, "http://tok3n@127.0.0.1:%d/auth", f->srv.port);
     q = req_get(u);
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, 0);
     assert_string_equal(bm_hdrs_get(&f->srv.reqs[1].h, "Authorization"), "Basic dG9rM246");
     rec_dispose(&r);
@@ -696,8 +687,7 @@ static void test_credentials(void **state)
     rec_init(&r, f);
     q = req_get(url(f, "/auth"));
     q.headers = &h;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_string_equal(bm_hdrs_get(&f->srv.reqs[2].h, "Authorization"), "Bearer client-token");
     rec_dispose(&r);
 
@@ -709,8 +699,7 @@ static void test_credentials(void **state)
         rec_init(&r, f);
         snprintf(u, sizeof u, fmts[i], port);
         q = req_get(u);
-        assert_non_null(start(f, &r, &q));
-        RUN_UNTIL(&f->loop, r.dones, 3000);
+        start_and_finish(f, &r, &q, 3000);
         assert_int_equal(r.err, BM_ECONNREFUSED);
         assert_null(strstr(r.detail, "s3cret"));
         assert_null(strstr(r.detail, "tok3n"));
@@ -746,28 +735,16 @@ static void test_too_big(void **state)
         rec_init(&r, f);
         bm_xfer_req_t q = req_get(url(f, cases[i].path));
         q.max_response_bytes = cases[i].max;
-        assert_non_null(start(f, &r, &q));
-        RUN_UNTIL(&f->loop, r.dones, 3000);
+        start_and_finish(f, &r, &q, 3000);
         if (r.err != cases[i].err)
             fail_msg("%s: err %d, want %d (%s)", cases[i].path, r.err, cases[i].err, r.detail);
         if (cases[i].err == 0) {
-            assert_non_null(r.body);
-            assert_int_equal(r.body->len, 1000);
-            for (size_t k = 0; k < 1000; k++)
-                assert_int_equal((unsigned char)r.body->data[k], pat(k));
+            check_pattern_body(&r, 1000);
         } else {
             assert_null(r.body);
         }
         rec_dispose(&r);
     }
-}
-
-static int count_done(const rec_t *r, int n)
-{
-    int done = 0;
-    for (int i = 0; i < n; i++)
-        done += r[i].dones;
-    return done;
 }
 
 static void test_many_concurrent(void **state)
@@ -784,8 +761,8 @@ static void test_many_concurrent(void **state)
         assert_non_null(start(f, &r[i], &q));
     }
     assert_int_equal(bm_upstream_active(f->up), N);
-    RUN_UNTIL(&f->loop, count_done(r, N) == N, 10000);
-    assert_int_equal(count_done(r, N), N);
+    RUN_UNTIL(&f->loop, dones_of(r, N) == N, 10000);
+    assert_int_equal(dones_of(r, N), N);
     for (int i = 0; i < N; i++) {
         assert_int_equal(r[i].err, 0);
         assert_int_equal(r[i].status, 200);
@@ -879,8 +856,7 @@ static void test_interim_head_skipped(void **state)
     rec_t r;
     rec_init(&r, f);
     bm_xfer_req_t q = req_get(url(f, "/early"));
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, 0);
     assert_int_equal(r.heads, 1);
     assert_int_equal(r.head_status, 200);
@@ -898,8 +874,7 @@ static void test_methods(void **state)
     rec_init(&r, f);
     bm_xfer_req_t q = req_get(url(f, "/head"));
     q.method = "HEAD";
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, 0);
     assert_int_equal(r.status, 200);
     assert_string_equal(bm_hdrs_get(&r.hdrs, "X-Head"), "1");
@@ -916,8 +891,7 @@ static void test_methods(void **state)
     q.body = junk;
     q.max_response_bytes = 5;
     q.timeout_ms = 2000;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, 0);
     assert_int_equal(r.status, 200);
     assert_int_equal(r.body->len, 0);
@@ -929,8 +903,7 @@ static void test_methods(void **state)
     q = req_get(url(f, "/echo"));
     q.method = "PUT";
     q.body = body;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, 0);
     assert_true(body_is(&r, "payload", 7));
     assert_string_equal(f->srv.reqs[2].method, "PUT");
@@ -941,8 +914,7 @@ static void test_methods(void **state)
     rec_init(&r, f);
     q = req_get(url(f, "/thing"));
     q.method = "DELETE";
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, 0);
     assert_string_equal(f->srv.reqs[3].method, "DELETE");
     rec_dispose(&r);
@@ -951,8 +923,7 @@ static void test_methods(void **state)
     rec_init(&r, f);
     q = req_get(url(f, "/echo"));
     q.method = "POST";
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, 0);
     assert_string_equal(bm_hdrs_get(&f->srv.reqs[4].h, "Content-Length"), "0");
     rec_dispose(&r);
@@ -963,8 +934,7 @@ static void test_methods(void **state)
     body = bm_buf_from_str("{\"x\":1}");
     q = req_get(url(f, "/echo"));
     q.body = body;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, 0);
     assert_string_equal(f->srv.reqs[5].method, "GET");
     assert_string_equal(bm_str_data(&f->srv.reqs[5].body), "{\"x\":1}");
@@ -973,8 +943,7 @@ static void test_methods(void **state)
     /* ... and the next request on the same handle is a plain GET again */
     rec_init(&r, f);
     q = req_get(url(f, "/hello"));
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, 0);
     assert_string_equal(f->srv.reqs[6].method, "GET");
     assert_null(bm_hdrs_get(&f->srv.reqs[6].h, "Content-Length"));
@@ -1272,14 +1241,6 @@ static void test_bad_requests(void **state)
     rec_dispose(&r);
 }
 
-static int total_dones(const rec_t *r, int n)
-{
-    int sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += r[i].dones;
-    return sum;
-}
-
 /* A node's bound holds on both transports: a burst of transfers never opens more than the
  * bound's connections to it, so no more than that stay open idle after the burst (libcurl
  * kept one per concurrent transfer, up to 256, before CURLMOPT_MAX_HOST_CONNECTIONS was set
@@ -1290,12 +1251,8 @@ static void test_node_bound_caps_connections(void **state)
     assert_int_equal(bm_upstream_set_node_limit(f->up, f->base, 3), 0);
     enum { N = 12 };
     rec_t r[N];
-    for (int i = 0; i < N; i++) {
-        rec_init(&r[i], f);
-        bm_xfer_req_t q = req_get(url(f, "/stream?n=2&size=10&ms=20"));
-        assert_non_null(start(f, &r[i], &q));
-    }
-    RUN_UNTIL(&f->loop, total_dones(r, N) == N, 5000);
+    start_burst(f, r, N, "/stream?n=2&size=10&ms=20");
+    RUN_UNTIL(&f->loop, dones_of(r, N) == N, 5000);
     for (int i = 0; i < N; i++) {
         assert_int_equal(r[i].err, 0);
         rec_dispose(&r[i]);

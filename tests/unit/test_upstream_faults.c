@@ -148,8 +148,7 @@ static void test_bad_content_length(void **state)
             rec_init(&r, f);
             bm_xfer_req_t q = req_get(url(f, path));
             q.stream = stream;
-            assert_non_null(start(f, &r, &q));
-            RUN_UNTIL(&f->loop, r.dones, 5000);
+            start_and_finish(f, &r, &q, 5000);
             assert_int_equal(r.dones, 1);
             if (r.err != BM_EPROTO || r.heads != 0 || r.datas != 0)
                 fail_msg("%s (%s, %s): err %d (%s) status %d heads %d data %zu", path,
@@ -165,8 +164,7 @@ static void test_bad_content_length(void **state)
     rec_init(&r, f);
     bm_xfer_req_t q = req_get(url(f, "/partial"));
     q.stream = true;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 5000);
+    start_and_finish(f, &r, &q, 5000);
     assert_int_equal(r.err, BM_ECONNRESET);
     assert_int_equal(r.status, 200);
     rec_dispose(&r);
@@ -179,8 +177,7 @@ static void test_malformed_port(void **state)
     rec_t r;
     rec_init(&r, f);
     bm_xfer_req_t q = req_get("http://127.0.0.1:99999/x");
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 3000);
+    start_and_finish(f, &r, &q, 3000);
     assert_int_equal(r.err, BM_EINVAL);
     assert_int_equal(r.heads, 0);
     assert_true(r.detail[0] != '\0');
@@ -222,8 +219,7 @@ static void test_reset_on_reused_connection_retried(void **state)
     bm_xfer_req_t q = req_get(url(f, "/reset-reused"));
     q.method = "POST";
     q.body = body;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 5000);
+    start_and_finish(f, &r, &q, 5000);
     assert_int_equal(r.err, 0);
     assert_int_equal(f->srv.nreqs, 5);
     assert_string_equal(f->srv.reqs[4].method, "POST");
@@ -251,8 +247,7 @@ static void run_early_answer(fx_t *f, const char *path)
     q.method = "POST";
     q.body = body;
     q.timeout_ms = 10000;
-    assert_non_null(start(f, &r, &q));
-    RUN_UNTIL(&f->loop, r.dones, 10000);
+    start_and_finish(f, &r, &q, 10000);
     assert_int_equal(r.dones, 1);
     if (r.err != 0)
         fail_msg("%s: err %d (%s) status %d heads %d data %zu", path, r.err, r.detail, r.status,

@@ -837,6 +837,41 @@ static inline bm_xfer_t *start(fx_t *f, rec_t *r, const bm_xfer_req_t *q)
     return r->x;
 }
 
+/* Initialises h with the fields of a list of {name, value} pairs ended by {NULL}. */
+static inline void hdrs_of(bm_hdrs_t *h, const char *const nv[][2])
+{
+    bm_hdrs_init(h);
+    for (; nv[0][0] != NULL; nv++)
+        bm_hdrs_add_z(h, nv[0][0], nv[0][1]);
+}
+
+/* Starts n transfers of `path` at once, r[i] the record of the i-th. */
+static inline void start_burst(fx_t *f, rec_t *r, int n, const char *path)
+{
+    for (int i = 0; i < n; i++) {
+        rec_init(&r[i], f);
+        bm_xfer_req_t q = req_get(url(f, path));
+        assert_non_null(start(f, &r[i], &q));
+    }
+}
+
+/* How many of the n transfers recorded in r have ended. */
+static inline int dones_of(const rec_t *r, int n)
+{
+    int sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += r[i].dones;
+    return sum;
+}
+
+/* Starts q with r as its record and runs the loop until the transfer ended (at most `ms`:
+ * a transfer still running then fails the test's next assertion on r). */
+static inline void start_and_finish(fx_t *f, rec_t *r, const bm_xfer_req_t *q, uint64_t ms)
+{
+    assert_non_null(start(f, r, q));
+    RUN_UNTIL(&f->loop, r->dones, ms);
+}
+
 static inline bool body_is(const rec_t *r, const void *p, size_t n)
 {
     return r->body && r->body->len == n && memcmp(r->body->data, p, n) == 0;
@@ -859,6 +894,15 @@ static inline int closed_port(uv_loop_t *loop)
     return port;
 }
 
+/* A buffered body of the /stream pattern, n bytes. */
+static inline void check_pattern_body(const rec_t *r, size_t n)
+{
+    assert_non_null(r->body);
+    assert_int_equal(r->body->len, n);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal((unsigned char)r->body->data[i], pat(i));
+}
+
 static inline void check_pattern(const rec_t *r, size_t n)
 {
     assert_int_equal(bm_str_len(&r->data), n);
@@ -873,8 +917,7 @@ static inline int run_one(fx_t *f, const bm_xfer_req_t *q, size_t *body_len)
 {
     rec_t r;
     rec_init(&r, f);
-    assert_non_null(start(f, &r, q));
-    RUN_UNTIL(&f->loop, r.dones, 5000);
+    start_and_finish(f, &r, q, 5000);
     assert_int_equal(r.dones, 1);
     int err = r.err;
     if (body_len)
