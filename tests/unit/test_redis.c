@@ -434,6 +434,19 @@ static void finish(uv_loop_t *loop, bm_clock_t *c, bm_redis_t *r, fake_t *f)
     assert_int_equal(uv_loop_close(loop), 0);
 }
 
+/* A client with 50 ms command deadlines on a manual clock, connected to a fake Redis. */
+static bm_redis_t *up_on_manual_clock(uv_loop_t *loop, bm_clock_t **c, fake_t *f, obs_t *o)
+{
+    uv_loop_init(loop);
+    *c = bm_clock_manual_new(loop, 1700000000000ull);
+    fake_start(loop, f);
+    bm_redis_opts_t ro = opts_for(f->port, 50);
+    bm_redis_t *r = bm_redis_new(loop, *c, "t", &ro, on_state, o);
+    RUN_UNTIL(loop, o->ups == 1, 3000);
+    assert_int_equal(o->ups, 1);
+    return r;
+}
+
 /* libuv runs due timers before it reads sockets: after a stall, a command's deadline can be
  * found passed while its answer already waits unread. The answer is read (one look 1 ms
  * later), not taken for Redis's silence; an answer still missing then is. Manual clock: the
@@ -443,15 +456,10 @@ static void test_answer_waiting_at_the_deadline_is_read(void **state)
 {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    bm_clock_t *c = bm_clock_manual_new(&loop, 1700000000000ull);
     fake_t f;
-    fake_start(&loop, &f);
     obs_t o = {0};
-    bm_redis_opts_t ro = opts_for(f.port, 50);
-    bm_redis_t *r = bm_redis_new(&loop, c, "t", &ro, on_state, &o);
-    RUN_UNTIL(&loop, o.ups == 1, 3000);
-    assert_int_equal(o.ups, 1);
+    bm_clock_t *c;
+    bm_redis_t *r = up_on_manual_clock(&loop, &c, &f, &o);
     f.answer_rest = false;
     assert_int_equal(get(r, "k", &o), 0);
     RUN_UNTIL(&loop, strstr(f.seen, "GET k|") != NULL, 3000);
@@ -491,15 +499,10 @@ static void test_idle_heartbeat_waits_its_own_bound(void **state)
 {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    bm_clock_t *c = bm_clock_manual_new(&loop, 1700000000000ull);
     fake_t f;
-    fake_start(&loop, &f);
     obs_t o = {0};
-    bm_redis_opts_t ro = opts_for(f.port, 50);
-    bm_redis_t *r = bm_redis_new(&loop, c, "t", &ro, on_state, &o);
-    RUN_UNTIL(&loop, o.ups == 1, 3000);
-    assert_int_equal(o.ups, 1);
+    bm_clock_t *c;
+    bm_redis_t *r = up_on_manual_clock(&loop, &c, &f, &o);
     assert_int_equal(count_of(f.seen, "PING|"), 1); /* the handshake's */
     f.answer_ping = false;
     bm_clock_manual_advance(c, 1000); /* idle for a second: the heartbeat */
