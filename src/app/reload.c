@@ -516,7 +516,8 @@ static int plan(bm_reload_t *rl, const bm_config_t *c)
 }
 
 /* Builds and starts the networks the diff asks for, each with the replay and producer
- * memories of the network it replaces (written to Redis when it connects). 0, or a BM_E* code with everything built abandoned. */
+ * memories of the network it replaces (written to Redis when it connects). 0, or a BM_E* code with
+ * everything built abandoned. */
 static int build_networks(bm_reload_t *rl)
 {
     const bm_reload_diff_t *d = &rl->diff;
@@ -644,7 +645,7 @@ static void begin(bm_reload_t *rl)
     }
     if (bm_reload_diff_built(&rl->diff) == 0 && bm_reload_diff_retired(&rl->diff) == 0 &&
         !rl->diff.front && !rl->diff.log && !rl->diff.server && !rl->diff.listen) {
-        cfg_unref(r); /* nothing the running set would do differently */
+        cfg_unref(r);                           /* nothing the running set would do differently */
         for (size_t i = 0; i < rl->cur->n; i++) /* but Redis may have been flushed */
             bm_network_share_again(rl->cur->slot[i]->net);
         outcome(rl, &rl->n_unchanged, "unchanged");

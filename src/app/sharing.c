@@ -526,9 +526,8 @@ bm_sharing_t *bm_sharing_new(uv_loop_t *loop, bm_clock_t *clock, const bm_config
     s->readpath = readpath;
     s->republish = bm_timer_new(clock, publish_kept_served, s);
     s->after_answer = bm_timer_new(clock, after_answer, s);
-    s->sh = s->republish && s->after_answer
-                ? bm_shared_new(loop, clock, &o, on_record, on_up, s)
-                : NULL;
+    s->sh = s->republish && s->after_answer ? bm_shared_new(loop, clock, &o, on_record, on_up, s)
+                                            : NULL;
     memset(&o, 0, sizeof o); /* the password */
     if (!s->sh) {
         if (s->republish)

@@ -419,8 +419,8 @@ static uint32_t beat_deadline_ms(const bm_redis_t *r);
 static int send_cmd(bm_redis_t *r, cmd_t *c, int argc, const char **argv, const size_t *lens)
 {
     c->r = r;
-    c->deadline_ms = bm_clock_mono_now(r->clock) + (c->heartbeat ? beat_deadline_ms(r)
-                                                                   : r->o.timeout_ms);
+    c->deadline_ms =
+        bm_clock_mono_now(r->clock) + (c->heartbeat ? beat_deadline_ms(r) : r->o.timeout_ms);
     if (redisAsyncCommandArgv(r->ac, on_reply, c, argc, argv, lens) != REDIS_OK) {
         free(c);
         return BM_ENOMEM;

@@ -105,8 +105,8 @@ static void sfx_init(sfx_t *x)
     memset(&cfg, 0, sizeof cfg);
     cfg.state.redis.url = "redis://127.0.0.1:1/0";
     cfg.state.redis.timeout_ms = 50;
-    x->s = bm_sharing_new(&m->loop, m->clock, &cfg, NULL, m->pool, x->replay, x->produce,
-                          x->bcast, x->readpath);
+    x->s = bm_sharing_new(&m->loop, m->clock, &cfg, NULL, m->pool, x->replay, x->produce, x->bcast,
+                          x->readpath);
     assert_non_null(x->s);
     bm_sharing_set_observe(x->s, x->observe);
     m->module = x;
