@@ -352,6 +352,8 @@ static bool preferred(const bm_node_t *n, bm_pool_prefer_t prefer)
         return n->reachable;
     case BM_POOL_PREFER_ANSWERING:
         return n->state != BM_NODE_UNREACHABLE;
+    case BM_POOL_PREFER_ANY:
+        return true;
     }
     return false;
 }

@@ -235,6 +235,7 @@ typedef enum bm_pool_prefer {
     BM_POOL_PREFER_READY,     /* ready nodes */
     BM_POOL_PREFER_REACHABLE, /* nodes the pool reached lately (node->reachable) */
     BM_POOL_PREFER_ANSWERING, /* nodes not known unreachable */
+    BM_POOL_PREFER_ANY,       /* every usable node (unknown and unreachable ones ranked last) */
 } bm_pool_prefer_t;
 
 /**

@@ -846,8 +846,8 @@ static bool plan_producer_first(wctx_t *c, bm_node_t **send, size_t n_send)
     bm_node_t *prod = producer_of(b, slot, known_root, &has_root);
     if (!prod || (has_root && memcmp(known_root, body_root, 32) != 0))
         return false; /* unknown, or another node's block: nobody is special */
-    if (!put_first(send, n_send, prod))
-        return false; /* unreachable or refusing this body */
+    if (prod->state == BM_NODE_UNREACHABLE || !put_first(send, n_send, prod))
+        return false; /* no head start for a node that may be gone, or refusing this body */
     c->two_phase = true;
     c->n_rest = n_send - 1;
     memcpy(c->rest, send + 1, c->n_rest * sizeof *send);
@@ -860,7 +860,12 @@ static void serve_write(wctx_t *c)
 {
     bm_broadcast_t *b = c->b;
     bm_node_t *cand[BM_MAX_NODES];
-    size_t n = bm_pool_candidates(b->pool, BM_POOL_PREFER_ANSWERING, true, cand, BM_MAX_NODES);
+    /* Unreachable nodes too (last): the verdict can be a moment old or a moment wrong (one
+     * head probe unanswered in 250 ms under load), and a submission that is not replayed
+     * (an attestation, a block, an exit) sent to nobody there would be lost to that node.
+     * A node that is really gone refuses the connection at once or costs one connect
+     * timeout; the client's 2xx never waits for it. */
+    size_t n = bm_pool_candidates(b->pool, BM_POOL_PREFER_ANY, true, cand, BM_MAX_NODES);
     if (n == 0) {
         respond_error(c, 503, "no usable upstream");
         return;

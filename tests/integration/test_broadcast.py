@@ -75,7 +75,12 @@ class Broadcast(unittest.TestCase):
         def done():
             got = {i: self.subs_since(i, marks[i], route) for i in nodes}
             return got if all(len(v) >= n for v in got.values()) else None
-        return wait_for(done, timeout, what="%s on nodes %s" % (route, nodes))
+        try:
+            return wait_for(done, timeout, what="%s on nodes %s" % (route, nodes))
+        except AssertionError as e:
+            got = {i: len(self.subs_since(i, marks[i], route)) for i in nodes}
+            raise AssertionError("%s; recorded per node: %s; %s" % (
+                e, got, self.mux.explain(60))) from None
 
     def post(self, path, body, version=None, ctype="application/json", query=""):
         headers = {"Content-Type": ctype}
