@@ -19,12 +19,17 @@
  * wait here, in order, until answers come (up to MAX_QUEUED; then they stay local until the
  * next reconnect writes everything back).
  *
- * Every write and publication waits here for a 0 ms timer: one made while a request is being
- * answered (a sticky client, an SSZ refusal) is formatted by hiredis (the script's text
- * included) and written in the loop's next turn, after the server wrote that turn's answers
- * at its end. Not when queued from a timer callback: libuv 1.44 runs a 0 ms timer armed there
- * in the same timers phase. The records of duty answers (replay entries, served duties,
- * producers) come here 1 ms after their answer (duties/replay.c, app/sharing.c). */
+ * Every write and publication waits here for BATCH_MS: the records made within that window
+ * (one per served duty, one per sticky client or SSZ refusal) are formatted by hiredis (the
+ * script's text included) and written together, one write to Redis, one wake-up of
+ * redis-server and of every subscribed instance, instead of one each per record. A validator
+ * client's duty reads come in bursts at the same points of every slot, and on a small machine
+ * each extra wake-up competes with the next answer for a core. The records of duty answers
+ * (replay entries, served duties, producers) come here 1 ms after their answer
+ * (duties/replay.c, app/sharing.c), so they never cost the answer itself; 10 ms more is
+ * nothing to another instance (a block is signed and published hundreds of ms after its
+ * production, a restarted node is re-primed seconds later). */
+#define BATCH_MS 10u
 #define MAX_IN_FLIGHT 256
 #define MAX_QUEUED 262144
 
@@ -63,6 +68,7 @@ typedef struct shared_stats {
     uint64_t loaded, received, outages, reconciles;
     uint64_t raw_gets, raw_hits, raw_puts;
     uint64_t published; /* records published without storing them */
+    uint64_t batches;   /* batch windows whose records were sent together */
 } shared_stats_t;
 
 struct bm_shared {
@@ -87,7 +93,7 @@ struct bm_shared {
     unsigned puts_in_flight;
     qrec_t *q_head, *q_tail;
     size_t queued;
-    bm_timer_t *drain_timer; /* sends the queue from the loop's next turn */
+    bm_timer_t *drain_timer; /* sends the queue at the end of its batch window */
     unsigned mgets;          /* MGETs of the load still unanswered */
     uint64_t load_count;
     shared_stats_t st;
@@ -252,6 +258,7 @@ static void load(bm_shared_t *sh)
 
 static void drop_queue(bm_shared_t *sh);
 static void drain(bm_shared_t *sh);
+static void drain_for_room(bm_shared_t *sh);
 
 static void on_cmd_state(void *ud, bool up, const char *why)
 {
@@ -347,7 +354,7 @@ static void on_put(void *ud, int status, const bm_redis_reply_t *reply)
     } else {
         sh->st.older++;
     }
-    drain(sh);
+    drain_for_room(sh);
 }
 
 static void on_put_raw(void *ud, int status, const bm_redis_reply_t *reply)
@@ -414,10 +421,21 @@ static void drain(bm_shared_t *sh)
 static void on_drain_timer(bm_timer_t *t, void *ud)
 {
     (void)t;
-    drain(ud);
+    bm_shared_t *sh = ud;
+    if (sh->q_head)
+        sh->st.batches++;
+    drain(sh);
 }
 
-/* Queues a record for the loop's next turn (see MAX_IN_FLIGHT). */
+/* An answer from Redis made room in the window: the records waiting for room go now; those
+ * waiting for their batch window (the timer is armed) wait for it. */
+static void drain_for_room(bm_shared_t *sh)
+{
+    if (!bm_timer_active(sh->drain_timer))
+        drain(sh);
+}
+
+/* Queues a record for the end of its batch window (see BATCH_MS). */
 static int enqueue(bm_shared_t *sh, bool publish_only, const char *topic, const char *key,
                    uint64_t time_ms, uint64_t ttl_ms, const char *value, size_t len)
 {
@@ -446,8 +464,8 @@ static int enqueue(bm_shared_t *sh, bool publish_only, const char *topic, const 
     else
         sh->q_head = q;
     sh->q_tail = q;
-    if (sh->queued++ == 0)
-        bm_timer_start(sh->drain_timer, 0);
+    if (sh->queued++ == 0 && !bm_timer_active(sh->drain_timer))
+        bm_timer_start(sh->drain_timer, BATCH_MS);
     return 0;
 }
 
@@ -463,7 +481,7 @@ static void on_published(void *ud, int status, const bm_redis_reply_t *reply)
     sh->puts_in_flight--;
     if (status != 0 || bm_redis_reply_type(reply) == BM_REDIS_ERROR)
         sh->st.write_failures++;
-    drain(sh);
+    drain_for_room(sh);
 }
 
 static int send_publish(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
@@ -639,17 +657,18 @@ void bm_shared_status_fields(bm_str_t *out, const bm_shared_t *sh)
                   (unsigned long long)sr.timeouts);
 #define U(x) ((unsigned long long)(x))
     bm_str_printf(out,
-                  ",\"writes\":%llu,\"published\":%llu,\"stored\":%llu,\"older_in_redis\":%llu,"
+                  ",\"writes\":%llu,\"published\":%llu,\"batches\":%llu,\"stored\":%llu,"
+                  "\"older_in_redis\":%llu,"
                   "\"write_failures\":%llu,\"local_only\":%llu,\"queued\":%llu,\"loaded\":%llu,"
                   "\"received\":%llu,\"outages\":%llu,\"reconciles\":%llu,"
                   "\"cache\":{\"gets\":%llu,\"hits\":%llu,\"puts\":%llu},"
                   "\"redis\":{\"connects\":%llu,\"failures\":%llu,\"drops\":%llu,"
                   "\"commands\":%llu,\"timeouts\":%llu}",
-                  U(sh->st.writes), U(sh->st.published), U(sh->st.stored), U(sh->st.older),
-                  U(sh->st.write_failures), U(sh->st.skipped), U(sh->queued), U(sh->st.loaded),
-                  U(sh->st.received), U(sh->st.outages), U(sh->st.reconciles), U(sh->st.raw_gets),
-                  U(sh->st.raw_hits), U(sh->st.raw_puts), U(r.connects), U(r.failures), U(r.drops),
-                  U(r.commands), U(r.timeouts));
+                  U(sh->st.writes), U(sh->st.published), U(sh->st.batches), U(sh->st.stored),
+                  U(sh->st.older), U(sh->st.write_failures), U(sh->st.skipped), U(sh->queued),
+                  U(sh->st.loaded), U(sh->st.received), U(sh->st.outages), U(sh->st.reconciles),
+                  U(sh->st.raw_gets), U(sh->st.raw_hits), U(sh->st.raw_puts), U(r.connects),
+                  U(r.failures), U(r.drops), U(r.commands), U(r.timeouts));
 #undef U
 }
 

@@ -174,6 +174,26 @@ class SharedState(unittest.TestCase):
     def replay_key(self, vi):
         return "%sdefault:replay.0:%016x" % (PREFIX, int.from_bytes(vi.to_bytes(8, "little"), "big"))
 
+    def test_records_go_to_redis_in_batches_of_10_ms(self):
+        """One write to Redis (and one wake-up of redis-server and of every subscriber) per
+        10 ms window, however many records it holds: 20 writes one after the other (one
+        record each) go in at most elapsed/10 ms + 1 batches; one write each, as before,
+        would be about 20."""
+        a = self.start_mux()
+        before = self.state(a)
+        t0 = time.monotonic()
+        for vi in range(20):
+            self.prepare(a, 5000 + vi, FEE(0x50))
+        wait_for(lambda: self.state(a)["writes"] >= before["writes"] + 20, 5,
+                 what="20 records written to redis")
+        elapsed_ms = (time.monotonic() - t0) * 1000
+        after = self.state(a)
+        batches = after["batches"] - before["batches"]
+        self.assertGreaterEqual(batches, 1)
+        self.assertLessEqual(batches, int(elapsed_ms // 10) + 1,
+                             "%d batches for %d records in %.1f ms" % (
+                                 batches, after["writes"] - before["writes"], elapsed_ms))
+
     # ---- the replay memory -----------------------------------------------------------------
 
     def test_fresh_instance_replays_what_another_instance_was_told(self):
