@@ -43,15 +43,13 @@
  * every instance tries again at most 5 s apart (state/redis.c's longest backoff). */
 #define JOURNAL_REPUBLISH_DELAY_MS 10000u
 /* A served duty read and a producer record are made while their answer is being written:
- * they wait here, unformatted, and are formatted and handed to Redis (one write) this long
- * after, from a timer. Not 0: the server writes a turn's answers in the loop's check phase,
- * and libuv (1.44) runs a 0 ms timer armed from a timer callback (a race answered at its
- * deadline) within the same timers phase, before those answers went out. Not 1 ms (as it
- * was): a client asking back to back had its next request served just then, and formatting
- * a journal record costs about 15,000 instructions (callgrind); with 10 ms, every record of
- * the window is formatted and written together (bench/shared.py: the duty read's median
- * inside beaconmux moved from +0.011 ms over driver local to +0.002 to +0.005 ms). */
-#define AFTER_ANSWER_MS BM_SHARING_AFTER_ANSWER_MS
+ * they wait here, unformatted, and are formatted and handed to Redis this long after, from
+ * a timer. 1 ms, not 0: the server writes a turn's answers in the loop's check phase, and
+ * libuv (1.44) runs a 0 ms timer armed from a timer callback (a race answered at its
+ * deadline) within the same timers phase, before those answers went out. Before this, a
+ * duty race's completion formatted its journal record for Redis (about 15,000 instructions,
+ * callgrind) before the check phase wrote its answer. */
+#define AFTER_ANSWER_MS 1u
 /* ...at most this many of each kind waiting (a burst of races completing in one turn);
  * beyond it a record is handed over at once. */
 #define AFTER_ANSWER_MAX 4096u
@@ -107,7 +105,6 @@ static void put_entry(void *ud, bm_replay_kind_t kind, const char *key, const ch
     snprintf(topic, sizeof topic, "replay.%d", (int)kind);
     uint64_t ttl = expires_ms > now + MIN_KEEP_MS ? expires_ms - now : MIN_KEEP_MS;
     bm_shared_put(s->sh, topic, key, seen_ms, ttl, entry, len);
-    bm_shared_flush(s->sh); /* from the replay's own timer, after the answers */
 }
 
 static void hand_producer(void *ud, uint64_t slot, int node, const uint8_t *state_root,
@@ -279,7 +276,6 @@ static void after_answer(bm_timer_t *t, void *ud)
     for (size_t i = 0; i < s->n_soon_served; i++)
         hand_served(s, &s->soon_served[i]);
     s->n_soon_served = 0;
-    bm_shared_flush(s->sh);
 }
 
 /* Redis is back, and has been for a while: the kept reads are published, oldest first. */

@@ -27,10 +27,6 @@
 
 typedef struct bm_sharing bm_sharing_t;
 
-/** How long after its answer a served duty read's record and a producer record are formatted
- *  and handed to Redis: those of one window together, in one write. */
-#define BM_SHARING_AFTER_ANSWER_MS 10u
-
 /**
  * Connects the network's replay and producer memories, broadcast and read path (borrowed; they must
  * outlive it) to Redis as `cfg->state` says, under the network id `network` ("default" when NULL).

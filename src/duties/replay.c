@@ -139,14 +139,13 @@ static void *keep(bm_replay_t *rp, int kind, const void *key)
 }
 
 static void emit(bm_replay_t *rp, int kind, const void *e);
-/* The listener hears the entries a write stored BM_REPLAY_EMIT_AFTER_MS after the feed, from
- * a timer: broadcast feeds a write after its client's answer was queued but in the same turn
- * of the loop, and the server writes that answer only at the turn's end (the check phase; a
- * 0 ms timer armed from a timer callback would still run before it with libuv 1.44).
- * Rendering an entry for Redis costs about 12,000 instructions per preparation (callgrind):
- * not before the answer went out, and not 1 ms after it either, when a client asking back to
- * back is being served again; once per window for all the writes of the window. */
-#define EMIT_AFTER_MS BM_REPLAY_EMIT_AFTER_MS
+/* The listener hears the entries a write stored this long after the feed, from a timer:
+ * broadcast feeds a write after its client's answer was queued but in the same turn of the
+ * loop, and the server writes that answer only at the turn's end (the check phase; a 0 ms
+ * timer armed from a timer callback would still run before it with libuv 1.44). Rendering
+ * an entry for Redis cost about 12,000 instructions per preparation (callgrind), before the
+ * answer went out. */
+#define EMIT_AFTER_MS 1u
 /* At most this many entries wait (a validator client's whole set in one write is 10,000s);
  * beyond it an entry is handed over at once. */
 #define EMIT_WAITING_MAX 262144u

@@ -213,14 +213,10 @@ typedef void (*bm_replay_entry_fn)(void *ud, bm_replay_kind_t kind, const char *
                                    const char *entry, size_t len, uint64_t seen_ms,
                                    uint64_t expires_ms);
 
-/** How long after bm_replay_feed the entries it stored are heard (bm_replay_on_entry): the
- *  entries of every write of that window together, after their answers went out. */
-#define BM_REPLAY_EMIT_AFTER_MS 10u
-
 /** Calls `fn` for every entry a write stores or refreshes (bm_replay_feed), never for those
- *  bm_replay_restore stores. Runs from a timer BM_REPLAY_EMIT_AFTER_MS after bm_replay_feed
- *  (after the turn of the loop that writes the write's answer), with the entry as it is
- *  then, in the order fed; an entry gone by then is left out. NULL stops it. */
+ *  bm_replay_restore stores. Runs from a timer 1 ms after bm_replay_feed (after the turn of
+ *  the loop that writes the write's answer), with the entry as it is then, in the order
+ *  fed; an entry gone by then is left out. NULL stops it. */
 void bm_replay_on_entry(bm_replay_t *rp, bm_replay_entry_fn fn, void *ud);
 
 /**

@@ -94,7 +94,6 @@ struct bm_shared {
     qrec_t *q_head, *q_tail;
     size_t queued;
     bm_timer_t *drain_timer; /* sends the queue at the end of its batch window */
-    uint64_t last_flush_ms;  /* bm_shared_flush's last batch (monotonic) */
     unsigned mgets;          /* MGETs of the load still unanswered */
     uint64_t load_count;
     shared_stats_t st;
@@ -425,18 +424,6 @@ static void on_drain_timer(bm_timer_t *t, void *ud)
     bm_shared_t *sh = ud;
     if (sh->q_head)
         sh->st.batches++;
-    drain(sh);
-}
-
-void bm_shared_flush(bm_shared_t *sh)
-{
-    if (!sh || !sh->q_head)
-        return;
-    uint64_t now = bm_clock_mono_now(sh->clock);
-    if (now != sh->last_flush_ms)
-        sh->st.batches++; /* the flushes of one callback go in one write */
-    sh->last_flush_ms = now;
-    bm_timer_stop(sh->drain_timer);
     drain(sh);
 }
 

@@ -57,8 +57,8 @@ bm_shared_t *bm_shared_new(uv_loop_t *loop, bm_clock_t *clock, const bm_shared_o
  * Stores a record (`topic` and `key` without spaces or ':' in topic; `value` copied) for
  * `ttl_ms`, unless Redis holds a newer one, and publishes it. Returns 0 (queued: sent with
  * the other records of a 10 ms window, in one write, never within the turn that queued it;
- * the outcome is counted, not reported), BM_EUNAVAIL when Redis is not available (nothing sent), or
- * BM_ENOMEM. Never blocks, and never formats a Redis command inside the call.
+ * the outcome is counted, not reported), BM_EUNAVAIL when Redis is not available (nothing sent), or BM_ENOMEM. Never
+ * blocks, and never formats a Redis command inside the call.
  */
 int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
                   uint64_t ttl_ms, const char *value, size_t len);
@@ -68,14 +68,6 @@ int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t 
  * such as a served duty: loading it again after a reconnect would count it twice). Lost
  * while Redis is not available. Returns 0, BM_EUNAVAIL or BM_ENOMEM. Never blocks.
  */
-/**
- * Sends what is queued now rather than at the end of its batch window: for a caller that
- * gathers its records over a window of its own and hands them over from a timer, when no
- * answer is waiting to be written (app/sharing.c). One write to Redis for everything handed
- * over within one callback.
- */
-void bm_shared_flush(bm_shared_t *sh);
-
 int bm_shared_publish(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
                       const char *value, size_t len);
 
