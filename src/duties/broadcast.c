@@ -882,7 +882,9 @@ static void serve_write(wctx_t *c)
                 refusers = refusers ? refusers : cand[i]->id;
                 continue;
             }
-            unknown |= s == BM_SSZ_UNKNOWN;
+            /* the grace waits for nodes that can answer: not for one judged unreachable
+             * (it gets the write, the client's 2xx does not wait for it) */
+            unknown |= s == BM_SSZ_UNKNOWN && cand[i]->state != BM_NODE_UNREACHABLE;
             send[n_send++] = cand[i];
         }
         if (refusers && c->rt->cls != BM_BCAST_PUBLISH) {

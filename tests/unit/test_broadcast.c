@@ -874,6 +874,33 @@ static void test_ssz_pool_write_refused_then_415_at_once(void **state)
     assert_int_equal(bm_broadcast_ssz_support(f->b, 0, agg), BM_SSZ_UNKNOWN);
 }
 
+/* A node judged unreachable whose SSZ support is unknown (forgotten when it came back, gone
+ * again) gets an SSZ write too, but the client's 2xx does not wait the probe grace for it. */
+static void test_ssz_write_does_not_wait_for_an_unreachable_node(void **state)
+{
+    fx_t *f = *state;
+    size_t route = route_index("POST", "/eth/v1/validator/register_validator");
+    uint8_t reg[180];
+    memset(reg, 0x11, sizeof reg);
+    fake_call_t *c = post_ssz(f, "/eth/v1/validator/register_validator", reg, sizeof reg);
+    go(f, 0);
+    wait_client(f, c);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(bm_broadcast_ssz_support(f->b, i, route), BM_SSZ_ACCEPTED);
+    bm_broadcast_forget_node(f->b, 2);
+    bm_pool_set_state(f->pool, f->nodes[2].node, BM_NODE_UNREACHABLE, "test");
+    script(&f->nodes[2], 1, FAKE_OK(500, NULL));
+    c = post_ssz(f, "/eth/v1/validator/register_validator", reg, sizeof reg);
+    go(f, 0);
+    wait_client(f, c);
+    assert_int_equal(c->status, 200);
+    assert_int_equal(fake_call_ms(c), 0); /* not the 100 ms grace */
+    go(f, 500);
+    assert_int_equal(f->nodes[2].requests, 1); /* c got it (counted since its script) */
+    assert_int_equal(f->nodes[2].answered, 2);
+    assert_int_equal(bm_broadcast_ssz_support(f->b, 2, route), BM_SSZ_ACCEPTED);
+}
+
 static void test_ssz_late_refusal_replays_state_as_json(void **state)
 {
     fx_t *f = *state;
@@ -1191,6 +1218,7 @@ int main(void)
         T(test_ssz_block_never_415_when_a_node_took_it),
         T(test_ssz_pool_write_refused_then_415_at_once),
         T(test_ssz_late_refusal_replays_state_as_json),
+        T(test_ssz_write_does_not_wait_for_an_unreachable_node),
         T(test_blinded_block_goes_first_to_its_producer),
         T(test_blinded_producer_hung_others_after_head_start),
         T(test_blinded_producer_unreachable_no_head_start),
