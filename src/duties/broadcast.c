@@ -185,7 +185,12 @@ struct wctx {
     kept_t r415;           /* a node's 415 */
     bm_indexed_t *merge;   /* pool and publish writes: the nodes' indexed errors, item by
                               item (NULL: not merged) */
-    bm_link_t link;        /* on the broadcast's ctxs */
+    /* a one-phase write sent to nodes judged unreachable as well: the others, whose failure
+     * is all the client's error waits for (n_waited 0: it waits for every node) */
+    bool waits_for[BM_MAX_NODES];
+    size_t n_waited;
+    bool seen_2xx;  /* some node answered 2xx (the decision may wait out an SSZ grace) */
+    bm_link_t link; /* on the broadcast's ctxs */
 };
 
 void bm_broadcast_opts_default(bm_broadcast_opts_t *o)
@@ -560,20 +565,41 @@ static void respond_merged(wctx_t *c)
     bm_buf_unref(body);
 }
 
-/* Every answer of a pool or publish write: an indexed error is merged item by item, and once
- * every item was taken by some node the client has its 200, without waiting for the nodes
- * that have not answered (or the other phase). */
+static void answer_failure(wctx_t *c);
+static void scan_415(wctx_t *c, bm_race_t *r);
+
+/* Every answer of a write. A pool or publish write merges indexed errors item by item, and
+ * once every item was taken by some node the client has its 200, without waiting for the
+ * nodes that have not answered (or the other phase). When every node that is not judged
+ * unreachable has failed, the client has the most specific error at once: the unreachable
+ * ones still get the write, detached, but a hung one would hold the answer a whole
+ * writeTimeout. */
 static void on_write_observe(bm_race_t *r, const bm_race_answer_t *a, void *ud)
 {
-    (void)r;
     wctx_t *c = ud;
-    if (a->err || !a->node || a->node->index < 0)
+    bool ok = !a->err && a->node && bm_status_2xx(a->status);
+    c->seen_2xx |= ok;
+    if (c->merge && !a->err && a->node && a->node->index >= 0) {
+        bm_indexed_add(c->merge, (size_t)a->node->index, a->node->id, a->status, a->body);
+        if (c->req && !bm_status_2xx(a->status) && bm_indexed_active(c->merge) &&
+            bm_indexed_all_taken(c->merge) &&
+            !(c->ssz && (c->r415.set || c->skipped_refusers || a->status == 415)))
+            respond_merged(c);
+    }
+    size_t ni = a->node && a->node->index >= 0 ? (size_t)a->node->index : BM_MAX_NODES;
+    if (!c->n_waited || ni >= BM_MAX_NODES || !c->waits_for[ni])
         return;
-    bm_indexed_add(c->merge, (size_t)a->node->index, a->node->id, a->status, a->body);
-    if (c->req && !bm_status_2xx(a->status) && bm_indexed_active(c->merge) &&
-        bm_indexed_all_taken(c->merge) &&
-        !(c->ssz && (c->r415.set || c->skipped_refusers || a->status == 415)))
-        respond_merged(c);
+    c->waits_for[ni] = false;
+    c->n_waited--;
+    if (!ok) {
+        int rank = rank_of(a);
+        if (!c->err.set || rank < c->err.rank)
+            kept_set(&c->err, a, rank);
+    }
+    if (c->n_waited == 0 && !c->seen_2xx && c->req) {
+        scan_415(c, r);
+        answer_failure(c);
+    }
 }
 
 /* Every phase answered without a 2xx: the most specific error, with the 415 rules. */
@@ -752,9 +778,18 @@ static int start_write(wctx_t *c, int p, bm_node_t *const *nodes, size_t n, uint
     bm_broadcast_t *b = c->b;
     bm_race_policy_t pol;
     write_policy(b, &pol);
-    if (c->merge) {
-        pol.observe = on_write_observe;
-        pol.ud = c; /* borrowed: the context outlives its races (they hold references) */
+    pol.observe = on_write_observe;
+    pol.ud = c; /* borrowed: the context outlives its races (they hold references) */
+    if (p == 0 && !c->two_phase) {
+        size_t reachable = 0;
+        for (size_t i = 0; i < n; i++)
+            reachable += nodes[i]->state != BM_NODE_UNREACHABLE;
+        for (size_t i = 0; i < n && reachable < n && reachable > 0; i++)
+            if (nodes[i]->state != BM_NODE_UNREACHABLE && nodes[i]->index >= 0 &&
+                (size_t)nodes[i]->index < BM_MAX_NODES && !c->waits_for[nodes[i]->index]) {
+                c->waits_for[nodes[i]->index] = true;
+                c->n_waited++;
+            }
     }
     if (grace_ms) {
         pol.score = zero_score;

@@ -372,6 +372,25 @@ static void test_write_reaches_every_node_lagging_and_syncing_included(void **st
     assert_int_equal(st.answered_2xx, 2);
 }
 
+/* Every node that can answer refused the write: the client has the most specific error then,
+ * not when the unreachable node (hung here) answers or the write times out; that node still
+ * gets the write. */
+static void test_error_does_not_wait_for_an_unreachable_node(void **state)
+{
+    fx_t *f = *state;
+    bm_pool_set_state(f->pool, f->nodes[2].node, BM_NODE_UNREACHABLE, "test");
+    script_each(f, FAKE_STATUS(400, 0, "{\"code\":400,\"message\":\"bad exit\"}"),
+                FAKE_STATUS(503, 0, "{\"code\":503,\"message\":\"busy\"}"), FAKE_OK(400, NULL));
+    fake_call_t *c = post_json(f, "/eth/v1/beacon/pool/voluntary_exits", "{}");
+    go(f, 0);
+    wait_client(f, c);
+    assert_int_equal(c->status, 400); /* a's: more specific than b's 503 */
+    assert_int_equal(fake_call_ms(c), 0);
+    go(f, 400);
+    assert_int_equal(f->nodes[2].answered, 1); /* c got it all the same */
+    assert_int_equal(bm_broadcast_active(f->b), 0);
+}
+
 static void test_answered_at_first_2xx_with_a_hung_node(void **state)
 {
     fx_t *f = *state;
@@ -1219,6 +1238,7 @@ int main(void)
         T(test_ssz_pool_write_refused_then_415_at_once),
         T(test_ssz_late_refusal_replays_state_as_json),
         T(test_ssz_write_does_not_wait_for_an_unreachable_node),
+        T(test_error_does_not_wait_for_an_unreachable_node),
         T(test_blinded_block_goes_first_to_its_producer),
         T(test_blinded_producer_hung_others_after_head_start),
         T(test_blinded_producer_unreachable_no_head_start),
