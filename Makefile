@@ -1,6 +1,8 @@
 # beaconmux: the commands a newcomer runs. Each target installs missing Debian packages first.
 #   make        build the release binaries (build/release/beaconmux, build/release/beaconsim)
 #   make test   ASan + UBSan build, then every unit and integration test
+#   make test-under-load   `make test` 5 times in a row (UNDER_LOAD_RUNS) on a fresh clone
+#               beside two busy CPU loops; stops at the first red run (docs/testing.md)
 #   make demo   beaconsim (3 nodes) + beaconmux, and what to open
 #   make bench  wrk against a local upstream: direct, beaconmux, nginx, haproxy
 #   make fuzz   every libFuzzer harness for FUZZ_SECONDS (default 30) each, or to FUZZ_RUNS
@@ -26,7 +28,7 @@ E2E_SLOT_SECONDS ?= 4
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: all build deps test demo bench fuzz soak e2e format clean install package image
+.PHONY: all build deps test test-under-load demo bench fuzz soak e2e format clean install package image
 
 all: build
 
@@ -46,6 +48,10 @@ debug: deps
 test: debug
 	ctest --preset debug -L unit -j $(CTEST_JOBS)
 	ctest --preset debug -L integration -j 1
+
+UNDER_LOAD_RUNS ?= 5
+test-under-load: deps
+	scripts/test-under-load.sh $(UNDER_LOAD_RUNS)
 
 demo: build
 	scripts/demo.sh
