@@ -57,8 +57,8 @@ bm_shared_t *bm_shared_new(uv_loop_t *loop, bm_clock_t *clock, const bm_shared_o
  * Stores a record (`topic` and `key` without spaces or ':' in topic; `value` copied) for
  * `ttl_ms`, unless Redis holds a newer one, and publishes it. Returns 0 (queued: sent with
  * the other records of a 10 ms window, in one write, never within the turn that queued it;
- * the outcome is counted, not reported), BM_EUNAVAIL when Redis is not available (nothing sent), or BM_ENOMEM. Never
- * blocks, and never formats a Redis command inside the call.
+ * the outcome is counted, not reported), BM_EUNAVAIL when Redis is not available (nothing
+ * sent), or BM_ENOMEM. Never blocks, and never formats a Redis command inside the call.
  */
 int bm_shared_put(bm_shared_t *sh, const char *topic, const char *key, uint64_t time_ms,
                   uint64_t ttl_ms, const char *value, size_t len);
