@@ -176,7 +176,11 @@ static void node_handler(bm_req_t *req, void *ud)
         uv_timer_init(sn->sim->loop, &p->timer);
         p->timer.data = p;
         p->has_timer = true;
-        uv_timer_start(&p->timer, slow_timer_cb, n->behav.slow_ms, 0);
+        /* at least slow_ms from now: libuv counts a timer in whole ms from the loop's cached
+         * time, which is truncated and as old as this turn of the loop (a 300 ms delay was
+         * once measured 299.9 ms by a client that started its clock before sending) */
+        uv_update_time(sn->sim->loop);
+        uv_timer_start(&p->timer, slow_timer_cb, n->behav.slow_ms + 1, 0);
     }
     bm_req_on_abort(req, pending_abort, p);
 }
