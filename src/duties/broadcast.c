@@ -205,6 +205,14 @@ void bm_broadcast_opts_default(bm_broadcast_opts_t *o)
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
+/* Whether a write's client waits on this node (for its answer, its SSZ verdict, its head
+ * start as a producer): not on one judged unreachable, which is sent the write all the same
+ * (the verdict may be a moment old). */
+static bool client_waits_for(const bm_node_t *n)
+{
+    return n->state != BM_NODE_UNREACHABLE;
+}
+
 /* Ranks a non-2xx answer: lower is more specific. No HTTP answer ranks last. */
 static int rank_of(const bm_race_answer_t *a)
 {
@@ -781,15 +789,16 @@ static int start_write(wctx_t *c, int p, bm_node_t *const *nodes, size_t n, uint
     pol.observe = on_write_observe;
     pol.ud = c; /* borrowed: the context outlives its races (they hold references) */
     if (p == 0 && !c->two_phase) {
-        size_t reachable = 0;
+        size_t waited = 0;
         for (size_t i = 0; i < n; i++)
-            reachable += nodes[i]->state != BM_NODE_UNREACHABLE;
-        for (size_t i = 0; i < n && reachable < n && reachable > 0; i++)
-            if (nodes[i]->state != BM_NODE_UNREACHABLE && nodes[i]->index >= 0 &&
-                (size_t)nodes[i]->index < BM_MAX_NODES && !c->waits_for[nodes[i]->index]) {
-                c->waits_for[nodes[i]->index] = true;
-                c->n_waited++;
-            }
+            waited += client_waits_for(nodes[i]);
+        if (waited > 0 && waited < n) /* else the error waits for every node, as it did */
+            for (size_t i = 0; i < n; i++)
+                if (client_waits_for(nodes[i]) && nodes[i]->index >= 0 &&
+                    (size_t)nodes[i]->index < BM_MAX_NODES) {
+                    c->waits_for[nodes[i]->index] = true;
+                    c->n_waited++;
+                }
     }
     if (grace_ms) {
         pol.score = zero_score;
@@ -881,7 +890,7 @@ static bool plan_producer_first(wctx_t *c, bm_node_t **send, size_t n_send)
     bm_node_t *prod = producer_of(b, slot, known_root, &has_root);
     if (!prod || (has_root && memcmp(known_root, body_root, 32) != 0))
         return false; /* unknown, or another node's block: nobody is special */
-    if (prod->state == BM_NODE_UNREACHABLE || !put_first(send, n_send, prod))
+    if (!client_waits_for(prod) || !put_first(send, n_send, prod))
         return false; /* no head start for a node that may be gone, or refusing this body */
     c->two_phase = true;
     c->n_rest = n_send - 1;
@@ -899,7 +908,7 @@ static void serve_write(wctx_t *c)
      * head probe unanswered in 250 ms under load), and a submission that is not replayed
      * (an attestation, a block, an exit) sent to nobody there would be lost to that node.
      * A node that is really gone refuses the connection at once or costs one connect
-     * timeout; the client's 2xx never waits for it. */
+     * timeout; the client never waits on it (client_waits_for). */
     size_t n = bm_pool_candidates(b->pool, BM_POOL_PREFER_ANY, true, cand, BM_MAX_NODES);
     if (n == 0) {
         respond_error(c, 503, "no usable upstream");
@@ -917,9 +926,7 @@ static void serve_write(wctx_t *c)
                 refusers = refusers ? refusers : cand[i]->id;
                 continue;
             }
-            /* the grace waits for nodes that can answer: not for one judged unreachable
-             * (it gets the write, the client's 2xx does not wait for it) */
-            unknown |= s == BM_SSZ_UNKNOWN && cand[i]->state != BM_NODE_UNREACHABLE;
+            unknown |= s == BM_SSZ_UNKNOWN && client_waits_for(cand[i]);
             send[n_send++] = cand[i];
         }
         if (refusers && c->rt->cls != BM_BCAST_PUBLISH) {
