@@ -166,8 +166,8 @@ class Reload(unittest.TestCase):
     def test_c_removed_node_with_requests_in_flight(self):
         self.reload(self.config(0, 1, 2))
         self.mux.wait_state("n2", "ready", timeout=10)
-        # every node answers late (within timeouts.read): eight clients always have a
-        # request in flight, on n2 too, when the reload removes it
+        # every node answers 400 ms late (within timeouts.read and the duty read's hold):
+        # eight clients keep requests in flight, on n2 too, in waves of about 400 ms
         for i in range(3):
             self.sim.put_node(i, {"slow": 400})
         results = []
@@ -189,10 +189,15 @@ class Reload(unittest.TestCase):
             t.start()
         try:
             wait_for(lambda: len(results) >= 8, 10, what="requests answered before the reload")
-            # on a loaded machine the client threads can all be between two requests: the
-            # reload goes out once n2 has exchanges in flight (each lasts 400 ms)
-            wait_for(lambda: self.mux.upstreams()["n2"]["in_flight"] >= 1, 10,
-                     what="an exchange with n2 in flight", interval=0.01)
+            # the next wave has reached the nodes (the four writes and the one read race the
+            # reads share), each answer armed 400 ms late; then the nodes answer at once
+            # again, so that the reload's new network settles within milliseconds while that
+            # wave is in flight (its discovery asks the same nodes: slow, it was applied
+            # 400 ms after the signal, just as the wave ended, and counted 0 in flight)
+            wait_for(lambda: self.mux.upstreams()["n0"]["in_flight"] >= 4, 10,
+                     what="a wave of requests in flight", interval=0.005)
+            for i in range(3):
+                self.sim.put_node(i, {"slow": 0})
             mark = self.log_mark()
             line = self.reload(self.config(0, 1))
             self.wait_log(r"reload: the network retired", mark)
