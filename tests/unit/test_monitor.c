@@ -855,8 +855,13 @@ static void test_stopped_node_not_ready_until_it_answers(void **state)
     assert_int_equal(state_of(f, 1), BM_NODE_UNREACHABLE);
     /* a quarter slot to follow, a quarter slot (at most 1 s) to answer the probe; each of the
      * two monitor timers lands 1 ms past its instant; then the one more look at the sockets
-     * before the verdict (asked 1 ms ahead, landing 1 ms past that) */
-    assert_int_equal(wall(f), moved + SLOT_MS / 2 + 2 + 2);
+     * before the verdict (asked 1 ms ahead, landing 1 ms past that). 1 ms sooner when
+     * another of the monitor's wake-ups (the slot's own timeline; where the head moved in the
+     * slot depends on when the pushed event was read) lands 1 ms before the probe's instant:
+     * the timer then finds the probe time passed at its instant, not 1 ms after it (2 of 150
+     * runs beside two busy loops) */
+    uint64_t judged = wall(f) - moved;
+    assert_true(judged == SLOT_MS / 2 + 2 + 2 || judged == SLOT_MS / 2 + 2 + 1);
     assert_non_null(strstr(bm_pool_node(f->pool, 1)->state_reason, "no answer within 125 ms"));
     bm_monitor_node_info_t mi = info(f, 1);
     assert_int_equal(mi.unanswered, 1);
