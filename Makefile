@@ -6,7 +6,8 @@
 #   make demo   beaconsim (3 nodes) + beaconmux, and what to open
 #   make bench  wrk against a local upstream: direct, beaconmux, nginx, haproxy
 #   make fuzz   every libFuzzer harness for FUZZ_SECONDS (default 30) each, or to FUZZ_RUNS
-#               executions each (FUZZ_SECONDS then bounds each)
+#               executions each (FUZZ_SECONDS then bounds each); FUZZ_HARNESSES="sse config"
+#               runs only those
 #   make soak   beaconmux in front of beaconsim for SOAK_SECONDS (default 1800) under mixed and
 #               hostile traffic with node faults; fails on a crash, a lost or wrong duty answer,
 #               an undelivered broadcast, or RSS / descriptors not back at the end
@@ -20,6 +21,7 @@
 
 FUZZ_SECONDS ?= 30
 FUZZ_RUNS ?=
+FUZZ_HARNESSES ?=
 SOAK_SECONDS ?= 1800
 SOAK_BUILD ?= release
 CTEST_JOBS ?= 2
@@ -63,7 +65,7 @@ bench: build
 fuzz: deps
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz
-	scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_RUNS)
+	FUZZ_HARNESSES="$(FUZZ_HARNESSES)" scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_RUNS)
 
 # Not part of `make test`: half an hour by default. Niced, as it shares the machine.
 soak: deps

@@ -7,6 +7,8 @@
 # found and peak memory, from libFuzzer's final stats (-print_final_stats=1).
 # New inputs go to a scratch corpus first so the checked-in seeds stay small; crashes are
 # written to fuzz/artifacts/ and fail the run (their log is kept and named).
+# FUZZ_HARNESSES (names without fuzz_, e.g. "sse config") runs only those, so that long runs
+# can be split over the cores: one `make fuzz` per core, each with its own list.
 set -eu
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-30}
@@ -21,7 +23,20 @@ stat() {
   echo "${v:--}"
 }
 
-for bin in build/fuzz/fuzz_*; do
+if [ -n "${FUZZ_HARNESSES:-}" ]; then
+  bins=""
+  for name in $FUZZ_HARNESSES; do
+    if [ ! -x "build/fuzz/fuzz_$name" ]; then
+      echo "fuzz.sh: no harness build/fuzz/fuzz_$name (FUZZ_HARNESSES=\"$FUZZ_HARNESSES\")" >&2
+      exit 2
+    fi
+    bins="$bins build/fuzz/fuzz_$name"
+  done
+else
+  bins=$(echo build/fuzz/fuzz_*)
+fi
+
+for bin in $bins; do
   [ -x "$bin" ] || continue
   name=$(basename "$bin" | sed 's/^fuzz_//')
   scratch=$(mktemp -d "/tmp/bm-fuzz-$name.XXXXXX")
