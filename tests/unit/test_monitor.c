@@ -632,15 +632,30 @@ static void test_payload_topic_near_gloas(void **state)
 }
 
 /* One syncing poll per slot per node; an is_syncing answer makes the node syncing. */
+static bm_monitor_node_info_t info(fx_t *f, size_t i);
+
 static void test_syncing_polled_once_per_slot(void **state)
 {
     (void)state;
     fx_t *f = fx_new(2, UINT64_MAX);
     start(f);
     ADVANCE_UNTIL(f, all_connected(f) && f->nodes[0].syncing_reqs > 0, BOUND_MS);
+    /* Count over six whole slots starting 2 ms past a slot start: a slot's poll goes out at
+     * its start or 1 ms after (the monitor's timer lands 1 ms past its instant unless
+     * another wake-up lands there first), so a window from a slot start itself would hold
+     * five or six of them depending on where the last one landed. */
+    uint64_t w = wall(f), genesis = g_genesis_s * 1000;
+    uint64_t next_start = genesis + ((w - genesis) / SLOT_MS + 1) * SLOT_MS;
+    advance(f, next_start + 2 - w);
     int a0 = f->nodes[0].syncing_reqs, b0 = f->nodes[1].syncing_reqs;
+    uint64_t sent0[2] = {info(f, 0).syncing_polls, info(f, 1).syncing_polls};
     advance(f, 6 * SLOT_MS);
     int da = f->nodes[0].syncing_reqs - a0, db = f->nodes[1].syncing_reqs - b0;
+    if (da != 6 || db != 6) /* sent but not received, or not sent: say which */
+        for (int i = 0; i < 2; i++)
+            fprintf(stderr, "node %d: received %d, monitor sent %llu, failures %llu\n", i,
+                    i ? db : da, (unsigned long long)(info(f, i).syncing_polls - sent0[i]),
+                    (unsigned long long)info(f, i).failures);
     assert_int_equal(da, 6); /* six slot starts in three seconds */
     assert_int_equal(db, 6);
     assert_int_equal(bm_pool_node(f->pool, 1)->state, BM_NODE_READY);
@@ -656,7 +671,6 @@ static void test_syncing_polled_once_per_slot(void **state)
 
 /* The node closes the stream: down for the tracker and the listeners, then up again,
  * the node re-read by discovery and its head asked again. */
-static bm_monitor_node_info_t info(fx_t *f, size_t i);
 
 static void test_reconnect_tells_everyone(void **state)
 {
@@ -814,9 +828,12 @@ static void test_behind_stream_polled_working_not(void **state)
     uint64_t moved = wall(f);
     ADVANCE_UNTIL(f, view_is(f, 1, 3), SLOT_MS);
     assert_true(view_is(f, 1, 3));
-    /* asked a quarter slot after the move, not at the next slot start (the monitor's timer
-     * lands 1 ms past its instant) */
-    assert_int_equal(f->nodes[1].head_at, moved + SLOT_MS / 4 + 1);
+    /* asked a quarter slot after the move, not at the next slot start: the monitor's timer
+     * lands 1 ms past its instant, or at it when another of its wake-ups (itself 1 ms past
+     * its own instant) lands there first and finds the poll due (2 of ~450 runs beside two
+     * busy processes) */
+    uint64_t asked = f->nodes[1].head_at - moved;
+    assert_true(asked == SLOT_MS / 4 + 1 || asked == SLOT_MS / 4);
     assert_int_equal(f->nodes[1].head_reqs, h1 + 1);
     assert_string_equal(info(f, 1).last_poll_why, "behind");
     assert_true(info(f, 1).head_polled);
