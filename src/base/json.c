@@ -820,15 +820,23 @@ static long hex_body(const char *s, size_t slen)
 
 int bm_hex_decode(const char *s, size_t slen, uint8_t *out, size_t cap, size_t *outlen)
 {
-    long digits = hex_body(s, slen);
-    if (digits < 0)
+    if (!s || slen < 2 || s[0] != '0' || s[1] != 'x' || (slen - 2) % 2 != 0)
         return BM_EINVAL;
-    size_t n = (size_t)digits / 2;
-    if (n > cap)
-        return BM_ETOOBIG;
+    size_t n = (slen - 2) / 2;
     const unsigned char *u = (const unsigned char *)s + 2;
-    for (size_t i = 0; i < n; i++)
-        out[i] = (uint8_t)((hex_plus1[u[2 * i]] - 1) << 4 | (hex_plus1[u[2 * i + 1]] - 1));
+    if (n > cap) /* too big only if it is hex at all */
+        return hex_body(s, slen) < 0 ? BM_EINVAL : BM_ETOOBIG;
+    /* One pass: decode every pair and remember whether a digit was none (a table value of
+     * 0). Three roots in every race answer: checking first and decoding after read each
+     * digit twice (about 800 instructions a root, against about 350). */
+    unsigned bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned hi = hex_plus1[u[2 * i]], lo = hex_plus1[u[2 * i + 1]];
+        bad |= (hi - 1) | (lo - 1); /* a 0 wraps to all ones: bit 4 and up set */
+        out[i] = (uint8_t)((hi - 1) << 4 | (lo - 1));
+    }
+    if (bad > 15)
+        return BM_EINVAL; /* out holds garbage, as the contract allows on failure */
     *outlen = n;
     return 0;
 }

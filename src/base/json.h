@@ -155,7 +155,7 @@ bool bm_hex_root_eq(const char *a, const char *b);
 /**
  * Decodes "0x" + an even number of hex digits from s[0..slen) into out[0..cap).
  * *outlen gets the byte count. Returns 0, BM_EINVAL (malformed), or BM_ETOOBIG (does not fit
- * in cap).
+ * in cap). On failure out[0..cap) may have been written.
  */
 int bm_hex_decode(const char *s, size_t slen, uint8_t *out, size_t cap, size_t *outlen);
 

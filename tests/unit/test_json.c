@@ -376,6 +376,15 @@ static void test_hex_roots(void **state)
     assert_int_equal(bm_hex_decode("0x0102030405", 12, buf, 4, &n), BM_ETOOBIG);
     assert_int_equal(bm_hex_decode("0x012", 5, buf, 4, &n), BM_EINVAL);
     assert_int_equal(bm_hex_decode("0x0g", 4, buf, 4, &n), BM_EINVAL);
+    /* a bad digit anywhere, high or low nibble, is found by the one decoding pass */
+    assert_int_equal(bm_hex_decode("0xg0", 4, buf, 4, &n), BM_EINVAL);
+    assert_int_equal(bm_hex_decode("0x0a0bG0", 8, buf, 4, &n), BM_EINVAL);
+    assert_int_equal(bm_hex_decode("0x0a0b0c\xff"
+                                   "0",
+                                   10, buf, 4, &n),
+                     BM_EINVAL);
+    assert_int_equal(bm_hex_decode("0x0a0b0c0:", 10, buf, 4, &n), BM_EINVAL);
+    assert_int_equal(bm_hex_decode("0xzz0102030405", 14, buf, 4, &n), BM_EINVAL); /* not hex */
 }
 
 static void test_hex_bits(void **state)
