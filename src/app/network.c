@@ -78,6 +78,7 @@ struct bm_network {
     bm_router_t *router;
     void (*drained)(void *ud);
     void *drained_ud;
+    uint64_t drain_until;   /* mono ms: the end of the shutdown bound (bm_network_drain) */
     uv_idle_t release_idle; /* bm_network_release's steps; the network is freed in its close */
     int release_step;
     void (*released)(void *ud);
@@ -492,17 +493,11 @@ void bm_network_stop_streams(bm_network_t *a)
     bm_cache_stop(a->cache);
 }
 
-/* Everything after the writes drained: stop background work, close the loop's handles. */
-static void on_writes_drained(bm_race_engine_t *e, void *ud)
+/* The last records are in Redis (or there is none): close the rest of the loop's handles. */
+static void on_records_flushed(void *ud)
 {
     bm_network_t *a = ud;
-    (void)e;
-    bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
-    bm_discovery_stop(a->disc);
-    bm_statedir_stop(a->state); /* the last save: every write has been fed by now */
-    bm_replay_stop(a->replay);
-    bm_cache_set_tier(a->cache, NULL); /* stopped already (bm_network_stop_streams) */
-    bm_sharing_free(a->sharing);       /* its connections and timers close: the loop can end */
+    bm_sharing_free(a->sharing); /* its connections and timers close: the loop can end */
     a->sharing = NULL;
     bm_race_engine_free(a->race); /* before curl: it cancels what still runs */
     a->race = NULL;
@@ -513,10 +508,30 @@ static void on_writes_drained(bm_race_engine_t *e, void *ud)
         a->drained(a->drained_ud);
 }
 
+/* Everything after the writes drained: stop background work, then let the records made
+ * by the last answers reach Redis within what is left of the shutdown bound (at least
+ * FLUSH_MIN_MS: a local Redis answers in well under a millisecond). */
+#define FLUSH_MIN_MS 200u
+static void on_writes_drained(bm_race_engine_t *e, void *ud)
+{
+    bm_network_t *a = ud;
+    (void)e;
+    bm_monitor_stop(a->monitor); /* monitor: streams and polls end before curl goes */
+    bm_discovery_stop(a->disc);
+    bm_statedir_stop(a->state); /* the last save: every write has been fed by now */
+    bm_replay_stop(a->replay);
+    bm_cache_set_tier(a->cache, NULL); /* stopped already (bm_network_stop_streams) */
+    uint64_t now = bm_clock_mono_now(a->clock);
+    uint64_t left = a->drain_until > now ? a->drain_until - now : 0;
+    bm_sharing_flush(a->sharing, left > FLUSH_MIN_MS ? (uint32_t)left : FLUSH_MIN_MS,
+                     on_records_flushed, a);
+}
+
 void bm_network_drain(bm_network_t *a, uint32_t grace_ms, void (*done)(void *ud), void *ud)
 {
     a->drained = done;
     a->drained_ud = ud;
+    a->drain_until = bm_clock_mono_now(a->clock) + grace_ms;
     bm_broadcast_stop(a->bcast);
     if (bm_race_engine_active(a->race))
         bm_log(BM_LOG_INFO, "shutdown: %zu write(s) still reaching nodes (up to %u ms)",

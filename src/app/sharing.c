@@ -557,6 +557,17 @@ void bm_sharing_status_json(bm_str_t *out, void *ud)
                   (unsigned long long)s->journal_dropped, s->pending_n);
 }
 
+void bm_sharing_flush(bm_sharing_t *s, uint32_t bound_ms, void (*done)(void *ud), void *ud)
+{
+    if (!s || !s->sh) {
+        done(ud);
+        return;
+    }
+    bm_timer_stop(s->after_answer);
+    after_answer(s->after_answer, s); /* the records of the last answers, handed over now */
+    bm_shared_flush(s->sh, bound_ms, done, ud);
+}
+
 void bm_sharing_free(bm_sharing_t *s)
 {
     if (!s)

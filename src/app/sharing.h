@@ -64,6 +64,12 @@ void bm_sharing_write_back(bm_sharing_t *s);
 /** The status page's "state" section (`ud` = the sharing). */
 void bm_sharing_status_json(bm_str_t *out, void *ud);
 
+/** At shutdown, once nothing makes records any more: hands the records still waiting for
+ *  their answers to go out, and those waiting for their batch window, to Redis now, and
+ *  calls done(ud) when Redis answered them all, or bound_ms passed (bm_shared_flush); at
+ *  once, from this call, when there is no Redis. */
+void bm_sharing_flush(bm_sharing_t *s, uint32_t bound_ms, void (*done)(void *ud), void *ud);
+
 /** Detaches from the memories and closes the connections; run the loop afterwards. NULL is
  *  ignored. */
 void bm_sharing_free(bm_sharing_t *s);

@@ -822,10 +822,12 @@ void bm_replay_stop(bm_replay_t *rp)
         nr->running = false;
         nr->due_ms = 0;
     }
+    /* What waits for its timer goes to the listener now (at shutdown, to Redis before the
+     * exit); with no listener (detached first) it is dropped. */
+    on_emit_timer(rp->emit_timer, rp);
     bm_timer_close(rp->sweep_timer, on_timer_closed, rp);
     bm_timer_close(rp->kick_timer, on_timer_closed, rp);
-    bm_timer_close(rp->emit_timer, on_timer_closed, rp); /* what waits is not handed over */
-    rp->n_emits = 0;
+    bm_timer_close(rp->emit_timer, on_timer_closed, rp);
 }
 
 void bm_replay_free(bm_replay_t *rp)

@@ -101,8 +101,10 @@ void bm_replay_opts_default(bm_replay_opts_t *o);
 bm_replay_t *bm_replay_new(bm_clock_t *clock, bm_upstream_t *up, bm_pool_t *pool,
                            const bm_chain_info_t *chain, const bm_replay_opts_t *opts);
 
-/** Cancels replays in flight and closes the timers; no callback runs afterwards. The timers
- *  close asynchronously: run the loop, then bm_replay_free. Idempotent. */
+/** Cancels replays in flight and closes the timers; no callback runs afterwards. Entries a
+ *  write stored that still wait for the listener (bm_replay_on_entry) are handed to it from
+ *  inside this call, first. The timers close asynchronously: run the loop, then
+ *  bm_replay_free. Idempotent. */
 void bm_replay_stop(bm_replay_t *rp);
 
 /** Frees the state (after bm_replay_stop and a loop run). NULL is ignored. */

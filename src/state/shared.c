@@ -93,8 +93,12 @@ struct bm_shared {
     unsigned puts_in_flight;
     qrec_t *q_head, *q_tail;
     size_t queued;
-    bm_timer_t *drain_timer; /* sends the queue at the end of its batch window */
-    unsigned mgets;          /* MGETs of the load still unanswered */
+    bm_timer_t *drain_timer;   /* sends the queue at the end of its batch window; while
+                                  flushing, the flush's bound, or its end (see bm_shared_flush) */
+    void (*flushed)(void *ud); /* set while flushing */
+    void *flushed_ud;
+    bool flush_over; /* the flush ended: flushed() runs from the timer */
+    unsigned mgets;  /* MGETs of the load still unanswered */
     uint64_t load_count;
     shared_stats_t st;
     bm_log_limit_t lim;
@@ -259,6 +263,7 @@ static void load(bm_shared_t *sh)
 static void drop_queue(bm_shared_t *sh);
 static void drain(bm_shared_t *sh);
 static void drain_for_room(bm_shared_t *sh);
+static void flush_check(bm_shared_t *sh);
 
 static void on_cmd_state(void *ud, bool up, const char *why)
 {
@@ -269,6 +274,7 @@ static void on_cmd_state(void *ud, bool up, const char *why)
     if (!up) {
         sh->st.outages++;
         drop_queue(sh); /* written back with everything else when Redis returns */
+        flush_check(sh);
         return;
     }
     /* our records first (newer wins in Redis), then everyone's: pipelined in this order */
@@ -422,17 +428,53 @@ static void on_drain_timer(bm_timer_t *t, void *ud)
 {
     (void)t;
     bm_shared_t *sh = ud;
+    if (sh->flushed) { /* the flush is over, or its bound passed */
+        void (*done)(void *) = sh->flushed;
+        sh->flushed = NULL;
+        if (!sh->flush_over)
+            bm_log(BM_LOG_WARN,
+                   "state: shutdown: %zu record(s) not written to redis and %u write(s) "
+                   "unanswered at the end of the shutdown bound",
+                   sh->queued, sh->puts_in_flight);
+        done(sh->flushed_ud);
+        return;
+    }
     if (sh->q_head)
         sh->st.batches++;
     drain(sh);
 }
 
+/* While flushing: once nothing waits and no write is unanswered, the flush ends from the
+ * timer (never from inside a Redis callback: the owner frees everything next). */
+static void flush_check(bm_shared_t *sh)
+{
+    if (!sh->flushed || sh->flush_over || sh->q_head || sh->puts_in_flight)
+        return;
+    sh->flush_over = true;
+    bm_timer_start(sh->drain_timer, 0);
+}
+
 /* An answer from Redis made room in the window: the records waiting for room go now; those
- * waiting for their batch window (the timer is armed) wait for it. */
+ * waiting for their batch window (the timer is armed) wait for it. While flushing nothing
+ * waits for a window. */
 static void drain_for_room(bm_shared_t *sh)
 {
-    if (!bm_timer_active(sh->drain_timer))
+    if (sh->flushed || !bm_timer_active(sh->drain_timer))
         drain(sh);
+    flush_check(sh);
+}
+
+void bm_shared_flush(bm_shared_t *sh, uint32_t bound_ms, void (*done)(void *ud), void *ud)
+{
+    sh->flushed = done;
+    sh->flushed_ud = ud;
+    sh->flush_over = false;
+    bm_timer_stop(sh->drain_timer); /* the window ends now */
+    if (sh->q_head)
+        sh->st.batches++;
+    bm_timer_start(sh->drain_timer, bound_ms);
+    drain(sh);
+    flush_check(sh);
 }
 
 /* Queues a record for the end of its batch window (see BATCH_MS). */
@@ -464,8 +506,13 @@ static int enqueue(bm_shared_t *sh, bool publish_only, const char *topic, const 
     else
         sh->q_head = q;
     sh->q_tail = q;
-    if (sh->queued++ == 0 && !bm_timer_active(sh->drain_timer))
+    if (sh->flushed) { /* shutting down: no window */
+        sh->queued++;
+        drain(sh);
+        flush_check(sh);
+    } else if (sh->queued++ == 0 && !bm_timer_active(sh->drain_timer)) {
         bm_timer_start(sh->drain_timer, BATCH_MS);
+    }
     return 0;
 }
 

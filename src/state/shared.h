@@ -98,6 +98,15 @@ void bm_shared_status_fields(bm_str_t *out, const bm_shared_t *sh);
  *  available, its drops and its timeouts, and the records kept local meanwhile. */
 void bm_shared_metrics(bm_str_t *out, const bm_shared_t *sh);
 
+/**
+ * At shutdown: sends every record waiting for its batch window now (and any queued later at
+ * once), and calls done(ud) once each has been answered by Redis, Redis went away, or
+ * bound_ms passed (logged with what was left). done runs from a timer of this module, never
+ * from inside a Redis callback, so it may free `sh`. Records still reach Redis after a
+ * SIGTERM: the last window's would otherwise be dropped with the process.
+ */
+void bm_shared_flush(bm_shared_t *sh, uint32_t bound_ms, void (*done)(void *ud), void *ud);
+
 /** Closes both connections (commands in flight are cancelled inside this call when it is
  *  not made from a Redis callback) and frees once the loop ran (run it afterwards). NULL
  *  is ignored. */

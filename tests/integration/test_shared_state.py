@@ -194,6 +194,39 @@ class SharedState(unittest.TestCase):
                              "%d batches for %d records in %.1f ms" % (
                                  batches, after["writes"] - before["writes"], elapsed_ms))
 
+    def test_records_of_the_last_window_reach_redis_at_shutdown(self):
+        """A SIGTERM right after an answer: the records still waiting for their batch window
+        (and for room among the writes in flight) are written before the process exits, not
+        dropped with it; another instance would otherwise never learn the last preparations
+        a validator client sent."""
+        a = self.start_mux()
+        vis = range(30000, 31000)  # more than the 256 writes the window keeps in flight
+        many = [{"validator_index": str(v), "fee_recipient": FEE(0x44)} for v in vis]
+        st, _, raw = self.post(a, "/eth/v1/validator/prepare_beacon_proposer", many)
+        self.assertEqual(st, 200, raw)
+        self.stop_mux(a)  # SIGTERM at once, then waits for the exit (code 0)
+        keys = [self.replay_key(v) for v in vis]
+        stored = sum(self.redis.command("EXISTS", *keys[i:i + 250])
+                     for i in range(0, len(keys), 250))
+        self.assertEqual(stored, len(keys), "%d of %d preparations in redis after the exit"
+                         % (stored, len(keys)))
+
+    def test_shutdown_with_redis_hung_still_exits_in_time(self):
+        """The last records wait for Redis at shutdown, but not for a Redis that stopped
+        answering: the exit comes once Redis is judged gone (its timeout), well within the
+        shutdown bound, and with exit code 0."""
+        a = self.start_mux(extra="server:\n  shutdownTimeout: 5s\n")
+        self.redis.proc.signal(signal.SIGSTOP)
+        try:
+            self.prepare(a, 32001, FEE(0x45))  # answered from the local memory at once
+            t0 = time.monotonic()
+            self.stop_mux(a)
+            took = time.monotonic() - t0
+        finally:
+            self.redis.proc.signal(signal.SIGCONT)
+        print("\nexit with redis hung: %.3f s" % took)
+        self.assertLess(took, 5.0 - 1.0, "the exit took %.2f s" % took)
+
     # ---- the replay memory -----------------------------------------------------------------
 
     def test_fresh_instance_replays_what_another_instance_was_told(self):
