@@ -569,10 +569,35 @@ static void adopt_producer(void *ud, uint64_t slot, int node, const uint8_t *sta
         bm_produce_learn(x->to->produce, slot, (int)now->index, state_root, time_ms);
 }
 
+/* One sticky client of the old read path, by node id, as old as it was. */
+static void adopt_sticky(void *ud, uint64_t key, int node, uint64_t age_ms)
+{
+    const adopting_t *x = ud;
+    const bm_node_t *was = node >= 0 ? bm_pool_node(x->from->pool, (size_t)node) : NULL;
+    const bm_node_t *now = was ? bm_pool_find(x->to->pool, was->id) : NULL;
+    if (now)
+        bm_readpath_sticky_adopt(x->to->readpath, key, (int)now->index, age_ms);
+}
+
 int bm_network_adopt_memory(bm_network_t *to, const bm_network_t *from)
 {
     adopting_t x = {to, from};
     bm_produce_each(from->produce, adopt_producer, &x);
+    if (from->readpath && to->readpath)
+        bm_readpath_sticky_each(from->readpath, adopt_sticky, &x);
+    /* the nodes' SSZ refusals, by node id, through the state file's form: kept as a restart
+     * keeps them (the first sight of each node keeps them; a node since upgraded is asked
+     * again) */
+    bm_str_t ssz = BM_STR_INIT;
+    uint64_t wall = bm_clock_wall_now(from->clock);
+    int rc = from->bcast && to->bcast ? bm_broadcast_export_ssz(from->bcast, wall, &ssz) : 0;
+    if (rc == 0 && bm_str_len(&ssz))
+        rc = bm_broadcast_import_ssz(to->bcast, bm_str_data(&ssz), bm_str_len(&ssz), wall) < 0
+                 ? BM_EINVAL
+                 : 0;
+    bm_str_dispose(&ssz);
+    if (rc)
+        return rc;
     return bm_replay_adopt(to->replay, from->replay);
 }
 

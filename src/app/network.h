@@ -82,7 +82,9 @@ bool bm_network_settled(const bm_network_t *n);
  * in the configuration included. The producer memory too (slot -> producing node, by node
  * id: a node `to` does not configure is left out), so that a blinded block or envelope still
  * goes to its producer first after the reload, and with state.driver redis both are
- * written to the Redis `to` connects to (which may be another, or empty). 0 or a BM_E* code.
+ * written to the Redis `to` connects to (which may be another, or empty). The clients that
+ * stick to a node (routing.stickySessions) and the nodes' SSZ refusals too, by node id, so
+ * that a reload does not move a client's reads nor cost a 415 again. 0 or a BM_E* code.
  */
 int bm_network_adopt_memory(bm_network_t *to, const bm_network_t *from);
 

@@ -275,6 +275,18 @@ void bm_readpath_sticky_learn(bm_readpath_t *rp, uint64_t key, int node)
         bm_sticky_set(rp->sticky, key, node, uv_now(rp->loop));
 }
 
+void bm_readpath_sticky_adopt(bm_readpath_t *rp, uint64_t key, int node, uint64_t age_ms)
+{
+    uint64_t now = uv_now(rp->loop);
+    if (rp->sticky && node >= 0 && (size_t)node < bm_pool_count(rp->pool))
+        bm_sticky_set(rp->sticky, key, node, now > age_ms ? now - age_ms : 0);
+}
+
+size_t bm_readpath_sticky_clients(const bm_readpath_t *rp)
+{
+    return rp->sticky ? bm_sticky_total(rp->sticky) : 0;
+}
+
 /* The next node for an attempt of `ex`, or NULL; *wait gets the shortest wait of a node
  * that only lacks a token (0: none). A busy node is a candidate only when every other one
  * is excluded or busy too: a free node of a later set or tier is asked before it, and a

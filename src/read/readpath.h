@@ -180,6 +180,14 @@ void bm_readpath_sticky_each(bm_readpath_t *rp,
  *  there too, unheard by the listener. Ignored without routing.stickySessions. */
 void bm_readpath_sticky_learn(bm_readpath_t *rp, uint64_t key, int node);
 
+/** A network this one replaces (a reload rebuilt it) had client `key` stuck to the node now
+ *  at pool index `node`, last routed age_ms ago: this one sticks it there, as old as it was.
+ *  Ignored without routing.stickySessions. */
+void bm_readpath_sticky_adopt(bm_readpath_t *rp, uint64_t key, int node, uint64_t age_ms);
+
+/** How many clients stick to a node (0 without routing.stickySessions). */
+size_t bm_readpath_sticky_clients(const bm_readpath_t *rp);
+
 /** The counters (docs/read-path.md names the metrics they will become). */
 typedef struct bm_readpath_counters {
     uint64_t reads, attempts, retries, hedges, hedges_won, hedges_refused, blocked,

@@ -16,7 +16,8 @@ void bm_readpath_status_json(bm_str_t *o, void *ud)
                   "\"bucket_waits\":%llu,\"throttled\":%llu,\"ssz_refused\":%llu,"
                   "\"archive_routed\":%llu,\"archive_fallthrough\":%llu,"
                   "\"archive_missing\":%llu,\"consensus_agreed\":%llu,"
-                  "\"consensus_failed\":%llu,\"sticky_moves\":%llu,\"busy_skips\":%llu,"
+                  "\"consensus_failed\":%llu,\"sticky_clients\":%zu,\"sticky_moves\":%llu,"
+                  "\"busy_skips\":%llu,"
                   "\"busy_waits\":%llu}",
                   bm_balance_strategy_name(bm_readpath_strategy(rp)), bm_readpath_active(rp),
                   (unsigned long long)c->reads, (unsigned long long)c->attempts,
@@ -27,6 +28,7 @@ void bm_readpath_status_json(bm_str_t *o, void *ud)
                   (unsigned long long)c->throttled, (unsigned long long)c->ssz_refused,
                   (unsigned long long)c->archive_routed, (unsigned long long)c->archive_fallthrough,
                   (unsigned long long)c->archive_missing, (unsigned long long)c->consensus_agreed,
-                  (unsigned long long)c->consensus_failed, (unsigned long long)c->sticky_moves,
-                  (unsigned long long)c->busy_skips, (unsigned long long)c->busy_waits);
+                  (unsigned long long)c->consensus_failed, bm_readpath_sticky_clients(rp),
+                  (unsigned long long)c->sticky_moves, (unsigned long long)c->busy_skips,
+                  (unsigned long long)c->busy_waits);
 }

@@ -678,6 +678,59 @@ class Reload(unittest.TestCase):
             self.sim.put_node(0, {"slow": 0})
             mux.stop()
 
+    def test_n_rebuilt_network_keeps_sticky_clients_and_ssz_refusals(self):
+        """A reload that rebuilds the network (a node added) keeps what the old one learnt of
+        its clients and nodes: each client still reads from the node it stuck to, and a node
+        known to refuse SSZ is not asked again (the client gets 415 at once)."""
+        sticky = ("routing:\n  stickySessions: {enabled: true, key: X-Client, "
+                  "rebalanceFactor: 10}\n")
+        self.sim.put_node(1, {"no_ssz": True})
+        self.addCleanup(self.sim.put_node, 1, {"no_ssz": False})
+        self.reload(self.config(0, 1, extra=sticky))
+        for n in ("n0", "n1"):
+            self.mux.wait_state(n, "ready", timeout=10)
+        route = "/eth/v1/beacon/states/head/finality_checkpoints"
+        clients = ["client-%d" % k for k in range(6)]
+
+        def read_all():
+            """Every client reads three times; returns {client: node index it was read from}."""
+            where = {}
+            for c in clients:
+                for _ in range(3):
+                    before = [self.sim.requests(i)["data"].get("getStateFinalityCheckpoints", 0)
+                              for i in range(3)]
+                    st, _, raw = self.mux.request("GET", route, headers={
+                        "X-Client": c, "Cache-Control": "no-cache"})
+                    self.assertEqual(st, 200, raw)
+                    after = [self.sim.requests(i)["data"].get("getStateFinalityCheckpoints", 0)
+                             for i in range(3)]
+                    asked = [i for i in range(3) if after[i] > before[i]]
+                    self.assertEqual(len(asked), 1, (c, before, after))
+                    self.assertEqual(where.setdefault(c, asked[0]), asked[0], c)
+            return where
+        stuck = read_all()
+        self.assertEqual(self.mux.status()["read_path"]["sticky_clients"], len(clients))
+        reg = (bytes([9]) * 20 + (30000000).to_bytes(8, "little") +
+               (1700000000).to_bytes(8, "little") + bytes([9]) * 48 + b"\xcc" * 96)
+        ssz = {"Content-Type": "application/octet-stream"}
+        st, _, _ = self.mux.request("POST", "/eth/v1/validator/register_validator", reg, ssz)
+        self.assertEqual(st, 415)  # n1 refused it: learnt now
+
+        mark = self.log_mark()
+        self.reload(self.config(0, 1, 2, extra=sticky))
+        self.wait_log(r"reload: .*network.*rebuilt", mark)
+        status = self.mux.status()
+        self.assertEqual(status["read_path"]["sticky_clients"], len(clients), status["read_path"])
+        for n in ("n0", "n1", "n2"):
+            self.mux.wait_state(n, "ready", timeout=10)
+        mark1 = self.sim.submissions(1)["last_seq"]
+        st, _, _ = self.mux.request("POST", "/eth/v1/validator/register_validator", reg, ssz)
+        self.assertEqual(st, 415)
+        self.assertEqual(self.mux.status()["broadcast"]["ssz_refused_at_once"], 1)
+        self.assertEqual(self.subs_since(1, mark1, "registerValidator"), [])  # not asked again
+        self.assertEqual(read_all(), stuck)
+        self.reload(self.config(0, 1))
+
 
 if __name__ == "__main__":
     main()
