@@ -557,14 +557,21 @@ typedef struct adopting {
     const bm_network_t *from;
 } adopting_t;
 
-/* One slot of the old producer memory, by node id: the pools of the two networks may
- * differ (a node added, removed or moved in the list); a node `to` lacks is left out. */
+/* The node of `to` with the id of `from`'s node at pool index `node`, or NULL: the pools of
+ * the two networks may differ (a node added, removed or moved in the list). */
+static const bm_node_t *same_node(const adopting_t *x, int node)
+{
+    const bm_node_t *was = node >= 0 ? bm_pool_node(x->from->pool, (size_t)node) : NULL;
+    return was ? bm_pool_find(x->to->pool, was->id) : NULL;
+}
+
+/* One slot of the old producer memory, by node id (same_node): a node `to` lacks is left
+ * out. */
 static void adopt_producer(void *ud, uint64_t slot, int node, const uint8_t *state_root,
                            uint64_t time_ms)
 {
     const adopting_t *x = ud;
-    const bm_node_t *was = node >= 0 ? bm_pool_node(x->from->pool, (size_t)node) : NULL;
-    const bm_node_t *now = was ? bm_pool_find(x->to->pool, was->id) : NULL;
+    const bm_node_t *now = same_node(x, node);
     if (now)
         bm_produce_learn(x->to->produce, slot, (int)now->index, state_root, time_ms);
 }
@@ -573,8 +580,7 @@ static void adopt_producer(void *ud, uint64_t slot, int node, const uint8_t *sta
 static void adopt_sticky(void *ud, uint64_t key, int node, uint64_t age_ms)
 {
     const adopting_t *x = ud;
-    const bm_node_t *was = node >= 0 ? bm_pool_node(x->from->pool, (size_t)node) : NULL;
-    const bm_node_t *now = was ? bm_pool_find(x->to->pool, was->id) : NULL;
+    const bm_node_t *now = same_node(x, node);
     if (now)
         bm_readpath_sticky_adopt(x->to->readpath, key, (int)now->index, age_ms);
 }

@@ -269,17 +269,16 @@ void bm_readpath_sticky_each(bm_readpath_t *rp,
     bm_sticky_each(rp->sticky, sticky_walk_one, &w);
 }
 
-void bm_readpath_sticky_learn(bm_readpath_t *rp, uint64_t key, int node)
-{
-    if (rp->sticky && node >= 0 && (size_t)node < bm_pool_count(rp->pool))
-        bm_sticky_set(rp->sticky, key, node, uv_now(rp->loop));
-}
-
 void bm_readpath_sticky_adopt(bm_readpath_t *rp, uint64_t key, int node, uint64_t age_ms)
 {
     uint64_t now = uv_now(rp->loop);
     if (rp->sticky && node >= 0 && (size_t)node < bm_pool_count(rp->pool))
         bm_sticky_set(rp->sticky, key, node, now > age_ms ? now - age_ms : 0);
+}
+
+void bm_readpath_sticky_learn(bm_readpath_t *rp, uint64_t key, int node)
+{
+    bm_readpath_sticky_adopt(rp, key, node, 0);
 }
 
 size_t bm_readpath_sticky_clients(const bm_readpath_t *rp)
