@@ -828,7 +828,8 @@ int bm_hex_decode(const char *s, size_t slen, uint8_t *out, size_t cap, size_t *
         return hex_body(s, slen) < 0 ? BM_EINVAL : BM_ETOOBIG;
     /* One pass: decode every pair and remember whether a digit was none (a table value of
      * 0). Three roots in every race answer: checking first and decoding after read each
-     * digit twice (about 800 instructions a root, against about 350). */
+     * digit twice (about 800 instructions a root, callgrind; the one pass saved 2.2k of a race's
+     * 78.9k, three answers of three roots each). */
     unsigned bad = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned hi = hex_plus1[u[2 * i]], lo = hex_plus1[u[2 * i + 1]];
