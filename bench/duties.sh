@@ -305,6 +305,13 @@ try:
         non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
         return rps, total, lat, int(non2xx.group(1)) if non2xx else 0
 
+    def cpu_us(pid):
+        # user and system time of a process so far, in microseconds (fields 14 and 15 of stat)
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        return 1e6 * int(fields[11]) / tick, 1e6 * int(fields[12]) / tick
+
     print("race throughput (wrk, %d connections, %d s, attestation_data of one slot; %d runs, "
           "interleaved):" % (CONNS, SECONDS, RUNS))
     ratios, mrps, drpss, tl = [], [], [], []
@@ -312,9 +319,13 @@ try:
         slot = truth()["current_slot"] + 1
         before = counts()
         load0 = os.getloadavg()[0]
+        mux0, sim0 = cpu_us(mux.pid), cpu_us(sim.pid)
         rps, total, lat, bad = wrk(mport, slot)
+        mux1, sim1 = cpu_us(mux.pid), cpu_us(sim.pid)
         races = counts() - before
-        drps, _, dlat, dbad = wrk(ports[0], slot)
+        dsim0 = cpu_us(sim.pid)
+        drps, dtotal, dlat, dbad = wrk(ports[0], slot)
+        dsim1 = cpu_us(sim.pid)
         load1 = os.getloadavg()[0]
         ratios.append(rps / drps)
         mrps.append(rps)
@@ -325,6 +336,13 @@ try:
               "beaconmux/direct %.2f; load %.1f -> %.1f" % (
                   run + 1, rps, lat.get("50"), lat.get("99"), bad, total / max(1, races), drps,
                   dlat.get("50"), dlat.get("99"), dbad, rps / drps, load0, load1))
+        # where the time of an answer through beaconmux goes (the machine's two cores run wrk,
+        # beaconmux and the sim): beaconmux's own user and system time, and the sim's
+        print("         CPU per answer through beaconmux: beaconmux %.2f us user + %.2f us system, "
+              "the sim %.2f us; straight to node 0: the sim %.2f us" % (
+                  (mux1[0] - mux0[0]) / total, (mux1[1] - mux0[1]) / total,
+                  (sim1[0] + sim1[1] - sim0[0] - sim0[1]) / total,
+                  (dsim1[0] + dsim1[1] - dsim0[0] - dsim0[1]) / max(1, dtotal)))
     print("  median: through beaconmux %.0f requests/s, straight to node 0 %.0f; beaconmux/direct %.2f "
           "(runs %.2f-%.2f; load average %.1f-%.1f)" % (
               pct(mrps, 50), pct(drpss, 50), pct(ratios, 50), min(ratios), max(ratios), min(tl), max(tl)))

@@ -139,6 +139,7 @@ for n in order:
 print("(user us, system us: the proxy's own CPU per request, from /proc)")
 if runs > 1:
     print("per run requests/s: " + "; ".join("%s %s" % (n, " ".join("%.0f" % r[0] for r in rows[n])) for n in order))
+    print("per run p99 ms: " + "; ".join("%s %s" % (n, " ".join("%.2f" % r[2] for r in rows[n])) for n in order))
 if "beaconmux" in med:
     mux = med["beaconmux"][0]
     print("beaconmux / other proxies (medians): " + ", ".join("%s %.2f" % (n, mux / med[n][0]) for n in order if n not in ("direct", "beaconmux")))

@@ -564,14 +564,23 @@ static bool pick_init(picker_t *pk, bm_json_pick_t *f, size_t n)
         f[k].at = NULL;
         f[k].len = 0;
         f[k].kind = 0;
-        if (!p || p[0] != '/' || strchr(p, '~'))
+        if (!p || p[0] != '/')
             return false;
         uint8_t ns = 0;
         for (p++;; p++) {
             if (ns == BM_JSON_PICK_MAX_SEGMENTS)
                 return false;
-            size_t len = strcspn(p, "/");
-            if (len == strspn(p, "0123456789"))
+            /* the segment's length and whether it is all digits, in one pass: ~580 fewer
+             * instructions per attestation_data answer than strcspn and strspn per segment
+             * (callgrind: bm_json_pick 8.4k -> 7.8k, a race of its own 77.4k -> 75.7k) */
+            size_t len = 0;
+            bool digits = true;
+            for (; p[len] && p[len] != '/'; len++) {
+                if (p[len] == '~')
+                    return false; /* an escape ("~0", "~1"): json-c's lookup reads it */
+                digits = digits && is_digit(p[len]);
+            }
+            if (digits)
                 return false; /* empty or all digits: json-c reads it as an array index */
             pk->seg[k][ns] = p;
             pk->seglen[k][ns++] = len;
