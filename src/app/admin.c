@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/json.h"
+#include "base/memtrim.h"
 #include "cluster/head.h"
 #include "cluster/monitor.h"
 #include "cluster/nodestream.h"
@@ -237,6 +238,12 @@ void bm_admin_status_json(bm_admin_t *a, bm_str_t *o)
     const bm_chain_info_t *c = bm_discovery_chain(a->disc);
     bm_str_puts(o, "{\"version\":\"" BM_VERSION "\"");
     bm_str_printf(o, ",\"uptime_s\":%llu", (unsigned long long)((now - a->started_ms) / 1000));
+    bm_memtrim_stats_t mt = bm_memtrim_stats();
+    bm_str_printf(o,
+                  ",\"memory\":{\"trims\":%llu,\"trims_released\":%llu,\"last_trim_us\":%llu,"
+                  "\"max_trim_us\":%llu}",
+                  (unsigned long long)mt.runs, (unsigned long long)mt.released,
+                  (unsigned long long)mt.last_us, (unsigned long long)mt.max_us);
     if (c->known) {
         uint64_t slot = bm_slot_at(&c->clock, now);
         bm_str_printf(o,

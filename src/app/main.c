@@ -32,6 +32,7 @@
 #include "app/tlslisten.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/memtrim.h"
 #include "edge/front.h"
 #include "http/router.h"
 #include "http/server.h"
@@ -502,6 +503,7 @@ static void close_signals(app_t *a)
 {
     if (a->watchdog_on && !uv_is_closing((uv_handle_t *)&a->watchdog))
         uv_close((uv_handle_t *)&a->watchdog, NULL);
+    bm_memtrim_stop();
     uv_signal_t *s[] = {&a->sigterm, &a->sigint, &a->sighup};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
         if (!uv_is_closing((uv_handle_t *)s[i]))
@@ -733,6 +735,7 @@ int main(int argc, char **argv)
         uv_ref((uv_handle_t *)&a.sigint);
         uv_signal_start(&a.sighup, on_sighup, SIGHUP);
         start_watchdog(&a);
+        bm_memtrim_start(&a.loop, BM_MEMTRIM_EVERY_MS);
         a.running = true;
         uv_run(&a.loop, UV_RUN_DEFAULT);
         bm_log(BM_LOG_INFO, "stopped");
