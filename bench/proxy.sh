@@ -89,8 +89,11 @@ run_wrk() { # name port pid
   # warm-up (connections, caches), then the measured run
   taskset -c 1 wrk -t1 -c"$CONNS" -d2s "http://127.0.0.1:$port$BENCH_PATH" >/dev/null
   read -r u0 s0 < <(ticks "$pid")
+  nstat -n 2>/dev/null || true # TCP counters from here (the whole network namespace: loopback)
   out=$(taskset -c 1 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "http://127.0.0.1:$port$BENCH_PATH")
   read -r u1 s1 < <(ticks "$pid")
+  local segs
+  segs=$(nstat -z TcpOutSegs 2>/dev/null | awk '$1 == "TcpOutSegs" {print $2}')
   local rps p50 p99 errs n
   n=$(awk '/ requests in / {print $1}' <<<"$out")
   rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
@@ -102,7 +105,10 @@ run_wrk() { # name port pid
   hz=$(getconf CLK_TCK)
   cpu=$(python3 -c "import sys; u,s,n,hz=map(float,sys.argv[1:]); print('%.1f|%.1f' % ((u*1e6/hz)/n, (s*1e6/hz)/n))" \
     "$((u1 - u0))" "$((s1 - s0))" "${n:-1}" "$hz")
-  results+=("$name|$rps|$p50|$p99|$errs|$cpu")
+  # TCP segments sent per request, both ends of every loopback connection counted once
+  segs=$(python3 -c "import sys; print('%.2f' % (float(sys.argv[1] or 'nan') / float(sys.argv[2] or 1)))" \
+    "${segs:-}" "${n:-1}")
+  results+=("$name|$rps|$p50|$p99|$errs|$cpu|$segs")
 }
 
 for _ in $(seq 1 "$RUNS"); do
@@ -121,22 +127,23 @@ def ms(v):
 runs, conns, load = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 order, rows = [], {}
 for r in sys.argv[4:]:
-    name, rps, p50, p99, errs, user, system = r.split("|")
+    name, rps, p50, p99, errs, user, system, segs = r.split("|")
     if name not in rows:
         order.append(name); rows[name] = []
-    rows[name].append((float(rps), ms(p50), ms(p99), float(user), float(system), errs.strip()))
-med = {n: [statistics.median(col) for col in list(zip(*rows[n]))[:5]] for n in order}
+    rows[name].append((float(rps), ms(p50), ms(p99), float(user), float(system), float(segs), errs.strip()))
+med = {n: [statistics.median(col) for col in list(zip(*rows[n]))[:6]] for n in order}
 base = med["direct"][0]
 what = "median of %d runs" % runs if runs > 1 else "one run"
 print("\nproxy benchmark: wrk -t1 -c%s, one ~300-byte JSON GET; servers on core 0, wrk on core 1 (%s)" % (conns, what))
-print("%-10s %12s %10s %10s %8s %9s %9s  %s" % ("target", "requests/s", "p50 ms", "p99 ms", "ratio",
-                                               "user us", "system us", "errors"))
+print("%-10s %12s %10s %10s %8s %9s %9s %6s  %s" % ("target", "requests/s", "p50 ms", "p99 ms", "ratio",
+                                                    "user us", "system us", "segs", "errors"))
 for n in order:
-    rps, p50, p99, user, system = med[n]
+    rps, p50, p99, user, system, segs = med[n]
     errs = " ".join(sorted({e for *_, e in rows[n] if e}))
     cpu = ("%9s %9s" % ("-", "-")) if n == "direct" else ("%9.2f %9.2f" % (user, system))
-    print("%-10s %12.0f %10.3f %10.3f %8.2f %s  %s" % (n, rps, p50, p99, rps / base, cpu, errs))
-print("(user us, system us: the proxy's own CPU per request, from /proc)")
+    print("%-10s %12.0f %10.3f %10.3f %8.2f %s %6.2f  %s" % (n, rps, p50, p99, rps / base, cpu, segs, errs))
+print("(user us, system us: the proxy's own CPU per request, from /proc; segs: TCP segments sent per")
+print(" request on the machine, nstat: 2 direct, 4 through a proxy that adds no packet of its own)")
 if runs > 1:
     print("per run requests/s: " + "; ".join("%s %s" % (n, " ".join("%.0f" % r[0] for r in rows[n])) for n in order))
     print("per run p99 ms: " + "; ".join("%s %s" % (n, " ".join("%.2f" % r[2] for r in rows[n])) for n in order))
