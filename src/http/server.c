@@ -182,12 +182,15 @@ static void dirty_remove(conn_t *c)
     bm_link_unlink(&c->dirty_link);
 }
 
+/* A queue, not a stack: the answers completed in one loop iteration leave in the order they
+ * completed, so a busy iteration does not write its oldest answer last (that was a tenth
+ * of a millisecond on a proxy's p99 at 64 connections). */
 void bm_srv_dirty_add(conn_t *c)
 {
     if (bm_link_linked(&c->dirty_link))
         return;
     bm_server_t *srv = c->srv;
-    bm_list_push_front(&srv->dirty, &c->dirty_link);
+    bm_list_push_back(&srv->dirty, &c->dirty_link);
     uv_idle_start(&srv->idle, on_idle); /* no effect when already active */
 }
 

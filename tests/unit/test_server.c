@@ -78,6 +78,11 @@ struct fx {
     uint64_t tick_ms;           /* /nonreader: the previous tick */
     size_t queued_after_tick;   /* /nonreader: bytes queued when the previous tick ended */
     uint64_t progress_after_ms; /* /nonreader: the server's last progress came after this */
+    bm_req_t *holds[4];         /* /hold?k=<i>: held until all four are */
+    int nheld;
+    int release_order[4]; /* the order the four holds are answered in, in one go */
+    int after_order[4];   /* /after?k=<i>: the order the handler saw them in */
+    int nafter;
 };
 
 static void run_client(void *arg)
@@ -493,6 +498,28 @@ static void shutdown_answer(uv_timer_t *t)
     f->held = NULL;
 }
 
+/* Answers the four held requests one after the other, in one loop iteration. */
+static void release_holds(uv_timer_t *t)
+{
+    fx_t *f = t->data;
+    for (int i = 0; i < 4; i++) {
+        int k = f->release_order[i];
+        bm_buf_t *b = bm_buf_from_str("held");
+        bm_resp_send(f->holds[k], 200, "text/plain", b, NULL);
+        bm_buf_unref(b);
+        f->holds[k] = NULL;
+    }
+}
+
+/* ?k=<0-3> */
+static int query_k(bm_req_t *req)
+{
+    size_t ql;
+    const char *q = bm_req_query(req, &ql);
+    int k = q && ql == 3 && q[0] == 'k' && q[1] == '=' ? q[2] - '0' : -1;
+    return k >= 0 && k < 4 ? k : -1;
+}
+
 static void handler(bm_req_t *req, void *ud)
 {
     fx_t *f = ud;
@@ -546,6 +573,15 @@ static void handler(bm_req_t *req, void *ud)
         uv_timer_start(&l->t, later_fire, (uint64_t)d, 0);
         if (++f->in_flight > f->max_in_flight)
             f->max_in_flight = f->in_flight;
+    } else if (strcmp(path, "/hold") == 0 && query_k(req) >= 0 && !f->holds[query_k(req)]) {
+        f->holds[query_k(req)] = req;
+        if (++f->nheld == 4)
+            uv_timer_start(&f->t1, release_holds, 0, 0);
+    } else if (strcmp(path, "/after") == 0 && query_k(req) >= 0 && f->nafter < 4) {
+        f->after_order[f->nafter++] = query_k(req);
+        bm_buf_t *b = bm_buf_from_str("after");
+        bm_resp_send(req, 200, "text/plain", b, NULL);
+        bm_buf_unref(b);
     } else if (strcmp(path, "/slow") == 0) {
         f->held = req;
         bm_req_on_abort(req, slow_abort, f);
@@ -661,6 +697,44 @@ static void pipelining_in_order(void **state)
     assert_int_equal(f.handled, 6);
     assert_int_equal(f.max_in_flight, 1); /* one request of a connection at a time */
     assert_int_equal(f.nested_calls, 0);  /* the next one starts from the loop */
+}
+
+static void client_completion_order(fx_t *f)
+{
+    client_t c[4];
+    for (int i = 0; i < 4; i++)
+        CHECK(f, cl_connect(&c[i], f->port, 0) == 0);
+    for (int i = 0; i < 4; i++) {
+        /* One send: the second request is in the server's buffer when the first is held. */
+        char reqs[160];
+        snprintf(reqs, sizeof reqs,
+                 "GET /hold?k=%d HTTP/1.1\r\nHost: t\r\n\r\n"
+                 "GET /after?k=%d HTTP/1.1\r\nHost: t\r\n\r\n",
+                 i, i);
+        CHECK(f, cl_send_z(&c[i], reqs));
+    }
+    for (int i = 0; i < 4; i++) {
+        CHECK(f, cl_read(&c[i]) == 0 && c[i].status == 200 && body_is(&c[i], "held"));
+        CHECK(f, cl_read(&c[i]) == 0 && c[i].status == 200 && body_is(&c[i], "after"));
+        cl_close(&c[i]);
+    }
+}
+
+static void answers_leave_in_completion_order(void **state)
+{
+    /* Answers completed in one loop iteration are written, and their connections' next
+     * requests taken, in the order they completed: a queue, not a stack. A stack writes
+     * the oldest answer of a busy iteration last, which showed as a proxy's p99. */
+    static const int orders[][4] = {{2, 0, 3, 1}, {0, 1, 2, 3}, {3, 2, 1, 0}};
+    for (size_t o = 0; o < sizeof orders / sizeof orders[0]; o++) {
+        fx_t f;
+        fx_start(&f, NULL, client_completion_order);
+        memcpy(f.release_order, orders[o], sizeof f.release_order);
+        fx_finish(&f);
+        assert_int_equal(f.handled, 8);
+        assert_int_equal(f.nafter, 4);
+        assert_memory_equal(f.after_order, orders[o], sizeof f.after_order);
+    }
 }
 
 static void client_pipelining_backpressure(fx_t *f)
@@ -1361,6 +1435,7 @@ int main(void)
         cmocka_unit_test(keep_alive),
         cmocka_unit_test(pipelining_in_order),
         cmocka_unit_test(pipelining_over_high_water),
+        cmocka_unit_test(answers_leave_in_completion_order),
         cmocka_unit_test(chunked_request_body),
         cmocka_unit_test(expect_continue),
         cmocka_unit_test(streaming_chunked_response),
