@@ -240,10 +240,12 @@ void bm_admin_status_json(bm_admin_t *a, bm_str_t *o)
     bm_str_printf(o, ",\"uptime_s\":%llu", (unsigned long long)((now - a->started_ms) / 1000));
     bm_memtrim_stats_t mt = bm_memtrim_stats();
     bm_str_printf(o,
-                  ",\"memory\":{\"trims\":%llu,\"trims_released\":%llu,\"last_trim_us\":%llu,"
+                  ",\"memory\":{\"trim_interval_ms\":%llu,\"trims\":%llu,\"trims_released\":%llu,"
+                  "\"last_trim_us\":%llu,"
                   "\"max_trim_us\":%llu}",
-                  (unsigned long long)mt.runs, (unsigned long long)mt.released,
-                  (unsigned long long)mt.last_us, (unsigned long long)mt.max_us);
+                  (unsigned long long)mt.every_ms, (unsigned long long)mt.runs,
+                  (unsigned long long)mt.released, (unsigned long long)mt.last_us,
+                  (unsigned long long)mt.max_us);
     if (c->known) {
         uint64_t slot = bm_slot_at(&c->clock, now);
         bm_str_printf(o,

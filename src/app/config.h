@@ -127,8 +127,9 @@ typedef struct bm_config_server {
     uint32_t max_connections;
     uint32_t max_connections_per_client;
     uint32_t send_timeout_ms;
-    uint32_t shutdown_timeout_ms; /* bound for in-flight requests on SIGTERM */
-    char **allowed_clients;       /* owned CIDR blocks; none: every client address */
+    uint32_t shutdown_timeout_ms;     /* bound for in-flight requests on SIGTERM */
+    uint32_t memory_trim_interval_ms; /* free memory back to the kernel; 0: never */
+    char **allowed_clients;           /* owned CIDR blocks; none: every client address */
     size_t n_allowed_clients;
     bool reuse_port; /* SO_REUSEPORT on the listener (upgrades beside the old process) */
     bm_config_server_tls_t tls;

@@ -629,6 +629,8 @@ static const bm_cfg_key_t server_keys[] = {
              BM_DEFAULT_SERVER_SEND_TIMEOUT_MS),
     DURATION(T, "shutdownTimeout", shutdown_timeout_ms, 0, D_MAX,
              BM_DEFAULT_SERVER_SHUTDOWN_TIMEOUT_MS),
+    DURATION(T, "memoryTrimInterval", memory_trim_interval_ms, 0, D_MAX,
+             BM_DEFAULT_SERVER_MEMORY_TRIM_INTERVAL_MS),
     STRINGS(T,  "allowedClients",  allowed_clients, n_allowed_clients, 256, bm_cidr_problem),
     BOOL(T,     "reusePort",       reuse_port,          false),
     SECTION(T,  "tls",             tls, bm_config_server_tls_t, bm_cfg_server_tls),

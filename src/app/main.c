@@ -269,6 +269,8 @@ static void set_server_limits(const bm_config_t *c, void *ud)
             bm_server_set_opts(a->tls_server, &o.server);
     }
     check_fd_limit(c);
+    if (a->running)
+        bm_memtrim_set(&a->loop, c->server.memory_trim_interval_ms);
 }
 
 static void on_old_server_drained(bm_server_t *srv, void *ud)
@@ -735,7 +737,7 @@ int main(int argc, char **argv)
         uv_ref((uv_handle_t *)&a.sigint);
         uv_signal_start(&a.sighup, on_sighup, SIGHUP);
         start_watchdog(&a);
-        bm_memtrim_start(&a.loop, BM_MEMTRIM_EVERY_MS);
+        bm_memtrim_set(&a.loop, bm_reload_config(a.reload)->server.memory_trim_interval_ms);
         a.running = true;
         uv_run(&a.loop, UV_RUN_DEFAULT);
         bm_log(BM_LOG_INFO, "stopped");

@@ -9,7 +9,7 @@
 
 static struct {
     uv_timer_t timer;
-    bool on;      /* the timer runs */
+    bool on;      /* the timer's handle is open (st.every_ms says whether it runs) */
     bool closing; /* its handle is being closed: it cannot start again yet */
     bm_memtrim_stats_t st;
 } g_trim;
@@ -40,16 +40,24 @@ static void on_timer(uv_timer_t *t)
     bm_memtrim_now();
 }
 
-void bm_memtrim_start(uv_loop_t *loop, uint64_t every_ms)
+void bm_memtrim_set(uv_loop_t *loop, uint64_t every_ms)
 {
-    if (g_trim.on || g_trim.closing)
+    if (g_trim.closing)
+        return; /* set after a stop: the process is ending */
+    if (!g_trim.on) {
+        if (!every_ms)
+            return;
+        uv_timer_init(loop, &g_trim.timer);
+        uv_unref((uv_handle_t *)&g_trim.timer); /* never the reason the loop runs */
+        g_trim.on = true;
+    }
+    if (every_ms == g_trim.st.every_ms)
         return;
-    if (!every_ms)
-        every_ms = BM_MEMTRIM_EVERY_MS;
-    uv_timer_init(loop, &g_trim.timer);
-    g_trim.on = true;
-    uv_timer_start(&g_trim.timer, on_timer, every_ms, every_ms);
-    uv_unref((uv_handle_t *)&g_trim.timer); /* never the reason the loop runs */
+    g_trim.st.every_ms = every_ms;
+    if (every_ms)
+        uv_timer_start(&g_trim.timer, on_timer, every_ms, every_ms);
+    else
+        uv_timer_stop(&g_trim.timer);
 }
 
 static void on_closed(uv_handle_t *h)
@@ -64,6 +72,7 @@ void bm_memtrim_stop(void)
         return;
     g_trim.on = false;
     g_trim.closing = true;
+    g_trim.st.every_ms = 0;
     uv_close((uv_handle_t *)&g_trim.timer, on_closed);
 }
 

@@ -9,9 +9,12 @@
  * malloc_trim(0) called on that process gave the creep back. malloc_trim(0) returns every
  * whole free page (madvise), so resident memory follows what is held.
  *
- * One per process (the C library's heap is): started by main, read by the status page. The
- * trim runs from a loop timer that does not keep the loop alive, on the loop that serves
- * duties, so how long it takes is kept and shown. Without glibc it does nothing.
+ * One per process (the C library's heap is): set by main from server.memoryTrimInterval (and
+ * again on a reload), read by the status page. The trim runs from a loop timer that does not
+ * keep the loop alive, on the loop that serves duties, so how long it takes is kept and
+ * shown: it grows with the free memory it walks (about 4-8 ms for a 64 MiB heap half freed,
+ * 60 ms for 512 MiB, measured with glibc 2.36), which is why the interval can be longer or
+ * off. Without glibc it does nothing.
  */
 #ifndef BM_MEMTRIM_H
 #define BM_MEMTRIM_H
@@ -20,18 +23,20 @@
 #include <stdint.h>
 #include <uv.h>
 
-/** The default interval between two trims. */
-#define BM_MEMTRIM_EVERY_MS 60000
-
 typedef struct bm_memtrim_stats {
+    uint64_t every_ms; /* the interval now, 0 when the timer is off */
     uint64_t runs;     /* trims done */
     uint64_t released; /* trims that gave memory back */
     uint64_t last_us;  /* how long the last one took */
     uint64_t max_us;   /* and the longest */
 } bm_memtrim_stats_t;
 
-/** Starts trimming every `every_ms` milliseconds (0: BM_MEMTRIM_EVERY_MS) on `loop`. */
-void bm_memtrim_start(uv_loop_t *loop, uint64_t every_ms);
+/**
+ * Trims every `every_ms` milliseconds on `loop` from now on; 0 turns the timer off. Called
+ * again (a reload), a new interval restarts the timer, the same one leaves it as it is.
+ * The loop must stay the same until bm_memtrim_stop.
+ */
+void bm_memtrim_set(uv_loop_t *loop, uint64_t every_ms);
 
 /** One trim now, counted like the timer's. Returns whether memory was given back. */
 bool bm_memtrim_now(void);

@@ -731,6 +731,21 @@ class Reload(unittest.TestCase):
         self.assertEqual(read_all(), stuck)
         self.reload(self.config(0, 1))
 
+    def test_o_memory_trim_interval_follows_the_file(self):
+        """server.memoryTrimInterval: the default once a minute, a new interval applied on
+        SIGHUP (its trims then come at that pace), 0 turns the trims off."""
+        memory = lambda: self.mux.status()["memory"]  # noqa: E731
+        self.assertEqual(memory()["trim_interval_ms"], 60000)
+        self.reload(self.config(0, 1, extra="server:\n  memoryTrimInterval: 100ms\n"))
+        self.assertEqual(memory()["trim_interval_ms"], 100)
+        before = memory()["trims"]
+        wait_for(lambda: memory()["trims"] >= before + 3, 10, what="three trims at 100 ms")
+        self.assertGreaterEqual(memory()["max_trim_us"], memory()["last_trim_us"])
+        self.reload(self.config(0, 1, extra="server:\n  memoryTrimInterval: 0\n"))
+        self.assertEqual(memory()["trim_interval_ms"], 0)
+        self.reload(self.config(0, 1))
+        self.assertEqual(memory()["trim_interval_ms"], 60000)
+
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_memtrim: the once-a-minute trim of the C library's free memory: its timer trims on
- * time and counts, it never keeps the loop alive, and (glibc's own allocator only, so not
+ * time and counts, an interval of 0 turns it off and a new one on again (a reload), it
+ * never keeps the loop alive, and (glibc's own allocator only, so not
  * under AddressSanitizer, whose allocator keeps freed memory in quarantine) free pages in
  * the middle of the heap go back to the kernel.
  */
@@ -32,7 +33,10 @@ static void test_timer_trims_on_time_and_counts(void **state)
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
     bm_memtrim_stats_t before = bm_memtrim_stats();
-    bm_memtrim_start(&loop, 20);
+    bm_memtrim_set(&loop, 0); /* off: no timer at all */
+    assert_int_equal(bm_memtrim_stats().every_ms, 0);
+    bm_memtrim_set(&loop, 20);
+    assert_int_equal(bm_memtrim_stats().every_ms, 20);
     RUN_FOR(&loop, 10);
     assert_int_equal(bm_memtrim_stats().runs, before.runs); /* not before its interval */
     RUN_UNTIL(&loop, bm_memtrim_stats().runs >= before.runs + 3, 2000);
@@ -41,12 +45,23 @@ static void test_timer_trims_on_time_and_counts(void **state)
     assert_true(after.max_us >= after.last_us);
     /* the timer alone does not keep the loop running: uv_run returns at once */
     assert_int_equal(uv_run(&loop, UV_RUN_NOWAIT), 0);
+    /* a reload to 0 turns it off, and to an interval on again, with the new interval */
+    bm_memtrim_set(&loop, 0);
+    assert_int_equal(bm_memtrim_stats().every_ms, 0);
+    uint64_t off = bm_memtrim_stats().runs;
+    RUN_FOR(&loop, 60);
+    assert_int_equal(bm_memtrim_stats().runs, off);
+    bm_memtrim_set(&loop, 5);
+    assert_int_equal(bm_memtrim_stats().every_ms, 5);
+    RUN_UNTIL(&loop, bm_memtrim_stats().runs > off, 2000);
+    assert_true(bm_memtrim_stats().runs > off);
     bm_memtrim_stop();
+    assert_int_equal(bm_memtrim_stats().every_ms, 0);
     uint64_t stopped = bm_memtrim_stats().runs;
     RUN_FOR(&loop, 60);
     assert_int_equal(bm_memtrim_stats().runs, stopped); /* stopped means stopped */
     /* and it can start again once its handle closed (the run above closed it) */
-    bm_memtrim_start(&loop, 5);
+    bm_memtrim_set(&loop, 5);
     RUN_UNTIL(&loop, bm_memtrim_stats().runs > stopped, 2000);
     assert_true(bm_memtrim_stats().runs > stopped);
     bm_memtrim_stop();
