@@ -125,6 +125,8 @@ function renderHeat(d) {
       const slot = String(from + BigInt(i));
       const words = [`${node.id}, slot ${slot}`, MARK_WORD[c.m] || c.m];
       if (c.d !== null) words.push(`arrived ${c.d} ms into the slot`);
+      // a head beaconmux learnt by asking the node has no arrival time
+      else if (c.m === "ok" || c.m === "off_chain") words.push("seen when asked, arrival time unknown");
       if (c.o) words.push("optimistic");
       const div = el("div", {class: `cell m-${c.m}${c.o ? " opt" : ""}`, role: "cell",
         "data-node": node.id, "data-slot": slot, "data-mark": c.m, title: words.join(", "),

@@ -153,6 +153,8 @@ static void record_delay(bm_head_t *t, node_t *v, pend_t *p)
     if (p->delay_done)
         return;
     p->delay_done = true;
+    if (p->polled)
+        return; /* when beaconmux asked, not when the node had it */
     int64_t d = (int64_t)p->received_ms - (int64_t)slot_start(t, p->slot);
     if (d > INT32_MAX)
         d = INT32_MAX;
@@ -191,6 +193,7 @@ static void apply(bm_head_t *t, size_t vi, pend_t *p)
     v->payload = p->payload;
     v->topic = p->topic;
     v->received_ms = p->received_ms;
+    v->polled = p->polled;
     v->optimistic = p->optimistic;
     v->head_optimistic = p->optimistic;
     if (v->has_reorg && !eq(v->reorg_to, p->root))
@@ -248,6 +251,12 @@ static void announce(bm_head_t *t, size_t vi, pend_t p)
         clear_pending(v);
         v->stale = false;
         v->connected = true;
+        if (v->polled && !p.polled) {
+            /* its stream announced the head a poll found: no longer only polled, but the
+             * event is no arrival time either (it may be a later payload update) */
+            v->polled = false;
+            note_node(t, vi);
+        }
         if (p.payload != BM_PAYLOAD_UNKNOWN && p.payload != v->payload) {
             v->payload = p.payload;
             note_node(t, vi);
@@ -1007,6 +1016,7 @@ int bm_head_on_head(bm_head_t *t, size_t node, const bm_head_event_t *ev, uint64
     p.payload = ev->payload;
     p.topic = ev->topic;
     p.received_ms = now_ms;
+    p.polled = ev->polled;
     p.raw = copy_raw(ev->raw, ev->raw_len);
     announce(t, node, p);
     leave(t);
@@ -1264,6 +1274,7 @@ int bm_head_node_view(const bm_head_t *t, size_t node, bm_head_node_view_t *out)
     out->topic = v->topic;
     out->optimistic = v->optimistic || v->head_optimistic;
     out->received_ms = v->received_ms;
+    out->polled = v->polled;
     out->pending = v->has_pending;
     if (v->has_pending) {
         out->pending_slot = v->pend.slot;

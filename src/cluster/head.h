@@ -101,6 +101,8 @@ typedef struct bm_head_event {
     bool optimistic;  /* `execution_optimistic` */
     bm_payload_status_t payload;
     bm_head_topic_t topic;
+    bool polled;     /* the answer to GET headers/head, not an event: it tells what the node
+                        had when asked, not when it got it (no arrival time) */
     const char *raw; /* the event's data (JSON text), copied; may be NULL */
     size_t raw_len;
 } bm_head_event_t;
@@ -194,6 +196,8 @@ typedef struct bm_head_node_view {
     bm_head_topic_t topic;
     bool optimistic; /* its latest head announcement was optimistic */
     uint64_t received_ms;
+    bool polled;  /* that head came from a poll (and its stream has not announced it since):
+                     received_ms is when beaconmux asked */
     bool pending; /* a head announced too early, waiting for its time */
     uint64_t pending_slot;
     uint8_t pending_root[32];

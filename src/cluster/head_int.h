@@ -47,6 +47,7 @@ typedef struct pend {
     bm_payload_status_t payload;
     bm_head_topic_t topic;
     uint64_t received_ms;
+    bool polled;     /* a poll's answer (bm_head_event_t.polled): no arrival delay */
     bool delay_done; /* its arrival delay is recorded */
     bm_buf_t *raw;
 } pend_t;
@@ -66,6 +67,7 @@ typedef struct node {
     bm_payload_status_t payload;
     bm_head_topic_t topic;
     uint64_t received_ms;
+    bool polled; /* its believed head came from a poll */
     pend_t pend;
     uint64_t td_slot, td_early_ms;
     uint64_t sync_slot, sync_at_ms;

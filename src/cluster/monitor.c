@@ -87,9 +87,7 @@ struct mnode {
     bool poll_judged;      /* it went unanswered past the probe time: the pool was told */
     uint64_t poll_look_ms; /* probe time passed: end of the one more look (see judge_probes) */
     uint64_t last_stream_head_ms; /* wall time of the last head event from its stream */
-    bool has_stream_root;         /* ... and the root it announced */
-    uint8_t stream_root[32];
-    char *version; /* discovery's version when the ladder was last reset */
+    char *version;                /* discovery's version when the ladder was last reset */
     bm_monitor_node_info_t info;
 };
 
@@ -234,7 +232,8 @@ static void on_head_answer(mreq_t *r, const bm_xfer_result_t *res, uint64_t now)
 {
     mnode_t *mn = r->mn;
     bm_monitor_t *m = mn->m;
-    bm_head_event_t ev = {.payload = BM_PAYLOAD_UNKNOWN, .topic = BM_HEAD_TOPIC_HEAD};
+    bm_head_event_t ev = {
+        .payload = BM_PAYLOAD_UNKNOWN, .topic = BM_HEAD_TOPIC_HEAD, .polled = true};
     uint8_t parent[32];
     mn->poll_busy = false;
     if (res->err || res->status != 200 ||
@@ -489,8 +488,6 @@ static bool feed(mnode_t *mn, const char *topic, size_t tl, json_object *doc, co
         const char *ps = bm_json_get_str(d, "/payload_status");
         ev.payload = ps ? bm_payload_status_parse(ps, strlen(ps)) : BM_PAYLOAD_UNKNOWN;
         mn->last_stream_head_ms = now;
-        mn->has_stream_root = true;
-        memcpy(mn->stream_root, ev.root, 32);
         return bm_head_on_head(m->head, mn->idx, &ev, now) == 0;
     }
     if (topic_is(topic, tl, "block")) {
@@ -1137,8 +1134,7 @@ int bm_monitor_node_info(const bm_monitor_t *m, size_t node, bm_monitor_node_inf
         out->waiting_since_ms = st.attempt_since_ms;
     }
     bm_head_node_view_t v;
-    out->head_polled = bm_head_node_view(m->head, node, &v) == 0 && v.has_head &&
-                       !(mn->has_stream_root && memcmp(mn->stream_root, v.root, 32) == 0);
+    out->head_polled = bm_head_node_view(m->head, node, &v) == 0 && v.has_head && v.polled;
     return 0;
 }
 

@@ -96,8 +96,8 @@ typedef struct bm_monitor_node_info {
                                   each made the node unreachable */
     uint64_t last_poll_ms;     /* wall time of the last one sent (0: never) */
     const char *last_poll_why; /* why (bm_headpoll_reason_name, or "connect"); static */
-    bool head_polled;          /* the tracker's head for this node did not come from its stream
-                                  (the stream never announced that root): it was polled */
+    bool head_polled;          /* the tracker's head for this node came from a poll, and
+                                  its stream has not announced that root since */
     int stream_state;          /* bm_nodestream_state_t of the main stream */
     uint64_t waiting_since_ms; /* wall time the stream's current attempt was sent, while it
                                   has received no response head yet (0: not waiting) */

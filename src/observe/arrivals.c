@@ -15,7 +15,7 @@ static const double arrival_bounds[] = {0.05, 0.1, 0.2, 0.4, 0.8, 1, 2, 4, 6, 8,
 
 typedef struct cell {
     uint64_t slot;
-    int32_t delay_ms;
+    int32_t delay_ms; /* INT32_MIN: not known (a polled head) */
     uint8_t root[32];
     bool used;
     bool optimistic;
@@ -86,10 +86,14 @@ bool bm_arrivals_on_view(bm_arrivals_t *a, size_t node, const bm_head_node_view_
     cell_t *c = &nr->cells[v->slot % BM_ARRIVALS_SLOTS];
     c->used = true;
     c->slot = v->slot;
-    c->delay_ms = (int32_t)d;
+    /* A polled head (the first one of a node whose stream sends nothing before its first
+     * event, or one of a node without a stream) was there when beaconmux asked: that says
+     * which block the node had, not when it got it. */
+    c->delay_ms = v->polled ? INT32_MIN : (int32_t)d;
     memcpy(c->root, v->root, 32);
     c->optimistic = v->optimistic;
-    bm_hist_add(&nr->hist, (double)d / 1000.0);
+    if (!v->polled)
+        bm_hist_add(&nr->hist, (double)d / 1000.0);
     return true;
 }
 

@@ -5,8 +5,10 @@
  *
  * It is fed each node's view from the head tracker (cluster/head.h) whenever it changes:
  * a believed head the node had not announced before is one arrival, at its receipt time
- * minus its slot's start (negative for a head that came early). Each node keeps the last
- * BM_ARRIVALS_SLOTS slots it announced a head for, with the root and whether it was
+ * minus its slot's start (negative for a head that came early). A head beaconmux learnt by
+ * asking the node (a poll: before its stream's first event, or with no stream) is an
+ * arrival without a time: it says which block the node had, not when it got it. Each node keeps the
+ * last BM_ARRIVALS_SLOTS slots it announced a head for, with the root and whether it was
  * optimistic. What a cell means is decided when it is read, against the canonical chain
  * as it is then (a caller's function): the node's head at that slot was the canonical block
  * (ok) or another one (off_chain: a fork, or a block later re-orged), or the node announced
@@ -63,8 +65,8 @@ const bm_hist_t *bm_arrivals_hist(const bm_arrivals_t *a, size_t node);
 
 /**
  * The mark of `node` at `slot` against the canonical chain `canon` (with `ud`), and its
- * arrival delay in ms into *delay_ms when it announced a head at that slot (else
- * INT32_MIN); *optimistic says whether that head was announced optimistic.
+ * arrival delay in ms into *delay_ms when it announced a head at that slot (else, and for
+ * a polled head, INT32_MIN); *optimistic says whether that head was announced optimistic.
  */
 bm_arrival_mark_t bm_arrivals_mark(const bm_arrivals_t *a, size_t node, uint64_t slot,
                                    bm_arrivals_canon_fn canon, void *ud, int32_t *delay_ms,

@@ -87,6 +87,29 @@ static void test_marks(void **state)
     bm_arrivals_free(a);
 }
 
+/* A head learnt by a poll (a stream that sends nothing before its first event, or none at
+ * all) says which block the node had, not when: the cell is judged, with no time, and no
+ * histogram sample; the node's next head from its stream has its time again. */
+static void test_polled_head_has_no_time(void **state)
+{
+    (void)state;
+    bm_arrivals_t *a = bm_arrivals_new(1);
+    bm_head_node_view_t v = {.has_head = true, .slot = 1, .polled = true};
+    memset(v.root, 2, 32);
+    v.received_ms = bm_slot_start_ms(&CLOCK, 1) + 900; /* when beaconmux asked */
+    assert_true(bm_arrivals_on_view(a, 0, &v, &CLOCK));
+    assert_true(announce(a, 0, 2, 3, 600, false));
+    int32_t d;
+    bool o;
+    assert_int_equal(mark(a, 0, 1, &d, &o), BM_ARRIVAL_OK);
+    assert_int_equal(d, INT32_MIN);
+    assert_int_equal(mark(a, 0, 2, &d, &o), BM_ARRIVAL_OK);
+    assert_int_equal(d, 600);
+    assert_int_equal(bm_arrivals_hist(a, 0)->count, 1);
+    assert_int_equal(mark(a, 0, 0, &d, &o), BM_ARRIVAL_UNKNOWN); /* watched from the poll on */
+    bm_arrivals_free(a);
+}
+
 /* Before a node's first arrival nothing is known of it; a node never heard is missing
  * from the first slot any node announced. */
 static void test_watched_since(void **state)
@@ -144,6 +167,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_marks),
         cmocka_unit_test(test_watched_since),
+        cmocka_unit_test(test_polled_head_has_no_time),
         cmocka_unit_test(test_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

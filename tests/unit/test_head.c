@@ -1178,6 +1178,27 @@ static void test_arrival_delays_and_firsts(void **state)
     assert_int_equal(view(1).delays_ms[0], 10);
 }
 
+/* A head learnt by asking the node (GET headers/head) is its head like any other, but its
+ * receipt time is when beaconmux asked, not an arrival: no delay is recorded for it. */
+static void test_polled_head_has_no_arrival_delay(void **state)
+{
+    linear(95, 120);
+    make(2, 1, 0, 0);
+    head(1, 100, T(100, 100)); /* the cluster is at 100 */
+    bm_head_event_t ev = {.slot = F->truth.slot[100], .topic = BM_HEAD_TOPIC_HEAD, .polled = true};
+    memcpy(ev.root, R(100).b, 32);
+    F->now = T(100, 900);
+    assert_int_equal(bm_head_on_head(F->t, 0, &ev, F->now), 0);
+    bm_head_node_view_t v = view(0);
+    assert_true(v.has_head && v.slot == F->truth.slot[100] && v.polled);
+    assert_int_equal(v.n_delays, 0);
+    head(0, 101, T(101, 300)); /* its stream's next event has its time */
+    v = view(0);
+    assert_false(v.polled);
+    assert_int_equal(v.n_delays, 1);
+    assert_int_equal(v.delays_ms[0], 300);
+}
+
 /* ---- bounded memory ------------------------------------------------------------------- */
 
 static void test_memory_bounded_under_flood(void **state)
@@ -1433,6 +1454,7 @@ int main(void)
         TEST(test_payload_full_tracking),
         TEST(test_root_at_slot_walks_parents),
         TEST(test_arrival_delays_and_firsts),
+        TEST(test_polled_head_has_no_arrival_delay),
         TEST(test_memory_bounded_under_flood),
         TEST(test_listener_may_call_back),
         TEST(test_random_inputs_keep_invariants),
