@@ -241,8 +241,7 @@ void bm_admin_status_json(bm_admin_t *a, bm_str_t *o)
     bm_memtrim_stats_t mt = bm_memtrim_stats();
     bm_str_printf(o,
                   ",\"memory\":{\"trim_interval_ms\":%llu,\"trims\":%llu,\"trims_released\":%llu,"
-                  "\"last_trim_us\":%llu,"
-                  "\"max_trim_us\":%llu}",
+                  "\"last_trim_us\":%llu,\"max_trim_us\":%llu}",
                   (unsigned long long)mt.every_ms, (unsigned long long)mt.runs,
                   (unsigned long long)mt.released, (unsigned long long)mt.last_us,
                   (unsigned long long)mt.max_us);

@@ -12,9 +12,9 @@
  * One per process (the C library's heap is): set by main from server.memoryTrimInterval (and
  * again on a reload), read by the status page. The trim runs from a loop timer that does not
  * keep the loop alive, on the loop that serves duties, so how long it takes is kept and
- * shown: it grows with the free memory it walks (about 4-8 ms for a 64 MiB heap half freed,
- * 60 ms for 512 MiB, measured with glibc 2.36), which is why the interval can be longer or
- * off. Without glibc it does nothing.
+ * shown: it grows with the free memory it walks (about 4 ms for a 64 MiB heap half freed,
+ * 40-60 ms for 512 MiB: bench/trim_cost.c, glibc 2.36), which is why the interval can be
+ * longer or off. Without glibc it does nothing.
  */
 #ifndef BM_MEMTRIM_H
 #define BM_MEMTRIM_H
