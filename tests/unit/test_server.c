@@ -530,6 +530,7 @@ static void handler(bm_req_t *req, void *ud)
     const char *p = bm_req_path(req, &plen);
     char path[64];
     snprintf(path, sizeof path, "%.*s", (int)(plen < 63 ? plen : 63), p);
+    int k = query_k(req); /* /hold and /after */
 
     if (strcmp(path, "/hello") == 0) {
         bm_buf_t *b = bm_buf_from_str(hello);
@@ -573,12 +574,12 @@ static void handler(bm_req_t *req, void *ud)
         uv_timer_start(&l->t, later_fire, (uint64_t)d, 0);
         if (++f->in_flight > f->max_in_flight)
             f->max_in_flight = f->in_flight;
-    } else if (strcmp(path, "/hold") == 0 && query_k(req) >= 0 && !f->holds[query_k(req)]) {
-        f->holds[query_k(req)] = req;
+    } else if (strcmp(path, "/hold") == 0 && k >= 0 && !f->holds[k]) {
+        f->holds[k] = req;
         if (++f->nheld == 4)
             uv_timer_start(&f->t1, release_holds, 0, 0);
-    } else if (strcmp(path, "/after") == 0 && query_k(req) >= 0 && f->nafter < 4) {
-        f->after_order[f->nafter++] = query_k(req);
+    } else if (strcmp(path, "/after") == 0 && k >= 0 && f->nafter < 4) {
+        f->after_order[f->nafter++] = k;
         bm_buf_t *b = bm_buf_from_str("after");
         bm_resp_send(req, 200, "text/plain", b, NULL);
         bm_buf_unref(b);
